@@ -1,0 +1,5 @@
+//! The `apollo` binary.
+
+fn main() {
+    std::process::exit(2);
+}

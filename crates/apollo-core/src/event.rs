@@ -1,0 +1,340 @@
+//! The events the engine records: the payloads of journal records.
+//!
+//! apollo-store frames each event into a record (adding `seq` and `ts`), makes it durable and
+//! reads it back; apollo-replay turns a run's events into timelines and diffs. The serde
+//! shape is part of the journal format (see apollo-store's docs): an internally tagged object
+//! whose `kind` is the variant in snake_case. Adding an optional field is a minor format
+//! change; renaming or removing one is a major change.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Phase;
+
+/// One journal event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// A new run began.
+    RunStarted(RunStarted),
+    /// An existing run was picked up again by a later apollo process.
+    RunResumed(RunResumed),
+    /// An attempt of a unit is about to spawn its first process (write-ahead).
+    UnitStarted(UnitStarted),
+    /// An attempt of a unit ended.
+    UnitFinished(UnitFinished),
+    /// A unit will not run in this run.
+    UnitSkipped(UnitSkipped),
+    /// A human recorded a verdict on a unit (`apollo mark`).
+    UnitMarked(UnitMarked),
+    /// The run ended.
+    RunFinished(RunFinished),
+}
+
+impl Event {
+    /// The `kind` tag of the event, as written in the journal.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted(_) => "run_started",
+            Event::RunResumed(_) => "run_resumed",
+            Event::UnitStarted(_) => "unit_started",
+            Event::UnitFinished(_) => "unit_finished",
+            Event::UnitSkipped(_) => "unit_skipped",
+            Event::UnitMarked(_) => "unit_marked",
+            Event::RunFinished(_) => "run_finished",
+        }
+    }
+
+    /// The unit the event is about, for unit events.
+    pub fn unit(&self) -> Option<&str> {
+        match self {
+            Event::UnitStarted(event) => Some(&event.unit),
+            Event::UnitFinished(event) => Some(&event.unit),
+            Event::UnitSkipped(event) => Some(&event.unit),
+            Event::UnitMarked(event) => Some(&event.unit),
+            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => None,
+        }
+    }
+}
+
+/// Payload of `run_started`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// The run's id (`20261130T021507Z-3f9a`).
+    pub run_id: String,
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// The config file the run was started from.
+    pub config_path: String,
+    /// SHA-256 of the config file's bytes.
+    pub config_hash: String,
+    /// SHA-256 of the resolved definition snapshot stored with the run.
+    pub definition_hash: String,
+    /// Version of the apollo that started the run.
+    pub apollo_version: String,
+    /// Host name of the machine.
+    pub host: String,
+    /// Process id of the apollo that started the run.
+    pub pid: u32,
+    /// The pipeline's units, in config order.
+    pub units: Vec<String>,
+}
+
+/// Payload of `run_resumed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResumed {
+    /// SHA-256 of the config file's bytes at resume time.
+    pub config_hash: String,
+    /// SHA-256 of the resolved definition snapshot the resume used.
+    pub definition_hash: String,
+    /// Version of the apollo that resumed.
+    pub apollo_version: String,
+    /// Host name of the machine.
+    pub host: String,
+    /// Process id of the apollo that resumed.
+    pub pid: u32,
+    /// The pipeline's units at resume time, in config order.
+    pub units: Vec<String>,
+}
+
+/// What kind of thing an input component is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// A command (`prepare`, `execute` or `cleanup`); the name is the phase.
+    Command,
+    /// A declared environment variable; the name is the variable.
+    Env,
+    /// A declared input file; the name is its path relative to the config folder.
+    File,
+    /// A dependency's output hash; the name is the dependency.
+    Upstream,
+}
+
+/// One component of a unit's input hash, recorded so a diff can say *what* changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputComponent {
+    /// What the component is.
+    pub kind: InputKind,
+    /// Which one (phase, variable, path or unit name).
+    pub name: String,
+    /// SHA-256 (hex) of the component's canonical encoding.
+    pub hash: String,
+}
+
+/// Payload of `unit_started`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitStarted {
+    /// The unit.
+    pub unit: String,
+    /// The attempt number, from 1, counted across resumes of the same run.
+    pub attempt: u32,
+    /// SHA-256 (hex) over the components below.
+    pub input_hash: String,
+    /// Every component of the input hash, sorted by kind then name.
+    pub inputs: Vec<InputComponent>,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptStatus {
+    /// Every phase exited 0 and every declared output exists.
+    Succeeded,
+    /// A phase failed (non-zero exit, a signal, could not start, a missing output).
+    Failed,
+    /// apollo's timeout ended the attempt.
+    TimedOut,
+    /// apollo was stopped (SIGINT/SIGTERM) while the attempt ran.
+    Interrupted,
+    /// `execute` exited 77: the unit decided it had nothing to do. Satisfies dependents.
+    Skipped,
+}
+
+impl AttemptStatus {
+    /// The status as written in the journal and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptStatus::Succeeded => "succeeded",
+            AttemptStatus::Failed => "failed",
+            AttemptStatus::TimedOut => "timed_out",
+            AttemptStatus::Interrupted => "interrupted",
+            AttemptStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Whether dependents may run after this outcome.
+    pub fn satisfies_dependents(self) -> bool {
+        matches!(self, AttemptStatus::Succeeded | AttemptStatus::Skipped)
+    }
+}
+
+/// How one phase's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal (number) ended it.
+    Signal(i32),
+}
+
+/// The record of one phase of an attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    /// Which phase.
+    pub phase: Phase,
+    /// Milliseconds from the attempt's start to the phase's start.
+    pub offset_ms: u64,
+    /// Wall time of the phase in milliseconds.
+    pub duration_ms: u64,
+    /// How its process ended; `None` when it could not start.
+    pub exit: Option<ExitStatus>,
+    /// Whether apollo's timeout ended it.
+    pub timed_out: bool,
+}
+
+/// Payload of `unit_finished`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitFinished {
+    /// The unit.
+    pub unit: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// How the attempt ended.
+    pub status: AttemptStatus,
+    /// How the deciding phase's process ended (execute's, or the phase that failed).
+    pub exit: Option<ExitStatus>,
+    /// The phase that failed or timed out, when one did.
+    pub failed_phase: Option<Phase>,
+    /// Whether apollo's timeout ended the attempt.
+    pub timed_out: bool,
+    /// Wall time of the whole attempt in milliseconds.
+    pub duration_ms: u64,
+    /// SHA-256 (hex) of the declared outputs, or of execute's stdout when none are declared.
+    /// `None` when the attempt did not succeed.
+    pub output_hash: Option<String>,
+    /// Bytes the attempt wrote to stdout (all phases).
+    pub stdout_bytes: u64,
+    /// Bytes the attempt wrote to stderr (all phases).
+    pub stderr_bytes: u64,
+    /// User CPU time of the attempt's processes, in milliseconds.
+    pub user_cpu_ms: u64,
+    /// System CPU time of the attempt's processes, in milliseconds.
+    pub sys_cpu_ms: u64,
+    /// Largest resident set size among the attempt's processes, in KiB.
+    pub max_rss_kib: u64,
+    /// Processes left in a phase's group after its leader exited, killed by apollo.
+    pub leftovers_killed: u32,
+    /// Every phase that ran, in order.
+    pub phases: Vec<PhaseRecord>,
+    /// What went wrong, in one or a few lines, when something did.
+    pub error: Option<String>,
+}
+
+/// Why a unit did not run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum SkipReason {
+    /// A dependency (direct or not) failed for good.
+    UpstreamFailed {
+        /// The unit whose failure caused the skip.
+        upstream: String,
+    },
+    /// The run was interrupted before the unit could start.
+    Interrupted,
+}
+
+/// Payload of `unit_skipped`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitSkipped {
+    /// The unit.
+    pub unit: String,
+    /// Why it did not run.
+    #[serde(flatten)]
+    pub reason: SkipReason,
+}
+
+/// A human's verdict on a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Treat the unit as succeeded: do not run it again.
+    Succeeded,
+    /// Treat the unit as failed: run it again.
+    Failed,
+}
+
+/// Payload of `unit_marked`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitMarked {
+    /// The unit.
+    pub unit: String,
+    /// The attempt the verdict is about.
+    pub attempt: u32,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Who recorded it (the user name, when known).
+    pub by: String,
+    /// A free-form note.
+    pub note: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every unit succeeded or skipped itself.
+    Succeeded,
+    /// At least one unit failed for good.
+    Failed,
+    /// apollo was stopped by a signal.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The status as written in the journal and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Payload of `run_finished`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFinished {
+    /// How the run ended.
+    pub status: RunStatus,
+    /// Units that succeeded (in this or an earlier process of the run).
+    pub succeeded: u32,
+    /// Units that failed for good.
+    pub failed: u32,
+    /// Units skipped (by themselves, or because an upstream failed).
+    pub skipped: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_a_snake_case_kind_tag() {
+        let event = Event::UnitSkipped(UnitSkipped {
+            unit: "clean".into(),
+            reason: SkipReason::UpstreamFailed {
+                upstream: "fetch".into(),
+            },
+        });
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"unit_skipped","unit":"clean","reason":"upstream_failed","upstream":"fetch"}"#
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.kind(), "unit_skipped");
+    }
+}

@@ -1,0 +1,59 @@
+//! The seam between the engine and durable storage.
+//!
+//! apollo-store implements [`Journal`] with its checksummed, fsynced segments; tests implement
+//! it in memory. The engine is the only caller, from its own thread.
+
+use crate::event::Event;
+
+/// An append-only, durable event log.
+pub trait Journal {
+    /// Append `events` in order. Returns only once **all** of them are durable (on disk, fsynced),
+    /// so the engine can batch the events it has at hand and pay one sync for all (group commit).
+    ///
+    /// An error is final for the run: the engine stops starting units and reports it.
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError>;
+}
+
+/// Appending to the journal failed; nothing after the last successful append may be assumed durable.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to append to the journal: {message}")]
+pub struct JournalError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl JournalError {
+    /// An error with a message and the underlying cause.
+    pub fn new(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An error with a message only.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+}
+
+/// A journal that keeps events in memory: for tests and for `--dry-run`.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryJournal {
+    /// Every event appended so far, in order.
+    pub events: Vec<Event>,
+}
+
+impl Journal for MemoryJournal {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.events.extend_from_slice(events);
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! The resolved pipeline model: what a loaded, validated config means.
+//!
+//! Everything here is already resolved: defaults inherited, durations parsed, relative paths
+//! made absolute against the config file's folder, pipeline env merged under each unit's env.
+//! The engine, the executor and the journal only ever see this model, never raw YAML.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A whole pipeline, ready to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pipeline {
+    /// The pipeline's name (`name:` in the config, or the config file's stem).
+    pub name: String,
+    /// Absolute path of the config file this pipeline was loaded from.
+    pub config_path: PathBuf,
+    /// The folder relative paths in the config resolve against (the config file's folder).
+    pub base_dir: PathBuf,
+    /// How many units may run at once (at least 1).
+    pub max_parallel: usize,
+    /// The units, in config order. Config order is the tie-breaker for every ordering decision.
+    pub units: Vec<Unit>,
+}
+
+/// One unit of work: up to three commands run as one attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unit {
+    /// Unique name; matches `[A-Za-z0-9_.-]+` and is never `.` or `..` (it is a path component).
+    pub name: String,
+    /// Names of the units this one depends on, in config order, without duplicates.
+    pub deps: Vec<String>,
+    /// Time limit of one attempt's `prepare` + `execute` (see apollo-exec for cleanup's own limit).
+    /// `None` means no limit.
+    #[serde(with = "opt_duration_ms")]
+    pub timeout: Option<Duration>,
+    /// Extra attempts after the first failure.
+    pub retries: u32,
+    /// Base of the exponential backoff between attempts.
+    #[serde(with = "duration_ms")]
+    pub retry_delay: Duration,
+    /// SIGTERM → wait this long → SIGKILL.
+    #[serde(with = "duration_ms")]
+    pub kill_grace: Duration,
+    /// Runs before `execute`; optional.
+    pub prepare: Option<Command>,
+    /// The unit's main command.
+    pub execute: Command,
+    /// Runs after `execute` (or after a failed `prepare`), always, once `prepare` started.
+    pub cleanup: Option<Command>,
+    /// Input file patterns, relative to `base_dir` unless absolute; globs allowed.
+    pub inputs: Vec<String>,
+    /// Output files, relative to `base_dir` unless absolute.
+    pub outputs: Vec<String>,
+    /// The environment the unit's commands get on top of apollo's own: pipeline `env` merged
+    /// under the unit's `env` (the unit wins).
+    pub env: BTreeMap<String, String>,
+    /// Absolute working directory of the unit's commands.
+    pub workdir: PathBuf,
+    /// Whether running the unit again after a half-done attempt is safe (DESIGN §7).
+    pub idempotent: bool,
+}
+
+/// A command: a shell string or an argument vector.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Command {
+    /// Run by `/bin/sh -c` (apollo-exec may exec it directly when it has no shell syntax).
+    Shell(String),
+    /// Exec'd directly: program then arguments. Never empty.
+    Argv(Vec<String>),
+}
+
+impl Command {
+    /// A one-line human rendering of the command (argv elements joined by spaces).
+    pub fn display(&self) -> String {
+        match self {
+            Command::Shell(script) => script.clone(),
+            Command::Argv(argv) => argv.join(" "),
+        }
+    }
+}
+
+/// The three phases of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The optional preparation command.
+    Prepare,
+    /// The main command.
+    Execute,
+    /// The optional cleanup command.
+    Cleanup,
+}
+
+impl Phase {
+    /// The phase's name as it appears in `APOLLO_PHASE`, the journal and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::Execute => "execute",
+            Phase::Cleanup => "cleanup",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Pipeline {
+    /// The index of the unit called `name`, if there is one.
+    pub fn unit_index(&self, name: &str) -> Option<usize> {
+        self.units.iter().position(|unit| unit.name == name)
+    }
+}
+
+/// Serde helpers: durations as integer milliseconds in JSON (definition snapshots).
+mod duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Duration,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(deserializer)?))
+    }
+}
+
+mod opt_duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(duration) => {
+                serializer.serialize_some(&u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+            }
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(deserializer)?.map(Duration::from_millis))
+    }
+}
