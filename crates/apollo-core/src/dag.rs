@@ -265,6 +265,11 @@ impl ReadyQueue {
         self.ready.len()
     }
 
+    /// Put `unit_idx` back in the queue (a retry that came due). It must not be queued already.
+    pub fn requeue(&mut self, unit_idx: usize) {
+        self.ready.push(Reverse(unit_idx));
+    }
+
     /// `unit_idx` is done in a way that satisfies its dependents: count it down in each of
     /// them and queue those whose last dependency it was.
     pub fn complete(&mut self, dag: &Dag, unit_idx: usize) {

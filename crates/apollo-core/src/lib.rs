@@ -14,14 +14,19 @@
 
 pub mod cancel;
 pub mod dag;
+pub mod engine;
 pub mod event;
 pub mod executor;
+pub mod hash;
 pub mod journal;
 pub mod model;
+pub mod resume;
 
 pub use cancel::{CancelLevel, CancelRegistration, CancelToken};
 pub use dag::{Dag, DagError, ReadyQueue};
+pub use engine::{EngineError, EngineOptions, RunReport};
 pub use event::Event;
 pub use executor::{AttemptOutcome, AttemptRequest, Executor, PhaseOutcome};
 pub use journal::{Journal, JournalError, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
+pub use resume::PriorState;

@@ -1,0 +1,1036 @@
+//! The scheduling engine: runs a pipeline's units in dependency order, through an
+//! [`Executor`], recording every step in a [`Journal`] before it matters (DESIGN §4, §7).
+//!
+//! # How a run proceeds
+//!
+//! The engine thread alone owns the run's state and is the journal's only writer. Worker
+//! threads (`max_parallel` of them) run attempts and report back over a channel. Each turn of
+//! the loop:
+//!
+//! 1. takes ready units from the [`ReadyQueue`] (config order) up to `max_parallel`, decides
+//!    for each whether it must run (resume rules) and, if so, queues its `unit_started`;
+//! 2. appends everything queued — the `unit_finished` records of attempts that just ended and
+//!    the `unit_started` records of the units about to start — in **one** durable append
+//!    (group commit), and only then hands the new attempts to the workers. So `unit_started`
+//!    is on disk before a unit's first process exists, and `unit_finished` is on disk before
+//!    any dependent starts;
+//! 3. waits for an attempt to end, a retry to come due, or a cancellation.
+//!
+//! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
+//! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
+//! units finish. Exit code 77 from `execute` means the unit skipped itself: it satisfies its
+//! dependents.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::cancel::{CancelLevel, CancelToken};
+use crate::dag::{Dag, DagError, ReadyQueue};
+use crate::event::{
+    AttemptStatus, Event, InputComponent, PhaseRecord, RunFinished, RunStatus, SkipReason,
+    UnitFinished, UnitSkipped, UnitStarted,
+};
+use crate::executor::{AttemptOutcome, AttemptRequest, Executor};
+use crate::hash;
+use crate::journal::{Journal, JournalError};
+use crate::model::{Pipeline, Unit};
+use crate::resume::{PriorState, PriorUnitState};
+
+/// What to do when a unit that succeeded earlier in the run has different inputs now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnInputChange {
+    /// Run it again (the default).
+    #[default]
+    Rerun,
+    /// Stop before running it, explaining what changed.
+    Fail,
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The run's id (passed to units as `APOLLO_RUN_ID`).
+    pub run_id: String,
+    /// Units running at once (at least 1).
+    pub max_parallel: usize,
+    /// Keep running what does not depend on a failure (like `make -k`).
+    pub keep_going: bool,
+    /// What to do when a succeeded unit's inputs changed.
+    pub on_input_change: OnInputChange,
+    /// Run only these units and whatever of their upstream is not done. `None`: every unit.
+    pub only: Option<Vec<String>>,
+    /// The longest wait between two attempts of a unit (the backoff doubles up to this, or up
+    /// to the unit's `retry_delay` when that is longer).
+    pub max_retry_delay: Duration,
+}
+
+impl EngineOptions {
+    /// Defaults for a run: the pipeline's `max_parallel`, fail-fast, rerun on input change.
+    pub fn new(run_id: impl Into<String>, pipeline: &Pipeline) -> Self {
+        Self {
+            run_id: run_id.into(),
+            max_parallel: pipeline.max_parallel.max(1),
+            keep_going: false,
+            on_input_change: OnInputChange::Rerun,
+            only: None,
+            max_retry_delay: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Why a unit runs, or why it does not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// It succeeded earlier in this run and its inputs are the same: not run again.
+    Reuse {
+        /// The attempt that succeeded.
+        attempt: u32,
+        /// Whether that success was a human's verdict.
+        marked: bool,
+    },
+    /// It never ran in this run.
+    FirstRun,
+    /// It succeeded earlier but its inputs changed (the phrases name what).
+    InputsChanged(Vec<String>),
+    /// It was running when apollo stopped, and is idempotent.
+    WasInFlight {
+        /// The attempt that was cut off.
+        attempt: u32,
+    },
+    /// Its latest attempt did not succeed (failed, timed out, interrupted, or skipped because
+    /// an upstream failed).
+    PreviouslyNotDone {
+        /// The latest attempt.
+        attempt: u32,
+    },
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decision::Reuse {
+                attempt,
+                marked: false,
+            } => {
+                write!(
+                    f,
+                    "succeeded earlier in this run (attempt {attempt}), inputs unchanged: not run again"
+                )
+            }
+            Decision::Reuse {
+                attempt,
+                marked: true,
+            } => {
+                write!(
+                    f,
+                    "marked succeeded by a human (attempt {attempt}), inputs unchanged: not run again"
+                )
+            }
+            Decision::FirstRun => f.write_str("has not run yet in this run"),
+            Decision::InputsChanged(changes) => write!(f, "runs again: {}", changes.join(", ")),
+            Decision::WasInFlight { attempt } => write!(
+                f,
+                "was running (attempt {attempt}) when apollo stopped; idempotent → runs again"
+            ),
+            Decision::PreviouslyNotDone { attempt } => {
+                write!(f, "attempt {attempt} did not succeed: runs again")
+            }
+        }
+    }
+}
+
+/// What the engine tells its observer (progress output, `--explain`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Notice<'a> {
+    /// The engine decided whether `unit` runs.
+    Decided {
+        /// The unit.
+        unit: &'a str,
+        /// The decision and its reason.
+        decision: &'a Decision,
+    },
+    /// An attempt is durably recorded as started and about to spawn.
+    Started {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt number.
+        attempt: u32,
+    },
+    /// An attempt ended (its `unit_finished` is queued for the next durable append).
+    Finished {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt's record.
+        record: &'a UnitFinished,
+        /// When the unit will be tried again, if it will.
+        retry_in: Option<Duration>,
+        /// Where the attempt's stdout and stderr are.
+        log_dir: &'a std::path::Path,
+    },
+    /// The unit will not run: an upstream failed.
+    Skipped {
+        /// The unit.
+        unit: &'a str,
+        /// The failed upstream unit.
+        upstream: &'a str,
+    },
+}
+
+/// Receives [`Notice`]s from the engine thread.
+pub trait Observer {
+    /// Called for every notice, on the engine thread; keep it quick.
+    fn notice(&mut self, notice: &Notice<'_>);
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn notice(&mut self, _notice: &Notice<'_>) {}
+}
+
+/// Provides (creating it) the folder an attempt's stdout/stderr go to.
+pub trait AttemptLogs: Sync {
+    /// The folder for `unit`'s attempt `attempt`, created if needed.
+    fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String>;
+}
+
+/// Where a unit ended up in this engine run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitResult {
+    /// An attempt in this process succeeded.
+    Succeeded {
+        /// The attempt.
+        attempt: u32,
+    },
+    /// It skipped itself (exit 77).
+    SelfSkipped {
+        /// The attempt.
+        attempt: u32,
+    },
+    /// Done earlier in the run; not run again.
+    Reused,
+    /// It failed for good.
+    Failed {
+        /// Its last attempt.
+        attempt: u32,
+        /// Where that attempt's logs are.
+        log_dir: PathBuf,
+        /// The first line of its error, when there is one.
+        error: Option<String>,
+    },
+    /// An upstream unit failed.
+    SkippedUpstream {
+        /// The upstream unit.
+        upstream: String,
+    },
+    /// It was interrupted, or never started (interrupted run, fail-fast stop, `--only`).
+    NotRun,
+}
+
+/// The outcome of [`run`].
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// How the run ended; `None` when `only` left units of the pipeline undone (the run stays
+    /// open and the next `apollo run` resumes it).
+    pub status: Option<RunStatus>,
+    /// Each unit's result, in config order.
+    pub units: Vec<(String, UnitResult)>,
+}
+
+impl RunReport {
+    /// How many units ended in a state matching `predicate`.
+    pub fn count(&self, predicate: impl Fn(&UnitResult) -> bool) -> usize {
+        self.units
+            .iter()
+            .filter(|(_, result)| predicate(result))
+            .count()
+    }
+}
+
+/// Why a run could not proceed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The pipeline's graph is broken (validation should have caught it).
+    #[error(transparent)]
+    Graph(#[from] DagError),
+    /// `only` names a unit that does not exist.
+    #[error("`--only {unit}`: the pipeline has no unit `{unit}`")]
+    UnknownUnit {
+        /// The name given.
+        unit: String,
+    },
+    /// A non-idempotent unit was running when apollo stopped: a human must decide.
+    #[error(
+        "unit `{unit}` (attempt {attempt}) was running when apollo stopped, and it is not idempotent: \
+         its side effects may be half done"
+    )]
+    NeedsVerdict {
+        /// The unit.
+        unit: String,
+        /// The attempt that was cut off.
+        attempt: u32,
+    },
+    /// With `--on-input-change=fail`: a unit that succeeded has different inputs now.
+    #[error("unit `{unit}` succeeded earlier in this run but its inputs changed: {}", changes.join(", "))]
+    InputsChanged {
+        /// The unit.
+        unit: String,
+        /// What changed.
+        changes: Vec<String>,
+    },
+    /// Appending to the journal failed; running units were stopped.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+struct Job {
+    unit_idx: usize,
+    attempt: u32,
+    log_dir: PathBuf,
+}
+
+struct Done {
+    unit_idx: usize,
+    attempt: u32,
+    log_dir: PathBuf,
+    outcome: AttemptOutcome,
+    /// The declared outputs' hash (`Ok(None)`: none declared), computed on the worker.
+    outputs: Option<Result<Option<String>, String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Running,
+    RetryWait,
+    Done,
+    Failed,
+    Skipped,
+}
+
+/// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
+/// new run). Writes unit records and `run_finished` to `journal`; the caller writes
+/// `run_started`/`run_resumed` first.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    options: &EngineOptions,
+    journal: &mut dyn Journal,
+    executor: &dyn Executor,
+    logs: &dyn AttemptLogs,
+    cancel: &CancelToken,
+    observer: &mut dyn Observer,
+) -> Result<RunReport, EngineError> {
+    let dag = Dag::new(pipeline)?;
+    let in_scope = scope(pipeline, &dag, options.only.as_deref())?;
+    check_in_flight(pipeline, prior, &in_scope)?;
+
+    let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
+    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
+    let (wake_tx, wake_rx) = crossbeam_channel::bounded::<()>(1);
+    let _wake_registration = cancel.on_cancel(move || {
+        let _ = wake_tx.try_send(());
+    });
+    let n_workers = options.max_parallel.max(1).min(pipeline.units.len().max(1));
+
+    std::thread::scope(|scope| {
+        for _ in 0..n_workers {
+            let job_rx = job_rx.clone();
+            let done_tx = done_tx.clone();
+            scope.spawn(move || {
+                worker(
+                    pipeline,
+                    &options.run_id,
+                    executor,
+                    cancel,
+                    &job_rx,
+                    &done_tx,
+                )
+            });
+        }
+        drop(done_tx);
+        let mut engine = EngineLoop::new(pipeline, &dag, prior, options, in_scope, cancel);
+        let result = engine.run(journal, logs, observer, &job_tx, &done_rx, &wake_rx);
+        // Dropping the job sender ends the workers; the scope joins them.
+        drop(job_tx);
+        result
+    })
+}
+
+/// Which units take part: all, or those named by `only` plus their upstream.
+fn scope(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    only: Option<&[String]>,
+) -> Result<Vec<bool>, EngineError> {
+    let Some(only) = only else {
+        return Ok(vec![true; pipeline.units.len()]);
+    };
+    let mut roots = Vec::with_capacity(only.len());
+    for name in only {
+        let unit_idx = pipeline
+            .unit_index(name)
+            .ok_or_else(|| EngineError::UnknownUnit { unit: name.clone() })?;
+        roots.push(unit_idx);
+    }
+    let mut in_scope = vec![false; pipeline.units.len()];
+    for unit_idx in dag.upstream_closure(&roots) {
+        in_scope[unit_idx] = true;
+    }
+    Ok(in_scope)
+}
+
+/// DESIGN §7: a non-idempotent unit cut off mid-attempt stops the run before anything runs.
+fn check_in_flight(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    in_scope: &[bool],
+) -> Result<(), EngineError> {
+    for (unit, _) in pipeline
+        .units
+        .iter()
+        .zip(in_scope)
+        .filter(|(_, in_scope)| **in_scope)
+    {
+        if let Some(prior_unit) = prior.unit(&unit.name)
+            && let PriorUnitState::InFlight { attempt } = prior_unit.state
+            && !unit.idempotent
+        {
+            return Err(EngineError::NeedsVerdict {
+                unit: unit.name.clone(),
+                attempt,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn worker(
+    pipeline: &Pipeline,
+    run_id: &str,
+    executor: &dyn Executor,
+    cancel: &CancelToken,
+    jobs: &Receiver<Job>,
+    done: &Sender<Done>,
+) {
+    for job in jobs {
+        let unit = &pipeline.units[job.unit_idx];
+        let request = AttemptRequest {
+            run_id,
+            unit,
+            attempt: job.attempt,
+            log_dir: &job.log_dir,
+        };
+        let outcome = executor.run_attempt(&request, cancel);
+        let outputs = outcome.status.satisfies_dependents().then(|| {
+            hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
+        });
+        let message = Done {
+            unit_idx: job.unit_idx,
+            attempt: job.attempt,
+            log_dir: job.log_dir,
+            outcome,
+            outputs,
+        };
+        if done.send(message).is_err() {
+            return;
+        }
+    }
+}
+
+/// Backoff before retry number `retry` (1 for the first retry): base × 2^(retry-1), capped.
+fn backoff(unit: &Unit, retry: u32, cap: Duration) -> Duration {
+    let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(20));
+    unit.retry_delay
+        .saturating_mul(factor)
+        .min(cap.max(unit.retry_delay))
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").to_owned()
+}
+
+struct EngineLoop<'a> {
+    pipeline: &'a Pipeline,
+    dag: &'a Dag,
+    prior: &'a PriorState,
+    options: &'a EngineOptions,
+    cancel: &'a CancelToken,
+    in_scope: Vec<bool>,
+    state: Vec<State>,
+    results: Vec<Option<UnitResult>>,
+    output_hashes: Vec<Option<String>>,
+    /// The last attempt number used per unit (continues across resumes).
+    last_attempt: Vec<u32>,
+    /// Attempts made by this process per unit (the retry budget is per process).
+    attempts_here: Vec<u32>,
+    queue: ReadyQueue,
+    retry_waits: BinaryHeap<Reverse<(Instant, usize)>>,
+    pending_events: Vec<Event>,
+    running: usize,
+    stop_starting: bool,
+    failed_any: bool,
+    input_change_error: Option<EngineError>,
+}
+
+impl<'a> EngineLoop<'a> {
+    fn new(
+        pipeline: &'a Pipeline,
+        dag: &'a Dag,
+        prior: &'a PriorState,
+        options: &'a EngineOptions,
+        in_scope: Vec<bool>,
+        cancel: &'a CancelToken,
+    ) -> Self {
+        let n_units = pipeline.units.len();
+        let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
+        let last_attempt = pipeline
+            .units
+            .iter()
+            .map(|unit| {
+                prior
+                    .unit(&unit.name)
+                    .map_or(0, |prior_unit| prior_unit.last_attempt)
+            })
+            .collect();
+        Self {
+            pipeline,
+            dag,
+            prior,
+            options,
+            cancel,
+            in_scope,
+            state: vec![State::Waiting; n_units],
+            results: vec![None; n_units],
+            output_hashes: vec![None; n_units],
+            last_attempt,
+            attempts_here: vec![0; n_units],
+            queue,
+            retry_waits: BinaryHeap::new(),
+            pending_events: Vec::new(),
+            running: 0,
+            stop_starting: false,
+            failed_any: false,
+            input_change_error: None,
+        }
+    }
+
+    fn run(
+        &mut self,
+        journal: &mut dyn Journal,
+        logs: &dyn AttemptLogs,
+        observer: &mut dyn Observer,
+        job_tx: &Sender<Job>,
+        done_rx: &Receiver<Done>,
+        wake_rx: &Receiver<()>,
+    ) -> Result<RunReport, EngineError> {
+        loop {
+            if self.cancel.is_cancelled() {
+                self.stop();
+            }
+            self.release_due_retries();
+            let jobs = self.start_ready(logs, observer);
+            if !self.pending_events.is_empty() {
+                let append = journal.append(&self.pending_events);
+                self.pending_events.clear();
+                if let Err(error) = append {
+                    return Err(self.abort_on_journal_error(error, done_rx));
+                }
+            }
+            for job in jobs {
+                observer.notice(&Notice::Started {
+                    unit: &self.pipeline.units[job.unit_idx].name,
+                    attempt: job.attempt,
+                });
+                self.running += 1;
+                // The workers outlive this loop (the scope joins them), so a send cannot fail.
+                let _ = job_tx.send(job);
+            }
+            if self.running == 0
+                && (self.stop_starting || (self.queue.is_empty() && self.retry_waits.is_empty()))
+            {
+                break;
+            }
+            // Wait for an attempt to end, a retry to come due, or a cancellation.
+            let next_due = self.retry_waits.peek().map(|Reverse((due, _))| *due);
+            let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
+                due.saturating_duration_since(Instant::now())
+            });
+            crossbeam_channel::select! {
+                recv(done_rx) -> message => {
+                    if let Ok(done) = message {
+                        self.finish_attempt(done, observer);
+                        // Take every other attempt that ended meanwhile: one append for all.
+                        while let Ok(done) = done_rx.try_recv() {
+                            self.finish_attempt(done, observer);
+                        }
+                    }
+                }
+                recv(wake_rx) -> _ => self.stop(),
+                default(timeout) => {}
+            }
+        }
+        if let Some(error) = self.input_change_error.take() {
+            return Err(error);
+        }
+        let status = self.final_status();
+        if let Some(status) = status {
+            let count = |wanted: &[State]| {
+                u32::try_from(
+                    self.state
+                        .iter()
+                        .filter(|state| wanted.contains(state))
+                        .count(),
+                )
+                .unwrap_or(u32::MAX)
+            };
+            let finished = RunFinished {
+                status,
+                succeeded: u32::try_from(
+                    self.results
+                        .iter()
+                        .filter(|result| {
+                            matches!(
+                                result,
+                                Some(UnitResult::Succeeded { .. } | UnitResult::Reused)
+                            )
+                        })
+                        .count(),
+                )
+                .unwrap_or(u32::MAX),
+                failed: count(&[State::Failed]),
+                skipped: u32::try_from(
+                    self.results
+                        .iter()
+                        .filter(|result| {
+                            matches!(
+                                result,
+                                Some(
+                                    UnitResult::SelfSkipped { .. }
+                                        | UnitResult::SkippedUpstream { .. }
+                                )
+                            )
+                        })
+                        .count(),
+                )
+                .unwrap_or(u32::MAX),
+            };
+            journal.append(&[Event::RunFinished(finished)])?;
+        }
+        let units = self
+            .pipeline
+            .units
+            .iter()
+            .zip(&mut self.results)
+            .map(|(unit, result)| {
+                (
+                    unit.name.clone(),
+                    result.take().unwrap_or(UnitResult::NotRun),
+                )
+            })
+            .collect();
+        Ok(RunReport { status, units })
+    }
+
+    fn final_status(&self) -> Option<RunStatus> {
+        if self.cancel.is_cancelled() {
+            return Some(RunStatus::Interrupted);
+        }
+        if self.failed_any {
+            return Some(RunStatus::Failed);
+        }
+        let all_done = self.state.iter().all(|state| *state == State::Done);
+        all_done.then_some(RunStatus::Succeeded)
+    }
+
+    /// Stop starting units. With an upstream failure (fail-fast), pending retries become
+    /// final failures; on cancellation they stay undone.
+    fn stop(&mut self) {
+        self.stop_starting = true;
+        self.retry_waits.clear();
+    }
+
+    fn release_due_retries(&mut self) {
+        let now = Instant::now();
+        while let Some(Reverse((due, unit_idx))) = self.retry_waits.peek().copied() {
+            if due > now {
+                break;
+            }
+            self.retry_waits.pop();
+            self.state[unit_idx] = State::Waiting;
+            self.queue.requeue(unit_idx);
+        }
+    }
+
+    /// Decide and queue the `unit_started` of ready units, up to `max_parallel` running.
+    fn start_ready(&mut self, logs: &dyn AttemptLogs, observer: &mut dyn Observer) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        while !self.stop_starting && self.running + jobs.len() < self.options.max_parallel {
+            let Some(unit_idx) = self.queue.pop() else {
+                break;
+            };
+            let unit = &self.pipeline.units[unit_idx];
+            let upstream: Vec<(&str, &str)> = self
+                .dag
+                .deps(unit_idx)
+                .iter()
+                .map(|&dep_idx| {
+                    (
+                        self.pipeline.units[dep_idx].name.as_str(),
+                        self.output_hashes[dep_idx].as_deref().unwrap_or(""),
+                    )
+                })
+                .collect();
+            let components = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
+            let (inputs, hash_error) = match components {
+                Ok(inputs) => (inputs, None),
+                Err(error) => (Vec::new(), Some(error.to_string())),
+            };
+            let input_hash = hash::combine_components(&inputs);
+            if self.attempts_here[unit_idx] == 0 && hash_error.is_none() {
+                let decision = self.decide(unit, &input_hash, &inputs);
+                observer.notice(&Notice::Decided {
+                    unit: &unit.name,
+                    decision: &decision,
+                });
+                match decision {
+                    Decision::Reuse { .. } => {
+                        self.reuse(unit_idx);
+                        continue;
+                    }
+                    Decision::InputsChanged(changes)
+                        if self.options.on_input_change == OnInputChange::Fail =>
+                    {
+                        self.input_change_error = Some(EngineError::InputsChanged {
+                            unit: unit.name.clone(),
+                            changes,
+                        });
+                        self.stop();
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            self.last_attempt[unit_idx] += 1;
+            self.attempts_here[unit_idx] += 1;
+            let attempt = self.last_attempt[unit_idx];
+            self.pending_events.push(Event::UnitStarted(UnitStarted {
+                unit: unit.name.clone(),
+                attempt,
+                input_hash,
+                inputs,
+            }));
+            self.state[unit_idx] = State::Running;
+            let log_dir = match (hash_error, logs.log_dir(&unit.name, attempt)) {
+                (None, Ok(log_dir)) => log_dir,
+                (Some(error), _) | (None, Err(error)) => {
+                    // The attempt cannot start: record it as failed without spawning.
+                    self.running += 1;
+                    let outcome = failed_to_start(error);
+                    self.finish_attempt(
+                        Done {
+                            unit_idx,
+                            attempt,
+                            log_dir: PathBuf::new(),
+                            outcome,
+                            outputs: None,
+                        },
+                        observer,
+                    );
+                    continue;
+                }
+            };
+            jobs.push(Job {
+                unit_idx,
+                attempt,
+                log_dir,
+            });
+        }
+        jobs
+    }
+
+    fn decide(&self, unit: &Unit, input_hash: &str, inputs: &[InputComponent]) -> Decision {
+        let Some(prior_unit) = self.prior.unit(&unit.name) else {
+            return Decision::FirstRun;
+        };
+        match &prior_unit.state {
+            PriorUnitState::Done {
+                attempt,
+                input_hash: old_hash,
+                inputs: old_inputs,
+                marked,
+                ..
+            } => {
+                if old_hash == input_hash {
+                    Decision::Reuse {
+                        attempt: *attempt,
+                        marked: *marked,
+                    }
+                } else {
+                    let mut changes = hash::describe_input_changes(old_inputs, inputs);
+                    if changes.is_empty() {
+                        changes.push("input hash changed".to_owned());
+                    }
+                    Decision::InputsChanged(changes)
+                }
+            }
+            PriorUnitState::InFlight { attempt } => Decision::WasInFlight { attempt: *attempt },
+            PriorUnitState::NotDone if prior_unit.last_attempt == 0 => Decision::FirstRun,
+            PriorUnitState::NotDone => Decision::PreviouslyNotDone {
+                attempt: prior_unit.last_attempt,
+            },
+        }
+    }
+
+    fn reuse(&mut self, unit_idx: usize) {
+        let unit = &self.pipeline.units[unit_idx];
+        let output_hash = match self
+            .prior
+            .unit(&unit.name)
+            .map(|prior_unit| &prior_unit.state)
+        {
+            Some(PriorUnitState::Done {
+                output_hash: Some(output_hash),
+                ..
+            }) => output_hash.clone(),
+            // A human's verdict measured nothing: hash the declared outputs as they are now,
+            // or stand in a fixed value for the verdict.
+            Some(PriorUnitState::Done { attempt, .. }) => {
+                hash::output_hash(unit, &self.pipeline.base_dir)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| hash::sha256_hex(format!("marked {}", attempt).as_bytes()))
+            }
+            _ => String::new(),
+        };
+        self.output_hashes[unit_idx] = Some(output_hash);
+        self.state[unit_idx] = State::Done;
+        self.results[unit_idx] = Some(UnitResult::Reused);
+        self.queue.complete(self.dag, unit_idx);
+    }
+
+    fn finish_attempt(&mut self, done: Done, observer: &mut dyn Observer) {
+        let Done {
+            unit_idx,
+            attempt,
+            log_dir,
+            outcome,
+            outputs,
+        } = done;
+        self.running -= 1;
+        let unit = &self.pipeline.units[unit_idx];
+        let mut status = outcome.status;
+        let mut error = outcome.error.clone();
+        let mut output_hash = None;
+        if status.satisfies_dependents() {
+            match outputs {
+                Some(Ok(Some(hash))) => output_hash = Some(hash),
+                Some(Ok(None)) | None => {
+                    output_hash = Some(
+                        outcome
+                            .stdout_sha256
+                            .clone()
+                            .unwrap_or_else(|| hash::sha256_hex(b"")),
+                    );
+                }
+                // A unit that skipped itself need not have produced its outputs.
+                Some(Err(_)) if status == AttemptStatus::Skipped => {
+                    output_hash = Some(
+                        outcome
+                            .stdout_sha256
+                            .clone()
+                            .unwrap_or_else(|| hash::sha256_hex(b"")),
+                    );
+                }
+                Some(Err(message)) => {
+                    status = AttemptStatus::Failed;
+                    error = Some(format!(
+                        "execute exited 0 but a declared output is missing: {message}"
+                    ));
+                }
+            }
+        }
+        let record = UnitFinished {
+            unit: unit.name.clone(),
+            attempt,
+            status,
+            exit: outcome.exit,
+            failed_phase: outcome.failed_phase,
+            timed_out: outcome.timed_out,
+            duration_ms: millis(outcome.wall_time),
+            output_hash: output_hash.clone(),
+            stdout_bytes: outcome.stdout_bytes,
+            stderr_bytes: outcome.stderr_bytes,
+            user_cpu_ms: millis(outcome.user_cpu),
+            sys_cpu_ms: millis(outcome.sys_cpu),
+            max_rss_kib: outcome.max_rss_kib,
+            leftovers_killed: outcome
+                .phases
+                .iter()
+                .map(|phase| phase.leftovers_killed)
+                .sum(),
+            phases: outcome
+                .phases
+                .iter()
+                .map(|phase| PhaseRecord {
+                    phase: phase.phase,
+                    offset_ms: millis(phase.offset),
+                    duration_ms: millis(phase.wall_time),
+                    exit: phase.exit,
+                    timed_out: phase.timed_out,
+                })
+                .collect(),
+            error: error.clone(),
+        };
+        let mut retry_in = None;
+        match status {
+            AttemptStatus::Succeeded | AttemptStatus::Skipped => {
+                self.output_hashes[unit_idx] = output_hash;
+                self.state[unit_idx] = State::Done;
+                self.results[unit_idx] = Some(if status == AttemptStatus::Skipped {
+                    UnitResult::SelfSkipped { attempt }
+                } else {
+                    UnitResult::Succeeded { attempt }
+                });
+                self.queue.complete(self.dag, unit_idx);
+            }
+            AttemptStatus::Interrupted => {
+                self.state[unit_idx] = State::Waiting;
+                self.results[unit_idx] = Some(UnitResult::NotRun);
+            }
+            AttemptStatus::Failed | AttemptStatus::TimedOut => {
+                let retries_left = self.attempts_here[unit_idx] <= unit.retries;
+                if retries_left && !self.stop_starting && !self.cancel.is_cancelled() {
+                    let delay = backoff(
+                        unit,
+                        self.attempts_here[unit_idx],
+                        self.options.max_retry_delay,
+                    );
+                    self.retry_waits
+                        .push(Reverse((Instant::now() + delay, unit_idx)));
+                    self.state[unit_idx] = State::RetryWait;
+                    retry_in = Some(delay);
+                } else {
+                    self.state[unit_idx] = State::Failed;
+                    self.results[unit_idx] = Some(UnitResult::Failed {
+                        attempt,
+                        log_dir: log_dir.clone(),
+                        error: error.as_deref().map(first_line),
+                    });
+                    self.failed_any = true;
+                }
+            }
+        }
+        self.pending_events.push(Event::UnitFinished(record));
+        if let Some(Event::UnitFinished(record)) = self.pending_events.last() {
+            observer.notice(&Notice::Finished {
+                unit: &unit.name,
+                record,
+                retry_in,
+                log_dir: &log_dir,
+            });
+        }
+        if self.state[unit_idx] == State::Failed {
+            self.skip_downstream(unit_idx, observer);
+            if !self.options.keep_going {
+                self.fail_fast(observer);
+            }
+        }
+    }
+
+    /// Record every unit downstream of a failed unit as skipped.
+    fn skip_downstream(&mut self, failed_idx: usize, observer: &mut dyn Observer) {
+        let upstream = self.pipeline.units[failed_idx].name.clone();
+        for unit_idx in self.dag.downstream(failed_idx) {
+            if !self.in_scope[unit_idx] || self.state[unit_idx] != State::Waiting {
+                continue;
+            }
+            self.state[unit_idx] = State::Skipped;
+            let unit = &self.pipeline.units[unit_idx].name;
+            self.results[unit_idx] = Some(UnitResult::SkippedUpstream {
+                upstream: upstream.clone(),
+            });
+            self.pending_events.push(Event::UnitSkipped(UnitSkipped {
+                unit: unit.clone(),
+                reason: SkipReason::UpstreamFailed {
+                    upstream: upstream.clone(),
+                },
+            }));
+            observer.notice(&Notice::Skipped {
+                unit,
+                upstream: &upstream,
+            });
+        }
+    }
+
+    /// Fail-fast: start nothing new; units waiting for a retry fail for good.
+    fn fail_fast(&mut self, observer: &mut dyn Observer) {
+        self.stop_starting = true;
+        let waiting: Vec<usize> = self
+            .retry_waits
+            .drain()
+            .map(|Reverse((_, unit_idx))| unit_idx)
+            .collect();
+        for unit_idx in waiting {
+            self.state[unit_idx] = State::Failed;
+            let attempt = self.last_attempt[unit_idx];
+            self.results[unit_idx] = Some(UnitResult::Failed {
+                attempt,
+                log_dir: PathBuf::new(),
+                error: None,
+            });
+            self.skip_downstream(unit_idx, observer);
+        }
+    }
+
+    /// The journal failed: stop every running attempt, wait for them, report the error.
+    fn abort_on_journal_error(
+        &mut self,
+        error: JournalError,
+        done_rx: &Receiver<Done>,
+    ) -> EngineError {
+        self.stop_starting = true;
+        self.cancel.cancel(CancelLevel::Graceful);
+        while self.running > 0 {
+            if done_rx.recv().is_err() {
+                break;
+            }
+            self.running -= 1;
+        }
+        EngineError::Journal(error)
+    }
+}
+
+fn failed_to_start(error: String) -> AttemptOutcome {
+    AttemptOutcome {
+        status: AttemptStatus::Failed,
+        exit: None,
+        failed_phase: None,
+        timed_out: false,
+        phases: Vec::new(),
+        wall_time: Duration::ZERO,
+        user_cpu: Duration::ZERO,
+        sys_cpu: Duration::ZERO,
+        max_rss_kib: 0,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        stdout_sha256: None,
+        error: Some(error),
+    }
+}
+
+#[cfg(test)]
+mod tests;

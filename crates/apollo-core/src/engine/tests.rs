@@ -1,0 +1,599 @@
+//! Engine tests with a fake executor and an in-memory journal.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::event::{ExitStatus, UnitMarked, Verdict};
+use crate::model::Command;
+
+fn unit(name: &str, deps: &[&str]) -> Unit {
+    Unit {
+        name: name.into(),
+        deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
+        timeout: None,
+        retries: 0,
+        retry_delay: Duration::ZERO,
+        kill_grace: Duration::from_secs(1),
+        prepare: None,
+        execute: Command::Shell(format!("run {name}")),
+        cleanup: None,
+        inputs: vec![],
+        outputs: vec![],
+        env: BTreeMap::new(),
+        workdir: PathBuf::from("/nonexistent"),
+        idempotent: true,
+    }
+}
+
+fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
+    Pipeline {
+        name: "test".into(),
+        config_path: PathBuf::from("/nonexistent/pipeline.yaml"),
+        base_dir: PathBuf::from("/nonexistent"),
+        max_parallel,
+        units,
+    }
+}
+
+/// A journal shared with the fake executor, so the executor can check the write-ahead rule.
+#[derive(Clone, Default)]
+struct SharedJournal {
+    events: Arc<Mutex<Vec<Event>>>,
+    /// Fail the append with this index (0-based), and every later one.
+    fail_from: Option<usize>,
+    appends: usize,
+}
+
+impl Journal for SharedJournal {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        if self
+            .fail_from
+            .is_some_and(|fail_from| self.appends >= fail_from)
+        {
+            return Err(JournalError::msg("injected failure"));
+        }
+        self.appends += 1;
+        self.events.lock().unwrap().extend_from_slice(events);
+        Ok(())
+    }
+}
+
+type Behaviour =
+    dyn Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>) + Send + Sync;
+
+struct FakeExecutor {
+    journal: Arc<Mutex<Vec<Event>>>,
+    behaviour: Box<Behaviour>,
+    ran: Mutex<Vec<(String, u32)>>,
+}
+
+impl FakeExecutor {
+    fn new(
+        journal: &SharedJournal,
+        behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            journal: Arc::clone(&journal.events),
+            behaviour: Box::new(behaviour),
+            ran: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn ran(&self) -> Vec<(String, u32)> {
+        self.ran.lock().unwrap().clone()
+    }
+}
+
+impl Executor for FakeExecutor {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
+        {
+            // Write-ahead: this attempt's start, and every dependency's finish, are durable.
+            let events = self.journal.lock().unwrap();
+            assert!(
+                events
+                    .iter()
+                    .any(|event| matches!(event, Event::UnitStarted(started)
+                    if started.unit == request.unit.name && started.attempt == request.attempt)),
+                "unit_started of {} #{} not durable before the attempt ran",
+                request.unit.name,
+                request.attempt
+            );
+            for dep in &request.unit.deps {
+                assert!(
+                    events.iter().any(|event| matches!(event, Event::UnitFinished(finished) if &finished.unit == dep)),
+                    "{}'s dependency {dep} has no durable unit_finished",
+                    request.unit.name
+                );
+            }
+        }
+        self.ran
+            .lock()
+            .unwrap()
+            .push((request.unit.name.clone(), request.attempt));
+        let (status, exit) = (self.behaviour)(&request.unit.name, request.attempt, cancel);
+        let mut outcome = failed_to_start(String::new());
+        outcome.status = status;
+        outcome.exit = exit;
+        outcome.error = (status != AttemptStatus::Succeeded).then(|| format!("{status:?}"));
+        outcome.stdout_sha256 = Some(hash::sha256_hex(request.unit.name.as_bytes()));
+        outcome
+    }
+}
+
+struct TempLogs;
+
+impl AttemptLogs for TempLogs {
+    fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String> {
+        Ok(Path::new("/logs").join(unit).join(attempt.to_string()))
+    }
+}
+
+fn ok() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Succeeded, Some(ExitStatus::Code(0)))
+}
+
+fn fail() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Failed, Some(ExitStatus::Code(1)))
+}
+
+fn run_with(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    options: &EngineOptions,
+    journal: &mut SharedJournal,
+    executor: &FakeExecutor,
+    cancel: &CancelToken,
+) -> Result<RunReport, EngineError> {
+    run(
+        pipeline,
+        prior,
+        options,
+        journal,
+        executor,
+        &TempLogs,
+        cancel,
+        &mut NoObserver,
+    )
+}
+
+fn kinds(journal: &SharedJournal) -> Vec<String> {
+    journal
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            format!("{} {}", event.kind(), event.unit().unwrap_or(""))
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_chain_runs_in_order_with_each_step_recorded_around_it() {
+    let pipeline = pipeline(
+        vec![unit("a", &[]), unit("b", &["a"]), unit("c", &["b"])],
+        2,
+    );
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        executor.ran(),
+        vec![("a".into(), 1), ("b".into(), 1), ("c".into(), 1)]
+    );
+    assert_eq!(
+        kinds(&journal),
+        vec![
+            "unit_started a",
+            "unit_finished a",
+            "unit_started b",
+            "unit_finished b",
+            "unit_started c",
+            "unit_finished c",
+            "run_finished"
+        ]
+    );
+}
+
+#[test]
+fn independent_units_start_in_config_order_up_to_max_parallel() {
+    let units = (0..6).map(|i| unit(&format!("u{i}"), &[])).collect();
+    let pipeline = pipeline(units, 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    let order: Vec<String> = executor.ran().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(order, vec!["u0", "u1", "u2", "u3", "u4", "u5"]);
+}
+
+#[test]
+fn a_failed_attempt_is_retried_as_a_new_attempt() {
+    let mut flaky = unit("flaky", &[]);
+    flaky.retries = 2;
+    let pipeline = pipeline(vec![flaky, unit("after", &["flaky"])], 2);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |name, attempt, _| {
+        if name == "flaky" && attempt < 3 {
+            fail()
+        } else {
+            ok()
+        }
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        executor.ran(),
+        vec![
+            ("flaky".into(), 1),
+            ("flaky".into(), 2),
+            ("flaky".into(), 3),
+            ("after".into(), 1)
+        ]
+    );
+}
+
+#[test]
+fn backoff_doubles_and_is_capped() {
+    let mut flaky = unit("flaky", &[]);
+    flaky.retry_delay = Duration::from_secs(1);
+    let cap = Duration::from_secs(5);
+    let delays: Vec<u64> = (1..=5)
+        .map(|retry| backoff(&flaky, retry, cap).as_secs())
+        .collect();
+    assert_eq!(delays, vec![1, 2, 4, 5, 5]);
+}
+
+#[test]
+fn a_failure_skips_downstream_and_stops_new_starts() {
+    let pipeline = pipeline(vec![unit("a", &[]), unit("b", &["a"]), unit("c", &[])], 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(
+        &journal,
+        |name, _, _| if name == "a" { fail() } else { ok() },
+    );
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Failed));
+    assert_eq!(executor.ran(), vec![("a".into(), 1)]);
+    assert_eq!(
+        report.units[1].1,
+        UnitResult::SkippedUpstream {
+            upstream: "a".into()
+        }
+    );
+    assert_eq!(report.units[2].1, UnitResult::NotRun);
+    assert_eq!(
+        kinds(&journal),
+        vec![
+            "unit_started a",
+            "unit_finished a",
+            "unit_skipped b",
+            "run_finished"
+        ]
+    );
+}
+
+#[test]
+fn keep_going_runs_everything_that_does_not_depend_on_the_failure() {
+    let pipeline = pipeline(
+        vec![
+            unit("a", &[]),
+            unit("b", &["a"]),
+            unit("c", &[]),
+            unit("d", &["c"]),
+        ],
+        1,
+    );
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(
+        &journal,
+        |name, _, _| if name == "a" { fail() } else { ok() },
+    );
+    let mut options = EngineOptions::new("r", &pipeline);
+    options.keep_going = true;
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Failed));
+    assert_eq!(
+        executor.ran(),
+        vec![("a".into(), 1), ("c".into(), 1), ("d".into(), 1)]
+    );
+}
+
+#[test]
+fn a_unit_that_skips_itself_satisfies_its_dependents() {
+    let pipeline = pipeline(vec![unit("branch", &[]), unit("after", &["branch"])], 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |name, _, _| {
+        if name == "branch" {
+            (AttemptStatus::Skipped, Some(ExitStatus::Code(77)))
+        } else {
+            ok()
+        }
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(report.units[0].1, UnitResult::SelfSkipped { attempt: 1 });
+    assert_eq!(report.units[1].1, UnitResult::Succeeded { attempt: 1 });
+}
+
+/// Run `pipeline` once with `behaviour`, returning the journal's events.
+fn first_run(
+    pipeline: &Pipeline,
+    behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+    + Send
+    + Sync
+    + 'static,
+) -> Vec<Event> {
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, behaviour);
+    let _ = run_with(
+        pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    );
+    journal.events.lock().unwrap().clone()
+}
+
+#[test]
+fn resume_skips_done_units_and_continues_attempt_numbers() {
+    let pipeline = pipeline(
+        vec![unit("a", &[]), unit("b", &["a"]), unit("c", &["b"])],
+        1,
+    );
+    let events = first_run(
+        &pipeline,
+        |name, _, _| if name == "b" { fail() } else { ok() },
+    );
+    let prior = PriorState::from_events(&events);
+    let mut journal = SharedJournal::default();
+    journal.events.lock().unwrap().extend(events);
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = run_with(
+        &pipeline,
+        &prior,
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(executor.ran(), vec![("b".into(), 2), ("c".into(), 1)]);
+    assert_eq!(report.units[0].1, UnitResult::Reused);
+}
+
+#[test]
+fn an_in_flight_idempotent_unit_reruns_and_a_non_idempotent_one_needs_a_verdict() {
+    let mut careful = unit("careful", &[]);
+    careful.idempotent = false;
+    let pipeline = pipeline(vec![unit("a", &[]), careful], 1);
+    let in_flight = |unit: &str| {
+        Event::UnitStarted(UnitStarted {
+            unit: unit.into(),
+            attempt: 1,
+            input_hash: "x".into(),
+            inputs: vec![],
+        })
+    };
+    let prior = PriorState::from_events(&[in_flight("a"), in_flight("careful")]);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let error = run_with(
+        &pipeline,
+        &prior,
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, EngineError::NeedsVerdict { ref unit, attempt: 1 } if unit == "careful"),
+        "{error}"
+    );
+    assert!(
+        executor.ran().is_empty(),
+        "nothing may run before the verdict"
+    );
+
+    let mut events = vec![in_flight("a"), in_flight("careful")];
+    events.push(Event::UnitMarked(UnitMarked {
+        unit: "careful".into(),
+        attempt: 1,
+        verdict: Verdict::Failed,
+        by: "ops".into(),
+        note: None,
+    }));
+    let prior = PriorState::from_events(&events);
+    journal.events.lock().unwrap().extend(events);
+    let report = run_with(
+        &pipeline,
+        &prior,
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(executor.ran(), vec![("a".into(), 2), ("careful".into(), 2)]);
+}
+
+#[test]
+fn a_changed_command_reruns_a_done_unit_or_stops_when_asked() {
+    let original = pipeline(vec![unit("a", &[]), unit("b", &["a"])], 1);
+    let events = first_run(
+        &original,
+        |name, _, _| if name == "b" { fail() } else { ok() },
+    );
+    let prior = PriorState::from_events(&events);
+    let mut changed = original.clone();
+    changed.units[0].execute = Command::Shell("run a --differently".into());
+
+    let mut journal = SharedJournal::default();
+    journal.events.lock().unwrap().extend(events.clone());
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let mut options = EngineOptions::new("r", &changed);
+    options.on_input_change = OnInputChange::Fail;
+    let error = run_with(
+        &changed,
+        &prior,
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&error, EngineError::InputsChanged { unit, changes } if unit == "a" && changes == &["command execute changed"]),
+        "{error}"
+    );
+    assert!(executor.ran().is_empty());
+
+    options.on_input_change = OnInputChange::Rerun;
+    run_with(
+        &changed,
+        &prior,
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(executor.ran(), vec![("a".into(), 2), ("b".into(), 2)]);
+}
+
+#[test]
+fn only_runs_the_named_units_and_their_upstream_and_leaves_the_run_open() {
+    let pipeline = pipeline(
+        vec![unit("a", &[]), unit("b", &["a"]), unit("c", &["a"])],
+        1,
+    );
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let mut options = EngineOptions::new("r", &pipeline);
+    options.only = Some(vec!["b".into()]);
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, None);
+    assert_eq!(executor.ran(), vec![("a".into(), 1), ("b".into(), 1)]);
+    assert!(!kinds(&journal).contains(&"run_finished".to_owned()));
+}
+
+#[test]
+fn cancellation_interrupts_running_units_and_starts_nothing_new() {
+    let pipeline = pipeline(vec![unit("a", &[]), unit("b", &["a"])], 1);
+    let mut journal = SharedJournal::default();
+    let cancel = CancelToken::new();
+    let executor = FakeExecutor::new(&journal, |_, _, cancel| {
+        // The unit "runs" until apollo is told to stop.
+        cancel.cancel(CancelLevel::Graceful);
+        (AttemptStatus::Interrupted, Some(ExitStatus::Signal(15)))
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &cancel,
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Interrupted));
+    assert_eq!(executor.ran(), vec![("a".into(), 1)]);
+    assert_eq!(
+        kinds(&journal),
+        vec!["unit_started a", "unit_finished a", "run_finished"]
+    );
+}
+
+#[test]
+fn a_journal_failure_stops_the_run_before_anything_unrecorded_runs() {
+    let pipeline = pipeline(vec![unit("a", &[]), unit("b", &["a"])], 1);
+    let mut journal = SharedJournal {
+        fail_from: Some(1),
+        ..SharedJournal::default()
+    };
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let error = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(error, EngineError::Journal(_)));
+    assert_eq!(
+        executor.ran(),
+        vec![("a".into(), 1)],
+        "b must not start: a's finish was never durable"
+    );
+}
