@@ -656,8 +656,8 @@ impl<'a> EngineLoop<'a> {
         all_done.then_some(RunStatus::Succeeded)
     }
 
-    /// Stop starting units. With an upstream failure (fail-fast), pending retries become
-    /// final failures; on cancellation they stay undone.
+    /// Stop starting units (cancellation, or a check that failed before a start). Units
+    /// waiting for a retry stay undone: their last failed attempt is already recorded.
     fn stop(&mut self) {
         self.stop_starting = true;
         self.retry_waits.clear();
