@@ -1,6 +1,7 @@
 //! Small formatting helpers shared by the renderers: offsets, durations, short hashes and
 //! user text made safe for a terminal.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use apollo_core::event::SkipReason;
@@ -85,8 +86,11 @@ pub(crate) fn first_line(text: &str) -> &str {
 
 /// User text (unit names, error lines) made safe for a terminal: control characters, which
 /// could move the cursor or change colours, are shown escaped instead of interpreted.
-pub(crate) fn terminal_safe(text: &str) -> String {
-    let mut safe = String::with_capacity(text.len());
+pub(crate) fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 8);
     for character in text.chars() {
         if character.is_control() {
             let _ = write!(safe, "{}", character.escape_default());
@@ -94,7 +98,7 @@ pub(crate) fn terminal_safe(text: &str) -> String {
             safe.push(character);
         }
     }
-    safe
+    Cow::Owned(safe)
 }
 
 /// Text escaped for HTML element content and attribute values.

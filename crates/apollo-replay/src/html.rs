@@ -228,13 +228,19 @@ fn write_row(
     for skip in &unit.skips {
         let x = scale.x(offset_ms(origin, skip.ts));
         let reason = esc(&skip_reason_text(&skip.reason));
+        // Near the right edge the label goes left of the marker, so it is not cut off.
+        let (text_x, anchor) = if x > LABEL_WIDTH + CHART_WIDTH * 0.7 {
+            (x - 4.0, "end")
+        } else {
+            (x + BAR_HEIGHT + 4.0, "start")
+        };
         let _ = writeln!(
             page,
             "<g class=\"skip\" data-unit=\"{name}\"><rect class=\"skip-mark\" x=\"{x:.1}\" \
              y=\"{bar_y:.1}\" width=\"{BAR_HEIGHT}\" height=\"{BAR_HEIGHT}\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">skipped: {reason}</text>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">skipped: {reason}</text>\
              <title>{name} skipped at {}: {reason}</title></g>",
-            x + BAR_HEIGHT + 4.0,
+            text_x,
             bar_y + BAR_HEIGHT - 5.0,
             format_offset(offset_ms(origin, skip.ts)),
         );
@@ -340,7 +346,8 @@ fn write_bar(
             bar_y + BAR_HEIGHT - 4.0
         );
     }
-    if retried {
+    // The attempt number is written on retried attempts' bars when it fits.
+    if retried && width >= 20.0 {
         let _ = write!(
             page,
             "<text class=\"attempt-no\" x=\"{:.1}\" y=\"{:.1}\">#{}</text>",

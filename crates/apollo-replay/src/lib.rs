@@ -82,6 +82,8 @@ mod text;
 mod timeline;
 
 #[cfg(test)]
+mod browser_tests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;
