@@ -38,7 +38,7 @@ where
             origin = Some(record.ts);
         }
         let origin = *origin.get_or_insert(record.ts);
-        if !filter.keeps(&record) {
+        if !filter.keeps(&record, origin) {
             continue;
         }
         let line = JsonLine {

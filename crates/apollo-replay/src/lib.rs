@@ -16,7 +16,8 @@
 //!   changed: "input file data/raw.csv changed", "upstream fetch_data output changed"),
 //!   output, duration; [`RunDiff::is_same`] decides `apollo diff`'s exit status. Rendered by
 //!   [`write_diff_text`] and [`write_diff_json`].
-//! * [`Filter`] — by unit and by time window.
+//! * [`Filter`] — by unit and by time window ([`TimeBound`]: an instant, or an offset from
+//!   the run's start such as `+01:30`, parsed from `--since`/`--until`).
 //!
 //! Input is any `IntoIterator<Item = Result<apollo_store::Record, E>>`, such as apollo-store's
 //! journal reader; a read error stops rendering and comes back as [`ReplayError::Read`],
@@ -99,7 +100,7 @@ pub use diff::{
     write_diff_text,
 };
 pub use error::ReplayError;
-pub use filter::Filter;
+pub use filter::{Filter, InvalidTimeBound, TimeBound};
 pub use html::write_html;
 pub use json::write_json;
 pub use text::{TextOptions, TextRenderer, write_text};
@@ -140,6 +141,12 @@ impl Format {
             Format::ChromeTrace => "chrome-trace",
             Format::Html => "html",
         }
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

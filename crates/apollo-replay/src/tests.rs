@@ -31,7 +31,9 @@ fn text_timeline_filtered_by_unit_keeps_run_lines() {
 
 #[test]
 fn text_timeline_filtered_by_time_window() {
-    let filter = Filter::all().since(at(1_500)).until(at(3_400));
+    // One end absolute, the other an offset from the run's start, as `--until +00:03.400`.
+    let until: TimeBound = "+00:03.400".parse().unwrap();
+    let filter = Filter::all().since(at(1_500)).until(until);
     let text = render_text(
         &showcase_run(),
         &TextOptions::default().filter(filter).phases(false),

@@ -136,12 +136,14 @@ impl<W: Write> TextRenderer<W> {
 
     /// Renders the next record (records must come in journal order).
     pub fn write_record(&mut self, record: &Record) -> io::Result<()> {
+        if matches!(record.event, Event::RunStarted(_)) {
+            self.origin = Some(record.ts);
+        }
         let origin = *self.origin.get_or_insert(record.ts);
         let offset = offset_ms(origin, record.ts);
-        let keep = self.options.filter.keeps(record);
+        let keep = self.options.filter.keeps(record, origin);
         match &record.event {
             Event::RunStarted(started) => {
-                self.origin = Some(record.ts);
                 self.widen_units(&started.units);
                 if keep {
                     let detail = format!(
@@ -186,7 +188,7 @@ impl<W: Write> TextRenderer<W> {
                         detail,
                     })?;
                 }
-                if self.options.filter.keeps_time(record.ts) {
+                if self.options.filter.keeps_time(record.ts, origin) {
                     for ((unit, attempt), open) in &abandoned {
                         self.write_unfinished(unit, *attempt, open, offset, "abandoned")?;
                     }
@@ -310,8 +312,9 @@ impl<W: Write> TextRenderer<W> {
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_unstable_by_key(|(_, open)| open.seq);
         for ((unit, attempt), open) in &open {
-            if self.options.filter.keeps_time(open.start) {
-                let offset = offset_ms(self.origin.unwrap_or(open.start), open.start);
+            let origin = self.origin.unwrap_or(open.start);
+            if self.options.filter.keeps_time(open.start, origin) {
+                let offset = offset_ms(origin, open.start);
                 self.write_unfinished(unit, *attempt, open, offset, "unfinished")?;
             }
         }

@@ -358,7 +358,8 @@ impl Timeline {
     /// and marks that overlap its time window (a unit left with nothing is dropped when a time
     /// window is set). Lane numbers are kept as they were.
     pub fn filtered(&self, filter: &Filter) -> Timeline {
-        let windowed = filter.since.is_some() || filter.until.is_some();
+        let windowed = filter.has_window();
+        let origin = self.origin();
         let units = self
             .units
             .iter()
@@ -369,15 +370,15 @@ impl Timeline {
                 attempts: unit
                     .attempts
                     .iter()
-                    .filter(|attempt| filter.overlaps(attempt.start, attempt.end))
+                    .filter(|attempt| filter.overlaps(attempt.start, attempt.end, origin))
                     .cloned()
                     .collect(),
                 skips: (unit.skips.iter())
-                    .filter(|skip| filter.keeps_time(skip.ts))
+                    .filter(|skip| filter.keeps_time(skip.ts, origin))
                     .cloned()
                     .collect(),
                 marks: (unit.marks.iter())
-                    .filter(|mark| filter.keeps_time(mark.ts))
+                    .filter(|mark| filter.keeps_time(mark.ts, origin))
                     .cloned()
                     .collect(),
                 status: unit.status,
@@ -387,7 +388,7 @@ impl Timeline {
         Timeline {
             units,
             resumes: (self.resumes.iter())
-                .filter(|resume| filter.keeps_time(resume.ts))
+                .filter(|resume| filter.keeps_time(resume.ts, origin))
                 .cloned()
                 .collect(),
             ..self.clone_header()
