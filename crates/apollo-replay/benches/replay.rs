@@ -5,10 +5,12 @@
 //! hashes, inputs and phases) lazily, and renders them to /dev/null through a `BufWriter`:
 //!
 //! * baseline: serde_json serialising the same records (what any streaming consumer pays);
-//! * text: `write_text` (the `apollo replay` default); json: `write_json`;
+//! * text: `write_text` (the `apollo replay` default); json: `write_json`; chrome-trace:
+//!   `write_chrome_trace`;
 //! * peak memory (VmHWM) after the 100k and after the 1M runs: the streaming renderers must
 //!   not grow with the journal's length. A `Timeline` (what chrome-trace and HTML build) is
-//!   measured last, for contrast, since it holds one entry per attempt.
+//!   measured last, for contrast, since it holds one entry per attempt (only the HTML report
+//!   needs one).
 
 #![allow(clippy::unwrap_used)]
 
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use apollo_core::Phase;
 use apollo_core::event::*;
-use apollo_replay::{Filter, TextOptions, Timeline, write_json, write_text};
+use apollo_replay::{Filter, TextOptions, Timeline, write_chrome_trace, write_json, write_text};
 use apollo_store::Record;
 use chrono::{DateTime, Utc};
 
@@ -197,11 +199,15 @@ fn main() {
         let json = time("write_json", n_records, || {
             write_json(synthetic_run(n_records), dev_null(), &Filter::all()).unwrap();
         });
+        let chrome = time("write_chrome_trace", n_records, || {
+            write_chrome_trace(synthetic_run(n_records), dev_null(), &Filter::all()).unwrap();
+        });
         let hwm = vm_hwm_kib();
         println!(
-            "  => text {:.2}x, json {:.2}x the baseline's time; VmHWM {hwm} KiB",
+            "  => text {:.2}x, json {:.2}x, chrome-trace {:.2}x the baseline's time; VmHWM {hwm} KiB",
             text.as_secs_f64() / baseline.as_secs_f64(),
-            json.as_secs_f64() / baseline.as_secs_f64()
+            json.as_secs_f64() / baseline.as_secs_f64(),
+            chrome.as_secs_f64() / baseline.as_secs_f64()
         );
         hwm_after.push(hwm);
     }

@@ -1,126 +1,304 @@
 //! `apollo replay --format chrome-trace`: a Trace Event Format document for Perfetto and
-//! chrome://tracing.
+//! chrome://tracing, written while the records stream by.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
-use apollo_core::event::{ExitStatus, Verdict};
+use apollo_core::event::{Event, ExitStatus, UnitFinished, Verdict};
+use apollo_store::Record;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::Timeline;
-use crate::display::{offset_us, skip_reason_text};
+use crate::display::{first_line, offset_us, skip_reason_text};
+use crate::timeline::Lanes;
+use crate::{Filter, ReplayError};
 
-/// Track (`tid`) of run-level events: the run span, resumes, skips and marks. Lane `n` is
-/// track `n + 1`, so lanes are numbered from 1 in the viewer.
+/// Track (`tid`) of run-level events: the run span, resumes, skips and marks. Lane `n` (from
+/// 0) is track `n + 1`, so lanes are numbered from 1 in the viewer.
 const RUN_TRACK: usize = 0;
 
-/// Writes the timeline as a [Trace Event Format] JSON document.
+/// Writes a run's records as a [Trace Event Format] JSON document, streaming: memory is
+/// bounded by the attempts running at once, not by the journal's length.
 ///
 /// * one process (`pid` 1) named after the run; one thread per parallel lane (`tid` = lane
-///   number, from 1), named by `thread_name` metadata, plus thread 0 for the run itself;
-/// * a complete event (`ph: "X"`) per attempt on its lane, with `args` attempt, status, exit,
-///   input/output hashes, CPU, RSS, byte counts and error; nested inside it, one per phase;
-/// * instant events (`ph: "i"`) for skips, marks and resumes, on thread 0.
+///   number, from 1; lanes are assigned as in [`Timeline`](crate::Timeline)), named by
+///   `thread_name` metadata, plus thread 0 for the run itself;
+/// * a complete event (`ph: "X"`) per attempt on its lane, with `args` unit, attempt,
+///   status, exit, timed_out, input/output hashes, CPU, RSS, byte counts and first error
+///   line; nested inside it, one per phase; attempts that never finished end at the last
+///   record their apollo process wrote, with status `unfinished`;
+/// * a complete event spanning the whole run on thread 0, and instant events (`ph: "i"`)
+///   for resumes, skips and marks.
 ///
-/// Timestamps are microseconds from the run's start.
+/// Timestamps are microseconds from the run's start. The filter keeps the attempts of its
+/// units that overlap its time window, and the instants inside it.
 ///
 /// [Trace Event Format]: https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
-pub fn write_chrome_trace<W: Write>(timeline: &Timeline, mut out: W) -> io::Result<()> {
-    let origin = timeline.origin();
-    let mut writer = EventWriter::new(&mut out)?;
+pub fn write_chrome_trace<I, E, W>(
+    records: I,
+    out: W,
+    filter: &Filter,
+) -> Result<(), ReplayError<E>>
+where
+    I: IntoIterator<Item = Result<Record, E>>,
+    W: Write,
+{
+    let mut trace = TraceWriter::new(out, filter)?;
+    for record in records {
+        trace.write_record(&record.map_err(ReplayError::Read)?)?;
+    }
+    trace.finish()?;
+    Ok(())
+}
 
-    let run_name = format!(
-        "apollo run {} ({})",
-        timeline.run_id.as_deref().unwrap_or("?"),
-        timeline.pipeline.as_deref().unwrap_or("?")
-    );
-    writer
-        .event(&json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": run_name}}))?;
-    writer.thread_name(RUN_TRACK, "run")?;
-    for lane in 0..timeline.n_lanes {
-        writer.thread_name(lane + 1, &format!("lane {}", lane + 1))?;
+/// An attempt whose `unit_finished` has not been read yet.
+#[derive(Debug)]
+struct OpenAttempt {
+    seq: u64,
+    start: DateTime<Utc>,
+    lane: usize,
+    input_hash: String,
+}
+
+struct TraceWriter<'f, W: Write> {
+    events: EventWriter<W>,
+    filter: &'f Filter,
+    origin: Option<DateTime<Utc>>,
+    run_name: Option<String>,
+    host: Option<String>,
+    /// How the run finished, until a resume reopens it.
+    finished: Option<(DateTime<Utc>, &'static str)>,
+    /// The last record a running apollo wrote (`unit_marked` is written by `apollo mark`).
+    last_alive_ts: Option<DateTime<Utc>>,
+    open: HashMap<(String, u32), OpenAttempt>,
+    lanes: Lanes,
+    n_named_lanes: usize,
+}
+
+impl<'f, W: Write> TraceWriter<'f, W> {
+    fn new(out: W, filter: &'f Filter) -> io::Result<Self> {
+        Ok(Self {
+            events: EventWriter::new(out)?,
+            filter,
+            origin: None,
+            run_name: None,
+            host: None,
+            finished: None,
+            last_alive_ts: None,
+            open: HashMap::new(),
+            lanes: Lanes::default(),
+            n_named_lanes: 0,
+        })
     }
 
-    if timeline.started.is_some() {
-        writer.event(&json!({
-            "name": run_name, "cat": "run", "ph": "X", "pid": 1, "tid": RUN_TRACK,
-            "ts": 0, "dur": timeline.duration_ms() * 1000,
-            "args": {"status": timeline.status_str(), "host": timeline.host},
-        }))?;
-    }
-    for resume in &timeline.resumes {
-        writer.event(&json!({
-            "name": "resumed", "cat": "resume", "ph": "i", "s": "g", "pid": 1, "tid": RUN_TRACK,
-            "ts": offset_us(origin, resume.ts),
-            "args": {"seq": resume.seq, "host": resume.host, "pid": resume.pid,
-                     "abandoned_attempts": resume.n_abandoned},
-        }))?;
+    fn write_record(&mut self, record: &Record) -> io::Result<()> {
+        if matches!(record.event, Event::RunStarted(_)) && self.origin.is_none() {
+            self.origin = Some(record.ts);
+        }
+        let origin = *self.origin.get_or_insert(record.ts);
+        let previous_alive_ts = self.last_alive_ts;
+        if !matches!(record.event, Event::UnitMarked(_)) {
+            self.last_alive_ts = Some(record.ts);
+        }
+        let at_us = offset_us(origin, record.ts);
+        match &record.event {
+            Event::RunStarted(started) if self.run_name.is_none() => {
+                let name = format!("apollo run {} ({})", started.run_id, started.pipeline);
+                self.name_process(&name)?;
+                self.run_name = Some(name);
+                self.host = Some(started.host.clone());
+            }
+            Event::RunResumed(resumed) => {
+                self.abandon_open_attempts(previous_alive_ts.unwrap_or(record.ts))?;
+                self.finished = None;
+                if self.filter.keeps_time(record.ts, origin) {
+                    self.events.event(&json!({
+                        "name": "resumed", "cat": "resume", "ph": "i", "s": "g", "pid": 1,
+                        "tid": RUN_TRACK, "ts": at_us,
+                        "args": {"seq": record.seq, "host": resumed.host, "pid": resumed.pid},
+                    }))?;
+                }
+            }
+            Event::UnitStarted(started) => {
+                let key = (started.unit.clone(), started.attempt);
+                if let Some(stale) = self.open.remove(&key) {
+                    // A second start of an attempt still open: the first never finished.
+                    self.write_attempt(&key.0, key.1, &stale, record.ts, None)?;
+                }
+                let lane = self.take_lane()?;
+                self.open.insert(
+                    key,
+                    OpenAttempt {
+                        seq: record.seq,
+                        start: record.ts,
+                        lane,
+                        input_hash: started.input_hash.clone(),
+                    },
+                );
+            }
+            Event::UnitFinished(finished) => {
+                let key = (finished.unit.clone(), finished.attempt);
+                let open = match self.open.remove(&key) {
+                    Some(open) => open,
+                    None => {
+                        // No start on record: place the attempt by its measured duration.
+                        let duration = chrono::Duration::milliseconds(
+                            i64::try_from(finished.duration_ms).unwrap_or(i64::MAX / 2),
+                        );
+                        let start = record.ts.checked_sub_signed(duration).unwrap_or(origin);
+                        let lane = self.take_lane()?;
+                        OpenAttempt {
+                            seq: record.seq,
+                            start: start.max(origin),
+                            lane,
+                            input_hash: String::new(),
+                        }
+                    }
+                };
+                self.lanes.free(open.lane);
+                self.write_attempt(&key.0, key.1, &open, record.ts, Some(finished))?;
+            }
+            Event::UnitSkipped(skipped) if self.filter.keeps(record, origin) => {
+                self.events.event(&json!({
+                    "name": format!("skipped {}", skipped.unit), "cat": "skip",
+                    "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK, "ts": at_us,
+                    "args": {"unit": skipped.unit, "reason": skip_reason_text(&skipped.reason)},
+                }))?;
+            }
+            Event::UnitMarked(marked) if self.filter.keeps(record, origin) => {
+                let verdict = match marked.verdict {
+                    Verdict::Succeeded => "succeeded",
+                    Verdict::Failed => "failed",
+                };
+                self.events.event(&json!({
+                    "name": format!("marked {} {verdict}", marked.unit), "cat": "mark",
+                    "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK, "ts": at_us,
+                    "args": {"unit": marked.unit, "attempt": marked.attempt,
+                             "verdict": verdict, "by": marked.by, "note": marked.note},
+                }))?;
+            }
+            Event::RunFinished(finished) => {
+                self.finished = Some((record.ts, finished.status.as_str()));
+            }
+            // Filtered out, a second run_started, or a kind this version does not know.
+            _ => {}
+        }
+        Ok(())
     }
 
-    for (unit, attempt) in timeline.attempts() {
-        let start_us = offset_us(origin, attempt.start);
-        let end_us = offset_us(origin, attempt.end).max(start_us);
-        let outcome = attempt.outcome.as_ref();
-        writer.event(&json!({
-            "name": format!("{} #{}", unit.name, attempt.number),
+    fn finish(mut self) -> io::Result<()> {
+        if let Some(last_alive_ts) = self.last_alive_ts {
+            self.abandon_open_attempts(last_alive_ts)?;
+        }
+        let run_name = match self.run_name.take() {
+            Some(name) => name,
+            None => {
+                let name = "apollo run".to_owned();
+                self.name_process(&name)?;
+                name
+            }
+        };
+        if let Some(origin) = self.origin {
+            let (end, status) = match self.finished {
+                Some((end, status)) => (end, status),
+                None => (self.last_alive_ts.unwrap_or(origin), "incomplete"),
+            };
+            self.events.event(&json!({
+                "name": run_name, "cat": "run", "ph": "X", "pid": 1, "tid": RUN_TRACK,
+                "ts": 0, "dur": offset_us(origin, end),
+                "args": {"status": status, "host": self.host},
+            }))?;
+        }
+        self.events.finish()
+    }
+
+    fn name_process(&mut self, name: &str) -> io::Result<()> {
+        self.events
+            .event(&json!({"name": "process_name", "ph": "M", "pid": 1, "args": {"name": name}}))?;
+        self.events.thread_name(RUN_TRACK, "run")
+    }
+
+    /// Takes a lane, naming its track the first time it is used.
+    fn take_lane(&mut self) -> io::Result<usize> {
+        let lane = self.lanes.take();
+        while self.n_named_lanes <= lane {
+            self.n_named_lanes += 1;
+            let tid = self.n_named_lanes;
+            self.events.thread_name(tid, &format!("lane {tid}"))?;
+        }
+        Ok(lane)
+    }
+
+    /// Ends every open attempt at `end`: their apollo process died before finishing them.
+    fn abandon_open_attempts(&mut self, end: DateTime<Utc>) -> io::Result<()> {
+        let mut open: Vec<_> = self.open.drain().collect();
+        open.sort_unstable_by_key(|(_, open)| open.seq);
+        for ((unit, attempt), open) in &open {
+            self.lanes.free(open.lane);
+            self.write_attempt(unit, *attempt, open, end, None)?;
+        }
+        Ok(())
+    }
+
+    fn write_attempt(
+        &mut self,
+        unit: &str,
+        attempt: u32,
+        open: &OpenAttempt,
+        end: DateTime<Utc>,
+        finished: Option<&UnitFinished>,
+    ) -> io::Result<()> {
+        let Some(origin) = self.origin else {
+            return Ok(());
+        };
+        let end = end.max(open.start);
+        if !self.filter.keeps_unit(unit) || !self.filter.overlaps(open.start, end, origin) {
+            return Ok(());
+        }
+        let start_us = offset_us(origin, open.start);
+        let end_us = offset_us(origin, end).max(start_us);
+        let tid = open.lane + 1;
+        let input_hash = Some(open.input_hash.as_str()).filter(|hash| !hash.is_empty());
+        self.events.event(&json!({
+            "name": format!("{unit} #{attempt}"),
             "cat": "attempt",
-            "ph": "X", "pid": 1, "tid": attempt.lane + 1,
+            "ph": "X", "pid": 1, "tid": tid,
             "ts": start_us, "dur": end_us - start_us,
             "args": {
-                "unit": unit.name,
-                "attempt": attempt.number,
-                "status": attempt.state.as_str(),
-                "exit": exit_value(attempt.exit()),
-                "timed_out": attempt.timed_out(),
-                "input_hash": attempt.input_hash,
-                "output_hash": attempt.output_hash(),
-                "user_cpu_ms": outcome.map(|o| o.user_cpu_ms),
-                "sys_cpu_ms": outcome.map(|o| o.sys_cpu_ms),
-                "max_rss_kib": outcome.map(|o| o.max_rss_kib),
-                "stdout_bytes": outcome.map(|o| o.stdout_bytes),
-                "stderr_bytes": outcome.map(|o| o.stderr_bytes),
-                "error": attempt.error_line(),
+                "unit": unit,
+                "attempt": attempt,
+                "status": finished.map_or("unfinished", |f| f.status.as_str()),
+                "exit": exit_value(finished.and_then(|f| f.exit)),
+                "timed_out": finished.is_some_and(|f| f.timed_out),
+                "input_hash": input_hash,
+                "output_hash": finished.and_then(|f| f.output_hash.as_deref()),
+                "user_cpu_ms": finished.map(|f| f.user_cpu_ms),
+                "sys_cpu_ms": finished.map(|f| f.sys_cpu_ms),
+                "max_rss_kib": finished.map(|f| f.max_rss_kib),
+                "stdout_bytes": finished.map(|f| f.stdout_bytes),
+                "stderr_bytes": finished.map(|f| f.stderr_bytes),
+                "error": finished
+                    .and_then(|f| f.error.as_deref())
+                    .map(first_line)
+                    .filter(|line| !line.is_empty()),
             },
         }))?;
-        for phase in attempt.phases() {
+        for phase in finished.map_or(&[][..], |f| &f.phases) {
             // Clamped into the attempt so the viewer nests the phases under it.
-            let phase_start = (start_us + phase.offset_ms * 1000).min(end_us);
-            let phase_end = (phase_start + phase.duration_ms * 1000).min(end_us);
-            writer.event(&json!({
+            let phase_start = start_us.saturating_add(phase.offset_ms * 1000).min(end_us);
+            let phase_end = phase_start
+                .saturating_add(phase.duration_ms * 1000)
+                .min(end_us);
+            self.events.event(&json!({
                 "name": phase.phase.as_str(), "cat": "phase",
-                "ph": "X", "pid": 1, "tid": attempt.lane + 1,
+                "ph": "X", "pid": 1, "tid": tid,
                 "ts": phase_start, "dur": phase_end - phase_start,
-                "args": {"unit": unit.name, "attempt": attempt.number,
+                "args": {"unit": unit, "attempt": attempt,
                          "exit": exit_value(phase.exit), "timed_out": phase.timed_out},
             }))?;
         }
+        Ok(())
     }
-
-    for unit in &timeline.units {
-        for skip in &unit.skips {
-            let reason = skip_reason_text(&skip.reason);
-            writer.event(&json!({
-                "name": format!("skipped {}", unit.name), "cat": "skip",
-                "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK,
-                "ts": offset_us(origin, skip.ts),
-                "args": {"unit": unit.name, "reason": reason},
-            }))?;
-        }
-        for mark in &unit.marks {
-            let verdict = match mark.verdict {
-                Verdict::Succeeded => "succeeded",
-                Verdict::Failed => "failed",
-            };
-            writer.event(&json!({
-                "name": format!("marked {} {verdict}", unit.name), "cat": "mark",
-                "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK,
-                "ts": offset_us(origin, mark.ts),
-                "args": {"unit": unit.name, "attempt": mark.attempt, "verdict": verdict,
-                         "by": mark.by, "note": mark.note},
-            }))?;
-        }
-    }
-    writer.finish()?;
-    out.flush()
 }
 
 fn exit_value(exit: Option<ExitStatus>) -> Value {
@@ -131,14 +309,14 @@ fn exit_value(exit: Option<ExitStatus>) -> Value {
     }
 }
 
-/// Writes the `traceEvents` array one event per line, so a large trace is never held whole.
-struct EventWriter<'a, W: Write> {
-    out: &'a mut W,
+/// Writes the `traceEvents` array one event per line, so a trace is never held whole.
+struct EventWriter<W: Write> {
+    out: W,
     first: bool,
 }
 
-impl<'a, W: Write> EventWriter<'a, W> {
-    fn new(out: &'a mut W) -> io::Result<Self> {
+impl<W: Write> EventWriter<W> {
+    fn new(mut out: W) -> io::Result<Self> {
         out.write_all(b"{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n")?;
         Ok(Self { out, first: true })
     }
@@ -148,7 +326,7 @@ impl<'a, W: Write> EventWriter<'a, W> {
             self.out.write_all(b",\n")?;
         }
         self.first = false;
-        serde_json::to_writer(&mut *self.out, event).map_err(io::Error::from)
+        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)
     }
 
     fn thread_name(&mut self, tid: usize, name: &str) -> io::Result<()> {
@@ -162,7 +340,8 @@ impl<'a, W: Write> EventWriter<'a, W> {
         )
     }
 
-    fn finish(self) -> io::Result<()> {
-        self.out.write_all(b"\n]}\n")
+    fn finish(mut self) -> io::Result<()> {
+        self.out.write_all(b"\n]}\n")?;
+        self.out.flush()
     }
 }

@@ -10,7 +10,7 @@
 //!     `apollo replay`; streams, so memory does not grow with the journal's length;
 //!   * [`write_json`] — one JSON object per event (JSON Lines); streams too;
 //!   * [`write_chrome_trace`] — a Trace Event Format document for Perfetto /
-//!     chrome://tracing, one track per lane;
+//!     chrome://tracing, one track per lane; streams too;
 //!   * [`write_html`] — a self-contained HTML page with an SVG Gantt chart.
 //! * [`RunDiff`] — two runs compared unit by unit: status, input (naming the components that
 //!   changed: "input file data/raw.csv changed", "upstream fetch_data output changed"),
@@ -202,8 +202,10 @@ impl ReplayOptions {
 
 /// Renders a run's records in the chosen format: `apollo replay` in one call.
 ///
-/// Text and JSON stream record by record. Chrome trace and HTML first build the run's
-/// [`Timeline`] (one entry per attempt), then keep the attempts the filter selects.
+/// Text, JSON and Chrome trace stream record by record: memory is bounded by the attempts
+/// running at once. HTML needs the whole picture (its time scale is the run's length), so it
+/// first builds the run's [`Timeline`] (one entry per attempt), then keeps what the filter
+/// selects.
 pub fn replay<I, E, W>(records: I, out: W, options: &ReplayOptions) -> Result<(), ReplayError<E>>
 where
     I: IntoIterator<Item = Result<Record, E>>,
@@ -217,17 +219,15 @@ where
             write_text(records, out, &text_options)
         }
         Format::Json => write_json(records, out, &options.filter),
-        Format::ChromeTrace | Format::Html => {
+        Format::ChromeTrace => write_chrome_trace(records, out, &options.filter),
+        Format::Html => {
             let timeline = Timeline::from_records(records).map_err(ReplayError::Read)?;
             let timeline = if options.filter.is_all() {
                 timeline
             } else {
                 timeline.filtered(&options.filter)
             };
-            match options.format {
-                Format::ChromeTrace => write_chrome_trace(&timeline, out)?,
-                _ => write_html(&timeline, out)?,
-            }
+            write_html(&timeline, out)?;
             Ok(())
         }
     }

@@ -128,7 +128,7 @@ fn json_lines_of_the_showcase_run() {
 #[test]
 fn chrome_trace_of_the_showcase_run() {
     let mut out = Vec::new();
-    write_chrome_trace(&timeline(&showcase_run()), &mut out).unwrap();
+    write_chrome_trace(showcase_run().reads(), &mut out, &Filter::all()).unwrap();
     let text = String::from_utf8(out).unwrap();
     let document: serde_json::Value = serde_json::from_str(&text).unwrap();
     let events = document["traceEvents"].as_array().unwrap();
@@ -152,7 +152,37 @@ fn chrome_trace_of_the_showcase_run() {
             }
         }
     }
+    // The streaming trace puts each attempt on the lane the Timeline gives it.
+    let timeline = timeline(&showcase_run());
+    for event in events.iter().filter(|e| e["cat"] == "attempt") {
+        let unit = timeline
+            .unit(event["args"]["unit"].as_str().unwrap())
+            .unwrap();
+        let number = event["args"]["attempt"].as_u64().unwrap() as u32;
+        let attempt = unit.attempts.iter().find(|a| a.number == number).unwrap();
+        assert_eq!(event["tid"], attempt.lane + 1, "{event}");
+        assert_eq!(event["args"]["status"], attempt.state.as_str(), "{event}");
+    }
+    let lanes = events.iter().filter(|e| e["name"] == "thread_name").count();
+    assert_eq!(lanes, timeline.n_lanes + 1);
     insta::assert_snapshot!(text);
+}
+
+#[test]
+fn chrome_trace_filtered_by_unit_keeps_only_its_attempts() {
+    let mut out = Vec::new();
+    let filter = Filter::all().unit("slow");
+    write_chrome_trace(showcase_run().reads(), &mut out, &filter).unwrap();
+    let document: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let names: Vec<_> = document["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "attempt" || e["cat"] == "mark" || e["cat"] == "skip")
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect();
+    // In journal order: the abandoned first attempt is written when the resume gives up on it.
+    assert_eq!(names, ["marked slow failed", "slow #1", "slow #2"]);
 }
 
 #[test]

@@ -419,7 +419,7 @@ pub struct TimelineBuilder {
     /// Open attempts: (unit index, attempt number) → index in the unit's attempts.
     open: HashMap<(usize, u32), usize>,
     /// Which lanes an open attempt occupies.
-    lane_busy: Vec<bool>,
+    lanes: Lanes,
     /// The last record written by a running apollo (not by `apollo mark`).
     last_alive_ts: Option<DateTime<Utc>>,
 }
@@ -603,22 +603,13 @@ impl TimelineBuilder {
     }
 
     fn take_lane(&mut self) -> usize {
-        let lane = match self.lane_busy.iter().position(|busy| !busy) {
-            Some(lane) => lane,
-            None => {
-                self.lane_busy.push(false);
-                self.lane_busy.len() - 1
-            }
-        };
-        self.lane_busy[lane] = true;
+        let lane = self.lanes.take();
         self.timeline.n_lanes = self.timeline.n_lanes.max(lane + 1);
         lane
     }
 
     fn free_lane(&mut self, lane: usize) {
-        if let Some(busy) = self.lane_busy.get_mut(lane) {
-            *busy = false;
-        }
+        self.lanes.free(lane);
     }
 
     fn close_attempt(&mut self, unit_idx: usize, attempt_idx: usize, end: DateTime<Utc>) {
@@ -635,5 +626,35 @@ impl TimelineBuilder {
             self.close_attempt(unit_idx, attempt_idx, end);
         }
         open.len()
+    }
+}
+
+/// Interval partitioning, online: records arrive in time order, so an attempt takes the
+/// lowest lane free when its `unit_started` is read, and gives it back at its `unit_finished`.
+/// The number of lanes used is the peak number of attempts running at once.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    busy: Vec<bool>,
+}
+
+impl Lanes {
+    /// Takes the lowest free lane.
+    pub(crate) fn take(&mut self) -> usize {
+        let lane = match self.busy.iter().position(|busy| !busy) {
+            Some(lane) => lane,
+            None => {
+                self.busy.push(false);
+                self.busy.len() - 1
+            }
+        };
+        self.busy[lane] = true;
+        lane
+    }
+
+    /// Gives a lane back.
+    pub(crate) fn free(&mut self, lane: usize) {
+        if let Some(busy) = self.busy.get_mut(lane) {
+            *busy = false;
+        }
     }
 }
