@@ -9,7 +9,7 @@ use apollo_store::Record;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use crate::display::{first_line, offset_us, skip_reason_text};
+use crate::display::{before, first_line, offset_us, skip_reason_text};
 use crate::timeline::Lanes;
 use crate::{Filter, ReplayError};
 
@@ -142,14 +142,11 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                     Some(open) => open,
                     None => {
                         // No start on record: place the attempt by its measured duration.
-                        let duration = chrono::Duration::milliseconds(
-                            i64::try_from(finished.duration_ms).unwrap_or(i64::MAX / 2),
-                        );
-                        let start = record.ts.checked_sub_signed(duration).unwrap_or(origin);
+                        let start = before(record.ts, finished.duration_ms, origin);
                         let lane = self.take_lane()?;
                         OpenAttempt {
                             seq: record.seq,
-                            start: start.max(origin),
+                            start,
                             lane,
                             input_hash: String::new(),
                         }
@@ -285,9 +282,11 @@ impl<'f, W: Write> TraceWriter<'f, W> {
         }))?;
         for phase in finished.map_or(&[][..], |f| &f.phases) {
             // Clamped into the attempt so the viewer nests the phases under it.
-            let phase_start = start_us.saturating_add(phase.offset_ms * 1000).min(end_us);
+            let phase_start = start_us
+                .saturating_add(phase.offset_ms.saturating_mul(1000))
+                .min(end_us);
             let phase_end = phase_start
-                .saturating_add(phase.duration_ms * 1000)
+                .saturating_add(phase.duration_ms.saturating_mul(1000))
                 .min(end_us);
             self.events.event(&json!({
                 "name": phase.phase.as_str(), "cat": "phase",

@@ -15,6 +15,16 @@ pub(crate) fn skip_reason_text(reason: &SkipReason) -> String {
     }
 }
 
+/// `ts` minus `duration_ms` (a journal value: any size), or `floor` if that is earlier or
+/// out of chrono's range.
+pub(crate) fn before(ts: DateTime<Utc>, duration_ms: u64, floor: DateTime<Utc>) -> DateTime<Utc> {
+    let duration =
+        chrono::TimeDelta::try_milliseconds(i64::try_from(duration_ms).unwrap_or(i64::MAX));
+    duration
+        .and_then(|duration| ts.checked_sub_signed(duration))
+        .map_or(floor, |start| start.max(floor))
+}
+
 /// Milliseconds from `origin` to `ts`; zero when `ts` is earlier.
 pub(crate) fn offset_ms(origin: DateTime<Utc>, ts: DateTime<Utc>) -> u64 {
     u64::try_from((ts - origin).num_milliseconds()).unwrap_or(0)

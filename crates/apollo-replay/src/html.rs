@@ -334,8 +334,10 @@ fn write_bar(
     );
     // Phases as thin stripes along the bar's bottom edge.
     for phase in attempt.phases() {
-        let phase_x = scale.x(start_ms + phase.offset_ms).min(x + width);
-        let phase_width = (scale.x(start_ms + phase.offset_ms + phase.duration_ms) - phase_x)
+        let phase_start_ms = start_ms.saturating_add(phase.offset_ms);
+        let phase_x = scale.x(phase_start_ms).min(x + width);
+        let phase_end_ms = phase_start_ms.saturating_add(phase.duration_ms);
+        let phase_width = (scale.x(phase_end_ms) - phase_x)
             .min(x + width - phase_x)
             .max(0.0);
         let _ = write!(

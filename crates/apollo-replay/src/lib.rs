@@ -85,6 +85,8 @@ mod timeline;
 #[cfg(test)]
 mod browser_tests;
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;

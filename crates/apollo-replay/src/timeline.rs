@@ -498,17 +498,14 @@ impl TimelineBuilder {
                         // No start on record (should not happen in a sound journal): place the
                         // attempt by its measured duration.
                         let lane = self.take_lane();
-                        let start = ts
-                            - chrono::Duration::milliseconds(
-                                i64::try_from(finished.duration_ms).unwrap_or(i64::MAX / 2),
-                            );
                         let origin = self.timeline.origin();
+                        let start = crate::display::before(ts, finished.duration_ms, origin);
                         let unit = &mut self.timeline.units[unit_idx];
                         unit.attempts.push(Attempt {
                             number: finished.attempt,
                             lane,
                             seq,
-                            start: start.max(origin),
+                            start,
                             end: ts,
                             state: AttemptState::Unfinished,
                             input_hash: None,
