@@ -62,7 +62,7 @@
 //! write_text(reads, &mut out, &TextOptions::default()).unwrap();
 //! let text = String::from_utf8(out).unwrap();
 //! assert_eq!(text.lines().nth(3).unwrap(),
-//!            "+00:01.255  fetch  #1  finish       1.250s  succeeded      out cdcdcdcd");
+//!            "+00:01.255   fetch  #1  finish       1.250s  succeeded      out cdcdcdcd");
 //!
 //! // The same records as a timeline: one unit, one attempt on lane 0.
 //! let timeline = Timeline::from_records(records.into_iter().map(Ok::<_, std::io::Error>)).unwrap();

@@ -69,6 +69,16 @@ fn text_timeline_reports_attempts_still_open_at_the_end() {
 }
 
 #[test]
+fn offsets_past_an_hour_stay_aligned() {
+    let mut run = RunBuilder::new("r", &["a"]);
+    run.start(5, "a", 1).succeed(3_723_456, "a", 1);
+    let text = render_text(&run, &TextOptions::default().phases(false));
+    let unit_columns: Vec<_> = text.lines().skip(2).map(|line| line.find(" a ")).collect();
+    assert_eq!(unit_columns, [Some(12), Some(12)], "{text}");
+    assert!(text.contains("+1:02:03.456 a"), "{text}");
+}
+
+#[test]
 fn terminal_escapes_in_errors_are_shown_not_interpreted() {
     let mut run = RunBuilder::new("r", &["a"]);
     run.start(5, "a", 1).fail(10, "a", 1, 2, "bad\x1b[2Jthing");

@@ -445,7 +445,7 @@ impl<W: Write> TextRenderer<W> {
         if !self.header_written {
             self.header_written = true;
             let header = format!(
-                "{:<12}{:<unit_width$}  {:<4}{:<EVENT_WIDTH$}{:>DURATION_WIDTH$}  {:<STATUS_WIDTH$}{:<HASH_WIDTH$}{}",
+                "{:<12} {:<unit_width$}  {:<4}{:<EVENT_WIDTH$}{:>DURATION_WIDTH$}  {:<STATUS_WIDTH$}{:<HASH_WIDTH$}{}",
                 "OFFSET",
                 "UNIT",
                 "ATT",
@@ -465,7 +465,7 @@ impl<W: Write> TextRenderer<W> {
         let color = self.options.color;
         let mut text = std::mem::take(&mut self.line);
         let offset = format_offset(line.offset_ms);
-        let _ = write!(text, "{offset:<12}");
+        let _ = write!(text, "{offset:<12} ");
         let unit = terminal_safe(line.unit);
         let _ = write!(text, "{unit:<width$}  ", width = self.unit_width);
         let attempt = line.attempt.map(|n| format!("#{n}")).unwrap_or_default();
