@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use apollo_core::event::{InputComponent, InputKind};
 use serde::Serialize;
 
-use crate::display::{format_delta, format_duration, terminal_safe};
+use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
 use crate::{Timeline, UnitStatus, UnitTimeline};
 
 /// Two runs compared unit by unit: status, input (and which of its components changed),
@@ -161,8 +161,9 @@ pub struct UnitDiff {
     pub duration_b_ms: Option<u64>,
     /// `duration_b_ms - duration_a_ms`, when both ran.
     pub duration_delta_ms: Option<i64>,
-    /// First error line of its last attempt in run B, when it has one.
-    pub error_b: Option<String>,
+    /// Why it ended as it did in run B: why it was skipped, or the first error line of its
+    /// last attempt, when there is one.
+    pub detail_b: Option<String>,
 }
 
 impl UnitDiff {
@@ -206,7 +207,7 @@ impl UnitDiff {
             duration_a_ms,
             duration_b_ms,
             duration_delta_ms,
-            error_b: last_b.and_then(|attempt| attempt.error_line().map(str::to_owned)),
+            detail_b: b.and_then(detail),
         }
     }
 
@@ -234,7 +235,7 @@ impl UnitDiff {
                 status(self.status_a),
                 status(self.status_b)
             );
-            if let Some(error) = &self.error_b {
+            if let Some(error) = &self.detail_b {
                 reason.push_str(&format!(" ({error})"));
             }
             reasons.push(reason);
@@ -257,6 +258,16 @@ impl UnitDiff {
             reasons.push("hashes recorded in only one run".to_owned());
         }
         reasons
+    }
+}
+
+/// Why a unit ended as it did: its skip reason, or its last attempt's first error line.
+fn detail(unit: &UnitTimeline) -> Option<String> {
+    match unit.status {
+        UnitStatus::UpstreamFailed | UnitStatus::NotStarted => {
+            unit.skips.last().map(|skip| skip_reason_text(&skip.reason))
+        }
+        _ => unit.last_attempt()?.error_line().map(str::to_owned),
     }
 }
 
