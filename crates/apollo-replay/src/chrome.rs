@@ -7,7 +7,8 @@ use std::io::{self, Write};
 use apollo_core::event::{Event, ExitStatus, UnitFinished, Verdict};
 use apollo_store::Record;
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use crate::display::{before, first_line, offset_us, skip_reason_text};
 use crate::timeline::Lanes;
@@ -256,30 +257,36 @@ impl<'f, W: Write> TraceWriter<'f, W> {
         let end_us = offset_us(origin, end).max(start_us);
         let tid = open.lane + 1;
         let input_hash = Some(open.input_hash.as_str()).filter(|hash| !hash.is_empty());
-        self.events.event(&json!({
-            "name": format!("{unit} #{attempt}"),
-            "cat": "attempt",
-            "ph": "X", "pid": 1, "tid": tid,
-            "ts": start_us, "dur": end_us - start_us,
-            "args": {
-                "unit": unit,
-                "attempt": attempt,
-                "status": finished.map_or("unfinished", |f| f.status.as_str()),
-                "exit": exit_value(finished.and_then(|f| f.exit)),
-                "timed_out": finished.is_some_and(|f| f.timed_out),
-                "input_hash": input_hash,
-                "output_hash": finished.and_then(|f| f.output_hash.as_deref()),
-                "user_cpu_ms": finished.map(|f| f.user_cpu_ms),
-                "sys_cpu_ms": finished.map(|f| f.sys_cpu_ms),
-                "max_rss_kib": finished.map(|f| f.max_rss_kib),
-                "stdout_bytes": finished.map(|f| f.stdout_bytes),
-                "stderr_bytes": finished.map(|f| f.stderr_bytes),
-                "error": finished
+        // Attempts and phases are most of a trace: typed events serialise without building
+        // a `Value` per event.
+        let name = format!("{unit} #{attempt}");
+        self.events.event(&CompleteEvent {
+            name: &name,
+            cat: "attempt",
+            ph: "X",
+            pid: 1,
+            tid,
+            ts: start_us,
+            dur: end_us - start_us,
+            args: AttemptArgs {
+                unit,
+                attempt,
+                status: finished.map_or("unfinished", |f| f.status.as_str()),
+                exit: finished.and_then(|f| f.exit),
+                timed_out: finished.is_some_and(|f| f.timed_out),
+                input_hash,
+                output_hash: finished.and_then(|f| f.output_hash.as_deref()),
+                user_cpu_ms: finished.map(|f| f.user_cpu_ms),
+                sys_cpu_ms: finished.map(|f| f.sys_cpu_ms),
+                max_rss_kib: finished.map(|f| f.max_rss_kib),
+                stdout_bytes: finished.map(|f| f.stdout_bytes),
+                stderr_bytes: finished.map(|f| f.stderr_bytes),
+                error: finished
                     .and_then(|f| f.error.as_deref())
                     .map(first_line)
                     .filter(|line| !line.is_empty()),
             },
-        }))?;
+        })?;
         for phase in finished.map_or(&[][..], |f| &f.phases) {
             // Clamped into the attempt so the viewer nests the phases under it.
             let phase_start = start_us
@@ -288,24 +295,64 @@ impl<'f, W: Write> TraceWriter<'f, W> {
             let phase_end = phase_start
                 .saturating_add(phase.duration_ms.saturating_mul(1000))
                 .min(end_us);
-            self.events.event(&json!({
-                "name": phase.phase.as_str(), "cat": "phase",
-                "ph": "X", "pid": 1, "tid": tid,
-                "ts": phase_start, "dur": phase_end - phase_start,
-                "args": {"unit": unit, "attempt": attempt,
-                         "exit": exit_value(phase.exit), "timed_out": phase.timed_out},
-            }))?;
+            self.events.event(&CompleteEvent {
+                name: phase.phase.as_str(),
+                cat: "phase",
+                ph: "X",
+                pid: 1,
+                tid,
+                ts: phase_start,
+                dur: phase_end - phase_start,
+                args: PhaseArgs {
+                    unit,
+                    attempt,
+                    exit: phase.exit,
+                    timed_out: phase.timed_out,
+                },
+            })?;
         }
         Ok(())
     }
 }
 
-fn exit_value(exit: Option<ExitStatus>) -> Value {
-    match exit {
-        Some(ExitStatus::Code(code)) => json!({"code": code}),
-        Some(ExitStatus::Signal(signal)) => json!({"signal": signal}),
-        None => Value::Null,
-    }
+/// A complete (`ph: "X"`) trace event.
+#[derive(Serialize)]
+struct CompleteEvent<'a, A: Serialize> {
+    name: &'a str,
+    cat: &'static str,
+    ph: &'static str,
+    pid: u32,
+    tid: usize,
+    ts: u64,
+    dur: u64,
+    args: A,
+}
+
+/// `args` of an attempt's event. `exit` is `{"code": n}` or `{"signal": n}`, as in the journal.
+#[derive(Serialize)]
+struct AttemptArgs<'a> {
+    unit: &'a str,
+    attempt: u32,
+    status: &'static str,
+    exit: Option<ExitStatus>,
+    timed_out: bool,
+    input_hash: Option<&'a str>,
+    output_hash: Option<&'a str>,
+    user_cpu_ms: Option<u64>,
+    sys_cpu_ms: Option<u64>,
+    max_rss_kib: Option<u64>,
+    stdout_bytes: Option<u64>,
+    stderr_bytes: Option<u64>,
+    error: Option<&'a str>,
+}
+
+/// `args` of a phase's event.
+#[derive(Serialize)]
+struct PhaseArgs<'a> {
+    unit: &'a str,
+    attempt: u32,
+    exit: Option<ExitStatus>,
+    timed_out: bool,
 }
 
 /// Writes the `traceEvents` array one event per line, so a trace is never held whole.
@@ -320,7 +367,7 @@ impl<W: Write> EventWriter<W> {
         Ok(Self { out, first: true })
     }
 
-    fn event(&mut self, event: &Value) -> io::Result<()> {
+    fn event(&mut self, event: &impl Serialize) -> io::Result<()> {
         if !self.first {
             self.out.write_all(b",\n")?;
         }

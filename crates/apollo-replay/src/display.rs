@@ -40,35 +40,49 @@ pub(crate) fn offset_us(origin: DateTime<Utc>, ts: DateTime<Utc>) -> u64 {
 
 /// An offset from the run's start: `+00:01.234`, or `+1:02:03.456` past an hour.
 pub(crate) fn format_offset(offset_ms: u64) -> String {
+    let mut text = String::with_capacity(12);
+    push_offset(&mut text, offset_ms);
+    text
+}
+
+/// [`format_offset`] into an existing buffer.
+pub(crate) fn push_offset(text: &mut String, offset_ms: u64) {
     let millis = offset_ms % 1000;
     let total_seconds = offset_ms / 1000;
     let seconds = total_seconds % 60;
     let total_minutes = total_seconds / 60;
     if total_minutes < 60 {
-        format!("+{total_minutes:02}:{seconds:02}.{millis:03}")
+        let _ = write!(text, "+{total_minutes:02}:{seconds:02}.{millis:03}");
     } else {
         let minutes = total_minutes % 60;
         let hours = total_minutes / 60;
-        format!("+{hours}:{minutes:02}:{seconds:02}.{millis:03}")
+        let _ = write!(text, "+{hours}:{minutes:02}:{seconds:02}.{millis:03}");
     }
 }
 
 /// A duration for humans: `850ms`, `1.234s`, `2m03.4s`, `1h02m03s`.
 pub(crate) fn format_duration(duration_ms: u64) -> String {
-    if duration_ms < 1000 {
-        format!("{duration_ms}ms")
+    let mut text = String::with_capacity(9);
+    push_duration(&mut text, duration_ms);
+    text
+}
+
+/// [`format_duration`] into an existing buffer.
+pub(crate) fn push_duration(text: &mut String, duration_ms: u64) {
+    let _ = if duration_ms < 1000 {
+        write!(text, "{duration_ms}ms")
     } else if duration_ms < 60_000 {
-        format!("{}.{:03}s", duration_ms / 1000, duration_ms % 1000)
+        write!(text, "{}.{:03}s", duration_ms / 1000, duration_ms % 1000)
     } else if duration_ms < 3_600_000 {
         let minutes = duration_ms / 60_000;
         let tenths = (duration_ms % 60_000) / 100;
-        format!("{minutes}m{:02}.{}s", tenths / 10, tenths % 10)
+        write!(text, "{minutes}m{:02}.{}s", tenths / 10, tenths % 10)
     } else {
         let hours = duration_ms / 3_600_000;
         let minutes = (duration_ms % 3_600_000) / 60_000;
         let seconds = (duration_ms % 60_000) / 1000;
-        format!("{hours}h{minutes:02}m{seconds:02}s")
-    }
+        write!(text, "{hours}h{minutes:02}m{seconds:02}s")
+    };
 }
 
 /// A signed duration difference: `+1.200s`, `-850ms`, `0ms`.

@@ -11,7 +11,7 @@ use apollo_store::Record;
 use chrono::{DateTime, Utc};
 
 use crate::display::{
-    first_line, format_duration, format_offset, offset_ms, short_hash, skip_reason_text,
+    first_line, format_offset, offset_ms, push_duration, push_offset, short_hash, skip_reason_text,
     terminal_safe,
 };
 use crate::{Filter, ReplayError};
@@ -91,8 +91,9 @@ pub struct TextRenderer<W: Write> {
     header_written: bool,
     /// Attempts started and not yet finished: (unit, attempt) → start and input hash.
     open: HashMap<(String, u32), OpenAttempt>,
-    /// Scratch buffer for one line, reused so rendering does not allocate per line.
+    /// Buffers for one line and one column, reused so lines cost no allocation.
     line: String,
+    scratch: String,
 }
 
 #[derive(Debug)]
@@ -131,6 +132,7 @@ impl<W: Write> TextRenderer<W> {
             header_written: false,
             open: HashMap::new(),
             line: String::new(),
+            scratch: String::new(),
         }
     }
 
@@ -464,14 +466,37 @@ impl<W: Write> TextRenderer<W> {
         use std::fmt::Write as _;
         let color = self.options.color;
         let mut text = std::mem::take(&mut self.line);
-        let offset = format_offset(line.offset_ms);
-        let _ = write!(text, "{offset:<12} ");
+        // Columns are written straight into the line buffer and padded after, so a line
+        // costs no allocation beyond its owned detail text.
+        let column_start = text.len();
+        push_offset(&mut text, line.offset_ms);
+        pad_to(&mut text, column_start + 12);
+        text.push(' ');
         let unit = terminal_safe(line.unit);
-        let _ = write!(text, "{unit:<width$}  ", width = self.unit_width);
-        let attempt = line.attempt.map(|n| format!("#{n}")).unwrap_or_default();
-        let _ = write!(text, "{attempt:<4}{:<EVENT_WIDTH$}", line.event);
-        let duration = line.duration_ms.map(format_duration).unwrap_or_default();
-        let _ = write!(text, "{duration:>DURATION_WIDTH$}  ");
+        text.push_str(&unit);
+        let unit_chars = unit.chars().count();
+        text.extend(std::iter::repeat_n(
+            ' ',
+            self.unit_width.saturating_sub(unit_chars) + 2,
+        ));
+        let column_start = text.len();
+        if let Some(attempt) = line.attempt {
+            let _ = write!(text, "#{attempt}");
+        }
+        pad_to(&mut text, column_start + 4);
+        let column_start = text.len();
+        text.push_str(line.event);
+        pad_to(&mut text, column_start + EVENT_WIDTH);
+        self.scratch.clear();
+        if let Some(duration_ms) = line.duration_ms {
+            push_duration(&mut self.scratch, duration_ms);
+        }
+        text.extend(std::iter::repeat_n(
+            ' ',
+            DURATION_WIDTH.saturating_sub(self.scratch.len()),
+        ));
+        text.push_str(&self.scratch);
+        text.push_str("  ");
         let status_code = status_color(line.status).filter(|_| color);
         push_padded(&mut text, line.status, STATUS_WIDTH, status_code);
         let hash_code = (color && !line.hash.is_empty()).then_some("2");
@@ -497,6 +522,11 @@ impl<W: Write> TextRenderer<W> {
             self.line.push_str(text.trim_end());
         }
     }
+}
+
+/// Pads an ASCII column with spaces until the line is `len` bytes long.
+fn pad_to(line: &mut String, len: usize) {
+    line.extend(std::iter::repeat_n(' ', len.saturating_sub(line.len())));
 }
 
 /// Appends `text` padded to `width`, painted with the SGR `code` when there is one. The
