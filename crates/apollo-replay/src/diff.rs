@@ -1,0 +1,483 @@
+//! [`RunDiff`]: two runs of a pipeline compared unit by unit.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use apollo_core::event::{InputComponent, InputKind};
+use serde::Serialize;
+
+use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
+use crate::{Timeline, UnitStatus, UnitTimeline};
+
+/// Two runs compared unit by unit: status, input (and which of its components changed),
+/// output and duration. Built from two [`Timeline`]s with [`RunDiff::new`].
+///
+/// Units are listed in run B's config order, then the units only run A has. Each unit is
+/// compared on its final status and on its **last attempt**'s input and output hashes;
+/// durations are reported but never make two runs differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunDiff {
+    /// Run A (the "before").
+    pub run_a: RunSide,
+    /// Run B (the "after").
+    pub run_b: RunSide,
+    /// One entry per unit of either run.
+    pub units: Vec<UnitDiff>,
+}
+
+/// Which run a side of the diff is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RunSide {
+    /// The run's id.
+    pub run_id: Option<String>,
+    /// The pipeline's name.
+    pub pipeline: Option<String>,
+    /// `succeeded`, `failed`, `interrupted` or `incomplete`.
+    pub status: &'static str,
+}
+
+/// Which runs a unit appears in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Presence {
+    /// Both runs have the unit.
+    Both,
+    /// Only run A has it (removed from the pipeline since).
+    OnlyA,
+    /// Only run B has it (added to the pipeline since).
+    OnlyB,
+}
+
+/// Whether a hash is the same in both runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Change {
+    /// Both runs recorded it, and it is the same.
+    Same,
+    /// Both runs recorded it, and it differs.
+    Changed,
+    /// At least one run has none to compare (the unit did not run, or did not succeed).
+    Unknown,
+}
+
+impl Change {
+    fn of(a: Option<&str>, b: Option<&str>) -> Self {
+        match (a, b) {
+            (Some(a), Some(b)) if a == b => Change::Same,
+            (Some(_), Some(_)) => Change::Changed,
+            _ => Change::Unknown,
+        }
+    }
+
+    /// `same`, `changed` or `-`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Same => "same",
+            Change::Changed => "changed",
+            Change::Unknown => "-",
+        }
+    }
+}
+
+/// How one input component differs between the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ComponentChange {
+    /// Both have it, with different hashes.
+    Changed,
+    /// Only run B has it.
+    Added,
+    /// Only run A has it.
+    Removed,
+}
+
+/// One input component that differs between the runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct InputChange {
+    /// What kind of component.
+    pub kind: InputKind,
+    /// Which one (phase, variable, path or upstream unit).
+    pub name: String,
+    /// How it differs.
+    pub change: ComponentChange,
+}
+
+impl InputChange {
+    /// The change in words: `input file data/raw.csv changed`, `upstream fetch_data output
+    /// changed`, `command execute changed`, `env FOO added`.
+    pub fn describe(&self) -> String {
+        let change = match self.change {
+            ComponentChange::Changed => "changed",
+            ComponentChange::Added => "added",
+            ComponentChange::Removed => "removed",
+        };
+        match (self.kind, self.change) {
+            (InputKind::File, _) => format!("input file {} {change}", self.name),
+            (InputKind::Upstream, ComponentChange::Changed) => {
+                format!("upstream {} output changed", self.name)
+            }
+            (InputKind::Upstream, _) => format!("dependency on {} {change}", self.name),
+            (InputKind::Command, _) => format!("command {} {change}", self.name),
+            (InputKind::Env, _) => format!("env {} {change}", self.name),
+        }
+    }
+}
+
+/// One unit compared across the two runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct UnitDiff {
+    /// The unit's name.
+    pub unit: String,
+    /// Which runs have it.
+    pub presence: Presence,
+    /// Its final status in run A.
+    pub status_a: Option<UnitStatus>,
+    /// Its final status in run B.
+    pub status_b: Option<UnitStatus>,
+    /// Input hash of its last attempt in run A.
+    pub input_hash_a: Option<String>,
+    /// Input hash of its last attempt in run B.
+    pub input_hash_b: Option<String>,
+    /// Whether the input changed.
+    pub input: Change,
+    /// Which input components changed (empty when the input is the same or unknown).
+    pub input_changes: Vec<InputChange>,
+    /// Output hash of its last attempt in run A.
+    pub output_hash_a: Option<String>,
+    /// Output hash of its last attempt in run B.
+    pub output_hash_b: Option<String>,
+    /// Whether the output changed.
+    pub output: Change,
+    /// Wall time of its last attempt in run A, in milliseconds.
+    pub duration_a_ms: Option<u64>,
+    /// Wall time of its last attempt in run B, in milliseconds.
+    pub duration_b_ms: Option<u64>,
+    /// `duration_b_ms - duration_a_ms`, when both ran.
+    pub duration_delta_ms: Option<i64>,
+    /// Why it ended as it did in run B: why it was skipped, or the first error line of its
+    /// last attempt, when there is one.
+    pub detail_b: Option<String>,
+}
+
+impl UnitDiff {
+    fn new(unit: &str, a: Option<&UnitTimeline>, b: Option<&UnitTimeline>) -> Self {
+        let presence = match (a, b) {
+            (Some(_), Some(_)) | (None, None) => Presence::Both,
+            (Some(_), None) => Presence::OnlyA,
+            (None, Some(_)) => Presence::OnlyB,
+        };
+        let last_a = a.and_then(UnitTimeline::last_attempt);
+        let last_b = b.and_then(UnitTimeline::last_attempt);
+        let input_hash_a = last_a.and_then(|attempt| attempt.input_hash.clone());
+        let input_hash_b = last_b.and_then(|attempt| attempt.input_hash.clone());
+        let output_hash_a = last_a.and_then(|attempt| attempt.output_hash().map(str::to_owned));
+        let output_hash_b = last_b.and_then(|attempt| attempt.output_hash().map(str::to_owned));
+        let input = Change::of(input_hash_a.as_deref(), input_hash_b.as_deref());
+        let input_changes = match (input, last_a, last_b) {
+            (Change::Changed, Some(last_a), Some(last_b)) => {
+                compare_inputs(&last_a.inputs, &last_b.inputs)
+            }
+            _ => Vec::new(),
+        };
+        let duration_a_ms = last_a.map(|attempt| attempt.duration_ms());
+        let duration_b_ms = last_b.map(|attempt| attempt.duration_ms());
+        let duration_delta_ms = match (duration_a_ms, duration_b_ms) {
+            (Some(a), Some(b)) => Some(signed(b) - signed(a)),
+            _ => None,
+        };
+        UnitDiff {
+            unit: unit.to_owned(),
+            presence,
+            status_a: a.map(|unit| unit.status),
+            status_b: b.map(|unit| unit.status),
+            input,
+            input_changes,
+            output: Change::of(output_hash_a.as_deref(), output_hash_b.as_deref()),
+            input_hash_a,
+            input_hash_b,
+            output_hash_a,
+            output_hash_b,
+            duration_a_ms,
+            duration_b_ms,
+            duration_delta_ms,
+            detail_b: b.and_then(detail),
+        }
+    }
+
+    /// Whether the unit is in both runs with the same status, input hash and output hash.
+    /// Durations never count.
+    pub fn is_same(&self) -> bool {
+        self.presence == Presence::Both
+            && self.status_a == self.status_b
+            && self.input_hash_a == self.input_hash_b
+            && self.output_hash_a == self.output_hash_b
+    }
+
+    /// Why the unit differs, as short phrases (empty when it is the same).
+    pub fn reasons(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        match self.presence {
+            Presence::OnlyA => reasons.push("only in run A".to_owned()),
+            Presence::OnlyB => reasons.push("only in run B (new unit)".to_owned()),
+            Presence::Both => {}
+        }
+        if self.presence == Presence::Both && self.status_a != self.status_b {
+            let status = |status: Option<UnitStatus>| status.map_or("-", UnitStatus::as_str);
+            let mut reason = format!(
+                "status {} → {}",
+                status(self.status_a),
+                status(self.status_b)
+            );
+            if let Some(error) = &self.detail_b {
+                reason.push_str(&format!(" ({error})"));
+            }
+            reasons.push(reason);
+        }
+        if self.input == Change::Changed {
+            if self.input_changes.is_empty() {
+                reasons.push("input hash changed (no recorded component differs)".to_owned());
+            }
+            reasons.extend(self.input_changes.iter().map(InputChange::describe));
+        }
+        if self.output == Change::Changed {
+            reasons.push(if self.input == Change::Same {
+                "output changed with the same input".to_owned()
+            } else {
+                "output changed".to_owned()
+            });
+        }
+        if reasons.is_empty() && !self.is_same() {
+            // Only a hash present on one side differs (e.g. one run recorded no output).
+            reasons.push("hashes recorded in only one run".to_owned());
+        }
+        reasons
+    }
+}
+
+/// Why a unit ended as it did: its skip reason, or its last attempt's first error line.
+fn detail(unit: &UnitTimeline) -> Option<String> {
+    match unit.status {
+        UnitStatus::UpstreamFailed | UnitStatus::NotStarted => {
+            unit.skips.last().map(|skip| skip_reason_text(&skip.reason))
+        }
+        _ => unit.last_attempt()?.error_line().map(str::to_owned),
+    }
+}
+
+fn signed(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// Components that differ, in B's order, then those only A has.
+fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange> {
+    let by_key: HashMap<(InputKind, &str), &str> = a
+        .iter()
+        .map(|component| {
+            (
+                (component.kind, component.name.as_str()),
+                component.hash.as_str(),
+            )
+        })
+        .collect();
+    let mut changes = Vec::new();
+    for component in b {
+        let change = match by_key.get(&(component.kind, component.name.as_str())) {
+            Some(hash_a) if *hash_a == component.hash => continue,
+            Some(_) => ComponentChange::Changed,
+            None => ComponentChange::Added,
+        };
+        changes.push(InputChange {
+            kind: component.kind,
+            name: component.name.clone(),
+            change,
+        });
+    }
+    for component in a {
+        let in_b = b
+            .iter()
+            .any(|other| other.kind == component.kind && other.name == component.name);
+        if !in_b {
+            changes.push(InputChange {
+                kind: component.kind,
+                name: component.name.clone(),
+                change: ComponentChange::Removed,
+            });
+        }
+    }
+    changes
+}
+
+impl RunDiff {
+    /// Compares run A (before) with run B (after).
+    pub fn new(a: &Timeline, b: &Timeline) -> RunDiff {
+        let mut names: Vec<&str> = b.units.iter().map(|unit| unit.name.as_str()).collect();
+        names.extend(
+            (a.units.iter())
+                .map(|unit| unit.name.as_str())
+                .filter(|name| b.unit(name).is_none()),
+        );
+        let units = names
+            .into_iter()
+            .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name)))
+            .collect();
+        RunDiff {
+            run_a: RunSide::of(a),
+            run_b: RunSide::of(b),
+            units,
+        }
+    }
+
+    /// Whether every unit is in both runs with the same status, input hash and output hash.
+    /// Durations never count. `apollo diff` exits 0 when this holds, 1 otherwise.
+    pub fn is_same(&self) -> bool {
+        self.units.iter().all(UnitDiff::is_same)
+    }
+
+    /// The units that differ.
+    pub fn changed_units(&self) -> impl Iterator<Item = &UnitDiff> {
+        self.units.iter().filter(|unit| !unit.is_same())
+    }
+}
+
+impl RunSide {
+    fn of(timeline: &Timeline) -> Self {
+        RunSide {
+            run_id: timeline.run_id.clone(),
+            pipeline: timeline.pipeline.clone(),
+            status: timeline.status_str(),
+        }
+    }
+}
+
+/// Writes the diff as an aligned table, a "why" line per unit that differs, and a verdict.
+pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io::Result<()> {
+    for (label, side) in [("A", &diff.run_a), ("B", &diff.run_b)] {
+        writeln!(
+            out,
+            "{label}  {}  {}  {}",
+            terminal_safe(side.run_id.as_deref().unwrap_or("?")),
+            terminal_safe(side.pipeline.as_deref().unwrap_or("?")),
+            side.status
+        )?;
+    }
+    writeln!(out)?;
+
+    let unit_width = (diff.units.iter())
+        .map(|unit| unit.unit.chars().count())
+        .chain([4])
+        .max()
+        .unwrap_or(4);
+    let status_width = 17;
+    writeln!(
+        out,
+        "{:<unit_width$}  {:<status_width$}{:<status_width$}{:<9}{:<9}{:>12}{:>12}{:>10}",
+        "UNIT", "STATUS A", "STATUS B", "INPUT", "OUTPUT", "DURATION A", "DURATION B", "DELTA"
+    )?;
+    let paint = |text: String, changed: bool| {
+        if color && changed {
+            format!("\x1b[1;33m{text}\x1b[0m")
+        } else {
+            text
+        }
+    };
+    for unit in &diff.units {
+        let status = |status: Option<UnitStatus>| status.map_or("-", UnitStatus::as_str);
+        let duration = |ms: Option<u64>| ms.map(format_duration).unwrap_or_else(|| "-".into());
+        let status_changed = unit.status_a != unit.status_b;
+        let mut line = paint(
+            format!("{:<unit_width$}  ", terminal_safe(&unit.unit)),
+            !unit.is_same(),
+        );
+        line.push_str(&format!("{:<status_width$}", status(unit.status_a)));
+        line.push_str(&paint(
+            format!("{:<status_width$}", status(unit.status_b)),
+            status_changed,
+        ));
+        line.push_str(&paint(
+            format!("{:<9}", unit.input.as_str()),
+            unit.input == Change::Changed,
+        ));
+        line.push_str(&paint(
+            format!("{:<9}", unit.output.as_str()),
+            unit.output == Change::Changed,
+        ));
+        let delta = (unit.duration_delta_ms.map(format_delta)).unwrap_or_else(|| "-".into());
+        line.push_str(&format!(
+            "{:>12}{:>12}{delta:>10}",
+            duration(unit.duration_a_ms),
+            duration(unit.duration_b_ms),
+        ));
+        writeln!(out, "{}", line.trim_end())?;
+    }
+
+    let changed: Vec<&UnitDiff> = diff.changed_units().collect();
+    if !changed.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "why:")?;
+        for unit in &changed {
+            writeln!(
+                out,
+                "  {:<unit_width$}  {}",
+                terminal_safe(&unit.unit),
+                terminal_safe(&unit.reasons().join("; "))
+            )?;
+        }
+    }
+    writeln!(out)?;
+    if changed.is_empty() {
+        writeln!(
+            out,
+            "runs match: {} units with the same status, inputs and outputs",
+            diff.units.len()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "runs differ: {} of {} units changed",
+            changed.len(),
+            diff.units.len()
+        )?;
+    }
+    out.flush()
+}
+
+/// Writes the diff as one JSON document: `{"same": bool, "run_a": …, "run_b": …, "units":
+/// [{…, "same": bool, "reasons": [...]}]}`.
+pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct UnitJson<'a> {
+        #[serde(flatten)]
+        unit: &'a UnitDiff,
+        same: bool,
+        reasons: Vec<String>,
+    }
+    #[derive(Serialize)]
+    struct DiffJson<'a> {
+        same: bool,
+        run_a: &'a RunSide,
+        run_b: &'a RunSide,
+        units: Vec<UnitJson<'a>>,
+    }
+    let document = DiffJson {
+        same: diff.is_same(),
+        run_a: &diff.run_a,
+        run_b: &diff.run_b,
+        units: (diff.units.iter())
+            .map(|unit| UnitJson {
+                unit,
+                same: unit.is_same(),
+                reasons: unit.reasons(),
+            })
+            .collect(),
+    };
+    serde_json::to_writer_pretty(&mut out, &document)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}

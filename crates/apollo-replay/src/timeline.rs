@@ -1,0 +1,657 @@
+//! [`Timeline`]: a run's attempts, skips, marks and resumes, laid out on parallel lanes.
+
+use std::collections::HashMap;
+
+use apollo_core::event::{
+    AttemptStatus, Event, ExitStatus, InputComponent, PhaseRecord, RunStatus, SkipReason,
+    UnitFinished, Verdict,
+};
+use apollo_store::Record;
+use chrono::{DateTime, Utc};
+use serde::{Serialize, Serializer};
+
+use crate::Filter;
+use crate::display::first_line;
+
+/// A run's history, built by streaming its records once: per unit its attempts (with their
+/// phases, outcome, hashes and resource use), skips and human marks; the run's start, its
+/// resumes and its end.
+///
+/// Every attempt is given a **lane** by interval partitioning: an attempt takes the lowest
+/// lane that is free when it starts. The number of lanes is the run's peak parallelism, and
+/// lanes are the tracks of the Chrome trace. Attempts that never got their `unit_finished`
+/// (apollo died mid-unit) are [`AttemptState::Unfinished`]; they end at the last record
+/// apollo wrote before it was resumed, or at the journal's last record.
+///
+/// A timeline holds one entry per attempt, not per record: building one from a journal of a
+/// million records of a small pipeline takes little memory, but it does grow with the number
+/// of attempts. The text and JSON renderers do not need one and stream instead.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timeline {
+    /// The run's id, from `run_started`.
+    pub run_id: Option<String>,
+    /// The pipeline's name, from `run_started`.
+    pub pipeline: Option<String>,
+    /// The host that started the run.
+    pub host: Option<String>,
+    /// When the run started: `run_started`'s timestamp (or the first record's).
+    pub started: Option<DateTime<Utc>>,
+    /// The timestamp of the last record.
+    pub last_ts: Option<DateTime<Utc>>,
+    /// How and when the run ended, when its last process recorded it.
+    pub finished: Option<RunEnd>,
+    /// Every time a later apollo process picked the run up again.
+    pub resumes: Vec<Resume>,
+    /// The units: the pipeline's config order, then units only seen in events.
+    pub units: Vec<UnitTimeline>,
+    /// How many lanes the attempts use (the run's peak parallelism).
+    pub n_lanes: usize,
+    /// How many records were read.
+    pub n_records: u64,
+}
+
+/// How a run ended (`run_finished`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunEnd {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// When the run ended.
+    pub ts: DateTime<Utc>,
+    /// How it ended.
+    pub status: RunStatus,
+    /// Units that succeeded.
+    pub succeeded: u32,
+    /// Units that failed for good.
+    pub failed: u32,
+    /// Units skipped.
+    pub skipped: u32,
+}
+
+/// A later apollo process picked the run up again (`run_resumed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Resume {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// When the run was resumed.
+    pub ts: DateTime<Utc>,
+    /// The host of the resuming apollo.
+    pub host: String,
+    /// The process id of the resuming apollo.
+    pub pid: u32,
+    /// Attempts left unfinished by the process that died before this resume.
+    pub n_abandoned: usize,
+}
+
+/// One unit's history in a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnitTimeline {
+    /// The unit's name.
+    pub name: String,
+    /// Whether the pipeline's config lists the unit (`run_started` / `run_resumed`).
+    pub listed: bool,
+    /// Its attempts, in the order they started.
+    pub attempts: Vec<Attempt>,
+    /// Times it was skipped.
+    pub skips: Vec<Skip>,
+    /// Verdicts humans recorded on it.
+    pub marks: Vec<Mark>,
+    /// Its status after the last record about it.
+    pub status: UnitStatus,
+}
+
+impl UnitTimeline {
+    fn new(name: String, listed: bool) -> Self {
+        Self {
+            name,
+            listed,
+            attempts: Vec::new(),
+            skips: Vec::new(),
+            marks: Vec::new(),
+            status: UnitStatus::NotRun,
+        }
+    }
+
+    /// The last attempt, if the unit ever started.
+    pub fn last_attempt(&self) -> Option<&Attempt> {
+        self.attempts.last()
+    }
+
+    /// Whether the unit has nothing recorded (no attempt, skip or mark).
+    pub fn is_empty(&self) -> bool {
+        self.attempts.is_empty() && self.skips.is_empty() && self.marks.is_empty()
+    }
+}
+
+/// One attempt of a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Attempt {
+    /// The attempt number, from 1, counted across resumes.
+    pub number: u32,
+    /// The lane the attempt ran on, from 0.
+    pub lane: usize,
+    /// Sequence number of its `unit_started` (or `unit_finished` when the start is missing).
+    pub seq: u64,
+    /// When it started.
+    pub start: DateTime<Utc>,
+    /// When it ended (for an unfinished attempt: the last record its apollo process wrote).
+    pub end: DateTime<Utc>,
+    /// How it ended.
+    pub state: AttemptState,
+    /// Its input hash, from `unit_started`.
+    pub input_hash: Option<String>,
+    /// The components of its input hash, from `unit_started`.
+    pub inputs: Vec<InputComponent>,
+    /// Its `unit_finished` payload, when it finished.
+    pub outcome: Option<UnitFinished>,
+}
+
+impl Attempt {
+    /// The attempt's wall time in milliseconds: as measured by apollo when it finished,
+    /// otherwise from its start to its end.
+    pub fn duration_ms(&self) -> u64 {
+        match &self.outcome {
+            Some(outcome) => outcome.duration_ms,
+            None => crate::display::offset_ms(self.start, self.end),
+        }
+    }
+
+    /// The output hash, when the attempt succeeded.
+    pub fn output_hash(&self) -> Option<&str> {
+        self.outcome.as_ref()?.output_hash.as_deref()
+    }
+
+    /// How the deciding phase's process ended.
+    pub fn exit(&self) -> Option<ExitStatus> {
+        self.outcome.as_ref()?.exit
+    }
+
+    /// Whether apollo's timeout ended the attempt.
+    pub fn timed_out(&self) -> bool {
+        self.outcome
+            .as_ref()
+            .is_some_and(|outcome| outcome.timed_out)
+    }
+
+    /// The first line of the attempt's error, when it has one.
+    pub fn error_line(&self) -> Option<&str> {
+        let error = self.outcome.as_ref()?.error.as_deref()?;
+        Some(first_line(error)).filter(|line| !line.is_empty())
+    }
+
+    /// The phases that ran, in order (empty for an unfinished attempt).
+    pub fn phases(&self) -> &[PhaseRecord] {
+        self.outcome.as_ref().map_or(&[], |outcome| &outcome.phases)
+    }
+}
+
+/// How an attempt ended, as far as the journal knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AttemptState {
+    /// Its `unit_finished` says how it ended.
+    Finished(AttemptStatus),
+    /// It has no `unit_finished`: apollo died (or is still running it).
+    Unfinished,
+}
+
+impl AttemptState {
+    /// The state for users: the attempt status, or `unfinished`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptState::Finished(status) => status.as_str(),
+            AttemptState::Unfinished => "unfinished",
+        }
+    }
+}
+
+/// A `unit_skipped` record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Skip {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// When the unit was skipped.
+    pub ts: DateTime<Utc>,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// A `unit_marked` record: a human's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Mark {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// When the verdict was recorded.
+    pub ts: DateTime<Utc>,
+    /// The attempt it is about.
+    pub attempt: u32,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Who recorded it.
+    pub by: String,
+    /// Their note.
+    pub note: Option<String>,
+}
+
+/// A unit's status in a run, after the last record about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum UnitStatus {
+    /// Its last attempt succeeded.
+    Succeeded,
+    /// Its last attempt failed.
+    Failed,
+    /// Its last attempt timed out.
+    TimedOut,
+    /// Its last attempt was interrupted.
+    Interrupted,
+    /// It skipped itself (exit 77).
+    Skipped,
+    /// It was skipped because an upstream unit failed.
+    UpstreamFailed,
+    /// It was skipped because the run was interrupted before it started.
+    NotStarted,
+    /// Its last attempt has no `unit_finished`.
+    Unfinished,
+    /// A human marked it succeeded.
+    MarkedSucceeded,
+    /// A human marked it failed.
+    MarkedFailed,
+    /// Nothing was recorded about it.
+    NotRun,
+}
+
+impl UnitStatus {
+    /// The status for users and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnitStatus::Succeeded => "succeeded",
+            UnitStatus::Failed => "failed",
+            UnitStatus::TimedOut => "timed_out",
+            UnitStatus::Interrupted => "interrupted",
+            UnitStatus::Skipped => "skipped",
+            UnitStatus::UpstreamFailed => "upstream_failed",
+            UnitStatus::NotStarted => "not_started",
+            UnitStatus::Unfinished => "unfinished",
+            UnitStatus::MarkedSucceeded => "marked_succeeded",
+            UnitStatus::MarkedFailed => "marked_failed",
+            UnitStatus::NotRun => "not_run",
+        }
+    }
+
+    fn from_attempt(status: AttemptStatus) -> Self {
+        match status {
+            AttemptStatus::Succeeded => UnitStatus::Succeeded,
+            AttemptStatus::Failed => UnitStatus::Failed,
+            AttemptStatus::TimedOut => UnitStatus::TimedOut,
+            AttemptStatus::Interrupted => UnitStatus::Interrupted,
+            AttemptStatus::Skipped => UnitStatus::Skipped,
+        }
+    }
+}
+
+impl std::fmt::Display for UnitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for UnitStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl Timeline {
+    /// Builds the timeline of a run by streaming its records; stops at the first read error.
+    pub fn from_records<I, E>(records: I) -> Result<Timeline, E>
+    where
+        I: IntoIterator<Item = Result<Record, E>>,
+    {
+        let mut builder = TimelineBuilder::new();
+        for record in records {
+            builder.push(record?);
+        }
+        Ok(builder.finish())
+    }
+
+    /// The instant offsets are measured from: the run's start, or the Unix epoch for a
+    /// timeline without records.
+    pub fn origin(&self) -> DateTime<Utc> {
+        self.started.unwrap_or(DateTime::UNIX_EPOCH)
+    }
+
+    /// The run's status for users: how it finished, or `incomplete`.
+    pub fn status_str(&self) -> &'static str {
+        self.finished
+            .map_or("incomplete", |end| end.status.as_str())
+    }
+
+    /// Wall time from the run's start to its end (or its last record), in milliseconds.
+    pub fn duration_ms(&self) -> u64 {
+        let end = self.finished.map(|end| end.ts).or(self.last_ts);
+        match (self.started, end) {
+            (Some(start), Some(end)) => crate::display::offset_ms(start, end),
+            _ => 0,
+        }
+    }
+
+    /// The unit called `name`.
+    pub fn unit(&self, name: &str) -> Option<&UnitTimeline> {
+        self.units.iter().find(|unit| unit.name == name)
+    }
+
+    /// Every attempt with its unit, in unit order.
+    pub fn attempts(&self) -> impl Iterator<Item = (&UnitTimeline, &Attempt)> {
+        self.units
+            .iter()
+            .flat_map(|unit| unit.attempts.iter().map(move |attempt| (unit, attempt)))
+    }
+
+    /// The part of the timeline a filter selects: the filter's units, and the attempts, skips
+    /// and marks that overlap its time window (a unit left with nothing is dropped when a time
+    /// window is set). Lane numbers are kept as they were.
+    pub fn filtered(&self, filter: &Filter) -> Timeline {
+        let windowed = filter.has_window();
+        let origin = self.origin();
+        let units = self
+            .units
+            .iter()
+            .filter(|unit| filter.keeps_unit(&unit.name))
+            .map(|unit| UnitTimeline {
+                name: unit.name.clone(),
+                listed: unit.listed,
+                attempts: unit
+                    .attempts
+                    .iter()
+                    .filter(|attempt| filter.overlaps(attempt.start, attempt.end, origin))
+                    .cloned()
+                    .collect(),
+                skips: (unit.skips.iter())
+                    .filter(|skip| filter.keeps_time(skip.ts, origin))
+                    .cloned()
+                    .collect(),
+                marks: (unit.marks.iter())
+                    .filter(|mark| filter.keeps_time(mark.ts, origin))
+                    .cloned()
+                    .collect(),
+                status: unit.status,
+            })
+            .filter(|unit| !windowed || !unit.is_empty())
+            .collect();
+        Timeline {
+            units,
+            resumes: (self.resumes.iter())
+                .filter(|resume| filter.keeps_time(resume.ts, origin))
+                .cloned()
+                .collect(),
+            ..self.clone_header()
+        }
+    }
+
+    fn clone_header(&self) -> Timeline {
+        Timeline {
+            run_id: self.run_id.clone(),
+            pipeline: self.pipeline.clone(),
+            host: self.host.clone(),
+            started: self.started,
+            last_ts: self.last_ts,
+            finished: self.finished,
+            resumes: Vec::new(),
+            units: Vec::new(),
+            n_lanes: self.n_lanes,
+            n_records: self.n_records,
+        }
+    }
+}
+
+/// Builds a [`Timeline`] one record at a time, for callers that already iterate records.
+#[derive(Debug, Default)]
+pub struct TimelineBuilder {
+    timeline: Timeline,
+    unit_index: HashMap<String, usize>,
+    /// Open attempts: (unit index, attempt number) → index in the unit's attempts.
+    open: HashMap<(usize, u32), usize>,
+    /// Which lanes an open attempt occupies.
+    lanes: Lanes,
+    /// The last record written by a running apollo (not by `apollo mark`).
+    last_alive_ts: Option<DateTime<Utc>>,
+}
+
+impl TimelineBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next record of the run (records must come in journal order).
+    pub fn push(&mut self, record: Record) {
+        let Record { seq, ts, event } = record;
+        let previous_alive_ts = self.last_alive_ts;
+        if !matches!(event, Event::UnitMarked(_)) {
+            self.last_alive_ts = Some(ts);
+        }
+        self.timeline.n_records += 1;
+        self.timeline.last_ts = Some(ts);
+        if self.timeline.started.is_none() {
+            self.timeline.started = Some(ts);
+        }
+        match event {
+            Event::RunStarted(started) => {
+                if self.timeline.run_id.is_none() {
+                    self.timeline.run_id = Some(started.run_id);
+                    self.timeline.pipeline = Some(started.pipeline);
+                    self.timeline.host = Some(started.host);
+                    self.timeline.started = Some(ts);
+                }
+                self.list_units(started.units);
+            }
+            Event::RunResumed(resumed) => {
+                // The process that wrote the attempts still open died: they end at the last
+                // record it wrote (a mark is written by `apollo mark`, after it died).
+                let abandoned_end = previous_alive_ts.unwrap_or(ts);
+                let n_abandoned = self.close_open_attempts(abandoned_end);
+                self.timeline.finished = None;
+                self.timeline.resumes.push(Resume {
+                    seq,
+                    ts,
+                    host: resumed.host,
+                    pid: resumed.pid,
+                    n_abandoned,
+                });
+                self.list_units(resumed.units);
+            }
+            Event::UnitStarted(started) => {
+                let unit_idx = self.unit_idx(started.unit);
+                if let Some(attempt_idx) = self.open.remove(&(unit_idx, started.attempt)) {
+                    // A second start of an attempt still open: the first never finished.
+                    self.close_attempt(unit_idx, attempt_idx, ts);
+                }
+                let lane = self.take_lane();
+                let unit = &mut self.timeline.units[unit_idx];
+                unit.attempts.push(Attempt {
+                    number: started.attempt,
+                    lane,
+                    seq,
+                    start: ts,
+                    end: ts,
+                    state: AttemptState::Unfinished,
+                    input_hash: Some(started.input_hash),
+                    inputs: started.inputs,
+                    outcome: None,
+                });
+                unit.status = UnitStatus::Unfinished;
+                self.open
+                    .insert((unit_idx, started.attempt), unit.attempts.len() - 1);
+            }
+            Event::UnitFinished(finished) => {
+                let unit_idx = self.unit_idx(finished.unit.clone());
+                let attempt_idx = match self.open.remove(&(unit_idx, finished.attempt)) {
+                    Some(attempt_idx) => attempt_idx,
+                    None => {
+                        // No start on record (should not happen in a sound journal): place the
+                        // attempt by its measured duration.
+                        let lane = self.take_lane();
+                        let origin = self.timeline.origin();
+                        let start = crate::display::before(ts, finished.duration_ms, origin);
+                        let unit = &mut self.timeline.units[unit_idx];
+                        unit.attempts.push(Attempt {
+                            number: finished.attempt,
+                            lane,
+                            seq,
+                            start,
+                            end: ts,
+                            state: AttemptState::Unfinished,
+                            input_hash: None,
+                            inputs: Vec::new(),
+                            outcome: None,
+                        });
+                        unit.attempts.len() - 1
+                    }
+                };
+                let unit = &mut self.timeline.units[unit_idx];
+                unit.status = UnitStatus::from_attempt(finished.status);
+                let attempt = &mut unit.attempts[attempt_idx];
+                attempt.end = ts;
+                attempt.state = AttemptState::Finished(finished.status);
+                attempt.outcome = Some(finished);
+                let lane = attempt.lane;
+                self.free_lane(lane);
+            }
+            Event::UnitSkipped(skipped) => {
+                let unit_idx = self.unit_idx(skipped.unit);
+                let unit = &mut self.timeline.units[unit_idx];
+                unit.status = match skipped.reason {
+                    SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
+                    _ => UnitStatus::NotStarted,
+                };
+                unit.skips.push(Skip {
+                    seq,
+                    ts,
+                    reason: skipped.reason,
+                });
+            }
+            Event::UnitMarked(marked) => {
+                let unit_idx = self.unit_idx(marked.unit);
+                let unit = &mut self.timeline.units[unit_idx];
+                unit.status = match marked.verdict {
+                    Verdict::Succeeded => UnitStatus::MarkedSucceeded,
+                    Verdict::Failed => UnitStatus::MarkedFailed,
+                };
+                unit.marks.push(Mark {
+                    seq,
+                    ts,
+                    attempt: marked.attempt,
+                    verdict: marked.verdict,
+                    by: marked.by,
+                    note: marked.note,
+                });
+            }
+            Event::RunFinished(finished) => {
+                self.timeline.finished = Some(RunEnd {
+                    seq,
+                    ts,
+                    status: finished.status,
+                    succeeded: finished.succeeded,
+                    failed: finished.failed,
+                    skipped: finished.skipped,
+                });
+            }
+            // A kind this version does not know (a newer minor format): nothing to lay out.
+            _ => {}
+        }
+    }
+
+    /// The timeline; attempts still open end at the last record a running apollo wrote.
+    pub fn finish(mut self) -> Timeline {
+        if let Some(last_ts) = self.last_alive_ts {
+            self.close_open_attempts(last_ts);
+        }
+        self.timeline
+    }
+
+    fn list_units(&mut self, units: Vec<String>) {
+        for name in units {
+            match self.unit_index.get(&name) {
+                Some(&unit_idx) => self.timeline.units[unit_idx].listed = true,
+                None => {
+                    self.unit_index
+                        .insert(name.clone(), self.timeline.units.len());
+                    self.timeline.units.push(UnitTimeline::new(name, true));
+                }
+            }
+        }
+    }
+
+    fn unit_idx(&mut self, name: String) -> usize {
+        if let Some(&unit_idx) = self.unit_index.get(&name) {
+            return unit_idx;
+        }
+        let unit_idx = self.timeline.units.len();
+        self.unit_index.insert(name.clone(), unit_idx);
+        self.timeline.units.push(UnitTimeline::new(name, false));
+        unit_idx
+    }
+
+    fn take_lane(&mut self) -> usize {
+        let lane = self.lanes.take();
+        self.timeline.n_lanes = self.timeline.n_lanes.max(lane + 1);
+        lane
+    }
+
+    fn free_lane(&mut self, lane: usize) {
+        self.lanes.free(lane);
+    }
+
+    fn close_attempt(&mut self, unit_idx: usize, attempt_idx: usize, end: DateTime<Utc>) {
+        let attempt = &mut self.timeline.units[unit_idx].attempts[attempt_idx];
+        attempt.end = end.max(attempt.start);
+        let lane = attempt.lane;
+        self.free_lane(lane);
+    }
+
+    fn close_open_attempts(&mut self, end: DateTime<Utc>) -> usize {
+        let mut open: Vec<_> = self.open.drain().collect();
+        open.sort_unstable();
+        for &((unit_idx, _), attempt_idx) in &open {
+            self.close_attempt(unit_idx, attempt_idx, end);
+        }
+        open.len()
+    }
+}
+
+/// Interval partitioning, online: records arrive in time order, so an attempt takes the
+/// lowest lane free when its `unit_started` is read, and gives it back at its `unit_finished`.
+/// The number of lanes used is the peak number of attempts running at once.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    busy: Vec<bool>,
+}
+
+impl Lanes {
+    /// Takes the lowest free lane.
+    pub(crate) fn take(&mut self) -> usize {
+        let lane = match self.busy.iter().position(|busy| !busy) {
+            Some(lane) => lane,
+            None => {
+                self.busy.push(false);
+                self.busy.len() - 1
+            }
+        };
+        self.busy[lane] = true;
+        lane
+    }
+
+    /// Gives a lane back.
+    pub(crate) fn free(&mut self, lane: usize) {
+        if let Some(busy) = self.busy.get_mut(lane) {
+            *busy = false;
+        }
+    }
+}
