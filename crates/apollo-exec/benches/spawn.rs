@@ -1,0 +1,153 @@
+//! Per-attempt overhead of `ProcessExecutor` against bare spawns, measured in the same run.
+//!
+//! `cargo bench -p apollo-exec --bench spawn` (release). Rounds alternate the variants so that
+//! machine noise (other builds on a shared box) hits them all alike; the figures are the median
+//! round's microseconds per operation, and ratios to the bare `Command::new("true").status()`
+//! baseline.
+
+// A benchmark of spawning must spawn: the bare baselines call `Command::new` themselves.
+#![allow(clippy::disallowed_methods)]
+#![allow(missing_docs)]
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apollo_core::{AttemptRequest, CancelToken, Executor, Unit};
+use apollo_exec::{ExecOptions, ProcessExecutor};
+
+/// One way of running `true` once.
+type Variant<'a> = Box<dyn Fn() + 'a>;
+
+const ROUNDS: usize = 7;
+const PER_ROUND: u32 = 200;
+
+fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
+    Unit {
+        name: "bench".to_owned(),
+        deps: vec![],
+        timeout: Some(Duration::from_secs(60)),
+        retries: 0,
+        retry_delay: Duration::from_secs(1),
+        kill_grace: Duration::from_secs(5),
+        prepare: None,
+        execute,
+        cleanup: None,
+        inputs: vec![],
+        outputs: vec![],
+        env: Default::default(),
+        workdir: workdir.to_owned(),
+        idempotent: true,
+    }
+}
+
+fn bare_status() {
+    let status = Command::new("true").status().expect("spawn true");
+    assert!(status.success());
+}
+
+/// What the executor's spawn does, minus supervision: new group, /dev/null stdin, files as
+/// stdout/stderr, with or without the PDEATHSIG `pre_exec` (which disables posix_spawn).
+fn grouped_status(with_pre_exec: bool, out: &std::fs::File) {
+    let mut command = Command::new("true");
+    command
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out.try_clone().expect("dup"))
+        .process_group(0);
+    if with_pre_exec {
+        let parent = std::process::id();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    libc::_exit(125);
+                }
+                Ok(())
+            });
+        }
+    }
+    assert!(command.status().expect("spawn").success());
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log_dir = dir.path().join("logs");
+    std::fs::create_dir(&log_dir).expect("log dir");
+    let out = std::fs::File::create(dir.path().join("out")).expect("out file");
+    let cancel = CancelToken::new();
+    let direct = ProcessExecutor::new(ExecOptions::default());
+    let via_shell = ProcessExecutor::new(ExecOptions {
+        direct_exec: false,
+        ..ExecOptions::default()
+    });
+    let true_shell = unit(apollo_core::Command::Shell("true".to_owned()), dir.path());
+    let run = |executor: &ProcessExecutor, unit: &Unit| {
+        let request = AttemptRequest {
+            run_id: "bench",
+            unit,
+            attempt: 1,
+            log_dir: &log_dir,
+        };
+        let outcome = executor.run_attempt(&request, &cancel);
+        assert_eq!(outcome.status, apollo_core::event::AttemptStatus::Succeeded);
+    };
+
+    let variants: Vec<(&str, Variant<'_>)> = vec![
+        (
+            "bare Command::new(\"true\").status() [posix_spawn]",
+            Box::new(bare_status),
+        ),
+        (
+            "group+files, no pre_exec [posix_spawn]",
+            Box::new(|| grouped_status(false, &out)),
+        ),
+        (
+            "group+files+PDEATHSIG pre_exec [fork+exec]",
+            Box::new(|| grouped_status(true, &out)),
+        ),
+        (
+            "ProcessExecutor `true` (direct exec)",
+            Box::new(|| run(&direct, &true_shell)),
+        ),
+        (
+            "ProcessExecutor `true` via /bin/sh -c",
+            Box::new(|| run(&via_shell, &true_shell)),
+        ),
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    // Warm-up: page cache, PATH lookups, allocator.
+    for (_, variant) in &variants {
+        for _ in 0..20 {
+            variant();
+        }
+    }
+    for _ in 0..ROUNDS {
+        for (index, (_, variant)) in variants.iter().enumerate() {
+            let start = Instant::now();
+            for _ in 0..PER_ROUND {
+                variant();
+            }
+            samples[index].push(start.elapsed().as_secs_f64() * 1e6 / f64::from(PER_ROUND));
+        }
+    }
+    let medians: Vec<f64> = samples
+        .iter_mut()
+        .map(|round| {
+            round.sort_by(f64::total_cmp);
+            round[round.len() / 2]
+        })
+        .collect();
+    println!("{ROUNDS} rounds x {PER_ROUND} ops, median round, µs/op (ratio to bare status())");
+    for ((name, _), median) in variants.iter().zip(&medians) {
+        println!("{median:9.1} µs  {:5.2}x  {name}", median / medians[0]);
+    }
+    println!(
+        "executor overhead over a bare spawn: {:+.1} µs/attempt; PDEATHSIG pre_exec: {:+.1} µs/spawn",
+        medians[3] - medians[0],
+        medians[2] - medians[1]
+    );
+}
