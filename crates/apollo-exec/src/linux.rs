@@ -52,6 +52,7 @@ pub(crate) fn arm_parent_death_signal(command: &mut Command) {
 pub(crate) struct GroupLeader {
     pid: libc::pid_t,
     pidfd: OwnedFd,
+    spawned_at: Instant,
 }
 
 /// What ended a wait.
@@ -84,6 +85,7 @@ pub(crate) enum GroupSignal {
 impl GroupLeader {
     /// Spawn `command` (already set up with `process_group(0)`) and open a pidfd on it.
     pub(crate) fn spawn(command: &mut Command) -> io::Result<GroupLeader> {
+        let spawned_at = Instant::now();
         let child = command.spawn()?;
         let pid = libc::pid_t::try_from(child.id())
             .map_err(|_| io::Error::other("child pid does not fit in pid_t"))?;
@@ -91,7 +93,11 @@ impl GroupLeader {
         // this module owns the child's lifecycle.
         drop(child);
         match pidfd_open(pid) {
-            Ok(pidfd) => Ok(GroupLeader { pid, pidfd }),
+            Ok(pidfd) => Ok(GroupLeader {
+                pid,
+                pidfd,
+                spawned_at,
+            }),
             Err(error) => {
                 // Without a pidfd we cannot supervise: do not leave the child running.
                 // SAFETY: the child is unreaped, so `pid` still names it and its group.
@@ -180,7 +186,7 @@ impl GroupLeader {
         // A leftover may fork between our scan and the kill; its child is killed by the group
         // SIGKILL too, and a second scan picks it up for the count and the wait.
         for _ in 0..8 {
-            let members = group_members(self.pid)?;
+            let members = group_members(self.pid, self.spawned_at)?;
             let fresh: Vec<libc::pid_t> = members
                 .into_iter()
                 .filter(|pid| !killed.contains(pid))
@@ -293,8 +299,30 @@ fn wait_all_exited(pidfds: &[OwnedFd], limit: Duration) -> io::Result<()> {
     Ok(())
 }
 
-/// Live processes (not zombies) in process group `pgid`, other than its leader, from `/proc`.
-fn group_members(pgid: libc::pid_t) -> io::Result<Vec<libc::pid_t>> {
+/// A phase younger than this cannot have seen the pid counter wrap around (that would take
+/// `pid_max`, at least 32768, forks in this time), so its group members all have pids in the
+/// cyclic range after the leader's and up to the last pid allocated.
+const RANGE_PROBE_MAX_AGE: Duration = Duration::from_millis(100);
+
+/// Above this many candidate pids, one `/proc` directory scan is cheaper than probing each.
+const RANGE_PROBE_MAX_PIDS: u32 = 512;
+
+/// Live processes (not zombies) in process group `pgid`, other than its leader.
+///
+/// Every member of the group was forked after the leader, so its pid was allocated after the
+/// leader's: for a young phase, probing `/proc/<pid>/stat` for the pids allocated since (read
+/// from `/proc/sys/kernel/ns_last_pid`) finds them all, and costs nothing when the unit forked
+/// nothing. Otherwise, or when that range is large, scan all of `/proc`. (A process older than
+/// the leader could only join the group by `setpgid` from within apollo's own session, which
+/// nothing does.)
+fn group_members(pgid: libc::pid_t, spawned_at: Instant) -> io::Result<Vec<libc::pid_t>> {
+    if spawned_at.elapsed() < RANGE_PROBE_MAX_AGE
+        && let Some(candidates) = pids_allocated_after(pgid)
+    {
+        return Ok(candidates
+            .filter(|&pid| is_live_member(pid, pgid))
+            .collect());
+    }
     let mut members = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -305,22 +333,64 @@ fn group_members(pgid: libc::pid_t) -> io::Result<Vec<libc::pid_t>> {
         else {
             continue;
         };
-        if pid == pgid {
-            continue;
-        }
-        // The process may be gone by now: that is not an error, just not a member.
-        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((state, group)) = parse_state_and_pgrp(&stat)
-            && group == pgid
-            && state != b'Z'
-            && state != b'X'
-        {
+        if pid != pgid && is_live_member(pid, pgid) {
             members.push(pid);
         }
     }
     Ok(members)
+}
+
+/// The pids allocated after `first` (exclusive) up to the last one allocated, cyclically, or
+/// `None` when that is unknown or more than [`RANGE_PROBE_MAX_PIDS`].
+fn pids_allocated_after(first: libc::pid_t) -> Option<impl Iterator<Item = libc::pid_t>> {
+    let last = read_number("/proc/sys/kernel/ns_last_pid")?;
+    let pid_max = if last >= first {
+        None
+    } else {
+        Some(read_number("/proc/sys/kernel/pid_max")?)
+    };
+    cyclic_range(first, last, pid_max, RANGE_PROBE_MAX_PIDS)
+}
+
+/// `first+1 ..= last`, or, when the counter wrapped (`last < first`), `first+1 ..= pid_max-1`
+/// then `1 ..= last`; `None` when longer than `limit`.
+fn cyclic_range(
+    first: libc::pid_t,
+    last: libc::pid_t,
+    pid_max: Option<libc::pid_t>,
+    limit: u32,
+) -> Option<impl Iterator<Item = libc::pid_t>> {
+    let (upper, wrapped_to) = if last >= first {
+        (last, 0)
+    } else {
+        (pid_max?.checked_sub(1)?, last)
+    };
+    let count = i64::from(upper) - i64::from(first) + i64::from(wrapped_to);
+    if count > i64::from(limit) {
+        return None;
+    }
+    Some((first.checked_add(1)?..=upper).chain(1..=wrapped_to))
+}
+
+fn read_number(path: &str) -> Option<libc::pid_t> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` is alive (not a zombie) and in group `pgid`. A process that is gone is not.
+fn is_live_member(pid: libc::pid_t, pgid: libc::pid_t) -> bool {
+    use std::io::Read as _;
+    // Only the head of the file matters: pid, (comm ≤ 16 bytes), state, ppid, pgrp.
+    let mut head = [0_u8; 256];
+    let Ok(mut file) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Ok(length) = file.read(&mut head) else {
+        return false;
+    };
+    matches!(
+        parse_state_and_pgrp(&head[..length]),
+        Some((state, group)) if group == pgid && state != b'Z' && state != b'X'
+    )
 }
 
 /// `(state, pgrp)` from the contents of `/proc/<pid>/stat`. The command name (field 2) is in
@@ -408,6 +478,19 @@ mod tests {
         assert_eq!(parse_state_and_pgrp(b"12 (sh) Z 1 12 12"), Some((b'Z', 12)));
         assert_eq!(parse_state_and_pgrp(b"garbage"), None);
         assert_eq!(parse_state_and_pgrp(b"1 (x) R 1"), None);
+    }
+
+    #[test]
+    fn pid_ranges_follow_the_counter_around_its_wrap() {
+        let range = |first, last, pid_max, limit| {
+            cyclic_range(first, last, pid_max, limit).map(Iterator::collect::<Vec<_>>)
+        };
+        assert_eq!(range(100, 100, None, 10), Some(vec![]));
+        assert_eq!(range(100, 103, None, 10), Some(vec![101, 102, 103]));
+        assert_eq!(range(100, 111, None, 10), None);
+        assert_eq!(range(32766, 2, Some(32768), 10), Some(vec![32767, 1, 2]));
+        assert_eq!(range(32000, 2, Some(32768), 10), None);
+        assert_eq!(range(50, 2, None, 10), None);
     }
 
     #[test]

@@ -118,8 +118,14 @@ pub(crate) fn processes_of_run(run_id: &str) -> Vec<u32> {
     found
 }
 
+/// Fail the test if anything of the run is alive, after killing it so that a failing test
+/// does not leave processes behind either.
 pub(crate) fn assert_no_survivors(run_id: &str) {
     let survivors = processes_of_run(run_id);
+    for &pid in &survivors {
+        // SAFETY: plain syscall on a pid that was just seen carrying this test's run id.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
     assert!(
         survivors.is_empty(),
         "processes of run {run_id} outlived the attempt: {survivors:?}"
