@@ -118,6 +118,18 @@ fn main() {
             Box::new(|| run(&via_shell, &true_shell)),
         ),
     ];
+    // `SPAWN_BENCH_ONLY=<index>` runs one variant alone, e.g. under `strace -c -f`.
+    if let Some(only) = std::env::var("SPAWN_BENCH_ONLY")
+        .ok()
+        .and_then(|index| index.parse::<usize>().ok())
+    {
+        let (name, variant) = &variants[only];
+        for _ in 0..PER_ROUND {
+            variant();
+        }
+        println!("ran {PER_ROUND} x {name}");
+        return;
+    }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     // Warm-up: page cache, PATH lookups, allocator.
     for (_, variant) in &variants {

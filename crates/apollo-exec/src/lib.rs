@@ -103,21 +103,35 @@
 //! # When apollo itself dies
 //!
 //! Every child gets `PR_SET_PDEATHSIG(SIGKILL)` in a `pre_exec` hook, which then re-checks
-//! `getppid()` against apollo's pid (apollo may have died before the signal was armed) and
-//! exits 125 if it changed. So a `kill -9` of apollo kills each phase's leader; its group's
-//! other members are not covered by this (the signal is per process) but lose their
-//! supervisor's stdout files only, and `apollo` reports them on resume via the journal.
+//! `getppid()` against apollo's pid (apollo may have died between `fork` and `prctl`, and then
+//! nobody would send the signal) and exits 125 if it changed. So a `kill -9` of apollo kills
+//! the leader of every running phase at once (tested by SIGKILLing a supervising process).
+//! The signal is per process: what the leader itself forked is not covered and, orphaned,
+//! runs on until it exits; only a cgroup or a pid namespace per unit could follow it, which
+//! apollo does not use (a resumed run starts the unit afresh).
 //!
 //! The parent-death signal follows the spawning **thread**, not the process: it fires when the
 //! thread that spawned the child exits. [`Executor::run_attempt`](apollo_core::Executor) blocks
 //! its calling thread until every phase is reaped, so the engine's worker threads always
-//! outlive their children; callers must not hand the spawn to a short-lived thread.
+//! outlive their children; do not hand a spawn to a thread that may end first.
 //!
-//! The `pre_exec` hook costs std's `posix_spawn` fast path (it must fork, then run the hook,
-//! then exec). Measured with `cargo bench -p apollo-exec --bench spawn` on the 2-core
-//! development VM: fork+exec with the hook costs about the same as `posix_spawn` within noise
-//! for small parents — see the bench output and ARCHITECTURE.md for the figures — which is a
-//! price worth paying for "apollo's death kills its units".
+//! # Cost
+//!
+//! The `pre_exec` hook costs std's `posix_spawn` fast path: std must `fork` (copying page
+//! tables), run the hook, then `exec`, instead of a `vfork`-style `clone`. `benches/spawn.rs`
+//! measures it in one run against bare `Command::new("true").status()`
+//! (`cargo bench -p apollo-exec --bench spawn`). On the 2-core development VM, shared with
+//! other builds, the hook added ≈ 50–100 µs to a ≈ 350–600 µs spawn (10–20 %), and a whole
+//! attempt of `true` through [`ProcessExecutor`] cost ≈ 1.3–1.5× the bare spawn: the fork, plus
+//! opening the log files, an eventfd, a pidfd, one `poll`, the leftover probe and `wait4`.
+//! That is a fair price for "apollo's death kills its units". Exec'ing a plain string command
+//! directly saves the shell's own exec (`/bin/sh -c true` is one more `execve` of `sh`).
+//!
+//! Finding leftovers costs nothing for a unit that forked nothing: every member of a phase's
+//! group was forked after its leader, so for a phase younger than 100 ms apollo only probes
+//! `/proc/<pid>/stat` for the pids allocated since the leader (`/proc/sys/kernel/ns_last_pid`;
+//! wrapping that counter takes at least 32768 forks). Older phases, or a range of more than 512
+//! pids, get a full `/proc` scan (≈ 0.6 ms with 90 processes), negligible next to their length.
 
 #![warn(missing_docs)]
 

@@ -170,13 +170,19 @@ impl GroupLeader {
     /// Signal the whole group. Safe against pid reuse: the leader is not reaped yet, so its pid,
     /// which is the group id, cannot name anything else.
     pub(crate) fn signal_group(&self, signal: GroupSignal) {
-        let signal = match signal {
-            GroupSignal::Terminate => libc::SIGTERM,
-            GroupSignal::Kill => libc::SIGKILL,
-        };
-        // SAFETY: plain syscall; an error (ESRCH cannot happen while the leader is a zombie)
-        // leaves nothing to do.
-        unsafe { libc::kill(-self.pid, signal) };
+        // SAFETY (all three): plain syscalls; an error (ESRCH cannot happen while the leader is
+        // unreaped) leaves nothing to do.
+        match signal {
+            GroupSignal::Terminate => {
+                unsafe { libc::kill(-self.pid, libc::SIGTERM) };
+                // A stopped process would keep the SIGTERM pending until the SIGKILL: wake it
+                // so it can shut down cleanly within the grace period.
+                unsafe { libc::kill(-self.pid, libc::SIGCONT) };
+            }
+            GroupSignal::Kill => {
+                unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+            }
+        }
     }
 
     /// After the leader exited (and before reaping it): SIGKILL every other process still in the

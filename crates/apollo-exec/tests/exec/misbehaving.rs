@@ -283,3 +283,54 @@ fn cleanup_has_its_own_limit() {
             .starts_with("cleanup timed out after 300ms (the cleanup limit)")
     );
 }
+
+#[test]
+fn a_stopped_unit_is_woken_to_handle_its_sigterm_within_the_grace() {
+    let mut fixture = Fixture::new(
+        "trap 'touch got-term; exit 3' TERM; echo $$ > started; kill -STOP $$; exit 0",
+    );
+    // Without the SIGCONT that follows SIGTERM, the SIGTERM would stay pending until the
+    // SIGKILL a minute later, and the unit would die of that instead.
+    fixture.unit.kill_grace = Duration::from_secs(60);
+    let cancel = CancelToken::new();
+    let outcome = std::thread::scope(|scope| {
+        let marker = fixture.path("started");
+        let canceller = cancel.clone();
+        scope.spawn(move || {
+            wait_for_file(&marker);
+            let pid = loop {
+                if let Ok(pid) = std::fs::read_to_string(&marker)
+                    .unwrap()
+                    .trim()
+                    .parse::<u32>()
+                {
+                    break pid;
+                }
+            };
+            // Synchronise on the unit being stopped, not on time.
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+                if stat
+                    .rsplit_once(')')
+                    .unwrap()
+                    .1
+                    .trim_start()
+                    .starts_with('T')
+                {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the unit never stopped"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            canceller.cancel(CancelLevel::Graceful);
+        });
+        fixture.run_with(&cancel)
+    });
+    assert_eq!(outcome.status, AttemptStatus::Interrupted, "{outcome:?}");
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(3)));
+    assert!(fixture.path("got-term").exists());
+}

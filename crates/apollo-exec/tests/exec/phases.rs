@@ -72,9 +72,7 @@ fn env_and_outputs_of_all_phases_land_in_the_attempt_files() {
 }
 
 #[test]
-fn plain_string_commands_and_argv_run_without_a_shell() {
-    // `cat /proc/self/stat` exec'd directly shows `cat` as the phase's own process (a shell
-    // would have been the leader and `cat` its child in the same group); `$$` is not needed.
+fn a_phase_leads_its_own_process_group() {
     let fixture = Fixture::new("cat /proc/self/stat");
     let outcome = fixture.run();
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
@@ -164,6 +162,12 @@ fn a_command_that_does_not_exist_fails_with_a_clear_error() {
         Some("execute could not start: command not found: apollo-no-such-command")
     );
     assert!(fixture.path("cleaned").exists());
+
+    // The same string through the shell (direct exec off) is the shell's 127.
+    let mut fixture = Fixture::new("apollo-no-such-command --flag");
+    fixture.options.direct_exec = false;
+    let outcome = fixture.run();
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(127)));
 
     // Through the shell, the shell's own 127 is reported with a hint.
     let fixture = Fixture::new("apollo-no-such-command; exit $?");
