@@ -119,13 +119,15 @@
 //!
 //! The `pre_exec` hook costs std's `posix_spawn` fast path: std must `fork` (copying page
 //! tables), run the hook, then `exec`, instead of a `vfork`-style `clone`. `benches/spawn.rs`
-//! measures it in one run against bare `Command::new("true").status()`
-//! (`cargo bench -p apollo-exec --bench spawn`). On the 2-core development VM, shared with
-//! other builds, the hook added ≈ 50–100 µs to a ≈ 350–600 µs spawn (10–20 %), and a whole
-//! attempt of `true` through [`ProcessExecutor`] cost ≈ 1.3–1.5× the bare spawn: the fork, plus
-//! opening the log files, an eventfd, a pidfd, one `poll`, the leftover probe and `wait4`.
-//! That is a fair price for "apollo's death kills its units". Exec'ing a plain string command
-//! directly saves the shell's own exec (`/bin/sh -c true` is one more `execve` of `sh`).
+//! measures it in one run against bare `Command::new("true").status()`, alternating the
+//! variants (`cargo bench -p apollo-exec --bench spawn`). Wall times on the shared 2-core
+//! development VM (load average ≈ 6) were too noisy to quote alone; CPU time (parent plus
+//! children), which load barely moves, gave per spawn of `true`: bare `status()` ≈ 430 µs, the
+//! same with a new group and file stdio ≈ 430 µs, plus the PDEATHSIG hook ≈ 530 µs (+100 µs,
+//! +25 %), and a whole attempt through [`ProcessExecutor`] ≈ 630 µs (1.46×; the fork, plus
+//! opening the log files, an eventfd, a pidfd, one `poll`, the leftover probe and `wait4`).
+//! Through `/bin/sh -c` it was ≈ 690 µs (1.61×): exec'ing plain commands directly saves the
+//! shell. A quarter more per spawn is a fair price for "apollo's death kills its units".
 //!
 //! Finding leftovers costs nothing for a unit that forked nothing: every member of a phase's
 //! group was forked after its leader, so for a phase younger than 100 ms apollo only probes
