@@ -31,10 +31,12 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
 }
 
 #[test]
-fn sigkilling_the_supervisor_kills_the_unit_it_was_running() {
+fn sigkilling_the_supervisor_kills_its_unit_and_the_strays_are_swept_on_resume() {
     let dir = tempfile::tempdir().unwrap();
+    let run_id = format!("supervisor-test-{}", std::process::id());
     let mut supervisor = std::process::Command::new(env!("CARGO_BIN_EXE_exec_supervisor"))
         .arg(dir.path())
+        .arg(&run_id)
         .spawn()
         .unwrap();
     wait_for_file(&dir.path().join("leader.pid"), &mut supervisor);
@@ -83,6 +85,20 @@ fn sigkilling_the_supervisor_kills_the_unit_it_was_running() {
     assert!(!alive, "the unit outlived its SIGKILLed supervisor");
     // Dead: gone, or a zombie waiting for init.
     if let Some(fields) = stat_fields(leader) {
+        assert_eq!(fields[0], "Z", "{fields:?}");
+    }
+
+    // The leader's own child is not covered by the parent-death signal: it runs on, orphaned,
+    // until resume sweeps the run's strays.
+    let child: u32 = std::fs::read_to_string(dir.path().join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let child_fields = stat_fields(child).expect("the orphaned child is still there");
+    assert_ne!(child_fields[0], "Z");
+    assert_eq!(apollo_exec::kill_stray_processes(&run_id).unwrap(), 1);
+    if let Some(fields) = stat_fields(child) {
         assert_eq!(fields[0], "Z", "{fields:?}");
     }
 }

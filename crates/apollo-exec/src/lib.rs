@@ -3,6 +3,7 @@
 //! leave nothing behind, and implements apollo-core's [`Executor`](apollo_core::Executor).
 //!
 //! * [`ProcessExecutor`] — the executor; build it with [`ExecOptions`].
+//! * [`kill_stray_processes`] — on resume, kill what a dead apollo's units left running.
 //!
 //! It is the only crate of the workspace that creates processes.
 //!
@@ -107,8 +108,9 @@
 //! nobody would send the signal) and exits 125 if it changed. So a `kill -9` of apollo kills
 //! the leader of every running phase at once (tested by SIGKILLing a supervising process).
 //! The signal is per process: what the leader itself forked is not covered and, orphaned,
-//! runs on until it exits; only a cgroup or a pid namespace per unit could follow it, which
-//! apollo does not use (a resumed run starts the unit afresh).
+//! runs on; only a cgroup or a pid namespace per unit could follow it, which apollo does not
+//! use. Instead, every such process still carries `APOLLO_RUN_ID` in its environment, and
+//! [`kill_stray_processes`] kills them when the run is resumed, before anything reruns.
 //!
 //! The parent-death signal follows the spawning **thread**, not the process: it fires when the
 //! thread that spawned the child exits. [`Executor::run_attempt`](apollo_core::Executor) blocks
@@ -146,5 +148,7 @@ mod executor;
 mod linux;
 mod output;
 mod phase;
+mod strays;
 
 pub use executor::{ExecOptions, ProcessExecutor};
+pub use strays::{StrayError, kill_stray_processes};

@@ -384,19 +384,81 @@ fn read_number(path: &str) -> Option<libc::pid_t> {
 
 /// Whether `pid` is alive (not a zombie) and in group `pgid`. A process that is gone is not.
 fn is_live_member(pid: libc::pid_t, pgid: libc::pid_t) -> bool {
+    matches!(read_state_and_pgrp(pid), Some((state, group)) if group == pgid && state != b'Z' && state != b'X')
+}
+
+/// Whether `pid` exists and is not a zombie.
+fn is_alive(pid: libc::pid_t) -> bool {
+    matches!(read_state_and_pgrp(pid), Some((state, _)) if state != b'Z' && state != b'X')
+}
+
+/// `(state, pgrp)` of `pid` from `/proc/<pid>/stat`, or `None` when it is gone.
+fn read_state_and_pgrp(pid: libc::pid_t) -> Option<(u8, libc::pid_t)> {
     use std::io::Read as _;
     // Only the head of the file matters: pid, (comm ≤ 16 bytes), state, ppid, pgrp.
     let mut head = [0_u8; 256];
-    let Ok(mut file) = std::fs::File::open(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Ok(length) = file.read(&mut head) else {
-        return false;
-    };
-    matches!(
-        parse_state_and_pgrp(&head[..length]),
-        Some((state, group)) if group == pgid && state != b'Z' && state != b'X'
-    )
+    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let length = file.read(&mut head).ok()?;
+    parse_state_and_pgrp(&head[..length])
+}
+
+/// Processes killed by [`kill_processes_with_env`], to wait for.
+pub(crate) struct KilledProcesses {
+    pidfds: Vec<OwnedFd>,
+}
+
+impl KilledProcesses {
+    /// Wait up to `limit` for all of them to exit; return how many there were.
+    pub(crate) fn wait(self, limit: Duration) -> io::Result<u32> {
+        wait_all_exited(&self.pidfds, limit)?;
+        Ok(u32::try_from(self.pidfds.len()).unwrap_or(u32::MAX))
+    }
+}
+
+/// SIGKILL every live process (but this one) whose environment holds the entry `entry`
+/// (`NAME=value`, exactly). Each candidate is pinned with a pidfd, and its environment read
+/// again after pinning, so a pid recycled between the scan and the signal is left alone.
+pub(crate) fn kill_processes_with_env(entry: &[u8]) -> io::Result<KilledProcesses> {
+    let own_pid = std::process::id();
+    let mut pidfds = Vec::new();
+    for dir_entry in std::fs::read_dir("/proc")? {
+        let Ok(dir_entry) = dir_entry else { continue };
+        let Some(pid) = dir_entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if u32::try_from(pid).ok() == Some(own_pid) || !has_env_entry(pid, entry) {
+            continue;
+        }
+        let Ok(pidfd) = pidfd_open(pid) else { continue };
+        // The pidfd now names one process for good; if the pid was recycled in between, the
+        // new process will not have the entry (or is a legitimate match itself).
+        if !has_env_entry(pid, entry) || !is_alive(pid) {
+            continue;
+        }
+        // SAFETY: pidfd_send_signal on a pidfd we own; no siginfo.
+        let sent = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if sent == 0 {
+            pidfds.push(pidfd);
+        }
+    }
+    Ok(KilledProcesses { pidfds })
+}
+
+fn has_env_entry(pid: libc::pid_t, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|&byte| byte == 0).any(|item| item == entry))
 }
 
 /// `(state, pgrp)` from the contents of `/proc/<pid>/stat`. The command name (field 2) is in

@@ -67,15 +67,20 @@ impl Fixture {
 
     /// Run one attempt with `cancel`, then check nothing of it survived.
     pub(crate) fn run_with(&self, cancel: &CancelToken) -> AttemptOutcome {
+        let outcome = self.run_unchecked(cancel);
+        assert_no_survivors(&self.run_id);
+        outcome
+    }
+
+    /// Run one attempt without checking for survivors (the caller does).
+    pub(crate) fn run_unchecked(&self, cancel: &CancelToken) -> AttemptOutcome {
         let request = AttemptRequest {
             run_id: &self.run_id,
             unit: &self.unit,
             attempt: 1,
             log_dir: self.dir.path(),
         };
-        let outcome = ProcessExecutor::new(self.options.clone()).run_attempt(&request, cancel);
-        assert_no_survivors(&self.run_id);
-        outcome
+        ProcessExecutor::new(self.options.clone()).run_attempt(&request, cancel)
     }
 
     pub(crate) fn run(&self) -> AttemptOutcome {
