@@ -118,10 +118,9 @@ impl Executor for ProcessExecutor {
         };
 
         let mut results: Vec<PhaseResult> = Vec::new();
-        let mut interrupted_between_phases = None;
+        let mut not_started: Option<NotStarted> = None;
         if cancel.is_cancelled() {
-            interrupted_between_phases =
-                Some("interrupted before the attempt started: apollo is stopping".to_owned());
+            not_started = Some(NotStarted::interrupted("the attempt"));
         } else {
             let prepare_ok = match &unit.prepare {
                 Some(prepare) => {
@@ -132,9 +131,22 @@ impl Executor for ProcessExecutor {
                 }
                 None => true,
             };
+            let deadline_passed = main_limit
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline);
             if prepare_ok && cancel.is_cancelled() {
-                interrupted_between_phases =
-                    Some("interrupted before execute started: apollo is stopping".to_owned());
+                not_started = Some(NotStarted::interrupted("execute"));
+            } else if prepare_ok && deadline_passed {
+                // Starting execute only to kill it at once could leave half-done side effects.
+                not_started = Some(NotStarted {
+                    status: AttemptStatus::TimedOut,
+                    phase: Some(Phase::Execute),
+                    message: format!(
+                        "execute was not started: the unit's timeout of {:?} for prepare + \
+                         execute ran out during prepare",
+                        unit.timeout.unwrap_or_default()
+                    ),
+                });
             } else if prepare_ok {
                 let execute_start = stdout.len();
                 let result = run_phase(&context, Phase::Execute, &unit.execute, main_limit);
@@ -161,7 +173,7 @@ impl Executor for ProcessExecutor {
             }
         }
 
-        summarise(&mut outcome, &results, interrupted_between_phases);
+        summarise(&mut outcome, &results, not_started);
         match (stdout.len(), stderr.len()) {
             (Ok(out), Ok(err)) => {
                 outcome.stdout_bytes = out.saturating_sub(stdout_start);
@@ -181,7 +193,29 @@ impl Executor for ProcessExecutor {
 }
 
 /// Fill status, exit, failed phase, resource usage and error from the phases' results.
-fn summarise(outcome: &mut AttemptOutcome, results: &[PhaseResult], interrupted: Option<String>) {
+/// Why a phase that should have run was not started.
+struct NotStarted {
+    status: AttemptStatus,
+    /// The phase that would have run (`None` when the whole attempt was not started).
+    phase: Option<Phase>,
+    message: String,
+}
+
+impl NotStarted {
+    fn interrupted(what: &str) -> NotStarted {
+        NotStarted {
+            status: AttemptStatus::Interrupted,
+            phase: None,
+            message: format!("interrupted before {what} started: apollo is stopping"),
+        }
+    }
+}
+
+fn summarise(
+    outcome: &mut AttemptOutcome,
+    results: &[PhaseResult],
+    not_started: Option<NotStarted>,
+) {
     for result in results {
         if let Some(usage) = result.usage {
             outcome.user_cpu += usage.user_cpu;
@@ -199,8 +233,10 @@ fn summarise(outcome: &mut AttemptOutcome, results: &[PhaseResult], interrupted:
             PhaseEnd::Exited | PhaseEnd::Broken => AttemptStatus::Failed,
         };
         outcome.timed_out = failure.end == PhaseEnd::TimedOut;
-    } else if interrupted.is_some() {
-        outcome.status = AttemptStatus::Interrupted;
+    } else if let Some(not_started) = &not_started {
+        outcome.status = not_started.status;
+        outcome.failed_phase = not_started.phase;
+        outcome.timed_out = not_started.status == AttemptStatus::TimedOut;
     } else {
         let execute = results
             .iter()
@@ -210,7 +246,7 @@ fn summarise(outcome: &mut AttemptOutcome, results: &[PhaseResult], interrupted:
             outcome.status = AttemptStatus::Skipped;
         }
     }
-    let mut messages: Vec<String> = interrupted.into_iter().collect();
+    let mut messages: Vec<String> = not_started.map(|not| not.message).into_iter().collect();
     messages.extend(
         results
             .iter()
