@@ -69,8 +69,8 @@
 //!
 //! After the spawn, apollo opens a **pidfd** on the leader (Linux ≥ 5.3) and blocks in one
 //! `poll(2)` on it, on an eventfd that the [`CancelToken`](apollo_core::CancelToken)'s waker
-//! writes to, and with the remaining time as timeout. There is no sleep loop: running `true`
-//! costs about a bare spawn (see `benches/spawn.rs`).
+//! writes to, and with the remaining time as timeout. There is no sleep loop and no polling
+//! interval: a phase costs its spawn plus a handful of syscalls (see "Cost" below).
 //!
 //! The pidfd becomes readable when the leader exits, but the leader is **not reaped** then: as
 //! an unreaped zombie it keeps its pid, which is the group id, from being reused, so signalling
@@ -81,15 +81,18 @@
 //! # Leftovers
 //!
 //! When the leader exits, whatever it left in its group (`sleep 1000 &`, a daemon that kept
-//! stdout) is found by scanning `/proc/*/stat` for the group id, pinned with a pidfd each,
-//! SIGKILLed through the group, and waited for; their number is reported as
-//! `leftovers_killed`. A process that leaves the group on purpose (`setsid`, `setpgid`) escapes
-//! this: only a cgroup could follow it, which apollo does not use.
+//! stdout) is found in `/proc/<pid>/stat` by its group id (see "Cost" for which pids are
+//! looked at), pinned with a pidfd each, SIGKILLed through the group (still pinned by the
+//! unreaped leader), and waited for; their number is reported as `leftovers_killed`. A
+//! process that leaves the group on purpose (`setsid`, `setpgid`) escapes this, since only a
+//! cgroup could follow it; it still carries `APOLLO_RUN_ID`, which [`kill_stray_processes`]
+//! goes by.
 //!
 //! # Timeouts and cancellation
 //!
 //! The unit's `timeout` covers `prepare` + `execute` together, from the attempt's start; the
-//! error says which phase it cut short. `cleanup` has its own limit,
+//! error says which phase it cut short, and `execute` is not started at all when `prepare` used
+//! the time up. `cleanup` has its own limit,
 //! [`ExecOptions::cleanup_timeout`] (60 s by default), and always runs once prepare or execute
 //! was started. A timeout sends SIGTERM to the whole group, waits `kill_grace` (for the leader
 //! to exit), then sends SIGKILL to the group; when the leader exits during the grace period,

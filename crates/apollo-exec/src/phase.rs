@@ -165,8 +165,8 @@ pub(crate) fn run_phase(
         }
     }
 
-    // The leader has exited but is not reaped: its pid still pins the group id, so killing the
-    // group cannot hit an unrelated process.
+    // The leader has exited (or, after a failed wait, been SIGKILLed) but is not reaped: its pid
+    // still pins the group id, so killing the group cannot hit an unrelated process.
     let leftovers_killed = match leader.kill_leftovers() {
         Ok(count) => count,
         Err(error) => {
