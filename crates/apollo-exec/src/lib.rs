@@ -125,14 +125,23 @@
 //! The `pre_exec` hook costs std's `posix_spawn` fast path: std must `fork` (copying page
 //! tables), run the hook, then `exec`, instead of a `vfork`-style `clone`. `benches/spawn.rs`
 //! measures it in one run against bare `Command::new("true").status()`, alternating the
-//! variants (`cargo bench -p apollo-exec --bench spawn`). Wall times on the shared 2-core
-//! development VM (load average ≈ 6) were too noisy to quote alone; CPU time (parent plus
-//! children), which load barely moves, gave per spawn of `true`: bare `status()` ≈ 430 µs, the
-//! same with a new group and file stdio ≈ 430 µs, plus the PDEATHSIG hook ≈ 530 µs (+100 µs,
-//! +25 %), and a whole attempt through [`ProcessExecutor`] ≈ 630 µs (1.46×; the fork, plus
-//! opening the log files, an eventfd, a pidfd, one `poll`, the leftover probe and `wait4`).
-//! Through `/bin/sh -c` it was ≈ 690 µs (1.61×): exec'ing plain commands directly saves the
-//! shell. A quarter more per spawn is a fair price for "apollo's death kills its units".
+//! variants (`cargo bench -p apollo-exec --bench spawn`), in wall time and in CPU time (parent
+//! plus children, which the load of a shared machine barely moves). On the 2-core development
+//! VM at a quiet moment, per run of `true` (wall ≈ CPU):
+//!
+//! | variant | µs | × bare |
+//! |---|---|---|
+//! | bare `Command::new("true").status()` (posix_spawn) | 365 | 1.00 |
+//! | new group + file stdio, no hook (posix_spawn) | 366 | 1.00 |
+//! | new group + file stdio + PDEATHSIG hook (fork + exec) | 439 | 1.20 |
+//! | `ProcessExecutor`, `true` exec'd directly | 531 | 1.46 |
+//! | `ProcessExecutor`, through `/bin/sh -c true` | 597 | 1.64 |
+//!
+//! So the hook costs ≈ 70 µs per spawn (+20 %), a fair price for "apollo's death kills its
+//! units". The executor's remaining ≈ 90 µs are mostly std's fork path (it waits on a pipe for
+//! the child's `exec`); apollo's own bookkeeping is about twenty cheap syscalls (log files, an
+//! eventfd, a pidfd, one `poll`, the leftover probe, `wait4`). Exec'ing plain string commands
+//! without a shell saves ≈ 65 µs per phase.
 //!
 //! Finding leftovers costs nothing for a unit that forked nothing: every member of a phase's
 //! group was forked after its leader, so for a phase younger than 100 ms apollo only probes
