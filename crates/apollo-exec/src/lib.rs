@@ -104,6 +104,11 @@
 //! cancellation *stronger* than the one in force when it started (a second Ctrl-C), or by its
 //! own limit.
 //!
+//! Because every phase has its own process group, a Ctrl-C at the terminal reaches apollo
+//! only, never the units directly: they hear of it as apollo's SIGTERM, after which their
+//! cleanup runs. A SIGTERM to a group is followed by a SIGCONT, so a stopped unit (one that
+//! read from the terminal, say) can still shut down within its grace.
+//!
 //! # When apollo itself dies
 //!
 //! Every child gets `PR_SET_PDEATHSIG(SIGKILL)` in a `pre_exec` hook, which then re-checks
