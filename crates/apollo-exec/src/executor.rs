@@ -1,0 +1,285 @@
+//! [`ProcessExecutor`]: apollo-core's [`Executor`] with real, supervised process groups.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use apollo_core::event::{AttemptStatus, ExitStatus};
+use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
+
+use crate::linux;
+use crate::output::LogFile;
+use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
+
+/// How [`ProcessExecutor`] runs attempts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// Time limit of the `cleanup` phase, which does not count against the unit's `timeout`
+    /// (that one covers `prepare` + `execute`). When it passes, cleanup's group gets SIGTERM,
+    /// the unit's `kill_grace`, then SIGKILL. Default: 60 s.
+    pub cleanup_timeout: Duration,
+    /// Exec a string command directly, without `/bin/sh -c`, when it has no shell syntax at
+    /// all (see the crate docs). Default: `true`.
+    pub direct_exec: bool,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            cleanup_timeout: Duration::from_secs(60),
+            direct_exec: true,
+        }
+    }
+}
+
+/// Runs each attempt's phases as supervised process groups. Cheap to share between worker
+/// threads (`Send + Sync`, no interior state).
+#[derive(Debug, Clone, Default)]
+pub struct ProcessExecutor {
+    options: ExecOptions,
+}
+
+impl ProcessExecutor {
+    /// An executor with `options`.
+    pub fn new(options: ExecOptions) -> Self {
+        ProcessExecutor { options }
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &ExecOptions {
+        &self.options
+    }
+}
+
+impl Executor for ProcessExecutor {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
+        let attempt_start = Instant::now();
+        let mut outcome = AttemptOutcome {
+            status: AttemptStatus::Succeeded,
+            exit: None,
+            failed_phase: None,
+            timed_out: false,
+            phases: Vec::new(),
+            wall_time: Duration::ZERO,
+            user_cpu: Duration::ZERO,
+            sys_cpu: Duration::ZERO,
+            max_rss_kib: 0,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_sha256: None,
+            error: None,
+        };
+        let unit = request.unit;
+        let (stdout, stderr) = match open_logs(request) {
+            Ok(files) => files,
+            Err(message) => return broken(outcome, message, attempt_start),
+        };
+        let (stdout_start, stderr_start) = match (stdout.len(), stderr.len()) {
+            (Ok(out), Ok(err)) => (out, err),
+            (Err(error), _) | (_, Err(error)) => {
+                return broken(
+                    outcome,
+                    format!("cannot read the log files' length: {error}"),
+                    attempt_start,
+                );
+            }
+        };
+        let cancel_event = match linux::cancel_event() {
+            Ok(event) => Arc::new(event),
+            Err(error) => {
+                return broken(
+                    outcome,
+                    format!("cannot create the cancel eventfd: {error}"),
+                    attempt_start,
+                );
+            }
+        };
+        let _registration = cancel.on_cancel({
+            let cancel_event = Arc::clone(&cancel_event);
+            move || linux::signal_event(&cancel_event)
+        });
+        let context = AttemptContext {
+            request,
+            cancel,
+            cancel_event: &cancel_event,
+            stdout: &stdout,
+            stderr: &stderr,
+            attempt_start,
+            direct_exec: self.options.direct_exec,
+        };
+        // The unit's timeout covers prepare + execute together, measured from the attempt's
+        // start: the user thinks of "the unit took too long", not of per-phase budgets.
+        let main_limit = PhaseLimit {
+            deadline: unit
+                .timeout
+                .and_then(|timeout| attempt_start.checked_add(timeout)),
+            length: unit.timeout,
+            description: "the unit's limit for prepare + execute",
+            cancel_baseline: CancelLevel::None,
+        };
+
+        let mut results: Vec<PhaseResult> = Vec::new();
+        let mut not_started: Option<NotStarted> = None;
+        if cancel.is_cancelled() {
+            not_started = Some(NotStarted::interrupted("the attempt"));
+        } else {
+            let prepare_ok = match &unit.prepare {
+                Some(prepare) => {
+                    let result = run_phase(&context, Phase::Prepare, prepare, main_limit);
+                    let ok = result.is_ok();
+                    results.push(result);
+                    ok
+                }
+                None => true,
+            };
+            let deadline_passed = main_limit
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline);
+            if prepare_ok && cancel.is_cancelled() {
+                not_started = Some(NotStarted::interrupted("execute"));
+            } else if prepare_ok && deadline_passed {
+                // Starting execute only to kill it at once could leave half-done side effects.
+                not_started = Some(NotStarted {
+                    status: AttemptStatus::TimedOut,
+                    phase: Some(Phase::Execute),
+                    message: format!(
+                        "execute was not started: the unit's timeout of {:?} for prepare + \
+                         execute ran out during prepare",
+                        unit.timeout.unwrap_or_default()
+                    ),
+                });
+            } else if prepare_ok {
+                let execute_start = stdout.len();
+                let result = run_phase(&context, Phase::Execute, &unit.execute, main_limit);
+                let execute_end = stdout.len();
+                if result.end != PhaseEnd::Broken || result.usage.is_some() {
+                    outcome.stdout_sha256 = match (execute_start, execute_end) {
+                        (Ok(start), Ok(end)) => stdout.sha256_of_range(start, end).ok(),
+                        _ => None,
+                    };
+                }
+                results.push(result);
+            }
+            // Cleanup runs whenever prepare or execute was started, whatever happened, with its
+            // own limit, and is only cut short by a cancellation stronger than the one (if any)
+            // already in force when it started.
+            if let Some(cleanup) = unit.cleanup.as_ref().filter(|_| !results.is_empty()) {
+                let cleanup_limit = PhaseLimit {
+                    deadline: Instant::now().checked_add(self.options.cleanup_timeout),
+                    length: Some(self.options.cleanup_timeout),
+                    description: "the cleanup limit",
+                    cancel_baseline: cancel.level(),
+                };
+                results.push(run_phase(&context, Phase::Cleanup, cleanup, cleanup_limit));
+            }
+        }
+
+        summarise(&mut outcome, &results, not_started);
+        match (stdout.len(), stderr.len()) {
+            (Ok(out), Ok(err)) => {
+                outcome.stdout_bytes = out.saturating_sub(stdout_start);
+                outcome.stderr_bytes = err.saturating_sub(stderr_start);
+            }
+            (Err(error), _) | (_, Err(error)) => {
+                append_error(
+                    &mut outcome,
+                    format!("cannot read the log files' length: {error}"),
+                );
+            }
+        }
+        outcome.phases = results.into_iter().map(|result| result.outcome).collect();
+        outcome.wall_time = attempt_start.elapsed();
+        outcome
+    }
+}
+
+/// Fill status, exit, failed phase, resource usage and error from the phases' results.
+/// Why a phase that should have run was not started.
+struct NotStarted {
+    status: AttemptStatus,
+    /// The phase that would have run (`None` when the whole attempt was not started).
+    phase: Option<Phase>,
+    message: String,
+}
+
+impl NotStarted {
+    fn interrupted(what: &str) -> NotStarted {
+        NotStarted {
+            status: AttemptStatus::Interrupted,
+            phase: None,
+            message: format!("interrupted before {what} started: apollo is stopping"),
+        }
+    }
+}
+
+fn summarise(
+    outcome: &mut AttemptOutcome,
+    results: &[PhaseResult],
+    not_started: Option<NotStarted>,
+) {
+    for result in results {
+        if let Some(usage) = result.usage {
+            outcome.user_cpu += usage.user_cpu;
+            outcome.sys_cpu += usage.sys_cpu;
+            outcome.max_rss_kib = outcome.max_rss_kib.max(usage.max_rss_kib);
+        }
+    }
+    let first_failure = results.iter().find(|result| !result.is_ok());
+    if let Some(failure) = first_failure {
+        outcome.failed_phase = Some(failure.outcome.phase);
+        outcome.exit = failure.outcome.exit;
+        outcome.status = match failure.end {
+            PhaseEnd::TimedOut => AttemptStatus::TimedOut,
+            PhaseEnd::Interrupted => AttemptStatus::Interrupted,
+            PhaseEnd::Exited | PhaseEnd::Broken => AttemptStatus::Failed,
+        };
+        outcome.timed_out = failure.end == PhaseEnd::TimedOut;
+    } else if let Some(not_started) = &not_started {
+        outcome.status = not_started.status;
+        outcome.failed_phase = not_started.phase;
+        outcome.timed_out = not_started.status == AttemptStatus::TimedOut;
+    } else {
+        let execute = results
+            .iter()
+            .find(|result| result.outcome.phase == Phase::Execute);
+        outcome.exit = execute.and_then(|result| result.outcome.exit);
+        if outcome.exit == Some(ExitStatus::Code(77)) {
+            outcome.status = AttemptStatus::Skipped;
+        }
+    }
+    let mut messages: Vec<String> = not_started.map(|not| not.message).into_iter().collect();
+    messages.extend(
+        results
+            .iter()
+            .filter_map(|result| result.outcome.error.clone()),
+    );
+    if !messages.is_empty() {
+        outcome.error = Some(messages.join("; "));
+    }
+}
+
+fn append_error(outcome: &mut AttemptOutcome, message: String) {
+    outcome.error = Some(match outcome.error.take() {
+        Some(existing) => format!("{existing}; {message}"),
+        None => message,
+    });
+}
+
+fn open_logs(request: &AttemptRequest<'_>) -> Result<(LogFile, LogFile), String> {
+    let open = |name: &str| {
+        LogFile::open(request.log_dir, name).map_err(|error| {
+            format!(
+                "cannot open {}: {error}",
+                request.log_dir.join(name).display()
+            )
+        })
+    };
+    Ok((open("stdout")?, open("stderr")?))
+}
+
+/// The outcome of an attempt that could not even begin (nothing was started, so no cleanup).
+fn broken(mut outcome: AttemptOutcome, message: String, attempt_start: Instant) -> AttemptOutcome {
+    outcome.status = AttemptStatus::Failed;
+    outcome.error = Some(message);
+    outcome.wall_time = attempt_start.elapsed();
+    outcome
+}

@@ -1,0 +1,311 @@
+//! One phase of an attempt: spawn its command as a new process group, supervise it until the
+//! leader exits (or the deadline / a cancellation ends it), kill what it left in its group,
+//! reap it.
+
+// Only apollo-exec creates processes (ARCHITECTURE.md); phases build the `Command` here.
+#![allow(clippy::disallowed_methods)]
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use apollo_core::event::ExitStatus;
+use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
+
+use crate::command_line::{self, ExecPlan};
+use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
+use crate::output::LogFile;
+
+/// Everything a phase shares with the rest of its attempt.
+pub(crate) struct AttemptContext<'a> {
+    pub(crate) request: &'a AttemptRequest<'a>,
+    pub(crate) cancel: &'a CancelToken,
+    pub(crate) cancel_event: &'a OwnedFd,
+    pub(crate) stdout: &'a LogFile,
+    pub(crate) stderr: &'a LogFile,
+    pub(crate) attempt_start: Instant,
+    pub(crate) direct_exec: bool,
+}
+
+/// The time limit of one phase.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PhaseLimit {
+    /// When the phase must be over; `None` for no limit.
+    pub(crate) deadline: Option<Instant>,
+    /// The limit as configured, for messages.
+    pub(crate) length: Option<Duration>,
+    /// What the limit is, for messages ("the attempt's limit for prepare + execute").
+    pub(crate) description: &'static str,
+    /// Cancellation at or below this level does not concern this phase (cleanup ignores the
+    /// level that was already raised when it started).
+    pub(crate) cancel_baseline: CancelLevel,
+}
+
+/// How a phase ended, from the attempt's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PhaseEnd {
+    /// Its leader exited by itself (with whatever status).
+    Exited,
+    /// The phase's time limit ended it.
+    TimedOut,
+    /// A cancellation ended it.
+    Interrupted,
+    /// It could not be started or supervised.
+    Broken,
+}
+
+/// A phase's outcome plus what the attempt needs to aggregate.
+#[derive(Debug)]
+pub(crate) struct PhaseResult {
+    pub(crate) outcome: PhaseOutcome,
+    pub(crate) end: PhaseEnd,
+    pub(crate) usage: Option<Reaped>,
+}
+
+impl PhaseResult {
+    /// Whether the phase went well enough for the attempt to go on. `execute` exiting 77
+    /// (skip) counts as fine.
+    pub(crate) fn is_ok(&self) -> bool {
+        self.end == PhaseEnd::Exited
+            && match self.outcome.exit {
+                Some(ExitStatus::Code(0)) => true,
+                Some(ExitStatus::Code(77)) => self.outcome.phase == Phase::Execute,
+                _ => false,
+            }
+    }
+}
+
+/// Where the termination of a running phase stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Running,
+    /// SIGTERM sent to the group; SIGKILL at the (grace) deadline.
+    Terminating,
+    /// SIGKILL sent; waiting for the leader to be gone.
+    Killed,
+}
+
+/// Run `command` as `phase` of the attempt, within `limit`. Never panics; every failure is in
+/// the result.
+pub(crate) fn run_phase(
+    context: &AttemptContext<'_>,
+    phase: Phase,
+    command: &Command,
+    limit: PhaseLimit,
+) -> PhaseResult {
+    let phase_start = Instant::now();
+    let unit = context.request.unit;
+    let plan = command_line::plan(command, context.direct_exec, &unit.workdir);
+    let leader = match build_command(context, phase, &plan)
+        .and_then(|mut process| GroupLeader::spawn(&mut process))
+    {
+        Ok(leader) => leader,
+        Err(error) => {
+            let reason = describe_start_error(&error, &plan, &unit.workdir);
+            return PhaseResult {
+                outcome: PhaseOutcome {
+                    phase,
+                    offset: phase_start.duration_since(context.attempt_start),
+                    wall_time: phase_start.elapsed(),
+                    exit: None,
+                    timed_out: false,
+                    leftovers_killed: 0,
+                    error: Some(format!("{phase} could not start: {reason}")),
+                },
+                end: PhaseEnd::Broken,
+                usage: None,
+            };
+        }
+    };
+
+    let mut end = PhaseEnd::Exited;
+    let mut stage = Stage::Running;
+    let mut deadline = limit.deadline;
+    let mut trouble: Vec<String> = Vec::new();
+    loop {
+        let wake = match leader.wait(context.cancel_event, deadline) {
+            Ok(wake) => wake,
+            Err(error) => {
+                // We can no longer wait properly: make sure the group dies, then reap below.
+                trouble.push(format!(
+                    "cannot wait for {phase} (pid {}): {error}",
+                    leader.pid()
+                ));
+                leader.signal_group(GroupSignal::Kill);
+                end = PhaseEnd::Broken;
+                break;
+            }
+        };
+        match wake {
+            Wake::LeaderExited => break,
+            Wake::Deadline => {
+                if stage == Stage::Running {
+                    end = PhaseEnd::TimedOut;
+                }
+                (stage, deadline) = escalate(&leader, stage, unit.kill_grace);
+            }
+            Wake::Cancel => {
+                let level = context.cancel.level();
+                if level <= limit.cancel_baseline {
+                    continue;
+                }
+                if stage == Stage::Running {
+                    end = PhaseEnd::Interrupted;
+                }
+                if level == CancelLevel::Immediate && stage != Stage::Killed {
+                    leader.signal_group(GroupSignal::Kill);
+                    (stage, deadline) = (Stage::Killed, None);
+                } else if stage == Stage::Running {
+                    (stage, deadline) = escalate(&leader, stage, unit.kill_grace);
+                }
+            }
+        }
+    }
+
+    // The leader has exited (or, after a failed wait, been SIGKILLed) but is not reaped: its pid
+    // still pins the group id, so killing the group cannot hit an unrelated process.
+    let leftovers_killed = match leader.kill_leftovers() {
+        Ok(count) => count,
+        Err(error) => {
+            trouble.push(format!("cannot clear {phase}'s process group: {error}"));
+            leader.signal_group(GroupSignal::Kill);
+            0
+        }
+    };
+    let usage = match leader.reap() {
+        Ok(reaped) => Some(reaped),
+        Err(error) => {
+            trouble.push(format!("cannot reap {phase}: {error}"));
+            end = PhaseEnd::Broken;
+            None
+        }
+    };
+    let exit = usage.map(|reaped| reaped.exit);
+    let mut messages = Vec::new();
+    match end {
+        PhaseEnd::TimedOut => messages.push(timeout_message(phase, limit, stage, unit.kill_grace)),
+        PhaseEnd::Interrupted => messages.push(format!(
+            "{phase} was interrupted: apollo is stopping{}",
+            if stage == Stage::Killed {
+                " (SIGKILL)"
+            } else {
+                " (SIGTERM)"
+            }
+        )),
+        PhaseEnd::Exited => match exit {
+            Some(ExitStatus::Code(0)) | None => {}
+            Some(ExitStatus::Code(77)) if phase == Phase::Execute => {}
+            Some(ExitStatus::Code(code)) => messages.push(exit_code_message(phase, code, &plan)),
+            Some(ExitStatus::Signal(signal)) => messages.push(format!(
+                "{phase} was killed by {}",
+                linux::signal_name(signal)
+            )),
+        },
+        PhaseEnd::Broken => {}
+    }
+    messages.extend(trouble);
+    PhaseResult {
+        outcome: PhaseOutcome {
+            phase,
+            offset: phase_start.duration_since(context.attempt_start),
+            wall_time: phase_start.elapsed(),
+            exit,
+            timed_out: end == PhaseEnd::TimedOut,
+            leftovers_killed,
+            error: (!messages.is_empty()).then(|| messages.join("; ")),
+        },
+        end,
+        usage,
+    }
+}
+
+/// The next termination step: SIGTERM and a grace deadline, then SIGKILL and no deadline.
+fn escalate(leader: &GroupLeader, stage: Stage, kill_grace: Duration) -> (Stage, Option<Instant>) {
+    match stage {
+        Stage::Running if !kill_grace.is_zero() => {
+            leader.signal_group(GroupSignal::Terminate);
+            (Stage::Terminating, Instant::now().checked_add(kill_grace))
+        }
+        Stage::Running | Stage::Terminating => {
+            leader.signal_group(GroupSignal::Kill);
+            (Stage::Killed, None)
+        }
+        Stage::Killed => (Stage::Killed, None),
+    }
+}
+
+fn build_command(
+    context: &AttemptContext<'_>,
+    phase: Phase,
+    plan: &ExecPlan,
+) -> io::Result<std::process::Command> {
+    let request = context.request;
+    let mut process = std::process::Command::new(&plan.program);
+    process
+        .args(&plan.args)
+        .current_dir(&request.unit.workdir)
+        .stdin(Stdio::null())
+        .stdout(context.stdout.for_child()?)
+        .stderr(context.stderr.for_child()?)
+        .envs(&request.unit.env)
+        .env("APOLLO_RUN_ID", request.run_id)
+        .env("APOLLO_UNIT", &request.unit.name)
+        .env("APOLLO_ATTEMPT", request.attempt.to_string())
+        .env("APOLLO_PHASE", phase.as_str())
+        .process_group(0);
+    linux::arm_parent_death_signal(&mut process);
+    Ok(process)
+}
+
+/// Why a command could not start, in words a user can act on.
+fn describe_start_error(error: &io::Error, plan: &ExecPlan, workdir: &Path) -> String {
+    match std::fs::metadata(workdir) {
+        Err(workdir_error) => {
+            return format!(
+                "working directory {} is not usable: {workdir_error}",
+                workdir.display()
+            );
+        }
+        Ok(metadata) if !metadata.is_dir() => {
+            return format!("working directory {} is not a directory", workdir.display());
+        }
+        Ok(_) => {}
+    }
+    let program = plan.program.to_string_lossy();
+    match error.raw_os_error() {
+        Some(libc::ENOENT) => format!("command not found: {program}"),
+        Some(libc::EACCES) => format!("permission denied: {program} (is it executable?)"),
+        Some(libc::ENOEXEC) => format!("{program} is not a program this system can run"),
+        _ => format!("cannot start {program}: {error}"),
+    }
+}
+
+fn exit_code_message(phase: Phase, code: i32, plan: &ExecPlan) -> String {
+    let hint = match code {
+        // The shell's own codes for a command it could not run.
+        127 if !plan.direct => " (the shell reports \"command not found\" with 127)",
+        126 if !plan.direct => " (the shell reports \"not executable\" with 126)",
+        _ => "",
+    };
+    format!("{phase} exited with code {code}{hint}")
+}
+
+fn timeout_message(phase: Phase, limit: PhaseLimit, stage: Stage, kill_grace: Duration) -> String {
+    let length = limit
+        .length
+        .map_or_else(|| "its limit".to_owned(), |length| format!("{length:?}"));
+    let how = if stage == Stage::Killed && !kill_grace.is_zero() {
+        format!("SIGTERM, then SIGKILL after the {kill_grace:?} grace")
+    } else if stage == Stage::Killed {
+        "SIGKILL".to_owned()
+    } else {
+        "SIGTERM".to_owned()
+    };
+    format!(
+        "{phase} timed out after {length} ({}); its process group got {how}",
+        limit.description
+    )
+}

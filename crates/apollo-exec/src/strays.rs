@@ -1,0 +1,59 @@
+//! Killing what a previous apollo process left running: processes that still carry a run's
+//! `APOLLO_RUN_ID` after the apollo that ran them died (`kill -9`, power cut of the parent
+//! only, a crash). `PR_SET_PDEATHSIG` kills each phase's leader with apollo, but not what the
+//! leader forked; resume calls [`kill_stray_processes`] before running anything again.
+
+use std::io;
+use std::time::Duration;
+
+use crate::linux;
+
+/// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
+/// sleep takes more than an instant).
+const STRAY_EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
+
+/// Failure to look for or kill a run's stray processes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StrayError {
+    /// `/proc` could not be listed.
+    #[error("failed to list /proc while looking for processes of run {run_id}")]
+    ScanProc {
+        /// The run whose processes were looked for.
+        run_id: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// Some strays were killed but did not exit in time.
+    #[error("failed to see processes of run {run_id} exit after SIGKILL")]
+    StillRunning {
+        /// The run whose processes were killed.
+        run_id: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// SIGKILL every live process whose environment has `APOLLO_RUN_ID=<run_id>` (other than the
+/// calling process), wait until they are gone, and return how many there were.
+///
+/// Call it when resuming `run_id`, **before** starting any attempt of it: the attempts this
+/// process starts carry the same id. Every process a unit starts inherits the variable, in its
+/// group or not (`setsid`, daemons), unless it deliberately cleared its environment; only
+/// processes of the same user are visible. Each match is pinned with a pidfd and checked again
+/// through it before being signalled, so a recycled pid is never hit.
+pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
+    let needle = format!("APOLLO_RUN_ID={run_id}");
+    linux::kill_processes_with_env(needle.as_bytes())
+        .map_err(|source| StrayError::ScanProc {
+            run_id: run_id.to_owned(),
+            source,
+        })?
+        .wait(STRAY_EXIT_SAFETY_NET)
+        .map_err(|source| StrayError::StillRunning {
+            run_id: run_id.to_owned(),
+            source,
+        })
+}

@@ -1,0 +1,265 @@
+//! The attempt's shape: phases, env, outputs, statuses, start failures.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use apollo_core::event::{AttemptStatus, ExitStatus};
+use apollo_core::{Command, Phase};
+use sha2::{Digest, Sha256};
+
+use crate::Fixture;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+fn phases(outcome: &apollo_core::AttemptOutcome) -> Vec<Phase> {
+    outcome.phases.iter().map(|phase| phase.phase).collect()
+}
+
+#[test]
+fn env_and_outputs_of_all_phases_land_in_the_attempt_files() {
+    let mut fixture = Fixture::new(
+        "echo \"$APOLLO_RUN_ID $APOLLO_UNIT $APOLLO_ATTEMPT $APOLLO_PHASE $SOURCE\"; echo oops >&2",
+    );
+    fixture
+        .unit
+        .env
+        .insert("SOURCE".to_owned(), "local".to_owned());
+    fixture.unit.prepare = Some(Command::Shell("echo \"prep $APOLLO_PHASE\"".to_owned()));
+    fixture.unit.cleanup = Some(Command::Argv(vec![
+        "/bin/sh".to_owned(),
+        "-c".to_owned(),
+        "echo \"clean $APOLLO_PHASE\"; pwd >&2".to_owned(),
+    ]));
+    let outcome = fixture.run();
+
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(0)));
+    assert_eq!(outcome.error, None);
+    assert_eq!(
+        phases(&outcome),
+        [Phase::Prepare, Phase::Execute, Phase::Cleanup]
+    );
+    let execute_line = format!("{} unit_under_test 1 execute local\n", fixture.run_id);
+    let stdout = fixture.read("stdout");
+    assert_eq!(
+        stdout,
+        format!("prep prepare\n{execute_line}clean cleanup\n")
+    );
+    let workdir = fixture.dir.path().canonicalize().unwrap();
+    assert_eq!(
+        fixture.read("stderr"),
+        format!("oops\n{}\n", workdir.display())
+    );
+    assert_eq!(outcome.stdout_bytes, stdout.len() as u64);
+    assert_eq!(outcome.stderr_bytes, fixture.read("stderr").len() as u64);
+    // The hash covers execute's bytes only, not prepare's or cleanup's.
+    assert_eq!(
+        outcome.stdout_sha256.as_deref(),
+        Some(sha256_hex(execute_line.as_bytes()).as_str())
+    );
+    for phase in &outcome.phases {
+        assert_eq!(phase.exit, Some(ExitStatus::Code(0)));
+        assert!(!phase.timed_out);
+        assert_eq!(phase.leftovers_killed, 0);
+        assert!(phase.offset <= outcome.wall_time);
+    }
+    assert!(outcome.max_rss_kib > 0, "{outcome:?}");
+}
+
+#[test]
+fn a_phase_leads_its_own_process_group() {
+    let fixture = Fixture::new("cat /proc/self/stat");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    let stat = fixture.read("stdout");
+    let (pid, rest) = stat.split_once(' ').unwrap();
+    let fields: Vec<&str> = rest
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert!(stat.contains("(cat)"), "{stat}");
+    // Its own process group: pgrp == pid.
+    assert_eq!(fields[2], pid, "{stat}");
+}
+
+#[test]
+fn appending_to_existing_log_files_counts_only_this_attempt() {
+    let fixture = Fixture::new("printf abc");
+    std::fs::write(fixture.path("stdout"), "earlier attempt\n").unwrap();
+    let outcome = fixture.run();
+    assert_eq!(outcome.stdout_bytes, 3);
+    assert_eq!(outcome.stdout_sha256, Some(sha256_hex(b"abc")));
+    assert_eq!(fixture.read("stdout"), "earlier attempt\nabc");
+}
+
+#[test]
+fn exit_77_from_execute_is_skipped_and_cleanup_still_runs() {
+    let mut fixture = Fixture::new("exit 77");
+    fixture.unit.cleanup = Some(Command::Shell("touch cleaned".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Skipped, "{outcome:?}");
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(77)));
+    assert_eq!(outcome.failed_phase, None);
+    assert!(fixture.path("cleaned").exists());
+}
+
+#[test]
+fn failing_prepare_skips_execute_but_not_cleanup() {
+    let mut fixture = Fixture::new("touch executed");
+    fixture.unit.prepare = Some(Command::Shell("exit 3".to_owned()));
+    fixture.unit.cleanup = Some(Command::Shell("touch cleaned".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.failed_phase, Some(Phase::Prepare));
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(3)));
+    assert_eq!(phases(&outcome), [Phase::Prepare, Phase::Cleanup]);
+    assert_eq!(outcome.stdout_sha256, None);
+    assert_eq!(outcome.error.as_deref(), Some("prepare exited with code 3"));
+    assert!(!fixture.path("executed").exists());
+    assert!(fixture.path("cleaned").exists());
+}
+
+#[test]
+fn failing_execute_still_runs_cleanup_and_a_failing_cleanup_fails_the_attempt() {
+    let mut fixture = Fixture::new("exit 5");
+    fixture.unit.cleanup = Some(Command::Shell("touch cleaned; exit 6".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.failed_phase, Some(Phase::Execute));
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(5)));
+    assert_eq!(
+        outcome.error.as_deref(),
+        Some("execute exited with code 5; cleanup exited with code 6")
+    );
+    assert!(fixture.path("cleaned").exists());
+
+    let mut fixture = Fixture::new("true");
+    fixture.unit.cleanup = Some(Command::Shell("exit 6".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.failed_phase, Some(Phase::Cleanup));
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(6)));
+}
+
+#[test]
+fn a_command_that_does_not_exist_fails_with_a_clear_error() {
+    let mut fixture = Fixture::new("apollo-no-such-command --flag");
+    fixture.unit.cleanup = Some(Command::Shell("touch cleaned".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.failed_phase, Some(Phase::Execute));
+    assert_eq!(outcome.exit, None);
+    assert_eq!(outcome.stdout_sha256, None);
+    assert_eq!(
+        outcome.error.as_deref(),
+        Some("execute could not start: command not found: apollo-no-such-command")
+    );
+    assert!(fixture.path("cleaned").exists());
+
+    // The same string through the shell (direct exec off) is the shell's 127.
+    let mut fixture = Fixture::new("apollo-no-such-command --flag");
+    fixture.options.direct_exec = false;
+    let outcome = fixture.run();
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(127)));
+
+    // Through the shell, the shell's own 127 is reported with a hint.
+    let fixture = Fixture::new("apollo-no-such-command; exit $?");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.exit, Some(ExitStatus::Code(127)));
+    assert!(outcome.error.unwrap().contains("command not found"));
+    assert!(fixture.read("stderr").contains("apollo-no-such-command"));
+}
+
+#[test]
+fn a_file_that_is_not_executable_fails_with_a_clear_error() {
+    let fixture = Fixture::new("unused");
+    let script = fixture.path("script.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut fixture = fixture;
+    fixture.unit.execute = Command::Argv(vec!["./script.sh".to_owned()]);
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.exit, None);
+    let error = outcome.error.unwrap();
+    assert!(
+        error.starts_with("execute could not start: permission denied: "),
+        "{error}"
+    );
+    assert!(error.contains("script.sh"), "{error}");
+}
+
+#[test]
+fn a_script_without_a_shebang_still_runs_when_exec_d_directly() {
+    let mut fixture = Fixture::new("./plain-script arg");
+    let script = fixture.path("plain-script");
+    std::fs::write(&script, "echo \"ran with $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fixture.unit.env.insert("UNUSED".to_owned(), "x".to_owned());
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(fixture.read("stdout"), "ran with arg\n");
+}
+
+#[test]
+fn a_bad_workdir_fails_every_phase_with_a_clear_error() {
+    let mut fixture = Fixture::new("true");
+    let missing = fixture.path("does-not-exist");
+    fixture.unit.workdir = missing.clone();
+    fixture.unit.cleanup = Some(Command::Shell("true".to_owned()));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(outcome.failed_phase, Some(Phase::Execute));
+    let expected = format!(
+        "execute could not start: working directory {} is not usable: No such file or directory (os error 2)",
+        missing.display()
+    );
+    assert!(
+        outcome.error.as_deref().unwrap().starts_with(&expected),
+        "{outcome:?}"
+    );
+    assert_eq!(phases(&outcome), [Phase::Execute, Phase::Cleanup]);
+}
+
+#[test]
+fn an_unwritable_log_dir_fails_the_attempt_without_starting_anything() {
+    let mut fixture = Fixture::new("touch executed");
+    fixture.unit.cleanup = Some(Command::Shell("touch cleaned".to_owned()));
+    let log_dir = fixture.path("no-such-log-dir");
+    let request = apollo_core::AttemptRequest {
+        run_id: &fixture.run_id,
+        unit: &fixture.unit,
+        attempt: 1,
+        log_dir: &log_dir,
+    };
+    let outcome = apollo_core::Executor::run_attempt(
+        &apollo_exec::ProcessExecutor::default(),
+        &request,
+        &apollo_core::CancelToken::new(),
+    );
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert!(outcome.phases.is_empty());
+    assert!(outcome.error.unwrap().starts_with("cannot open "));
+    assert!(!fixture.path("executed").exists());
+    assert!(!fixture.path("cleaned").exists());
+}
+
+#[test]
+fn cpu_time_is_measured() {
+    // A busy loop in the shell itself, bounded by work rather than time.
+    let fixture = Fixture::new("i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded);
+    assert!(
+        outcome.user_cpu + outcome.sys_cpu > Duration::ZERO,
+        "{outcome:?}"
+    );
+}

@@ -1,0 +1,57 @@
+//! A stand-in for apollo in tests: runs one attempt through `apollo_exec::ProcessExecutor`
+//! whose `execute` starts a background child (pid in `<dir>/child.pid`), records its own pid in
+//! `<dir>/leader.pid` and then sleeps for ever. The exec tests SIGKILL this process and check
+//! that the unit's leader dies with it (`PR_SET_PDEATHSIG`) and that
+//! `apollo_exec::kill_stray_processes` finds the orphaned child.
+//!
+//! Usage: `exec_supervisor <dir> <run-id>` (the unit's workdir and log dir, and its run id).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use apollo_core::{AttemptRequest, CancelToken, Command, Executor, Unit};
+use apollo_exec::{ExecOptions, ProcessExecutor};
+
+fn main() -> ExitCode {
+    let (Some(dir), Some(run_id)) = (
+        std::env::args_os().nth(1).map(PathBuf::from),
+        std::env::args().nth(2),
+    ) else {
+        eprintln!("usage: exec_supervisor <dir> <run-id>");
+        return ExitCode::from(2);
+    };
+    let unit = Unit {
+        name: "orphan_candidate".to_owned(),
+        deps: vec![],
+        timeout: None,
+        retries: 0,
+        retry_delay: Duration::from_secs(1),
+        kill_grace: Duration::from_secs(5),
+        prepare: None,
+        // Start a child, write the markers atomically, then become `sleep` in the same
+        // process (the leader).
+        execute: Command::Shell(
+            "sleep 1000 & echo $! > child.pid && echo $$ > leader.pid.tmp \
+             && mv leader.pid.tmp leader.pid && exec sleep 1000"
+                .to_owned(),
+        ),
+        cleanup: None,
+        inputs: vec![],
+        outputs: vec![],
+        env: Default::default(),
+        workdir: dir.clone(),
+        idempotent: true,
+    };
+    let request = AttemptRequest {
+        run_id: &run_id,
+        unit: &unit,
+        attempt: 1,
+        log_dir: &dir,
+    };
+    let outcome =
+        ProcessExecutor::new(ExecOptions::default()).run_attempt(&request, &CancelToken::new());
+    // Only reached if the unit ended on its own, which the test does not expect.
+    println!("{outcome:?}");
+    ExitCode::SUCCESS
+}
