@@ -246,7 +246,12 @@ impl<'a> SourceFile<'a> {
         diagnostic
     }
 
-    pub(crate) fn error(&self, code: &'static str, loc: Loc, message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn error(
+        &self,
+        code: &'static str,
+        loc: Loc,
+        message: impl Into<String>,
+    ) -> Diagnostic {
         self.at(Severity::Error, code, loc, message)
     }
 
@@ -302,7 +307,8 @@ mod tests {
 
     #[test]
     fn render_without_location_names_the_file() {
-        let diagnostic = Diagnostic::new(Severity::Error, "empty-file", "p.yaml", "the file is empty");
+        let diagnostic =
+            Diagnostic::new(Severity::Error, "empty-file", "p.yaml", "the file is empty");
         assert_eq!(
             diagnostic.with_hint("write a pipeline").render(),
             "error: the file is empty\n --> p.yaml\n  = help: write a pipeline\n"

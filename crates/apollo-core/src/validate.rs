@@ -65,7 +65,13 @@ fn check_names<'s>(
             let suggestion: String = name
                 .value
                 .chars()
-                .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') { c } else { '_' })
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
                 .collect();
             if is_valid_unit_name(&suggestion) {
                 diagnostic = diagnostic.with_note(format!("for example `{suggestion}`"));
@@ -85,7 +91,10 @@ fn check_names<'s>(
                             name.loc,
                             format!("duplicate unit name `{}`", name.value),
                         )
-                        .with_note(format!("`{}` is first defined at line {first_line}", name.value))
+                        .with_note(format!(
+                            "`{}` is first defined at line {first_line}",
+                            name.value
+                        ))
                         .with_hint("unit names must be unique; rename one of them"),
                 );
             }
@@ -115,7 +124,10 @@ fn check_dependencies(
                 let mut diagnostic = source.error(
                     "unknown-dependency",
                     dep.loc,
-                    format!("{label} depends on `{}`, which is not a unit of this pipeline", dep.value),
+                    format!(
+                        "{label} depends on `{}`, which is not a unit of this pipeline",
+                        dep.value
+                    ),
                 );
                 if n_suggested < MAX_SUGGESTED_DEPS {
                     n_suggested += 1;
@@ -126,7 +138,12 @@ fn check_dependencies(
                 diagnostics.push(diagnostic);
                 continue;
             };
-            if dep_idx == unit_idx && unit.name.as_ref().is_some_and(|name| name.value == dep.value) {
+            if dep_idx == unit_idx
+                && unit
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| name.value == dep.value)
+            {
                 diagnostics.push(
                     source
                         .error(
@@ -218,7 +235,10 @@ fn check_warnings(
         let label = unit.label(unit_idx);
         let settings = &unit.settings;
         let retries = settings.retries.as_ref().or(defaults.retries.as_ref());
-        let idempotent = settings.idempotent.as_ref().or(defaults.idempotent.as_ref());
+        let idempotent = settings
+            .idempotent
+            .as_ref()
+            .or(defaults.idempotent.as_ref());
         if let (Some(retries), Some(idempotent)) = (retries, idempotent)
             && retries.value > 0
             && !idempotent.value
@@ -240,8 +260,10 @@ fn check_warnings(
             );
         }
         let timeout = settings.timeout.as_ref().or(defaults.timeout.as_ref());
-        let kill_grace: Option<&Sp<Duration>> =
-            settings.kill_grace.as_ref().or(defaults.kill_grace.as_ref());
+        let kill_grace: Option<&Sp<Duration>> = settings
+            .kill_grace
+            .as_ref()
+            .or(defaults.kill_grace.as_ref());
         let kill_grace_value = kill_grace.map_or(DEFAULT_KILL_GRACE, |grace| grace.value);
         if let Some(timeout) = timeout
             && timeout.value < kill_grace_value

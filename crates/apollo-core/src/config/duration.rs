@@ -26,7 +26,7 @@ pub enum DurationError {
         number: String,
     },
     /// A unit apollo does not know (`5min`).
-    #[error("unknown unit `{unit}`")]
+    #[error("unknown unit `{unit}` (the units are ms, s, m, h and d)")]
     UnknownUnit {
         /// The unknown unit as written.
         unit: String,
@@ -72,6 +72,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             return Err(DurationError::Unexpected { text });
         }
         let (number, after) = rest.split_at(digits_len);
+        // `1 h` and `1h` are the same.
+        let after = after.trim_start();
         let unit_len = after
             .char_indices()
             .find(|&(_, c)| !c.is_alphabetic())
@@ -124,6 +126,7 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1 h 30 m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
     }
@@ -155,7 +158,10 @@ mod tests {
             parse_duration("99999999999999999999d"),
             Err(DurationError::Overflow)
         );
-        assert_eq!(parse_duration("999999999999999d"), Err(DurationError::Overflow));
+        assert_eq!(
+            parse_duration("999999999999999d"),
+            Err(DurationError::Overflow)
+        );
     }
 
     #[test]

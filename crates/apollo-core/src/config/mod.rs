@@ -43,7 +43,8 @@ use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::Pipeline;
 
 /// The file names [`find_default_config`] tries, in order.
-pub const DEFAULT_CONFIG_NAMES: [&str; 3] = ["apollo.yaml", "pipeline.yaml", "config/pipeline.yaml"];
+pub const DEFAULT_CONFIG_NAMES: [&str; 3] =
+    ["apollo.yaml", "pipeline.yaml", "config/pipeline.yaml"];
 
 /// A pipeline that loaded and validated.
 #[derive(Debug, Clone)]
@@ -85,7 +86,10 @@ pub enum LoadError {
 }
 
 fn n_errors(diagnostics: &[Diagnostic]) -> usize {
-    diagnostics.iter().filter(|diagnostic| diagnostic.is_error()).count()
+    diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.is_error())
+        .count()
 }
 
 /// Reads, parses, resolves and validates the pipeline config at `path`.
@@ -146,11 +150,30 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
     }
     let root = match raw::parse(&text) {
         Ok(root) => root,
+        Err(error) if error.message.contains("multiple YAML documents") => {
+            return Err(invalid(vec![
+                source
+                    .error(
+                        "yaml-syntax",
+                        error.loc,
+                        "the file holds more than one YAML document",
+                    )
+                    .with_hint(
+                        "a config file is one pipeline: remove the `---` line or split the file",
+                    ),
+            ]));
+        }
         Err(error) => {
             return Err(invalid(vec![
                 source
-                    .error("yaml-syntax", error.loc, format!("invalid YAML: {}", error.message))
-                    .with_hint("check the indentation and the brackets and quotes around this place"),
+                    .error(
+                        "yaml-syntax",
+                        error.loc,
+                        format!("invalid YAML: {}", error.message),
+                    )
+                    .with_hint(
+                        "check the indentation and the brackets and quotes around this place",
+                    ),
             ]));
         }
     };
@@ -184,7 +207,10 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
 /// The diagnostic for a file that is not UTF-8, pointing at the first bad byte.
 fn not_utf8(bytes: &[u8], error: std::str::Utf8Error, path: &Path) -> Diagnostic {
     let valid = &bytes[..error.valid_up_to()];
-    let line_start = valid.iter().rposition(|&byte| byte == b'\n').map_or(0, |i| i + 1);
+    let line_start = valid
+        .iter()
+        .rposition(|&byte| byte == b'\n')
+        .map_or(0, |i| i + 1);
     let line = valid.iter().filter(|&&byte| byte == b'\n').count() + 1;
     let prefix = String::from_utf8_lossy(&valid[line_start..]);
     let line_end = bytes[line_start..]
@@ -249,7 +275,9 @@ mod tests {
         assert_eq!(pipeline.name, "daily");
         assert_eq!(pipeline.max_parallel, 3);
         assert_eq!(pipeline.base_dir, Path::new("/base/dir"));
-        let [a, b] = &pipeline.units[..] else { panic!() };
+        let [a, b] = &pipeline.units[..] else {
+            panic!()
+        };
         assert_eq!(a.timeout, Some(Duration::from_secs(60)));
         assert_eq!(a.retries, 2);
         assert_eq!(a.retry_delay, Duration::from_secs(1));
@@ -286,7 +314,10 @@ mod tests {
             panic!("expected invalid");
         };
         let codes: Vec<&str> = diagnostics.iter().map(|d| d.code).collect();
-        assert_eq!(codes, ["unknown-dependency", "dependency-cycle", "bad-duration"]);
+        assert_eq!(
+            codes,
+            ["unknown-dependency", "dependency-cycle", "bad-duration"]
+        );
     }
 
     #[test]
@@ -312,6 +343,9 @@ mod tests {
             Some(dir.path().join("config/pipeline.yaml"))
         );
         std::fs::write(dir.path().join("apollo.yaml"), "").unwrap();
-        assert_eq!(find_default_config(dir.path()), Some(dir.path().join("apollo.yaml")));
+        assert_eq!(
+            find_default_config(dir.path()),
+            Some(dir.path().join("apollo.yaml"))
+        );
     }
 }

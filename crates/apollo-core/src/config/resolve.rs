@@ -37,21 +37,34 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             name: unit_name.value,
             deps,
             timeout: inherit(settings, defaults, |s| s.timeout.as_ref().map(|t| t.value)),
-            retries: inherit(settings, defaults, |s| s.retries.as_ref().map(|r| r.value)).unwrap_or(0),
-            retry_delay: inherit(settings, defaults, |s| s.retry_delay.as_ref().map(|d| d.value))
-                .unwrap_or(DEFAULT_RETRY_DELAY),
-            kill_grace: inherit(settings, defaults, |s| s.kill_grace.as_ref().map(|d| d.value))
-                .unwrap_or(DEFAULT_KILL_GRACE),
+            retries: inherit(settings, defaults, |s| s.retries.as_ref().map(|r| r.value))
+                .unwrap_or(0),
+            retry_delay: inherit(settings, defaults, |s| {
+                s.retry_delay.as_ref().map(|d| d.value)
+            })
+            .unwrap_or(DEFAULT_RETRY_DELAY),
+            kill_grace: inherit(settings, defaults, |s| {
+                s.kill_grace.as_ref().map(|d| d.value)
+            })
+            .unwrap_or(DEFAULT_KILL_GRACE),
             prepare: unit.prepare.map(|command| command.value),
             execute: execute.value,
             cleanup: unit.cleanup.map(|command| command.value),
             inputs: unit.inputs.into_iter().map(|input| input.value).collect(),
-            outputs: unit.outputs.into_iter().map(|output| output.value).collect(),
+            outputs: unit
+                .outputs
+                .into_iter()
+                .map(|output| output.value)
+                .collect(),
             env,
-            workdir: inherit(settings, defaults, |s| s.workdir.as_ref().map(|w| w.value.clone()))
-                .map_or_else(|| base_dir.clone(), |workdir| base_dir.join(workdir)),
-            idempotent: inherit(settings, defaults, |s| s.idempotent.as_ref().map(|i| i.value))
-                .unwrap_or(true),
+            workdir: inherit(settings, defaults, |s| {
+                s.workdir.as_ref().map(|w| w.value.clone())
+            })
+            .map_or_else(|| base_dir.clone(), |workdir| base_dir.join(workdir)),
+            idempotent: inherit(settings, defaults, |s| {
+                s.idempotent.as_ref().map(|i| i.value)
+            })
+            .unwrap_or(true),
         });
     }
     Pipeline {
@@ -64,7 +77,11 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
 }
 
 /// The unit's own setting, else the pipeline default.
-fn inherit<T>(unit: &Settings, defaults: &Settings, get: impl Fn(&Settings) -> Option<T>) -> Option<T> {
+fn inherit<T>(
+    unit: &Settings,
+    defaults: &Settings,
+    get: impl Fn(&Settings) -> Option<T>,
+) -> Option<T> {
     get(unit).or_else(|| get(defaults))
 }
 

@@ -132,7 +132,9 @@ impl Walker<'_, '_> {
             return spec;
         };
         let mut units_node = None;
-        for (key, value) in self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS) {
+        let (entries, suggested) =
+            self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS);
+        for (key, value) in entries {
             match key {
                 "name" => spec.name = self.non_empty_string(value, "the pipeline `name`"),
                 "defaults" => spec.defaults = self.defaults(value),
@@ -143,6 +145,8 @@ impl Walker<'_, '_> {
             }
         }
         match units_node {
+            // A misspelt `units:` was already reported with its suggestion.
+            None if suggested.contains(&"units") => {}
             None => {
                 self.error(
                     "missing-key",
@@ -153,12 +157,8 @@ impl Walker<'_, '_> {
             }
             Some(node) => match &node.value {
                 Value::Seq(items) if items.is_empty() => {
-                    self.error(
-                        "no-units",
-                        node.loc,
-                        "the `units` list is empty".to_owned(),
-                    )
-                    .hint("a pipeline needs at least one unit");
+                    self.error("no-units", node.loc, "the `units` list is empty".to_owned())
+                        .hint("a pipeline needs at least one unit");
                 }
                 Value::Seq(items) => {
                     spec.units = items
@@ -189,9 +189,10 @@ impl Walker<'_, '_> {
         context: &str,
         allowed: &[&'static str],
         elsewhere: &[&'static str],
-    ) -> Vec<(&'static str, &'n Node)> {
+    ) -> (Vec<(&'static str, &'n Node)>, Vec<&'static str>) {
+        let mut suggested = Vec::new();
         let Value::Map(map) = &node.value else {
-            return Vec::new();
+            return (Vec::new(), suggested);
         };
         let mut seen: Vec<(&'static str, Loc)> = Vec::new();
         let mut known = Vec::with_capacity(map.len());
@@ -206,6 +207,7 @@ impl Walker<'_, '_> {
             };
             let Some(&allowed_key) = allowed.iter().find(|&&name| name == key_text) else {
                 let hint = if let Some(suggestion) = closest(key_text, allowed.iter().copied()) {
+                    suggested.push(suggestion);
                     format!("did you mean `{suggestion}`?")
                 } else if elsewhere.contains(&key_text.as_str()) {
                     format!(
@@ -229,14 +231,17 @@ impl Walker<'_, '_> {
                     key.loc,
                     format!("duplicate key `{allowed_key}` {context}"),
                 )
-                .note(format!("`{allowed_key}` is first set at line {}", first_loc.line))
+                .note(format!(
+                    "`{allowed_key}` is first set at line {}",
+                    first_loc.line
+                ))
                 .hint("remove one of them");
                 continue;
             }
             seen.push((allowed_key, key.loc));
             known.push((allowed_key, value));
         }
-        known
+        (known, suggested)
     }
 
     fn defaults(&mut self, node: &Node) -> Settings {
@@ -249,7 +254,10 @@ impl Walker<'_, '_> {
                 return settings;
             }
         }
-        for (key, value) in self.entries(node, "in `defaults`", DEFAULTS_KEYS, UNIT_KEYS) {
+        for (key, value) in self
+            .entries(node, "in `defaults`", DEFAULTS_KEYS, UNIT_KEYS)
+            .0
+        {
             self.setting(&mut settings, key, value, "in `defaults`");
         }
         settings
@@ -277,7 +285,9 @@ impl Walker<'_, '_> {
             "retry_delay" => settings.retry_delay = self.duration(value, key, context),
             "kill_grace" => settings.kill_grace = self.duration(value, key, context),
             "idempotent" => settings.idempotent = self.boolean(value, key, context),
-            "workdir" => settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}")),
+            "workdir" => {
+                settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
+            }
             _ => {}
         }
     }
@@ -298,7 +308,8 @@ impl Walker<'_, '_> {
                 None
             }
             _ => {
-                self.wrong_type(node, "`max_parallel`", "a whole number");
+                self.wrong_type(node, "`max_parallel`", "a whole number")
+                    .hint("for example `max_parallel: 4`");
                 None
             }
         }
@@ -331,7 +342,8 @@ impl Walker<'_, '_> {
                 }
             },
             _ => {
-                self.wrong_type(node, &format!("`retries` {context}"), "a whole number");
+                self.wrong_type(node, &format!("`retries` {context}"), "a whole number")
+                    .hint("for example `retries: 2`");
                 None
             }
         }
@@ -396,7 +408,10 @@ impl Walker<'_, '_> {
                 loc: node.loc,
             }),
             _ => {
-                self.wrong_type(node, &format!("`{key}` {context}"), "`true` or `false`");
+                self.wrong_type(node, &format!("`{key}` {context}"), "`true` or `false`")
+                    .hint(format!(
+                        "write `{key}: true` or `{key}: false`, without quotes"
+                    ));
                 None
             }
         }
@@ -470,7 +485,10 @@ impl Walker<'_, '_> {
                 self.error(
                     "bad-value",
                     key.loc,
-                    format!("`{}` in {what} is not a valid environment variable name", name.value),
+                    format!(
+                        "`{}` in {what} is not a valid environment variable name",
+                        name.value
+                    ),
                 )
                 .hint("a variable name is non-empty and has no `=`");
                 continue;
@@ -515,11 +533,17 @@ impl Walker<'_, '_> {
             Value::Str(script) => {
                 if script.trim().is_empty() {
                     self.error("empty-command", node.loc, format!("{what} is empty"))
-                        .hint("give a shell command, e.g. `./units/fetch_data.sh`, or remove the key");
+                        .hint(
+                            "give a shell command, e.g. `./units/fetch_data.sh`, or remove the key",
+                        );
                     return None;
                 }
                 if script.contains('\0') {
-                    self.error("bad-value", node.loc, format!("{what} contains a NUL character"));
+                    self.error(
+                        "bad-value",
+                        node.loc,
+                        format!("{what} contains a NUL character"),
+                    );
                     return None;
                 }
                 Command::Shell(script.clone())
@@ -529,8 +553,12 @@ impl Walker<'_, '_> {
             Value::Int(number) => Command::Shell(number.to_string()),
             Value::Seq(items) => {
                 if items.is_empty() {
-                    self.error("empty-command", node.loc, format!("{what} is an empty list"))
-                        .hint("a list command is `[program, arg, ...]`");
+                    self.error(
+                        "empty-command",
+                        node.loc,
+                        format!("{what} is an empty list"),
+                    )
+                    .hint("a list command is `[program, arg, ...]`");
                     return None;
                 }
                 let mut argv = Vec::with_capacity(items.len());
@@ -541,18 +569,29 @@ impl Walker<'_, '_> {
                         Value::Float(number) => number.to_string(),
                         Value::Bool(flag) => flag.to_string(),
                         _ => {
-                            self.wrong_type(item, &format!("an argument of {what}"), "a string");
+                            self.wrong_type(item, &format!("an argument of {what}"), "a string")
+                                .hint(
+                                    "quote an argument that YAML would read as a mapping or list",
+                                );
                             return None;
                         }
                     };
                     if arg.contains('\0') {
-                        self.error("bad-value", item.loc, format!("an argument of {what} contains a NUL character"));
+                        self.error(
+                            "bad-value",
+                            item.loc,
+                            format!("an argument of {what} contains a NUL character"),
+                        );
                         return None;
                     }
                     argv.push(arg);
                 }
                 if argv[0].trim().is_empty() {
-                    self.error("empty-command", items[0].loc, format!("the program of {what} is empty"));
+                    self.error(
+                        "empty-command",
+                        items[0].loc,
+                        format!("the program of {what} is empty"),
+                    );
                     return None;
                 }
                 Command::Argv(argv)
@@ -563,7 +602,8 @@ impl Walker<'_, '_> {
                 return None;
             }
             _ => {
-                self.wrong_type(node, &what, "a command string or a list `[program, arg, ...]`");
+                self.wrong_type(node, &what, "a command string or a list `[program, arg, ...]`")
+                    .hint("write `execute: ./script.sh arg` (run by /bin/sh) or `execute: [./script.sh, arg]` (no shell)");
                 return None;
             }
         };
@@ -598,12 +638,14 @@ impl Walker<'_, '_> {
                 .find(|(key, _)| key.value == Value::Str("name".to_owned()))
         {
             name_seen = true;
-            unit.name = self.non_empty_string(name_node, &format!("the name of unit #{}", position + 1));
+            unit.name =
+                self.non_empty_string(name_node, &format!("the name of unit #{}", position + 1));
         }
         let label = unit.label(position);
         let context = format!("in {label}");
         let mut execute_seen = false;
-        for (key, value) in self.entries(node, &context, UNIT_KEYS, TOP_LEVEL_KEYS) {
+        let (entries, suggested) = self.entries(node, &context, UNIT_KEYS, TOP_LEVEL_KEYS);
+        for (key, value) in entries {
             match key {
                 "name" => {}
                 "deps" => unit.deps = self.string_list(value, &format!("`deps` of {label}")),
@@ -621,7 +663,8 @@ impl Walker<'_, '_> {
                 _ => self.setting(&mut unit.settings, key, value, &context),
             }
         }
-        if !name_seen {
+        // A misspelt key was already reported with its suggestion: do not also say it is missing.
+        if !name_seen && !suggested.contains(&"name") {
             self.error(
                 "missing-key",
                 node.loc,
@@ -629,7 +672,7 @@ impl Walker<'_, '_> {
             )
             .hint("give every unit a unique `name:` made of letters, digits, `_`, `.` and `-`");
         }
-        if !execute_seen {
+        if !execute_seen && !suggested.contains(&"execute") {
             let loc = unit.name.as_ref().map_or(node.loc, |name| name.loc);
             self.error(
                 "missing-execute",
