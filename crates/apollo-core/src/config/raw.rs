@@ -1,17 +1,23 @@
-//! YAML text → a tree of located nodes. The only module that knows about serde-saphyr, so the
-//! YAML library could be swapped by rewriting this file alone.
+//! YAML text → a tree of located nodes. The only module that knows which YAML library we
+//! use, so it could be swapped by rewriting this file alone.
 //!
-//! We deserialize into a generic tree rather than into typed structs on purpose: serde stops
-//! at the first error, while `apollo check` must report every unknown key, wrong type and bad
-//! duration at once. The typed walk over this tree lives in `schema.rs`.
+//! We build a generic tree rather than deserializing into typed structs on purpose: serde
+//! stops at the first error, while `apollo check` must report every unknown key, wrong type
+//! and bad duration at once. The typed walk over this tree lives in `schema.rs`.
+//!
+//! The tree is built from the event stream of `granit-parser`, the YAML 1.2 parser under
+//! serde-saphyr (re-exported by it). Going through serde-saphyr's `Spanned<T>` costs a
+//! synthesized map per node and made a 100,000-unit config take three times as long to load;
+//! the events carry the same places for free. Plain scalars are resolved with the YAML 1.2
+//! core schema (`true`/`false` only — `yes`, `on` and `y` are strings).
 
-use std::fmt;
-
-use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::Spanned;
+use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
 use crate::diagnostic::Loc;
+
+/// Deeper nesting than this is rejected (a config needs about 5 levels), which also keeps the
+/// recursive `Drop` of the tree shallow.
+const MAX_DEPTH: usize = 64;
 
 /// A YAML node and where it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,148 +60,244 @@ pub(crate) struct SyntaxError {
     pub(crate) loc: Loc,
 }
 
+/// A collection being built.
+struct Frame {
+    loc: Loc,
+    anchor_id: usize,
+    /// `produced` when the collection started, to size it for alias expansion.
+    produced_before: usize,
+    kind: FrameKind,
+}
+
+enum FrameKind {
+    Seq(Vec<Node>),
+    Map {
+        entries: Vec<(Node, Node)>,
+        pending_key: Option<Node>,
+    },
+}
+
 /// Parses one YAML document into a node tree.
 ///
-/// Duplicate keys are passed through (the schema walk reports them with both places), and the
-/// parser's budget is raised for large pipelines while keeping its protection against alias
-/// bombs and deep nesting.
+/// Aliases are expanded (with a cap on the total number of nodes, against alias bombs);
+/// duplicate keys are kept, for the schema walk to report with both places.
 pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
-    let mut options = serde_saphyr::Options::default();
-    options.with_snippet = false;
-    // YAML 1.2 booleans only: with YAML 1.1 rules `execute: y` or `name: on` would be booleans.
-    options.strict_booleans = true;
-    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
-    let mut budget = serde_saphyr::Budget::default();
-    // A 100,000-unit pipeline has about a million nodes; allow ten times that. Memory stays
-    // bounded by the input size, which we have already read.
-    budget.max_nodes = budget.max_nodes.max(10_000_000);
-    budget.max_events = budget.max_events.max(40_000_000);
-    options.budget = Some(budget);
-    match serde_saphyr::from_str_with_options::<SpannedNode>(text, options) {
-        Ok(SpannedNode(node)) => Ok(node),
-        Err(error) => {
-            let loc = error
-                .location()
-                .map(|location| Loc {
-                    line: u32::try_from(location.line()).unwrap_or(u32::MAX),
-                    column: u32::try_from(location.column()).unwrap_or(u32::MAX),
-                    width: 1,
-                })
-                .unwrap_or_default();
-            let message = error.without_snippet().to_string();
-            Err(SyntaxError {
-                message: strip_location_suffix(&message).to_owned(),
-                loc,
-            })
-        }
-    }
-}
-
-/// serde-saphyr appends ` at line L, column C` to its messages; we print the place ourselves.
-fn strip_location_suffix(message: &str) -> &str {
-    match message.rfind(" at line ") {
-        Some(index) if message[index..].contains(", column ") => &message[..index],
-        _ => message,
-    }
-}
-
-/// A node deserialized together with its place.
-struct SpannedNode(Node);
-
-impl<'de> Deserialize<'de> for SpannedNode {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let spanned = Spanned::<Value>::deserialize(deserializer)?;
-        let location = spanned.referenced;
-        let width = u32::try_from(location.span().len()).unwrap_or(u32::MAX);
-        Ok(SpannedNode(Node {
-            value: spanned.value,
+    // Alias expansion may produce at most this many nodes: far more than any real config
+    // (a 100,000-unit pipeline has about a million), far less than an alias bomb.
+    let max_nodes = 4_000_000usize.max(text.len().saturating_mul(2));
+    let mut stack: Vec<Frame> = Vec::new();
+    // Anchored nodes by id, with their node count.
+    let mut anchors: Vec<Option<(Node, usize)>> = Vec::new();
+    let mut produced: usize = 0;
+    let mut root: Option<Node> = None;
+    let mut n_documents = 0;
+    for result in Parser::new_from_str(text) {
+        let (event, span) = result.map_err(|error| SyntaxError {
+            message: error.info(),
             loc: Loc {
-                line: u32::try_from(location.line()).unwrap_or(u32::MAX),
-                column: u32::try_from(location.column()).unwrap_or(u32::MAX),
-                width,
+                line: to_u32(error.marker().line()),
+                column: to_u32(error.marker().col() + 1),
+                width: 1,
             },
-        }))
+        })?;
+        let loc = loc_of(&span);
+        let (node, anchor_id, size) = match event {
+            Event::DocumentStart(..) => {
+                n_documents += 1;
+                if n_documents > 1 {
+                    return Err(SyntaxError {
+                        message: "multiple YAML documents".to_owned(),
+                        loc,
+                    });
+                }
+                continue;
+            }
+            Event::Scalar(text, style, anchor_id, tag) => {
+                produced += 1;
+                let force_string = tag.as_ref().is_some_and(|tag| {
+                    tag.is_yaml_core_schema_tag("str") || !tag.is_yaml_core_schema()
+                });
+                let value = if style == ScalarStyle::Plain && !force_string {
+                    resolve_plain(&text)
+                } else {
+                    Value::Str(text.into_owned())
+                };
+                (Node { value, loc }, anchor_id, 1)
+            }
+            Event::Alias(anchor_id) => {
+                let Some(Some((node, size))) = anchors.get(anchor_id) else {
+                    return Err(SyntaxError {
+                        message: "alias to an unknown anchor".to_owned(),
+                        loc,
+                    });
+                };
+                produced = produced.saturating_add(*size);
+                if produced > max_nodes {
+                    return Err(SyntaxError {
+                        message: format!(
+                            "aliases expand to more than {max_nodes} nodes; refusing to expand them"
+                        ),
+                        loc,
+                    });
+                }
+                // The alias is used where it stands.
+                let mut node = node.clone();
+                node.loc = loc;
+                (node, 0, 0)
+            }
+            Event::SequenceStart(_, anchor_id, _) | Event::MappingStart(_, anchor_id, _) => {
+                produced += 1;
+                if stack.len() >= MAX_DEPTH {
+                    return Err(SyntaxError {
+                        message: format!("nesting deeper than {MAX_DEPTH} levels"),
+                        loc,
+                    });
+                }
+                let kind = if matches!(event, Event::SequenceStart(..)) {
+                    FrameKind::Seq(Vec::new())
+                } else {
+                    FrameKind::Map {
+                        entries: Vec::new(),
+                        pending_key: None,
+                    }
+                };
+                stack.push(Frame {
+                    loc,
+                    anchor_id,
+                    produced_before: produced - 1,
+                    kind,
+                });
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some(frame) = stack.pop() else {
+                    return Err(SyntaxError {
+                        message: "unbalanced collection end".to_owned(),
+                        loc,
+                    });
+                };
+                let value = match frame.kind {
+                    FrameKind::Seq(items) => Value::Seq(items),
+                    FrameKind::Map { entries, .. } => Value::Map(entries),
+                };
+                let size = produced - frame.produced_before;
+                (
+                    Node {
+                        value,
+                        loc: frame.loc,
+                    },
+                    frame.anchor_id,
+                    size,
+                )
+            }
+            _ => continue,
+        };
+        if anchor_id != 0 {
+            if anchors.len() <= anchor_id {
+                anchors.resize_with(anchor_id + 1, || None);
+            }
+            anchors[anchor_id] = Some((node.clone(), size));
+        }
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame {
+                kind: FrameKind::Seq(items),
+                ..
+            }) => items.push(node),
+            Some(Frame {
+                kind:
+                    FrameKind::Map {
+                        entries,
+                        pending_key,
+                    },
+                ..
+            }) => match pending_key.take() {
+                None => *pending_key = Some(node),
+                Some(key) => entries.push((key, node)),
+            },
+        }
+    }
+    Ok(root.unwrap_or(Node {
+        value: Value::Null,
+        loc: Loc {
+            line: 1,
+            column: 1,
+            width: 1,
+        },
+    }))
+}
+
+fn to_u32(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+fn loc_of(span: &Span) -> Loc {
+    Loc {
+        line: to_u32(span.start.line()),
+        column: to_u32(span.start.col() + 1),
+        width: to_u32(span.end.index().saturating_sub(span.start.index())),
     }
 }
 
-impl<'de> Deserialize<'de> for Value {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ValueVisitor)
+/// The YAML 1.2 core schema for plain scalars: null, booleans, integers, floats, else a string.
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Value::Float(f64::INFINITY);
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
     }
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text
+            .parse::<i128>()
+            .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
+    }
+    if let Some(octal) = text.strip_prefix("0o")
+        && let Ok(number) = i128::from_str_radix(octal, 8)
+    {
+        return Value::Int(number);
+    }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(number) = i128::from_str_radix(hex, 16)
+    {
+        return Value::Int(number);
+    }
+    if is_core_float(unsigned)
+        && let Ok(number) = text.parse::<f64>()
+    {
+        return Value::Float(number);
+    }
+    Value::Str(text.to_owned())
 }
 
-struct ValueVisitor;
-
-impl<'de> Visitor<'de> for ValueVisitor {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("any YAML value")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        Value::deserialize(deserializer)
-    }
-
-    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Value, E> {
-        Ok(Value::Int(i128::from(value)))
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Value, E> {
-        Ok(Value::Int(i128::from(value)))
-    }
-
-    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Value, E> {
-        Ok(Value::Int(value))
-    }
-
-    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Value, E> {
-        Ok(i128::try_from(value).map_or(Value::Float(value as f64), Value::Int))
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Value, E> {
-        Ok(Value::Float(value))
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<Value, E> {
-        Ok(Value::Str(value.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, value: String) -> Result<Value, E> {
-        Ok(Value::Str(value))
-    }
-
-    fn visit_bytes<E: de::Error>(self, value: &[u8]) -> Result<Value, E> {
-        Ok(Value::Str(String::from_utf8_lossy(value).into_owned()))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(access.size_hint().unwrap_or(0).min(1024));
-        while let Some(SpannedNode(node)) = access.next_element()? {
-            items.push(node);
+/// `(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`, the sign already stripped.
+fn is_core_float(text: &str) -> bool {
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(index) => (&text[..index], Some(&text[index + 1..])),
+        None => (text, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (mantissa, None),
+    };
+    let digits = |part: &str| part.bytes().all(|byte| byte.is_ascii_digit());
+    let mantissa_ok = match fraction {
+        None => !whole.is_empty() && digits(whole),
+        Some(fraction) => {
+            digits(whole) && digits(fraction) && (!whole.is_empty() || !fraction.is_empty())
         }
-        Ok(Value::Seq(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0).min(1024));
-        while let Some((SpannedNode(key), SpannedNode(value))) = access.next_entry()? {
-            entries.push((key, value));
-        }
-        Ok(Value::Map(entries))
-    }
+    };
+    let exponent_ok = exponent.is_none_or(|exponent| {
+        let exponent = exponent.strip_prefix(['-', '+']).unwrap_or(exponent);
+        !exponent.is_empty() && digits(exponent)
+    });
+    mantissa_ok && exponent_ok
 }
 
 #[cfg(test)]
@@ -232,6 +334,44 @@ mod tests {
         let error = parse("units: [\n  - a\n").unwrap_err();
         assert_eq!(error.loc.line, 2);
         assert!(!error.message.contains(" at line "), "{}", error.message);
+    }
+
+    #[test]
+    fn plain_scalars_follow_the_yaml_1_2_core_schema() {
+        let cases = [
+            ("~", Value::Null),
+            ("true", Value::Bool(true)),
+            ("yes", Value::Str("yes".into())),
+            ("y", Value::Str("y".into())),
+            ("-12", Value::Int(-12)),
+            ("0x1f", Value::Int(31)),
+            ("0o17", Value::Int(15)),
+            ("1.5", Value::Float(1.5)),
+            ("1e3", Value::Float(1000.0)),
+            (".5", Value::Float(0.5)),
+            ("1h30m", Value::Str("1h30m".into())),
+            ("1.2.3", Value::Str("1.2.3".into())),
+            ("-", Value::Str("-".into())),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(resolve_plain(text), expected, "{text}");
+        }
+        let node = parse("a: '12'\nb: !!str 12\n").unwrap();
+        let Value::Map(entries) = node.value else {
+            panic!("expected a mapping");
+        };
+        assert_eq!(entries[0].1.value, Value::Str("12".into()));
+        assert_eq!(entries[1].1.value, Value::Str("12".into()));
+    }
+
+    #[test]
+    fn aliases_expand_to_the_anchored_node() {
+        let node = parse("a: &x [1, 2]\nb: *x\n").unwrap();
+        let Value::Map(entries) = node.value else {
+            panic!("expected a mapping");
+        };
+        assert_eq!(entries[0].1.value, entries[1].1.value);
+        assert_eq!(entries[1].1.loc.line, 2);
     }
 
     #[test]
