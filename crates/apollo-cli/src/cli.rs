@@ -34,7 +34,12 @@ pub(crate) struct Cli {
 #[derive(Debug, clap::Args)]
 pub(crate) struct GlobalArgs {
     /// Directory holding the run journal and state [default: `.apollo/` beside the config]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
     #[allow(
         dead_code,
         reason = "read by the commands that use run state (run, resume, replay, ...)"

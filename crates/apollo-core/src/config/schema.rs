@@ -456,7 +456,16 @@ impl Walker<'_, '_> {
             Value::Null => Vec::new(),
             Value::Seq(items) => items
                 .iter()
-                .filter_map(|item| self.non_empty_string(item, &format!("an item of {what}")))
+                .filter_map(|item| match &item.value {
+                    // The common case, without formatting a message nobody will read.
+                    Value::Str(text) if !text.trim().is_empty() && !text.contains('\0') => {
+                        Some(Sp {
+                            value: text.clone(),
+                            loc: item.loc,
+                        })
+                    }
+                    _ => self.non_empty_string(item, &format!("an item of {what}")),
+                })
                 .collect(),
             _ => {
                 self.wrong_type(node, what, "a list")
