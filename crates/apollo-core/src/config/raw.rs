@@ -11,6 +11,8 @@
 //! the events carry the same places for free. Plain scalars are resolved with the YAML 1.2
 //! core schema (`true`/`false` only — `yes`, `on` and `y` are strings).
 
+use std::borrow::Cow;
+
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle, Span};
 
 use crate::diagnostic::Loc;
@@ -19,26 +21,26 @@ use crate::diagnostic::Loc;
 /// recursive `Drop` of the tree shallow.
 const MAX_DEPTH: usize = 64;
 
-/// A YAML node and where it is.
+/// A YAML node and where it is. Strings borrow from the source text where they can.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Node {
-    pub(crate) value: Value,
+pub(crate) struct Node<'a> {
+    pub(crate) value: Value<'a>,
     pub(crate) loc: Loc,
 }
 
 /// The value of a YAML node.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub(crate) enum Value<'a> {
     Null,
     Bool(bool),
     Int(i128),
     Float(f64),
-    Str(String),
-    Seq(Vec<Node>),
-    Map(Vec<(Node, Node)>),
+    Str(Cow<'a, str>),
+    Seq(Vec<Node<'a>>),
+    Map(Vec<(Node<'a>, Node<'a>)>),
 }
 
-impl Value {
+impl Value<'_> {
     /// The value's kind, as in "expected a string, found `a list`".
     pub(crate) fn kind(&self) -> &'static str {
         match self {
@@ -61,19 +63,19 @@ pub(crate) struct SyntaxError {
 }
 
 /// A collection being built.
-struct Frame {
+struct Frame<'a> {
     loc: Loc,
     anchor_id: usize,
     /// `produced` when the collection started, to size it for alias expansion.
     produced_before: usize,
-    kind: FrameKind,
+    kind: FrameKind<'a>,
 }
 
-enum FrameKind {
-    Seq(Vec<Node>),
+enum FrameKind<'a> {
+    Seq(Vec<Node<'a>>),
     Map {
-        entries: Vec<(Node, Node)>,
-        pending_key: Option<Node>,
+        entries: Vec<(Node<'a>, Node<'a>)>,
+        pending_key: Option<Node<'a>>,
     },
 }
 
@@ -81,15 +83,15 @@ enum FrameKind {
 ///
 /// Aliases are expanded (with a cap on the total number of nodes, against alias bombs);
 /// duplicate keys are kept, for the schema walk to report with both places.
-pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
+pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
     // Alias expansion may produce at most this many nodes: far more than any real config
     // (a 100,000-unit pipeline has about a million), far less than an alias bomb.
     let max_nodes = 4_000_000usize.max(text.len().saturating_mul(2));
-    let mut stack: Vec<Frame> = Vec::new();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
     // Anchored nodes by id, with their node count.
-    let mut anchors: Vec<Option<(Node, usize)>> = Vec::new();
+    let mut anchors: Vec<Option<(Node<'_>, usize)>> = Vec::new();
     let mut produced: usize = 0;
-    let mut root: Option<Node> = None;
+    let mut root: Option<Node<'_>> = None;
     let mut n_documents = 0;
     for result in Parser::new_from_str(text) {
         let (event, span) = result.map_err(|error| SyntaxError {
@@ -118,9 +120,9 @@ pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
                     tag.is_yaml_core_schema_tag("str") || !tag.is_yaml_core_schema()
                 });
                 let value = if style == ScalarStyle::Plain && !force_string {
-                    resolve_plain(&text)
+                    resolve_plain(text)
                 } else {
-                    Value::Str(text.into_owned())
+                    Value::Str(text)
                 };
                 (Node { value, loc }, anchor_id, 1)
             }
@@ -240,8 +242,8 @@ fn loc_of(span: &Span) -> Loc {
 }
 
 /// The YAML 1.2 core schema for plain scalars: null, booleans, integers, floats, else a string.
-fn resolve_plain(text: &str) -> Value {
-    match text {
+fn resolve_plain(text: Cow<'_, str>) -> Value<'_> {
+    match &*text {
         "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
         "true" | "True" | "TRUE" => return Value::Bool(true),
         "false" | "False" | "FALSE" => return Value::Bool(false),
@@ -252,11 +254,12 @@ fn resolve_plain(text: &str) -> Value {
         ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
         _ => {}
     }
-    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(&text);
     if !unsigned.is_empty() && unsigned.bytes().all(|byte| byte.is_ascii_digit()) {
-        return text
-            .parse::<i128>()
-            .map_or_else(|_| Value::Str(text.to_owned()), Value::Int);
+        return match text.parse::<i128>() {
+            Ok(number) => Value::Int(number),
+            Err(_) => Value::Str(text),
+        };
     }
     if let Some(octal) = text.strip_prefix("0o")
         && let Ok(number) = i128::from_str_radix(octal, 8)
@@ -273,7 +276,7 @@ fn resolve_plain(text: &str) -> Value {
     {
         return Value::Float(number);
     }
-    Value::Str(text.to_owned())
+    Value::Str(text)
 }
 
 /// `(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`, the sign already stripped.
@@ -354,7 +357,7 @@ mod tests {
             ("-", Value::Str("-".into())),
         ];
         for (text, expected) in cases {
-            assert_eq!(resolve_plain(text), expected, "{text}");
+            assert_eq!(resolve_plain(Cow::Borrowed(text)), expected, "{text}");
         }
         let node = parse("a: '12'\nb: !!str 12\n").unwrap();
         let Value::Map(entries) = node.value else {

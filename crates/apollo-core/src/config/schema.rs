@@ -185,11 +185,11 @@ impl Walker<'_, '_> {
     /// better hint.
     fn entries<'n>(
         &mut self,
-        node: &'n Node,
+        node: &'n Node<'n>,
         context: &str,
         allowed: &[&'static str],
         elsewhere: &[&'static str],
-    ) -> (Vec<(&'static str, &'n Node)>, Vec<&'static str>) {
+    ) -> (Vec<(&'static str, &'n Node<'n>)>, Vec<&'static str>) {
         let mut suggested = Vec::new();
         let Value::Map(map) = &node.value else {
             return (Vec::new(), suggested);
@@ -209,7 +209,7 @@ impl Walker<'_, '_> {
                 let hint = if let Some(suggestion) = closest(key_text, allowed.iter().copied()) {
                     suggested.push(suggestion);
                     format!("did you mean `{suggestion}`?")
-                } else if elsewhere.contains(&key_text.as_str()) {
+                } else if elsewhere.contains(&key_text.as_ref()) {
                     format!(
                         "`{key_text}` is not allowed here; the keys allowed {context} are: {}",
                         quoted_list(allowed)
@@ -386,7 +386,7 @@ impl Walker<'_, '_> {
             }),
             Err(reason) => {
                 let written = match &node.value {
-                    Value::Str(text) => text.clone(),
+                    Value::Str(text) => text.to_string(),
                     Value::Int(seconds) => seconds.to_string(),
                     _ => String::new(),
                 };
@@ -420,7 +420,7 @@ impl Walker<'_, '_> {
     /// A string, or a whole number read as its decimal text (names like `2024` are fine).
     fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
         let value = match &node.value {
-            Value::Str(text) => text.clone(),
+            Value::Str(text) => text.to_string(),
             Value::Int(number) => number.to_string(),
             _ => {
                 self.wrong_type(node, what, "a string");
@@ -460,7 +460,7 @@ impl Walker<'_, '_> {
                     // The common case, without formatting a message nobody will read.
                     Value::Str(text) if !text.trim().is_empty() && !text.contains('\0') => {
                         Some(Sp {
-                            value: text.clone(),
+                            value: text.to_string(),
                             loc: item.loc,
                         })
                     }
@@ -503,7 +503,7 @@ impl Walker<'_, '_> {
                 continue;
             }
             let text = match &value.value {
-                Value::Str(text) => text.clone(),
+                Value::Str(text) => text.to_string(),
                 Value::Int(number) => number.to_string(),
                 Value::Bool(flag) => flag.to_string(),
                 Value::Float(_) => {
@@ -555,7 +555,7 @@ impl Walker<'_, '_> {
                     );
                     return None;
                 }
-                Command::Shell(script.clone())
+                Command::Shell(script.to_string())
             }
             // `execute: true` means the program `true`, not a boolean.
             Value::Bool(flag) => Command::Shell(flag.to_string()),
@@ -573,7 +573,7 @@ impl Walker<'_, '_> {
                 let mut argv = Vec::with_capacity(items.len());
                 for item in items {
                     let arg = match &item.value {
-                        Value::Str(text) => text.clone(),
+                        Value::Str(text) => text.to_string(),
                         Value::Int(number) => number.to_string(),
                         Value::Float(number) => number.to_string(),
                         Value::Bool(flag) => flag.to_string(),
@@ -644,7 +644,7 @@ impl Walker<'_, '_> {
         if let Value::Map(map) = &node.value
             && let Some((_, name_node)) = map
                 .iter()
-                .find(|(key, _)| key.value == Value::Str("name".to_owned()))
+                .find(|(key, _)| matches!(&key.value, Value::Str(text) if text == "name"))
         {
             name_seen = true;
             unit.name =
