@@ -39,6 +39,7 @@ pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>, base_dir: &Path) -> Ve
     let mut diagnostics = Vec::new();
     let index = check_names(spec, source, &mut diagnostics);
     check_dependencies(spec, source, &index, &mut diagnostics);
+    check_inputs(spec, source, &mut diagnostics);
     check_warnings(spec, source, base_dir, &mut diagnostics);
     diagnostics
 }
@@ -221,6 +222,30 @@ fn cycle_diagnostic(
 
 fn unit_name(unit: &UnitSpec) -> &str {
     unit.name.as_ref().map_or("?", |name| name.value.as_str())
+}
+
+/// Input patterns must be valid globs, or hashing them would fail at run time.
+fn check_inputs(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        for input in &unit.inputs {
+            if let Err(error) = glob::Pattern::new(&input.value) {
+                diagnostics.push(
+                    source
+                        .error(
+                            "bad-glob",
+                            input.loc,
+                            format!(
+                                "input `{}` of {} is not a valid glob pattern: {}",
+                                input.value,
+                                unit.label(unit_idx),
+                                error.msg
+                            ),
+                        )
+                        .with_hint("escape a literal `[`, `]`, `*` or `?` by wrapping it in brackets, e.g. `[[]`"),
+                );
+            }
+        }
+    }
 }
 
 fn check_warnings(
