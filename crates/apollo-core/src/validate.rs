@@ -291,7 +291,8 @@ fn check_warnings(
             .or(defaults.kill_grace.as_ref());
         let kill_grace_value = kill_grace.map_or(DEFAULT_KILL_GRACE, |grace| grace.value);
         if let Some(timeout) = timeout
-            && timeout.value < kill_grace_value
+            && let Some(timeout_value) = timeout.value
+            && timeout_value < kill_grace_value
         {
             let grace_origin = match kill_grace {
                 Some(grace) => format!("set at line {}", grace.loc.line),
@@ -304,7 +305,7 @@ fn check_warnings(
                         timeout.loc,
                         format!(
                             "the timeout of {label} ({}) is shorter than its `kill_grace` ({})",
-                            format_duration(timeout.value),
+                            format_duration(timeout_value),
                             format_duration(kill_grace_value)
                         ),
                     )

@@ -8,7 +8,8 @@
 //! ```yaml
 //! name: daily-etl              # optional; defaults to the file stem
 //! defaults:                    # optional; inherited by every unit
-//!   timeout: 30s               # whole seconds or `500ms`, `45s`, `2m`, `1h30m`, `1d`
+//!   timeout: 30s               # whole seconds or `500ms`, `45s`, `2m`, `1h30m`, `1d`;
+//!                              # `none` (the default) for no limit
 //!   retries: 1                 # extra attempts after a failure (default 0)
 //!   retry_delay: 1s            # backoff base (default 1s)
 //!   kill_grace: 5s             # SIGTERM → wait → SIGKILL (default 5s)
@@ -296,6 +297,18 @@ mod tests {
         // The duplicate dependency is a warning, not an error.
         assert_eq!(loaded.warnings.len(), 1);
         assert_eq!(loaded.warnings[0].code, "duplicate-dependency");
+    }
+
+    #[test]
+    fn timeout_none_overrides_the_default_timeout() {
+        let loaded = load_ok(
+            "defaults: { timeout: 30s }\nunits:\n  - name: a\n    execute: x\n  - name: b\n    timeout: none\n    execute: y\n",
+        );
+        assert_eq!(
+            loaded.pipeline.units[0].timeout,
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(loaded.pipeline.units[1].timeout, None);
     }
 
     #[test]

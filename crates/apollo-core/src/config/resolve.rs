@@ -36,7 +36,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         units.push(Unit {
             name: unit_name.value,
             deps,
-            timeout: inherit(settings, defaults, |s| s.timeout.as_ref().map(|t| t.value)),
+            timeout: inherit(settings, defaults, |s| s.timeout.as_ref().map(|t| t.value)).flatten(),
             retries: inherit(settings, defaults, |s| s.retries.as_ref().map(|r| r.value))
                 .unwrap_or(0),
             retry_delay: inherit(settings, defaults, |s| {

@@ -62,7 +62,8 @@ pub(crate) struct Spec {
 /// The settings a unit can inherit from `defaults:`.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Settings {
-    pub(crate) timeout: Option<Sp<Duration>>,
+    /// `Some(None)` is an explicit `timeout: none` (no limit, overriding `defaults`).
+    pub(crate) timeout: Option<Sp<Option<Duration>>>,
     pub(crate) retries: Option<Sp<u32>>,
     pub(crate) retry_delay: Option<Sp<Duration>>,
     pub(crate) kill_grace: Option<Sp<Duration>>,
@@ -267,19 +268,30 @@ impl Walker<'_, '_> {
     fn setting(&mut self, settings: &mut Settings, key: &str, value: &Node, context: &str) {
         match key {
             "timeout" => {
-                settings.timeout = self.duration(value, key, context);
-                if let Some(timeout) = &settings.timeout
-                    && timeout.value.is_zero()
-                {
-                    let loc = timeout.loc;
-                    settings.timeout = None;
-                    self.error(
-                        "bad-value",
-                        loc,
-                        format!("`timeout` {context} is zero"),
-                    )
-                    .hint("a zero timeout would stop every attempt at once; remove `timeout` for no limit");
+                if matches!(&value.value, Value::Str(text) if text.trim() == "none") {
+                    settings.timeout = Some(Sp {
+                        value: None,
+                        loc: value.loc,
+                    });
+                    return;
                 }
+                if value.value == Value::Null {
+                    self.wrong_type(value, &format!("`timeout` {context}"), "a duration")
+                        .hint("write `timeout: none` for no limit, or a duration like `30s`");
+                    return;
+                }
+                let Some(timeout) = self.duration(value, key, context) else {
+                    return;
+                };
+                if timeout.value.is_zero() {
+                    self.error("bad-value", timeout.loc, format!("`timeout` {context} is zero"))
+                        .hint("a zero timeout would stop every attempt at once; write `timeout: none` for no limit");
+                    return;
+                }
+                settings.timeout = Some(Sp {
+                    value: Some(timeout.value),
+                    loc: timeout.loc,
+                });
             }
             "retries" => settings.retries = self.retries(value, context),
             "retry_delay" => settings.retry_delay = self.duration(value, key, context),
