@@ -1,5 +1,81 @@
-//! `cargo xtask`: Apollo-11's development chores.
+//! `cargo xtask`: Apollo-11's development chores. Kept small: std plus apollo-core.
+//!
+//! * `cargo xtask check-config` — validate every pipeline under `config/` and `examples/`.
+//! * `cargo xtask snapshots [--accept]` — run the workspace tests, list the pending insta
+//!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 
-fn main() {
-    std::process::exit(2);
+mod check_config;
+mod snapshots;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  check-config          validate every pipeline under config/ and examples/
+  snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let root = workspace_root();
+    let result = match args.as_slice() {
+        ["check-config"] => check_config::run(&root),
+        ["snapshots"] => snapshots::run(&root, false),
+        ["snapshots", "--accept"] => snapshots::run(&root, true),
+        ["help" | "--help" | "-h"] => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        _ => {
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: xtask's parent folder.
+fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map_or_else(|| manifest_dir.to_path_buf(), Path::to_path_buf)
+}
+
+/// Every file under `dir` (recursively, skipping hidden folders and `target`) for which
+/// `keep` is true, sorted.
+fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> std::io::Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(error),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if entry.file_type()?.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    pending.push(path);
+                }
+            } else if keep(&path) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
 }

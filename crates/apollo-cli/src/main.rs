@@ -1,5 +1,51 @@
-//! The `apollo` binary.
+//! The `apollo` binary: parse the command line, run one command, turn its outcome into an
+//! exit code. Everything else lives in the library crates; see `cli.rs` for the commands and
+//! `exit.rs` for the exit-code table.
 
-fn main() {
-    std::process::exit(2);
+mod cli;
+mod cmd;
+mod error;
+mod exit;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::exit::Exit;
+
+fn main() -> ExitCode {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock()).into()
 }
+
+/// Runs `apollo` with `args` (program name first), writing to the given streams.
+fn run(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Exit {
+    let cli = match cli::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(clap_error) => {
+            // `--help` and `--version` are "errors" that go to stdout and exit 0.
+            let text = clap_error.render().to_string();
+            // Nothing useful can be done if the stream is closed; the exit code still tells.
+            if clap_error.use_stderr() {
+                let _ = stderr.write_all(text.as_bytes());
+                return Exit::Usage;
+            }
+            let _ = stdout.write_all(text.as_bytes());
+            let _ = stdout.flush();
+            return Exit::Success;
+        }
+    };
+    match cmd::dispatch(cli, stdout, stderr) {
+        Ok(exit) => exit,
+        Err(error) => error::report(&error, stderr),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+//! The command line, as clap derive types. One variant of [`Command`] per subcommand; each
+//! subcommand's arguments and code live in `cmd/<name>.rs`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::cmd;
+use crate::exit::Exit;
+
+/// Apollo-11: a crash-safe task orchestrator with state replay.
+#[derive(Debug, Parser)]
+#[command(
+    name = "apollo",
+    version,
+    about = "Apollo-11: a crash-safe task orchestrator with state replay",
+    long_about = "Apollo-11: a crash-safe task orchestrator with state replay.\n\n\
+        A pipeline is a YAML file of units (commands with dependencies, inputs and outputs). \
+        Without a CONFIG argument, commands look for apollo.yaml, pipeline.yaml and \
+        config/pipeline.yaml in the current folder, in that order.",
+    after_long_help = Exit::help_table(),
+    propagate_version = true
+)]
+pub(crate) struct Cli {
+    /// Options every command accepts.
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+    /// The command to run.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options shared by every command.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GlobalArgs {
+    /// Directory holding the run journal and state [default: `.apollo/` beside the config]
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        help_heading = "Global options"
+    )]
+    #[allow(
+        dead_code,
+        reason = "read by the commands that use run state (run, resume, replay, ...)"
+    )]
+    pub(crate) state_dir: Option<PathBuf>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Validate a pipeline config and report every problem at once
+    #[command(after_long_help = Exit::help_table())]
+    Check(cmd::check::CheckArgs),
+    /// Print the dependency graph as Graphviz dot or Mermaid
+    #[command(after_long_help = Exit::help_table())]
+    Graph(cmd::graph::GraphArgs),
+    /// Print a shell completion script
+    Completions(cmd::completions::CompletionsArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn top_level_help_lists_commands_and_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        insta::assert_snapshot!(help);
+    }
+
+    #[test]
+    fn check_help() {
+        let mut command = Cli::command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("check")
+            .expect("check exists")
+            .render_long_help()
+            .to_string();
+        insta::assert_snapshot!(help);
+    }
+
+    #[test]
+    fn graph_help() {
+        let mut command = Cli::command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("graph")
+            .expect("graph exists")
+            .render_long_help()
+            .to_string();
+        insta::assert_snapshot!(help);
+    }
+
+    #[test]
+    fn completions_help() {
+        let mut command = Cli::command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("completions")
+            .expect("completions exists")
+            .render_long_help()
+            .to_string();
+        insta::assert_snapshot!(help);
+    }
+}

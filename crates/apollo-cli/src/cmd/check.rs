@@ -1,0 +1,162 @@
+//! `apollo check [CONFIG] [--format text|json] [--plan]`: validate a config.
+
+use std::io::Write;
+use std::path::Path;
+
+use apollo_core::Pipeline;
+use apollo_core::config::{self, LoadError};
+use apollo_core::diagnostic::{Diagnostic, render_all};
+use serde::Serialize;
+
+use super::ConfigArg;
+use crate::error::{CliError, output};
+use crate::exit::Exit;
+
+/// How `check` prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum CheckFormat {
+    /// Diagnostics on stderr like a compiler; a summary (and the plan) on stdout
+    Text,
+    /// One JSON document on stdout: validity, counts, diagnostics (and the plan)
+    Json,
+}
+
+/// Arguments of `apollo check`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CheckArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArg,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub(crate) format: CheckFormat,
+    /// Also print the execution plan: the units layer by layer (a layer's units may run in parallel)
+    #[arg(long)]
+    pub(crate) plan: bool,
+}
+
+/// The JSON document of `check --format json`.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    file: &'a Path,
+    valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    units: Option<usize>,
+    errors: usize,
+    warnings: usize,
+    diagnostics: &'a [Diagnostic],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<Vec<Vec<&'a str>>>,
+}
+
+/// Validates the config; exit 0 when valid (warnings allowed), 2 when not.
+pub(crate) fn run(
+    args: &CheckArgs,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let path = args.config.resolve()?;
+    let (pipeline, diagnostics) = match config::load(&path) {
+        Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),
+        Err(LoadError::Invalid { diagnostics, .. }) => (None, diagnostics),
+        Err(error) => return Err(error.into()),
+    };
+    let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let n_warnings = diagnostics.len() - n_errors;
+    let plan = match (&pipeline, args.plan) {
+        (Some(pipeline), true) => Some(layers(pipeline)),
+        _ => None,
+    };
+    match args.format {
+        CheckFormat::Json => {
+            let report = Report {
+                file: &path,
+                valid: pipeline.is_some(),
+                pipeline: pipeline.as_ref().map(|p| p.name.as_str()),
+                units: pipeline.as_ref().map(|p| p.units.len()),
+                errors: n_errors,
+                warnings: n_warnings,
+                diagnostics: &diagnostics,
+                plan,
+            };
+            let mut text = serde_json::to_string_pretty(&report)
+                .map_err(|error| output(std::io::Error::other(error)))?;
+            text.push('\n');
+            stdout.write_all(text.as_bytes()).map_err(output)?;
+        }
+        CheckFormat::Text => {
+            // Diagnostics go to stderr; if it is closed there is no one left to tell.
+            let _ = stderr.write_all(render_all(&diagnostics).as_bytes());
+            match &pipeline {
+                Some(pipeline) => {
+                    let mut text = format!(
+                        "{}: pipeline `{}` is valid ({} unit{}, {} warning{})\n",
+                        path.display(),
+                        pipeline.name,
+                        pipeline.units.len(),
+                        plural(pipeline.units.len()),
+                        n_warnings,
+                        plural(n_warnings)
+                    );
+                    if let Some(plan) = &plan {
+                        text.push_str(&render_plan(pipeline, plan));
+                    }
+                    stdout.write_all(text.as_bytes()).map_err(output)?;
+                }
+                None => {
+                    let _ = writeln!(
+                        stderr,
+                        "error: `{}` is invalid: {n_errors} error{}, {n_warnings} warning{}",
+                        path.display(),
+                        plural(n_errors),
+                        plural(n_warnings)
+                    );
+                }
+            }
+        }
+    }
+    stdout.flush().map_err(output)?;
+    Ok(if pipeline.is_some() {
+        Exit::Success
+    } else {
+        Exit::Usage
+    })
+}
+
+/// The execution layers by unit name.
+fn layers(pipeline: &Pipeline) -> Vec<Vec<&str>> {
+    super::dag_of(pipeline)
+        .layers()
+        .into_iter()
+        .map(|layer| {
+            layer
+                .into_iter()
+                .map(|unit_idx| pipeline.units[unit_idx].name.as_str())
+                .collect()
+        })
+        .collect()
+}
+
+fn render_plan(pipeline: &Pipeline, plan: &[Vec<&str>]) -> String {
+    let mut text = format!(
+        "\nexecution plan: {} layer{}, at most {} unit{} at once\n",
+        plan.len(),
+        plural(plan.len()),
+        pipeline.max_parallel,
+        plural(pipeline.max_parallel)
+    );
+    let width = plan.len().to_string().len();
+    for (layer_idx, layer) in plan.iter().enumerate() {
+        text.push_str(&format!(
+            "  layer {:>width$}: {}\n",
+            layer_idx + 1,
+            layer.join(", ")
+        ));
+    }
+    text
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}

@@ -1,0 +1,107 @@
+//! One module per subcommand. A command gets its parsed arguments and the output streams, and
+//! returns the exit code of a normal outcome or a [`CliError`] (rendered in `error.rs`).
+//!
+//! Adding a command: a new `cmd/<name>.rs` with its `Args` struct and `run` function, one
+//! variant in `cli::Command`, one arm in [`dispatch`].
+
+pub(crate) mod check;
+pub(crate) mod completions;
+pub(crate) mod graph;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use std::collections::HashMap;
+
+use apollo_core::{Dag, Pipeline, config};
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+use crate::exit::Exit;
+
+/// Runs the parsed command line.
+pub(crate) fn dispatch(
+    cli: Cli,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    match cli.command {
+        Command::Check(args) => check::run(&args, stdout, stderr),
+        Command::Graph(args) => graph::run(&args, stdout, stderr),
+        Command::Completions(args) => completions::run(&args, stdout),
+    }
+}
+
+/// The optional CONFIG argument shared by commands that read a pipeline.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConfigArg {
+    /// The pipeline config [default: the first of apollo.yaml, pipeline.yaml, config/pipeline.yaml in the current folder]
+    #[arg(value_name = "CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The config path: the argument, else the first default name found in the current folder.
+    pub(crate) fn resolve(&self) -> Result<PathBuf, CliError> {
+        if let Some(path) = &self.config {
+            return Ok(path.clone());
+        }
+        let cwd = std::env::current_dir().map_err(CliError::CurrentDir)?;
+        find_in(&cwd)
+    }
+}
+
+/// The default config in `cwd`, named relative to it (as the user would type it).
+fn find_in(cwd: &Path) -> Result<PathBuf, CliError> {
+    let found = config::find_default_config(cwd).ok_or_else(|| CliError::NoConfig {
+        cwd: cwd.to_owned(),
+    })?;
+    Ok(found
+        .strip_prefix(cwd)
+        .map_or(found.clone(), Path::to_path_buf))
+}
+
+/// The dependency graph of a loaded (hence validated) pipeline.
+pub(crate) fn dag_of(pipeline: &Pipeline) -> Dag {
+    let index: HashMap<&str, usize> = pipeline
+        .units
+        .iter()
+        .enumerate()
+        .map(|(unit_idx, unit)| (unit.name.as_str(), unit_idx))
+        .collect();
+    Dag::from_deps(
+        pipeline
+            .units
+            .iter()
+            .map(|unit| {
+                unit.deps
+                    .iter()
+                    .filter_map(|dep| index.get(dep.as_str()).copied())
+                    .collect()
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_default_config_names_the_three_candidates() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = find_in(dir.path()).unwrap_err();
+        let message = error.to_string();
+        for name in ["`apollo.yaml`", "`pipeline.yaml`", "`config/pipeline.yaml`"] {
+            assert!(message.contains(name), "{message}");
+        }
+        assert_eq!(error.exit(), Exit::Usage);
+    }
+
+    #[test]
+    fn default_config_is_named_relative_to_the_current_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pipeline.yaml"), "").unwrap();
+        assert_eq!(find_in(dir.path()).unwrap(), PathBuf::from("pipeline.yaml"));
+    }
+}

@@ -1,0 +1,100 @@
+//! A valid [`Spec`] → the resolved [`Pipeline`]: defaults inherited, built-in defaults filled
+//! in, paths made absolute, pipeline env merged under each unit's env.
+
+use std::path::{Path, PathBuf};
+
+use super::schema::{Settings, Spec};
+use crate::model::{Pipeline, Unit};
+use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
+
+/// Builds the pipeline. `config_path` and `base_dir` are absolute. Units the walk could not
+/// read (no name or no `execute`) are skipped; callers only resolve specs without errors.
+pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pipeline {
+    let name = match &spec.name {
+        Some(name) => name.value.clone(),
+        None => default_name(&config_path),
+    };
+    let max_parallel = spec
+        .max_parallel
+        .as_ref()
+        .map_or_else(default_max_parallel, |count| count.value);
+    let defaults = &spec.defaults;
+    let mut units = Vec::with_capacity(spec.units.len());
+    for unit in spec.units {
+        let (Some(unit_name), Some(execute)) = (unit.name, unit.execute) else {
+            continue;
+        };
+        let settings = &unit.settings;
+        let mut deps: Vec<String> = Vec::with_capacity(unit.deps.len());
+        for dep in unit.deps {
+            if !deps.contains(&dep.value) {
+                deps.push(dep.value);
+            }
+        }
+        let mut env = spec.env.clone();
+        env.extend(unit.env);
+        units.push(Unit {
+            name: unit_name.value,
+            deps,
+            timeout: inherit(settings, defaults, |s| s.timeout.as_ref().map(|t| t.value)).flatten(),
+            retries: inherit(settings, defaults, |s| s.retries.as_ref().map(|r| r.value))
+                .unwrap_or(0),
+            retry_delay: inherit(settings, defaults, |s| {
+                s.retry_delay.as_ref().map(|d| d.value)
+            })
+            .unwrap_or(DEFAULT_RETRY_DELAY),
+            kill_grace: inherit(settings, defaults, |s| {
+                s.kill_grace.as_ref().map(|d| d.value)
+            })
+            .unwrap_or(DEFAULT_KILL_GRACE),
+            prepare: unit.prepare.map(|command| command.value),
+            execute: execute.value,
+            cleanup: unit.cleanup.map(|command| command.value),
+            inputs: unit.inputs.into_iter().map(|input| input.value).collect(),
+            outputs: unit
+                .outputs
+                .into_iter()
+                .map(|output| output.value)
+                .collect(),
+            env,
+            workdir: inherit(settings, defaults, |s| {
+                s.workdir.as_ref().map(|w| w.value.clone())
+            })
+            .map_or_else(|| base_dir.clone(), |workdir| base_dir.join(workdir)),
+            idempotent: inherit(settings, defaults, |s| {
+                s.idempotent.as_ref().map(|i| i.value)
+            })
+            .unwrap_or(true),
+        });
+    }
+    Pipeline {
+        name,
+        config_path,
+        base_dir,
+        max_parallel,
+        units,
+    }
+}
+
+/// The unit's own setting, else the pipeline default.
+fn inherit<T>(
+    unit: &Settings,
+    defaults: &Settings,
+    get: impl Fn(&Settings) -> Option<T>,
+) -> Option<T> {
+    get(unit).or_else(|| get(defaults))
+}
+
+/// The pipeline name when the config sets none: the file stem (`daily.yaml` → `daily`).
+pub(crate) fn default_name(config_path: &Path) -> String {
+    config_path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .filter(|stem| !stem.is_empty())
+        .unwrap_or_else(|| "pipeline".to_owned())
+}
+
+/// One unit per CPU, when `max_parallel` is not set.
+fn default_max_parallel() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}

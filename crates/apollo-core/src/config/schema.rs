@@ -1,0 +1,714 @@
+//! The typed walk: a YAML node tree → a [`Spec`] (the config as written, with places), plus a
+//! diagnostic for every unknown key, duplicate key, wrong type and bad value — all of them,
+//! not just the first.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::duration::{DurationError, parse_duration};
+use super::raw::{Node, Value};
+use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
+use crate::model::Command;
+
+/// Keys allowed at the top level.
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["name", "defaults", "max_parallel", "env", "units"];
+/// Keys allowed in `defaults:`.
+pub(crate) const DEFAULTS_KEYS: &[&str] = &[
+    "timeout",
+    "retries",
+    "retry_delay",
+    "kill_grace",
+    "idempotent",
+    "workdir",
+];
+/// Keys allowed in a unit.
+pub(crate) const UNIT_KEYS: &[&str] = &[
+    "name",
+    "deps",
+    "timeout",
+    "retries",
+    "retry_delay",
+    "kill_grace",
+    "prepare",
+    "execute",
+    "cleanup",
+    "inputs",
+    "outputs",
+    "env",
+    "workdir",
+    "idempotent",
+];
+
+const DURATION_HELP: &str =
+    "a duration is a whole number of seconds or a string like `500ms`, `45s`, `2m`, `1h30m`";
+
+/// A value and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sp<T> {
+    pub(crate) value: T,
+    pub(crate) loc: Loc,
+}
+
+/// The config as written: optional fields stay optional, each value keeps its place.
+#[derive(Debug, Default)]
+pub(crate) struct Spec {
+    pub(crate) name: Option<Sp<String>>,
+    pub(crate) defaults: Settings,
+    pub(crate) max_parallel: Option<Sp<usize>>,
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) units: Vec<UnitSpec>,
+}
+
+/// The settings a unit can inherit from `defaults:`.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Settings {
+    /// `Some(None)` is an explicit `timeout: none` (no limit, overriding `defaults`).
+    pub(crate) timeout: Option<Sp<Option<Duration>>>,
+    pub(crate) retries: Option<Sp<u32>>,
+    pub(crate) retry_delay: Option<Sp<Duration>>,
+    pub(crate) kill_grace: Option<Sp<Duration>>,
+    pub(crate) idempotent: Option<Sp<bool>>,
+    pub(crate) workdir: Option<Sp<String>>,
+}
+
+/// One unit as written.
+#[derive(Debug)]
+pub(crate) struct UnitSpec {
+    pub(crate) name: Option<Sp<String>>,
+    pub(crate) deps: Vec<Sp<String>>,
+    pub(crate) settings: Settings,
+    pub(crate) prepare: Option<Sp<Command>>,
+    pub(crate) execute: Option<Sp<Command>>,
+    pub(crate) cleanup: Option<Sp<Command>>,
+    pub(crate) inputs: Vec<Sp<String>>,
+    pub(crate) outputs: Vec<Sp<String>>,
+    pub(crate) env: BTreeMap<String, String>,
+}
+
+impl UnitSpec {
+    /// How messages name this unit: by name, or by position when it has none.
+    pub(crate) fn label(&self, position: usize) -> String {
+        match &self.name {
+            Some(name) => format!("unit `{}`", name.value),
+            None => format!("unit #{}", position + 1),
+        }
+    }
+}
+
+/// Walks `root`, returning the spec and the diagnostics found on the way.
+pub(crate) fn walk(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnostic>) {
+    let mut walker = Walker {
+        source,
+        diagnostics: Vec::new(),
+    };
+    let spec = walker.top_level(root);
+    (spec, walker.diagnostics)
+}
+
+struct Walker<'s, 'a> {
+    source: &'s SourceFile<'a>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Walker<'_, '_> {
+    fn error(&mut self, code: &'static str, loc: Loc, message: String) -> &mut Diagnostic {
+        self.diagnostics.push(self.source.error(code, loc, message));
+        let last = self.diagnostics.len() - 1;
+        &mut self.diagnostics[last]
+    }
+
+    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) -> &mut Diagnostic {
+        self.error(
+            "wrong-type",
+            node.loc,
+            format!("{what} must be {expected}, found {}", node.value.kind()),
+        )
+    }
+
+    fn top_level(&mut self, root: &Node) -> Spec {
+        let mut spec = Spec::default();
+        let Value::Map(_) = root.value else {
+            self.wrong_type(root, "the top level of a pipeline", "a mapping")
+                .hint("a pipeline starts with keys such as `name:` and `units:`");
+            return spec;
+        };
+        let mut units_node = None;
+        let (entries, suggested) =
+            self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS);
+        for (key, value) in entries {
+            match key {
+                "name" => spec.name = self.non_empty_string(value, "the pipeline `name`"),
+                "defaults" => spec.defaults = self.defaults(value),
+                "max_parallel" => spec.max_parallel = self.max_parallel(value),
+                "env" => spec.env = self.env(value, "the pipeline `env`"),
+                "units" => units_node = Some(value),
+                _ => {}
+            }
+        }
+        match units_node {
+            // A misspelt `units:` was already reported with its suggestion.
+            None if suggested.contains(&"units") => {}
+            None => {
+                self.error(
+                    "missing-key",
+                    Loc::default(),
+                    "the pipeline has no `units` list".to_owned(),
+                )
+                .hint("add `units:` with at least one unit that has a `name` and an `execute` command");
+            }
+            Some(node) => match &node.value {
+                Value::Seq(items) if items.is_empty() => {
+                    self.error("no-units", node.loc, "the `units` list is empty".to_owned())
+                        .hint("a pipeline needs at least one unit");
+                }
+                Value::Seq(items) => {
+                    spec.units = items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(position, item)| self.unit(item, position))
+                        .collect();
+                }
+                Value::Null => {
+                    self.error("no-units", node.loc, "the `units` list is empty".to_owned())
+                        .hint("a pipeline needs at least one unit");
+                }
+                _ => {
+                    self.wrong_type(node, "`units`", "a list of units")
+                        .hint("write each unit as a list item starting with `- name: ...`");
+                }
+            },
+        }
+        spec
+    }
+
+    /// The string-keyed entries of a mapping whose keys are in `allowed`; reports non-string,
+    /// unknown and duplicate keys. `elsewhere` are keys valid in another section, for a
+    /// better hint.
+    fn entries<'n>(
+        &mut self,
+        node: &'n Node<'n>,
+        context: &str,
+        allowed: &[&'static str],
+        elsewhere: &[&'static str],
+    ) -> (Vec<(&'static str, &'n Node<'n>)>, Vec<&'static str>) {
+        let mut suggested = Vec::new();
+        let Value::Map(map) = &node.value else {
+            return (Vec::new(), suggested);
+        };
+        let mut seen: Vec<(&'static str, Loc)> = Vec::new();
+        let mut known = Vec::with_capacity(map.len());
+        for (key, value) in map {
+            let Value::Str(key_text) = &key.value else {
+                self.error(
+                    "wrong-type",
+                    key.loc,
+                    format!("keys must be strings, found {} {context}", key.value.kind()),
+                );
+                continue;
+            };
+            let Some(&allowed_key) = allowed.iter().find(|&&name| name == key_text) else {
+                let hint = if let Some(suggestion) = closest(key_text, allowed.iter().copied()) {
+                    suggested.push(suggestion);
+                    format!("did you mean `{suggestion}`?")
+                } else if elsewhere.contains(&key_text.as_ref()) {
+                    format!(
+                        "`{key_text}` is not allowed here; the keys allowed {context} are: {}",
+                        quoted_list(allowed)
+                    )
+                } else {
+                    format!("the keys allowed {context} are: {}", quoted_list(allowed))
+                };
+                self.error(
+                    "unknown-key",
+                    key.loc,
+                    format!("unknown key `{key_text}` {context}"),
+                )
+                .hint(hint);
+                continue;
+            };
+            if let Some(&(_, first_loc)) = seen.iter().find(|(name, _)| *name == allowed_key) {
+                self.error(
+                    "duplicate-key",
+                    key.loc,
+                    format!("duplicate key `{allowed_key}` {context}"),
+                )
+                .note(format!(
+                    "`{allowed_key}` is first set at line {}",
+                    first_loc.line
+                ))
+                .hint("remove one of them");
+                continue;
+            }
+            seen.push((allowed_key, key.loc));
+            known.push((allowed_key, value));
+        }
+        (known, suggested)
+    }
+
+    fn defaults(&mut self, node: &Node) -> Settings {
+        let mut settings = Settings::default();
+        match node.value {
+            Value::Map(_) => {}
+            Value::Null => return settings,
+            _ => {
+                self.wrong_type(node, "`defaults`", "a mapping");
+                return settings;
+            }
+        }
+        for (key, value) in self
+            .entries(node, "in `defaults`", DEFAULTS_KEYS, UNIT_KEYS)
+            .0
+        {
+            self.setting(&mut settings, key, value, "in `defaults`");
+        }
+        settings
+    }
+
+    /// Parses one inheritable setting into `settings`.
+    fn setting(&mut self, settings: &mut Settings, key: &str, value: &Node, context: &str) {
+        match key {
+            "timeout" => {
+                if matches!(&value.value, Value::Str(text) if text.trim() == "none") {
+                    settings.timeout = Some(Sp {
+                        value: None,
+                        loc: value.loc,
+                    });
+                    return;
+                }
+                if value.value == Value::Null {
+                    self.wrong_type(value, &format!("`timeout` {context}"), "a duration")
+                        .hint("write `timeout: none` for no limit, or a duration like `30s`");
+                    return;
+                }
+                let Some(timeout) = self.duration(value, key, context) else {
+                    return;
+                };
+                if timeout.value.is_zero() {
+                    self.error("bad-value", timeout.loc, format!("`timeout` {context} is zero"))
+                        .hint("a zero timeout would stop every attempt at once; write `timeout: none` for no limit");
+                    return;
+                }
+                settings.timeout = Some(Sp {
+                    value: Some(timeout.value),
+                    loc: timeout.loc,
+                });
+            }
+            "retries" => settings.retries = self.retries(value, context),
+            "retry_delay" => settings.retry_delay = self.duration(value, key, context),
+            "kill_grace" => settings.kill_grace = self.duration(value, key, context),
+            "idempotent" => settings.idempotent = self.boolean(value, key, context),
+            "workdir" => {
+                settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
+            }
+            _ => {}
+        }
+    }
+
+    fn max_parallel(&mut self, node: &Node) -> Option<Sp<usize>> {
+        match node.value {
+            Value::Int(count) if count >= 1 => Some(Sp {
+                value: usize::try_from(count).unwrap_or(usize::MAX),
+                loc: node.loc,
+            }),
+            Value::Int(count) => {
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    format!("`max_parallel` must be at least 1, found {count}"),
+                )
+                .hint("remove `max_parallel` to run as many units at once as there are CPUs");
+                None
+            }
+            _ => {
+                self.wrong_type(node, "`max_parallel`", "a whole number")
+                    .hint("for example `max_parallel: 4`");
+                None
+            }
+        }
+    }
+
+    fn retries(&mut self, node: &Node, context: &str) -> Option<Sp<u32>> {
+        match node.value {
+            Value::Int(count) if count < 0 => {
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    format!("`retries` {context} must be zero or more, found {count}"),
+                )
+                .hint("`retries` counts the extra attempts after a failure; use 0 for none");
+                None
+            }
+            Value::Int(count) => match u32::try_from(count) {
+                Ok(count) => Some(Sp {
+                    value: count,
+                    loc: node.loc,
+                }),
+                Err(_) => {
+                    self.error(
+                        "bad-value",
+                        node.loc,
+                        format!("`retries` {context} is too large: {count}"),
+                    )
+                    .hint(format!("the largest allowed value is {}", u32::MAX));
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(node, &format!("`retries` {context}"), "a whole number")
+                    .hint("for example `retries: 2`");
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<Duration>> {
+        let parsed = match &node.value {
+            Value::Int(seconds) if *seconds < 0 => {
+                self.error(
+                    "bad-duration",
+                    node.loc,
+                    format!("`{key}` {context} must not be negative, found {seconds}"),
+                )
+                .hint(DURATION_HELP);
+                return None;
+            }
+            Value::Int(seconds) => u64::try_from(*seconds)
+                .map(Duration::from_secs)
+                .map_err(|_| DurationError::Overflow),
+            Value::Str(text) => parse_duration(text),
+            Value::Float(seconds) => {
+                self.error(
+                    "bad-duration",
+                    node.loc,
+                    format!("`{key}` {context} must be a whole number of seconds or a duration string, found {seconds}"),
+                )
+                .hint("write fractions of a second in milliseconds, e.g. `1500ms`");
+                return None;
+            }
+            _ => {
+                self.wrong_type(node, &format!("`{key}` {context}"), "a duration")
+                    .hint(DURATION_HELP);
+                return None;
+            }
+        };
+        match parsed {
+            Ok(duration) => Some(Sp {
+                value: duration,
+                loc: node.loc,
+            }),
+            Err(reason) => {
+                let written = match &node.value {
+                    Value::Str(text) => text.to_string(),
+                    Value::Int(seconds) => seconds.to_string(),
+                    _ => String::new(),
+                };
+                self.error(
+                    "bad-duration",
+                    node.loc,
+                    format!("invalid duration `{written}` for `{key}` {context}: {reason}"),
+                )
+                .hint(DURATION_HELP);
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<bool>> {
+        match node.value {
+            Value::Bool(value) => Some(Sp {
+                value,
+                loc: node.loc,
+            }),
+            _ => {
+                self.wrong_type(node, &format!("`{key}` {context}"), "`true` or `false`")
+                    .hint(format!(
+                        "write `{key}: true` or `{key}: false`, without quotes"
+                    ));
+                None
+            }
+        }
+    }
+
+    /// A string, or a whole number read as its decimal text (names like `2024` are fine).
+    fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+        let value = match &node.value {
+            Value::Str(text) => text.to_string(),
+            Value::Int(number) => number.to_string(),
+            _ => {
+                self.wrong_type(node, what, "a string");
+                return None;
+            }
+        };
+        if value.contains('\0') {
+            self.error(
+                "bad-value",
+                node.loc,
+                format!("{what} contains a NUL character"),
+            );
+            return None;
+        }
+        Some(Sp {
+            value,
+            loc: node.loc,
+        })
+    }
+
+    fn non_empty_string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+        let text = self.string(node, what)?;
+        if text.value.trim().is_empty() {
+            self.error("bad-value", node.loc, format!("{what} is empty"));
+            return None;
+        }
+        Some(text)
+    }
+
+    /// A list of non-empty strings; `null` is an empty list.
+    fn string_list(&mut self, node: &Node, what: &str) -> Vec<Sp<String>> {
+        match &node.value {
+            Value::Null => Vec::new(),
+            Value::Seq(items) => items
+                .iter()
+                .filter_map(|item| match &item.value {
+                    // The common case, without formatting a message nobody will read.
+                    Value::Str(text) if !text.trim().is_empty() && !text.contains('\0') => {
+                        Some(Sp {
+                            value: text.to_string(),
+                            loc: item.loc,
+                        })
+                    }
+                    _ => self.non_empty_string(item, &format!("an item of {what}")),
+                })
+                .collect(),
+            _ => {
+                self.wrong_type(node, what, "a list")
+                    .hint("write a list as `[a, b]` or as lines starting with `- `");
+                Vec::new()
+            }
+        }
+    }
+
+    fn env(&mut self, node: &Node, what: &str) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        let map = match &node.value {
+            Value::Null => return env,
+            Value::Map(map) => map,
+            _ => {
+                self.wrong_type(node, what, "a mapping of variable names to values")
+                    .hint("write it as `env: { NAME: value }`");
+                return env;
+            }
+        };
+        for (key, value) in map {
+            let Some(name) = self.string(key, &format!("a variable name in {what}")) else {
+                continue;
+            };
+            if name.value.is_empty() || name.value.contains('=') {
+                self.error(
+                    "bad-value",
+                    key.loc,
+                    format!(
+                        "`{}` in {what} is not a valid environment variable name",
+                        name.value
+                    ),
+                )
+                .hint("a variable name is non-empty and has no `=`");
+                continue;
+            }
+            let text = match &value.value {
+                Value::Str(text) => text.to_string(),
+                Value::Int(number) => number.to_string(),
+                Value::Bool(flag) => flag.to_string(),
+                Value::Float(_) => {
+                    self.wrong_type(value, &format!("`{}` in {what}", name.value), "a string")
+                        .hint("quote it so no digit is lost, e.g. \"1.10\"");
+                    continue;
+                }
+                _ => {
+                    self.wrong_type(value, &format!("`{}` in {what}", name.value), "a string")
+                        .hint("use \"\" for an empty value");
+                    continue;
+                }
+            };
+            if text.contains('\0') {
+                self.error(
+                    "bad-value",
+                    value.loc,
+                    format!("`{}` in {what} contains a NUL character", name.value),
+                );
+                continue;
+            }
+            if env.insert(name.value.clone(), text).is_some() {
+                self.error(
+                    "duplicate-key",
+                    key.loc,
+                    format!("`{}` is set twice in {what}", name.value),
+                );
+            }
+        }
+        env
+    }
+
+    fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
+        let what = format!("`{key}` of {label}");
+        let command = match &node.value {
+            Value::Str(script) => {
+                if script.trim().is_empty() {
+                    self.error("empty-command", node.loc, format!("{what} is empty"))
+                        .hint(
+                            "give a shell command, e.g. `./units/fetch_data.sh`, or remove the key",
+                        );
+                    return None;
+                }
+                if script.contains('\0') {
+                    self.error(
+                        "bad-value",
+                        node.loc,
+                        format!("{what} contains a NUL character"),
+                    );
+                    return None;
+                }
+                Command::Shell(script.to_string())
+            }
+            // `execute: true` means the program `true`, not a boolean.
+            Value::Bool(flag) => Command::Shell(flag.to_string()),
+            Value::Int(number) => Command::Shell(number.to_string()),
+            Value::Seq(items) => {
+                if items.is_empty() {
+                    self.error(
+                        "empty-command",
+                        node.loc,
+                        format!("{what} is an empty list"),
+                    )
+                    .hint("a list command is `[program, arg, ...]`");
+                    return None;
+                }
+                let mut argv = Vec::with_capacity(items.len());
+                for item in items {
+                    let arg = match &item.value {
+                        Value::Str(text) => text.to_string(),
+                        Value::Int(number) => number.to_string(),
+                        Value::Float(number) => number.to_string(),
+                        Value::Bool(flag) => flag.to_string(),
+                        _ => {
+                            self.wrong_type(item, &format!("an argument of {what}"), "a string")
+                                .hint(
+                                    "quote an argument that YAML would read as a mapping or list",
+                                );
+                            return None;
+                        }
+                    };
+                    if arg.contains('\0') {
+                        self.error(
+                            "bad-value",
+                            item.loc,
+                            format!("an argument of {what} contains a NUL character"),
+                        );
+                        return None;
+                    }
+                    argv.push(arg);
+                }
+                if argv[0].trim().is_empty() {
+                    self.error(
+                        "empty-command",
+                        items[0].loc,
+                        format!("the program of {what} is empty"),
+                    );
+                    return None;
+                }
+                Command::Argv(argv)
+            }
+            Value::Null => {
+                self.error("empty-command", node.loc, format!("{what} is empty"))
+                    .hint("give a shell command, e.g. `./units/fetch_data.sh`, or remove the key");
+                return None;
+            }
+            _ => {
+                self.wrong_type(node, &what, "a command string or a list `[program, arg, ...]`")
+                    .hint("write `execute: ./script.sh arg` (run by /bin/sh) or `execute: [./script.sh, arg]` (no shell)");
+                return None;
+            }
+        };
+        Some(Sp {
+            value: command,
+            loc: node.loc,
+        })
+    }
+
+    fn unit(&mut self, node: &Node, position: usize) -> Option<UnitSpec> {
+        if !matches!(node.value, Value::Map(_)) {
+            self.wrong_type(node, &format!("unit #{}", position + 1), "a mapping")
+                .hint("a unit is written as `- name: ...` followed by its keys, e.g. `execute:`");
+            return None;
+        }
+        // The name first, so every other message can say which unit it is about.
+        let mut unit = UnitSpec {
+            name: None,
+            deps: Vec::new(),
+            settings: Settings::default(),
+            prepare: None,
+            execute: None,
+            cleanup: None,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            env: BTreeMap::new(),
+        };
+        let mut name_seen = false;
+        if let Value::Map(map) = &node.value
+            && let Some((_, name_node)) = map
+                .iter()
+                .find(|(key, _)| matches!(&key.value, Value::Str(text) if text == "name"))
+        {
+            name_seen = true;
+            unit.name =
+                self.non_empty_string(name_node, &format!("the name of unit #{}", position + 1));
+        }
+        let label = unit.label(position);
+        let context = format!("in {label}");
+        let mut execute_seen = false;
+        let (entries, suggested) = self.entries(node, &context, UNIT_KEYS, TOP_LEVEL_KEYS);
+        for (key, value) in entries {
+            match key {
+                "name" => {}
+                "deps" => unit.deps = self.string_list(value, &format!("`deps` of {label}")),
+                "prepare" => unit.prepare = self.command(value, key, &label),
+                "execute" => {
+                    execute_seen = true;
+                    unit.execute = self.command(value, key, &label);
+                }
+                "cleanup" => unit.cleanup = self.command(value, key, &label),
+                "inputs" => unit.inputs = self.string_list(value, &format!("`inputs` of {label}")),
+                "outputs" => {
+                    unit.outputs = self.string_list(value, &format!("`outputs` of {label}"));
+                }
+                "env" => unit.env = self.env(value, &format!("the `env` of {label}")),
+                _ => self.setting(&mut unit.settings, key, value, &context),
+            }
+        }
+        // A misspelt key was already reported with its suggestion: do not also say it is missing.
+        if !name_seen && !suggested.contains(&"name") {
+            self.error(
+                "missing-key",
+                node.loc,
+                format!("unit #{} has no `name`", position + 1),
+            )
+            .hint("give every unit a unique `name:` made of letters, digits, `_`, `.` and `-`");
+        }
+        if !execute_seen && !suggested.contains(&"execute") {
+            let loc = unit.name.as_ref().map_or(node.loc, |name| name.loc);
+            self.error(
+                "missing-execute",
+                loc,
+                format!("{label} has no `execute` command"),
+            )
+            .hint("add `execute:` with the command the unit runs");
+        }
+        Some(unit)
+    }
+}
+
+fn quoted_list(keys: &[&str]) -> String {
+    keys.iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,380 @@
+//! Checks that need the whole pipeline (DESIGN §3): unit names, duplicate names, dependencies
+//! on missing units, cycles, and the warnings (retrying a non-idempotent unit, a timeout
+//! shorter than its kill grace, two units writing the same output).
+//!
+//! Everything is reported at once: a missing dependency does not hide a cycle elsewhere.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::duration::format_duration;
+use crate::config::schema::{Sp, Spec, UnitSpec};
+use crate::dag::Dag;
+use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
+
+/// Built-in default of `kill_grace` when neither the unit nor `defaults:` sets it.
+pub(crate) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+/// Built-in default of `retry_delay`.
+pub(crate) const DEFAULT_RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// How many unknown dependencies get a "did you mean" (each costs a scan of all names).
+const MAX_SUGGESTED_DEPS: usize = 50;
+/// How many distinct cycles are reported before giving up.
+const MAX_CYCLES: usize = 10;
+
+/// Whether `name` can be a unit name: `[A-Za-z0-9_.-]+`, and not `.` or `..`.
+pub fn is_valid_unit_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'.' | b'-'))
+}
+
+/// Runs the whole-pipeline checks on a spec that passed the typed walk (possibly with errors
+/// in some units: those units are checked as far as they can be).
+pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>, base_dir: &Path) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    let index = check_names(spec, source, &mut diagnostics);
+    check_dependencies(spec, source, &index, &mut diagnostics);
+    check_inputs(spec, source, &mut diagnostics);
+    check_warnings(spec, source, base_dir, &mut diagnostics);
+    diagnostics
+}
+
+/// Name checks; returns the index of the first unit of each valid name.
+fn check_names<'s>(
+    spec: &'s Spec,
+    source: &SourceFile<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> HashMap<&'s str, usize> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.units.len());
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        let Some(name) = &unit.name else { continue };
+        if !is_valid_unit_name(&name.value) {
+            let mut diagnostic = source
+                .error(
+                    "invalid-name",
+                    name.loc,
+                    format!("`{}` is not a valid unit name", name.value.escape_debug()),
+                )
+                .with_hint(
+                    "a unit name becomes a folder name: use only letters, digits, `_`, `.` and `-`, and not `.` or `..`",
+                );
+            let suggestion: String = name
+                .value
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if is_valid_unit_name(&suggestion) {
+                diagnostic = diagnostic.with_note(format!("for example `{suggestion}`"));
+            }
+            diagnostics.push(diagnostic);
+        }
+        match index.get(name.value.as_str()) {
+            Some(&first_idx) => {
+                let first_line = spec.units[first_idx]
+                    .name
+                    .as_ref()
+                    .map_or(0, |first| first.loc.line);
+                diagnostics.push(
+                    source
+                        .error(
+                            "duplicate-name",
+                            name.loc,
+                            format!("duplicate unit name `{}`", name.value),
+                        )
+                        .with_note(format!(
+                            "`{}` is first defined at line {first_line}",
+                            name.value
+                        ))
+                        .with_hint("unit names must be unique; rename one of them"),
+                );
+            }
+            None => {
+                index.insert(name.value.as_str(), unit_idx);
+            }
+        }
+    }
+    index
+}
+
+fn check_dependencies(
+    spec: &Spec,
+    source: &SourceFile<'_>,
+    index: &HashMap<&str, usize>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let n_units = spec.units.len();
+    // Edges of the graph, with the place each was written, for the cycle messages.
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n_units];
+    let mut dep_locs: HashMap<(usize, usize), Loc> = HashMap::new();
+    let mut n_suggested = 0;
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        let label = unit.label(unit_idx);
+        for dep in &unit.deps {
+            let Some(&dep_idx) = index.get(dep.value.as_str()) else {
+                let mut diagnostic = source.error(
+                    "unknown-dependency",
+                    dep.loc,
+                    format!(
+                        "{label} depends on `{}`, which is not a unit of this pipeline",
+                        dep.value
+                    ),
+                );
+                if n_suggested < MAX_SUGGESTED_DEPS {
+                    n_suggested += 1;
+                    if let Some(suggestion) = closest(&dep.value, index.keys().copied()) {
+                        diagnostic = diagnostic.with_hint(format!("did you mean `{suggestion}`?"));
+                    }
+                }
+                diagnostics.push(diagnostic);
+                continue;
+            };
+            if dep_idx == unit_idx
+                && unit
+                    .name
+                    .as_ref()
+                    .is_some_and(|name| name.value == dep.value)
+            {
+                diagnostics.push(
+                    source
+                        .error(
+                            "dependency-cycle",
+                            dep.loc,
+                            format!("dependency cycle: {0} → {0}", dep.value),
+                        )
+                        .with_hint(format!(
+                            "a unit cannot depend on itself; remove `{}` from its `deps`",
+                            dep.value
+                        )),
+                );
+                continue;
+            }
+            if dep_locs.contains_key(&(unit_idx, dep_idx)) {
+                diagnostics.push(
+                    source
+                        .warning(
+                            "duplicate-dependency",
+                            dep.loc,
+                            format!("{label} lists `{}` twice in `deps`", dep.value),
+                        )
+                        .with_hint("remove the second one"),
+                );
+                continue;
+            }
+            dep_locs.insert((unit_idx, dep_idx), dep.loc);
+            deps[unit_idx].push(dep_idx);
+        }
+    }
+    // Report up to MAX_CYCLES cycles: after each, drop the edge that closed it and look again.
+    for _ in 0..MAX_CYCLES {
+        let dag = Dag::from_deps(deps.clone());
+        let Some(cycle) = dag.find_cycle() else { break };
+        diagnostics.push(cycle_diagnostic(spec, source, &cycle, &dep_locs));
+        if let [first, .., closing] = cycle[..cycle.len().saturating_sub(1)] {
+            deps[closing].retain(|&dep_idx| dep_idx != first);
+        } else {
+            break;
+        }
+    }
+}
+
+/// The diagnostic for a cycle given as unit indices `[a, b, c, a]` (a depends on b, …).
+fn cycle_diagnostic(
+    spec: &Spec,
+    source: &SourceFile<'_>,
+    cycle: &[usize],
+    dep_locs: &HashMap<(usize, usize), Loc>,
+) -> Diagnostic {
+    let name = |unit_idx: usize| unit_name(&spec.units[unit_idx]);
+    let path: Vec<&str> = cycle.iter().map(|&unit_idx| name(unit_idx)).collect();
+    // Point at the dependency that closes the cycle.
+    let closing_loc = match cycle {
+        [.., from, to] => dep_locs.get(&(*from, *to)).copied().unwrap_or_default(),
+        _ => Loc::default(),
+    };
+    let mut diagnostic = source
+        .error(
+            "dependency-cycle",
+            closing_loc,
+            format!("dependency cycle: {}", path.join(" → ")),
+        )
+        .with_hint("remove one of these dependencies to break the cycle (`a → b` reads `a` depends on `b`)");
+    for pair in cycle.windows(2) {
+        let line = dep_locs.get(&(pair[0], pair[1])).map_or(0, |loc| loc.line);
+        diagnostic = diagnostic.with_note(format!(
+            "`{}` depends on `{}` at line {line}",
+            name(pair[0]),
+            name(pair[1])
+        ));
+    }
+    diagnostic
+}
+
+fn unit_name(unit: &UnitSpec) -> &str {
+    unit.name.as_ref().map_or("?", |name| name.value.as_str())
+}
+
+/// Input patterns must be valid globs, or hashing them would fail at run time.
+fn check_inputs(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        for input in &unit.inputs {
+            if let Err(error) = glob::Pattern::new(&input.value) {
+                diagnostics.push(
+                    source
+                        .error(
+                            "bad-glob",
+                            input.loc,
+                            format!(
+                                "input `{}` of {} is not a valid glob pattern: {}",
+                                input.value,
+                                unit.label(unit_idx),
+                                error.msg
+                            ),
+                        )
+                        .with_hint("escape a literal `[`, `]`, `*` or `?` by wrapping it in brackets, e.g. `[[]`"),
+                );
+            }
+        }
+    }
+}
+
+fn check_warnings(
+    spec: &Spec,
+    source: &SourceFile<'_>,
+    base_dir: &Path,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    let defaults = &spec.defaults;
+    let mut output_owner: HashMap<PathBuf, (usize, Loc)> = HashMap::new();
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        let label = unit.label(unit_idx);
+        let settings = &unit.settings;
+        let retries = settings.retries.as_ref().or(defaults.retries.as_ref());
+        let idempotent = settings
+            .idempotent
+            .as_ref()
+            .or(defaults.idempotent.as_ref());
+        if let (Some(retries), Some(idempotent)) = (retries, idempotent)
+            && retries.value > 0
+            && !idempotent.value
+        {
+            diagnostics.push(
+                source
+                    .warning(
+                        "retry-not-idempotent",
+                        idempotent.loc,
+                        format!(
+                            "{label} is not idempotent but is retried (`retries: {}`)",
+                            retries.value
+                        ),
+                    )
+                    .with_note(format!("`retries` is set at line {}", retries.loc.line))
+                    .with_hint(
+                        "a retry runs the unit again after a failure that may have left half-done side effects; make it idempotent (undo leftovers in `prepare`) or set `retries: 0`",
+                    ),
+            );
+        }
+        let timeout = settings.timeout.as_ref().or(defaults.timeout.as_ref());
+        let kill_grace: Option<&Sp<Duration>> = settings
+            .kill_grace
+            .as_ref()
+            .or(defaults.kill_grace.as_ref());
+        let kill_grace_value = kill_grace.map_or(DEFAULT_KILL_GRACE, |grace| grace.value);
+        if let Some(timeout) = timeout
+            && let Some(timeout_value) = timeout.value
+            && timeout_value < kill_grace_value
+        {
+            let grace_origin = match kill_grace {
+                Some(grace) => format!("set at line {}", grace.loc.line),
+                None => "the built-in default".to_owned(),
+            };
+            diagnostics.push(
+                source
+                    .warning(
+                        "timeout-below-kill-grace",
+                        timeout.loc,
+                        format!(
+                            "the timeout of {label} ({}) is shorter than its `kill_grace` ({})",
+                            format_duration(timeout_value),
+                            format_duration(kill_grace_value)
+                        ),
+                    )
+                    .with_note(format!("`kill_grace` is {grace_origin}"))
+                    .with_hint(
+                        "after a timeout apollo waits `kill_grace` before SIGKILL, so the grace dominates the limit; make `kill_grace` shorter than `timeout`",
+                    ),
+            );
+        }
+        for output in &unit.outputs {
+            let key = normalize(&base_dir.join(&output.value));
+            match output_owner.get(&key) {
+                Some(&(owner_idx, owner_loc)) if owner_idx != unit_idx => {
+                    diagnostics.push(
+                        source
+                            .warning(
+                                "shared-output",
+                                output.loc,
+                                format!(
+                                    "`{}` is an output of both {} and {label}",
+                                    output.value,
+                                    spec.units[owner_idx].label(owner_idx)
+                                ),
+                            )
+                            .with_note(format!(
+                                "{} declares it at line {}",
+                                spec.units[owner_idx].label(owner_idx),
+                                owner_loc.line
+                            ))
+                            .with_hint(
+                                "when two units write the same file the result depends on which ran last; give each output one owner",
+                            ),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    output_owner.insert(key, (unit_idx, output.loc));
+                }
+            }
+        }
+    }
+}
+
+/// Removes `.` components and repeated separators (not `..`: that is only safe on real paths).
+fn normalize(path: &Path) -> PathBuf {
+    path.components()
+        .filter(|component| !matches!(component, Component::CurDir))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_names_are_safe_path_components() {
+        for good in ["fetch_data", "a", "v1.2-rc", "_", "..."] {
+            assert!(is_valid_unit_name(good), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "é", "a\0"] {
+            assert!(!is_valid_unit_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn normalize_drops_current_dir_components() {
+        assert_eq!(
+            normalize(Path::new("/base/./data//x.csv")),
+            PathBuf::from("/base/data/x.csv")
+        );
+    }
+}

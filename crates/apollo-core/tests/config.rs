@@ -1,0 +1,196 @@
+//! Config loader tests: the folder of bad-config fixtures (one insta snapshot of the rendered
+//! diagnostics each; adding a case is adding a file) and property tests that no input panics
+//! the loader.
+
+use std::path::{Path, PathBuf};
+
+use apollo_core::config::{self, LoadError};
+use apollo_core::diagnostic::render_all;
+use proptest::prelude::*;
+
+const FIXTURES: &str = "tests/fixtures/config";
+
+fn fixture_paths() -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(FIXTURES)
+        .expect("the fixture folder exists")
+        .map(|entry| entry.expect("readable fixture folder").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Loads a fixture and renders what `apollo check` would print: its diagnostics, then a
+/// summary line.
+fn check_output(path: &Path) -> (String, bool, usize) {
+    match config::load(path) {
+        Ok(loaded) => {
+            let mut out = render_all(&loaded.warnings);
+            out.push_str(&format!("valid, {} warning(s)\n", loaded.warnings.len()));
+            (out, true, loaded.warnings.len())
+        }
+        Err(LoadError::Invalid { diagnostics, .. }) => {
+            let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
+            let mut out = render_all(&diagnostics);
+            out.push_str(&format!(
+                "invalid, {n_errors} error(s), {} warning(s)\n",
+                diagnostics.len() - n_errors
+            ));
+            (out, false, diagnostics.len())
+        }
+        Err(error) => panic!("{}: {error}", path.display()),
+    }
+}
+
+#[test]
+fn every_fixture_matches_its_diagnostic_snapshot() {
+    let paths = fixture_paths();
+    assert!(paths.len() >= 25, "only {} fixtures", paths.len());
+    for path in paths {
+        let stem = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .expect("fixture names are UTF-8")
+            .to_owned();
+        let (output, valid, n_diagnostics) = check_output(&path);
+        // `warn_*` fixtures are valid configs with warnings; every other fixture is invalid.
+        if stem.starts_with("warn_") {
+            assert!(valid, "{stem} should be valid:\n{output}");
+            assert!(n_diagnostics > 0, "{stem} should warn");
+        } else {
+            assert!(!valid, "{stem} should be invalid:\n{output}");
+        }
+        insta::with_settings!({
+            snapshot_path => "fixtures/config/snapshots",
+            prepend_module_to_snapshot => false,
+            input_file => &path,
+            omit_expression => true,
+        }, {
+            insta::assert_snapshot!(stem.as_str(), output);
+        });
+    }
+}
+
+#[test]
+fn the_bundled_example_is_valid_without_warnings() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pipeline.yaml");
+    let loaded = config::load(&example).expect("the bundled example loads");
+    assert!(
+        loaded.warnings.is_empty(),
+        "{}",
+        render_all(&loaded.warnings)
+    );
+    let names: Vec<&str> = loaded
+        .pipeline
+        .units
+        .iter()
+        .map(|u| u.name.as_str())
+        .collect();
+    assert_eq!(names, ["fetch_data", "clean_data", "save_result"]);
+}
+
+#[test]
+fn deep_nesting_is_a_diagnostic_not_a_stack_overflow() {
+    let yaml = format!("units: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let Err(LoadError::Invalid { diagnostics, .. }) =
+        config::load_str(&yaml, Path::new("deep.yaml"))
+    else {
+        panic!("deep nesting must be rejected");
+    };
+    assert_eq!(diagnostics[0].code, "yaml-syntax");
+}
+
+#[test]
+fn alias_bombs_are_rejected() {
+    let mut yaml = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..12 {
+        let previous = format!("*a{}", level - 1);
+        yaml.push_str(&format!(
+            "a{level}: &a{level} [{}]\n",
+            vec![previous; 10].join(", ")
+        ));
+    }
+    yaml.push_str("units: *a11\n");
+    let result = config::load_str(&yaml, Path::new("bomb.yaml"));
+    assert!(matches!(result, Err(LoadError::Invalid { .. })));
+}
+
+/// Any JSON-like value, printed as JSON (which is valid YAML flow syntax), with keys drawn
+/// mostly from the real config keys so the walk goes deep.
+fn arbitrary_yaml() -> impl Strategy<Value = String> {
+    let key = prop_oneof![
+        Just("name".to_owned()),
+        Just("units".to_owned()),
+        Just("deps".to_owned()),
+        Just("execute".to_owned()),
+        Just("timeout".to_owned()),
+        Just("retries".to_owned()),
+        Just("defaults".to_owned()),
+        Just("env".to_owned()),
+        Just("outputs".to_owned()),
+        Just("idempotent".to_owned()),
+        "[a-z_]{1,8}",
+    ];
+    let leaf = prop_oneof![
+        Just("null".to_owned()),
+        any::<bool>().prop_map(|b| b.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_map(|f| format!("{f:?}")),
+        "[a-z0-9 ._-]{0,6}".prop_map(|s| format!("{s:?}")),
+        Just("\"1h30m\"".to_owned()),
+        Just("\"a\"".to_owned()),
+    ];
+    leaf.prop_recursive(5, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6)
+                .prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec((key.clone(), inner), 0..6).prop_map(|entries| {
+                let body: Vec<String> =
+                    entries.iter().map(|(k, v)| format!("{k:?}: {v}")).collect();
+                format!("{{{}}}", body.join(", "))
+            }),
+        ]
+    })
+}
+
+const VALID: &str = "name: etl\ndefaults: { timeout: 30s, retries: 1 }\nunits:\n  - name: fetch\n    execute: ./fetch.sh\n    outputs: [data/a.csv]\n  - name: clean\n    deps: [fetch]\n    execute: [./clean.sh, -v]\n";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic_the_loader(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("random.yaml");
+        std::fs::write(&path, &bytes).expect("write");
+        let _ = config::load(&path);
+        let _ = config::load_str(&String::from_utf8_lossy(&bytes), &path);
+    }
+
+    #[test]
+    fn random_yaml_never_panics_the_loader(yaml in arbitrary_yaml()) {
+        if let Err(LoadError::Invalid { diagnostics, .. }) = config::load_str(&yaml, Path::new("random.yaml")) {
+            for diagnostic in diagnostics {
+                let _ = diagnostic.render();
+            }
+        }
+    }
+
+    #[test]
+    fn mangled_configs_never_panic_the_loader(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<char>(), any::<bool>()), 1..8)
+    ) {
+        let mut text: Vec<char> = VALID.chars().collect();
+        for (index, replacement, delete) in edits {
+            let at = index.index(text.len());
+            if delete { text.remove(at); } else { text.insert(at, replacement); }
+        }
+        let text: String = text.into_iter().collect();
+        if let Err(LoadError::Invalid { diagnostics, .. }) = config::load_str(&text, Path::new("mangled.yaml")) {
+            prop_assert!(!diagnostics.is_empty());
+            for diagnostic in diagnostics {
+                let _ = diagnostic.render();
+            }
+        }
+    }
+}
