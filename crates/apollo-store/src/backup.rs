@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::reader::{JournalReader, ReadOptions};
-use crate::retention::{PruneOptions, PruneReport, prune, remove_leftovers};
+use crate::retention::{PruneOptions, PruneReport, prune, remove_leftovers, select};
 use crate::run_id::RunId;
 use crate::state_dir::StateDir;
 use crate::verify::verify;
@@ -24,6 +24,9 @@ pub struct BackupReport {
     pub already_there: Vec<RunId>,
     /// Runs not copied because they are not finished (running or incomplete).
     pub unfinished: Vec<RunId>,
+    /// Runs not copied because the destination's retention (`keep_days`) would delete them
+    /// at once (older, and not the latest of their pipeline).
+    pub too_old: Vec<RunId>,
     /// Runs not copied because their journal is damaged, with the reason.
     pub failed: Vec<(RunId, String)>,
     /// Bytes copied.
@@ -34,7 +37,8 @@ pub struct BackupReport {
 
 /// Copies every finished run of `state` that `dest` (a state directory, created if missing)
 /// does not have yet, with the blobs its journal names, then prunes `dest` with
-/// `keep_days` (the latest run of each pipeline is always kept).
+/// `keep_days` (the latest run of each pipeline is always kept). Runs that pruning would
+/// delete at once are not copied.
 ///
 /// Each run is copied into `dest/runs/.backup-…`, every file and folder fsynced, then renamed
 /// to its id and the parent fsynced: a run in `dest/runs/` is always complete. A run whose
@@ -53,10 +57,24 @@ pub fn backup(
     }
     remove_leftovers(&dest)?;
     let mut report = BackupReport::default();
-    for summary in state.list_runs()? {
+    let summaries = state.list_runs()?;
+    let would_prune = select(
+        &summaries,
+        PruneOptions {
+            keep_days,
+            keep_runs: None,
+        },
+        now,
+    )
+    .deleted;
+    for summary in summaries {
         let id = summary.id.clone();
         if !summary.state.is_finished() {
             report.unfinished.push(id);
+            continue;
+        }
+        if would_prune.contains(&id) {
+            report.too_old.push(id);
             continue;
         }
         if dest.runs_dir().join(id.as_str()).exists() {
@@ -148,4 +166,3 @@ fn copy_tree_durable(from: &Path, to: &Path) -> Result<u64, StoreError> {
     fsync_dir(to)?;
     Ok(n_bytes)
 }
-

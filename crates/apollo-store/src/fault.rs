@@ -12,8 +12,8 @@
 use std::fmt;
 use std::io;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::StoreError;
 
@@ -95,7 +95,11 @@ impl FromStr for FaultPlan {
     /// `ENOSPC`, `EIO` or `EDQUOT`. An empty string is the empty plan.
     fn from_str(text: &str) -> Result<Self, StoreError> {
         let mut faults = Vec::new();
-        for item in text.split(',').map(str::trim).filter(|item| !item.is_empty()) {
+        for item in text
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+        {
             let parts: Vec<&str> = item.split(':').collect();
             let [op, nth, errno] = parts.as_slice() else {
                 return Err(StoreError::invalid(format!(

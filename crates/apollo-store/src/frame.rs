@@ -39,6 +39,9 @@ pub(crate) struct BadFrame {
     pub(crate) incomplete: bool,
     /// What is wrong, for messages.
     pub(crate) what: String,
+    /// Where the next frame would start if this frame's length field is right (known once the
+    /// payload was read): a damaged newline or checksum leaves the next frame there.
+    pub(crate) declared_end: Option<u64>,
 }
 
 /// Reads frames one by one from a segment file, tracking byte offsets, in constant memory.
@@ -60,6 +63,11 @@ impl FrameReader {
             offset: 0,
             file_len,
         }
+    }
+
+    /// Byte offset of the next frame.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// The file's length when it was opened.
@@ -99,6 +107,15 @@ impl FrameReader {
                 offset: start,
                 incomplete,
                 what: what.to_owned(),
+                declared_end: None,
+            }))
+        };
+        let bad_after_payload = |what: &str, declared_end: u64| {
+            Ok(Err(BadFrame {
+                offset: start,
+                incomplete: false,
+                what: what.to_owned(),
+                declared_end: Some(declared_end),
             }))
         };
         // The checksum: exactly 8 lowercase hex digits.
@@ -158,16 +175,19 @@ impl FrameReader {
             return Err(error);
         }
         self.offset += len as u64;
+        let declared_end = self.offset + 1;
         match self.byte()? {
             Step::Eof => return bad(true, "the file ends before a record's newline"),
             Step::Byte(b'\n') => {}
-            Step::Byte(_) => return bad(false, "the record does not end with a newline"),
+            Step::Byte(_) => {
+                return bad_after_payload("the record does not end with a newline", declared_end);
+            }
         }
         let mut crc = crc32c::crc32c(&len_text[..n_digits]);
         crc = crc32c::crc32c_append(crc, b" ");
         crc = crc32c::crc32c_append(crc, payload);
         if mask_crc(crc) != stored_crc {
-            return bad(false, "checksum mismatch");
+            return bad_after_payload("checksum mismatch", declared_end);
         }
         Ok(Ok(Some(start)))
     }
@@ -195,16 +215,24 @@ impl FrameReader {
         }
     }
 
-    /// Whether any good frame starts at a line beginning after `bad_offset`. Leaves the reader
-    /// at an unspecified position.
-    pub(crate) fn good_frame_after(&mut self, bad_offset: u64) -> io::Result<Option<u64>> {
+    /// The start of the next good frame after the bad one: where the bad frame's length says
+    /// it ends (a damaged newline or checksum), else the first line start after it where a
+    /// good frame begins. Leaves the reader at an unspecified position; `seek` to the result.
+    pub(crate) fn next_good_frame(&mut self, bad: &BadFrame) -> io::Result<Option<u64>> {
         let mut scratch = Vec::new();
-        let mut from = bad_offset;
+        if let Some(end) = bad.declared_end.filter(|&end| end < self.file_len) {
+            self.seek(end)?;
+            if let Ok(Some(offset)) = self.next_frame(&mut scratch)? {
+                return Ok(Some(offset));
+            }
+        }
+        let mut from = bad.offset;
         while self.resync_after(from)? {
+            let line_start = self.offset;
             match self.next_frame(&mut scratch)? {
                 Ok(Some(offset)) => return Ok(Some(offset)),
                 Ok(None) => return Ok(None),
-                Err(bad) => from = bad.offset,
+                Err(_) => from = line_start,
             }
         }
         Ok(None)
@@ -256,7 +284,20 @@ mod tests {
         out[10] = b'1'; // "16" -> "11"
         let (_dir, mut reader) = reader_over(&out);
         let mut payload = Vec::new();
-        assert!(reader.next_frame(&mut payload).unwrap().is_err());
-        assert_eq!(reader.good_frame_after(0).unwrap(), Some(29));
+        let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
+        assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(29));
+    }
+
+    #[test]
+    fn a_damaged_newline_does_not_hide_the_next_frame() {
+        let mut out = Vec::new();
+        encode_frame(b"first", &mut out);
+        let second = out.len() as u64;
+        encode_frame(b"second", &mut out);
+        out[second as usize - 1] = b'x';
+        let (_dir, mut reader) = reader_over(&out);
+        let mut payload = Vec::new();
+        let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
+        assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(second));
     }
 }

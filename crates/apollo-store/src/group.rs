@@ -48,7 +48,9 @@ impl std::fmt::Debug for SharedWriter {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic in another appender cannot leave the queue half-updated (every update is a
     // plain field assignment), so a poisoned mutex is still usable.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl SharedWriter {

@@ -32,8 +32,9 @@ pub(crate) enum HeaderState {
     /// The header of the last segment is incomplete or damaged and nothing good follows it: a
     /// rotation torn by a crash. The segment holds no records.
     Torn,
-    /// A damaged header in salvage mode; the segment's records are read anyway.
-    Salvaged,
+    /// A damaged header in salvage mode; the segment's records are read anyway, from the
+    /// first good frame after it (`None`: there is none).
+    Salvaged(Option<u64>),
 }
 
 #[derive(Debug)]
@@ -150,12 +151,12 @@ impl JournalReader {
                     });
                     HeaderState::Torn
                 }
-                Err(Some(error)) => {
+                Err(Some((error, resume))) => {
                     if !options.salvage {
                         return Err(error);
                     }
                     warnings.push(salvage_warning(error));
-                    HeaderState::Salvaged
+                    HeaderState::Salvaged(resume)
                 }
             };
             segments.push(SegmentEntry { file, header });
@@ -299,11 +300,14 @@ impl JournalReader {
                     self.last_seq = Some(prev_seq);
                 }
             }
-            HeaderState::Salvaged => {
+            HeaderState::Salvaged(resume) => {
                 self.expected_seq = None;
-                frames
-                    .resync_after(0)
-                    .map_err(|source| StoreError::io("read", &path, source))?;
+                match resume {
+                    Some(offset) => frames
+                        .seek(*offset)
+                        .map_err(|source| StoreError::io("read", &path, source))?,
+                    None => return Ok(true),
+                }
             }
         }
         self.current = Some(Current { frames, index });
@@ -357,8 +361,10 @@ impl JournalReader {
                             }
                         }
                     };
-                    if let Some(expected) = self.expected_seq {
-                        if record.seq != expected {
+                    if let Some(expected) = self.expected_seq
+                        && record.seq != expected
+                    {
+                        {
                             let what = if record.seq > expected {
                                 format!(
                                     "seq jumps from {} to {} (records {expected}..{} are missing)",
@@ -373,8 +379,7 @@ impl JournalReader {
                                     expected - 1
                                 )
                             };
-                            let error =
-                                StoreError::corruption(&path, offset, Some(expected), what);
+                            let error = StoreError::corruption(&path, offset, Some(expected), what);
                             if let Some(result) = self.problem(error) {
                                 return Some(result);
                             }
@@ -391,7 +396,7 @@ impl JournalReader {
                     return Some(Ok(record));
                 }
                 Err(bad) => {
-                    let good_after = match current.frames.good_frame_after(bad.offset) {
+                    let good_after = match current.frames.next_good_frame(&bad) {
                         Ok(good_after) => good_after,
                         Err(source) => {
                             self.finish();
@@ -432,19 +437,18 @@ impl JournalReader {
                                 Some(result) => return Some(result),
                                 None => {
                                     self.expected_seq = None;
-                                    let resumed = match self.current.as_mut() {
-                                        Some(current) => current.frames.resync_after(bad.offset),
-                                        None => Ok(false),
-                                    };
-                                    match resumed {
-                                        Ok(true) => {}
-                                        Ok(false) => self.current = None,
-                                        Err(source) => {
-                                            self.finish();
-                                            return Some(Err(StoreError::io(
-                                                "read", &path, source,
-                                            )));
+                                    let resumed = match (self.current.as_mut(), good_after) {
+                                        (Some(current), Some(offset)) => {
+                                            current.frames.seek(offset)
                                         }
+                                        _ => {
+                                            self.current = None;
+                                            Ok(())
+                                        }
+                                    };
+                                    if let Err(source) = resumed {
+                                        self.finish();
+                                        return Some(Err(StoreError::io("read", &path, source)));
                                     }
                                 }
                             }
@@ -467,7 +471,7 @@ impl Iterator for JournalReader {
 fn created(entry: &SegmentEntry) -> Option<DateTime<Utc>> {
     match &entry.header {
         HeaderState::Good(header) => header.created_at(),
-        HeaderState::Torn | HeaderState::Salvaged => None,
+        HeaderState::Torn | HeaderState::Salvaged(_) => None,
     }
 }
 
@@ -495,14 +499,18 @@ fn salvage_warning(error: StoreError) -> Warning {
     }
 }
 
+/// A header problem: the error, and where the segment's first good frame after it starts.
+type HeaderProblem = (StoreError, Option<u64>);
+
 /// Reads a segment's header. `Ok(Ok(header))`: good. `Ok(Err(None))`: the last segment's header
-/// is torn (nothing good follows). `Ok(Err(Some(error)))`: corruption. `Err`: I/O failure or a
+/// is torn (nothing good follows). `Ok(Err(Some(problem)))`: corruption. `Err`: I/O failure or a
 /// newer format version.
 fn probe_header(
     segment: &SegmentFile,
     is_last: bool,
-) -> Result<Result<SegmentHeader, Option<StoreError>>, StoreError> {
+) -> Result<Result<SegmentHeader, Option<HeaderProblem>>, StoreError> {
     let path = &segment.path;
+    let io_error = |source| StoreError::io("read", path, source);
     let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
     let file_len = file
         .metadata()
@@ -510,27 +518,27 @@ fn probe_header(
         .len();
     let mut frames = FrameReader::new(file, file_len);
     let mut payload = Vec::new();
-    let read = |frames: &mut FrameReader, payload: &mut Vec<u8>| {
-        frames
-            .next_frame(payload)
-            .map_err(|source| StoreError::io("read", path, source))
-    };
-    let what = match read(&mut frames, &mut payload)? {
+    let bad = match frames.next_frame(&mut payload).map_err(io_error)? {
         Ok(Some(_)) => {
             return match SegmentHeader::decode(&payload, path, segment.number) {
                 Ok(header) => Ok(Ok(header)),
                 Err(error @ StoreError::NewerVersion { .. }) => Err(error),
-                Err(error) => Ok(Err(Some(error))),
+                Err(error) => Ok(Err(Some((error, Some(frames.offset()))))),
             };
         }
-        Ok(None) => "the segment is empty (no header)".to_owned(),
-        Err(bad) => format!("bad segment header: {}", bad.what),
+        Ok(None) => {
+            if is_last {
+                return Ok(Err(None));
+            }
+            let error = StoreError::corruption(path, 0, None, "the segment is empty (no header)");
+            return Ok(Err(Some((error, None))));
+        }
+        Err(bad) => bad,
     };
-    let good_after = frames
-        .good_frame_after(0)
-        .map_err(|source| StoreError::io("read", path, source))?;
+    let good_after = frames.next_good_frame(&bad).map_err(io_error)?;
     if is_last && good_after.is_none() {
         return Ok(Err(None));
     }
-    Ok(Err(Some(StoreError::corruption(path, 0, None, what))))
+    let error = StoreError::corruption(path, 0, None, format!("bad segment header: {}", bad.what));
+    Ok(Err(Some((error, good_after))))
 }

@@ -49,10 +49,7 @@ impl EncodedEvent {
         out.extend_from_slice(b"{\"seq\":");
         out.extend_from_slice(seq.to_string().as_bytes());
         out.extend_from_slice(b",\"ts\":\"");
-        out.extend_from_slice(
-            ts.to_rfc3339_opts(SecondsFormat::Micros, true)
-                .as_bytes(),
-        );
+        out.extend_from_slice(ts.to_rfc3339_opts(SecondsFormat::Micros, true).as_bytes());
         out.extend_from_slice(b"\",");
         out.extend_from_slice(&self.json[1..]);
     }
@@ -97,7 +94,9 @@ mod tests {
         let ts = Utc.with_ymd_and_hms(2026, 11, 30, 2, 15, 7).unwrap()
             + chrono::Duration::microseconds(123_456);
         let mut payload = Vec::new();
-        EncodedEvent::new(&event).unwrap().payload(42, ts, &mut payload);
+        EncodedEvent::new(&event)
+            .unwrap()
+            .payload(42, ts, &mut payload);
         assert_eq!(
             String::from_utf8(payload.clone()).unwrap(),
             r#"{"seq":42,"ts":"2026-11-30T02:15:07.123456Z","kind":"run_finished","status":"succeeded","succeeded":3,"failed":0,"skipped":1}"#

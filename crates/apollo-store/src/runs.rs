@@ -119,11 +119,10 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
                             }
                         }
                         Ok(None) => break,
-                        Err(bad) => {
-                            if !frames.resync_after(bad.offset).map_err(io_error)? {
-                                break;
-                            }
-                        }
+                        Err(bad) => match frames.next_good_frame(&bad).map_err(io_error)? {
+                            Some(offset) => frames.seek(offset).map_err(io_error)?,
+                            None => break,
+                        },
                     }
                 }
             }
@@ -198,11 +197,7 @@ pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
     }
 }
 
-pub(crate) fn summarize(
-    state: &StateDir,
-    id: &RunId,
-    holder: Option<&LockHolder>,
-) -> RunSummary {
+pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder>) -> RunSummary {
     let mut summary = RunSummary {
         id: id.clone(),
         pipeline: None,
@@ -294,10 +289,9 @@ impl StateDir {
                 event: Event::RunStarted(started),
                 ..
             })) = first_record(&run_dir)
+                && started.pipeline == pipeline
             {
-                if started.pipeline == pipeline {
-                    return Ok(Some(id));
-                }
+                return Ok(Some(id));
             }
         }
         Ok(None)

@@ -145,7 +145,11 @@ impl SegmentHeader {
         let major = format
             .split_once('.')
             .and_then(|(major, minor)| minor.parse::<u32>().ok().and(major.parse::<u32>().ok()))
-            .ok_or_else(|| bad(format!("the header's format version {format:?} is malformed")))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "the header's format version {format:?} is malformed"
+                ))
+            })?;
         if major > FORMAT_MAJOR {
             return Err(StoreError::NewerVersion {
                 path: path.to_path_buf(),

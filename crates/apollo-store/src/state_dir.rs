@@ -148,10 +148,9 @@ impl StateDir {
                         .file_name()
                         .to_str()
                         .and_then(|name| name.parse::<RunId>().ok())
+                        && id.time_part() == time_part
                     {
-                        if id.time_part() == time_part {
-                            floor = Some(floor.map_or(id.suffix(), |f| f.max(id.suffix())));
-                        }
+                        floor = Some(floor.map_or(id.suffix(), |f| f.max(id.suffix())));
                     }
                 }
             }
@@ -221,10 +220,9 @@ impl StateDir {
                 .file_name()
                 .to_str()
                 .and_then(|name| name.parse::<RunId>().ok())
+                && entry.path().is_dir()
             {
-                if entry.path().is_dir() {
-                    ids.push(id);
-                }
+                ids.push(id);
             }
         }
         ids.sort();
@@ -261,7 +259,10 @@ impl StateDir {
     }
 
     fn blob_path(&self, hash: &str) -> Result<PathBuf, StoreError> {
-        if hash.len() != 64 || !hash.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+        if hash.len() != 64
+            || !hash
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
         {
             return Err(StoreError::invalid(format!(
                 "`{hash}` is not a SHA-256 hash (64 lowercase hex digits)"

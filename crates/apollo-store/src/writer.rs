@@ -147,7 +147,11 @@ impl std::fmt::Debug for JournalWriter {
 impl JournalWriter {
     /// Starts the journal of a new run in `run_dir` (creating `run_dir/journal/000001.log`).
     /// Fails if the run already has segments.
-    pub fn create(run_dir: &Path, run_id: &str, options: WriterOptions) -> Result<Self, StoreError> {
+    pub fn create(
+        run_dir: &Path,
+        run_id: &str,
+        options: WriterOptions,
+    ) -> Result<Self, StoreError> {
         let journal_dir = run_dir.join("journal");
         create_dir_all_durable(&journal_dir)?;
         if !list_segment_files(&journal_dir)?.is_empty() {
@@ -257,7 +261,7 @@ impl JournalWriter {
                     report.warnings.extend(warnings);
                     continue;
                 }
-                HeaderState::Salvaged => {
+                HeaderState::Salvaged(_) => {
                     return Err(StoreError::corruption(
                         &segment_path,
                         0,
