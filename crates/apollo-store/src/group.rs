@@ -25,6 +25,8 @@ struct Queue {
     leader_active: bool,
     /// The first failure; set once, never cleared.
     poisoned: Option<String>,
+    /// Batches written (each with one fdatasync, in fsync mode).
+    n_commits: u64,
 }
 
 /// A journal writer shared by many threads: `append(&self, …)` with group commit.
@@ -65,6 +67,7 @@ impl SharedWriter {
                 durable_seq: next_seq - 1,
                 leader_active: false,
                 poisoned,
+                n_commits: 0,
             }),
             batch_done: Condvar::new(),
             writer: Mutex::new(writer),
@@ -123,6 +126,7 @@ impl SharedWriter {
                 Ok(written_last_seq) => {
                     debug_assert_eq!(written_last_seq, batch_last_seq);
                     queue.durable_seq = batch_last_seq;
+                    queue.n_commits += 1;
                     self.batch_done.notify_all();
                 }
                 Err(error) => {
@@ -133,6 +137,12 @@ impl SharedWriter {
                 }
             }
         }
+    }
+
+    /// How many batches were committed so far (one fdatasync each): appends divided by this
+    /// is the group-commit factor.
+    pub fn n_commits(&self) -> u64 {
+        lock(&self.queue).n_commits
     }
 
     /// Consumes the shared writer, returning the inner one.
