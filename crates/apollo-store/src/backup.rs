@@ -1,0 +1,168 @@
+//! `apollo backup DEST`: copy finished runs consistently, then prune DEST.
+
+use std::fs::{self, File};
+use std::io;
+use std::path::Path;
+
+use apollo_core::Event;
+use chrono::{DateTime, Utc};
+
+use crate::error::StoreError;
+use crate::fsutil::{fsync_dir, random_hex};
+use crate::reader::{JournalReader, ReadOptions};
+use crate::retention::{PruneOptions, PruneReport, prune, remove_leftovers, select};
+use crate::run_id::RunId;
+use crate::state_dir::StateDir;
+use crate::verify::verify;
+
+/// What [`backup`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackupReport {
+    /// Runs copied now.
+    pub copied: Vec<RunId>,
+    /// Finished runs already present at the destination.
+    pub already_there: Vec<RunId>,
+    /// Runs not copied because they are not finished (running or incomplete).
+    pub unfinished: Vec<RunId>,
+    /// Runs not copied because the destination's retention (`keep_days`) would delete them
+    /// at once (older, and not the latest of their pipeline).
+    pub too_old: Vec<RunId>,
+    /// Runs not copied because their journal is damaged, with the reason.
+    pub failed: Vec<(RunId, String)>,
+    /// Bytes copied.
+    pub copied_bytes: u64,
+    /// What pruning the destination did.
+    pub pruned: PruneReport,
+}
+
+/// Copies every finished run of `state` that `dest` (a state directory, created if missing)
+/// does not have yet, with the blobs its journal names, then prunes `dest` with
+/// `keep_days` (the latest run of each pipeline is always kept). Runs that pruning would
+/// delete at once are not copied.
+///
+/// Each run is copied into `dest/runs/.backup-…`, every file and folder fsynced, then renamed
+/// to its id and the parent fsynced: a run in `dest/runs/` is always complete. A run whose
+/// journal is corrupt is not copied and is listed in [`BackupReport::failed`].
+pub fn backup(
+    state: &StateDir,
+    dest: &Path,
+    keep_days: Option<u32>,
+    now: DateTime<Utc>,
+) -> Result<BackupReport, StoreError> {
+    let dest = StateDir::open_or_create(dest)?;
+    if dest.path().canonicalize().ok() == state.path().canonicalize().ok() {
+        return Err(StoreError::invalid(
+            "the backup destination is the state directory itself",
+        ));
+    }
+    remove_leftovers(&dest)?;
+    let mut report = BackupReport::default();
+    let summaries = state.list_runs()?;
+    let would_prune = select(
+        &summaries,
+        PruneOptions {
+            keep_days,
+            keep_runs: None,
+        },
+        now,
+    )
+    .deleted;
+    for summary in summaries {
+        let id = summary.id.clone();
+        if !summary.state.is_finished() {
+            report.unfinished.push(id);
+            continue;
+        }
+        if would_prune.contains(&id) {
+            report.too_old.push(id);
+            continue;
+        }
+        if dest.runs_dir().join(id.as_str()).exists() {
+            report.already_there.push(id);
+            continue;
+        }
+        let run_dir = state.runs_dir().join(id.as_str());
+        let verified = verify(&run_dir)?;
+        if let Some(corruption) = verified.corruptions.first() {
+            report.failed.push((id, corruption.to_string()));
+            continue;
+        }
+        for hash in definition_hashes(&run_dir)? {
+            if dest.blob_file(&hash)?.is_none() {
+                match state.read_blob(&hash) {
+                    Ok(bytes) => {
+                        dest.put_blob(&bytes)?;
+                    }
+                    Err(StoreError::NotFound { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        let temp = dest
+            .runs_dir()
+            .join(format!(".backup-{id}-{}", random_hex(4)));
+        report.copied_bytes += copy_tree_durable(&run_dir, &temp)?;
+        let final_path = dest.runs_dir().join(id.as_str());
+        fs::rename(&temp, &final_path)
+            .map_err(|source| StoreError::io("rename into", &final_path, source))?;
+        fsync_dir(&dest.runs_dir())?;
+        report.copied.push(id);
+    }
+    if keep_days.is_some() {
+        report.pruned = prune(
+            &dest,
+            PruneOptions {
+                keep_days,
+                keep_runs: None,
+            },
+            now,
+        )?;
+    }
+    Ok(report)
+}
+
+/// The definition snapshot hashes a run's journal names (`run_started`, `run_resumed`).
+fn definition_hashes(run_dir: &Path) -> Result<Vec<String>, StoreError> {
+    let mut hashes = Vec::new();
+    for record in JournalReader::open(run_dir, ReadOptions::default())? {
+        match record?.event {
+            Event::RunStarted(started) => hashes.push(started.definition_hash),
+            Event::RunResumed(resumed) => hashes.push(resumed.definition_hash),
+            _ => {}
+        }
+    }
+    hashes.sort();
+    hashes.dedup();
+    hashes.retain(|hash| hash.len() == 64);
+    Ok(hashes)
+}
+
+/// Copies the tree at `from` to `to` (which must not exist), fsyncing every file and folder.
+/// Returns the bytes copied.
+fn copy_tree_durable(from: &Path, to: &Path) -> Result<u64, StoreError> {
+    fs::create_dir(to).map_err(|source| StoreError::io("create directory", to, source))?;
+    let mut n_bytes = 0;
+    let entries = fs::read_dir(from).map_err(|source| StoreError::io("list", from, source))?;
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::io("list", from, source))?;
+        let kind = entry
+            .file_type()
+            .map_err(|source| StoreError::io("stat", entry.path(), source))?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            n_bytes += copy_tree_durable(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            let mut source_file = File::open(entry.path())
+                .map_err(|source| StoreError::io("open", entry.path(), source))?;
+            let mut target_file = File::create_new(&target)
+                .map_err(|source| StoreError::io("create", &target, source))?;
+            n_bytes += io::copy(&mut source_file, &mut target_file)
+                .map_err(|source| StoreError::io("copy to", &target, source))?;
+            target_file
+                .sync_all()
+                .map_err(|source| StoreError::io("fsync", &target, source))?;
+        }
+    }
+    fsync_dir(to)?;
+    Ok(n_bytes)
+}

@@ -1,0 +1,230 @@
+//! The one error type of the crate, and the warnings readers and recovery hand back.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// What class of failure a [`StoreError`] is; the CLI maps it to an exit code.
+///
+/// Suggested mapping (DESIGN §10): `Corruption` and `NewerVersion` → 3, `Locked` → 4,
+/// `Io` → 6, `NotFound` and `InvalidInput` → 2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A journal or blob does not hold what its checksums and sequence numbers promise.
+    Corruption,
+    /// A journal was written by a newer apollo with an incompatible (major) format.
+    NewerVersion,
+    /// Another apollo holds the state directory's lock.
+    Locked,
+    /// A system call failed (disk full, EIO, fsync failure, permission...), or the writer is
+    /// poisoned by such an earlier failure.
+    Io,
+    /// A run, segment or blob that was asked for does not exist.
+    NotFound,
+    /// An argument was malformed (a run id, a unit name, a fault plan, an oversized record).
+    InvalidInput,
+}
+
+/// Everything that can go wrong in apollo-store.
+///
+/// Messages are lowercase, say where (file, byte offset, seq), what, and what to do next.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A journal record, segment header or segment sequence is wrong in a way that is not a
+    /// torn tail.
+    #[error(
+        "journal corrupt: {path} at byte {offset}{seq}: {what}; run `apollo verify` for a full report, `--salvage` reads past bad records",
+        path = .path.display(),
+        seq = fmt_seq(*.seq)
+    )]
+    Corruption {
+        /// The segment (or blob) file.
+        path: PathBuf,
+        /// Byte offset of the bad record (or header) in the file.
+        offset: u64,
+        /// The sequence number involved, when one is known (the bad record's expected seq).
+        seq: Option<u64>,
+        /// What is wrong.
+        what: String,
+    },
+    /// A segment declares a format major version this apollo cannot read.
+    #[error(
+        "cannot read {path}: journal format {found} is newer than this apollo supports ({supported}); upgrade apollo to read it",
+        path = .path.display()
+    )]
+    NewerVersion {
+        /// The segment.
+        path: PathBuf,
+        /// The version found in its header (`major.minor`).
+        found: String,
+        /// The newest version this build reads.
+        supported: String,
+    },
+    /// The state directory's lock is held by another apollo.
+    #[error(
+        "state directory is locked by another apollo ({holder}, lock file {path}); wait for it to finish or pass --wait",
+        path = .path.display(),
+        holder = fmt_holder(*.pid, .host.as_deref())
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// The holder's process id, when it could be read from the lock file.
+        pid: Option<u32>,
+        /// The holder's host name, when it could be read from the lock file.
+        host: Option<String>,
+    },
+    /// A system call on a file failed.
+    #[error("{action} {path}: {source}", path = .path.display())]
+    Io {
+        /// What apollo was doing ("fsync", "write to", "open"...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The journal writer failed earlier (a write or fsync error); it accepts nothing more.
+    #[error(
+        "journal writer stopped after an earlier failure ({cause}); nothing after the last acknowledged record is durable, the next apollo run recovers from what is on disk"
+    )]
+    Poisoned {
+        /// The first failure, as text.
+        cause: String,
+    },
+    /// Something asked for does not exist.
+    #[error("{what} not found")]
+    NotFound {
+        /// What was looked for ("run 2026…", "blob ab12…").
+        what: String,
+    },
+    /// An argument is malformed.
+    #[error("{what}")]
+    InvalidInput {
+        /// What is wrong with it.
+        what: String,
+    },
+}
+
+fn fmt_seq(seq: Option<u64>) -> String {
+    match seq {
+        Some(seq) => format!(" (seq {seq})"),
+        None => String::new(),
+    }
+}
+
+fn fmt_holder(pid: Option<u32>, host: Option<&str>) -> String {
+    match (pid, host) {
+        (Some(pid), Some(host)) => format!("pid {pid} on {host}"),
+        (Some(pid), None) => format!("pid {pid}"),
+        (None, _) => "holder unknown".to_owned(),
+    }
+}
+
+impl StoreError {
+    /// The class of the error, for exit codes.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::Corruption { .. } => ErrorKind::Corruption,
+            StoreError::NewerVersion { .. } => ErrorKind::NewerVersion,
+            StoreError::Locked { .. } => ErrorKind::Locked,
+            StoreError::Io { .. } | StoreError::Poisoned { .. } => ErrorKind::Io,
+            StoreError::NotFound { .. } => ErrorKind::NotFound,
+            StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
+        }
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl AsRef<Path>, source: io::Error) -> Self {
+        StoreError::Io {
+            action,
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(
+        path: impl AsRef<Path>,
+        offset: u64,
+        seq: Option<u64>,
+        what: impl Into<String>,
+    ) -> Self {
+        StoreError::Corruption {
+            path: path.as_ref().to_path_buf(),
+            offset,
+            seq,
+            what: what.into(),
+        }
+    }
+
+    pub(crate) fn invalid(what: impl Into<String>) -> Self {
+        StoreError::InvalidInput { what: what.into() }
+    }
+}
+
+/// What a [`Warning`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// The last record of the last segment is incomplete or fails its checksum: a write that
+    /// was never acknowledged. Readers stop there; the writer cuts it off.
+    TornTail,
+    /// Salvage mode read past a bad record, segment or sequence gap.
+    Salvaged,
+}
+
+/// Something a reader or the recovery noticed that is not an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// What kind of warning.
+    pub kind: WarningKind,
+    /// The segment file.
+    pub path: PathBuf,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// The seq expected at that point, when known.
+    pub seq: Option<u64>,
+    /// What happened, in a sentence.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at byte {}{}: {}",
+            self.path.display(),
+            self.offset,
+            fmt_seq(self.seq),
+            self.message
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corruption_message_says_where_and_what_to_do() {
+        let error = StoreError::corruption("/s/000002.log", 420, Some(17), "checksum mismatch");
+        assert_eq!(
+            error.to_string(),
+            "journal corrupt: /s/000002.log at byte 420 (seq 17): checksum mismatch; run `apollo verify` for a full report, `--salvage` reads past bad records"
+        );
+        assert_eq!(error.kind(), ErrorKind::Corruption);
+    }
+
+    #[test]
+    fn locked_message_names_the_holder_pid() {
+        let error = StoreError::Locked {
+            path: "/s/lock".into(),
+            pid: Some(4242),
+            host: Some("build-1".into()),
+        };
+        assert!(error.to_string().contains("pid 4242 on build-1"), "{error}");
+        assert_eq!(error.kind(), ErrorKind::Locked);
+    }
+}

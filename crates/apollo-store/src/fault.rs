@@ -1,0 +1,260 @@
+//! Fault injection: fail the N-th write or fsync of a journal writer.
+//!
+//! Every write and every sync a [`JournalWriter`](crate::JournalWriter) issues (segment data,
+//! segment headers, directory fsyncs, torn-tail copies) goes through one [`FaultInjector`], which
+//! counts them. A [`FaultPlan`] names which operation fails and with which error. A failed write
+//! first writes half of its buffer, as a full disk or a crash in the middle of `write(2)` can
+//! leave it, so the recovery of a torn tail is exercised too.
+//!
+//! Plans are parsed from strings such as `write:5:ENOSPC` or `fsync:3:EIO,write:9:EIO`, so an
+//! end-to-end test can pass one through an environment variable.
+
+use std::fmt;
+use std::io;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::StoreError;
+
+/// Which kind of operation a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FaultOp {
+    /// A `write(2)` of journal bytes.
+    Write,
+    /// An `fdatasync(2)` of a segment or an `fsync(2)` of a directory.
+    Fsync,
+}
+
+/// The error an injected fault returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultErrno {
+    /// No space left on device.
+    Enospc,
+    /// Input/output error.
+    Eio,
+    /// Disk quota exceeded.
+    Edquot,
+}
+
+impl FaultErrno {
+    fn raw(self) -> i32 {
+        match self {
+            FaultErrno::Enospc => libc::ENOSPC,
+            FaultErrno::Eio => libc::EIO,
+            FaultErrno::Edquot => libc::EDQUOT,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            FaultErrno::Enospc => "ENOSPC",
+            FaultErrno::Eio => "EIO",
+            FaultErrno::Edquot => "EDQUOT",
+        }
+    }
+}
+
+/// One injected fault: the `nth` (from 1) operation of kind `op` fails with `errno`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fault {
+    /// Which operations are counted.
+    pub op: FaultOp,
+    /// Which one fails, counting from 1.
+    pub nth: u64,
+    /// The error it fails with.
+    pub errno: FaultErrno,
+}
+
+/// A set of faults to inject; empty (the default) injects nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// The faults.
+    pub faults: Vec<Fault>,
+}
+
+impl FaultPlan {
+    /// A plan that fails the `nth` operation of kind `op` with `errno`.
+    pub fn fail(op: FaultOp, nth: u64, errno: FaultErrno) -> Self {
+        Self {
+            faults: vec![Fault { op, nth, errno }],
+        }
+    }
+
+    /// Whether the plan injects nothing.
+    pub fn is_empty(&self) -> bool {
+        self.faults.is_empty()
+    }
+}
+
+impl FromStr for FaultPlan {
+    type Err = StoreError;
+
+    /// Parses `op:nth:ERRNO[,op:nth:ERRNO...]` where op is `write` or `fsync` and ERRNO is
+    /// `ENOSPC`, `EIO` or `EDQUOT`. An empty string is the empty plan.
+    fn from_str(text: &str) -> Result<Self, StoreError> {
+        let mut faults = Vec::new();
+        for item in text
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+        {
+            let parts: Vec<&str> = item.split(':').collect();
+            let [op, nth, errno] = parts.as_slice() else {
+                return Err(StoreError::invalid(format!(
+                    "fault `{item}` is not of the form op:nth:ERRNO (e.g. write:5:ENOSPC)"
+                )));
+            };
+            let op = match *op {
+                "write" => FaultOp::Write,
+                "fsync" => FaultOp::Fsync,
+                other => {
+                    return Err(StoreError::invalid(format!(
+                        "fault `{item}`: unknown operation `{other}`, expected `write` or `fsync`"
+                    )));
+                }
+            };
+            let nth = match nth.parse::<u64>() {
+                Ok(nth) if nth >= 1 => nth,
+                _ => {
+                    return Err(StoreError::invalid(format!(
+                        "fault `{item}`: `{nth}` is not a count from 1"
+                    )));
+                }
+            };
+            let errno = match errno.to_ascii_uppercase().as_str() {
+                "ENOSPC" => FaultErrno::Enospc,
+                "EIO" => FaultErrno::Eio,
+                "EDQUOT" => FaultErrno::Edquot,
+                other => {
+                    return Err(StoreError::invalid(format!(
+                        "fault `{item}`: unknown error `{other}`, expected ENOSPC, EIO or EDQUOT"
+                    )));
+                }
+            };
+            faults.push(Fault { op, nth, errno });
+        }
+        Ok(Self { faults })
+    }
+}
+
+impl fmt::Display for FaultPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, fault) in self.faults.iter().enumerate() {
+            if index > 0 {
+                f.write_str(",")?;
+            }
+            let op = match fault.op {
+                FaultOp::Write => "write",
+                FaultOp::Fsync => "fsync",
+            };
+            write!(f, "{op}:{}:{}", fault.nth, fault.errno.name())?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts a writer's operations and fails the ones its plan names. Cheap when the plan is
+/// empty: two relaxed atomic increments per operation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FaultInjector {
+    inner: Arc<Counters>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    plan: FaultPlan,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+}
+
+impl FaultInjector {
+    pub(crate) fn new(plan: FaultPlan) -> Self {
+        Self {
+            inner: Arc::new(Counters {
+                plan,
+                writes: AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    fn check(&self, op: FaultOp) -> Option<io::Error> {
+        let counter = match op {
+            FaultOp::Write => &self.inner.writes,
+            FaultOp::Fsync => &self.inner.syncs,
+        };
+        let nth = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        self.inner
+            .plan
+            .faults
+            .iter()
+            .find(|fault| fault.op == op && fault.nth == nth)
+            .map(|fault| io::Error::from_raw_os_error(fault.errno.raw()))
+    }
+
+    /// Writes all of `bytes` to `sink`, or half of them and an injected error.
+    pub(crate) fn write_all(&self, sink: &mut impl io::Write, bytes: &[u8]) -> io::Result<()> {
+        if let Some(error) = self.check(FaultOp::Write) {
+            sink.write_all(&bytes[..bytes.len() / 2])?;
+            return Err(error);
+        }
+        sink.write_all(bytes)
+    }
+
+    /// Runs `sync`, or returns an injected error without syncing.
+    pub(crate) fn sync(&self, sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        if let Some(error) = self.check(FaultOp::Fsync) {
+            return Err(error);
+        }
+        sync()
+    }
+
+    /// Operations counted so far: (writes, syncs).
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.inner.writes.load(Ordering::Relaxed),
+            self.inner.syncs.load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_parse_and_print_back() {
+        let plan: FaultPlan = "write:5:ENOSPC, fsync:3:eio".parse().unwrap();
+        assert_eq!(plan.faults.len(), 2);
+        assert_eq!(plan.to_string(), "write:5:ENOSPC,fsync:3:EIO");
+        assert!("".parse::<FaultPlan>().unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong() {
+        for (text, expected) in [
+            ("write:0:EIO", "not a count from 1"),
+            ("read:1:EIO", "unknown operation `read`"),
+            ("write:1:EPERM", "unknown error `EPERM`"),
+            ("write:1", "not of the form"),
+        ] {
+            let error = text.parse::<FaultPlan>().unwrap_err();
+            assert!(error.to_string().contains(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_nth_write_fails_after_writing_half() {
+        let injector = FaultInjector::new(FaultPlan::fail(FaultOp::Write, 2, FaultErrno::Eio));
+        let mut sink = Vec::new();
+        injector.write_all(&mut sink, b"abcd").unwrap();
+        let error = injector.write_all(&mut sink, b"efgh").unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EIO));
+        assert_eq!(sink, b"abcdef");
+        injector.write_all(&mut sink, b"ij").unwrap();
+        assert_eq!(injector.counts(), (3, 0));
+    }
+}

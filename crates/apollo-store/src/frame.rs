@@ -1,0 +1,303 @@
+//! Record framing: `<crc32c-masked hex8> <len> <payload>\n` (see the crate docs).
+//!
+//! The checksum covers the length field, the space and the payload, so a flipped bit anywhere in
+//! a frame (the checksum itself included) makes the frame fail, and the explicit length finds
+//! the end of a payload without trusting the newline.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+
+/// The largest payload a frame may carry. Larger lengths are treated as damage, so a flipped
+/// bit in a length field cannot make a reader allocate gigabytes.
+pub(crate) const MAX_PAYLOAD_LEN: usize = 16 * 1024 * 1024;
+
+/// The LevelDB mask: a CRC stored next to data that itself contains CRCs is rotated and offset,
+/// so a checksum computed over an embedded checksum does not trivially match.
+pub(crate) fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// Appends one frame holding `payload` to `out`.
+pub(crate) fn encode_frame(payload: &[u8], out: &mut Vec<u8>) {
+    let len_text = payload.len().to_string();
+    let mut crc = crc32c::crc32c(len_text.as_bytes());
+    crc = crc32c::crc32c_append(crc, b" ");
+    crc = crc32c::crc32c_append(crc, payload);
+    out.extend_from_slice(format!("{:08x} ", mask_crc(crc)).as_bytes());
+    out.extend_from_slice(len_text.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(payload);
+    out.push(b'\n');
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadFrame {
+    /// Where the frame starts.
+    pub(crate) offset: u64,
+    /// The file ended inside the frame (as a torn write leaves it).
+    pub(crate) incomplete: bool,
+    /// What is wrong, for messages.
+    pub(crate) what: String,
+    /// Where the next frame would start if this frame's length field is right (known once the
+    /// payload was read): a damaged newline or checksum leaves the next frame there.
+    pub(crate) declared_end: Option<u64>,
+}
+
+/// Reads frames one by one from a segment file, tracking byte offsets, in constant memory.
+pub(crate) struct FrameReader {
+    input: BufReader<File>,
+    offset: u64,
+    file_len: u64,
+}
+
+enum Step {
+    Byte(u8),
+    Eof,
+}
+
+impl FrameReader {
+    pub(crate) fn new(file: File, file_len: u64) -> Self {
+        Self {
+            input: BufReader::with_capacity(64 * 1024, file),
+            offset: 0,
+            file_len,
+        }
+    }
+
+    /// Byte offset of the next frame.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The file's length when it was opened.
+    pub(crate) fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    fn byte(&mut self) -> io::Result<Step> {
+        let buf = self.input.fill_buf()?;
+        match buf.first() {
+            Some(&byte) => {
+                self.input.consume(1);
+                self.offset += 1;
+                Ok(Step::Byte(byte))
+            }
+            None => Ok(Step::Eof),
+        }
+    }
+
+    /// Moves to `offset` in the file.
+    pub(crate) fn seek(&mut self, offset: u64) -> io::Result<()> {
+        self.input.seek(SeekFrom::Start(offset))?;
+        self.offset = offset;
+        Ok(())
+    }
+
+    /// Reads the next frame's payload into `payload`. `Ok(Ok(Some(offset)))` is a good frame
+    /// starting at `offset`, `Ok(Ok(None))` the clean end of the file, `Ok(Err(bad))` a damaged
+    /// or incomplete frame; the outer error is an I/O failure.
+    pub(crate) fn next_frame(
+        &mut self,
+        payload: &mut Vec<u8>,
+    ) -> io::Result<Result<Option<u64>, BadFrame>> {
+        let start = self.offset;
+        let bad = |incomplete: bool, what: &str| {
+            Ok(Err(BadFrame {
+                offset: start,
+                incomplete,
+                what: what.to_owned(),
+                declared_end: None,
+            }))
+        };
+        let bad_after_payload = |what: &str, declared_end: u64| {
+            Ok(Err(BadFrame {
+                offset: start,
+                incomplete: false,
+                what: what.to_owned(),
+                declared_end: Some(declared_end),
+            }))
+        };
+        // The checksum: exactly 8 lowercase hex digits.
+        let mut stored_crc: u32 = 0;
+        for index in 0..8 {
+            match self.byte()? {
+                Step::Eof if index == 0 => return Ok(Ok(None)),
+                Step::Eof => return bad(true, "the file ends inside a record's checksum"),
+                Step::Byte(byte) => match hex_value(byte) {
+                    Some(value) => stored_crc = (stored_crc << 4) | value,
+                    None => return bad(false, "the checksum field is not 8 hex digits"),
+                },
+            }
+        }
+        match self.byte()? {
+            Step::Eof => return bad(true, "the file ends after a record's checksum"),
+            Step::Byte(b' ') => {}
+            Step::Byte(_) => return bad(false, "no space after the checksum"),
+        }
+        // The length: 1 to 8 decimal digits, no leading zero, then a space.
+        let mut len_text = [0u8; 8];
+        let mut n_digits = 0;
+        loop {
+            match self.byte()? {
+                Step::Eof => return bad(true, "the file ends inside a record's length"),
+                Step::Byte(b' ') if n_digits > 0 => break,
+                Step::Byte(byte @ b'0'..=b'9') if n_digits < len_text.len() => {
+                    if n_digits == 1 && len_text[0] == b'0' {
+                        return bad(false, "the length field has a leading zero");
+                    }
+                    len_text[n_digits] = byte;
+                    n_digits += 1;
+                }
+                Step::Byte(_) => return bad(false, "the length field is not a decimal number"),
+            }
+        }
+        let len = len_text[..n_digits]
+            .iter()
+            .fold(0usize, |acc, digit| acc * 10 + usize::from(digit - b'0'));
+        if len > MAX_PAYLOAD_LEN {
+            return bad(
+                false,
+                &format!("the length {len} is larger than any record ({MAX_PAYLOAD_LEN})"),
+            );
+        }
+        let payload_start = self.offset;
+        if payload_start + len as u64 + 1 > self.file_len {
+            // Do not even allocate: the rest of the file is too short for the payload.
+            return bad(true, "the file ends inside a record's payload");
+        }
+        payload.clear();
+        payload.resize(len, 0);
+        if let Err(error) = self.input.read_exact(payload) {
+            if error.kind() == io::ErrorKind::UnexpectedEof {
+                return bad(true, "the file ends inside a record's payload");
+            }
+            return Err(error);
+        }
+        self.offset += len as u64;
+        let declared_end = self.offset + 1;
+        match self.byte()? {
+            Step::Eof => return bad(true, "the file ends before a record's newline"),
+            Step::Byte(b'\n') => {}
+            Step::Byte(_) => {
+                return bad_after_payload("the record does not end with a newline", declared_end);
+            }
+        }
+        let mut crc = crc32c::crc32c(&len_text[..n_digits]);
+        crc = crc32c::crc32c_append(crc, b" ");
+        crc = crc32c::crc32c_append(crc, payload);
+        if mask_crc(crc) != stored_crc {
+            return bad_after_payload("checksum mismatch", declared_end);
+        }
+        Ok(Ok(Some(start)))
+    }
+
+    /// From a bad frame at `bad_offset`, moves to the start of the next line (the byte after
+    /// the next newline). Returns false at the end of the file.
+    pub(crate) fn resync_after(&mut self, bad_offset: u64) -> io::Result<bool> {
+        self.seek(bad_offset + 1)?;
+        loop {
+            let (found, used) = {
+                let buf = self.input.fill_buf()?;
+                if buf.is_empty() {
+                    return Ok(false);
+                }
+                match buf.iter().position(|&byte| byte == b'\n') {
+                    Some(index) => (true, index + 1),
+                    None => (false, buf.len()),
+                }
+            };
+            self.input.consume(used);
+            self.offset += used as u64;
+            if found {
+                return Ok(self.offset < self.file_len);
+            }
+        }
+    }
+
+    /// The start of the next good frame after the bad one: where the bad frame's length says
+    /// it ends (a damaged newline or checksum), else the first line start after it where a
+    /// good frame begins. Leaves the reader at an unspecified position; `seek` to the result.
+    pub(crate) fn next_good_frame(&mut self, bad: &BadFrame) -> io::Result<Option<u64>> {
+        let mut scratch = Vec::new();
+        if let Some(end) = bad.declared_end.filter(|&end| end < self.file_len) {
+            self.seek(end)?;
+            if let Ok(Some(offset)) = self.next_frame(&mut scratch)? {
+                return Ok(Some(offset));
+            }
+        }
+        let mut from = bad.offset;
+        while self.resync_after(from)? {
+            let line_start = self.offset;
+            match self.next_frame(&mut scratch)? {
+                Ok(Some(offset)) => return Ok(Some(offset)),
+                Ok(None) => return Ok(None),
+                Err(_) => from = line_start,
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn hex_value(byte: u8) -> Option<u32> {
+    match byte {
+        b'0'..=b'9' => Some(u32::from(byte - b'0')),
+        b'a'..=b'f' => Some(u32::from(byte - b'a' + 10)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn reader_over(bytes: &[u8]) -> (tempfile::TempDir, FrameReader) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(bytes)
+            .unwrap();
+        let file = File::open(&path).unwrap();
+        (dir, FrameReader::new(file, bytes.len() as u64))
+    }
+
+    #[test]
+    fn a_frame_is_crc_space_length_space_payload_newline() {
+        let mut out = Vec::new();
+        encode_frame(br#"{"a":1}"#, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(&text[8..], " 7 {\"a\":1}\n");
+        let (_dir, mut reader) = reader_over(&out);
+        let mut payload = Vec::new();
+        assert_eq!(reader.next_frame(&mut payload).unwrap(), Ok(Some(0)));
+        assert_eq!(payload, br#"{"a":1}"#);
+        assert_eq!(reader.next_frame(&mut payload).unwrap(), Ok(None));
+    }
+
+    #[test]
+    fn a_flipped_length_digit_fails_the_checksum() {
+        let mut out = Vec::new();
+        encode_frame(b"abcdefghijklmnop", &mut out);
+        encode_frame(b"xyz", &mut out);
+        out[10] = b'1'; // "16" -> "11"
+        let (_dir, mut reader) = reader_over(&out);
+        let mut payload = Vec::new();
+        let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
+        assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(29));
+    }
+
+    #[test]
+    fn a_damaged_newline_does_not_hide_the_next_frame() {
+        let mut out = Vec::new();
+        encode_frame(b"first", &mut out);
+        let second = out.len() as u64;
+        encode_frame(b"second", &mut out);
+        out[second as usize - 1] = b'x';
+        let (_dir, mut reader) = reader_over(&out);
+        let mut payload = Vec::new();
+        let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
+        assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(second));
+    }
+}

@@ -1,0 +1,544 @@
+//! Streaming a run's records across its segments, in order, in constant memory.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::Record;
+use crate::error::{StoreError, Warning, WarningKind};
+use crate::frame::FrameReader;
+use crate::record::decode_record;
+use crate::segment::{SegmentFile, SegmentHeader, check_numbering, list_segment_files};
+
+/// How to read a journal.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read past bad records, bad headers, sequence gaps and missing segments, with a
+    /// [`Warning`] for each, instead of stopping with a [`StoreError::Corruption`].
+    /// A newer format version is refused even in salvage mode.
+    pub salvage: bool,
+    /// Only records with `ts >= since`; segments that end before it are not opened.
+    pub since: Option<DateTime<Utc>>,
+    /// Only records with `ts <= until`; segments that start after it are not opened.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// What the reader found at the start of a segment.
+#[derive(Debug, Clone)]
+pub(crate) enum HeaderState {
+    /// A good header.
+    Good(SegmentHeader),
+    /// The header of the last segment is incomplete or damaged and nothing good follows it: a
+    /// rotation torn by a crash. The segment holds no records.
+    Torn,
+    /// A damaged header in salvage mode; the segment's records are read anyway, from the
+    /// first good frame after it (`None`: there is none).
+    Salvaged(Option<u64>),
+}
+
+#[derive(Debug)]
+pub(crate) struct SegmentEntry {
+    pub(crate) file: SegmentFile,
+    pub(crate) header: HeaderState,
+}
+
+struct Current {
+    frames: FrameReader,
+    index: usize,
+}
+
+/// Reads the records of one run, segment by segment, in order; an iterator of
+/// `Result<Record, StoreError>`.
+///
+/// Memory does not grow with the journal: one segment is open at a time and one record is
+/// decoded at a time. A torn tail (an incomplete or checksum-failing last record of the last
+/// segment) ends the iteration with a [`Warning`], not an error; anything else that is wrong
+/// ends it with a [`StoreError::Corruption`] unless [`ReadOptions::salvage`] is set.
+/// Readers never modify files: only [`JournalWriter::open_for_append`](crate::JournalWriter::open_for_append)
+/// cuts a torn tail off.
+pub struct JournalReader {
+    journal_dir: PathBuf,
+    segments: Vec<SegmentEntry>,
+    next_segment: usize,
+    end_segment: usize,
+    current: Option<Current>,
+    expected_seq: Option<u64>,
+    last_seq: Option<u64>,
+    n_records: u64,
+    options: ReadOptions,
+    warnings: Vec<Warning>,
+    finished: bool,
+    payload: Vec<u8>,
+    run_id: Option<String>,
+}
+
+impl std::fmt::Debug for JournalReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalReader")
+            .field("journal_dir", &self.journal_dir)
+            .field("segments", &self.segments.len())
+            .field("next_segment", &self.next_segment)
+            .field("expected_seq", &self.expected_seq)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JournalReader {
+    /// Opens the journal of the run in `run_dir` (the folder holding `journal/`).
+    ///
+    /// Reads every segment's header (to check numbering, run id and version and to pick the
+    /// segments that cover `since`/`until`); records are read lazily by the iterator.
+    pub fn open(run_dir: &Path, options: ReadOptions) -> Result<Self, StoreError> {
+        Self::open_from(run_dir, options, false)
+    }
+
+    /// Like [`open`](Self::open), but only the last segment's records are read (the writer's
+    /// recovery, run listing).
+    pub(crate) fn open_last_segment(run_dir: &Path) -> Result<Self, StoreError> {
+        Self::open_from(run_dir, ReadOptions::default(), true)
+    }
+
+    fn open_from(
+        run_dir: &Path,
+        options: ReadOptions,
+        last_only: bool,
+    ) -> Result<Self, StoreError> {
+        let journal_dir = run_dir.join("journal");
+        let files = list_segment_files(&journal_dir)?;
+        let mut warnings = Vec::new();
+        if let Err(error) = check_numbering(&journal_dir, &files) {
+            if !options.salvage {
+                return Err(error);
+            }
+            warnings.push(salvage_warning(error));
+        }
+        let n_files = files.len();
+        let mut segments = Vec::with_capacity(n_files);
+        let mut run_id: Option<String> = None;
+        for (index, file) in files.into_iter().enumerate() {
+            let is_last = index + 1 == n_files;
+            let header = match probe_header(&file, is_last)? {
+                Ok(header) => {
+                    if let Some(first) = &run_id {
+                        if *first != header.run_id {
+                            let error = StoreError::corruption(
+                                &file.path,
+                                0,
+                                None,
+                                format!(
+                                    "the segment belongs to run {} but the journal's first segment to run {first}",
+                                    header.run_id
+                                ),
+                            );
+                            if !options.salvage {
+                                return Err(error);
+                            }
+                            warnings.push(salvage_warning(error));
+                        }
+                    } else {
+                        run_id = Some(header.run_id.clone());
+                    }
+                    HeaderState::Good(header)
+                }
+                Err(None) => {
+                    warnings.push(Warning {
+                        kind: WarningKind::TornTail,
+                        path: file.path.clone(),
+                        offset: 0,
+                        seq: None,
+                        message: "the last segment's header is incomplete or damaged and nothing follows it: a rotation interrupted by a crash; the segment holds no records".to_owned(),
+                    });
+                    HeaderState::Torn
+                }
+                Err(Some((error, resume))) => {
+                    if !options.salvage {
+                        return Err(error);
+                    }
+                    warnings.push(salvage_warning(error));
+                    HeaderState::Salvaged(resume)
+                }
+            };
+            segments.push(SegmentEntry { file, header });
+        }
+        let (mut start, mut end) = (0, segments.len());
+        if last_only {
+            start = segments.len().saturating_sub(1);
+        }
+        if let Some(since) = options.since {
+            // Segment i holds no record newer than segment i+1's creation time.
+            while start + 1 < end {
+                match created(&segments[start + 1]) {
+                    Some(next_created) if next_created < since => start += 1,
+                    _ => break,
+                }
+            }
+        }
+        if let Some(until) = options.until {
+            while end > start {
+                match created(&segments[end - 1]) {
+                    Some(this_created) if this_created > until => end -= 1,
+                    _ => break,
+                }
+            }
+        }
+        Ok(Self {
+            journal_dir,
+            segments,
+            next_segment: start,
+            end_segment: end,
+            current: None,
+            expected_seq: None,
+            last_seq: None,
+            n_records: 0,
+            options,
+            warnings,
+            finished: false,
+            payload: Vec::new(),
+            run_id,
+        })
+    }
+
+    /// Warnings so far (torn tail, salvaged damage). Complete once the iterator has ended.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Takes the warnings so far, for a caller that prints them as it streams.
+    pub fn take_warnings(&mut self) -> Vec<Warning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// The number of segment files in the journal.
+    pub fn n_segments(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The run id the segment headers carry.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The seq of the last record read so far (or, before any, of the last record before the
+    /// first segment opened).
+    pub fn last_seq(&self) -> Option<u64> {
+        self.last_seq
+    }
+
+    /// Records yielded so far.
+    pub fn n_records(&self) -> u64 {
+        self.n_records
+    }
+
+    pub(crate) fn segment_entries(&self) -> &[SegmentEntry] {
+        &self.segments
+    }
+
+    pub(crate) fn journal_dir(&self) -> &Path {
+        &self.journal_dir
+    }
+
+    /// Records a problem: a warning in salvage mode (and the iteration goes on), else the
+    /// error that ends the iteration.
+    fn problem(&mut self, error: StoreError) -> Option<Result<Record, StoreError>> {
+        if self.options.salvage && matches!(error, StoreError::Corruption { .. }) {
+            self.warnings.push(salvage_warning(error));
+            None
+        } else {
+            self.finish();
+            Some(Err(error))
+        }
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        self.current = None;
+    }
+
+    fn open_next_segment(&mut self) -> Result<bool, StoreError> {
+        if self.next_segment >= self.end_segment {
+            return Ok(false);
+        }
+        let index = self.next_segment;
+        self.next_segment += 1;
+        let entry = &self.segments[index];
+        let path = entry.file.path.clone();
+        let file = File::open(&path).map_err(|source| StoreError::io("open", &path, source))?;
+        let file_len = file
+            .metadata()
+            .map_err(|source| StoreError::io("stat", &path, source))?
+            .len();
+        let mut frames = FrameReader::new(file, file_len);
+        match &entry.header {
+            HeaderState::Torn => return Ok(true),
+            HeaderState::Good(header) => {
+                let prev_seq = header.prev_seq;
+                // Skip the header frame, already decoded at open.
+                frames
+                    .next_frame(&mut self.payload)
+                    .map_err(|source| StoreError::io("read", &path, source))?
+                    .ok();
+                match self.expected_seq {
+                    Some(expected) if expected != prev_seq + 1 => {
+                        let error = StoreError::corruption(
+                            &path,
+                            0,
+                            Some(expected),
+                            format!(
+                                "the segment starts after seq {prev_seq} but the previous segment ended at seq {}",
+                                expected - 1
+                            ),
+                        );
+                        if let Some(Err(error)) = self.problem(error) {
+                            return Err(error);
+                        }
+                    }
+                    _ => {}
+                }
+                self.expected_seq = Some(prev_seq + 1);
+                if self.last_seq.is_none() {
+                    self.last_seq = Some(prev_seq);
+                }
+            }
+            HeaderState::Salvaged(resume) => {
+                self.expected_seq = None;
+                match resume {
+                    Some(offset) => frames
+                        .seek(*offset)
+                        .map_err(|source| StoreError::io("read", &path, source))?,
+                    None => return Ok(true),
+                }
+            }
+        }
+        self.current = Some(Current { frames, index });
+        Ok(true)
+    }
+
+    fn next_inner(&mut self) -> Option<Result<Record, StoreError>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            if self.current.is_none() {
+                match self.open_next_segment() {
+                    Ok(true) => continue,
+                    Ok(false) => {
+                        self.finish();
+                        return None;
+                    }
+                    Err(error) => {
+                        self.finish();
+                        return Some(Err(error));
+                    }
+                }
+            }
+            let Some(current) = self.current.as_mut() else {
+                continue;
+            };
+            let index = current.index;
+            let path = self.segments[index].file.path.clone();
+            let is_last = index + 1 == self.segments.len();
+            let frame = match current.frames.next_frame(&mut self.payload) {
+                Ok(frame) => frame,
+                Err(source) => {
+                    self.finish();
+                    return Some(Err(StoreError::io("read", &path, source)));
+                }
+            };
+            match frame {
+                Ok(None) => {
+                    self.current = None;
+                }
+                Ok(Some(offset)) => {
+                    let record = match decode_record(&self.payload) {
+                        Ok(record) => record,
+                        Err(what) => {
+                            let error =
+                                StoreError::corruption(&path, offset, self.expected_seq, what);
+                            match self.problem(error) {
+                                Some(result) => return Some(result),
+                                None => continue,
+                            }
+                        }
+                    };
+                    if let Some(expected) = self.expected_seq
+                        && record.seq != expected
+                    {
+                        {
+                            let what = if record.seq > expected {
+                                format!(
+                                    "seq jumps from {} to {} (records {expected}..{} are missing)",
+                                    expected - 1,
+                                    record.seq,
+                                    record.seq - 1
+                                )
+                            } else {
+                                format!(
+                                    "seq {} follows seq {} (sequence goes backwards)",
+                                    record.seq,
+                                    expected - 1
+                                )
+                            };
+                            let error = StoreError::corruption(&path, offset, Some(expected), what);
+                            if let Some(result) = self.problem(error) {
+                                return Some(result);
+                            }
+                        }
+                    }
+                    self.expected_seq = Some(record.seq + 1);
+                    self.last_seq = Some(record.seq);
+                    if self.options.since.is_some_and(|since| record.ts < since)
+                        || self.options.until.is_some_and(|until| record.ts > until)
+                    {
+                        continue;
+                    }
+                    self.n_records += 1;
+                    return Some(Ok(record));
+                }
+                Err(bad) => {
+                    let good_after = match current.frames.next_good_frame(&bad) {
+                        Ok(good_after) => good_after,
+                        Err(source) => {
+                            self.finish();
+                            return Some(Err(StoreError::io("read", &path, source)));
+                        }
+                    };
+                    let file_len = current.frames.file_len();
+                    match good_after {
+                        None if is_last => {
+                            self.warnings.push(Warning {
+                                kind: WarningKind::TornTail,
+                                path: path.clone(),
+                                offset: bad.offset,
+                                seq: self.expected_seq,
+                                message: format!(
+                                    "torn tail: the last {} bytes ({}) were never acknowledged; the next writer cuts them off",
+                                    file_len - bad.offset,
+                                    bad.what
+                                ),
+                            });
+                            self.finish();
+                            return None;
+                        }
+                        _ => {
+                            let what = match good_after {
+                                Some(good) => format!(
+                                    "bad record ({}) followed by a good record at byte {good}",
+                                    bad.what
+                                ),
+                                None => format!(
+                                    "bad record ({}) at the end of a sealed segment",
+                                    bad.what
+                                ),
+                            };
+                            let error =
+                                StoreError::corruption(&path, bad.offset, self.expected_seq, what);
+                            match self.problem(error) {
+                                Some(result) => return Some(result),
+                                None => {
+                                    self.expected_seq = None;
+                                    let resumed = match (self.current.as_mut(), good_after) {
+                                        (Some(current), Some(offset)) => {
+                                            current.frames.seek(offset)
+                                        }
+                                        _ => {
+                                            self.current = None;
+                                            Ok(())
+                                        }
+                                    };
+                                    if let Err(source) = resumed {
+                                        self.finish();
+                                        return Some(Err(StoreError::io("read", &path, source)));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for JournalReader {
+    type Item = Result<Record, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_inner()
+    }
+}
+
+fn created(entry: &SegmentEntry) -> Option<DateTime<Utc>> {
+    match &entry.header {
+        HeaderState::Good(header) => header.created_at(),
+        HeaderState::Torn | HeaderState::Salvaged(_) => None,
+    }
+}
+
+fn salvage_warning(error: StoreError) -> Warning {
+    match error {
+        StoreError::Corruption {
+            path,
+            offset,
+            seq,
+            what,
+        } => Warning {
+            kind: WarningKind::Salvaged,
+            path,
+            offset,
+            seq,
+            message: format!("salvage: read past {what}"),
+        },
+        other => Warning {
+            kind: WarningKind::Salvaged,
+            path: PathBuf::new(),
+            offset: 0,
+            seq: None,
+            message: format!("salvage: read past {other}"),
+        },
+    }
+}
+
+/// A header problem: the error, and where the segment's first good frame after it starts.
+type HeaderProblem = (StoreError, Option<u64>);
+
+/// Reads a segment's header. `Ok(Ok(header))`: good. `Ok(Err(None))`: the last segment's header
+/// is torn (nothing good follows). `Ok(Err(Some(problem)))`: corruption. `Err`: I/O failure or a
+/// newer format version.
+fn probe_header(
+    segment: &SegmentFile,
+    is_last: bool,
+) -> Result<Result<SegmentHeader, Option<HeaderProblem>>, StoreError> {
+    let path = &segment.path;
+    let io_error = |source| StoreError::io("read", path, source);
+    let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
+    let file_len = file
+        .metadata()
+        .map_err(|source| StoreError::io("stat", path, source))?
+        .len();
+    let mut frames = FrameReader::new(file, file_len);
+    let mut payload = Vec::new();
+    let bad = match frames.next_frame(&mut payload).map_err(io_error)? {
+        Ok(Some(_)) => {
+            return match SegmentHeader::decode(&payload, path, segment.number) {
+                Ok(header) => Ok(Ok(header)),
+                Err(error @ StoreError::NewerVersion { .. }) => Err(error),
+                Err(error) => Ok(Err(Some((error, Some(frames.offset()))))),
+            };
+        }
+        Ok(None) => {
+            if is_last {
+                return Ok(Err(None));
+            }
+            let error = StoreError::corruption(path, 0, None, "the segment is empty (no header)");
+            return Ok(Err(Some((error, None))));
+        }
+        Err(bad) => bad,
+    };
+    let good_after = frames.next_good_frame(&bad).map_err(io_error)?;
+    if is_last && good_after.is_none() {
+        return Ok(Err(None));
+    }
+    let error = StoreError::corruption(path, 0, None, format!("bad segment header: {}", bad.what));
+    Ok(Err(Some((error, good_after))))
+}

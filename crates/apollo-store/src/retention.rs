@@ -1,0 +1,144 @@
+//! `apollo prune`: delete old runs, never a running one, never the latest of a pipeline.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::StoreError;
+use crate::fsutil::{fsync_dir, random_hex};
+use crate::run_id::RunId;
+use crate::runs::{RunState, RunSummary};
+use crate::state_dir::StateDir;
+
+/// Which runs to keep. A run is deleted when it is older than `keep_days` **or** beyond the
+/// `keep_runs` newest of its pipeline, unless it is running or the latest of its pipeline.
+/// With neither set, nothing is deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneOptions {
+    /// Keep runs started less than this many days before `now`.
+    pub keep_days: Option<u32>,
+    /// Keep the newest this many runs of each pipeline.
+    pub keep_runs: Option<usize>,
+}
+
+/// What [`prune`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Runs deleted (folder, journal and unit logs).
+    pub deleted: Vec<RunId>,
+    /// Runs that matched the criteria but were kept because they are running.
+    pub kept_running: Vec<RunId>,
+    /// Runs that matched the criteria but were kept as the latest run of their pipeline.
+    pub kept_latest: Vec<RunId>,
+    /// Bytes freed.
+    pub freed_bytes: u64,
+}
+
+fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => dir_size(&entry.path()),
+            Ok(_) => entry.metadata().map(|meta| meta.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Removes leftovers of an interrupted prune or backup (`runs/.deleting-*`, `runs/.backup-*`).
+pub(crate) fn remove_leftovers(state: &StateDir) -> Result<(), StoreError> {
+    let runs_dir = state.runs_dir();
+    let entries =
+        fs::read_dir(&runs_dir).map_err(|source| StoreError::io("list", &runs_dir, source))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(".deleting-") || name.starts_with(".backup-") {
+            fs::remove_dir_all(entry.path())
+                .map_err(|source| StoreError::io("remove", entry.path(), source))?;
+        }
+    }
+    Ok(())
+}
+
+/// Which of `summaries` (one state dir's runs) to delete.
+pub(crate) fn select(
+    summaries: &[RunSummary],
+    options: PruneOptions,
+    now: DateTime<Utc>,
+) -> PruneReport {
+    let mut report = PruneReport::default();
+    let mut by_pipeline: BTreeMap<&str, Vec<&RunSummary>> = BTreeMap::new();
+    for summary in summaries {
+        by_pipeline
+            .entry(summary.pipeline.as_deref().unwrap_or(""))
+            .or_default()
+            .push(summary);
+    }
+    for runs in by_pipeline.values_mut() {
+        runs.sort_by(|a, b| a.id.cmp(&b.id));
+        let n_runs = runs.len();
+        for (index, run) in runs.iter().enumerate() {
+            let rank_from_newest = n_runs - 1 - index;
+            let started = run.started.unwrap_or_else(|| run.id.started_at());
+            let too_old = options
+                .keep_days
+                .is_some_and(|days| now - started > chrono::Duration::days(i64::from(days)));
+            let too_many = options
+                .keep_runs
+                .is_some_and(|keep| rank_from_newest >= keep);
+            if !(too_old || too_many) {
+                continue;
+            }
+            if run.state == RunState::Running {
+                report.kept_running.push(run.id.clone());
+            } else if rank_from_newest == 0 {
+                report.kept_latest.push(run.id.clone());
+            } else {
+                report.deleted.push(run.id.clone());
+            }
+        }
+    }
+    report.deleted.sort();
+    report
+}
+
+/// Deletes old runs of `state` per `options`, as of `now`.
+///
+/// While it works it holds the state directory's lock if it is free, so no apollo starts
+/// meanwhile. If another apollo holds it, the run that apollo is writing (named in the lock
+/// file; every unfinished run when it has not named one yet) counts as running and is kept.
+/// A run is deleted by renaming its folder to `runs/.deleting-…` (fsynced) and then removing
+/// it, so a crash half-way never leaves a half-deleted run that looks real.
+pub fn prune(
+    state: &StateDir,
+    options: PruneOptions,
+    now: DateTime<Utc>,
+) -> Result<PruneReport, StoreError> {
+    let _lock = match state.lock(false) {
+        Ok(lock) => Some(lock),
+        Err(StoreError::Locked { .. }) => None,
+        Err(error) => return Err(error),
+    };
+    remove_leftovers(state)?;
+    // list_runs probes the lock: while we hold it ourselves, nothing counts as running.
+    let summaries = state.list_runs()?;
+    let mut report = select(&summaries, options, now);
+    let runs_dir = state.runs_dir();
+    for id in &report.deleted {
+        let path = runs_dir.join(id.as_str());
+        report.freed_bytes += dir_size(&path);
+        let doomed = runs_dir.join(format!(".deleting-{id}-{}", random_hex(4)));
+        fs::rename(&path, &doomed).map_err(|source| StoreError::io("rename", &path, source))?;
+        fsync_dir(&runs_dir)?;
+        fs::remove_dir_all(&doomed).map_err(|source| StoreError::io("remove", &doomed, source))?;
+    }
+    if !report.deleted.is_empty() {
+        fsync_dir(&runs_dir)?;
+    }
+    Ok(report)
+}

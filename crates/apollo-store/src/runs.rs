@@ -1,0 +1,299 @@
+//! Listing runs with their status, derived from each run's journal (no second source of truth).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use apollo_core::Event;
+use apollo_core::event::{AttemptStatus, RunStatus, Verdict};
+use chrono::{DateTime, Utc};
+
+use crate::Record;
+use crate::error::StoreError;
+use crate::frame::FrameReader;
+use crate::lock::LockHolder;
+use crate::reader::{JournalReader, ReadOptions};
+use crate::record::decode_record;
+use crate::run_id::RunId;
+use crate::segment::list_segment_files;
+use crate::state_dir::StateDir;
+
+/// Where a run stands, as its journal tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RunState {
+    /// No `run_finished` yet, and the apollo holding the state directory's lock is writing it.
+    Running,
+    /// No `run_finished` (apollo died, or was killed) and nobody is writing it: resumable.
+    Incomplete,
+    /// Finished: every unit succeeded or skipped itself.
+    Succeeded,
+    /// Finished: at least one unit failed for good.
+    Failed,
+    /// Finished: apollo was stopped by a signal.
+    Interrupted,
+    /// The journal could not be read (see [`RunSummary::problem`]).
+    Corrupt,
+}
+
+impl RunState {
+    /// The state as shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Incomplete => "incomplete",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Interrupted => "interrupted",
+            RunState::Corrupt => "corrupt",
+        }
+    }
+
+    /// Whether the journal ends with `run_finished`.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            RunState::Succeeded | RunState::Failed | RunState::Interrupted
+        )
+    }
+}
+
+/// One line of `apollo runs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    /// The run.
+    pub id: RunId,
+    /// The pipeline, from `run_started`.
+    pub pipeline: Option<String>,
+    /// When `run_started` was written.
+    pub started: Option<DateTime<Utc>>,
+    /// When `run_finished` was written, if the run is finished.
+    pub finished: Option<DateTime<Utc>>,
+    /// The timestamp of the last record.
+    pub last_record: Option<DateTime<Utc>>,
+    /// The state.
+    pub state: RunState,
+    /// Units in the pipeline (from `run_started`).
+    pub n_units: usize,
+    /// Units that succeeded.
+    pub succeeded: u32,
+    /// Units that failed for good (or whose latest attempt failed, for an unfinished run).
+    pub failed: u32,
+    /// Units skipped.
+    pub skipped: u32,
+    /// SHA-256 of the definition snapshot blob, from `run_started`.
+    pub definition_hash: Option<String>,
+    /// Why the journal could not be read, for [`RunState::Corrupt`].
+    pub problem: Option<String>,
+}
+
+/// The first record of a run (its `run_started`), reading only the first segment's start.
+pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError> {
+    JournalReader::open(run_dir, ReadOptions::default())?
+        .next()
+        .transpose()
+}
+
+/// The last record of a run, reading only the tail of its last segment when it can.
+pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> {
+    const TAIL: u64 = 64 * 1024;
+    let segments = list_segment_files(&run_dir.join("journal"))?;
+    if let Some(last) = segments.last() {
+        let file =
+            File::open(&last.path).map_err(|source| StoreError::io("open", &last.path, source))?;
+        let len = file
+            .metadata()
+            .map_err(|source| StoreError::io("stat", &last.path, source))?
+            .len();
+        if len > TAIL {
+            let mut frames = FrameReader::new(file, len);
+            let io_error = |source| StoreError::io("read", &last.path, source);
+            let mut found = None;
+            let mut payload = Vec::new();
+            if frames.resync_after(len - TAIL - 1).map_err(io_error)? {
+                loop {
+                    match frames.next_frame(&mut payload).map_err(io_error)? {
+                        Ok(Some(_)) => {
+                            if let Ok(record) = decode_record(&payload) {
+                                found = Some(record);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(bad) => match frames.next_good_frame(&bad).map_err(io_error)? {
+                            Some(offset) => frames.seek(offset).map_err(io_error)?,
+                            None => break,
+                        },
+                    }
+                }
+            }
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+    }
+    // Small segment, header-only segment or huge records: read the whole last segment, and
+    // the whole journal if that holds no record.
+    let mut last = None;
+    for record in JournalReader::open_last_segment(run_dir)? {
+        last = Some(record?);
+    }
+    if last.is_none() {
+        for record in JournalReader::open(run_dir, ReadOptions::default())? {
+            last = Some(record?);
+        }
+    }
+    Ok(last)
+}
+
+/// Unit counts of an unfinished run: each unit's latest outcome.
+fn count_units(run_dir: &Path) -> Result<(u32, u32, u32), StoreError> {
+    #[derive(Clone, Copy)]
+    enum Outcome {
+        Succeeded,
+        Failed,
+        Skipped,
+        Running,
+    }
+    let mut latest: BTreeMap<String, Outcome> = BTreeMap::new();
+    for record in JournalReader::open(run_dir, ReadOptions::default())? {
+        let record = record?;
+        let outcome = match &record.event {
+            Event::UnitStarted(_) => Outcome::Running,
+            Event::UnitFinished(finished) => match finished.status {
+                AttemptStatus::Succeeded => Outcome::Succeeded,
+                AttemptStatus::Skipped => Outcome::Skipped,
+                _ => Outcome::Failed,
+            },
+            Event::UnitSkipped(_) => Outcome::Skipped,
+            Event::UnitMarked(marked) => match marked.verdict {
+                Verdict::Succeeded => Outcome::Succeeded,
+                Verdict::Failed => Outcome::Failed,
+            },
+            _ => continue,
+        };
+        if let Some(unit) = record.event.unit() {
+            latest.insert(unit.to_owned(), outcome);
+        }
+    }
+    let mut counts = (0, 0, 0);
+    for outcome in latest.values() {
+        match outcome {
+            Outcome::Succeeded => counts.0 += 1,
+            Outcome::Failed => counts.1 += 1,
+            Outcome::Skipped => counts.2 += 1,
+            Outcome::Running => {}
+        }
+    }
+    Ok(counts)
+}
+
+/// Whether the lock holder is another process writing run `id` (or an unknown run).
+pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
+    match holder {
+        Some(holder) if holder.pid != Some(std::process::id()) => {
+            holder.run.as_deref().is_none_or(|run| run == id.as_str())
+        }
+        _ => false,
+    }
+}
+
+pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder>) -> RunSummary {
+    let mut summary = RunSummary {
+        id: id.clone(),
+        pipeline: None,
+        started: None,
+        finished: None,
+        last_record: None,
+        state: RunState::Incomplete,
+        n_units: 0,
+        succeeded: 0,
+        failed: 0,
+        skipped: 0,
+        definition_hash: None,
+        problem: None,
+    };
+    let run_dir = state.runs_dir().join(id.as_str());
+    let result = (|| -> Result<(), StoreError> {
+        if let Some(first) = first_record(&run_dir)? {
+            summary.started = Some(first.ts);
+            if let Event::RunStarted(started) = &first.event {
+                summary.pipeline = Some(started.pipeline.clone());
+                summary.n_units = started.units.len();
+                summary.definition_hash = Some(started.definition_hash.clone());
+            }
+        }
+        let last = last_record(&run_dir)?;
+        summary.last_record = last.as_ref().map(|record| record.ts);
+        match last.map(|record| (record.ts, record.event)) {
+            Some((ts, Event::RunFinished(finished))) => {
+                summary.finished = Some(ts);
+                summary.state = match finished.status {
+                    RunStatus::Succeeded => RunState::Succeeded,
+                    RunStatus::Failed => RunState::Failed,
+                    RunStatus::Interrupted => RunState::Interrupted,
+                };
+                summary.succeeded = finished.succeeded;
+                summary.failed = finished.failed;
+                summary.skipped = finished.skipped;
+            }
+            _ => {
+                summary.state = if held_for(holder, id) {
+                    RunState::Running
+                } else {
+                    RunState::Incomplete
+                };
+                (summary.succeeded, summary.failed, summary.skipped) = count_units(&run_dir)?;
+            }
+        }
+        Ok(())
+    })();
+    if let Err(error) = result {
+        // A run being written may have no segment yet; that is not corruption.
+        if !(held_for(holder, id) && matches!(error, StoreError::NotFound { .. })) {
+            summary.state = RunState::Corrupt;
+            summary.problem = Some(error.to_string());
+        } else {
+            summary.state = RunState::Running;
+        }
+    }
+    summary
+}
+
+impl StateDir {
+    /// Every run, oldest first, with its state derived from its journal: the first record of
+    /// the first segment and the tail of the last one (a full read only for unfinished runs,
+    /// to count their units). A journal that cannot be read gives [`RunState::Corrupt`] and
+    /// the reason, not an error.
+    pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let holder = self.lock_holder()?;
+        Ok(self
+            .run_ids()?
+            .iter()
+            .map(|id| summarize(self, id, holder.as_ref()))
+            .collect())
+    }
+
+    /// The summary of one run.
+    pub fn run_summary(&self, id: &RunId) -> Result<RunSummary, StoreError> {
+        self.run_dir(id)?;
+        let holder = self.lock_holder()?;
+        Ok(summarize(self, id, holder.as_ref()))
+    }
+
+    /// The newest run of `pipeline` (by run id, i.e. start time), reading only each run's
+    /// first record, newest first.
+    pub fn latest_run(&self, pipeline: &str) -> Result<Option<RunId>, StoreError> {
+        for id in self.run_ids()?.into_iter().rev() {
+            let run_dir = self.runs_dir().join(id.as_str());
+            if let Ok(Some(Record {
+                event: Event::RunStarted(started),
+                ..
+            })) = first_record(&run_dir)
+                && started.pipeline == pipeline
+            {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+}

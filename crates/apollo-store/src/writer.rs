@@ -1,0 +1,522 @@
+//! The journal writer: frames records, writes them, makes them durable, rotates segments.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use apollo_core::{Event, Journal, JournalError};
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::error::{StoreError, Warning, WarningKind};
+use crate::fault::{FaultInjector, FaultPlan};
+use crate::frame::encode_frame;
+use crate::fsutil::{create_dir_all_durable, write_file_atomic};
+use crate::reader::{HeaderState, JournalReader};
+use crate::record::EncodedEvent;
+use crate::segment::{SegmentHeader, list_segment_files, segment_file_name};
+
+/// Whether appends wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Durability {
+    /// Every append returns only after `fdatasync`; new files and folders are fsynced into
+    /// their parent. The default, and the only mode for real runs.
+    #[default]
+    Fsync,
+    /// No fsync at all: for tests and benchmarks only. A crash may lose acknowledged records.
+    None,
+}
+
+/// Where the writer gets the time of each record (and of each segment's creation).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// How a [`JournalWriter`] behaves.
+#[derive(Clone)]
+pub struct WriterOptions {
+    /// fsync or not.
+    pub durability: Durability,
+    /// A segment is closed and the next one started once it holds this many bytes
+    /// (default 64 MiB). A record is never split: a segment may end up to one record larger.
+    pub segment_max_bytes: u64,
+    /// Faults to inject (tests); empty by default.
+    pub faults: FaultPlan,
+    /// The clock; `None` is the system clock ([`Utc::now`]). Tests inject one to cross a UTC day.
+    pub clock: Option<Clock>,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        Self {
+            durability: Durability::Fsync,
+            segment_max_bytes: 64 * 1024 * 1024,
+            faults: FaultPlan::default(),
+            clock: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for WriterOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterOptions")
+            .field("durability", &self.durability)
+            .field("segment_max_bytes", &self.segment_max_bytes)
+            .field("faults", &self.faults)
+            .field("clock", &self.clock.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+/// A torn tail that [`JournalWriter::open_for_append`] cut off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The segment it was cut from.
+    pub segment: PathBuf,
+    /// Where the cut starts (the new length of the segment).
+    pub offset: u64,
+    /// How many bytes were cut.
+    pub n_bytes: u64,
+    /// Where the cut bytes were kept (`<segment>.torn`, or `.torn.2`... if that exists).
+    pub saved_to: PathBuf,
+    /// The last record kept, when any.
+    pub last_kept_seq: Option<u64>,
+}
+
+impl std::fmt::Display for TornTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "torn write recovered: cut {} unacknowledged bytes off {} at byte {}",
+            self.n_bytes,
+            self.segment.display(),
+            self.offset
+        )?;
+        if let Some(seq) = self.last_kept_seq {
+            write!(f, " (after seq {seq})")?;
+        }
+        write!(f, "; they are kept in {}", self.saved_to.display())
+    }
+}
+
+/// What [`JournalWriter::open_for_append`] found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segments in the journal after recovery.
+    pub n_segments: usize,
+    /// The seq of the last record kept (0 for an empty journal).
+    pub last_seq: u64,
+    /// Torn tails cut off (at most one record's worth, or a torn segment header).
+    pub torn: Vec<TornTail>,
+    /// Every warning, as text-ready values.
+    pub warnings: Vec<Warning>,
+}
+
+/// Appends records to one run's journal. Single-threaded; for many appending threads with
+/// group commit, see [`SharedWriter`](crate::SharedWriter).
+///
+/// Any write or fsync failure poisons the writer: the call returns the error and every later
+/// call returns [`StoreError::Poisoned`]. Nothing is retried (after a failed fsync the kernel
+/// may have dropped the dirty pages, so a retry that succeeds would lie).
+pub struct JournalWriter {
+    journal_dir: PathBuf,
+    run_id: String,
+    durability: Durability,
+    segment_max_bytes: u64,
+    clock: Clock,
+    faults: FaultInjector,
+    file: File,
+    segment_number: u64,
+    segment_path: PathBuf,
+    segment_len: u64,
+    segment_day: NaiveDate,
+    segment_has_records: bool,
+    next_seq: u64,
+    poisoned: Option<String>,
+    batch: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+impl std::fmt::Debug for JournalWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalWriter")
+            .field("segment", &self.segment_path)
+            .field("next_seq", &self.next_seq)
+            .field("poisoned", &self.poisoned)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JournalWriter {
+    /// Starts the journal of a new run in `run_dir` (creating `run_dir/journal/000001.log`).
+    /// Fails if the run already has segments.
+    pub fn create(
+        run_dir: &Path,
+        run_id: &str,
+        options: WriterOptions,
+    ) -> Result<Self, StoreError> {
+        let journal_dir = run_dir.join("journal");
+        create_dir_all_durable(&journal_dir)?;
+        if !list_segment_files(&journal_dir)?.is_empty() {
+            return Err(StoreError::invalid(format!(
+                "{} already holds a journal; open it for append instead",
+                journal_dir.display()
+            )));
+        }
+        Self::start(journal_dir, run_id.to_owned(), options, 1, 0)
+    }
+
+    /// A writer whose first segment is `number`, after seq `prev_seq`.
+    fn start(
+        journal_dir: PathBuf,
+        run_id: String,
+        options: WriterOptions,
+        number: u64,
+        prev_seq: u64,
+    ) -> Result<Self, StoreError> {
+        let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
+        let faults = FaultInjector::new(options.faults.clone());
+        let now = clock();
+        let (file, path, len) = new_segment(
+            &journal_dir,
+            &run_id,
+            number,
+            prev_seq,
+            now,
+            options.durability,
+            &faults,
+        )?;
+        Ok(Self {
+            journal_dir,
+            run_id,
+            durability: options.durability,
+            segment_max_bytes: options.segment_max_bytes,
+            clock,
+            faults,
+            file,
+            segment_number: number,
+            segment_path: path,
+            segment_len: len,
+            segment_day: now.date_naive(),
+            segment_has_records: false,
+            next_seq: prev_seq + 1,
+            poisoned: None,
+            batch: Vec::new(),
+            payload: Vec::new(),
+        })
+    }
+
+    /// Opens an existing run's journal to append to it, applying the recovery rules first:
+    ///
+    /// * every segment's header is checked (numbering, run id, format version), and the last
+    ///   segment is read in full;
+    /// * a torn tail of the last segment (an incomplete or checksum-failing last record with
+    ///   nothing good after it) is cut off and kept as `<segment>.torn`; a last segment whose
+    ///   very header is torn is moved aside whole as `<segment>.torn`;
+    /// * anything else that is wrong is a [`StoreError::Corruption`] naming file, offset and
+    ///   seq, and nothing is modified.
+    ///
+    /// Sealed segments are not read record by record here (that is what
+    /// [`verify`](crate::verify) and the reader do).
+    pub fn open_for_append(
+        run_dir: &Path,
+        options: WriterOptions,
+    ) -> Result<(Self, RecoveryReport), StoreError> {
+        let mut report = RecoveryReport::default();
+        loop {
+            let mut reader = JournalReader::open_last_segment(run_dir)?;
+            let mut last_seq = None;
+            for record in &mut reader {
+                last_seq = Some(record?.seq);
+            }
+            let warnings = reader.take_warnings();
+            let journal_dir = reader.journal_dir().to_path_buf();
+            let n_segments = reader.n_segments();
+            let Some(last) = reader.segment_entries().last() else {
+                // No segment at all: the run folder was created but its first segment never
+                // made it to disk. Start it again.
+                let run_id = run_dir
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let writer = Self::start(journal_dir, run_id, options, 1, 0)?;
+                report.n_segments = 1;
+                report.warnings.extend(warnings);
+                return Ok((writer, report));
+            };
+            let segment_path = last.file.path.clone();
+            match &last.header {
+                HeaderState::Torn => {
+                    let saved_to = free_torn_path(&segment_path);
+                    let n_bytes = fs::metadata(&segment_path)
+                        .map_err(|source| StoreError::io("stat", &segment_path, source))?
+                        .len();
+                    fs::rename(&segment_path, &saved_to)
+                        .map_err(|source| StoreError::io("rename", &segment_path, source))?;
+                    crate::fsutil::fsync_dir(&journal_dir)?;
+                    report.torn.push(TornTail {
+                        segment: segment_path,
+                        offset: 0,
+                        n_bytes,
+                        saved_to,
+                        last_kept_seq: None,
+                    });
+                    report.warnings.extend(warnings);
+                    continue;
+                }
+                HeaderState::Salvaged(_) => {
+                    return Err(StoreError::corruption(
+                        &segment_path,
+                        0,
+                        None,
+                        "bad segment header",
+                    ));
+                }
+                HeaderState::Good(header) => {
+                    let header = header.clone();
+                    let mut segment_len = fs::metadata(&segment_path)
+                        .map_err(|source| StoreError::io("stat", &segment_path, source))?
+                        .len();
+                    let last_seq = last_seq.unwrap_or(header.prev_seq);
+                    if let Some(torn) = warnings
+                        .iter()
+                        .find(|warning| warning.kind == WarningKind::TornTail)
+                    {
+                        let tail = cut_torn_tail(&segment_path, torn.offset, segment_len)?;
+                        report.torn.push(TornTail {
+                            last_kept_seq: Some(last_seq).filter(|&seq| seq > 0),
+                            ..tail
+                        });
+                        segment_len = torn.offset;
+                    }
+                    report.warnings.extend(warnings);
+                    let file = OpenOptions::new()
+                        .append(true)
+                        .open(&segment_path)
+                        .map_err(|source| StoreError::io("open", &segment_path, source))?;
+                    let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
+                    let segment_day = header
+                        .created_at()
+                        .map(|created| created.date_naive())
+                        .unwrap_or_else(|| clock().date_naive());
+                    report.n_segments = n_segments;
+                    report.last_seq = last_seq;
+                    let writer = Self {
+                        journal_dir,
+                        run_id: header.run_id.clone(),
+                        durability: options.durability,
+                        segment_max_bytes: options.segment_max_bytes,
+                        clock,
+                        faults: FaultInjector::new(options.faults),
+                        file,
+                        segment_number: header.segment,
+                        segment_path,
+                        segment_len,
+                        segment_day,
+                        segment_has_records: last_seq > header.prev_seq,
+                        next_seq: last_seq + 1,
+                        poisoned: None,
+                        batch: Vec::new(),
+                        payload: Vec::new(),
+                    };
+                    return Ok((writer, report));
+                }
+            }
+        }
+    }
+
+    /// Appends `events` in order and returns once all of them are durable (one `fdatasync`
+    /// for the lot, two if a rotation happens in between). Returns the seq of the last one.
+    pub fn append_batch(&mut self, events: &[Event]) -> Result<u64, StoreError> {
+        self.check_poisoned()?;
+        let encoded = events
+            .iter()
+            .map(EncodedEvent::new)
+            .collect::<Result<Vec<_>, _>>()?;
+        self.write_encoded(&encoded)
+    }
+
+    /// The seq the next record will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The segment being written.
+    pub fn segment_path(&self) -> &Path {
+        &self.segment_path
+    }
+
+    /// The run id in the segment headers.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Turns the writer into one that many threads can append through, with group commit.
+    pub fn into_shared(self) -> crate::SharedWriter {
+        crate::SharedWriter::new(self)
+    }
+
+    pub(crate) fn check_poisoned(&self) -> Result<(), StoreError> {
+        match &self.poisoned {
+            Some(cause) => Err(StoreError::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes already-serialized events as one batch; the group-commit leader's entry point.
+    pub(crate) fn write_encoded(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+        self.check_poisoned()?;
+        if events.is_empty() {
+            return Ok(self.next_seq - 1);
+        }
+        let result = self.write_encoded_inner(events);
+        if let Err(error) = &result {
+            self.poisoned = Some(error.to_string());
+        }
+        result
+    }
+
+    fn write_encoded_inner(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+        self.batch.clear();
+        for event in events {
+            let now = (self.clock)();
+            let has_records = self.segment_has_records || !self.batch.is_empty();
+            let full = self.segment_len + self.batch.len() as u64 >= self.segment_max_bytes;
+            if has_records && (full || now.date_naive() != self.segment_day) {
+                // The old segment is made durable before the next one exists, so a sealed
+                // segment never has a torn tail.
+                self.flush_batch()?;
+                self.rotate(now)?;
+            }
+            event.payload(self.next_seq, now, &mut self.payload);
+            encode_frame(&self.payload, &mut self.batch);
+            self.next_seq += 1;
+        }
+        self.flush_batch()?;
+        Ok(self.next_seq - 1)
+    }
+
+    fn flush_batch(&mut self) -> Result<(), StoreError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.faults
+            .write_all(&mut self.file, &self.batch)
+            .map_err(|source| StoreError::io("write to", &self.segment_path, source))?;
+        self.segment_len += self.batch.len() as u64;
+        self.segment_has_records = true;
+        self.batch.clear();
+        if self.durability == Durability::Fsync {
+            let file = &self.file;
+            self.faults
+                .sync(|| file.sync_data())
+                .map_err(|source| StoreError::io("fdatasync", &self.segment_path, source))?;
+        }
+        Ok(())
+    }
+
+    fn rotate(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let number = self.segment_number + 1;
+        let (file, path, len) = new_segment(
+            &self.journal_dir,
+            &self.run_id,
+            number,
+            self.next_seq - 1,
+            now,
+            self.durability,
+            &self.faults,
+        )?;
+        self.file = file;
+        self.segment_number = number;
+        self.segment_path = path;
+        self.segment_len = len;
+        self.segment_day = now.date_naive();
+        self.segment_has_records = false;
+        Ok(())
+    }
+}
+
+impl Journal for JournalWriter {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append_batch(events)
+            .map(|_| ())
+            .map_err(|error| JournalError::new(error.to_string(), error))
+    }
+}
+
+/// Creates segment `number` with its header, durably: the header is fdatasynced and the new
+/// file's directory entry fsynced. Returns the file (opened for append), its path, its length.
+fn new_segment(
+    journal_dir: &Path,
+    run_id: &str,
+    number: u64,
+    prev_seq: u64,
+    now: DateTime<Utc>,
+    durability: Durability,
+    faults: &FaultInjector,
+) -> Result<(File, PathBuf, u64), StoreError> {
+    let path = journal_dir.join(segment_file_name(number));
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|source| StoreError::io("create segment", &path, source))?;
+    let mut frame = Vec::new();
+    encode_frame(
+        &SegmentHeader::new(run_id, number, prev_seq, now).to_payload(),
+        &mut frame,
+    );
+    faults
+        .write_all(&mut file, &frame)
+        .map_err(|source| StoreError::io("write to", &path, source))?;
+    if durability == Durability::Fsync {
+        faults
+            .sync(|| file.sync_data())
+            .map_err(|source| StoreError::io("fdatasync", &path, source))?;
+        faults
+            .sync(|| File::open(journal_dir).and_then(|dir| dir.sync_all()))
+            .map_err(|source| StoreError::io("fsync directory", journal_dir, source))?;
+    }
+    Ok((file, path, frame.len() as u64))
+}
+
+/// `<segment>.torn`, or `.torn.2`, `.torn.3`... if earlier recoveries kept one already.
+fn free_torn_path(segment: &Path) -> PathBuf {
+    let base = segment.as_os_str().to_string_lossy().into_owned();
+    let mut candidate = PathBuf::from(format!("{base}.torn"));
+    let mut n = 2;
+    while candidate.exists() {
+        candidate = PathBuf::from(format!("{base}.torn.{n}"));
+        n += 1;
+    }
+    candidate
+}
+
+/// Keeps bytes `offset..len` of `segment` in a `.torn` file (durably), then truncates the
+/// segment to `offset` (durably).
+fn cut_torn_tail(segment: &Path, offset: u64, len: u64) -> Result<TornTail, StoreError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(segment)
+        .map_err(|source| StoreError::io("open", segment, source))?;
+    // A torn tail is at most one batch of records (each at most 16 MiB): reading it whole is
+    // bounded.
+    let mut cut = Vec::new();
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.read_to_end(&mut cut))
+        .map_err(|source| StoreError::io("read", segment, source))?;
+    let saved_to = free_torn_path(segment);
+    write_file_atomic(&saved_to, &cut)?;
+    file.set_len(offset)
+        .map_err(|source| StoreError::io("truncate", segment, source))?;
+    file.sync_all()
+        .map_err(|source| StoreError::io("fsync", segment, source))?;
+    Ok(TornTail {
+        segment: segment.to_path_buf(),
+        offset,
+        n_bytes: len.saturating_sub(offset),
+        saved_to,
+        last_kept_seq: None,
+    })
+}

@@ -1,0 +1,291 @@
+//! The state directory: lock, run listing, latest run, prune, backup.
+
+use std::fs;
+
+use apollo_core::event::RunStatus;
+use apollo_store::{
+    ErrorKind, JournalWriter, PruneOptions, RunId, RunState, StateDir, StoreError, backup, prune,
+};
+use chrono::{Duration, TimeZone, Utc};
+
+use crate::support::*;
+
+fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus>) -> RunId {
+    let id: RunId = id.parse().unwrap();
+    let run = state.create_run(&id).unwrap();
+    // Records are stamped at the run id's time, as a real run's would be.
+    let clock = ManualClock::new();
+    clock.set(id.started_at());
+    let options = apollo_store::WriterOptions {
+        clock: Some(clock.clock()),
+        ..fast()
+    };
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
+    writer
+        .append_batch(&[run_started(id.as_str(), pipeline)])
+        .unwrap();
+    writer.append_batch(&[event(1)]).unwrap();
+    if let Some(status) = finish {
+        writer.append_batch(&[run_finished(status)]).unwrap();
+    }
+    fs::write(
+        state.attempt_log_dir(&id, "a", 1).unwrap().join("stdout"),
+        "hello\n",
+    )
+    .unwrap();
+    id
+}
+
+#[test]
+fn a_second_writer_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let _held = state.lock(false).unwrap();
+    let other = StateDir::open_or_create(dir.path()).unwrap();
+    let error = other.lock(false).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Locked);
+    match error {
+        StoreError::Locked { pid, host, .. } => {
+            assert_eq!(pid, Some(std::process::id()));
+            assert!(host.is_some());
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn runs_are_listed_with_their_state_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let ok = make_run(
+        &state,
+        "20261128T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let failed = make_run(
+        &state,
+        "20261129T010000Z-0001",
+        "etl",
+        Some(RunStatus::Failed),
+    );
+    let open = make_run(&state, "20261130T010000Z-0001", "etl", None);
+    let other = make_run(
+        &state,
+        "20261130T020000Z-0001",
+        "deploy",
+        Some(RunStatus::Interrupted),
+    );
+    let runs = state.list_runs().unwrap();
+    let states: Vec<_> = runs.iter().map(|r| (r.id.clone(), r.state)).collect();
+    assert_eq!(
+        states,
+        [
+            (ok.clone(), RunState::Succeeded),
+            (failed, RunState::Failed),
+            (open.clone(), RunState::Incomplete),
+            (other.clone(), RunState::Interrupted),
+        ]
+    );
+    assert_eq!(runs[0].pipeline.as_deref(), Some("etl"));
+    assert_eq!(runs[0].n_units, 2);
+    assert_eq!(runs[0].succeeded, 2);
+    assert!(runs[0].finished.is_some() && runs[2].finished.is_none());
+    assert_eq!(
+        runs[2].skipped, 1,
+        "unfinished runs count their units from the journal"
+    );
+    assert_eq!(state.latest_run("etl").unwrap(), Some(open));
+    assert_eq!(state.latest_run("deploy").unwrap(), Some(other));
+    assert_eq!(state.latest_run("nope").unwrap(), None);
+}
+
+#[test]
+fn listing_reads_the_tail_of_a_big_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let id: RunId = "20261130T010000Z-0001".parse().unwrap();
+    let run = state.create_run(&id).unwrap();
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), fast()).unwrap();
+    writer
+        .append_batch(&[run_started(id.as_str(), "etl")])
+        .unwrap();
+    let events: Vec<_> = (0..3000).map(event).collect();
+    writer.append_batch(&events).unwrap();
+    writer
+        .append_batch(&[run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    drop(writer);
+    // Damage a record in the middle: a full read would fail; the listing reads only the ends.
+    let path = segment(run.path(), 1);
+    let mut bytes = fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x02;
+    fs::write(&path, bytes).unwrap();
+    let summary = state.run_summary(&id).unwrap();
+    assert_eq!(summary.state, RunState::Succeeded);
+}
+
+#[test]
+fn a_run_being_written_by_another_apollo_is_running_and_never_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let old_open = make_run(&state, "20261101T010000Z-0001", "etl", None);
+    let _newer = make_run(
+        &state,
+        "20261130T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let mut lock = state.lock(false).unwrap();
+    lock.set_run(&old_open).unwrap();
+    // Pretend the holder is another process (flock conflicts between open file descriptions
+    // within one process, so only the pid in the file needs to differ).
+    fs::write(
+        state.lock_path(),
+        format!("pid=1\nhost=elsewhere\nrun={old_open}\n"),
+    )
+    .unwrap();
+    let runs = state.list_runs().unwrap();
+    assert_eq!(runs[0].state, RunState::Running);
+    let now = Utc.with_ymd_and_hms(2026, 12, 30, 0, 0, 0).unwrap();
+    let report = prune(
+        &state,
+        PruneOptions {
+            keep_days: Some(1),
+            keep_runs: Some(0),
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(report.kept_running, vec![old_open.clone()]);
+    assert!(report.deleted.is_empty());
+    assert!(state.runs_dir().join(old_open.as_str()).exists());
+}
+
+#[test]
+fn prune_deletes_by_age_and_count_but_keeps_the_latest_of_each_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let a1 = make_run(
+        &state,
+        "20261101T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let a2 = make_run(&state, "20261120T010000Z-0001", "etl", None);
+    let a3 = make_run(
+        &state,
+        "20261128T010000Z-0001",
+        "etl",
+        Some(RunStatus::Failed),
+    );
+    let a4 = make_run(
+        &state,
+        "20261129T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let b1 = make_run(
+        &state,
+        "20261001T010000Z-0001",
+        "deploy",
+        Some(RunStatus::Succeeded),
+    );
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
+    let report = prune(
+        &state,
+        PruneOptions {
+            keep_days: Some(7),
+            keep_runs: None,
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(report.deleted, [a1.clone(), a2.clone()]);
+    assert_eq!(report.kept_latest, vec![b1.clone()]);
+    assert!(report.freed_bytes > 0);
+    assert!(!state.runs_dir().join(a1.as_str()).exists());
+    let report = prune(
+        &state,
+        PruneOptions {
+            keep_days: None,
+            keep_runs: Some(1),
+        },
+        now,
+    )
+    .unwrap();
+    assert_eq!(report.deleted, [a3]);
+    let left: Vec<_> = state.run_ids().unwrap();
+    assert_eq!(left, [b1, a4]);
+    assert!(
+        fs::read_dir(state.runs_dir()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.'))
+    );
+}
+
+#[test]
+fn backup_copies_finished_runs_once_and_prunes_the_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
+    let blob = state.put_blob(b"definition").unwrap();
+    let id: RunId = "20261129T010000Z-0001".parse().unwrap();
+    let run = state.create_run(&id).unwrap();
+    let clock = ManualClock::new();
+    clock.set(id.started_at());
+    let options = apollo_store::WriterOptions {
+        clock: Some(clock.clock()),
+        ..fast()
+    };
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
+    let mut started = run_started(id.as_str(), "etl");
+    if let apollo_core::Event::RunStarted(s) = &mut started {
+        s.definition_hash = blob.clone();
+    }
+    writer
+        .append_batch(&[started, run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    drop(writer);
+    let open = make_run(&state, "20261130T010000Z-0001", "etl", None);
+    let old = make_run(
+        &state,
+        "20261001T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let dest_path = dir.path().join("backup");
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let report = backup(&state, &dest_path, Some(30), now).unwrap();
+    assert_eq!(report.copied, vec![id.clone()]);
+    assert_eq!(report.unfinished, [open]);
+    assert_eq!(
+        report.too_old,
+        vec![old.clone()],
+        "older than 30 days: the destination keeps none"
+    );
+    let dest = StateDir::open_existing(&dest_path).unwrap();
+    assert_eq!(dest.read_blob(&blob).unwrap(), b"definition");
+    let copied = dest.run_summary(&id).unwrap();
+    assert_eq!(copied.state, RunState::Succeeded);
+    assert!(!dest_path.join("runs").join(old.as_str()).exists());
+    assert!(
+        apollo_store::verify(&dest_path.join("runs").join(id.as_str()))
+            .unwrap()
+            .is_clean()
+    );
+    let again = backup(&state, &dest_path, Some(30), now + Duration::hours(1)).unwrap();
+    assert!(again.copied.is_empty());
+    assert_eq!(again.already_there, [id]);
+    // Old runs already at the destination are pruned there like in a state dir.
+    let old_copy = dest_path.join("runs").join("20260901T010000Z-0001");
+    copy_dir(&state.runs_dir().join(old.as_str()), &old_copy);
+    let third = backup(&state, &dest_path, Some(30), now).unwrap();
+    assert_eq!(
+        third.pruned.deleted,
+        ["20260901T010000Z-0001".parse::<RunId>().unwrap()]
+    );
+    assert!(!old_copy.exists());
+}

@@ -1,0 +1,11 @@
+//! Integration tests of apollo-store: the journal's promises, attacked.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+mod corruption;
+mod faults;
+mod journal;
+mod state;
