@@ -40,16 +40,21 @@ pub(crate) struct GlobalArgs {
         value_name = "PATH",
         help_heading = "Global options"
     )]
-    #[allow(
-        dead_code,
-        reason = "read by the commands that use run state (run, resume, replay, ...)"
-    )]
     pub(crate) state_dir: Option<PathBuf>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Run a pipeline, or resume its latest run if that one stopped half-way
+    #[command(after_long_help = Exit::help_table())]
+    Run(cmd::run::RunArgs),
+    /// Resume a run that stopped half-way (failed, interrupted, or apollo was killed)
+    #[command(after_long_help = Exit::help_table())]
+    Resume(cmd::run::ResumeArgs),
+    /// Record a human's verdict on a unit that was cut off mid-attempt
+    #[command(after_long_help = Exit::help_table())]
+    Mark(cmd::mark::MarkArgs),
     /// Validate a pipeline config and report every problem at once
     #[command(after_long_help = Exit::help_table())]
     Check(cmd::check::CheckArgs),

@@ -40,6 +40,58 @@ pub(crate) enum CliError {
     /// Writing the command's output failed.
     #[error("cannot write the output")]
     Output(#[source] io::Error),
+    /// A reading command found no state directory.
+    #[error("no apollo state in `{}`: nothing has run here yet", path.display())]
+    NoState {
+        /// The state directory looked at.
+        path: PathBuf,
+    },
+    /// A RUN argument names no run.
+    #[error("no run `{spec}` in `{}`: {hint}", state_dir.display())]
+    UnknownRun {
+        /// The argument.
+        spec: String,
+        /// The state directory searched.
+        state_dir: PathBuf,
+        /// What to do.
+        hint: String,
+    },
+    /// A bad combination of arguments, or a request that makes no sense for the state found.
+    #[error("{message}")]
+    Usage {
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The journal or state directory failed (corrupt, locked, I/O).
+    #[error(transparent)]
+    Store(#[from] apollo_store::StoreError),
+    /// A non-idempotent unit was in flight when apollo stopped.
+    #[error(
+        "unit `{unit}` (attempt {attempt}) of run {run} was running when apollo stopped, and it is \
+         `idempotent: false`: its side effects may be half done, so apollo will not run anything \
+         until you decide"
+    )]
+    NeedsVerdict {
+        /// The run.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// The attempt cut off.
+        attempt: u32,
+    },
+    /// `--on-input-change=fail` and a succeeded unit's inputs changed.
+    #[error("unit `{unit}` succeeded earlier in run {run}, but its inputs changed: {}", changes.join(", "))]
+    InputsChanged {
+        /// The run.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// What changed.
+        changes: Vec<String>,
+    },
+    /// Appending to the journal failed mid-run.
+    #[error("the journal could not be written; the run was stopped")]
+    Journal(#[source] apollo_core::JournalError),
 }
 
 impl CliError {
@@ -53,6 +105,12 @@ impl CliError {
             // A closed stdout (`apollo graph | head`) is the reader's choice, not a failure.
             CliError::Output(error) if error.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
             CliError::Output(_) => Exit::Failure,
+            CliError::NoState { .. } | CliError::UnknownRun { .. } | CliError::Usage { .. } => {
+                Exit::Usage
+            }
+            CliError::Store(error) => store_exit(error),
+            CliError::NeedsVerdict { .. } | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
+            CliError::Journal(_) => Exit::JournalIo,
         }
     }
 }
@@ -73,6 +131,52 @@ impl From<LoadError> for CliError {
     }
 }
 
+/// The exit code of a store error (DESIGN §10).
+pub(crate) fn store_exit(error: &apollo_store::StoreError) -> Exit {
+    use apollo_store::ErrorKind;
+    match error.kind() {
+        ErrorKind::Corruption | ErrorKind::NewerVersion => Exit::Corruption,
+        ErrorKind::Locked => Exit::Locked,
+        ErrorKind::Io => Exit::JournalIo,
+        _ => Exit::Usage,
+    }
+}
+
+/// The `= help:` lines that say what to do next, per error.
+fn help_lines(error: &CliError) -> Vec<String> {
+    match error {
+        CliError::NoConfig { .. } => {
+            vec!["pass the config file's path: `apollo check path/to/pipeline.yaml`".to_owned()]
+        }
+        CliError::NoState { .. } => vec![
+            "start a run with `apollo run`, or point at another state directory with `--state-dir`".to_owned(),
+        ],
+        CliError::NeedsVerdict { run, unit, .. } => vec![
+            format!("look at what it did: `apollo logs {run} {unit}`"),
+            format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
+            format!("if it must run again:      `apollo mark {run} {unit} --failed`"),
+            "then `apollo run` proceeds from your verdict".to_owned(),
+        ],
+        CliError::InputsChanged { .. } => vec![
+            "to run it again with the new inputs: `apollo run --on-input-change=rerun`".to_owned(),
+            "or restore the inputs it had, or start over with `apollo run --fresh`".to_owned(),
+        ],
+        CliError::Store(store) => match store.kind() {
+            apollo_store::ErrorKind::Locked => vec![
+                "wait for it to finish (`--wait` waits for the lock), or use another `--state-dir`".to_owned(),
+            ],
+            apollo_store::ErrorKind::Io => vec![
+                "nothing acknowledged was lost; free space or fix the disk, then `apollo run` resumes".to_owned(),
+            ],
+            _ => Vec::new(),
+        },
+        CliError::Journal(_) => vec![
+            "nothing acknowledged was lost; free space or fix the disk, then `apollo run` resumes".to_owned(),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// Writes `error` to `stderr` (with its diagnostics and cause chain) and returns its exit code.
 /// A broken stdout pipe prints nothing.
 pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
@@ -90,10 +194,8 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
         text.push_str(&format!("  caused by: {cause}\n"));
         source = cause.source();
     }
-    if let CliError::NoConfig { .. } = error {
-        text.push_str(
-            "  = help: pass the config file's path: `apollo check path/to/pipeline.yaml`\n",
-        );
+    for help in help_lines(error) {
+        text.push_str(&format!("  = help: {help}\n"));
     }
     // If stderr itself is gone there is no one left to tell.
     let _ = stderr.write_all(text.as_bytes());

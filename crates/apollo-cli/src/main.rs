@@ -6,6 +6,9 @@ mod cli;
 mod cmd;
 mod error;
 mod exit;
+mod progress;
+mod signals;
+mod state;
 
 use std::io::Write;
 use std::process::ExitCode;

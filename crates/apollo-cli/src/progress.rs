@@ -26,45 +26,62 @@ struct Shared {
 }
 
 /// Prints the run's progress; see the module docs.
-pub(crate) struct Progress {
-    total: usize,
+pub(crate) struct Progress<'a> {
+    out: &'a mut dyn Write,
     explain: bool,
     started: Instant,
     shared: Arc<Shared>,
     ticker: Option<JoinHandle<()>>,
 }
 
-impl Progress {
-    /// `total` units take part; `explain` prints each unit's run-or-not decision.
-    pub(crate) fn new(total: usize, explain: bool) -> Self {
-        let shared = Arc::new(Shared { counts: Mutex::new(Counts::default()), wake: Condvar::new() });
+impl<'a> Progress<'a> {
+    /// `total` units take part; `explain` prints each unit's run-or-not decision; lines go to
+    /// `out`.
+    pub(crate) fn new(total: usize, explain: bool, out: &'a mut dyn Write) -> Self {
+        let shared = Arc::new(Shared {
+            counts: Mutex::new(Counts::default()),
+            wake: Condvar::new(),
+        });
         let live = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
         let started = Instant::now();
         let ticker = live.then(|| {
             let shared = Arc::clone(&shared);
             std::thread::spawn(move || ticker(&shared, total, started))
         });
-        Self { total, explain, started, shared, ticker }
+        Self {
+            out,
+            explain,
+            started,
+            shared,
+            ticker,
+        }
     }
 
     fn with_counts(&self, update: impl FnOnce(&mut Counts)) {
-        let mut counts = self.shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = self
+            .shared
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         update(&mut counts);
         self.shared.wake.notify_all();
     }
 
     /// Print a line above the live progress line.
-    fn line(&self, text: &str) {
-        let _guard = self.shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
+    fn line(&mut self, text: &str) {
+        let _guard = self
+            .shared
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.ticker.is_some() {
             let mut stderr = std::io::stderr().lock();
             let _ = write!(stderr, "\r\x1b[2K");
             let _ = stderr.flush();
         }
         // A closed stdout must not stop the run: the journal, not the terminal, is the record.
-        let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{text}");
-        let _ = stdout.flush();
+        let _ = writeln!(self.out, "{text}");
+        let _ = self.out.flush();
     }
 
     /// Stop the live line (before the summary is printed).
@@ -83,14 +100,9 @@ impl Progress {
     pub(crate) fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
-
-    /// Units taking part.
-    pub(crate) fn total(&self) -> usize {
-        self.total
-    }
 }
 
-impl Drop for Progress {
+impl Drop for Progress<'_> {
     fn drop(&mut self) {
         self.stop_ticker();
     }
@@ -156,17 +168,26 @@ fn finished_line(unit: &str, record: &UnitFinished, retry_in: Option<Duration>) 
         AttemptStatus::TimedOut => "TIMEOUT",
         AttemptStatus::Interrupted => "stopped",
     };
-    let mut text = format!("  {label:<8} {unit}  (attempt {}, {duration})", record.attempt);
+    let mut text = format!(
+        "  {label:<8} {unit}  (attempt {}, {duration})",
+        record.attempt
+    );
     match record.status {
         AttemptStatus::Succeeded => {}
         AttemptStatus::Skipped => text.push_str(" — skipped itself (exit 77)"),
         AttemptStatus::TimedOut => {
-            let phase = record.failed_phase.map_or("execute", |phase| phase.as_str());
+            let phase = record
+                .failed_phase
+                .map_or("execute", |phase| phase.as_str());
             text.push_str(&format!(" — timed out in {phase}"));
         }
         AttemptStatus::Failed | AttemptStatus::Interrupted => {
             text.push_str(&format!(" — {}", describe_exit(record.exit)));
-            if let Some(error) = record.error.as_deref().and_then(|error| error.lines().next()) {
+            if let Some(error) = record
+                .error
+                .as_deref()
+                .and_then(|error| error.lines().next())
+            {
                 text.push_str(&format!(": {error}"));
             }
         }
@@ -177,7 +198,7 @@ fn finished_line(unit: &str, record: &UnitFinished, retry_in: Option<Duration>) 
     text
 }
 
-impl Observer for Progress {
+impl Observer for Progress<'_> {
     fn notice(&mut self, notice: &Notice<'_>) {
         match notice {
             Notice::Decided { unit, decision } => {
@@ -185,11 +206,23 @@ impl Observer for Progress {
                     self.with_counts(|counts| counts.done += 1);
                 }
                 if self.explain || matches!(decision, Decision::Reuse { .. }) {
-                    self.line(&format!("  {:<8} {unit}  ({decision})", if matches!(decision, Decision::Reuse { .. }) { "done" } else { "run" }));
+                    self.line(&format!(
+                        "  {:<8} {unit}  ({decision})",
+                        if matches!(decision, Decision::Reuse { .. }) {
+                            "done"
+                        } else {
+                            "run"
+                        }
+                    ));
                 }
             }
             Notice::Started { .. } => self.with_counts(|counts| counts.running += 1),
-            Notice::Finished { unit, record, retry_in, .. } => {
+            Notice::Finished {
+                unit,
+                record,
+                retry_in,
+                ..
+            } => {
                 let will_retry = retry_in.is_some();
                 let satisfied = record.status.satisfies_dependents();
                 self.with_counts(|counts| {
@@ -203,7 +236,10 @@ impl Observer for Progress {
                 self.line(&finished_line(unit, record, *retry_in));
             }
             Notice::Skipped { unit, upstream } => {
-                self.line(&format!("  {:<8} {unit}  (upstream {upstream} failed)", "skipped"));
+                self.line(&format!(
+                    "  {:<8} {unit}  (upstream {upstream} failed)",
+                    "skipped"
+                ));
             }
             _ => {}
         }

@@ -54,17 +54,29 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { apollo: PathBuf::new(), iterations: 20, seed: 1, workdir: None };
+    let mut args = Args {
+        apollo: PathBuf::new(),
+        iterations: 20,
+        seed: 1,
+        workdir: None,
+    };
     let mut iter = std::env::args().skip(1);
     while let Some(flag) = iter.next() {
         let mut value = || iter.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--apollo" => args.apollo = PathBuf::from(value()?),
-            "--iterations" => args.iterations = value()?.parse().map_err(|_| "--iterations takes a number")?,
+            "--iterations" => {
+                args.iterations = value()?
+                    .parse()
+                    .map_err(|_| "--iterations takes a number")?
+            }
             "--seed" => args.seed = value()?.parse().map_err(|_| "--seed takes a number")?,
             "--workdir" => args.workdir = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
-                return Err("usage: torture --apollo PATH [--iterations N] [--seed S] [--workdir DIR]".into());
+                return Err(
+                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--workdir DIR]"
+                        .into(),
+                );
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -100,7 +112,9 @@ echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.done"
 
 fn generate(rng: &mut Rng, dir: &Path) -> std::io::Result<Vec<String>> {
     let n_units = 6 + rng.below(7);
-    let mut yaml = String::from("name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\nunits:\n");
+    let mut yaml = String::from(
+        "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\nunits:\n",
+    );
     let mut names = Vec::new();
     let mut non_idempotent_placed = false;
     for unit_idx in 0..n_units {
@@ -143,18 +157,31 @@ fn generate(rng: &mut Rng, dir: &Path) -> std::io::Result<Vec<String>> {
 
 fn lines_of(path: &Path) -> Vec<u32> {
     std::fs::read_to_string(path)
-        .map(|text| text.lines().filter_map(|line| line.trim().parse().ok()).collect())
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn apollo(args: &Args, dir: &Path) -> Command {
     let mut command = Command::new(&args.apollo);
-    command.current_dir(dir).env("CI", "true").env("NO_COLOR", "1").stdin(Stdio::null());
+    command
+        .current_dir(dir)
+        .env("CI", "true")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
     command
 }
 
 /// One iteration: run, kill, resume until done; then check. Returns violations.
-fn iteration(args: &Args, rng: &mut Rng, dir: &Path, totals: &mut Totals) -> Result<Vec<String>, String> {
+fn iteration(
+    args: &Args,
+    rng: &mut Rng,
+    dir: &Path,
+    totals: &mut Totals,
+) -> Result<Vec<String>, String> {
     let io = |error: std::io::Error| error.to_string();
     for sub in ["bin", "counts", "fail"] {
         std::fs::create_dir_all(dir.join(sub)).map_err(io)?;
@@ -162,7 +189,8 @@ fn iteration(args: &Args, rng: &mut Rng, dir: &Path, totals: &mut Totals) -> Res
     std::fs::write(dir.join("bin/unit"), UNIT_SCRIPT).map_err(io)?;
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+        std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755))
+            .map_err(io)?;
     }
     let names = generate(rng, dir).map_err(io)?;
     let max_kills = 1 + rng.below(4);
@@ -172,7 +200,12 @@ fn iteration(args: &Args, rng: &mut Rng, dir: &Path, totals: &mut Totals) -> Res
         if Instant::now() > deadline {
             return Err("the run did not complete within 300 s".into());
         }
-        let mut child = apollo(args, dir).arg("run").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(io)?;
+        let mut child = apollo(args, dir)
+            .arg("run")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io)?;
         if kills > 0 {
             totals.resumes += 1;
         }
@@ -200,10 +233,16 @@ fn iteration(args: &Args, rng: &mut Rng, dir: &Path, totals: &mut Totals) -> Res
             // whether its execution finished.
             Some(5) => {
                 let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-                let (unit, attempt) = parse_verdict_request(&stderr).ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
-                let finished = lines_of(&dir.join("counts").join(format!("{unit}.done"))).contains(&attempt);
+                let (unit, attempt) = parse_verdict_request(&stderr)
+                    .ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
+                let finished =
+                    lines_of(&dir.join("counts").join(format!("{unit}.done"))).contains(&attempt);
                 let verdict = if finished { "--succeeded" } else { "--failed" };
-                let status = apollo(args, dir).args(["mark", "latest", &unit, verdict]).stdout(Stdio::null()).status().map_err(io)?;
+                let status = apollo(args, dir)
+                    .args(["mark", "latest", &unit, verdict])
+                    .stdout(Stdio::null())
+                    .status()
+                    .map_err(io)?;
                 if !status.success() {
                     return Err(format!("apollo mark latest {unit} {verdict} failed"));
                 }
@@ -239,20 +278,31 @@ fn check(args: &Args, dir: &Path, names: &[String]) -> Result<Vec<String>, Strin
         .map(|entry| entry.path())
         .collect();
     if runs.len() != 1 {
-        violations.push(format!("expected the one run to be resumed throughout, found {} runs", runs.len()));
+        violations.push(format!(
+            "expected the one run to be resumed throughout, found {} runs",
+            runs.len()
+        ));
     }
-    let Some(run_dir) = runs.first() else { return Ok(violations) };
+    let Some(run_dir) = runs.first() else {
+        return Ok(violations);
+    };
 
     let mut started: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
     let mut success: BTreeMap<String, u32> = BTreeMap::new();
-    let reader = JournalReader::open(run_dir, ReadOptions::default()).map_err(|error| error.to_string())?;
+    let reader =
+        JournalReader::open(run_dir, ReadOptions::default()).map_err(|error| error.to_string())?;
     for record in reader {
         let record = record.map_err(|error| error.to_string())?;
         match record.event {
             Event::UnitStarted(event) => {
                 started.entry(event.unit).or_default().insert(event.attempt);
             }
-            Event::UnitFinished(event) if matches!(event.status, AttemptStatus::Succeeded | AttemptStatus::Skipped) => {
+            Event::UnitFinished(event)
+                if matches!(
+                    event.status,
+                    AttemptStatus::Succeeded | AttemptStatus::Skipped
+                ) =>
+            {
                 success.insert(event.unit, event.attempt);
             }
             Event::UnitMarked(event) if event.verdict == Verdict::Succeeded => {
@@ -267,14 +317,18 @@ fn check(args: &Args, dir: &Path, names: &[String]) -> Result<Vec<String>, Strin
         let mut seen = BTreeSet::new();
         for attempt in &executed {
             if !recorded.contains(attempt) {
-                violations.push(format!("{name}: attempt {attempt} executed without a durable unit_started"));
+                violations.push(format!(
+                    "{name}: attempt {attempt} executed without a durable unit_started"
+                ));
             }
             if !seen.insert(*attempt) {
                 violations.push(format!("{name}: attempt {attempt} executed twice"));
             }
         }
         match success.get(name) {
-            None => violations.push(format!("{name}: no success recorded although the run completed")),
+            None => violations.push(format!(
+                "{name}: no success recorded although the run completed"
+            )),
             Some(&success_attempt) => {
                 if let Some(later) = executed.iter().find(|&&attempt| attempt > success_attempt) {
                     violations.push(format!(
@@ -284,9 +338,17 @@ fn check(args: &Args, dir: &Path, names: &[String]) -> Result<Vec<String>, Strin
             }
         }
     }
-    let verify = apollo(args, dir).arg("verify").stdout(Stdio::null()).stderr(Stdio::piped()).output().map_err(|error| error.to_string())?;
+    let verify = apollo(args, dir)
+        .arg("verify")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|error| error.to_string())?;
     if !verify.status.success() {
-        violations.push(format!("apollo verify failed: {}", String::from_utf8_lossy(&verify.stderr)));
+        violations.push(format!(
+            "apollo verify failed: {}",
+            String::from_utf8_lossy(&verify.stderr)
+        ));
     }
     let survivors = processes_mentioning(dir);
     if !survivors.is_empty() {
@@ -298,7 +360,9 @@ fn check(args: &Args, dir: &Path, names: &[String]) -> Result<Vec<String>, Strin
 /// Pids of processes whose command line mentions `dir` (units run `DIR/bin/unit`).
 fn processes_mentioning(dir: &Path) -> Vec<u32> {
     let needle = dir.to_string_lossy().into_owned();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
@@ -335,7 +399,10 @@ fn main() -> ExitCode {
         match iteration(&args, &mut rng, &dir, &mut totals) {
             Ok(violations) => {
                 for violation in &violations {
-                    eprintln!("violation in iteration {iteration_idx} ({}): {violation}", dir.display());
+                    eprintln!(
+                        "violation in iteration {iteration_idx} ({}): {violation}",
+                        dir.display()
+                    );
                 }
                 let clean = violations.is_empty();
                 totals.violations.extend(violations);
@@ -344,7 +411,10 @@ fn main() -> ExitCode {
                 }
             }
             Err(error) => {
-                eprintln!("iteration {iteration_idx} ({}) could not complete: {error}", dir.display());
+                eprintln!(
+                    "iteration {iteration_idx} ({}) could not complete: {error}",
+                    dir.display()
+                );
                 totals.violations.push(error);
             }
         }
@@ -360,5 +430,9 @@ fn main() -> ExitCode {
         args.seed,
         started.elapsed().as_secs_f64()
     );
-    if totals.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if totals.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }

@@ -7,6 +7,8 @@
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod graph;
+pub(crate) mod mark;
+pub(crate) mod run;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,7 +27,11 @@ pub(crate) fn dispatch(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
+    let state_dir = cli.global.state_dir.as_deref();
     match cli.command {
+        Command::Run(args) => run::run(&args, state_dir, stdout, stderr),
+        Command::Resume(args) => run::resume(&args, state_dir, stdout, stderr),
+        Command::Mark(args) => mark::run(&args, state_dir, stdout, stderr),
         Command::Check(args) => check::run(&args, stdout, stderr),
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),

@@ -701,7 +701,7 @@ impl<'a> EngineLoop<'a> {
             };
             let input_hash = hash::combine_components(&inputs);
             if self.attempts_here[unit_idx] == 0 && hash_error.is_none() {
-                let decision = self.decide(unit, &input_hash, &inputs);
+                let decision = decide(self.prior, unit, &input_hash, &inputs);
                 observer.notice(&Notice::Decided {
                     unit: &unit.name,
                     decision: &decision,
@@ -762,61 +762,13 @@ impl<'a> EngineLoop<'a> {
         jobs
     }
 
-    fn decide(&self, unit: &Unit, input_hash: &str, inputs: &[InputComponent]) -> Decision {
-        let Some(prior_unit) = self.prior.unit(&unit.name) else {
-            return Decision::FirstRun;
-        };
-        match &prior_unit.state {
-            PriorUnitState::Done {
-                attempt,
-                input_hash: old_hash,
-                inputs: old_inputs,
-                marked,
-                ..
-            } => {
-                if old_hash == input_hash {
-                    Decision::Reuse {
-                        attempt: *attempt,
-                        marked: *marked,
-                    }
-                } else {
-                    let mut changes = hash::describe_input_changes(old_inputs, inputs);
-                    if changes.is_empty() {
-                        changes.push("input hash changed".to_owned());
-                    }
-                    Decision::InputsChanged(changes)
-                }
-            }
-            PriorUnitState::InFlight { attempt } => Decision::WasInFlight { attempt: *attempt },
-            PriorUnitState::NotDone if prior_unit.last_attempt == 0 => Decision::FirstRun,
-            PriorUnitState::NotDone => Decision::PreviouslyNotDone {
-                attempt: prior_unit.last_attempt,
-            },
-        }
-    }
-
     fn reuse(&mut self, unit_idx: usize) {
         let unit = &self.pipeline.units[unit_idx];
-        let output_hash = match self
-            .prior
-            .unit(&unit.name)
-            .map(|prior_unit| &prior_unit.state)
-        {
-            Some(PriorUnitState::Done {
-                output_hash: Some(output_hash),
-                ..
-            }) => output_hash.clone(),
-            // A human's verdict measured nothing: hash the declared outputs as they are now,
-            // or stand in a fixed value for the verdict.
-            Some(PriorUnitState::Done { attempt, .. }) => {
-                hash::output_hash(unit, &self.pipeline.base_dir)
-                    .ok()
-                    .flatten()
-                    .unwrap_or_else(|| hash::sha256_hex(format!("marked {}", attempt).as_bytes()))
-            }
-            _ => String::new(),
-        };
-        self.output_hashes[unit_idx] = Some(output_hash);
+        self.output_hashes[unit_idx] = Some(reused_output_hash(
+            self.prior,
+            unit,
+            &self.pipeline.base_dir,
+        ));
         self.state[unit_idx] = State::Done;
         self.results[unit_idx] = Some(UnitResult::Reused);
         self.queue.complete(self.dag, unit_idx);
@@ -1014,6 +966,66 @@ impl<'a> EngineLoop<'a> {
     }
 }
 
+/// The output hash a reused unit hands its dependents: the recorded one, or — for a human's
+/// verdict, which measured nothing — the declared outputs as they are now, else a fixed value
+/// standing for the verdict.
+pub(crate) fn reused_output_hash(
+    prior: &PriorState,
+    unit: &Unit,
+    base_dir: &std::path::Path,
+) -> String {
+    match prior.unit(&unit.name).map(|prior_unit| &prior_unit.state) {
+        Some(PriorUnitState::Done {
+            output_hash: Some(output_hash),
+            ..
+        }) => output_hash.clone(),
+        Some(PriorUnitState::Done { attempt, .. }) => hash::output_hash(unit, base_dir)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| hash::sha256_hex(format!("marked {attempt}").as_bytes())),
+        _ => String::new(),
+    }
+}
+
+/// The resume rules of DESIGN §7 for one unit whose input hash is known.
+pub(crate) fn decide(
+    prior: &PriorState,
+    unit: &Unit,
+    input_hash: &str,
+    inputs: &[InputComponent],
+) -> Decision {
+    let Some(prior_unit) = prior.unit(&unit.name) else {
+        return Decision::FirstRun;
+    };
+    match &prior_unit.state {
+        PriorUnitState::Done {
+            attempt,
+            input_hash: old_hash,
+            inputs: old_inputs,
+            marked,
+            ..
+        } => {
+            if old_hash == input_hash {
+                Decision::Reuse {
+                    attempt: *attempt,
+                    marked: *marked,
+                }
+            } else {
+                let mut changes = hash::describe_input_changes(old_inputs, inputs);
+                if changes.is_empty() {
+                    changes.push("input hash changed".to_owned());
+                }
+                Decision::InputsChanged(changes)
+            }
+        }
+        PriorUnitState::InFlight { attempt } => Decision::WasInFlight { attempt: *attempt },
+        PriorUnitState::NotDone if prior_unit.last_attempt == 0 => Decision::FirstRun,
+        PriorUnitState::NotDone => Decision::PreviouslyNotDone {
+            attempt: prior_unit.last_attempt,
+        },
+    }
+}
+
 fn failed_to_start(error: String) -> AttemptOutcome {
     AttemptOutcome {
         status: AttemptStatus::Failed,
@@ -1031,6 +1043,10 @@ fn failed_to_start(error: String) -> AttemptOutcome {
         error: Some(error),
     }
 }
+
+mod plan;
+
+pub use plan::{Planned, dry_run};
 
 #[cfg(test)]
 mod tests;
