@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The `apollo` binary, built once per test process so it is never stale.
-pub fn apollo_bin() -> &'static Path {
+pub(crate) fn apollo_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
@@ -35,10 +35,10 @@ pub fn apollo_bin() -> &'static Path {
 }
 
 /// How long any wait may take before the test fails: generous, for a loaded 2-core machine.
-pub const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A temporary project folder and the `apollo` invocations in it.
-pub struct Apollo {
+pub(crate) struct Apollo {
     dir: tempfile::TempDir,
     args: Vec<String>,
     envs: Vec<(String, String)>,
@@ -46,32 +46,28 @@ pub struct Apollo {
 
 /// What a finished `apollo` invocation did.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     /// The exit code (`None` when a signal ended it).
-    pub code: Option<i32>,
+    pub(crate) code: Option<i32>,
     /// Everything it printed on stdout.
-    pub stdout: String,
+    pub(crate) stdout: String,
     /// Everything it printed on stderr.
-    pub stderr: String,
+    pub(crate) stderr: String,
 }
 
 impl Output {
     /// Assert the exit code, showing the output when it differs.
     #[track_caller]
-    pub fn code(&self, expected: i32) -> &Self {
+    pub(crate) fn code(&self, expected: i32) -> &Self {
         assert_eq!(self.code, Some(expected), "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr);
         self
     }
 
-    /// Both streams together, for "says X somewhere" assertions.
-    pub fn all(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
 }
 
 impl Apollo {
     /// A new empty project folder, with the helper scripts units use.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::Builder::new().prefix("apollo-e2e-").tempdir().expect("temp dir");
         let apollo = Self { dir, args: Vec::new(), envs: Vec::new() };
         apollo.file("bin/count", COUNT_SCRIPT);
@@ -84,17 +80,17 @@ impl Apollo {
     }
 
     /// The project folder.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
     /// A path inside the project folder.
-    pub fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.dir.path().join(relative)
     }
 
     /// Write a file (creating folders).
-    pub fn file(&self, relative: &str, contents: &str) -> &Self {
+    pub(crate) fn file(&self, relative: &str, contents: &str) -> &Self {
         let path = self.path(relative);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).expect("create parent dir");
@@ -109,18 +105,18 @@ impl Apollo {
     }
 
     /// Write the pipeline config `apollo.yaml`.
-    pub fn config(&self, yaml: &str) -> &Self {
+    pub(crate) fn config(&self, yaml: &str) -> &Self {
         self.file("apollo.yaml", yaml)
     }
 
     /// Set the arguments of the next invocation.
-    pub fn args(&mut self, args: &[&str]) -> &mut Self {
+    pub(crate) fn args(&mut self, args: &[&str]) -> &mut Self {
         self.args = args.iter().map(|arg| (*arg).to_owned()).collect();
         self
     }
 
     /// Set an environment variable for the next invocations.
-    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+    pub(crate) fn env(&mut self, key: &str, value: &str) -> &mut Self {
         self.envs.push((key.to_owned(), value.to_owned()));
         self
     }
@@ -141,25 +137,25 @@ impl Apollo {
     }
 
     /// Run to completion and capture the output.
-    pub fn run(&self) -> Output {
+    pub(crate) fn run(&self) -> Output {
         let mut child = self.command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn apollo");
         wait_output(&mut child)
     }
 
     /// Start in the background (stdout/stderr captured); see [`Running`].
-    pub fn spawn(&self) -> Running {
+    pub(crate) fn spawn(&self) -> Running {
         let child = self.command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn apollo");
         Running { child: Some(child) }
     }
 
     /// How many times `unit` executed (units run `bin/count UNIT`).
-    pub fn count(&self, unit: &str) -> usize {
+    pub(crate) fn count(&self, unit: &str) -> usize {
         std::fs::read_to_string(self.path(&format!("counts/{unit}"))).map_or(0, |text| text.lines().count())
     }
 
     /// Wait until the marker `markers/NAME` exists.
     #[track_caller]
-    pub fn wait_for_marker(&self, name: &str) {
+    pub(crate) fn wait_for_marker(&self, name: &str) {
         let path = self.path(&format!("markers/{name}"));
         let deadline = Instant::now() + SAFETY_TIMEOUT;
         while !path.exists() {
@@ -169,12 +165,12 @@ impl Apollo {
     }
 
     /// Create the marker `markers/NAME` (releases a `bin/block NAME` unit).
-    pub fn release(&self, name: &str) {
+    pub(crate) fn release(&self, name: &str) {
         std::fs::write(self.path(&format!("markers/{name}")), b"").expect("write marker");
     }
 
     /// The state directory's runs, newest last.
-    pub fn run_ids(&self) -> Vec<String> {
+    pub(crate) fn run_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = std::fs::read_dir(self.path(".apollo/runs"))
             .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
@@ -184,32 +180,32 @@ impl Apollo {
 }
 
 /// An `apollo` running in the background. Dropping it kills it.
-pub struct Running {
+pub(crate) struct Running {
     child: Option<Child>,
 }
 
 impl Running {
     /// The process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().map_or(0, Child::id)
     }
 
     /// Send `signal` to apollo (not its units).
-    pub fn signal(&self, signal: i32) {
+    pub(crate) fn signal(&self, signal: i32) {
         // SAFETY: kill(2) with a pid we spawned and have not reaped.
         let result = unsafe { libc::kill(self.pid() as libc::pid_t, signal) };
         assert_eq!(result, 0, "kill failed");
     }
 
     /// SIGKILL apollo and wait for it.
-    pub fn kill9(mut self) -> Output {
+    pub(crate) fn kill9(mut self) -> Output {
         self.signal(libc::SIGKILL);
         let mut child = self.child.take().expect("child");
         wait_output(&mut child)
     }
 
     /// Wait for it to exit.
-    pub fn wait(mut self) -> Output {
+    pub(crate) fn wait(mut self) -> Output {
         let mut child = self.child.take().expect("child");
         wait_output(&mut child)
     }
@@ -266,3 +262,73 @@ dir=$(dirname "$0")/..
 : > "$dir/markers/$1.started"
 while [ ! -e "$dir/markers/$1.release" ]; do sleep 0.01; done
 "#;
+
+impl Apollo {
+    /// Every journal line of every run, as text (the framing keeps JSON greppable).
+    pub(crate) fn journal_text(&self) -> String {
+        let mut text = String::new();
+        for run in self.run_ids() {
+            let dir = self.path(&format!(".apollo/runs/{run}/journal"));
+            let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path()).collect())
+                .unwrap_or_default();
+            segments.sort();
+            for segment in segments.iter().filter(|path| path.extension().is_some_and(|ext| ext == "log")) {
+                text.push_str(&std::fs::read_to_string(segment).unwrap_or_default());
+            }
+        }
+        text
+    }
+
+    /// Wait until the journal contains `needle`.
+    #[track_caller]
+    pub(crate) fn wait_for_journal(&self, needle: &str) {
+        let deadline = Instant::now() + SAFETY_TIMEOUT;
+        while !self.journal_text().contains(needle) {
+            assert!(Instant::now() < deadline, "the journal never contained {needle}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Assert that no process mentioning this project folder in its command line or
+    /// environment is alive (units and anything they forked), waiting a little for processes
+    /// that were just killed to be reaped by their parent.
+    #[track_caller]
+    pub(crate) fn assert_no_processes_left(&self) {
+        let needle = self.root().to_string_lossy().into_owned();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let alive = processes_mentioning(&needle);
+            if alive.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                for (pid, _) in &alive {
+                    // SAFETY: kill(2) on a pid; cleaning up before failing the test.
+                    unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+                }
+                panic!("processes outlived apollo: {alive:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// (pid, command line) of live, non-zombie processes whose command line mentions `needle`.
+pub(crate) fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+            if state == "Z" {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(needle).then_some((pid, cmdline))
+        })
+        .collect()
+}

@@ -18,9 +18,9 @@ use clap::Parser;
 use crate::exit::Exit;
 
 fn main() -> ExitCode {
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    run(std::env::args_os(), &mut stdout.lock(), &mut stderr.lock()).into()
+    // The handles are not held locked: the signal watcher and the progress line write to
+    // stderr from other threads while a run is in progress.
+    run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr()).into()
 }
 
 /// Runs `apollo` with `args` (program name first), writing to the given streams.

@@ -1,0 +1,213 @@
+//! Crash and resume: apollo SIGKILLed during a unit, between units, during a retry backoff;
+//! input changes; non-idempotent units needing a human verdict.
+
+use crate::support::Apollo;
+
+#[test]
+fn killed_during_a_unit_resumes_without_redoing_recorded_work() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b && bin/block b
+  - name: c
+    deps: [b]
+    execute: bin/count c
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("b.started");
+    running.kill9();
+    // PDEATHSIG: the unit died with its supervisor.
+    apollo.assert_no_processes_left();
+
+    apollo.release("b.release");
+    let resumed = apollo.args(&["run"]).run();
+    resumed.code(0);
+    assert!(resumed.stdout.contains("resuming run"), "{}", resumed.stdout);
+    assert!(resumed.stdout.contains("1 of 3 units already succeeded"), "{}", resumed.stdout);
+    assert_eq!((apollo.count("a"), apollo.count("b"), apollo.count("c")), (1, 2, 1));
+    assert_eq!(apollo.run_ids().len(), 1, "the same run was resumed");
+    apollo.args(&["verify"]).run().code(0);
+}
+
+#[test]
+fn killed_between_units_resumes_with_the_next_one() {
+    // One slot: `a` finishes, `blocker` holds the slot, `b` (after a) has not started.
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "max_parallel: 1
+units:
+  - name: a
+    execute: bin/count a
+  - name: blocker
+    execute: bin/count blocker && bin/block blocker
+  - name: b
+    deps: [a]
+    execute: bin/count b
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("blocker.started");
+    running.kill9();
+    apollo.assert_no_processes_left();
+    assert_eq!(apollo.count("b"), 0);
+
+    apollo.release("blocker.release");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!((apollo.count("a"), apollo.count("blocker"), apollo.count("b")), (1, 2, 1));
+}
+
+#[test]
+fn killed_during_a_retry_backoff_resumes_with_a_new_attempt() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: flaky
+    retries: 3
+    retry_delay: 1h
+    execute: bin/count flaky && test \"$APOLLO_ATTEMPT\" -ge 2
+  - name: after
+    deps: [flaky]
+    execute: bin/count after
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    // Attempt 1 failed and is recorded: apollo now waits an hour before attempt 2.
+    apollo.wait_for_journal(r#""kind":"unit_finished","unit":"flaky","attempt":1"#);
+    running.kill9();
+
+    let resumed = apollo.args(&["run"]).run();
+    resumed.code(0);
+    let lines = std::fs::read_to_string(apollo.path("counts/flaky")).unwrap();
+    assert_eq!(lines, "attempt=1 phase=execute\nattempt=2 phase=execute\n");
+    assert_eq!(apollo.count("after"), 1);
+}
+
+#[test]
+fn an_input_change_reruns_the_unit_and_downstream_only_if_its_output_changed() {
+    let mut apollo = Apollo::new();
+    apollo.file("in/copied.txt", "v1\n").file("in/ignored.txt", "v1\n");
+    apollo.config(
+        "max_parallel: 1
+units:
+  - name: copy
+    inputs: [in/copied.txt]
+    outputs: [out/copy]
+    execute: mkdir -p out && bin/count copy && cp in/copied.txt out/copy
+  - name: after_copy
+    deps: [copy]
+    execute: bin/count after_copy
+  - name: constant
+    inputs: [in/ignored.txt]
+    outputs: [out/constant]
+    execute: mkdir -p out && bin/count constant && echo same > out/constant
+  - name: after_constant
+    deps: [constant]
+    execute: bin/count after_constant
+  - name: gate
+    execute: bin/count gate && test -e go
+",
+    );
+    apollo.args(&["run", "--keep-going"]).run().code(1);
+    apollo.file("in/copied.txt", "v2\n").file("in/ignored.txt", "v2\n").file("go", "");
+
+    let explained = apollo.args(&["run", "--explain"]).run();
+    explained.code(0);
+    assert!(explained.stdout.contains("input file in/copied.txt changed"), "{}", explained.stdout);
+    assert!(explained.stdout.contains("upstream copy output changed"), "{}", explained.stdout);
+    assert_eq!((apollo.count("copy"), apollo.count("after_copy")), (2, 2));
+    // `constant` reran (its input changed) but wrote the same output: its dependent did not.
+    assert_eq!((apollo.count("constant"), apollo.count("after_constant")), (2, 1));
+    assert_eq!(apollo.count("gate"), 2);
+}
+
+#[test]
+fn on_input_change_fail_stops_before_running_and_says_what_changed() {
+    let mut apollo = Apollo::new();
+    apollo.file("in/data.txt", "v1\n");
+    apollo.config(
+        "units:
+  - name: load
+    inputs: [in/data.txt]
+    execute: bin/count load
+  - name: gate
+    deps: [load]
+    execute: bin/count gate && test -e go
+",
+    );
+    apollo.args(&["run"]).run().code(1);
+    apollo.file("in/data.txt", "v2\n").file("go", "");
+    let output = apollo.args(&["run", "--on-input-change=fail"]).run();
+    output.code(5);
+    assert!(output.stderr.contains("input file in/data.txt changed"), "{}", output.stderr);
+    assert_eq!((apollo.count("load"), apollo.count("gate")), (1, 1));
+}
+
+#[test]
+fn a_non_idempotent_unit_in_flight_is_refused_until_a_human_marks_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: deploy
+    idempotent: false
+    execute: bin/count deploy && bin/block deploy
+  - name: notify
+    deps: [deploy]
+    execute: bin/count notify
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("deploy.started");
+    running.kill9();
+    apollo.assert_no_processes_left();
+    apollo.release("deploy.release");
+
+    let refused = apollo.args(&["run"]).run();
+    refused.code(5);
+    assert!(refused.stderr.contains("unit `deploy` (attempt 1)"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("apollo mark"), "{}", refused.stderr);
+    assert_eq!(apollo.count("deploy"), 1, "nothing ran");
+
+    let run_id = apollo.run_ids().remove(0);
+    apollo.args(&["mark", &run_id, "deploy", "--succeeded", "--note", "checked by hand"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!((apollo.count("deploy"), apollo.count("notify")), (1, 1));
+}
+
+#[test]
+fn a_unit_marked_failed_runs_again() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: migrate
+    idempotent: false
+    execute: bin/count migrate && bin/block migrate
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("migrate.started");
+    running.kill9();
+    apollo.release("migrate.release");
+    apollo.args(&["run"]).run().code(5);
+    apollo.args(&["mark", "latest", "migrate", "--failed"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    let lines = std::fs::read_to_string(apollo.path("counts/migrate")).unwrap();
+    assert_eq!(lines, "attempt=1 phase=execute\nattempt=2 phase=execute\n");
+}
+
+#[test]
+fn fresh_starts_a_new_run_and_resume_of_a_finished_run_has_nothing_to_do() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: bin/count a\n");
+    apollo.args(&["run"]).run().code(0);
+    let output = apollo.args(&["resume", "latest"]).run();
+    output.code(0);
+    assert!(output.stdout.contains("nothing to resume"), "{}", output.stdout);
+    apollo.args(&["run", "--fresh"]).run().code(0);
+    assert_eq!(apollo.count("a"), 2);
+    assert_eq!(apollo.run_ids().len(), 2);
+}
