@@ -29,12 +29,15 @@ fn the_bundled_example_runs_and_a_second_run_starts_afresh() {
     let first = apollo.args(&["run"]).run();
     first.code(0);
     assert!(first.stdout.contains("succeeded"), "{}", first.stdout);
-    let summary = std::fs::read_to_string(apollo.path("data/out/summary.csv")).expect("the example writes its summary");
+    let summary = std::fs::read_to_string(apollo.path("data/out/summary.csv"))
+        .expect("the example writes its summary");
     assert!(summary.lines().count() > 1, "summary has rows: {summary}");
 
     // The latest run succeeded, so the next `apollo run` is a new run.
     apollo.args(&["run"]).run().code(0);
-    let runs = std::fs::read_dir(apollo.path("config/.apollo/runs")).expect("state beside the config").count();
+    let runs = std::fs::read_dir(apollo.path("config/.apollo/runs"))
+        .expect("state beside the config")
+        .count();
     assert_eq!(runs, 2);
     apollo.args(&["check"]).run().code(0);
     apollo.assert_no_processes_left();

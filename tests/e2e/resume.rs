@@ -27,9 +27,20 @@ fn killed_during_a_unit_resumes_without_redoing_recorded_work() {
     apollo.release("b.release");
     let resumed = apollo.args(&["run"]).run();
     resumed.code(0);
-    assert!(resumed.stdout.contains("resuming run"), "{}", resumed.stdout);
-    assert!(resumed.stdout.contains("1 of 3 units already succeeded"), "{}", resumed.stdout);
-    assert_eq!((apollo.count("a"), apollo.count("b"), apollo.count("c")), (1, 2, 1));
+    assert!(
+        resumed.stdout.contains("resuming run"),
+        "{}",
+        resumed.stdout
+    );
+    assert!(
+        resumed.stdout.contains("1 of 3 units already succeeded"),
+        "{}",
+        resumed.stdout
+    );
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b"), apollo.count("c")),
+        (1, 2, 1)
+    );
     assert_eq!(apollo.run_ids().len(), 1, "the same run was resumed");
     apollo.args(&["verify"]).run().code(0);
 }
@@ -58,7 +69,14 @@ units:
 
     apollo.release("blocker.release");
     apollo.args(&["run"]).run().code(0);
-    assert_eq!((apollo.count("a"), apollo.count("blocker"), apollo.count("b")), (1, 2, 1));
+    assert_eq!(
+        (
+            apollo.count("a"),
+            apollo.count("blocker"),
+            apollo.count("b")
+        ),
+        (1, 2, 1)
+    );
 }
 
 #[test]
@@ -90,7 +108,9 @@ fn killed_during_a_retry_backoff_resumes_with_a_new_attempt() {
 #[test]
 fn an_input_change_reruns_the_unit_and_downstream_only_if_its_output_changed() {
     let mut apollo = Apollo::new();
-    apollo.file("in/copied.txt", "v1\n").file("in/ignored.txt", "v1\n");
+    apollo
+        .file("in/copied.txt", "v1\n")
+        .file("in/ignored.txt", "v1\n");
     apollo.config(
         "max_parallel: 1
 units:
@@ -113,15 +133,31 @@ units:
 ",
     );
     apollo.args(&["run", "--keep-going"]).run().code(1);
-    apollo.file("in/copied.txt", "v2\n").file("in/ignored.txt", "v2\n").file("go", "");
+    apollo
+        .file("in/copied.txt", "v2\n")
+        .file("in/ignored.txt", "v2\n")
+        .file("go", "");
 
     let explained = apollo.args(&["run", "--explain"]).run();
     explained.code(0);
-    assert!(explained.stdout.contains("input file in/copied.txt changed"), "{}", explained.stdout);
-    assert!(explained.stdout.contains("upstream copy output changed"), "{}", explained.stdout);
+    assert!(
+        explained
+            .stdout
+            .contains("input file in/copied.txt changed"),
+        "{}",
+        explained.stdout
+    );
+    assert!(
+        explained.stdout.contains("upstream copy output changed"),
+        "{}",
+        explained.stdout
+    );
     assert_eq!((apollo.count("copy"), apollo.count("after_copy")), (2, 2));
     // `constant` reran (its input changed) but wrote the same output: its dependent did not.
-    assert_eq!((apollo.count("constant"), apollo.count("after_constant")), (2, 1));
+    assert_eq!(
+        (apollo.count("constant"), apollo.count("after_constant")),
+        (2, 1)
+    );
     assert_eq!(apollo.count("gate"), 2);
 }
 
@@ -143,7 +179,11 @@ fn on_input_change_fail_stops_before_running_and_says_what_changed() {
     apollo.file("in/data.txt", "v2\n").file("go", "");
     let output = apollo.args(&["run", "--on-input-change=fail"]).run();
     output.code(5);
-    assert!(output.stderr.contains("input file in/data.txt changed"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("input file in/data.txt changed"),
+        "{}",
+        output.stderr
+    );
     assert_eq!((apollo.count("load"), apollo.count("gate")), (1, 1));
 }
 
@@ -168,12 +208,26 @@ fn a_non_idempotent_unit_in_flight_is_refused_until_a_human_marks_it() {
 
     let refused = apollo.args(&["run"]).run();
     refused.code(5);
-    assert!(refused.stderr.contains("unit `deploy` (attempt 1)"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("unit `deploy` (attempt 1)"),
+        "{}",
+        refused.stderr
+    );
     assert!(refused.stderr.contains("apollo mark"), "{}", refused.stderr);
     assert_eq!(apollo.count("deploy"), 1, "nothing ran");
 
     let run_id = apollo.run_ids().remove(0);
-    apollo.args(&["mark", &run_id, "deploy", "--succeeded", "--note", "checked by hand"]).run().code(0);
+    apollo
+        .args(&[
+            "mark",
+            &run_id,
+            "deploy",
+            "--succeeded",
+            "--note",
+            "checked by hand",
+        ])
+        .run()
+        .code(0);
     apollo.args(&["run"]).run().code(0);
     assert_eq!((apollo.count("deploy"), apollo.count("notify")), (1, 1));
 }
@@ -193,7 +247,10 @@ fn a_unit_marked_failed_runs_again() {
     running.kill9();
     apollo.release("migrate.release");
     apollo.args(&["run"]).run().code(5);
-    apollo.args(&["mark", "latest", "migrate", "--failed"]).run().code(0);
+    apollo
+        .args(&["mark", "latest", "migrate", "--failed"])
+        .run()
+        .code(0);
     apollo.args(&["run"]).run().code(0);
     let lines = std::fs::read_to_string(apollo.path("counts/migrate")).unwrap();
     assert_eq!(lines, "attempt=1 phase=execute\nattempt=2 phase=execute\n");
@@ -206,7 +263,11 @@ fn fresh_starts_a_new_run_and_resume_of_a_finished_run_has_nothing_to_do() {
     apollo.args(&["run"]).run().code(0);
     let output = apollo.args(&["resume", "latest"]).run();
     output.code(0);
-    assert!(output.stdout.contains("nothing to resume"), "{}", output.stdout);
+    assert!(
+        output.stdout.contains("nothing to resume"),
+        "{}",
+        output.stdout
+    );
     apollo.args(&["run", "--fresh"]).run().code(0);
     assert_eq!(apollo.count("a"), 2);
     assert_eq!(apollo.run_ids().len(), 2);

@@ -18,8 +18,14 @@ fn units_run_once_each_in_dependency_order() {
 ",
     );
     apollo.args(&["run"]).run().code(0);
-    assert_eq!((apollo.count("a"), apollo.count("b"), apollo.count("c")), (1, 1, 1));
-    assert_eq!(std::fs::read_to_string(apollo.path("out/c")).unwrap(), "a\n");
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b"), apollo.count("c")),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/c")).unwrap(),
+        "a\n"
+    );
     apollo.assert_no_processes_left();
 }
 
@@ -39,14 +45,36 @@ units:
     apollo.config(config);
     let output = apollo.args(&["run"]).run();
     output.code(1);
-    assert!(output.stdout.contains("failed: bad (attempt 1)"), "{}", output.stdout);
-    assert!(output.stdout.contains("logs: "), "the summary says where the logs are: {}", output.stdout);
-    assert_eq!((apollo.count("bad"), apollo.count("after_bad"), apollo.count("other")), (1, 0, 0));
+    assert!(
+        output.stdout.contains("failed: bad (attempt 1)"),
+        "{}",
+        output.stdout
+    );
+    assert!(
+        output.stdout.contains("logs: "),
+        "the summary says where the logs are: {}",
+        output.stdout
+    );
+    assert_eq!(
+        (
+            apollo.count("bad"),
+            apollo.count("after_bad"),
+            apollo.count("other")
+        ),
+        (1, 0, 0)
+    );
 
     let mut apollo = Apollo::new();
     apollo.config(config);
     apollo.args(&["run", "--keep-going"]).run().code(1);
-    assert_eq!((apollo.count("bad"), apollo.count("after_bad"), apollo.count("other")), (1, 0, 1));
+    assert_eq!(
+        (
+            apollo.count("bad"),
+            apollo.count("after_bad"),
+            apollo.count("other")
+        ),
+        (1, 0, 1)
+    );
 }
 
 #[test]
@@ -85,7 +113,11 @@ fn exit_77_skips_the_unit_and_satisfies_its_dependents() {
     );
     let output = apollo.args(&["run"]).run();
     output.code(0);
-    assert!(output.stdout.contains("skipped itself"), "{}", output.stdout);
+    assert!(
+        output.stdout.contains("skipped itself"),
+        "{}",
+        output.stdout
+    );
     assert_eq!(apollo.count("after"), 1);
     assert!(apollo.journal_text().contains(r#""status":"skipped""#));
 }
@@ -102,7 +134,11 @@ fn a_declared_output_that_is_missing_fails_the_unit() {
     );
     let output = apollo.args(&["run"]).run();
     output.code(1);
-    assert!(output.stdout.contains("declared output is missing"), "{}", output.stdout);
+    assert!(
+        output.stdout.contains("declared output is missing"),
+        "{}",
+        output.stdout
+    );
 }
 
 #[test]
@@ -124,7 +160,11 @@ fn a_second_apollo_on_the_same_state_dir_is_refused_at_once_naming_the_holder() 
     apollo.wait_for_marker("slow.started");
     let second = apollo.args(&["run"]).run();
     second.code(4);
-    assert!(second.stderr.contains(&first.pid().to_string()), "names the holder's pid: {}", second.stderr);
+    assert!(
+        second.stderr.contains(&first.pid().to_string()),
+        "names the holder's pid: {}",
+        second.stderr
+    );
     apollo.release("slow.release");
     first.wait().code(0);
     apollo.assert_no_processes_left();
@@ -150,12 +190,20 @@ units:
     assert!(plan.stdout.contains("skip  a"), "{}", plan.stdout);
     assert!(plan.stdout.contains("inputs unchanged"), "{}", plan.stdout);
     assert!(plan.stdout.contains("run   b"), "{}", plan.stdout);
-    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 1), "a dry run runs nothing");
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b")),
+        (1, 1),
+        "a dry run runs nothing"
+    );
 
     apollo.file("go", "");
     let explained = apollo.args(&["run", "--explain"]).run();
     explained.code(0);
-    assert!(explained.stdout.contains("attempt 1 did not succeed"), "{}", explained.stdout);
+    assert!(
+        explained.stdout.contains("attempt 1 did not succeed"),
+        "{}",
+        explained.stdout
+    );
     assert_eq!((apollo.count("a"), apollo.count("b")), (1, 2));
 }
 

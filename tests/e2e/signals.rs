@@ -23,7 +23,10 @@ fn sigint_interrupts_runs_cleanup_and_the_next_run_resumes() {
     output.code(130);
     assert!(apollo.journal_text().contains(r#""status":"interrupted""#));
     let lines = std::fs::read_to_string(apollo.path("counts/long")).unwrap();
-    assert_eq!(lines, "attempt=1 phase=execute\nattempt=1 phase=cleanup\n", "cleanup ran");
+    assert_eq!(
+        lines, "attempt=1 phase=execute\nattempt=1 phase=cleanup\n",
+        "cleanup ran"
+    );
     assert_eq!(apollo.count("after"), 0);
     apollo.assert_no_processes_left();
 

@@ -18,16 +18,25 @@ pub(crate) fn apollo_bin() -> &'static Path {
     BIN.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
         // target/<profile>/deps/e2e-<hash> → target/<profile>/apollo
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target profile dir").to_path_buf();
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target profile dir")
+            .to_path_buf();
         let bin = profile_dir.join("apollo");
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let profile = profile_dir.file_name().and_then(|name| name.to_str()).unwrap_or("debug");
+        let profile = profile_dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("debug");
         let mut build = Command::new(cargo);
         build.args(["build", "--quiet", "-p", "apollo-cli", "--bin", "apollo"]);
         if profile == "release" {
             build.arg("--release");
         }
-        let status = build.status().expect("run cargo build for the apollo binary");
+        let status = build
+            .status()
+            .expect("run cargo build for the apollo binary");
         assert!(status.success(), "building the apollo binary failed");
         assert!(bin.exists(), "no apollo binary at {}", bin.display());
         bin
@@ -59,17 +68,29 @@ impl Output {
     /// Assert the exit code, showing the output when it differs.
     #[track_caller]
     pub(crate) fn code(&self, expected: i32) -> &Self {
-        assert_eq!(self.code, Some(expected), "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "unexpected exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
         self
     }
-
 }
 
 impl Apollo {
     /// A new empty project folder, with the helper scripts units use.
     pub(crate) fn new() -> Self {
-        let dir = tempfile::Builder::new().prefix("apollo-e2e-").tempdir().expect("temp dir");
-        let apollo = Self { dir, args: Vec::new(), envs: Vec::new() };
+        let dir = tempfile::Builder::new()
+            .prefix("apollo-e2e-")
+            .tempdir()
+            .expect("temp dir");
+        let apollo = Self {
+            dir,
+            args: Vec::new(),
+            envs: Vec::new(),
+        };
         apollo.file("bin/count", COUNT_SCRIPT);
         apollo.make_executable("bin/count");
         apollo.file("bin/block", BLOCK_SCRIPT);
@@ -101,7 +122,8 @@ impl Apollo {
 
     fn make_executable(&self, relative: &str) {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(self.path(relative), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::set_permissions(self.path(relative), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
     }
 
     /// Write the pipeline config `apollo.yaml`.
@@ -138,19 +160,30 @@ impl Apollo {
 
     /// Run to completion and capture the output.
     pub(crate) fn run(&self) -> Output {
-        let mut child = self.command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn apollo");
+        let mut child = self
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn apollo");
         wait_output(&mut child)
     }
 
     /// Start in the background (stdout/stderr captured); see [`Running`].
     pub(crate) fn spawn(&self) -> Running {
-        let child = self.command().stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn apollo");
+        let child = self
+            .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn apollo");
         Running { child: Some(child) }
     }
 
     /// How many times `unit` executed (units run `bin/count UNIT`).
     pub(crate) fn count(&self, unit: &str) -> usize {
-        std::fs::read_to_string(self.path(&format!("counts/{unit}"))).map_or(0, |text| text.lines().count())
+        std::fs::read_to_string(self.path(&format!("counts/{unit}")))
+            .map_or(0, |text| text.lines().count())
     }
 
     /// Wait until the marker `markers/NAME` exists.
@@ -172,7 +205,12 @@ impl Apollo {
     /// The state directory's runs, newest last.
     pub(crate) fn run_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = std::fs::read_dir(self.path(".apollo/runs"))
-            .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.file_name().to_string_lossy().into_owned()).collect())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         ids.sort();
         ids
@@ -245,7 +283,11 @@ fn wait_output(child: &mut Child) -> Output {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
-    Output { code: status.code(), stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
+    Output {
+        code: status.code(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
 }
 
 /// `bin/count UNIT`: record one execution of UNIT (with its attempt) in `counts/UNIT`.
@@ -270,10 +312,18 @@ impl Apollo {
         for run in self.run_ids() {
             let dir = self.path(&format!(".apollo/runs/{run}/journal"));
             let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path()).collect())
+                .map(|entries| {
+                    entries
+                        .filter_map(Result::ok)
+                        .map(|entry| entry.path())
+                        .collect()
+                })
                 .unwrap_or_default();
             segments.sort();
-            for segment in segments.iter().filter(|path| path.extension().is_some_and(|ext| ext == "log")) {
+            for segment in segments
+                .iter()
+                .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+            {
                 text.push_str(&std::fs::read_to_string(segment).unwrap_or_default());
             }
         }
@@ -285,7 +335,10 @@ impl Apollo {
     pub(crate) fn wait_for_journal(&self, needle: &str) {
         let deadline = Instant::now() + SAFETY_TIMEOUT;
         while !self.journal_text().contains(needle) {
-            assert!(Instant::now() < deadline, "the journal never contained {needle}");
+            assert!(
+                Instant::now() < deadline,
+                "the journal never contained {needle}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -316,7 +369,9 @@ impl Apollo {
 
 /// (pid, command line) of live, non-zombie processes whose command line mentions `needle`.
 pub(crate) fn processes_mentioning(needle: &str) -> Vec<(u32, String)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .filter_map(Result::ok)
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())

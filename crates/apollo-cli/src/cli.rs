@@ -55,6 +55,25 @@ pub(crate) enum Command {
     /// Record a human's verdict on a unit that was cut off mid-attempt
     #[command(after_long_help = Exit::help_table())]
     Mark(cmd::mark::MarkArgs),
+    /// List the recorded runs: id, pipeline, start, duration, status, unit counts
+    Runs(cmd::replay::RunsArgs),
+    /// Replay a run as a timeline (text, JSON, Chrome trace for Perfetto, or an HTML Gantt chart)
+    #[command(after_long_help = Exit::help_table())]
+    Replay(cmd::replay::ReplayArgs),
+    /// Compare two runs unit by unit: status, inputs (and which changed), outputs, durations
+    #[command(after_long_help = Exit::help_table())]
+    Diff(cmd::replay::DiffArgs),
+    /// Show one unit's attempts in a run: outcome, phases, hashes, log paths
+    Show(cmd::show::ShowArgs),
+    /// Print the captured stdout (or stderr) of a unit's attempt
+    Logs(cmd::show::LogsArgs),
+    /// Check the integrity of run journals (exit 3 on corruption)
+    #[command(after_long_help = Exit::help_table())]
+    Verify(cmd::verify::VerifyArgs),
+    /// Delete old runs (never a running run, never the latest run of a pipeline)
+    Prune(cmd::prune::PruneArgs),
+    /// Copy finished runs to another folder, consistently, and prune old copies there
+    Backup(cmd::prune::BackupArgs),
     /// Validate a pipeline config and report every problem at once
     #[command(after_long_help = Exit::help_table())]
     Check(cmd::check::CheckArgs),

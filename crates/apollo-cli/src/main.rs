@@ -20,7 +20,12 @@ use crate::exit::Exit;
 fn main() -> ExitCode {
     // The handles are not held locked: the signal watcher and the progress line write to
     // stderr from other threads while a run is in progress.
-    run(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr()).into()
+    run(
+        std::env::args_os(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+    .into()
 }
 
 /// Runs `apollo` with `args` (program name first), writing to the given streams.

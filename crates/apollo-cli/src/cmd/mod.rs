@@ -8,7 +8,11 @@ pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod graph;
 pub(crate) mod mark;
+pub(crate) mod prune;
+pub(crate) mod replay;
 pub(crate) mod run;
+pub(crate) mod show;
+pub(crate) mod verify;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +36,14 @@ pub(crate) fn dispatch(
         Command::Run(args) => run::run(&args, state_dir, stdout, stderr),
         Command::Resume(args) => run::resume(&args, state_dir, stdout, stderr),
         Command::Mark(args) => mark::run(&args, state_dir, stdout, stderr),
+        Command::Runs(args) => replay::runs(&args, state_dir, stdout),
+        Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
+        Command::Diff(args) => replay::diff(&args, state_dir, stdout, stderr),
+        Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
+        Command::Logs(args) => show::logs(&args, state_dir, stdout, stderr),
+        Command::Verify(args) => verify::run(&args, state_dir, stdout, stderr),
+        Command::Prune(args) => prune::prune(&args, state_dir, stdout),
+        Command::Backup(args) => prune::backup(&args, state_dir, stdout, stderr),
         Command::Check(args) => check::run(&args, stdout, stderr),
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),

@@ -1,0 +1,107 @@
+//! `apollo prune` and `apollo backup`: retention of old runs, and consistent copies of
+//! finished runs elsewhere.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use apollo_store::{PruneOptions, PruneReport};
+
+use crate::error::{CliError, output};
+use crate::exit::Exit;
+use crate::state;
+
+/// Arguments of `apollo prune`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("keep").required(true).multiple(true).args(["keep_days", "keep_runs"])))]
+pub(crate) struct PruneArgs {
+    /// Delete runs that started more than N days ago
+    #[arg(long, value_name = "N")]
+    pub(crate) keep_days: Option<u32>,
+    /// Keep only the N newest runs
+    #[arg(long, value_name = "N")]
+    pub(crate) keep_runs: Option<usize>,
+}
+
+/// Arguments of `apollo backup`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct BackupArgs {
+    /// The destination folder (a state directory of its own; created if needed)
+    #[arg(value_name = "DEST")]
+    pub(crate) dest: PathBuf,
+    /// At the destination, delete backed-up runs that started more than N days ago
+    #[arg(long, value_name = "N")]
+    pub(crate) keep_days: Option<u32>,
+}
+
+fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<()> {
+    for run in &report.deleted {
+        writeln!(stdout, "deleted {run}")?;
+    }
+    for run in &report.kept_running {
+        writeln!(stdout, "kept {run} (running)")?;
+    }
+    for run in &report.kept_latest {
+        writeln!(stdout, "kept {run} (latest run of its pipeline)")?;
+    }
+    writeln!(
+        stdout,
+        "pruned {} run{}, freed {:.1} MiB",
+        report.deleted.len(),
+        if report.deleted.len() == 1 { "" } else { "s" },
+        report.freed_bytes as f64 / (1024.0 * 1024.0)
+    )
+}
+
+/// `apollo prune`: never a running run, never the latest run of a pipeline.
+pub(crate) fn prune(
+    args: &PruneArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let options = PruneOptions {
+        keep_days: args.keep_days,
+        keep_runs: args.keep_runs,
+    };
+    let report = apollo_store::prune(&state, options, chrono::Utc::now())?;
+    print_prune(&report, stdout).map_err(output)?;
+    Ok(Exit::Success)
+}
+
+/// `apollo backup DEST`: copies finished runs (temp name, fsync, rename), then prunes DEST.
+pub(crate) fn backup(
+    args: &BackupArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let report = apollo_store::backup(&state, &args.dest, args.keep_days, chrono::Utc::now())?;
+    for run in &report.copied {
+        writeln!(stdout, "copied {run}").map_err(output)?;
+    }
+    for run in &report.unfinished {
+        writeln!(stdout, "not copied {run} (not finished)").map_err(output)?;
+    }
+    for (run, error) in &report.failed {
+        let _ = writeln!(stderr, "error: could not copy {run}: {error}");
+    }
+    writeln!(
+        stdout,
+        "backed up {} run{} ({:.1} MiB) to {}; {} already there",
+        report.copied.len(),
+        if report.copied.len() == 1 { "" } else { "s" },
+        report.copied_bytes as f64 / (1024.0 * 1024.0),
+        args.dest.display(),
+        report.already_there.len()
+    )
+    .map_err(output)?;
+    if !report.pruned.deleted.is_empty() {
+        print_prune(&report.pruned, stdout).map_err(output)?;
+    }
+    Ok(if report.failed.is_empty() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    })
+}

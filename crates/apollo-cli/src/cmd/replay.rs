@@ -1,0 +1,285 @@
+//! `apollo runs`, `apollo replay`, `apollo diff`: the recorded runs, one run as a timeline, and
+//! two runs compared unit by unit.
+
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::Path;
+
+use apollo_replay::{Filter, Format, ReplayError, ReplayOptions, TimeBound};
+use apollo_store::{ReadOptions, StoreError};
+use serde::Serialize;
+
+use crate::error::{CliError, output};
+use crate::exit::Exit;
+use crate::progress::human_duration;
+use crate::state;
+
+/// Output formats of `runs` and `diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TableFormat {
+    /// Aligned text for people
+    Text,
+    /// JSON for tools
+    Json,
+}
+
+/// Output formats of `replay`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReplayFormat {
+    /// An aligned timeline: offset, unit, attempt, event, duration, status, hashes, errors
+    Text,
+    /// One JSON object per event
+    Json,
+    /// A Trace Event file for Perfetto / chrome://tracing, one track per parallel lane
+    ChromeTrace,
+    /// A self-contained HTML page with a Gantt chart
+    Html,
+}
+
+/// Arguments of `apollo runs`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunsArgs {
+    /// Only runs of this pipeline
+    #[arg(long, value_name = "NAME")]
+    pub(crate) pipeline: Option<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
+}
+
+/// Arguments of `apollo replay`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    #[arg(value_name = "RUN", default_value = "latest")]
+    pub(crate) run: String,
+    /// Only these units
+    #[arg(long, value_name = "UNIT")]
+    pub(crate) unit: Vec<String>,
+    /// Only events from this moment: an offset from the run's start (`+90s`, `+01:30`) or an RFC 3339 time
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub(crate) since: Option<String>,
+    /// Only events up to this moment (same forms as --since)
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub(crate) until: Option<String>,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Text)]
+    pub(crate) format: ReplayFormat,
+    /// Read past corrupt records (with a warning each) instead of stopping at the first
+    #[arg(long)]
+    pub(crate) salvage: bool,
+}
+
+/// Arguments of `apollo diff`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DiffArgs {
+    /// The first run (an id, a unique prefix, `latest` or `latest~N`)
+    #[arg(value_name = "RUN_A")]
+    pub(crate) run_a: String,
+    /// The second run
+    #[arg(value_name = "RUN_B")]
+    pub(crate) run_b: String,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
+}
+
+/// Whether to colour text on stdout: a terminal, and `NO_COLOR` unset.
+pub(crate) fn color_stdout() -> bool {
+    std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+}
+
+#[derive(Serialize)]
+struct RunLine<'a> {
+    id: &'a str,
+    pipeline: Option<&'a str>,
+    started: Option<String>,
+    finished: Option<String>,
+    duration_ms: Option<i64>,
+    status: &'static str,
+    units: usize,
+    succeeded: u32,
+    failed: u32,
+    skipped: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problem: Option<&'a str>,
+}
+
+/// `apollo runs`.
+pub(crate) fn runs(
+    args: &RunsArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let summaries = state.list_runs()?;
+    let lines: Vec<RunLine<'_>> = summaries
+        .iter()
+        .filter(|summary| {
+            args.pipeline
+                .as_deref()
+                .is_none_or(|name| summary.pipeline.as_deref() == Some(name))
+        })
+        .map(|summary| RunLine {
+            id: summary.id.as_str(),
+            pipeline: summary.pipeline.as_deref(),
+            started: summary
+                .started
+                .map(|ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()),
+            finished: summary
+                .finished
+                .map(|ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()),
+            duration_ms: summary
+                .started
+                .zip(summary.finished.or(summary.last_record))
+                .map(|(start, end)| (end - start).num_milliseconds()),
+            status: summary.state.as_str(),
+            units: summary.n_units,
+            succeeded: summary.succeeded,
+            failed: summary.failed,
+            skipped: summary.skipped,
+            problem: summary.problem.as_deref(),
+        })
+        .collect();
+    let mut out = BufWriter::new(stdout);
+    match args.format {
+        TableFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &lines).map_err(|error| output(error.into()))?;
+            writeln!(out).map_err(output)?;
+        }
+        TableFormat::Text => {
+            if lines.is_empty() {
+                writeln!(out, "no runs yet").map_err(output)?;
+            } else {
+                let width = lines
+                    .iter()
+                    .filter_map(|line| line.pipeline.map(str::len))
+                    .max()
+                    .unwrap_or(8)
+                    .max(8);
+                writeln!(
+                    out,
+                    "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  units",
+                    "RUN", "PIPELINE", "STARTED (UTC)", "DURATION", "STATUS"
+                )
+                .map_err(output)?;
+                for line in &lines {
+                    let duration = line.duration_ms.map_or_else(
+                        || "-".to_owned(),
+                        |ms| {
+                            human_duration(std::time::Duration::from_millis(
+                                ms.max(0).unsigned_abs(),
+                            ))
+                        },
+                    );
+                    let mut units = format!("{}/{} ok", line.succeeded, line.units);
+                    if line.failed > 0 {
+                        units.push_str(&format!(", {} failed", line.failed));
+                    }
+                    if line.skipped > 0 {
+                        units.push_str(&format!(", {} skipped", line.skipped));
+                    }
+                    if let Some(problem) = line.problem {
+                        units.push_str(&format!(" ({problem})"));
+                    }
+                    writeln!(
+                        out,
+                        "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  {units}",
+                        line.id,
+                        line.pipeline.unwrap_or("?"),
+                        line.started.as_deref().unwrap_or("-"),
+                        duration,
+                        line.status
+                    )
+                    .map_err(output)?;
+                }
+            }
+        }
+    }
+    out.flush().map_err(output)?;
+    Ok(Exit::Success)
+}
+
+fn parse_bound(flag: &str, text: &str) -> Result<TimeBound, CliError> {
+    text.parse::<TimeBound>().map_err(|error| CliError::Usage {
+        message: format!("{flag} {text}: {error}"),
+    })
+}
+
+fn replay_error(error: ReplayError<StoreError>) -> CliError {
+    match error {
+        ReplayError::Read(error) => CliError::Store(error),
+        ReplayError::Write(error) => output(error),
+        other => CliError::Usage {
+            message: other.to_string(),
+        },
+    }
+}
+
+/// `apollo replay`.
+pub(crate) fn replay(
+    args: &ReplayArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let run_id = state::resolve_run(&state, &args.run)?;
+    let mut filter = Filter::all();
+    for unit in &args.unit {
+        filter = filter.unit(unit.clone());
+    }
+    if let Some(since) = &args.since {
+        filter = filter.since(parse_bound("--since", since)?);
+    }
+    if let Some(until) = &args.until {
+        filter = filter.until(parse_bound("--until", until)?);
+    }
+    let format = match args.format {
+        ReplayFormat::Text => Format::Text,
+        ReplayFormat::Json => Format::Json,
+        ReplayFormat::ChromeTrace => Format::ChromeTrace,
+        ReplayFormat::Html => Format::Html,
+    };
+    let options = ReplayOptions::new(format)
+        .filter(filter)
+        .color(format == Format::Text && color_stdout());
+    let read_options = ReadOptions {
+        salvage: args.salvage,
+        ..ReadOptions::default()
+    };
+    let (mut reader, _) = state::read_records(&state, &run_id, read_options)?;
+    let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
+    state::print_warnings(&reader.take_warnings(), stderr);
+    result.map_err(replay_error)?;
+    Ok(Exit::Success)
+}
+
+/// `apollo diff`: exit 0 when every unit's status, input hash and output hash match, 1 when not.
+pub(crate) fn diff(
+    args: &DiffArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let run_a = state::resolve_run(&state, &args.run_a)?;
+    let run_b = state::resolve_run(&state, &args.run_b)?;
+    let (mut reader_a, _) = state::read_records(&state, &run_a, ReadOptions::default())?;
+    let (mut reader_b, _) = state::read_records(&state, &run_b, ReadOptions::default())?;
+    let diff = apollo_replay::diff_records(&mut reader_a, &mut reader_b)?;
+    state::print_warnings(&reader_a.take_warnings(), stderr);
+    state::print_warnings(&reader_b.take_warnings(), stderr);
+    let mut out = BufWriter::new(stdout);
+    match args.format {
+        TableFormat::Text => apollo_replay::write_diff_text(&diff, &mut out, color_stdout()),
+        TableFormat::Json => apollo_replay::write_diff_json(&diff, &mut out),
+    }
+    .map_err(output)?;
+    out.flush().map_err(output)?;
+    Ok(if diff.is_same() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    })
+}

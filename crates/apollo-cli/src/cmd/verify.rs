@@ -1,0 +1,91 @@
+//! `apollo verify [RUN]`: check the integrity of one run's journal, or of every run.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{CliError, output};
+use crate::exit::Exit;
+use crate::state;
+
+/// Arguments of `apollo verify`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct VerifyArgs {
+    /// The run: an id, a unique prefix, `latest` or `latest~N` [default: every run]
+    #[arg(value_name = "RUN")]
+    pub(crate) run: Option<String>,
+}
+
+/// Reads every record of the run(s); exit 3 when any journal is corrupt, 0 otherwise (a torn
+/// tail — the last write of a killed apollo, never acknowledged — is only a warning).
+pub(crate) fn run(
+    args: &VerifyArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state_path = state::state_dir_path(state_dir, None);
+    let state = state::open_existing(&state_path)?;
+    let runs = match &args.run {
+        Some(spec) => vec![state::resolve_run(&state, spec)?],
+        None => state.run_ids()?,
+    };
+    let mut n_corrupt = 0;
+    for run_id in &runs {
+        let run_dir = state.run_dir(run_id)?;
+        let report = match apollo_store::verify(run_dir.path()) {
+            Ok(report) => report,
+            Err(error) => {
+                n_corrupt += 1;
+                let _ = writeln!(stderr, "{run_id}: cannot be read: {error}");
+                continue;
+            }
+        };
+        let segments = if report.n_segments == 1 {
+            "segment"
+        } else {
+            "segments"
+        };
+        if report.is_clean() {
+            writeln!(
+                stdout,
+                "{run_id}: ok, {} records in {} {segments}",
+                report.n_records, report.n_segments
+            )
+            .map_err(output)?;
+        } else {
+            n_corrupt += 1;
+            writeln!(
+                stdout,
+                "{run_id}: CORRUPT, {} good records in {} {segments}, {} problem{}",
+                report.n_records,
+                report.n_segments,
+                report.corruptions.len(),
+                if report.corruptions.len() == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            )
+            .map_err(output)?;
+            for corruption in &report.corruptions {
+                let _ = writeln!(stderr, "  error: {corruption}");
+            }
+        }
+        if let Some(torn) = &report.torn_tail {
+            let _ = writeln!(
+                stderr,
+                "  warning: torn tail (the last write of an apollo that was killed; never acknowledged, cut off by the next run): {torn}"
+            );
+        }
+    }
+    if n_corrupt > 0 {
+        let _ = writeln!(
+            stderr,
+            "error: {n_corrupt} of {} run{} corrupt; `apollo replay RUN --salvage` reads past bad records",
+            runs.len(),
+            if runs.len() == 1 { "" } else { "s" }
+        );
+        return Ok(Exit::Corruption);
+    }
+    Ok(Exit::Success)
+}
