@@ -161,6 +161,30 @@ impl JournalReader {
             };
             segments.push(SegmentEntry { file, header });
         }
+        // Headers alone already tell a segment that starts before its predecessor.
+        let mut previous: Option<&SegmentHeader> = None;
+        for entry in &segments {
+            if let HeaderState::Good(header) = &entry.header {
+                if let Some(before) = previous
+                    && header.prev_seq < before.prev_seq
+                {
+                    let error = StoreError::corruption(
+                        &entry.file.path,
+                        0,
+                        None,
+                        format!(
+                            "the segment starts after seq {} but segment {} started after seq {} (segments out of order)",
+                            header.prev_seq, before.segment, before.prev_seq
+                        ),
+                    );
+                    if !options.salvage {
+                        return Err(error);
+                    }
+                    warnings.push(salvage_warning(error));
+                }
+                previous = Some(header);
+            }
+        }
         let (mut start, mut end) = (0, segments.len());
         if last_only {
             start = segments.len().saturating_sub(1);
