@@ -322,3 +322,56 @@ fn appends_queued_during_a_commit_share_the_next_one() {
         "the 7 queued appends must share one commit"
     );
 }
+
+#[test]
+fn a_reader_sees_the_journal_as_it_was_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = JournalWriter::create(dir.path(), "r", fast()).unwrap();
+    writer.append_batch(&[event(1)]).unwrap();
+    let mut reader = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
+    assert_eq!(reader.next().unwrap().unwrap().seq, 1);
+    // Appended while the reader is open: not part of its snapshot, and not a torn tail.
+    writer.append_batch(&[event(2)]).unwrap();
+    let mut second = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
+    assert!(reader.next().is_none() || second.next().is_some());
+    assert!(
+        reader
+            .warnings()
+            .iter()
+            .all(|w| w.kind != WarningKind::TornTail)
+    );
+}
+
+#[test]
+fn the_documented_example_segment_is_byte_exact() {
+    use apollo_core::event::{RunFinished, RunStatus};
+    use chrono::TimeZone;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    clock.set(
+        chrono::Utc
+            .with_ymd_and_hms(2026, 11, 30, 2, 15, 7)
+            .unwrap(),
+    );
+    let options = WriterOptions {
+        clock: Some(clock.clock()),
+        ..fast()
+    };
+    let mut writer = JournalWriter::create(dir.path(), "20261130T021507Z-3f9a", options).unwrap();
+    clock.set(clock.now() + Duration::microseconds(1));
+    writer
+        .append_batch(&[apollo_core::Event::RunFinished(RunFinished {
+            status: RunStatus::Succeeded,
+            succeeded: 0,
+            failed: 0,
+            skipped: 0,
+        })])
+        .unwrap();
+    let written = std::fs::read_to_string(segment(dir.path(), 1)).unwrap();
+    let readme = include_str!("../README.md");
+    let start = readme.find("<!-- example-segment -->\n```text\n").unwrap();
+    let block = &readme[start..];
+    let block = &block[block.find("```text\n").unwrap() + 8..];
+    let block = &block[..block.find("```").unwrap()];
+    assert_eq!(block, written, "README.md's example segment is out of date");
+}
