@@ -443,3 +443,49 @@ proptest! {
         never_panics(lines.concat().as_bytes(), with_header);
     }
 }
+
+#[test]
+fn salvage_reads_past_a_missing_segment_and_a_bad_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = multi_segment_run(dir.path(), 20);
+    assert!(n >= 4);
+    let all = read_all(dir.path(), ReadOptions::default()).0.unwrap();
+    // Segment 2's records: its lines after the header.
+    let second = fs::read_to_string(segment(dir.path(), 2)).unwrap();
+    let seg2_seqs: Vec<u64> = second
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let json: serde_json::Value =
+                serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap()).unwrap();
+            json["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(!seg2_seqs.is_empty());
+    fs::remove_file(segment(dir.path(), 2)).unwrap();
+    let third = segment(dir.path(), 3);
+    let mut bytes = fs::read(&third).unwrap();
+    bytes[12] ^= 0x01; // inside the header's length or payload
+    fs::write(&third, &bytes).unwrap();
+    expect_corruption(read_all(dir.path(), ReadOptions::default()).0, "missing");
+    let (records, warnings) = read_all(
+        dir.path(),
+        ReadOptions {
+            salvage: true,
+            ..ReadOptions::default()
+        },
+    );
+    let records = records.unwrap();
+    // Everything but segment 2's records is read, in order (segment 3's despite its header).
+    let expected: Vec<_> = all
+        .iter()
+        .filter(|r| !seg2_seqs.contains(&r.seq))
+        .cloned()
+        .collect();
+    assert_eq!(records, expected);
+    assert!(warnings.iter().any(|w| w.message.contains("missing")));
+    assert!(warnings.iter().any(|w| w.message.contains("header")));
+    let report = verify(dir.path()).unwrap();
+    assert!(report.corruptions.len() >= 2);
+    assert_eq!(report.n_records, records.len() as u64);
+}
