@@ -489,3 +489,26 @@ fn salvage_reads_past_a_missing_segment_and_a_bad_header() {
     assert!(report.corruptions.len() >= 2);
     assert_eq!(report.n_records, records.len() as u64);
 }
+
+#[test]
+fn extreme_seq_values_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    fs::create_dir_all(&journal).unwrap();
+    let max = u64::MAX;
+    let mut bytes = frame(&format!(
+        r#"{{"magic":"apollo-journal","format":"1.0","run_id":"r","segment":1,"prev_seq":{max},"created":"2026-11-30T02:15:07.000000Z"}}"#
+    ));
+    bytes.extend(frame(&format!(
+        r#"{{"seq":{max},"ts":"2026-11-30T02:15:07.000001Z","kind":"run_finished","status":"succeeded","succeeded":0,"failed":0,"skipped":0}}"#
+    )));
+    fs::write(journal.join("000001.log"), &bytes).unwrap();
+    // The reader accepts it (seq u64::MAX follows prev_seq u64::MAX, saturated), without
+    // overflowing; the writer refuses to go further.
+    let (records, _) = read_all(dir.path(), ReadOptions::default());
+    assert_eq!(records.unwrap().len(), 1);
+    expect_corruption(
+        JournalWriter::open_for_append(dir.path(), fast()).map(|_| ()),
+        "largest possible value",
+    );
+}
