@@ -228,3 +228,64 @@ mod tests {
         assert_eq!(error.kind(), ErrorKind::Locked);
     }
 }
+
+#[cfg(test)]
+mod snapshots {
+    use super::*;
+
+    /// Every user-facing message of the crate's errors and warnings, in one snapshot.
+    #[test]
+    fn error_and_warning_messages() {
+        let messages = [
+            StoreError::corruption(
+                "/s/runs/r/journal/000002.log",
+                4096,
+                Some(17),
+                "bad record (checksum mismatch) followed by a good record at byte 4321",
+            )
+            .to_string(),
+            StoreError::NewerVersion {
+                path: "/s/runs/r/journal/000001.log".into(),
+                found: "2.0".into(),
+                supported: "1.0".into(),
+            }
+            .to_string(),
+            StoreError::Locked {
+                path: "/s/lock".into(),
+                pid: Some(4242),
+                host: Some("build-1".into()),
+            }
+            .to_string(),
+            StoreError::Locked {
+                path: "/s/lock".into(),
+                pid: None,
+                host: None,
+            }
+            .to_string(),
+            StoreError::io(
+                "fdatasync",
+                "/s/runs/r/journal/000001.log",
+                io::Error::from_raw_os_error(libc::EIO),
+            )
+            .to_string(),
+            StoreError::Poisoned {
+                cause: "write to /s/runs/r/journal/000001.log: No space left on device (os error 28)"
+                    .into(),
+            }
+            .to_string(),
+            StoreError::NotFound {
+                what: "run 20261130T021507Z-3f9a".into(),
+            }
+            .to_string(),
+            Warning {
+                kind: WarningKind::TornTail,
+                path: "/s/runs/r/journal/000003.log".into(),
+                offset: 812,
+                seq: Some(40),
+                message: "torn tail: the last 57 bytes (the file ends inside a record's payload) were never acknowledged; the next writer cuts them off".into(),
+            }
+            .to_string(),
+        ];
+        insta::assert_snapshot!(messages.join("\n"));
+    }
+}

@@ -74,7 +74,21 @@ pub struct FaultPlan {
     pub faults: Vec<Fault>,
 }
 
+/// The environment variable the `apollo` binary reads a [`FaultPlan`] from (end-to-end tests
+/// only), e.g. `APOLLO_FAULTS=fsync:3:EIO`.
+pub const FAULT_PLAN_ENV: &str = "APOLLO_FAULTS";
+
 impl FaultPlan {
+    /// The plan in [`FAULT_PLAN_ENV`], or the empty plan when it is unset.
+    pub fn from_env() -> Result<Self, StoreError> {
+        match std::env::var(FAULT_PLAN_ENV) {
+            Ok(text) => text
+                .parse()
+                .map_err(|error| StoreError::invalid(format!("{FAULT_PLAN_ENV}: {error}"))),
+            Err(_) => Ok(Self::default()),
+        }
+    }
+
     /// A plan that fails the `nth` operation of kind `op` with `errno`.
     pub fn fail(op: FaultOp, nth: u64, errno: FaultErrno) -> Self {
         Self {

@@ -76,6 +76,11 @@ impl FrameReader {
     }
 
     fn byte(&mut self) -> io::Result<Step> {
+        // The file is read as it was when opened: bytes a live writer appends later are not
+        // mistaken for a torn record.
+        if self.offset >= self.file_len {
+            return Ok(Step::Eof);
+        }
         let buf = self.input.fill_buf()?;
         match buf.first() {
             Some(&byte) => {

@@ -145,6 +145,11 @@ impl SharedWriter {
         lock(&self.queue).n_commits
     }
 
+    /// Events queued and waiting for the next commit (not yet taken by a leader).
+    pub fn n_queued(&self) -> usize {
+        lock(&self.queue).pending.len()
+    }
+
     /// Consumes the shared writer, returning the inner one.
     pub fn into_inner(self) -> JournalWriter {
         self.writer

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 
 pub use backup::{BackupReport, backup};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
-pub use fault::{Fault, FaultErrno, FaultOp, FaultPlan};
+pub use fault::{FAULT_PLAN_ENV, Fault, FaultErrno, FaultOp, FaultPlan};
 pub use group::SharedWriter;
 pub use lock::{LockHolder, StateLock};
 pub use reader::{JournalReader, ReadOptions};

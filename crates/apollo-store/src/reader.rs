@@ -161,6 +161,30 @@ impl JournalReader {
             };
             segments.push(SegmentEntry { file, header });
         }
+        // Headers alone already tell a segment that starts before its predecessor.
+        let mut previous: Option<&SegmentHeader> = None;
+        for entry in &segments {
+            if let HeaderState::Good(header) = &entry.header {
+                if let Some(before) = previous
+                    && header.prev_seq < before.prev_seq
+                {
+                    let error = StoreError::corruption(
+                        &entry.file.path,
+                        0,
+                        None,
+                        format!(
+                            "the segment starts after seq {} but segment {} started after seq {} (segments out of order)",
+                            header.prev_seq, before.segment, before.prev_seq
+                        ),
+                    );
+                    if !options.salvage {
+                        return Err(error);
+                    }
+                    warnings.push(salvage_warning(error));
+                }
+                previous = Some(header);
+            }
+        }
         let (mut start, mut end) = (0, segments.len());
         if last_only {
             start = segments.len().saturating_sub(1);
@@ -279,14 +303,14 @@ impl JournalReader {
                     .map_err(|source| StoreError::io("read", &path, source))?
                     .ok();
                 match self.expected_seq {
-                    Some(expected) if expected != prev_seq + 1 => {
+                    Some(expected) if expected != prev_seq.saturating_add(1) => {
                         let error = StoreError::corruption(
                             &path,
                             0,
                             Some(expected),
                             format!(
                                 "the segment starts after seq {prev_seq} but the previous segment ended at seq {}",
-                                expected - 1
+                                expected.saturating_sub(1)
                             ),
                         );
                         if let Some(Err(error)) = self.problem(error) {
@@ -295,7 +319,7 @@ impl JournalReader {
                     }
                     _ => {}
                 }
-                self.expected_seq = Some(prev_seq + 1);
+                self.expected_seq = Some(prev_seq.saturating_add(1));
                 if self.last_seq.is_none() {
                     self.last_seq = Some(prev_seq);
                 }
@@ -368,7 +392,7 @@ impl JournalReader {
                             let what = if record.seq > expected {
                                 format!(
                                     "seq jumps from {} to {} (records {expected}..{} are missing)",
-                                    expected - 1,
+                                    expected.saturating_sub(1),
                                     record.seq,
                                     record.seq - 1
                                 )
@@ -376,7 +400,7 @@ impl JournalReader {
                                 format!(
                                     "seq {} follows seq {} (sequence goes backwards)",
                                     record.seq,
-                                    expected - 1
+                                    expected.saturating_sub(1)
                                 )
                             };
                             let error = StoreError::corruption(&path, offset, Some(expected), what);
@@ -385,7 +409,7 @@ impl JournalReader {
                             }
                         }
                     }
-                    self.expected_seq = Some(record.seq + 1);
+                    self.expected_seq = Some(record.seq.saturating_add(1));
                     self.last_seq = Some(record.seq);
                     if self.options.since.is_some_and(|since| record.ts < since)
                         || self.options.until.is_some_and(|until| record.ts > until)

@@ -155,12 +155,13 @@ impl StateDir {
                 }
             }
             let random = u16::from_str_radix(&random_hex(2), 16).unwrap_or(0);
+            // The first id of a second starts in the lower half, later ones step up by 1 to
+            // 16: at least 2048 ids fit in a second, and the randomness makes two processes
+            // rarely pick the same one (create_run refuses an existing id in any case).
             let suffix = match floor {
-                None => Some(random),
-                Some(0xffff) => None,
-                // Stay above the floor, with some randomness so concurrent processes rarely
-                // pick the same one (create_run refuses an existing id in any case).
-                Some(floor) => Some(floor + 1 + random % (0xffff - floor).min(0x100)),
+                None => Some(random % 0x8000),
+                Some(floor) if floor >= 0xffff - 16 => None,
+                Some(floor) => Some(floor + 1 + random % 16),
             };
             match suffix {
                 Some(suffix) => {

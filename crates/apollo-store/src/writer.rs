@@ -275,6 +275,14 @@ impl JournalWriter {
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
                     let last_seq = last_seq.unwrap_or(header.prev_seq);
+                    let Some(next_seq) = last_seq.checked_add(1) else {
+                        return Err(StoreError::corruption(
+                            &segment_path,
+                            0,
+                            Some(last_seq),
+                            "the journal's seq has reached the largest possible value",
+                        ));
+                    };
                     if let Some(torn) = warnings
                         .iter()
                         .find(|warning| warning.kind == WarningKind::TornTail)
@@ -311,7 +319,7 @@ impl JournalWriter {
                         segment_len,
                         segment_day,
                         segment_has_records: last_seq > header.prev_seq,
-                        next_seq: last_seq + 1,
+                        next_seq,
                         poisoned: None,
                         batch: Vec::new(),
                         payload: Vec::new(),

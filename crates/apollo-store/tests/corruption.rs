@@ -443,3 +443,72 @@ proptest! {
         never_panics(lines.concat().as_bytes(), with_header);
     }
 }
+
+#[test]
+fn salvage_reads_past_a_missing_segment_and_a_bad_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = multi_segment_run(dir.path(), 20);
+    assert!(n >= 4);
+    let all = read_all(dir.path(), ReadOptions::default()).0.unwrap();
+    // Segment 2's records: its lines after the header.
+    let second = fs::read_to_string(segment(dir.path(), 2)).unwrap();
+    let seg2_seqs: Vec<u64> = second
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let json: serde_json::Value =
+                serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap()).unwrap();
+            json["seq"].as_u64().unwrap()
+        })
+        .collect();
+    assert!(!seg2_seqs.is_empty());
+    fs::remove_file(segment(dir.path(), 2)).unwrap();
+    let third = segment(dir.path(), 3);
+    let mut bytes = fs::read(&third).unwrap();
+    bytes[12] ^= 0x01; // inside the header's length or payload
+    fs::write(&third, &bytes).unwrap();
+    expect_corruption(read_all(dir.path(), ReadOptions::default()).0, "missing");
+    let (records, warnings) = read_all(
+        dir.path(),
+        ReadOptions {
+            salvage: true,
+            ..ReadOptions::default()
+        },
+    );
+    let records = records.unwrap();
+    // Everything but segment 2's records is read, in order (segment 3's despite its header).
+    let expected: Vec<_> = all
+        .iter()
+        .filter(|r| !seg2_seqs.contains(&r.seq))
+        .cloned()
+        .collect();
+    assert_eq!(records, expected);
+    assert!(warnings.iter().any(|w| w.message.contains("missing")));
+    assert!(warnings.iter().any(|w| w.message.contains("header")));
+    let report = verify(dir.path()).unwrap();
+    assert!(report.corruptions.len() >= 2);
+    assert_eq!(report.n_records, records.len() as u64);
+}
+
+#[test]
+fn extreme_seq_values_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    fs::create_dir_all(&journal).unwrap();
+    let max = u64::MAX;
+    let mut bytes = frame(&format!(
+        r#"{{"magic":"apollo-journal","format":"1.0","run_id":"r","segment":1,"prev_seq":{max},"created":"2026-11-30T02:15:07.000000Z"}}"#
+    ));
+    bytes.extend(frame(&format!(
+        r#"{{"seq":{max},"ts":"2026-11-30T02:15:07.000001Z","kind":"run_finished","status":"succeeded","succeeded":0,"failed":0,"skipped":0}}"#
+    )));
+    fs::write(journal.join("000001.log"), &bytes).unwrap();
+    // The reader accepts it (seq u64::MAX follows prev_seq u64::MAX, saturated), without
+    // overflowing; the writer refuses to go further.
+    let (records, _) = read_all(dir.path(), ReadOptions::default());
+    assert_eq!(records.unwrap().len(), 1);
+    expect_corruption(
+        JournalWriter::open_for_append(dir.path(), fast()).map(|_| ()),
+        "largest possible value",
+    );
+}

@@ -258,3 +258,120 @@ fn reading_a_missing_journal_is_not_found() {
     let error = JournalReader::open(dir.path(), ReadOptions::default()).unwrap_err();
     assert_eq!(error.kind(), apollo_store::ErrorKind::NotFound);
 }
+
+#[test]
+fn appends_queued_during_a_commit_share_the_next_one() {
+    use std::sync::mpsc;
+    use std::sync::{Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    drop(JournalWriter::create(dir.path(), "r", fast()).unwrap());
+    // A clock that parks the first leader inside its commit (the clock stamps each record)
+    // until the test releases it.
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let armed = Mutex::new(Some(inside_tx));
+    let clock_gate = Arc::clone(&gate);
+    let clock: apollo_store::Clock = Arc::new(move || {
+        if let Some(tx) = armed.lock().unwrap().take() {
+            tx.send(()).unwrap();
+            let (open, cvar) = &*clock_gate;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = cvar.wait(open).unwrap();
+            }
+        }
+        chrono::Utc::now()
+    });
+    let (writer, _) = JournalWriter::open_for_append(
+        dir.path(),
+        WriterOptions {
+            clock: Some(clock),
+            ..fast()
+        },
+    )
+    .unwrap();
+    let shared = Arc::new(writer.into_shared());
+    let first = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || shared.append(&event(0)).unwrap())
+    };
+    inside_rx.recv().unwrap(); // the first append's leader is inside its commit
+    let followers: Vec<_> = (1..=7)
+        .map(|n| {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || shared.append(&event(n)).unwrap())
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while shared.n_queued() < 7 {
+        assert!(Instant::now() < deadline, "followers never queued");
+        std::thread::yield_now();
+    }
+    let (open, cvar) = &*gate;
+    *open.lock().unwrap() = true;
+    cvar.notify_all();
+    assert_eq!(first.join().unwrap(), 1);
+    let mut seqs: Vec<u64> = followers.into_iter().map(|t| t.join().unwrap()).collect();
+    seqs.sort();
+    assert_eq!(seqs, (2..=8).collect::<Vec<_>>());
+    assert_eq!(
+        shared.n_commits(),
+        2,
+        "the 7 queued appends must share one commit"
+    );
+}
+
+#[test]
+fn a_reader_sees_the_journal_as_it_was_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = JournalWriter::create(dir.path(), "r", fast()).unwrap();
+    writer.append_batch(&[event(1)]).unwrap();
+    let mut reader = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
+    assert_eq!(reader.next().unwrap().unwrap().seq, 1);
+    // Appended while the reader is open: not part of its snapshot, and not a torn tail.
+    writer.append_batch(&[event(2)]).unwrap();
+    let mut second = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
+    assert!(reader.next().is_none() || second.next().is_some());
+    assert!(
+        reader
+            .warnings()
+            .iter()
+            .all(|w| w.kind != WarningKind::TornTail)
+    );
+}
+
+#[test]
+fn the_documented_example_segment_is_byte_exact() {
+    use apollo_core::event::{RunFinished, RunStatus};
+    use chrono::TimeZone;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    clock.set(
+        chrono::Utc
+            .with_ymd_and_hms(2026, 11, 30, 2, 15, 7)
+            .unwrap(),
+    );
+    let options = WriterOptions {
+        clock: Some(clock.clock()),
+        ..fast()
+    };
+    let mut writer = JournalWriter::create(dir.path(), "20261130T021507Z-3f9a", options).unwrap();
+    clock.set(clock.now() + Duration::microseconds(1));
+    writer
+        .append_batch(&[apollo_core::Event::RunFinished(RunFinished {
+            status: RunStatus::Succeeded,
+            succeeded: 0,
+            failed: 0,
+            skipped: 0,
+        })])
+        .unwrap();
+    let written = std::fs::read_to_string(segment(dir.path(), 1)).unwrap();
+    let readme = include_str!("../README.md");
+    let start = readme.find("<!-- example-segment -->\n```text\n").unwrap();
+    let block = &readme[start..];
+    let block = &block[block.find("```text\n").unwrap() + 8..];
+    let block = &block[..block.find("```").unwrap()];
+    assert_eq!(block, written, "README.md's example segment is out of date");
+}
