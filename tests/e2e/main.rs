@@ -1,6 +1,8 @@
 //! End-to-end tests of the `apollo` binary: crash, kill, resume, signals, locking, the
 //! bundled example. Every test gets its own project folder; see `support.rs`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
 mod support;
 
 mod example;

@@ -50,7 +50,6 @@ pub(crate) const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) struct Apollo {
     dir: tempfile::TempDir,
     args: Vec<String>,
-    envs: Vec<(String, String)>,
 }
 
 /// What a finished `apollo` invocation did.
@@ -89,7 +88,6 @@ impl Apollo {
         let apollo = Self {
             dir,
             args: Vec::new(),
-            envs: Vec::new(),
         };
         apollo.file("bin/count", COUNT_SCRIPT);
         apollo.make_executable("bin/count");
@@ -137,12 +135,6 @@ impl Apollo {
         self
     }
 
-    /// Set an environment variable for the next invocations.
-    pub(crate) fn env(&mut self, key: &str, value: &str) -> &mut Self {
-        self.envs.push((key.to_owned(), value.to_owned()));
-        self
-    }
-
     fn command(&self) -> Command {
         let mut command = Command::new(apollo_bin());
         command
@@ -152,9 +144,6 @@ impl Apollo {
             .env("NO_COLOR", "1")
             .env_remove("APOLLO_STATE_DIR")
             .stdin(Stdio::null());
-        for (key, value) in &self.envs {
-            command.env(key, value);
-        }
         command
     }
 

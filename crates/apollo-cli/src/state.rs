@@ -129,12 +129,11 @@ pub(crate) fn run_started(
     state: &StateDir,
     run: &RunId,
 ) -> Result<apollo_core::event::RunStarted, CliError> {
-    let (reader, path) = read_records(state, run, ReadOptions::default())?;
-    for record in reader {
-        if let Event::RunStarted(started) = record?.event {
-            return Ok(started);
-        }
-        break;
+    let (mut reader, path) = read_records(state, run, ReadOptions::default())?;
+    if let Some(record) = reader.next()
+        && let Event::RunStarted(started) = record?.event
+    {
+        return Ok(started);
     }
     Err(CliError::Store(StoreError::Corruption {
         path,
