@@ -294,7 +294,6 @@ pub enum EngineError {
 struct Job {
     unit_idx: usize,
     attempt: u32,
-    log_dir: PathBuf,
 }
 
 struct Done {
@@ -351,6 +350,7 @@ pub fn run(
                     pipeline,
                     &options.run_id,
                     executor,
+                    logs,
                     cancel,
                     &job_rx,
                     &done_tx,
@@ -359,7 +359,7 @@ pub fn run(
         }
         drop(done_tx);
         let mut engine = EngineLoop::new(pipeline, &dag, prior, options, in_scope, cancel);
-        let result = engine.run(journal, logs, observer, &job_tx, &done_rx, &wake_rx);
+        let result = engine.run(journal, observer, &job_tx, &done_rx, &wake_rx);
         // Dropping the job sender ends the workers; the scope joins them.
         drop(job_tx);
         result
@@ -414,30 +414,44 @@ fn check_in_flight(
     Ok(())
 }
 
+/// Runs attempts handed over by the engine thread. Everything an attempt needs beyond its
+/// durable `unit_started` — its log folder, its processes, its output hash — happens here, off
+/// the engine thread, so the engine thread only decides and journals.
 fn worker(
     pipeline: &Pipeline,
     run_id: &str,
     executor: &dyn Executor,
+    logs: &dyn AttemptLogs,
     cancel: &CancelToken,
     jobs: &Receiver<Job>,
     done: &Sender<Done>,
 ) {
     for job in jobs {
         let unit = &pipeline.units[job.unit_idx];
-        let request = AttemptRequest {
-            run_id,
-            unit,
-            attempt: job.attempt,
-            log_dir: &job.log_dir,
+        let (log_dir, outcome, outputs) = match logs.log_dir(&unit.name, job.attempt) {
+            Ok(log_dir) => {
+                let request = AttemptRequest {
+                    run_id,
+                    unit,
+                    attempt: job.attempt,
+                    log_dir: &log_dir,
+                };
+                let outcome = executor.run_attempt(&request, cancel);
+                let outputs = outcome.status.satisfies_dependents().then(|| {
+                    hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
+                });
+                (log_dir, outcome, outputs)
+            }
+            Err(error) => (
+                PathBuf::new(),
+                failed_to_start(format!("cannot create the attempt's log folder: {error}")),
+                None,
+            ),
         };
-        let outcome = executor.run_attempt(&request, cancel);
-        let outputs = outcome.status.satisfies_dependents().then(|| {
-            hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
-        });
         let message = Done {
             unit_idx: job.unit_idx,
             attempt: job.attempt,
-            log_dir: job.log_dir,
+            log_dir,
             outcome,
             outputs,
         };
@@ -531,7 +545,6 @@ impl<'a> EngineLoop<'a> {
     fn run(
         &mut self,
         journal: &mut dyn Journal,
-        logs: &dyn AttemptLogs,
         observer: &mut dyn Observer,
         job_tx: &Sender<Job>,
         done_rx: &Receiver<Done>,
@@ -542,7 +555,7 @@ impl<'a> EngineLoop<'a> {
                 self.stop();
             }
             self.release_due_retries();
-            let jobs = self.start_ready(logs, observer);
+            let jobs = self.start_ready(observer);
             if !self.pending_events.is_empty() {
                 let append = journal.append(&self.pending_events);
                 self.pending_events.clear();
@@ -676,7 +689,7 @@ impl<'a> EngineLoop<'a> {
     }
 
     /// Decide and queue the `unit_started` of ready units, up to `max_parallel` running.
-    fn start_ready(&mut self, logs: &dyn AttemptLogs, observer: &mut dyn Observer) -> Vec<Job> {
+    fn start_ready(&mut self, observer: &mut dyn Observer) -> Vec<Job> {
         let mut jobs = Vec::new();
         while !self.stop_starting && self.running + jobs.len() < self.options.max_parallel {
             let Some(unit_idx) = self.queue.pop() else {
@@ -734,30 +747,23 @@ impl<'a> EngineLoop<'a> {
                 inputs,
             }));
             self.state[unit_idx] = State::Running;
-            let log_dir = match (hash_error, logs.log_dir(&unit.name, attempt)) {
-                (None, Ok(log_dir)) => log_dir,
-                (Some(error), _) | (None, Err(error)) => {
-                    // The attempt cannot start: record it as failed without spawning.
-                    self.running += 1;
-                    let outcome = failed_to_start(error);
-                    self.finish_attempt(
-                        Done {
-                            unit_idx,
-                            attempt,
-                            log_dir: PathBuf::new(),
-                            outcome,
-                            outputs: None,
-                        },
-                        observer,
-                    );
-                    continue;
-                }
-            };
-            jobs.push(Job {
-                unit_idx,
-                attempt,
-                log_dir,
-            });
+            if let Some(error) = hash_error {
+                // The attempt cannot start: record it as failed without spawning.
+                self.running += 1;
+                let outcome = failed_to_start(error);
+                self.finish_attempt(
+                    Done {
+                        unit_idx,
+                        attempt,
+                        log_dir: PathBuf::new(),
+                        outcome,
+                        outputs: None,
+                    },
+                    observer,
+                );
+                continue;
+            }
+            jobs.push(Job { unit_idx, attempt });
         }
         jobs
     }
