@@ -26,7 +26,11 @@ struct Options {
 }
 
 fn parse(args: &[&str]) -> Result<Options, String> {
-    let mut options = Options { n_units: 10_000, rounds: 3, shapes: vec!["chain".into(), "wide".into(), "layered".into()] };
+    let mut options = Options {
+        n_units: 10_000,
+        rounds: 3,
+        shapes: vec!["chain".into(), "wide".into(), "layered".into()],
+    };
     let mut iter = args.iter();
     while let Some(flag) = iter.next() {
         let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -64,13 +68,20 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     let options = parse(args)?;
     let bench_dir = root.join("../shared/bench");
     if !bench_dir.join("dagrun.c").exists() {
-        return Err(format!("{} has no dagrun.c: the floor runner is needed", bench_dir.display()));
+        return Err(format!(
+            "{} has no dagrun.c: the floor runner is needed",
+            bench_dir.display()
+        ));
     }
     let work = std::env::temp_dir().join(format!("apollo-bench-sched-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|error| error.to_string())?;
     let dagrun = work.join("dagrun");
     run_checked(
-        Command::new("cc").arg("-O2").arg("-o").arg(&dagrun).arg(bench_dir.join("dagrun.c")),
+        Command::new("cc")
+            .arg("-O2")
+            .arg("-o")
+            .arg(&dagrun)
+            .arg(bench_dir.join("dagrun.c")),
         "building dagrun",
     )?;
     run_checked(
@@ -80,33 +91,56 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         "building apollo",
     )?;
     let apollo = root.join("target/release/apollo");
-    println!("{} units, 2 workers, {} rounds, median wall time", options.n_units, options.rounds);
+    println!(
+        "{} units, 2 workers, {} rounds, median wall time",
+        options.n_units, options.rounds
+    );
     for shape in &options.shapes {
         let workload = work.join(shape);
         run_checked(
             Command::new("python3")
                 .arg(bench_dir.join("gen.py"))
-                .args(["--shape", shape, "--n", &options.n_units.to_string(), "--out"])
+                .args([
+                    "--shape",
+                    shape,
+                    "--n",
+                    &options.n_units.to_string(),
+                    "--out",
+                ])
                 .arg(&workload),
             "generating the workload",
         )?;
         let config = workload.join("apollo/units.yaml");
         let text = std::fs::read_to_string(&config).map_err(|error| error.to_string())?;
-        std::fs::write(&config, text.replacen("units:", "max_parallel: 2\nunits:", 1)).map_err(|error| error.to_string())?;
+        std::fs::write(
+            &config,
+            text.replacen("units:", "max_parallel: 2\nunits:", 1),
+        )
+        .map_err(|error| error.to_string())?;
         let (mut floor, mut durable, mut volatile) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..options.rounds {
             floor.push(run_checked(
-                Command::new(&dagrun).args(["-j2", "-m", "spawn"]).arg(workload.join("limit/units.tsv")),
+                Command::new(&dagrun)
+                    .args(["-j2", "-m", "spawn"])
+                    .arg(workload.join("limit/units.tsv")),
                 "dagrun",
             )?);
             let state: PathBuf = work.join(format!("state-{shape}-{round}"));
             durable.push(run_checked(
-                Command::new(&apollo).arg("--state-dir").arg(&state).arg("run").arg(&config),
+                Command::new(&apollo)
+                    .arg("--state-dir")
+                    .arg(&state)
+                    .arg("run")
+                    .arg(&config),
                 "apollo run",
             )?);
             let state_none = work.join(format!("state-{shape}-{round}-none"));
             volatile.push(run_checked(
-                Command::new(&apollo).arg("--state-dir").arg(&state_none).args(["run", "--durability", "none"]).arg(&config),
+                Command::new(&apollo)
+                    .arg("--state-dir")
+                    .arg(&state_none)
+                    .args(["run", "--durability", "none"])
+                    .arg(&config),
                 "apollo run --durability none",
             )?);
         }
@@ -122,16 +156,31 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     }
     // The resume decision: an incomplete run whose units all succeeded (its run_finished
     // record removed), then `apollo run` must decide that nothing is left to do.
-    let shape = options.shapes.first().cloned().unwrap_or_else(|| "wide".into());
+    let shape = options
+        .shapes
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "wide".into());
     let config = work.join(&shape).join("apollo/units.yaml");
     let state = work.join(format!("state-{shape}-0"));
     let journal = first_run_journal(&state)?;
     let text = std::fs::read_to_string(&journal).map_err(|error| error.to_string())?;
     let finished = strip_last_line(&text);
     std::fs::write(&journal, finished).map_err(|error| error.to_string())?;
-    let decide = run_checked(Command::new(&apollo).arg("--state-dir").arg(&state).arg("run").arg(&config), "apollo run (resume)")?;
+    let decide = run_checked(
+        Command::new(&apollo)
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("run")
+            .arg(&config),
+        "apollo run (resume)",
+    )?;
     let resume_finished = run_checked(
-        Command::new(&apollo).arg("--state-dir").arg(&state).args(["resume", "latest", "--config"]).arg(&config),
+        Command::new(&apollo)
+            .arg("--state-dir")
+            .arg(&state)
+            .args(["resume", "latest", "--config"])
+            .arg(&config),
         "apollo resume",
     )?;
     println!(
@@ -159,7 +208,9 @@ fn first_run_journal(state: &Path) -> Result<PathBuf, String> {
         .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
         .collect();
     segments.sort();
-    segments.pop().ok_or_else(|| "no journal segment".to_owned())
+    segments
+        .pop()
+        .ok_or_else(|| "no journal segment".to_owned())
 }
 
 fn strip_last_line(text: &str) -> &str {

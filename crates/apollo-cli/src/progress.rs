@@ -39,7 +39,12 @@ pub(crate) struct Progress<'a> {
 impl<'a> Progress<'a> {
     /// `total` units take part; `explain` prints each unit's run-or-not decision; lines go to
     /// `out`.
-    pub(crate) fn new(total: usize, name_width: usize, explain: bool, out: &'a mut dyn Write) -> Self {
+    pub(crate) fn new(
+        total: usize,
+        name_width: usize,
+        explain: bool,
+        out: &'a mut dyn Write,
+    ) -> Self {
         let shared = Arc::new(Shared {
             counts: Mutex::new(Counts::default()),
             wake: Condvar::new(),
@@ -162,7 +167,12 @@ pub(crate) fn describe_exit(exit: Option<ExitStatus>) -> String {
     }
 }
 
-fn finished_line(unit: &str, width: usize, record: &UnitFinished, retry_in: Option<Duration>) -> String {
+fn finished_line(
+    unit: &str,
+    width: usize,
+    record: &UnitFinished,
+    retry_in: Option<Duration>,
+) -> String {
     let duration = human_duration(Duration::from_millis(record.duration_ms));
     let label = match record.status {
         AttemptStatus::Succeeded => "ok",
