@@ -578,6 +578,10 @@ struct EngineLoop<'a> {
 }
 
 impl<'a> EngineLoop<'a> {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private constructor, each argument distinct"
+    )]
     fn new(
         pipeline: &'a Pipeline,
         dag: &'a Dag,
