@@ -338,7 +338,7 @@ pub fn run(
     pipeline: &Pipeline,
     prior: &PriorState,
     options: &EngineOptions,
-    journal: &mut dyn Journal,
+    journal: &mut (dyn Journal + Send),
     executor: &dyn Executor,
     logs: &dyn AttemptLogs,
     cancel: &CancelToken,
@@ -385,16 +385,63 @@ pub fn run(
             });
         }
         drop(done_tx);
+        let (batch_tx, batch_rx) = crossbeam_channel::unbounded::<Batch>();
+        let (durable_tx, durable_rx) = crossbeam_channel::unbounded::<Durable>();
+        scope.spawn(move || journal_thread(journal, &batch_rx, &durable_tx));
         let mut engine = EngineLoop::new(
             pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
         );
-        let result = engine.run(journal, observer, &job_tx, &done_rx, &wake_rx);
+        let channels = Channels {
+            job_tx: &job_tx,
+            done_rx: &done_rx,
+            wake_rx: &wake_rx,
+            batch_tx: &batch_tx,
+            durable_rx: &durable_rx,
+        };
+        let result = engine.run(observer, &channels);
+        // Closing the batch channel ends the journal thread.
+        drop(batch_tx);
         // Dropping the job sender and the acknowledgements ends the workers; the scope joins
         // them.
         drop(job_tx);
         drop(engine);
         result
     })
+}
+
+/// Events to append as one durable batch, and the attempts that may start once it is durable.
+struct Batch {
+    events: Vec<Event>,
+    jobs: Vec<Job>,
+}
+
+/// The journal thread's answer to a [`Batch`]: durable (its jobs may start), or the error.
+type Durable = Result<Vec<Job>, JournalError>;
+
+/// Appends batches in order, each durably, and reports back. The engine never blocks on an
+/// fsync: while one is in flight it keeps taking outcomes in and queues the next batch, so
+/// everything that happened during an fsync shares the next one (group commit).
+fn journal_thread(
+    journal: &mut (dyn Journal + Send),
+    batches: &Receiver<Batch>,
+    durable: &Sender<Durable>,
+) {
+    for batch in batches {
+        let result = journal.append(&batch.events).map(|()| batch.jobs);
+        let failed = result.is_err();
+        if durable.send(result).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// The channels the engine loop works with.
+struct Channels<'c> {
+    job_tx: &'c Sender<Job>,
+    done_rx: &'c Receiver<Done>,
+    wake_rx: &'c Receiver<()>,
+    batch_tx: &'c Sender<Batch>,
+    durable_rx: &'c Receiver<Durable>,
 }
 
 /// Which units take part: all, or those named by `only` plus their upstream.
@@ -570,8 +617,15 @@ struct EngineLoop<'a> {
     attempts_here: Vec<u32>,
     queue: ReadyQueue,
     retry_waits: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Events waiting for the next batch, and the attempts that start once it is durable.
     pending_events: Vec<Event>,
+    pending_jobs: Vec<Job>,
+    /// Whether a batch is with the journal thread.
+    batch_in_flight: bool,
+    /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
     running: usize,
+    /// Attempts handed to workers and not yet taken back in.
+    at_workers: usize,
     stop_starting: bool,
     failed_any: bool,
     input_change_error: Option<EngineError>,
@@ -620,7 +674,10 @@ impl<'a> EngineLoop<'a> {
             queue,
             retry_waits: BinaryHeap::new(),
             pending_events: Vec::new(),
+            pending_jobs: Vec::new(),
+            batch_in_flight: false,
             running: 0,
+            at_workers: 0,
             stop_starting: false,
             failed_any: false,
             input_change_error: None,
@@ -629,11 +686,8 @@ impl<'a> EngineLoop<'a> {
 
     fn run(
         &mut self,
-        journal: &mut dyn Journal,
         observer: &mut dyn Observer,
-        job_tx: &Sender<Job>,
-        done_rx: &Receiver<Done>,
-        wake_rx: &Receiver<()>,
+        channels: &Channels<'_>,
     ) -> Result<RunReport, EngineError> {
         loop {
             if self.cancel.is_cancelled() {
@@ -641,43 +695,46 @@ impl<'a> EngineLoop<'a> {
             }
             self.release_due_retries();
             let jobs = self.start_ready(observer);
-            if !self.pending_events.is_empty() {
-                let append = journal.append(&self.pending_events);
-                self.pending_events.clear();
-                if let Err(error) = append {
-                    return Err(self.abort_on_journal_error(error, done_rx));
-                }
-            }
-            for job in jobs {
-                observer.notice(&Notice::Started {
-                    unit: &self.pipeline.units[job.unit_idx].name,
-                    attempt: job.attempt,
-                });
-                self.running += 1;
-                // The workers outlive this loop (the scope joins them), so a send cannot fail.
-                let _ = job_tx.send(job);
-            }
+            self.running += jobs.len();
+            self.pending_jobs.extend(jobs);
+            self.send_batch(channels.batch_tx);
             if self.running == 0
+                && !self.batch_in_flight
+                && self.pending_events.is_empty()
                 && (self.stop_starting || (self.queue.is_empty() && self.retry_waits.is_empty()))
             {
                 break;
             }
-            // Wait for an attempt to end, a retry to come due, or a cancellation.
+            // Wait for an attempt to end, a batch to be durable, a retry to come due, or a
+            // cancellation.
             let next_due = self.retry_waits.peek().map(|Reverse((due, _))| *due);
             let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
                 due.saturating_duration_since(Instant::now())
             });
             crossbeam_channel::select! {
-                recv(done_rx) -> message => {
+                recv(channels.done_rx) -> message => {
                     if let Ok(done) = message {
                         self.finish_attempt(done, observer);
-                        // Take every other attempt that ended meanwhile: one append for all.
-                        while let Ok(done) = done_rx.try_recv() {
+                        // Take every other attempt that ended meanwhile: one batch for all.
+                        while let Ok(done) = channels.done_rx.try_recv() {
                             self.finish_attempt(done, observer);
                         }
                     }
                 }
-                recv(wake_rx) -> _ => self.stop(),
+                recv(channels.durable_rx) -> message => {
+                    self.batch_in_flight = false;
+                    match message {
+                        Ok(Ok(jobs)) => self.dispatch(jobs, channels.job_tx, observer),
+                        Ok(Err(error)) => {
+                            return Err(self.abort_on_journal_error(error, channels.done_rx));
+                        }
+                        Err(_) => {
+                            let error = JournalError::msg("the journal thread stopped");
+                            return Err(self.abort_on_journal_error(error, channels.done_rx));
+                        }
+                    }
+                }
+                recv(channels.wake_rx) -> _ => self.stop(),
                 default(timeout) => {}
             }
         }
@@ -726,7 +783,24 @@ impl<'a> EngineLoop<'a> {
                 )
                 .unwrap_or(u32::MAX),
             };
-            journal.append(&[Event::RunFinished(finished)])?;
+            let batch = Batch {
+                events: vec![Event::RunFinished(finished)],
+                jobs: Vec::new(),
+            };
+            let durable = channels
+                .batch_tx
+                .send(batch)
+                .ok()
+                .and_then(|()| channels.durable_rx.recv().ok());
+            match durable {
+                Some(Ok(_)) => {}
+                Some(Err(error)) => return Err(EngineError::Journal(error)),
+                None => {
+                    return Err(EngineError::Journal(JournalError::msg(
+                        "the journal thread stopped",
+                    )));
+                }
+            }
         }
         let units = self
             .pipeline
@@ -741,6 +815,34 @@ impl<'a> EngineLoop<'a> {
             })
             .collect();
         Ok(RunReport { status, units })
+    }
+
+    /// Hand the pending events (and the attempts waiting on them) to the journal thread,
+    /// unless a batch is already in flight: then they go with the next one.
+    fn send_batch(&mut self, batch_tx: &Sender<Batch>) {
+        if self.batch_in_flight || self.pending_events.is_empty() {
+            return;
+        }
+        let batch = Batch {
+            events: std::mem::take(&mut self.pending_events),
+            jobs: std::mem::take(&mut self.pending_jobs),
+        };
+        // The journal thread lives as long as this loop; if it has stopped, its error
+        // arrives on the durable channel.
+        self.batch_in_flight = batch_tx.send(batch).is_ok();
+    }
+
+    /// A batch is durable: its attempts may spawn.
+    fn dispatch(&mut self, jobs: Vec<Job>, job_tx: &Sender<Job>, observer: &mut dyn Observer) {
+        for job in jobs {
+            observer.notice(&Notice::Started {
+                unit: &self.pipeline.units[job.unit_idx].name,
+                attempt: job.attempt,
+            });
+            self.at_workers += 1;
+            // The workers outlive this loop (the scope joins them), so a send cannot fail.
+            let _ = job_tx.send(job);
+        }
     }
 
     fn final_status(&self) -> Option<RunStatus> {
@@ -894,6 +996,9 @@ impl<'a> EngineLoop<'a> {
             outputs,
         } = done;
         self.running -= 1;
+        if worker.is_some() {
+            self.at_workers -= 1;
+        }
         let unit = &self.pipeline.units[unit_idx];
         let mut status = outcome.status;
         let mut error = outcome.error.clone();
@@ -1076,11 +1181,11 @@ impl<'a> EngineLoop<'a> {
         // Without acknowledgements the workers stop after their current attempt.
         self.acks.clear();
         self.cancel.cancel(CancelLevel::Graceful);
-        while self.running > 0 {
+        while self.at_workers > 0 {
             if done_rx.recv().is_err() {
                 break;
             }
-            self.running -= 1;
+            self.at_workers -= 1;
         }
         EngineError::Journal(error)
     }
