@@ -245,8 +245,14 @@ impl Observer for Progress<'_> {
                         counts.failed += 1;
                     }
                 });
-                let text = finished_line(unit, self.name_width, record, *retry_in);
-                self.line(&text);
+                // An attempt committed ahead that a failure or a stop halted before its turn
+                // never had a process: nothing happened to report.
+                let never_started =
+                    record.status == AttemptStatus::Interrupted && record.phases.is_empty();
+                if !never_started {
+                    let text = finished_line(unit, self.name_width, record, *retry_in);
+                    self.line(&text);
+                }
             }
             Notice::Skipped { unit, upstream } => {
                 let width = self.name_width;
