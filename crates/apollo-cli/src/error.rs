@@ -62,6 +62,12 @@ pub(crate) enum CliError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The run to resume cannot be read.
+    #[error("{message}")]
+    CorruptRun {
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The journal or state directory failed (corrupt, locked, I/O).
     #[error(transparent)]
     Store(#[from] apollo_store::StoreError),
@@ -109,6 +115,7 @@ impl CliError {
                 Exit::Usage
             }
             CliError::Store(error) => store_exit(error),
+            CliError::CorruptRun { .. } => Exit::Corruption,
             CliError::NeedsVerdict { .. } | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
             CliError::Journal(_) => Exit::JournalIo,
         }

@@ -233,7 +233,7 @@ fn execute(
                 match summary.state {
                     RunState::Succeeded => None,
                     RunState::Corrupt => {
-                        return Err(CliError::Usage {
+                        return Err(CliError::CorruptRun {
                             message: format!(
                                 "the latest run {run_id} of `{}` cannot be read: {}; inspect it with `apollo verify {run_id}`, or start a new run with `apollo run --fresh`",
                                 pipeline.name,
