@@ -3,9 +3,12 @@
 //! * `cargo xtask check-config` — validate every pipeline under `config/` and `examples/`.
 //! * `cargo xtask snapshots [--accept]` — run the workspace tests, list the pending insta
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
+//! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
+//!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 
 mod check_config;
 mod snapshots;
+mod torture;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,6 +18,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   check-config          validate every pipeline under config/ and examples/
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
+  torture [--iterations N] [--seed S] [--first I]
+                        kill apollo at random moments, resume, check the invariants (release)
 ";
 
 fn main() -> ExitCode {
@@ -25,6 +30,9 @@ fn main() -> ExitCode {
         ["check-config"] => check_config::run(&root),
         ["snapshots"] => snapshots::run(&root, false),
         ["snapshots", "--accept"] => snapshots::run(&root, true),
+        ["torture", rest @ ..] => {
+            torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))
+        }
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())
