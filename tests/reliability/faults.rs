@@ -9,10 +9,18 @@ use crate::support::{Project, assert_nothing_acknowledged_lost, counting_pipelin
 /// not fail the run.
 const MAX_N: u64 = 500;
 
-/// Sweep `op:N:errno` over N = 1, 2, … until the run no longer reaches the N-th operation;
-/// returns how many N failed the run.
-fn sweep(op: &str, errno: &str, errno_text: &str) -> u64 {
+/// What a sweep did.
+struct Swept {
+    /// How many N failed the run (N = 1..=n).
+    n: u64,
+    /// Of those, how many hit after `run_finished` was written (finding 2 in RELIABILITY.md).
+    after_run_end: u64,
+}
+
+/// Sweep `op:N:errno` over N = 1, 2, … until the run no longer reaches the N-th operation.
+fn sweep(op: &str, errno: &str, errno_text: &str) -> Swept {
     let (yaml, names) = counting_pipeline(6);
+    let mut after_run_end = 0;
     for n in 1..=MAX_N {
         let plan = format!("{op}:{n}:{errno}");
         let project = Project::new(&yaml);
@@ -20,7 +28,16 @@ fn sweep(op: &str, errno: &str, errno_text: &str) -> u64 {
         if failed.code == Some(0) {
             assert!(n > 1, "{plan}: the very first {op} was not attempted");
             // The run never reached the N-th operation: the sweep is complete.
-            return n - 1;
+            let swept = Swept {
+                n: n - 1,
+                after_run_end,
+            };
+            println!(
+                "{op}:N:{errno}: swept N = 1..={}, every one exit 6; {} after run_finished was \
+                 written",
+                swept.n, swept.after_run_end
+            );
+            return swept;
         }
         let context = format!("APOLLO_FAULTS={plan}");
         assert_eq!(
@@ -75,6 +92,7 @@ fn sweep(op: &str, errno: &str, errno_text: &str) -> u64 {
             );
             let verify = project.apollo(&["verify"], None);
             assert_eq!(verify.code, Some(0), "{context}: {}", verify.stderr);
+            after_run_end += 1;
             continue;
         }
         assert_nothing_acknowledged_lost(&project, &names, &after_failure, &context);
@@ -99,28 +117,24 @@ fn sweep(op: &str, errno: &str, errno_text: &str) -> u64 {
 
 #[test]
 fn every_journal_write_failing_with_enospc() {
-    let n = sweep("write", "ENOSPC", "No space left on device");
-    assert!(n >= 5, "only {n} writes swept");
-    println!("write:N:ENOSPC swept N = 1..={n}");
+    let swept = sweep("write", "ENOSPC", "No space left on device");
+    assert!(swept.n >= 5, "only {} writes swept", swept.n);
 }
 
 #[test]
 fn every_journal_write_failing_with_eio() {
-    let n = sweep("write", "EIO", "Input/output error");
-    assert!(n >= 5, "only {n} writes swept");
-    println!("write:N:EIO swept N = 1..={n}");
+    let swept = sweep("write", "EIO", "Input/output error");
+    assert!(swept.n >= 5, "only {} writes swept", swept.n);
 }
 
 #[test]
 fn every_journal_fsync_failing_with_enospc() {
-    let n = sweep("fsync", "ENOSPC", "No space left on device");
-    assert!(n >= 5, "only {n} fsyncs swept");
-    println!("fsync:N:ENOSPC swept N = 1..={n}");
+    let swept = sweep("fsync", "ENOSPC", "No space left on device");
+    assert!(swept.n >= 5, "only {} fsyncs swept", swept.n);
 }
 
 #[test]
 fn every_journal_fsync_failing_with_eio() {
-    let n = sweep("fsync", "EIO", "Input/output error");
-    assert!(n >= 5, "only {n} fsyncs swept");
-    println!("fsync:N:EIO swept N = 1..={n}");
+    let swept = sweep("fsync", "EIO", "Input/output error");
+    assert!(swept.n >= 5, "only {} fsyncs swept", swept.n);
 }

@@ -126,6 +126,12 @@ fn state_dir_filled_up_mid_run() {
         !after_failure.succeeded.contains_key("u39"),
         "the run completed on a full disk: {after_failure:?}"
     );
+    println!(
+        "full tmpfs: exit 6 with {} of {} units' successes recorded: {}",
+        after_failure.succeeded.len(),
+        names.len(),
+        failed.stderr.lines().next().unwrap_or_default()
+    );
     let verify = project.apollo(&["verify"], None);
     assert_eq!(
         verify.code,

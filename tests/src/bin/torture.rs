@@ -110,6 +110,8 @@ struct Totals {
     /// `apollo run` refused with exit 4 right after a kill: the killed apollo's lock was
     /// still held for a moment (by a unit forked but not yet exec'd); retried.
     stale_lock_refusals: u64,
+    /// Iterations with at least one violation (or that could not complete).
+    failed_iterations: u64,
     /// Kills that came after the run's success was recorded (the iteration is complete).
     killed_after_success: u64,
     /// Run folders a kill left without a `journal/` folder (tolerated only on request).
@@ -625,6 +627,9 @@ fn main() -> ExitCode {
                     );
                 }
                 let clean = violations.is_empty();
+                if !clean {
+                    totals.failed_iterations += 1;
+                }
                 totals.violations.extend(violations);
                 if clean {
                     let _ = std::fs::remove_dir_all(&dir);
@@ -636,6 +641,7 @@ fn main() -> ExitCode {
                     dir.display()
                 );
                 totals.violations.push(error);
+                totals.failed_iterations += 1;
             }
         }
     }
@@ -643,7 +649,7 @@ fn main() -> ExitCode {
     println!(
         "iterations {}, kills {}, resumes {}, human verdicts {}, killed after success {}, \
          stale-lock refusals {}, \
-         journal-less runs tolerated {}, violations {} (seed {}, {:.1}s)",
+         journal-less runs tolerated {}, violations {} in {} iterations (seed {}, {:.1}s)",
         args.iterations,
         totals.kills,
         totals.resumes,
@@ -652,6 +658,7 @@ fn main() -> ExitCode {
         totals.stale_lock_refusals,
         totals.journal_less_runs,
         totals.violations.len(),
+        totals.failed_iterations,
         args.seed,
         started.elapsed().as_secs_f64()
     );
