@@ -1,19 +1,28 @@
-//! `torture`: Apollo-11's crash-injection harness (issue 7; `cargo xtask torture` runs it).
+//! `torture`: Apollo-11's crash-injection harness (issue 7; `cargo xtask torture` runs it, and
+//! the `reliability` test runs a bounded version).
 //!
 //! Each iteration generates a pipeline (mixed durations, parallel branches, flaky, failing and
 //! timing-out units with retries, one non-idempotent unit), runs `apollo run`, SIGKILLs it at
-//! a random moment, and starts it again, until a run completes. Then it checks the promises:
+//! a random moment, and starts it again, until a run completes (failing units are then made
+//! to pass; a non-idempotent unit cut off gets the verdict a careful human would give through
+//! `apollo mark`). Then it checks the promises:
 //!
-//! 1. every attempt a unit executed was durably recorded as started first (write-ahead);
+//! 1. every attempt a unit executed was recorded as started first (write-ahead): the unit
+//!    itself looks for its `unit_started` in the journal the moment it begins;
 //! 2. no attempt executed twice, and nothing executed after a unit's success was recorded:
 //!    a unit runs again only when apollo died while it was in flight;
-//! 3. every unit ends succeeded in the one run (the run completes and is correct);
+//! 3. every unit ends succeeded in the one run (the run completes and is correct; a run that a
+//!    kill abandoned before its first record may exist beside it, with nothing started in it);
 //! 4. `apollo verify` passes (torn tails allowed: apollo was killed);
-//! 5. no unit process is alive.
+//! 5. no unit process is alive (every process carries the iteration's environment tag).
+//!
+//! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
+//! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
+//! iteration I alone.
 //!
 //! Usage: `torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR]
-//! [--tolerate-journal-less-runs]`. Prints
-//! iterations, kills, resumes, violations; exits 1 when any invariant was violated.
+//! [--tolerate-journal-less-runs]`. Prints iterations, kills, resumes, violations; exits 1 when
+//! any invariant was violated (the iteration's folder is kept for inspection), 2 on bad usage.
 #![allow(clippy::disallowed_methods)] // A harness that runs the binary under test.
 
 use std::collections::{BTreeMap, BTreeSet};
