@@ -677,3 +677,50 @@ fn main() -> ExitCode {
         ExitCode::from(1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_unit_and_attempt_from_apollos_verdict_request() {
+        let stderr = "error: unit `u03` (attempt 2) of run 20261130T044015Z-1966 was running when \
+                      apollo stopped, and it is `idempotent: false`: …\n  = help: …";
+        assert_eq!(parse_verdict_request(stderr), Some(("u03".to_owned(), 2)));
+        assert_eq!(parse_verdict_request("error: something else"), None);
+    }
+
+    #[test]
+    fn reads_the_lock_holders_pid() {
+        let stderr = "error: state directory is locked by another apollo (pid 32431 on vm, lock \
+                      file ./.apollo/lock)";
+        assert_eq!(parse_lock_holder(stderr), Some(32431));
+        assert_eq!(parse_lock_holder("error: locked"), None);
+    }
+
+    #[test]
+    fn the_generator_is_deterministic_and_spreads() {
+        let first: Vec<u64> = (0..5).map(|_| Rng(42).below(1000)).collect();
+        assert!(first.iter().all(|&value| value == first[0]));
+        let mut rng = Rng(42);
+        let values: BTreeSet<u64> = (0..100).map(|_| rng.below(1000)).collect();
+        assert!(values.len() > 80, "{} distinct values of 100", values.len());
+    }
+
+    #[test]
+    fn a_generated_pipeline_is_valid() {
+        let dir = std::env::temp_dir().join(format!("torture-unit-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("fail")).expect("fail dir");
+        let names = generate(&mut Rng(3), &dir).expect("generate");
+        let loaded = apollo_core::config::load(&dir.join("apollo.yaml"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let loaded = loaded.expect("the generated config loads");
+        let loaded_names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(loaded_names, names);
+    }
+}
