@@ -2,43 +2,61 @@
 //! with ENOSPC and EIO: apollo stops with exit 6 and a message that says what failed and what
 //! to do, loses no acknowledged record, leaves a journal `apollo verify` accepts (at most a
 //! torn tail), and the next `apollo run` resumes and completes.
+//!
+//! Two pipelines: one unit at a time (every run issues the same operations, so the sweep hits
+//! each one, the last included), and parallel units whose records share group commits (the
+//! batching depends on timing, so which record a given N hits varies from run to run).
 
 use crate::support::{Project, assert_nothing_acknowledged_lost, counting_pipeline};
 
-/// More than any run of the test pipeline reaches; the sweep stops at the first N that does
-/// not fail the run.
+/// More than any run of the test pipelines reaches.
 const MAX_N: u64 = 500;
+
+/// The sweep stops after this many consecutive N that do not fail the run (with parallel
+/// units the number of operations varies by a few from run to run).
+const STOP_AFTER_OK: u64 = 3;
 
 /// What a sweep did.
 struct Swept {
-    /// How many N failed the run (N = 1..=n).
+    /// How many N failed the run.
     n: u64,
+    /// The largest N that failed the run.
+    max_n: u64,
     /// Of those, how many hit after `run_finished` was written (finding 2 in RELIABILITY.md).
     after_run_end: u64,
 }
 
-/// Sweep `op:N:errno` over N = 1, 2, … until the run no longer reaches the N-th operation.
-fn sweep(op: &str, errno: &str, errno_text: &str) -> Swept {
-    let (yaml, names) = counting_pipeline(6);
-    let mut after_run_end = 0;
+/// Sweep `op:N:errno` over N = 1, 2, … until the run no longer reaches the N-th operation,
+/// on a pipeline of `n_units` running `max_parallel` at a time.
+fn sweep(op: &str, errno: &str, errno_text: &str, n_units: usize, max_parallel: usize) -> Swept {
+    let (yaml, names) = counting_pipeline(n_units, max_parallel);
+    let mut swept = Swept {
+        n: 0,
+        max_n: 0,
+        after_run_end: 0,
+    };
+    let mut consecutive_ok = 0;
     for n in 1..=MAX_N {
         let plan = format!("{op}:{n}:{errno}");
         let project = Project::new(&yaml);
         let failed = project.apollo(&["run"], Some(&plan));
         if failed.code == Some(0) {
             assert!(n > 1, "{plan}: the very first {op} was not attempted");
-            // The run never reached the N-th operation: the sweep is complete.
-            let swept = Swept {
-                n: n - 1,
-                after_run_end,
-            };
-            println!(
-                "{op}:N:{errno}: swept N = 1..={}, every one exit 6; {} after run_finished was \
-                 written",
-                swept.n, swept.after_run_end
-            );
-            return swept;
+            consecutive_ok += 1;
+            if consecutive_ok == STOP_AFTER_OK {
+                // The run no longer reaches the N-th operation: the sweep is complete.
+                println!(
+                    "{op}:N:{errno}, {n_units} units {max_parallel} at a time: N = 1..={}, {} \
+                     of them failed the run (exit 6), {} after run_finished was written",
+                    swept.max_n, swept.n, swept.after_run_end
+                );
+                return swept;
+            }
+            continue;
         }
+        consecutive_ok = 0;
+        swept.n += 1;
+        swept.max_n = n;
         let context = format!("APOLLO_FAULTS={plan}");
         assert_eq!(
             failed.code,
@@ -92,7 +110,7 @@ fn sweep(op: &str, errno: &str, errno_text: &str) -> Swept {
             );
             let verify = project.apollo(&["verify"], None);
             assert_eq!(verify.code, Some(0), "{context}: {}", verify.stderr);
-            after_run_end += 1;
+            swept.after_run_end += 1;
             continue;
         }
         assert_nothing_acknowledged_lost(&project, &names, &after_failure, &context);
@@ -117,24 +135,52 @@ fn sweep(op: &str, errno: &str, errno_text: &str) -> Swept {
 
 #[test]
 fn every_journal_write_failing_with_enospc() {
-    let swept = sweep("write", "ENOSPC", "No space left on device");
+    let swept = sweep("write", "ENOSPC", "No space left on device", 6, 1);
+    assert_eq!(
+        swept.n, swept.max_n,
+        "an N in the middle did not fail the run"
+    );
     assert!(swept.n >= 5, "only {} writes swept", swept.n);
 }
 
 #[test]
 fn every_journal_write_failing_with_eio() {
-    let swept = sweep("write", "EIO", "Input/output error");
+    let swept = sweep("write", "EIO", "Input/output error", 6, 1);
+    assert_eq!(
+        swept.n, swept.max_n,
+        "an N in the middle did not fail the run"
+    );
     assert!(swept.n >= 5, "only {} writes swept", swept.n);
 }
 
 #[test]
 fn every_journal_fsync_failing_with_enospc() {
-    let swept = sweep("fsync", "ENOSPC", "No space left on device");
+    let swept = sweep("fsync", "ENOSPC", "No space left on device", 6, 1);
+    assert_eq!(
+        swept.n, swept.max_n,
+        "an N in the middle did not fail the run"
+    );
     assert!(swept.n >= 5, "only {} fsyncs swept", swept.n);
 }
 
 #[test]
 fn every_journal_fsync_failing_with_eio() {
-    let swept = sweep("fsync", "EIO", "Input/output error");
+    let swept = sweep("fsync", "EIO", "Input/output error", 6, 1);
+    assert_eq!(
+        swept.n, swept.max_n,
+        "an N in the middle did not fail the run"
+    );
+    assert!(swept.n >= 5, "only {} fsyncs swept", swept.n);
+}
+
+#[test]
+fn group_committed_writes_failing() {
+    let swept = sweep("write", "EIO", "Input/output error", 9, 3);
+    assert!(swept.n >= 5, "only {} writes swept", swept.n);
+}
+
+#[test]
+fn group_committed_fsyncs_failing() {
+    let swept = sweep("fsync", "ENOSPC", "No space left on device", 9, 3);
     assert!(swept.n >= 5, "only {} fsyncs swept", swept.n);
 }

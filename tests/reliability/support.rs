@@ -230,11 +230,10 @@ pub(crate) struct Journal {
 }
 
 /// A pipeline of `n` units `u00..` (each counts its executions): a chain with a branch every
-/// third unit, run one unit at a time, so that every run issues the same journal writes and
-/// fsyncs in the same order and a sweep over N reaches each of them, the last included.
-/// (Group commit of parallel units is attacked by the torture run.)
-pub(crate) fn counting_pipeline(n: usize) -> (String, Vec<String>) {
-    let mut yaml = String::from("name: reliability\nmax_parallel: 1\nunits:\n");
+/// third unit, `max_parallel` at a time. With 1, every run issues the same journal writes and
+/// fsyncs in the same order; with more, parallel units' records share group commits.
+pub(crate) fn counting_pipeline(n: usize, max_parallel: usize) -> (String, Vec<String>) {
+    let mut yaml = format!("name: reliability\nmax_parallel: {max_parallel}\nunits:\n");
     let names: Vec<String> = (0..n).map(|i| format!("u{i:02}")).collect();
     for (i, name) in names.iter().enumerate() {
         let deps = match i {
