@@ -341,6 +341,20 @@ fn iteration(
                          harness killed and reaped its apollo:\n{stderr}"
                     ));
                 }
+                // Who held it: evidence for RELIABILITY.md's finding 3.
+                let holders: Vec<String> = tagged_processes(dir)
+                    .into_iter()
+                    .map(|(pid, cmdline)| {
+                        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                            .map(|exe| exe.display().to_string())
+                            .unwrap_or_else(|_| "?".into());
+                        format!("pid {pid} exe {exe} cmdline `{}`", cmdline.trim())
+                    })
+                    .collect();
+                eprintln!(
+                    "note: apollo refused with exit 4 after a kill (stale lock); tagged \
+                     processes alive then: {holders:?}"
+                );
                 stale_lock_refusals += 1;
                 totals.stale_lock_refusals += 1;
                 // Not a resume: apollo refused before touching the run.
@@ -624,6 +638,18 @@ fn main() -> ExitCode {
         if let Err(error) = std::fs::create_dir_all(&dir) {
             eprintln!("torture: cannot create {}: {error}", dir.display());
             return ExitCode::from(2);
+        }
+        let done = iteration_idx - args.first;
+        if done > 0 && done % 50 == 0 {
+            eprintln!(
+                "torture: {done} of {} iterations, {} kills, {} resumes, {} violations so far \
+                 ({:.0}s)",
+                args.iterations,
+                totals.kills,
+                totals.resumes,
+                totals.violations.len(),
+                started.elapsed().as_secs_f64()
+            );
         }
         match iteration(&args, &mut rng, &dir, &mut totals) {
             Ok(violations) => {
