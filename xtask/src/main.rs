@@ -5,10 +5,13 @@
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 //! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]` — the
 //!   scheduling benchmark against the C floor runner of `../shared/bench`.
+//! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
+//!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 
 mod bench_sched;
 mod check_config;
 mod snapshots;
+mod torture;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,6 +23,8 @@ commands:
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
   bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]
                         scheduling benchmark: apollo vs the C floor runner, as ratios
+  torture [--iterations N] [--seed S] [--first I]
+                        kill apollo at random moments, resume, check the invariants (release)
 ";
 
 fn main() -> ExitCode {
@@ -31,6 +36,9 @@ fn main() -> ExitCode {
         ["snapshots"] => snapshots::run(&root, false),
         ["snapshots", "--accept"] => snapshots::run(&root, true),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
+        ["torture", rest @ ..] => {
+            torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))
+        }
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

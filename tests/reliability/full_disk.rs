@@ -1,0 +1,170 @@
+//! A real full disk: the state directory on a 1 MiB tmpfs, filled by a unit mid-run. apollo
+//! must stop with exit 6 (nothing acknowledged lost), and resume once space is freed.
+//!
+//! Mounting needs root; elsewhere the test says so and passes (CI runs it as root).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::support::{Project, assert_nothing_acknowledged_lost};
+
+/// A tmpfs mounted for the test, unmounted (lazily, so a failing test cannot leave it
+/// mounted) when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("apollo-full-disk-")
+            .tempdir()
+            .expect("temp dir");
+        let target = CString::new(dir.path().as_os_str().as_bytes()).expect("path without NUL");
+        let options = CString::new(format!("size={size},mode=0755")).expect("options");
+        // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+        let result = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                options.as_ptr().cast(),
+            )
+        };
+        assert_eq!(
+            result,
+            0,
+            "mount -t tmpfs -o size={size} on {} failed although running as root: {}",
+            dir.path().display(),
+            std::io::Error::last_os_error()
+        );
+        Self { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        if let Ok(target) = CString::new(self.dir.path().as_os_str().as_bytes()) {
+            // SAFETY: umount2(2) of the mount this guard made.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// `bin/fill MNT`: the first time only, fill the filesystem at MNT with `MNT/filler`.
+const FILL_SCRIPT: &str = r#"#!/bin/sh
+dir=$(dirname "$0")/..
+if [ ! -e "$dir/filled" ]; then
+  : > "$dir/filled"
+  dd if=/dev/zero of="$1/filler" bs=4096 2>/dev/null
+  [ -s "$1/filler" ] || exit 1
+fi
+echo "${APOLLO_ATTEMPT:-0}" >> "$dir/counts/fill"
+"#;
+
+#[test]
+fn state_dir_filled_up_mid_run() {
+    // SAFETY: geteuid(2) cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        println!(
+            "SKIPPED state_dir_filled_up_mid_run: mounting a tmpfs needs root, and this runs \
+             as uid {euid}; CI runs the tests as root, where it runs"
+        );
+        return;
+    }
+    let tmpfs = Tmpfs::mount("1m");
+    let mount: PathBuf = tmpfs.path().to_path_buf();
+
+    // Two units, the filler, then a chain long enough that its records need new pages.
+    let mut yaml = String::from("name: full-disk\nmax_parallel: 1\nunits:\n");
+    yaml.push_str("  - name: u00\n    execute: ./bin/count u00\n");
+    yaml.push_str("  - name: u01\n    deps: [u00]\n    execute: ./bin/count u01\n");
+    yaml.push_str(&format!(
+        "  - name: fill\n    deps: [u01]\n    execute: ./bin/fill {}\n",
+        mount.display()
+    ));
+    let mut names = vec!["u00".to_owned(), "u01".to_owned(), "fill".to_owned()];
+    for i in 2..40 {
+        let name = format!("u{i:02}");
+        let dep = names.last().cloned().unwrap_or_default();
+        yaml.push_str(&format!(
+            "  - name: {name}\n    deps: [{dep}]\n    execute: ./bin/count {name}\n"
+        ));
+        names.push(name);
+    }
+    let project = Project::new(&yaml).with_state_dir(mount.join("state"));
+    project.script("bin/fill", FILL_SCRIPT);
+
+    let failed = project.apollo(&["run"], None);
+    assert_eq!(
+        failed.code,
+        Some(6),
+        "expected exit 6 on a full disk\n--- stdout\n{}\n--- stderr\n{}",
+        failed.stdout,
+        failed.stderr
+    );
+    for needle in ["No space left on device", "`apollo run` resumes"] {
+        assert!(
+            failed.stderr.contains(needle),
+            "the message does not mention {needle:?}:\n{}",
+            failed.stderr
+        );
+    }
+    let after_failure = project.journal();
+    assert!(
+        after_failure.succeeded.contains_key("u01"),
+        "the disk filled before u01's success was recorded: {after_failure:?}"
+    );
+    assert!(
+        !after_failure.succeeded.contains_key("u39"),
+        "the run completed on a full disk: {after_failure:?}"
+    );
+    println!(
+        "full tmpfs: exit 6 with {} of {} units' successes recorded: {}",
+        after_failure.succeeded.len(),
+        names.len(),
+        failed.stderr.lines().next().unwrap_or_default()
+    );
+    let verify = project.apollo(&["verify"], None);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "apollo verify on the full disk\n--- stdout\n{}\n--- stderr\n{}",
+        verify.stdout,
+        verify.stderr
+    );
+
+    // Free the space, and resume.
+    std::fs::remove_file(mount.join("filler")).expect("remove the filler");
+    let resumed = project.apollo(&["run"], None);
+    assert_eq!(
+        resumed.code,
+        Some(0),
+        "the run after space was freed\n--- stdout\n{}\n--- stderr\n{}",
+        resumed.stdout,
+        resumed.stderr
+    );
+    assert!(
+        resumed.stdout.contains("resuming") || resumed.stderr.contains("resuming"),
+        "the run was not resumed:\n{}\n{}",
+        resumed.stdout,
+        resumed.stderr
+    );
+    assert_nothing_acknowledged_lost(&project, &names, &after_failure, "full tmpfs");
+    assert_eq!(project.runs().len(), 1, "the failed run was resumed");
+    let verify = project.apollo(&["verify"], None);
+    assert_eq!(
+        verify.code,
+        Some(0),
+        "verify after the resume: {}",
+        verify.stderr
+    );
+    drop(project);
+}
