@@ -551,26 +551,40 @@ fn worker(
             }
             continue;
         }
-        let (log_dir, outcome, outputs) = match logs.log_dir(&unit.name, job.attempt) {
-            Ok(log_dir) => {
-                let request = AttemptRequest {
-                    run_id,
-                    unit,
-                    attempt: job.attempt,
-                    log_dir: &log_dir,
-                };
-                let outcome = executor.run_attempt(&request, cancel);
-                let outputs = outcome.status.satisfies_dependents().then(|| {
-                    hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
-                });
-                (log_dir, outcome, outputs)
+        // A panic in an executor, a hash or the log folder must not leave the engine waiting
+        // for an outcome that never comes: it becomes a failed attempt.
+        let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            match logs.log_dir(&unit.name, job.attempt) {
+                Ok(log_dir) => {
+                    let request = AttemptRequest {
+                        run_id,
+                        unit,
+                        attempt: job.attempt,
+                        log_dir: &log_dir,
+                    };
+                    let outcome = executor.run_attempt(&request, cancel);
+                    let outputs = outcome.status.satisfies_dependents().then(|| {
+                        hash::output_hash(unit, &pipeline.base_dir)
+                            .map_err(|error| error.to_string())
+                    });
+                    (log_dir, outcome, outputs)
+                }
+                Err(error) => (
+                    PathBuf::new(),
+                    failed_to_start(format!("cannot create the attempt's log folder: {error}")),
+                    None,
+                ),
             }
-            Err(error) => (
-                PathBuf::new(),
-                failed_to_start(format!("cannot create the attempt's log folder: {error}")),
-                None,
-            ),
-        };
+        }));
+        let (log_dir, outcome, outputs) = attempt.unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            let error = format!("internal error while running the attempt: {message}");
+            (PathBuf::new(), failed_to_start(error), None)
+        });
         let message = Done {
             worker: Some(worker_idx),
             unit_idx: job.unit_idx,
@@ -612,6 +626,11 @@ struct EngineLoop<'a> {
     halt: &'a AtomicBool,
     /// One acknowledgement channel per worker (see [`worker`]).
     acks: Vec<Sender<()>>,
+    /// Workers whose outcome was taken in and who wait for their acknowledgement.
+    acks_due: Vec<usize>,
+    /// The unit's latest attempt in this process failed and it waits for a retry: if the run
+    /// stops after a failure, this is the unit's result.
+    last_failure: Vec<Option<UnitResult>>,
     state: Vec<State>,
     results: Vec<Option<UnitResult>>,
     output_hashes: Vec<Option<String>>,
@@ -670,6 +689,8 @@ impl<'a> EngineLoop<'a> {
             in_scope,
             halt,
             acks,
+            acks_due: Vec::new(),
+            last_failure: vec![None; n_units],
             state: vec![State::Waiting; n_units],
             results: vec![None; n_units],
             output_hashes: vec![None; n_units],
@@ -723,6 +744,7 @@ impl<'a> EngineLoop<'a> {
                         while let Ok(done) = channels.done_rx.try_recv() {
                             self.finish_attempt(done, observer);
                         }
+                        self.send_acks();
                     }
                 }
                 recv(channels.durable_rx) -> message => {
@@ -850,14 +872,14 @@ impl<'a> EngineLoop<'a> {
     }
 
     fn final_status(&self) -> Option<RunStatus> {
+        // Every unit done is a success, even if a signal arrived after the last one ended.
+        if self.state.iter().all(|state| *state == State::Done) {
+            return Some(RunStatus::Succeeded);
+        }
         if self.cancel.is_cancelled() {
             return Some(RunStatus::Interrupted);
         }
-        if self.failed_any {
-            return Some(RunStatus::Failed);
-        }
-        let all_done = self.state.iter().all(|state| *state == State::Done);
-        all_done.then_some(RunStatus::Succeeded)
+        self.failed_any.then_some(RunStatus::Failed)
     }
 
     /// Stop starting units (cancellation, or a check that failed before a start). Units
@@ -865,6 +887,7 @@ impl<'a> EngineLoop<'a> {
     fn stop(&mut self) {
         self.stop_starting = true;
         self.halt.store(true, Ordering::SeqCst);
+        self.drop_pending_starts();
         self.retry_waits.clear();
     }
 
@@ -884,7 +907,7 @@ impl<'a> EngineLoop<'a> {
     /// one committed ahead per worker (see [`LOOKAHEAD_PER_WORKER`]).
     fn start_ready(&mut self, observer: &mut dyn Observer) -> Vec<Job> {
         let mut jobs = Vec::new();
-        let max_parallel = self.options.max_parallel;
+        let max_parallel = self.options.max_parallel.max(1);
         let limit = max_parallel.saturating_mul(1 + LOOKAHEAD_PER_WORKER);
         while !self.stop_starting && self.running + jobs.len() < limit {
             let Some(unit_idx) = self.queue.peek() else {
@@ -1069,8 +1092,10 @@ impl<'a> EngineLoop<'a> {
             error: error.clone(),
         };
         let mut retry_in = None;
+        let mut retry_failed = false;
         match status {
             AttemptStatus::Succeeded | AttemptStatus::Skipped => {
+                self.last_failure[unit_idx] = None;
                 self.output_hashes[unit_idx] = output_hash;
                 self.state[unit_idx] = State::Done;
                 self.results[unit_idx] = Some(if status == AttemptStatus::Skipped {
@@ -1083,6 +1108,16 @@ impl<'a> EngineLoop<'a> {
             AttemptStatus::Interrupted => {
                 self.state[unit_idx] = State::Waiting;
                 self.results[unit_idx] = Some(UnitResult::NotRun);
+                // A retry halted by a failure elsewhere: the unit's last real attempt failed.
+                if self.failed_any
+                    && !self.options.keep_going
+                    && !self.cancel.is_cancelled()
+                    && let Some(result) = self.last_failure[unit_idx].take()
+                {
+                    self.state[unit_idx] = State::Failed;
+                    self.results[unit_idx] = Some(result);
+                    retry_failed = true;
+                }
             }
             AttemptStatus::Failed | AttemptStatus::TimedOut => {
                 let retries_left = self.attempts_here[unit_idx] <= unit.retries;
@@ -1094,6 +1129,11 @@ impl<'a> EngineLoop<'a> {
                     );
                     self.retry_waits
                         .push(Reverse((Instant::now() + delay, unit_idx)));
+                    self.last_failure[unit_idx] = Some(UnitResult::Failed {
+                        attempt,
+                        log_dir: log_dir.clone(),
+                        error: error.as_deref().map(first_line),
+                    });
                     self.state[unit_idx] = State::RetryWait;
                     retry_in = Some(delay);
                 } else {
@@ -1118,13 +1158,25 @@ impl<'a> EngineLoop<'a> {
         }
         if self.state[unit_idx] == State::Failed {
             self.skip_downstream(unit_idx, observer);
-            if !self.options.keep_going {
+            // A halted retry's failure comes from fail-fast already under way.
+            if !self.options.keep_going && !retry_failed {
                 self.fail_fast(observer);
             }
         }
-        // The outcome is taken in (and new starts halted if it must): the worker may go on.
-        if let Some(sender) = worker.and_then(|worker_idx| self.acks.get(worker_idx)) {
-            let _ = sender.send(());
+        // The worker may go on once every outcome at hand is taken in (see `send_acks`).
+        if let Some(worker_idx) = worker {
+            self.acks_due.push(worker_idx);
+        }
+    }
+
+    /// Let the workers whose outcomes were taken in go on. Called after draining every
+    /// outcome at hand, so a failure among them halts new starts before any of those workers
+    /// takes an attempt committed ahead.
+    fn send_acks(&mut self) {
+        for worker_idx in self.acks_due.drain(..) {
+            if let Some(sender) = self.acks.get(worker_idx) {
+                let _ = sender.send(());
+            }
         }
     }
 
@@ -1157,20 +1209,40 @@ impl<'a> EngineLoop<'a> {
     fn fail_fast(&mut self, observer: &mut dyn Observer) {
         self.stop_starting = true;
         self.halt.store(true, Ordering::SeqCst);
-        let waiting: Vec<usize> = self
-            .retry_waits
-            .drain()
-            .map(|Reverse((_, unit_idx))| unit_idx)
-            .collect();
-        for unit_idx in waiting {
-            self.state[unit_idx] = State::Failed;
-            let attempt = self.last_attempt[unit_idx];
-            self.results[unit_idx] = Some(UnitResult::Failed {
-                attempt,
-                log_dir: PathBuf::new(),
-                error: None,
+        self.retry_waits.clear();
+        self.drop_pending_starts();
+        // Units whose last attempt failed and that wait for a retry — in the backoff heap, or
+        // already released to the ready queue — will not get it: they failed.
+        for unit_idx in 0..self.pipeline.units.len() {
+            if !matches!(self.state[unit_idx], State::RetryWait | State::Waiting) {
+                continue;
+            }
+            if let Some(result) = self.last_failure[unit_idx].take() {
+                self.state[unit_idx] = State::Failed;
+                self.results[unit_idx] = Some(result);
+                self.skip_downstream(unit_idx, observer);
+            }
+        }
+    }
+
+    /// Take back the attempts of the batch not yet handed to the journal: their
+    /// `unit_started` is never written, so they leave no record of an attempt that never had
+    /// a process. (Attempts in the batch being synced are halted by the workers instead.)
+    fn drop_pending_starts(&mut self) {
+        for job in std::mem::take(&mut self.pending_jobs) {
+            let unit = &self.pipeline.units[job.unit_idx].name;
+            self.pending_events.retain(|event| {
+                !matches!(event, Event::UnitStarted(started)
+                    if &started.unit == unit && started.attempt == job.attempt)
             });
-            self.skip_downstream(unit_idx, observer);
+            self.running -= 1;
+            self.last_attempt[job.unit_idx] -= 1;
+            self.attempts_here[job.unit_idx] -= 1;
+            self.state[job.unit_idx] = if self.last_failure[job.unit_idx].is_some() {
+                State::RetryWait
+            } else {
+                State::Waiting
+            };
         }
     }
 

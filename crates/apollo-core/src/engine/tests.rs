@@ -640,3 +640,76 @@ fn a_journal_failure_stops_the_run_before_anything_unrecorded_runs() {
         "b must not start: a's finish was never durable"
     );
 }
+
+#[test]
+fn a_unit_waiting_for_its_retry_fails_for_good_when_fail_fast_stops_the_run() {
+    // One slot. `flaky` (not idempotent, so never committed ahead) fails and waits for its
+    // retry; meanwhile `slow`, committed ahead, fails for good and stops the run.
+    let mut flaky = unit("flaky", &[]);
+    flaky.idempotent = false;
+    flaky.retries = 1;
+    let pipeline = pipeline(vec![flaky, unit("slow", &[]), unit("after", &["flaky"])], 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |name, _, _| {
+        if name == "flaky" || name == "slow" {
+            fail()
+        } else {
+            ok()
+        }
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Failed));
+    assert!(
+        matches!(report.units[0].1, UnitResult::Failed { attempt: 1, .. }),
+        "{:?}",
+        report.units[0]
+    );
+    assert_eq!(
+        report.units[2].1,
+        UnitResult::SkippedUpstream {
+            upstream: "flaky".into()
+        }
+    );
+    let events = journal.events.lock().unwrap();
+    let finished = events.iter().find_map(|event| match event {
+        Event::RunFinished(finished) => Some(finished.clone()),
+        _ => None,
+    });
+    assert_eq!(finished.map(|finished| finished.failed), Some(2));
+}
+
+#[test]
+fn a_panicking_executor_fails_the_attempt_instead_of_hanging_the_run() {
+    let pipeline = pipeline(vec![unit("boom", &[]), unit("after", &["boom"])], 2);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |name, _, _| {
+        if name == "boom" {
+            panic!("executor bug");
+        }
+        ok()
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Failed));
+    match &report.units[0].1 {
+        UnitResult::Failed {
+            error: Some(error), ..
+        } => assert!(error.contains("executor bug"), "{error}"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
