@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
 
+use crate::guard::Guard;
 use crate::linux;
 use crate::output::LogFile;
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
@@ -32,16 +33,21 @@ impl Default for ExecOptions {
 }
 
 /// Runs each attempt's phases as supervised process groups. Cheap to share between worker
-/// threads (`Send + Sync`, no interior state).
+/// threads (`Send + Sync`); clones share one guard process (see "When apollo itself dies" in
+/// the crate docs), which the first phase starts and the last clone's drop kills and reaps.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessExecutor {
     options: ExecOptions,
+    guard: Arc<Guard>,
 }
 
 impl ProcessExecutor {
-    /// An executor with `options`.
+    /// An executor with `options`. Starts no process yet.
     pub fn new(options: ExecOptions) -> Self {
-        ProcessExecutor { options }
+        ProcessExecutor {
+            options,
+            guard: Arc::default(),
+        }
     }
 
     /// The options it runs with.
@@ -105,6 +111,7 @@ impl Executor for ProcessExecutor {
             stderr: &stderr,
             attempt_start,
             direct_exec: self.options.direct_exec,
+            guard: &self.guard,
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

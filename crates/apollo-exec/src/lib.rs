@@ -161,6 +161,7 @@ compile_error!("apollo-exec supervises processes with Linux interfaces (pidfd, p
 
 mod command_line;
 mod executor;
+mod guard;
 #[cfg(target_os = "linux")]
 mod linux;
 mod output;

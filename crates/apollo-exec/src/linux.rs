@@ -1,4 +1,4 @@
-//! Linux process-group supervision: spawn with a parent-death signal, learn of the leader's exit
+//! Linux process-group supervision: spawn into the guard's table, learn of the leader's exit
 //! through a pidfd without reaping it, signal the group while the unreaped leader pins its id,
 //! kill and count leftovers, then reap with `wait4` for the exit status and rusage.
 //!
@@ -10,49 +10,24 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
 
-/// Exit status used by a child whose parent died between `fork` and `prctl`.
-const ORPHANED_BEFORE_EXEC: i32 = 125;
+use crate::guard::Slot;
 
 /// How long to wait for SIGKILLed leftovers to be gone before giving up on them. They cannot
 /// ignore SIGKILL, so this only bounds a process stuck in uninterruptible sleep.
 const LEFTOVER_EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
 
-/// Add the parent-death signal to `command`: the child is SIGKILLed when the thread that spawned
-/// it exits, and exits at once if apollo already died before the signal was armed.
-///
-/// This `pre_exec` makes std fork+exec instead of `posix_spawn`; see the crate docs for the cost.
-pub(crate) fn arm_parent_death_signal(command: &mut Command) {
-    let expected_parent = std::process::id();
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing and takes no
-    // lock.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before the signal was armed: then nobody would ever
-            // send it. Compare against the pid recorded before the fork.
-            if u32::try_from(libc::getppid()).ok() != Some(expected_parent) {
-                libc::_exit(ORPHANED_BEFORE_EXEC);
-            }
-            Ok(())
-        });
-    }
-}
-
 /// A started, not yet reaped process that leads its own process group.
-#[derive(Debug)]
-pub(crate) struct GroupLeader {
+pub(crate) struct GroupLeader<'g> {
     pid: libc::pid_t,
     pidfd: OwnedFd,
     spawned_at: Instant,
+    /// Its group's entry in the guard's table, armed for as long as the leader is unreaped.
+    slot: Slot<'g>,
 }
 
 /// What ended a wait.
@@ -82,13 +57,15 @@ pub(crate) enum GroupSignal {
     Kill,
 }
 
-impl GroupLeader {
-    /// Spawn `command` (already set up with `process_group(0)`) and open a pidfd on it.
-    pub(crate) fn spawn(command: &mut Command) -> io::Result<GroupLeader> {
+impl<'g> GroupLeader<'g> {
+    /// Spawn `command` (already set up with `process_group(0)`), arm `slot` with its group and
+    /// open a pidfd on it.
+    pub(crate) fn spawn(command: &mut Command, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
         let spawned_at = Instant::now();
         let child = command.spawn()?;
         let pid = libc::pid_t::try_from(child.id())
             .map_err(|_| io::Error::other("child pid does not fit in pid_t"))?;
+        slot.arm(pid);
         // The std handle holds no pipe (stdio are files) and does not reap on drop: from here on
         // this module owns the child's lifecycle.
         drop(child);
@@ -97,11 +74,13 @@ impl GroupLeader {
                 pid,
                 pidfd,
                 spawned_at,
+                slot,
             }),
             Err(error) => {
                 // Without a pidfd we cannot supervise: do not leave the child running.
                 // SAFETY: the child is unreaped, so `pid` still names it and its group.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
+                slot.disarm();
                 let _ = reap(pid);
                 Err(io::Error::new(
                     error.kind(),
@@ -213,8 +192,10 @@ impl GroupLeader {
         Ok(u32::try_from(killed.len()).unwrap_or(u32::MAX))
     }
 
-    /// Reap the leader (it must have exited) and return its status and rusage.
+    /// Reap the leader (it must have exited) and return its status and rusage. Its group
+    /// leaves the guard's table first: once reaped, its id may name another process.
     pub(crate) fn reap(self) -> io::Result<Reaped> {
+        self.slot.disarm();
         reap(self.pid)
     }
 }
