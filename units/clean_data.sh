@@ -3,6 +3,7 @@
 #   Trims spaces, lower-cases region and product, drops blank rows, rows whose amount is not
 #   a non-negative number, and exact duplicates. Writes $DATA_DIR/work/clean.csv.
 #   prepare / cleanup remove the temporary file of an interrupted attempt.
+#   CLEAN_DELAY=N (seconds, default 0) makes it slow, for the README's crash-and-resume tour.
 set -eu
 : "${DATA_DIR:?DATA_DIR must name the data folder}"
 work="$DATA_DIR/work"
@@ -13,6 +14,7 @@ prepare | cleanup)
     rm -f "$tmp"
     ;;
 execute)
+    sleep "${CLEAN_DELAY:-0}"
     {
         echo "date,region,product,amount"
         awk -F, '

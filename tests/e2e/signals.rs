@@ -45,3 +45,34 @@ fn sigterm_is_handled_like_sigint() {
     running.wait().code(130);
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn a_second_sigint_kills_at_once_without_waiting_for_the_grace() {
+    let mut apollo = Apollo::new();
+    // The unit ignores SIGTERM (and says so); its grace is far longer than the test's
+    // safety timeout, so only the second Ctrl-C can end it in time.
+    apollo.config(
+        "units:
+  - name: stubborn
+    kill_grace: 1h
+    execute: |
+      trap ': > markers/got-term' TERM
+      bin/count stubborn
+      : > markers/stubborn.started
+      while true; do sleep 0.01; done
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("stubborn.started");
+    running.signal(libc::SIGINT);
+    apollo.wait_for_marker("got-term");
+    running.signal(libc::SIGINT);
+    let output = running.wait();
+    output.code(130);
+    assert!(
+        output.stderr.contains("killing running units now"),
+        "{}",
+        output.stderr
+    );
+    apollo.assert_no_processes_left();
+}

@@ -3,7 +3,10 @@
 //! * `cargo xtask check-config` — validate every pipeline under `config/` and `examples/`.
 //! * `cargo xtask snapshots [--accept]` — run the workspace tests, list the pending insta
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
+//! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]` — the
+//!   scheduling benchmark against the C floor runner of `../shared/bench`.
 
+mod bench_sched;
 mod check_config;
 mod snapshots;
 
@@ -15,6 +18,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   check-config          validate every pipeline under config/ and examples/
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
+  bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]
+                        scheduling benchmark: apollo vs the C floor runner, as ratios
 ";
 
 fn main() -> ExitCode {
@@ -25,6 +30,7 @@ fn main() -> ExitCode {
         ["check-config"] => check_config::run(&root),
         ["snapshots"] => snapshots::run(&root, false),
         ["snapshots", "--accept"] => snapshots::run(&root, true),
+        ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
         ["help" | "--help" | "-h"] => {
             print!("{USAGE}");
             Ok(())

@@ -126,6 +126,23 @@ mod tests {
     }
 
     #[test]
+    fn help_of_the_run_state_commands() {
+        let mut command = Cli::command();
+        command.build();
+        for name in [
+            "run", "resume", "mark", "runs", "replay", "diff", "show", "logs", "verify", "prune",
+            "backup",
+        ] {
+            let help = command
+                .find_subcommand_mut(name)
+                .expect("command exists")
+                .render_long_help()
+                .to_string();
+            insta::assert_snapshot!(format!("help_{name}"), help);
+        }
+    }
+
+    #[test]
     fn completions_help() {
         let mut command = Cli::command();
         command.build();

@@ -14,7 +14,8 @@ pub(crate) enum Exit {
     Corruption,
     /// 4: the state directory is locked by another apollo (the message names its pid).
     Locked,
-    /// 5: a human verdict is needed (a non-idempotent unit was in flight; see `apollo mark`).
+    /// 5: a human decision is needed (a non-idempotent unit was in flight, see `apollo mark`;
+    /// or `--on-input-change=fail` found changed inputs).
     VerdictNeeded,
     /// 6: I/O failure writing the journal (disk full, EIO, fsync failed); nothing acknowledged
     /// was lost.
@@ -59,7 +60,7 @@ impl Exit {
             Exit::Corruption => "journal corruption",
             Exit::Locked => "state directory locked by another apollo (the message names its pid)",
             Exit::VerdictNeeded => {
-                "a human verdict is needed (a non-idempotent unit was in flight; see `apollo mark`)"
+                "a human decision is needed (a non-idempotent unit was in flight, see `apollo mark`; or --on-input-change=fail found changed inputs)"
             }
             Exit::JournalIo => {
                 "I/O failure writing the journal (disk full, EIO, fsync failed); nothing acknowledged was lost"

@@ -28,6 +28,8 @@ struct Shared {
 /// Prints the run's progress; see the module docs.
 pub(crate) struct Progress<'a> {
     out: &'a mut dyn Write,
+    /// Width of the unit-name column.
+    name_width: usize,
     explain: bool,
     started: Instant,
     shared: Arc<Shared>,
@@ -37,7 +39,12 @@ pub(crate) struct Progress<'a> {
 impl<'a> Progress<'a> {
     /// `total` units take part; `explain` prints each unit's run-or-not decision; lines go to
     /// `out`.
-    pub(crate) fn new(total: usize, explain: bool, out: &'a mut dyn Write) -> Self {
+    pub(crate) fn new(
+        total: usize,
+        name_width: usize,
+        explain: bool,
+        out: &'a mut dyn Write,
+    ) -> Self {
         let shared = Arc::new(Shared {
             counts: Mutex::new(Counts::default()),
             wake: Condvar::new(),
@@ -50,6 +57,7 @@ impl<'a> Progress<'a> {
         });
         Self {
             out,
+            name_width,
             explain,
             started,
             shared,
@@ -159,7 +167,12 @@ pub(crate) fn describe_exit(exit: Option<ExitStatus>) -> String {
     }
 }
 
-fn finished_line(unit: &str, record: &UnitFinished, retry_in: Option<Duration>) -> String {
+fn finished_line(
+    unit: &str,
+    width: usize,
+    record: &UnitFinished,
+    retry_in: Option<Duration>,
+) -> String {
     let duration = human_duration(Duration::from_millis(record.duration_ms));
     let label = match record.status {
         AttemptStatus::Succeeded => "ok",
@@ -169,7 +182,7 @@ fn finished_line(unit: &str, record: &UnitFinished, retry_in: Option<Duration>) 
         AttemptStatus::Interrupted => "stopped",
     };
     let mut text = format!(
-        "  {label:<8} {unit}  (attempt {}, {duration})",
+        "  {label:<8} {unit:<width$}  attempt {}, {duration}",
         record.attempt
     );
     match record.status {
@@ -206,14 +219,13 @@ impl Observer for Progress<'_> {
                     self.with_counts(|counts| counts.done += 1);
                 }
                 if self.explain || matches!(decision, Decision::Reuse { .. }) {
-                    self.line(&format!(
-                        "  {:<8} {unit}  ({decision})",
-                        if matches!(decision, Decision::Reuse { .. }) {
-                            "done"
-                        } else {
-                            "run"
-                        }
-                    ));
+                    let label = if matches!(decision, Decision::Reuse { .. }) {
+                        "done"
+                    } else {
+                        "run"
+                    };
+                    let width = self.name_width;
+                    self.line(&format!("  {label:<8} {unit:<width$}  {decision}"));
                 }
             }
             Notice::Started { .. } => self.with_counts(|counts| counts.running += 1),
@@ -233,11 +245,13 @@ impl Observer for Progress<'_> {
                         counts.failed += 1;
                     }
                 });
-                self.line(&finished_line(unit, record, *retry_in));
+                let text = finished_line(unit, self.name_width, record, *retry_in);
+                self.line(&text);
             }
             Notice::Skipped { unit, upstream } => {
+                let width = self.name_width;
                 self.line(&format!(
-                    "  {:<8} {unit}  (upstream {upstream} failed)",
+                    "  {:<8} {unit:<width$}  upstream {upstream} failed",
                     "skipped"
                 ));
             }

@@ -255,6 +255,11 @@ impl ReadyQueue {
         self.ready.pop().map(|Reverse(unit_idx)| unit_idx)
     }
 
+    /// The next ready unit without taking it.
+    pub fn peek(&self) -> Option<usize> {
+        self.ready.peek().map(|Reverse(unit_idx)| *unit_idx)
+    }
+
     /// Whether no unit is ready right now.
     pub fn is_empty(&self) -> bool {
         self.ready.is_empty()

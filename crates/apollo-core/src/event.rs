@@ -211,6 +211,12 @@ pub struct UnitFinished {
     pub timed_out: bool,
     /// Wall time of the whole attempt in milliseconds.
     pub duration_ms: u64,
+    /// Milliseconds the attempt waited for a free worker between its durable `unit_started`
+    /// and its first process (the engine commits up to one attempt per worker ahead, see the
+    /// engine docs). The attempt's processes started at `unit_started`'s time plus this.
+    /// Absent (0) in journals written before it existed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_ms: u64,
     /// SHA-256 (hex) of the declared outputs, or of execute's stdout when none are declared.
     /// `None` when the attempt did not succeed.
     pub output_hash: Option<String>,
@@ -230,6 +236,10 @@ pub struct UnitFinished {
     pub phases: Vec<PhaseRecord>,
     /// What went wrong, in one or a few lines, when something did.
     pub error: Option<String>,
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 /// Why a unit did not run.

@@ -188,6 +188,7 @@ mod tests {
             failed_phase: None,
             timed_out: false,
             duration_ms: 1,
+            queued_ms: 0,
             output_hash: Some("out".into()),
             stdout_bytes: 0,
             stderr_bytes: 0,

@@ -112,6 +112,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 failed_phase: failed.then_some(Phase::Execute),
                 timed_out: false,
                 duration_ms,
+                queued_ms: 0,
                 output_hash: (!failed).then(|| hash(attempt + 3)),
                 stdout_bytes: 1200,
                 stderr_bytes: 0,

@@ -47,7 +47,7 @@
 //!     Record { seq: 3, ts: at(1_255), event: Event::UnitFinished(UnitFinished {
 //!         unit: "fetch".into(), attempt: 1, status: AttemptStatus::Succeeded,
 //!         exit: Some(ExitStatus::Code(0)), failed_phase: None, timed_out: false,
-//!         duration_ms: 1_250, output_hash: Some("cd".repeat(32)), stdout_bytes: 10,
+//!         duration_ms: 1_250, queued_ms: 0, output_hash: Some("cd".repeat(32)), stdout_bytes: 10,
 //!         stderr_bytes: 0, user_cpu_ms: 3, sys_cpu_ms: 1, max_rss_kib: 2048,
 //!         leftovers_killed: 0,
 //!         phases: vec![PhaseRecord { phase: Phase::Execute, offset_ms: 0,

@@ -131,6 +131,7 @@ fn event() -> impl Strategy<Value = Event> {
                         failed_phase: None,
                         timed_out,
                         duration_ms,
+                        queued_ms: 0,
                         output_hash,
                         stdout_bytes: cpu,
                         stderr_bytes: rss,

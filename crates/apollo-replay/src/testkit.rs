@@ -194,6 +194,7 @@ impl RunBuilder {
                 failed_phase: (!status.satisfies_dependents()).then_some(Phase::Execute),
                 timed_out,
                 duration_ms,
+                queued_ms: 0,
                 output_hash: succeeded.then(|| self.output_hash(unit)),
                 stdout_bytes: 1200,
                 stderr_bytes: if succeeded { 0 } else { 87 },

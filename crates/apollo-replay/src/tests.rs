@@ -420,3 +420,20 @@ fn diff_lists_units_only_in_a_after_b_and_names_env_changes() {
     assert_eq!(diff.units[1].presence, Presence::OnlyA);
     assert_eq!(diff.units[1].reasons(), ["only in run A"]);
 }
+
+#[test]
+fn an_attempt_committed_ahead_starts_when_its_queue_wait_ended() {
+    let mut run = RunBuilder::new("r", &["a"]);
+    run.start(10, "a", 1).succeed(500, "a", 1);
+    let mut records = run.records();
+    for record in &mut records {
+        if let apollo_core::Event::UnitFinished(finished) = &mut record.event {
+            finished.queued_ms = 300;
+        }
+    }
+    let timeline =
+        Timeline::from_records(records.into_iter().map(Ok::<_, std::convert::Infallible>)).unwrap();
+    let attempt = &timeline.unit("a").unwrap().attempts[0];
+    assert_eq!(attempt.start, at(310));
+    assert_eq!(attempt.end, at(500));
+}

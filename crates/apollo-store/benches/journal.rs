@@ -36,6 +36,7 @@ fn event(n: u64) -> Event {
         failed_phase: None,
         timed_out: false,
         duration_ms: n % 5000,
+        queued_ms: 0,
         output_hash: Some("ab".repeat(32)),
         stdout_bytes: 1234,
         stderr_bytes: 0,

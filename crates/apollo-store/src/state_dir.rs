@@ -231,7 +231,9 @@ impl StateDir {
     }
 
     /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`),
-    /// created (durably) if missing. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.`
+    /// created if missing. Captured output is not part of the journal's durability promise
+    /// (the unit writes it, nothing fsyncs it), so its folder is not fsynced either: that
+    /// would cost several fsyncs per attempt on the scheduling hot path. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.`
     /// or `..`): it becomes a path component.
     pub fn attempt_log_dir(
         &self,
@@ -255,7 +257,8 @@ impl StateDir {
             .units_dir()
             .join(unit)
             .join(attempt.to_string());
-        create_dir_all_durable(&dir)?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|source| StoreError::io("create directory", &dir, source))?;
         Ok(dir)
     }
 

@@ -381,7 +381,14 @@ fn execute(
             .unwrap_or(pipeline.units.len()),
         None => pipeline.units.len(),
     };
-    let mut progress = Progress::new(n_units, execution.explain, stdout);
+    let name_width = pipeline
+        .units
+        .iter()
+        .map(|unit| unit.name.len())
+        .max()
+        .unwrap_or(0)
+        .min(40);
+    let mut progress = Progress::new(n_units, name_width, execution.explain, stdout);
     let result = engine::run(
         pipeline,
         &prior,

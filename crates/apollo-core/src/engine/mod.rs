@@ -24,6 +24,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -39,6 +40,13 @@ use crate::hash;
 use crate::journal::{Journal, JournalError};
 use crate::model::{Pipeline, Unit};
 use crate::resume::{PriorState, PriorUnitState};
+
+/// Attempts committed ahead per worker: their `unit_started` is made durable while the worker
+/// still runs its current attempt, so a worker that finishes takes its next attempt at once
+/// instead of waiting for an fsync. Each such record carries, in its `unit_finished`, how long
+/// it waited (`queued_ms`); after a crash it counts as in flight, which only ever means "run
+/// it again" because only idempotent units are committed ahead.
+pub const LOOKAHEAD_PER_WORKER: usize = 1;
 
 /// What to do when a unit that succeeded earlier in the run has different inputs now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -294,12 +302,18 @@ pub enum EngineError {
 struct Job {
     unit_idx: usize,
     attempt: u32,
-    log_dir: PathBuf,
+    /// When its `unit_started` was handed to the journal.
+    committed_at: Instant,
 }
 
 struct Done {
+    /// The worker that ran it, waiting for the engine to take the outcome in; `None` for an
+    /// attempt the engine failed itself.
+    worker: Option<usize>,
     unit_idx: usize,
     attempt: u32,
+    /// How long the job waited for a worker after its `unit_started` was committed.
+    queued: Duration,
     log_dir: PathBuf,
     outcome: AttemptOutcome,
     /// The declared outputs' hash (`Ok(None)`: none declared), computed on the worker.
@@ -342,26 +356,43 @@ pub fn run(
     });
     let n_workers = options.max_parallel.max(1).min(pipeline.units.len().max(1));
 
+    // Set when the engine stops starting units: committed attempts still waiting for a worker
+    // are then recorded as interrupted instead of started.
+    let halt = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        for _ in 0..n_workers {
+        let mut acks = Vec::with_capacity(n_workers);
+        for worker_idx in 0..n_workers {
             let job_rx = job_rx.clone();
             let done_tx = done_tx.clone();
+            let (ack_tx, ack_rx) = crossbeam_channel::bounded::<()>(1);
+            acks.push(ack_tx);
+            let halt = &halt;
             scope.spawn(move || {
                 worker(
-                    pipeline,
-                    &options.run_id,
-                    executor,
-                    cancel,
+                    WorkerContext {
+                        worker_idx,
+                        pipeline,
+                        run_id: &options.run_id,
+                        executor,
+                        logs,
+                        cancel,
+                        halt,
+                    },
                     &job_rx,
                     &done_tx,
+                    &ack_rx,
                 )
             });
         }
         drop(done_tx);
-        let mut engine = EngineLoop::new(pipeline, &dag, prior, options, in_scope, cancel);
-        let result = engine.run(journal, logs, observer, &job_tx, &done_rx, &wake_rx);
-        // Dropping the job sender ends the workers; the scope joins them.
+        let mut engine = EngineLoop::new(
+            pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
+        );
+        let result = engine.run(journal, observer, &job_tx, &done_rx, &wake_rx);
+        // Dropping the job sender and the acknowledgements ends the workers; the scope joins
+        // them.
         drop(job_tx);
+        drop(engine);
         result
     })
 }
@@ -414,34 +445,91 @@ fn check_in_flight(
     Ok(())
 }
 
+/// Runs attempts handed over by the engine thread. Everything an attempt needs beyond its
+/// durable `unit_started` — its log folder, its processes, its output hash — happens here, off
+/// the engine thread, so the engine thread only decides and journals.
+struct WorkerContext<'a> {
+    worker_idx: usize,
+    pipeline: &'a Pipeline,
+    run_id: &'a str,
+    executor: &'a dyn Executor,
+    logs: &'a dyn AttemptLogs,
+    cancel: &'a CancelToken,
+    halt: &'a AtomicBool,
+}
+
+/// After each attempt the worker waits for the engine to take its outcome in (`ack`) before
+/// it takes the next job: a failure is then always seen (and new starts halted) before the
+/// same worker starts an attempt that was committed ahead. That wait is a thread hand-off,
+/// not an fsync.
 fn worker(
-    pipeline: &Pipeline,
-    run_id: &str,
-    executor: &dyn Executor,
-    cancel: &CancelToken,
+    context: WorkerContext<'_>,
     jobs: &Receiver<Job>,
     done: &Sender<Done>,
+    ack: &Receiver<()>,
 ) {
+    let WorkerContext {
+        worker_idx,
+        pipeline,
+        run_id,
+        executor,
+        logs,
+        cancel,
+        halt,
+    } = context;
     for job in jobs {
         let unit = &pipeline.units[job.unit_idx];
-        let request = AttemptRequest {
-            run_id,
-            unit,
-            attempt: job.attempt,
-            log_dir: &job.log_dir,
+        let queued = job.committed_at.elapsed();
+        if halt.load(Ordering::SeqCst) {
+            let mut outcome = failed_to_start(
+                "not started: the run stopped starting units before this attempt's turn came"
+                    .to_owned(),
+            );
+            outcome.status = AttemptStatus::Interrupted;
+            let message = Done {
+                worker: Some(worker_idx),
+                unit_idx: job.unit_idx,
+                attempt: job.attempt,
+                queued,
+                log_dir: PathBuf::new(),
+                outcome,
+                outputs: None,
+            };
+            if done.send(message).is_err() || ack.recv().is_err() {
+                return;
+            }
+            continue;
+        }
+        let (log_dir, outcome, outputs) = match logs.log_dir(&unit.name, job.attempt) {
+            Ok(log_dir) => {
+                let request = AttemptRequest {
+                    run_id,
+                    unit,
+                    attempt: job.attempt,
+                    log_dir: &log_dir,
+                };
+                let outcome = executor.run_attempt(&request, cancel);
+                let outputs = outcome.status.satisfies_dependents().then(|| {
+                    hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
+                });
+                (log_dir, outcome, outputs)
+            }
+            Err(error) => (
+                PathBuf::new(),
+                failed_to_start(format!("cannot create the attempt's log folder: {error}")),
+                None,
+            ),
         };
-        let outcome = executor.run_attempt(&request, cancel);
-        let outputs = outcome.status.satisfies_dependents().then(|| {
-            hash::output_hash(unit, &pipeline.base_dir).map_err(|error| error.to_string())
-        });
         let message = Done {
+            worker: Some(worker_idx),
             unit_idx: job.unit_idx,
             attempt: job.attempt,
-            log_dir: job.log_dir,
+            queued,
+            log_dir,
             outcome,
             outputs,
         };
-        if done.send(message).is_err() {
+        if done.send(message).is_err() || ack.recv().is_err() {
             return;
         }
     }
@@ -470,6 +558,9 @@ struct EngineLoop<'a> {
     options: &'a EngineOptions,
     cancel: &'a CancelToken,
     in_scope: Vec<bool>,
+    halt: &'a AtomicBool,
+    /// One acknowledgement channel per worker (see [`worker`]).
+    acks: Vec<Sender<()>>,
     state: Vec<State>,
     results: Vec<Option<UnitResult>>,
     output_hashes: Vec<Option<String>>,
@@ -487,6 +578,10 @@ struct EngineLoop<'a> {
 }
 
 impl<'a> EngineLoop<'a> {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private constructor, each argument distinct"
+    )]
     fn new(
         pipeline: &'a Pipeline,
         dag: &'a Dag,
@@ -494,6 +589,8 @@ impl<'a> EngineLoop<'a> {
         options: &'a EngineOptions,
         in_scope: Vec<bool>,
         cancel: &'a CancelToken,
+        halt: &'a AtomicBool,
+        acks: Vec<Sender<()>>,
     ) -> Self {
         let n_units = pipeline.units.len();
         let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
@@ -513,6 +610,8 @@ impl<'a> EngineLoop<'a> {
             options,
             cancel,
             in_scope,
+            halt,
+            acks,
             state: vec![State::Waiting; n_units],
             results: vec![None; n_units],
             output_hashes: vec![None; n_units],
@@ -531,7 +630,6 @@ impl<'a> EngineLoop<'a> {
     fn run(
         &mut self,
         journal: &mut dyn Journal,
-        logs: &dyn AttemptLogs,
         observer: &mut dyn Observer,
         job_tx: &Sender<Job>,
         done_rx: &Receiver<Done>,
@@ -542,7 +640,7 @@ impl<'a> EngineLoop<'a> {
                 self.stop();
             }
             self.release_due_retries();
-            let jobs = self.start_ready(logs, observer);
+            let jobs = self.start_ready(observer);
             if !self.pending_events.is_empty() {
                 let append = journal.append(&self.pending_events);
                 self.pending_events.clear();
@@ -660,6 +758,7 @@ impl<'a> EngineLoop<'a> {
     /// waiting for a retry stay undone: their last failed attempt is already recorded.
     fn stop(&mut self) {
         self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
         self.retry_waits.clear();
     }
 
@@ -675,13 +774,24 @@ impl<'a> EngineLoop<'a> {
         }
     }
 
-    /// Decide and queue the `unit_started` of ready units, up to `max_parallel` running.
-    fn start_ready(&mut self, logs: &dyn AttemptLogs, observer: &mut dyn Observer) -> Vec<Job> {
+    /// Decide and queue the `unit_started` of ready units: up to `max_parallel` running, plus
+    /// one committed ahead per worker (see [`LOOKAHEAD_PER_WORKER`]).
+    fn start_ready(&mut self, observer: &mut dyn Observer) -> Vec<Job> {
         let mut jobs = Vec::new();
-        while !self.stop_starting && self.running + jobs.len() < self.options.max_parallel {
-            let Some(unit_idx) = self.queue.pop() else {
+        let max_parallel = self.options.max_parallel;
+        let limit = max_parallel.saturating_mul(1 + LOOKAHEAD_PER_WORKER);
+        while !self.stop_starting && self.running + jobs.len() < limit {
+            let Some(unit_idx) = self.queue.peek() else {
                 break;
             };
+            // Only idempotent units are committed ahead: a non-idempotent unit's
+            // `unit_started` must mean its process is about to exist, because after a crash
+            // that record makes apollo stop and ask a human.
+            let ahead = self.running + jobs.len() >= max_parallel;
+            if ahead && !self.pipeline.units[unit_idx].idempotent {
+                break;
+            }
+            self.queue.pop();
             let unit = &self.pipeline.units[unit_idx];
             let upstream: Vec<(&str, &str)> = self
                 .dag
@@ -734,29 +844,28 @@ impl<'a> EngineLoop<'a> {
                 inputs,
             }));
             self.state[unit_idx] = State::Running;
-            let log_dir = match (hash_error, logs.log_dir(&unit.name, attempt)) {
-                (None, Ok(log_dir)) => log_dir,
-                (Some(error), _) | (None, Err(error)) => {
-                    // The attempt cannot start: record it as failed without spawning.
-                    self.running += 1;
-                    let outcome = failed_to_start(error);
-                    self.finish_attempt(
-                        Done {
-                            unit_idx,
-                            attempt,
-                            log_dir: PathBuf::new(),
-                            outcome,
-                            outputs: None,
-                        },
-                        observer,
-                    );
-                    continue;
-                }
-            };
+            if let Some(error) = hash_error {
+                // The attempt cannot start: record it as failed without spawning.
+                self.running += 1;
+                let outcome = failed_to_start(error);
+                self.finish_attempt(
+                    Done {
+                        worker: None,
+                        unit_idx,
+                        attempt,
+                        queued: Duration::ZERO,
+                        log_dir: PathBuf::new(),
+                        outcome,
+                        outputs: None,
+                    },
+                    observer,
+                );
+                continue;
+            }
             jobs.push(Job {
                 unit_idx,
                 attempt,
-                log_dir,
+                committed_at: Instant::now(),
             });
         }
         jobs
@@ -776,8 +885,10 @@ impl<'a> EngineLoop<'a> {
 
     fn finish_attempt(&mut self, done: Done, observer: &mut dyn Observer) {
         let Done {
+            worker,
             unit_idx,
             attempt,
+            queued,
             log_dir,
             outcome,
             outputs,
@@ -823,6 +934,7 @@ impl<'a> EngineLoop<'a> {
             failed_phase: outcome.failed_phase,
             timed_out: outcome.timed_out,
             duration_ms: millis(outcome.wall_time),
+            queued_ms: millis(queued),
             output_hash: output_hash.clone(),
             stdout_bytes: outcome.stdout_bytes,
             stderr_bytes: outcome.stderr_bytes,
@@ -901,6 +1013,10 @@ impl<'a> EngineLoop<'a> {
                 self.fail_fast(observer);
             }
         }
+        // The outcome is taken in (and new starts halted if it must): the worker may go on.
+        if let Some(sender) = worker.and_then(|worker_idx| self.acks.get(worker_idx)) {
+            let _ = sender.send(());
+        }
     }
 
     /// Record every unit downstream of a failed unit as skipped.
@@ -931,6 +1047,7 @@ impl<'a> EngineLoop<'a> {
     /// Fail-fast: start nothing new; units waiting for a retry fail for good.
     fn fail_fast(&mut self, observer: &mut dyn Observer) {
         self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
         let waiting: Vec<usize> = self
             .retry_waits
             .drain()
@@ -955,6 +1072,9 @@ impl<'a> EngineLoop<'a> {
         done_rx: &Receiver<Done>,
     ) -> EngineError {
         self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
+        // Without acknowledgements the workers stop after their current attempt.
+        self.acks.clear();
         self.cancel.cancel(CancelLevel::Graceful);
         while self.running > 0 {
             if done_rx.recv().is_err() {

@@ -213,6 +213,38 @@ fn a_chain_runs_in_order_with_each_step_recorded_around_it() {
 }
 
 #[test]
+fn only_idempotent_units_are_committed_ahead_of_a_free_worker() {
+    let mut careful = unit("careful", &[]);
+    careful.idempotent = false;
+    let pipeline = pipeline(vec![unit("first", &[]), careful], 1);
+    let mut journal = SharedJournal::default();
+    let events = Arc::clone(&journal.events);
+    let executor = FakeExecutor::new(&journal, move |name, _, _| {
+        if name == "first" {
+            // While `first` runs, `careful` must not be recorded as started yet.
+            let started_careful = events.lock().unwrap().iter().any(
+                |event| matches!(event, Event::UnitStarted(started) if started.unit == "careful"),
+            );
+            assert!(
+                !started_careful,
+                "a non-idempotent unit was committed ahead"
+            );
+        }
+        ok()
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+}
+
+#[test]
 fn independent_units_start_in_config_order_up_to_max_parallel() {
     let units = (0..6).map(|i| unit(&format!("u{i}"), &[])).collect();
     let pipeline = pipeline(units, 1);
@@ -302,14 +334,25 @@ fn a_failure_skips_downstream_and_stops_new_starts() {
         }
     );
     assert_eq!(report.units[2].1, UnitResult::NotRun);
+    // `c` was committed ahead (one per worker) while `a` ran; the failure halted it before
+    // its turn, so it is recorded as interrupted without ever having a process.
     assert_eq!(
         kinds(&journal),
         vec![
             "unit_started a",
+            "unit_started c",
             "unit_finished a",
             "unit_skipped b",
+            "unit_finished c",
             "run_finished"
         ]
+    );
+    let events = journal.events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, Event::UnitFinished(finished)
+        if finished.unit == "c" && finished.status == AttemptStatus::Interrupted))
     );
 }
 
