@@ -11,9 +11,11 @@
 //! differs from an external program of the same name (`cd`, `echo -e`, `pwd`, …). `true` and
 //! `false` without arguments are the exception: they do the same either way.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use apollo_core::Command;
 
@@ -124,6 +126,78 @@ pub(crate) fn search_path(
         }
     }
     None
+}
+
+/// Programs already found in a `PATH`, like a shell's command hash (`hash` in bash): a name is
+/// searched once per `PATH` (and working directory, when `PATH` has relative entries), and
+/// later lookups only check that the file found is still an executable file (two syscalls
+/// instead of one per `PATH` entry). As in the shell, a program installed later in an earlier
+/// `PATH` entry is not noticed until the one found disappears.
+#[derive(Debug, Default)]
+pub(crate) struct ProgramCache {
+    found: Mutex<HashMap<CacheKey, PathBuf>>,
+}
+
+/// `(program, PATH, working directory if PATH has relative entries)`.
+type CacheKey = (OsString, OsString, PathBuf);
+
+/// Beyond this many entries the cache starts over (a bound on memory, never reached by a sane
+/// pipeline).
+const CACHE_LIMIT: usize = 4096;
+
+impl ProgramCache {
+    /// [`search_path`], remembered.
+    pub(crate) fn find(
+        &self,
+        program: &OsStr,
+        path: Option<&OsStr>,
+        workdir: &Path,
+    ) -> Option<PathBuf> {
+        if program.is_empty() || program.as_bytes().contains(&b'/') {
+            return None;
+        }
+        let path_value = path.unwrap_or(OsStr::new(DEFAULT_SEARCH_PATH));
+        let relative = path_value
+            .as_bytes()
+            .split(|&byte| byte == b':')
+            .any(|entry| !entry.starts_with(b"/"));
+        let key: CacheKey = (
+            program.to_owned(),
+            path_value.to_owned(),
+            if relative {
+                workdir.to_owned()
+            } else {
+                PathBuf::new()
+            },
+        );
+        let cached = self
+            .found
+            .lock()
+            .ok()
+            .and_then(|found| found.get(&key).cloned());
+        if let Some(cached) = cached {
+            let mut bytes = cached.as_os_str().as_bytes().to_vec();
+            bytes.push(0);
+            if CStr::from_bytes_with_nul(&bytes).is_ok_and(is_executable_file) {
+                return Some(cached);
+            }
+        }
+        let found = search_path(program, path, workdir);
+        if let Ok(mut cache) = self.found.lock() {
+            match &found {
+                Some(found) => {
+                    if cache.len() >= CACHE_LIMIT {
+                        cache.clear();
+                    }
+                    cache.insert(key, found.clone());
+                }
+                None => {
+                    cache.remove(&key);
+                }
+            }
+        }
+        found
+    }
 }
 
 fn is_executable_file(path: &CStr) -> bool {
@@ -277,6 +351,32 @@ mod tests {
         assert_eq!(
             search_path(OsStr::new("sh"), None, dir.path()),
             Some(PathBuf::from("/bin/sh"))
+        );
+    }
+
+    #[test]
+    fn the_cache_notices_a_program_that_went_away() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        for sub in [&first, &second] {
+            std::fs::create_dir(sub).unwrap();
+            std::fs::write(sub.join("tool"), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(sub.join("tool"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let path = OsString::from(format!("{}:{}", first.display(), second.display()));
+        let cache = ProgramCache::default();
+        let find = || cache.find(OsStr::new("tool"), Some(&path), dir.path());
+        assert_eq!(find(), Some(first.join("tool")));
+        assert_eq!(find(), Some(first.join("tool")));
+        std::fs::remove_file(first.join("tool")).unwrap();
+        assert_eq!(find(), Some(second.join("tool")));
+        std::fs::remove_file(second.join("tool")).unwrap();
+        assert_eq!(find(), None);
+        assert_eq!(
+            cache.find(OsStr::new("./tool"), Some(&path), dir.path()),
+            None
         );
     }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
 
+use crate::command_line::ProgramCache;
 use crate::guard::Guard;
 use crate::linux;
 use crate::output::LogFile;
@@ -38,7 +39,14 @@ impl Default for ExecOptions {
 #[derive(Debug, Clone, Default)]
 pub struct ProcessExecutor {
     options: ExecOptions,
-    guard: Arc<Guard>,
+    shared: Arc<Shared>,
+}
+
+/// What the clones of an executor share.
+#[derive(Debug, Default)]
+struct Shared {
+    guard: Guard,
+    programs: ProgramCache,
 }
 
 impl ProcessExecutor {
@@ -46,7 +54,7 @@ impl ProcessExecutor {
     pub fn new(options: ExecOptions) -> Self {
         ProcessExecutor {
             options,
-            guard: Arc::default(),
+            shared: Arc::default(),
         }
     }
 
@@ -111,7 +119,8 @@ impl Executor for ProcessExecutor {
             stderr: &stderr,
             attempt_start,
             direct_exec: self.options.direct_exec,
-            guard: &self.guard,
+            guard: &self.shared.guard,
+            programs: &self.shared.programs,
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use apollo_core::event::ExitStatus;
 use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
 
-use crate::command_line::{self, ExecPlan};
+use crate::command_line::{self, ExecPlan, ProgramCache};
 use crate::guard::Guard;
 use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
 use crate::output::LogFile;
@@ -32,6 +32,8 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) direct_exec: bool,
     /// Kills the phases' groups if apollo dies.
     pub(crate) guard: &'a Guard,
+    /// Programs found in `PATH` so far.
+    pub(crate) programs: &'a ProgramCache,
 }
 
 /// The time limit of one phase.
@@ -262,7 +264,9 @@ fn spawn_leader<'g>(
         Some(path) => Some(OsString::from(path)),
         None => std::env::var_os("PATH"),
     };
-    let found = command_line::search_path(&plan.program, child_path.as_deref(), &unit.workdir);
+    let found = context
+        .programs
+        .find(&plan.program, child_path.as_deref(), &unit.workdir);
     let program: &OsStr = found.as_deref().map_or(&plan.program, Path::as_os_str);
     let slot = reserve()?;
     let error = match build_command(context, phase, program, &plan.args)
