@@ -1,6 +1,6 @@
 //! [`ProcessExecutor`]: apollo-core's [`Executor`] with real, supervised process groups.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, ExitStatus};
@@ -47,6 +47,9 @@ pub struct ProcessExecutor {
 struct Shared {
     guard: Guard,
     programs: ProgramCache,
+    /// `/dev/null`, opened once, for every phase's stdin (a `dup` per spawn instead of an
+    /// `open`); `None` if it could not be opened, and then each spawn opens it itself.
+    dev_null: OnceLock<Option<std::fs::File>>,
 }
 
 impl ProcessExecutor {
@@ -121,6 +124,11 @@ impl Executor for ProcessExecutor {
             direct_exec: self.options.direct_exec,
             guard: &self.shared.guard,
             programs: &self.shared.programs,
+            dev_null: self
+                .shared
+                .dev_null
+                .get_or_init(|| std::fs::File::open("/dev/null").ok())
+                .as_ref(),
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

@@ -330,7 +330,7 @@ fn group_members(pgid: libc::pid_t, spawned_at: Instant) -> io::Result<Vec<libc:
 /// The pids allocated after `first` (exclusive) up to the last one allocated, cyclically, or
 /// `None` when that is unknown or more than [`RANGE_PROBE_MAX_PIDS`].
 fn pids_allocated_after(first: libc::pid_t) -> Option<impl Iterator<Item = libc::pid_t>> {
-    let last = read_number("/proc/sys/kernel/ns_last_pid")?;
+    let last = last_pid()?;
     let pid_max = if last >= first {
         None
     } else {
@@ -363,8 +363,31 @@ fn read_number(path: &str) -> Option<libc::pid_t> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// The last pid allocated in our pid namespace, read through a descriptor opened once per
+/// process (every phase reads it: this spares a `/proc` path lookup, an open and a close).
+fn last_pid() -> Option<libc::pid_t> {
+    use std::os::unix::fs::FileExt as _;
+    static NS_LAST_PID: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = NS_LAST_PID
+        .get_or_init(|| std::fs::File::open("/proc/sys/kernel/ns_last_pid").ok())
+        .as_ref()?;
+    let mut text = [0_u8; 32];
+    let length = file.read_at(&mut text, 0).ok()?;
+    std::str::from_utf8(text.get(..length)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Whether `pid` is alive (not a zombie) and in group `pgid`. A process that is gone is not.
+/// `getpgid` rules out other groups' processes with one syscall; only a member's `/proc` entry
+/// is read (for its state).
 fn is_live_member(pid: libc::pid_t, pgid: libc::pid_t) -> bool {
+    // SAFETY: a plain syscall; -1 (gone, or not visible) is not a member.
+    if unsafe { libc::getpgid(pid) } != pgid {
+        return false;
+    }
     matches!(read_state_and_pgrp(pid), Some((state, group)) if group == pgid && state != b'Z' && state != b'X')
 }
 

@@ -34,6 +34,8 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) guard: &'a Guard,
     /// Programs found in `PATH` so far.
     pub(crate) programs: &'a ProgramCache,
+    /// `/dev/null` for stdin, if it could be opened once for all.
+    pub(crate) dev_null: Option<&'a std::fs::File>,
 }
 
 /// The time limit of one phase.
@@ -296,11 +298,15 @@ fn build_command(
     args: &[OsString],
 ) -> io::Result<std::process::Command> {
     let request = context.request;
+    let stdin = match context.dev_null {
+        Some(dev_null) => Stdio::from(dev_null.try_clone()?),
+        None => Stdio::null(),
+    };
     let mut process = std::process::Command::new(program);
     process
         .args(args)
         .current_dir(&request.unit.workdir)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(context.stdout.for_child()?)
         .stderr(context.stderr.for_child()?)
         .envs(&request.unit.env)
