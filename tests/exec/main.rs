@@ -1,5 +1,6 @@
-//! apollo-exec seen from outside the supervising process: when apollo is SIGKILLed, the units
-//! it was running die too (`PR_SET_PDEATHSIG`), instead of running on unsupervised.
+//! apollo-exec seen from outside the supervising process: when apollo is SIGKILLed, the process
+//! groups of the units it was running die too (its guard process kills them), instead of running
+//! on unsupervised; what left the group is swept by `kill_stray_processes` on resume.
 
 // The test must start the stand-in supervisor itself.
 #![allow(clippy::disallowed_methods)]
@@ -30,8 +31,80 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_owned).collect())
 }
 
+fn read_pid(path: &Path) -> u32 {
+    std::fs::read_to_string(path)
+        .expect("read a pid marker")
+        .trim()
+        .parse()
+        .expect("a pid in the marker")
+}
+
+/// The children of `pid` (over all its threads).
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("list the tasks") {
+        let path = task.expect("a task entry").path().join("children");
+        if let Ok(list) = std::fs::read_to_string(path) {
+            found.extend(
+                list.split_whitespace()
+                    .map(|pid| pid.parse::<u32>().expect("a child pid")),
+            );
+        }
+    }
+    found
+}
+
+/// A process pinned by a pidfd: signals and waits reach exactly it, even once its pid is
+/// recycled. Dropping it SIGKILLs the process, so nothing outlives the test, pass or fail.
+struct Pinned {
+    pidfd: OwnedFd,
+}
+
+impl Pinned {
+    fn new(name: &'static str, pid: u32) -> Pinned {
+        // SAFETY: pidfd_open returns a new fd or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        assert!(
+            raw >= 0,
+            "pidfd_open({name}): {}",
+            std::io::Error::last_os_error()
+        );
+        Pinned {
+            // SAFETY: a fresh fd from the kernel, owned by nobody else.
+            pidfd: unsafe { OwnedFd::from_raw_fd(raw as i32) },
+        }
+    }
+
+    /// Whether it exits within `timeout_ms` (a safety net: it is expected to be dead already or
+    /// to die at once).
+    fn exits_within(&self, timeout_ms: i32) -> bool {
+        let mut poll = libc::pollfd {
+            fd: self.pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut poll, 1, timeout_ms) == 1 }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: the pidfd pins the process; this kills exactly it (or nothing, if gone).
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                0,
+                0,
+            )
+        };
+    }
+}
+
 #[test]
-fn sigkilling_the_supervisor_kills_its_unit_and_the_strays_are_swept_on_resume() {
+fn sigkilling_the_supervisor_kills_its_unit_s_group_and_the_strays_are_swept_on_resume() {
     let dir = tempfile::tempdir().unwrap();
     let run_id = format!("supervisor-test-{}", std::process::id());
     let mut supervisor = std::process::Command::new(env!("CARGO_BIN_EXE_exec_supervisor"))
@@ -40,65 +113,57 @@ fn sigkilling_the_supervisor_kills_its_unit_and_the_strays_are_swept_on_resume()
         .spawn()
         .unwrap();
     wait_for_file(&dir.path().join("leader.pid"), &mut supervisor);
-    let leader: u32 = std::fs::read_to_string(dir.path().join("leader.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // The unit runs under the supervisor, in its own group.
-    let fields = stat_fields(leader).expect("the unit is running");
+    let leader_pid = read_pid(&dir.path().join("leader.pid"));
+    let child_pid = read_pid(&dir.path().join("child.pid"));
+    let escaped_pid = read_pid(&dir.path().join("escaped.pid"));
+    // Pin everything before killing the supervisor.
+    let leader = Pinned::new("leader", leader_pid);
+    let child = Pinned::new("child in the group", child_pid);
+    let escaped = Pinned::new("child out of the group", escaped_pid);
+    // The unit runs under the supervisor, in its own group, and so does its first child.
+    let fields = stat_fields(leader_pid).expect("the unit is running");
     assert_eq!(fields[1], supervisor.id().to_string(), "parent");
-    assert_eq!(fields[2], leader.to_string(), "process group");
-
-    // Pin the unit's identity before killing its supervisor.
-    // SAFETY: pidfd_open returns a new fd or -1.
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, leader, 0) };
-    assert!(raw >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
-    // SAFETY: a fresh fd from the kernel, owned by nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+    assert_eq!(fields[2], leader_pid.to_string(), "process group");
+    let child_fields = stat_fields(child_pid).expect("the child is running");
+    assert_eq!(child_fields[2], leader_pid.to_string(), "child's group");
+    // The supervisor has one more child: the executor's guard.
+    let helpers: Vec<u32> = children(supervisor.id())
+        .into_iter()
+        .filter(|&pid| pid != leader_pid)
+        .collect();
+    assert_eq!(helpers.len(), 1, "{helpers:?}");
+    let helper = Pinned::new("guard", helpers[0]);
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{}/comm", helpers[0])).unwrap(),
+        "apollo-guard\n"
+    );
 
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
 
-    let mut poll = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // Safety net only: the unit gets SIGKILL as soon as its parent is gone.
-    // SAFETY: one valid pollfd.
-    let ready = unsafe { libc::poll(&mut poll, 1, 30_000) };
-    let alive = ready != 1;
-    if alive {
-        // Do not leave it behind even when failing.
-        // SAFETY: the pidfd pins the process; this kills exactly it.
-        unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.as_raw_fd(),
-                libc::SIGKILL,
-                0,
-                0,
-            )
-        };
-    }
-    assert!(!alive, "the unit outlived its SIGKILLed supervisor");
+    // Safety nets only: the guard sees its lifeline break as soon as the supervisor is gone.
+    assert!(
+        leader.exits_within(30_000),
+        "the unit outlived its SIGKILLed supervisor"
+    );
+    assert!(
+        child.exits_within(30_000),
+        "the unit's child outlived its SIGKILLed supervisor"
+    );
+    assert!(
+        helper.exits_within(30_000),
+        "the guard outlived its supervisor"
+    );
     // Dead: gone, or a zombie waiting for init.
-    if let Some(fields) = stat_fields(leader) {
-        assert_eq!(fields[0], "Z", "{fields:?}");
+    for pid in [leader_pid, child_pid] {
+        if let Some(fields) = stat_fields(pid) {
+            assert_eq!(fields[0], "Z", "{fields:?}");
+        }
     }
 
-    // The leader's own child is not covered by the parent-death signal: it runs on, orphaned,
-    // until resume sweeps the run's strays.
-    let child: u32 = std::fs::read_to_string(dir.path().join("child.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let child_fields = stat_fields(child).expect("the orphaned child is still there");
-    assert_ne!(child_fields[0], "Z");
+    // What left the group on purpose is beyond the guard: it runs on, orphaned, until resume
+    // sweeps the run's strays.
+    assert!(!escaped.exits_within(0), "the escaped child is still there");
     assert_eq!(apollo_exec::kill_stray_processes(&run_id).unwrap(), 1);
-    if let Some(fields) = stat_fields(child) {
-        assert_eq!(fields[0], "Z", "{fields:?}");
-    }
+    assert!(escaped.exits_within(30_000));
 }

@@ -63,7 +63,8 @@ fn bare_status() {
 }
 
 /// What the executor's spawn does, minus supervision: new group, /dev/null stdin, files as
-/// stdout/stderr, with or without the PDEATHSIG `pre_exec` (which disables posix_spawn).
+/// stdout/stderr, with or without a `pre_exec` hook setting PDEATHSIG (which makes std fork
+/// instead of posix_spawn: what apollo-exec did before its guard process; kept as a reference).
 fn grouped_status(with_pre_exec: bool, out: &std::fs::File) {
     let mut command = Command::new("true");
     command

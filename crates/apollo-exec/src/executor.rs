@@ -1,11 +1,13 @@
 //! [`ProcessExecutor`]: apollo-core's [`Executor`] with real, supervised process groups.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
 
+use crate::command_line::ProgramCache;
+use crate::guard::Guard;
 use crate::linux;
 use crate::output::LogFile;
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
@@ -32,16 +34,31 @@ impl Default for ExecOptions {
 }
 
 /// Runs each attempt's phases as supervised process groups. Cheap to share between worker
-/// threads (`Send + Sync`, no interior state).
+/// threads (`Send + Sync`); clones share one guard process (see "When apollo itself dies" in
+/// the crate docs), which the first phase starts and the last clone's drop kills and reaps.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessExecutor {
     options: ExecOptions,
+    shared: Arc<Shared>,
+}
+
+/// What the clones of an executor share.
+#[derive(Debug, Default)]
+struct Shared {
+    guard: Guard,
+    programs: ProgramCache,
+    /// `/dev/null`, opened once, for every phase's stdin (a `dup` per spawn instead of an
+    /// `open`); `None` if it could not be opened, and then each spawn opens it itself.
+    dev_null: OnceLock<Option<std::fs::File>>,
 }
 
 impl ProcessExecutor {
-    /// An executor with `options`.
+    /// An executor with `options`. Starts no process yet.
     pub fn new(options: ExecOptions) -> Self {
-        ProcessExecutor { options }
+        ProcessExecutor {
+            options,
+            shared: Arc::default(),
+        }
     }
 
     /// The options it runs with.
@@ -105,6 +122,13 @@ impl Executor for ProcessExecutor {
             stderr: &stderr,
             attempt_start,
             direct_exec: self.options.direct_exec,
+            guard: &self.shared.guard,
+            programs: &self.shared.programs,
+            dev_null: self
+                .shared
+                .dev_null
+                .get_or_init(|| std::fs::File::open("/dev/null").ok())
+                .as_ref(),
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

@@ -111,48 +111,89 @@
 //!
 //! # When apollo itself dies
 //!
-//! Every child gets `PR_SET_PDEATHSIG(SIGKILL)` in a `pre_exec` hook, which then re-checks
-//! `getppid()` against apollo's pid (apollo may have died between `fork` and `prctl`, and then
-//! nobody would send the signal) and exits 125 if it changed. So a `kill -9` of apollo kills
-//! the leader of every running phase at once (tested by SIGKILLing a supervising process).
-//! The signal is per process: what the leader itself forked is not covered and, orphaned,
-//! runs on; only a cgroup or a pid namespace per unit could follow it, which apollo does not
-//! use. Instead, every such process still carries `APOLLO_RUN_ID` in its environment, and
-//! [`kill_stray_processes`] kills them when the run is resumed, before anything reruns.
+//! Each executor (and its clones) has one **guard**: a small helper process, forked by the
+//! first phase and named `apollo-guard`, that kills the process groups of the running phases
+//! when apollo dies, however it dies (`kill -9`, OOM, a crash), or when the executor is dropped
+//! with a phase still armed. It needs nothing from the units:
 //!
-//! The parent-death signal follows the spawning **thread**, not the process: it fires when the
-//! thread that spawned the child exits. [`Executor::run_attempt`](apollo_core::Executor) blocks
-//! its calling thread until every phase is reaped, so the engine's worker threads always
-//! outlive their children; do not hand a spawn to a thread that may end first.
+//! * apollo and the helper share a table of process-group ids (an anonymous `MAP_SHARED`
+//!   mapping). A phase writes its group id there right after the spawn and clears it before
+//!   reaping its leader — while the leader is an unreaped zombie its pid, the group id, cannot
+//!   be reused, so the table never names a stranger's group. Both are plain atomic stores: the
+//!   helper is never woken during the run.
+//! * The helper blocks in `read` on a pipe whose only write end apollo holds (close-on-exec,
+//!   so no unit inherits it). When apollo is gone the read returns end-of-file, and the helper
+//!   sends SIGKILL to every group still in the table (`kill(-pgid, SIGKILL)`) and exits; the
+//!   init process reaps it. This kills each phase's **whole group** — its leader and everything
+//!   it forked that stayed in the group — which the parent-death signal apollo used before
+//!   (`PR_SET_PDEATHSIG`, leader only) did not.
+//! * The helper is forked from a multi-threaded process, so until it exits it makes only raw,
+//!   async-signal-safe calls: no allocation, no lock. It leaves apollo's session (a Ctrl-C at
+//!   the terminal, or a kill of apollo's process group, does not reach it), ignores SIGTERM,
+//!   SIGINT, SIGHUP and SIGQUIT (so a `pkill apollo` leaves the guarantee in place), and closes
+//!   every descriptor it inherited (it holds no lock file, log, terminal or pipe of apollo's).
+//! * Before each spawn apollo checks the helper with one `waitpid(WNOHANG)`; one that was
+//!   killed is reaped and replaced, and the table carries over. A phase that cannot get a guard
+//!   (the fork fails) is not started: it fails with an error saying so. Dropping the last clone
+//!   of the executor kills and reaps the helper, so no process outlives it.
+//!
+//! What the guard does not cover: a process that left its phase's group (`setsid`,
+//! `setpgid`, a daemon), and the microseconds between a spawn and the table entry, or a helper
+//! killed by hand until the next spawn replaces it. Such processes still carry
+//! `APOLLO_RUN_ID` in their environment, and [`kill_stray_processes`] kills them when the run
+//! is resumed, before anything reruns. (After apollo's death, a group whose leader had exited
+//! but was not yet cleared from the table could in principle have its id reused before the
+//! helper's SIGKILL; that needs the pid counter to wrap to that exact id and the new process to
+//! lead a group, within microseconds.)
 //!
 //! # Cost
 //!
-//! The `pre_exec` hook costs std's `posix_spawn` fast path: std must `fork` (copying page
-//! tables), run the hook, then `exec`, instead of a `vfork`-style `clone`. `benches/spawn.rs`
-//! measures it in one run against bare `Command::new("true").status()`, alternating the
-//! variants (`cargo bench -p apollo-exec --bench spawn`), in wall time and in CPU time (parent
-//! plus children, which the load of a shared machine barely moves). On the 2-core development
-//! VM at a quiet moment, per run of `true` (wall ≈ CPU):
+//! With no `pre_exec` hook, std spawns with `posix_spawn` — a `clone(CLONE_VM | CLONE_VFORK)`
+//! followed by `setpgid`, the `dup2`s, `chdir` and `execve` in the child — instead of `fork`,
+//! which copied apollo's page tables at every spawn and then made every thread of apollo take
+//! copy-on-write faults. (The guard's own fork happens once per executor.) A bare program name
+//! is looked up in the child's `PATH` by apollo, once per program and `PATH` (remembered like
+//! a shell's command hash; later spawns only check, with one `stat` and one `access`, that the
+//! file found is still there), instead of by the child with one failing `execve` per entry
+//! before the right one; with a resolved path std keeps its `posix_spawn` path even when the
+//! unit sets its own `PATH`. A file the kernel cannot exec (a script without `#!`) is run with
+//! `/bin/sh`, as `execvp` would.
 //!
-//! | variant | µs | × bare |
+//! The alternative to the guard was to keep `PR_SET_PDEATHSIG` and arm it in a hand-written
+//! `clone(CLONE_VM | CLONE_VFORK)` child redoing all of `posix_spawn`'s work (signal
+//! dispositions, mask, group, descriptors, directory, `PATH`, error reporting) in delicate
+//! unsafe code — and it would still have killed only each phase's leader. The guard keeps
+//! spawning in std's hands and covers the whole group.
+//!
+//! `benches/spawn.rs` measures it in one run against bare `Command::new("true").status()`,
+//! alternating the variants (`cargo bench -p apollo-exec --bench spawn`), in wall time and in
+//! CPU time (parent plus children, which the load of a shared machine barely moves). On the
+//! 2-core development VM, per run of `true` (CPU time, parent plus child; the machine was
+//! shared, so wall times were noisier):
+//!
+//! | variant | µs CPU | × bare |
 //! |---|---|---|
-//! | bare `Command::new("true").status()` (posix_spawn) | 365 | 1.00 |
-//! | new group + file stdio, no hook (posix_spawn) | 366 | 1.00 |
-//! | new group + file stdio + PDEATHSIG hook (fork + exec) | 439 | 1.20 |
-//! | `ProcessExecutor`, `true` exec'd directly | 531 | 1.46 |
-//! | `ProcessExecutor`, through `/bin/sh -c true` | 597 | 1.64 |
+//! | bare `Command::new("true").status()` (posix_spawn) | 359 | 1.00 |
+//! | new group + file stdio, no hook (posix_spawn) | 340 | 0.95 |
+//! | the same + the old PDEATHSIG `pre_exec` hook (fork + exec) | 462 | 1.28 |
+//! | `ProcessExecutor`, `true` exec'd directly | 413 | 1.15 |
+//! | `ProcessExecutor`, through `/bin/sh -c true` | 488 | 1.36 |
 //!
-//! So the hook costs ≈ 70 µs per spawn (+20 %), a fair price for "apollo's death kills its
-//! units". The executor's remaining ≈ 90 µs are mostly std's fork path (it waits on a pipe for
-//! the child's `exec`); apollo's own bookkeeping is about twenty cheap syscalls (log files, an
-//! eventfd, a pidfd, one `poll`, the leftover probe, `wait4`). Exec'ing plain string commands
-//! without a shell saves ≈ 65 µs per phase.
+//! So a phase costs ≈ 55 µs of CPU over a bare spawn (it cost ≈ 165 µs with the hook, which
+//! alone was ≈ 100–120 µs here, more in a large multi-threaded apollo). What is left is
+//! apollo's bookkeeping, about thirty cheap syscalls per attempt: the two log files and their
+//! lengths, an eventfd, the pidfd, one `poll`, the leftover probe, `wait4`; and std's own
+//! (copying the environment, the `dup`s). End to end, `apollo run` of 10,000 units running
+//! `true`, 2 at a time, used ≈ 5 s of CPU instead of ≈ 11 s with the hook (a bare C runner
+//! using `posix_spawnp`: ≈ 3.4 s). Exec'ing plain string commands without a shell saves
+//! ≈ 75 µs per phase.
 //!
-//! Finding leftovers costs nothing for a unit that forked nothing: every member of a phase's
-//! group was forked after its leader, so for a phase younger than 100 ms apollo only probes
-//! `/proc/<pid>/stat` for the pids allocated since the leader (`/proc/sys/kernel/ns_last_pid`;
-//! wrapping that counter takes at least 32768 forks). Older phases, or a range of more than 512
-//! pids, get a full `/proc` scan (≈ 0.6 ms with 90 processes), negligible next to their length.
+//! Finding leftovers costs next to nothing for a unit that forked nothing: every member of a
+//! phase's group was forked after its leader, so for a phase younger than 100 ms apollo only
+//! asks `getpgid` of the pids allocated since the leader (`/proc/sys/kernel/ns_last_pid`, read
+//! through a descriptor kept open; wrapping that counter takes at least 32768 forks), and
+//! reads `/proc/<pid>/stat` only for a member. Older phases, or a range of more than 512 pids,
+//! get a full `/proc` scan (≈ 0.6 ms with 90 processes), negligible next to their length.
 
 #![warn(missing_docs)]
 
@@ -161,6 +202,7 @@ compile_error!("apollo-exec supervises processes with Linux interfaces (pidfd, p
 
 mod command_line;
 mod executor;
+mod guard;
 #[cfg(target_os = "linux")]
 mod linux;
 mod output;

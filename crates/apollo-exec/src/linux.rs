@@ -1,4 +1,4 @@
-//! Linux process-group supervision: spawn with a parent-death signal, learn of the leader's exit
+//! Linux process-group supervision: spawn into the guard's table, learn of the leader's exit
 //! through a pidfd without reaping it, signal the group while the unreaped leader pins its id,
 //! kill and count leftovers, then reap with `wait4` for the exit status and rusage.
 //!
@@ -10,49 +10,24 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
 
-/// Exit status used by a child whose parent died between `fork` and `prctl`.
-const ORPHANED_BEFORE_EXEC: i32 = 125;
+use crate::guard::Slot;
 
 /// How long to wait for SIGKILLed leftovers to be gone before giving up on them. They cannot
 /// ignore SIGKILL, so this only bounds a process stuck in uninterruptible sleep.
 const LEFTOVER_EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
 
-/// Add the parent-death signal to `command`: the child is SIGKILLed when the thread that spawned
-/// it exits, and exits at once if apollo already died before the signal was armed.
-///
-/// This `pre_exec` makes std fork+exec instead of `posix_spawn`; see the crate docs for the cost.
-pub(crate) fn arm_parent_death_signal(command: &mut Command) {
-    let expected_parent = std::process::id();
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit); it allocates nothing and takes no
-    // lock.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died before the signal was armed: then nobody would ever
-            // send it. Compare against the pid recorded before the fork.
-            if u32::try_from(libc::getppid()).ok() != Some(expected_parent) {
-                libc::_exit(ORPHANED_BEFORE_EXEC);
-            }
-            Ok(())
-        });
-    }
-}
-
 /// A started, not yet reaped process that leads its own process group.
-#[derive(Debug)]
-pub(crate) struct GroupLeader {
+pub(crate) struct GroupLeader<'g> {
     pid: libc::pid_t,
     pidfd: OwnedFd,
     spawned_at: Instant,
+    /// Its group's entry in the guard's table, armed for as long as the leader is unreaped.
+    slot: Slot<'g>,
 }
 
 /// What ended a wait.
@@ -82,13 +57,15 @@ pub(crate) enum GroupSignal {
     Kill,
 }
 
-impl GroupLeader {
-    /// Spawn `command` (already set up with `process_group(0)`) and open a pidfd on it.
-    pub(crate) fn spawn(command: &mut Command) -> io::Result<GroupLeader> {
+impl<'g> GroupLeader<'g> {
+    /// Spawn `command` (already set up with `process_group(0)`), arm `slot` with its group and
+    /// open a pidfd on it.
+    pub(crate) fn spawn(command: &mut Command, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
         let spawned_at = Instant::now();
         let child = command.spawn()?;
         let pid = libc::pid_t::try_from(child.id())
             .map_err(|_| io::Error::other("child pid does not fit in pid_t"))?;
+        slot.arm(pid);
         // The std handle holds no pipe (stdio are files) and does not reap on drop: from here on
         // this module owns the child's lifecycle.
         drop(child);
@@ -97,11 +74,13 @@ impl GroupLeader {
                 pid,
                 pidfd,
                 spawned_at,
+                slot,
             }),
             Err(error) => {
                 // Without a pidfd we cannot supervise: do not leave the child running.
                 // SAFETY: the child is unreaped, so `pid` still names it and its group.
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
+                slot.disarm();
                 let _ = reap(pid);
                 Err(io::Error::new(
                     error.kind(),
@@ -213,8 +192,10 @@ impl GroupLeader {
         Ok(u32::try_from(killed.len()).unwrap_or(u32::MAX))
     }
 
-    /// Reap the leader (it must have exited) and return its status and rusage.
+    /// Reap the leader (it must have exited) and return its status and rusage. Its group
+    /// leaves the guard's table first: once reaped, its id may name another process.
     pub(crate) fn reap(self) -> io::Result<Reaped> {
+        self.slot.disarm();
         reap(self.pid)
     }
 }
@@ -349,7 +330,7 @@ fn group_members(pgid: libc::pid_t, spawned_at: Instant) -> io::Result<Vec<libc:
 /// The pids allocated after `first` (exclusive) up to the last one allocated, cyclically, or
 /// `None` when that is unknown or more than [`RANGE_PROBE_MAX_PIDS`].
 fn pids_allocated_after(first: libc::pid_t) -> Option<impl Iterator<Item = libc::pid_t>> {
-    let last = read_number("/proc/sys/kernel/ns_last_pid")?;
+    let last = last_pid()?;
     let pid_max = if last >= first {
         None
     } else {
@@ -382,8 +363,31 @@ fn read_number(path: &str) -> Option<libc::pid_t> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// The last pid allocated in our pid namespace, read through a descriptor opened once per
+/// process (every phase reads it: this spares a `/proc` path lookup, an open and a close).
+fn last_pid() -> Option<libc::pid_t> {
+    use std::os::unix::fs::FileExt as _;
+    static NS_LAST_PID: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let file = NS_LAST_PID
+        .get_or_init(|| std::fs::File::open("/proc/sys/kernel/ns_last_pid").ok())
+        .as_ref()?;
+    let mut text = [0_u8; 32];
+    let length = file.read_at(&mut text, 0).ok()?;
+    std::str::from_utf8(text.get(..length)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Whether `pid` is alive (not a zombie) and in group `pgid`. A process that is gone is not.
+/// `getpgid` rules out other groups' processes with one syscall; only a member's `/proc` entry
+/// is read (for its state).
 fn is_live_member(pid: libc::pid_t, pgid: libc::pid_t) -> bool {
+    // SAFETY: a plain syscall; -1 (gone, or not visible) is not a member.
+    if unsafe { libc::getpgid(pid) } != pgid {
+        return false;
+    }
     matches!(read_state_and_pgrp(pid), Some((state, group)) if group == pgid && state != b'Z' && state != b'X')
 }
 

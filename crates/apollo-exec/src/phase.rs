@@ -5,6 +5,7 @@
 // Only apollo-exec creates processes (ARCHITECTURE.md); phases build the `Command` here.
 #![allow(clippy::disallowed_methods)]
 
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 use apollo_core::event::ExitStatus;
 use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
 
-use crate::command_line::{self, ExecPlan};
+use crate::command_line::{self, ExecPlan, ProgramCache};
+use crate::guard::Guard;
 use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
 use crate::output::LogFile;
 
@@ -28,6 +30,12 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) stderr: &'a LogFile,
     pub(crate) attempt_start: Instant,
     pub(crate) direct_exec: bool,
+    /// Kills the phases' groups if apollo dies.
+    pub(crate) guard: &'a Guard,
+    /// Programs found in `PATH` so far.
+    pub(crate) programs: &'a ProgramCache,
+    /// `/dev/null` for stdin, if it could be opened once for all.
+    pub(crate) dev_null: Option<&'a std::fs::File>,
 }
 
 /// The time limit of one phase.
@@ -99,12 +107,10 @@ pub(crate) fn run_phase(
     let phase_start = Instant::now();
     let unit = context.request.unit;
     let plan = command_line::plan(command, context.direct_exec, &unit.workdir);
-    let leader = match build_command(context, phase, &plan)
-        .and_then(|mut process| GroupLeader::spawn(&mut process))
-    {
+    let spawned = spawn_leader(context, phase, &plan);
+    let leader = match spawned {
         Ok(leader) => leader,
-        Err(error) => {
-            let reason = describe_start_error(&error, &plan, &unit.workdir);
+        Err(reason) => {
             return PhaseResult {
                 outcome: PhaseOutcome {
                     phase,
@@ -223,7 +229,11 @@ pub(crate) fn run_phase(
 }
 
 /// The next termination step: SIGTERM and a grace deadline, then SIGKILL and no deadline.
-fn escalate(leader: &GroupLeader, stage: Stage, kill_grace: Duration) -> (Stage, Option<Instant>) {
+fn escalate(
+    leader: &GroupLeader<'_>,
+    stage: Stage,
+    kill_grace: Duration,
+) -> (Stage, Option<Instant>) {
     match stage {
         Stage::Running if !kill_grace.is_zero() => {
             leader.signal_group(GroupSignal::Terminate);
@@ -237,17 +247,66 @@ fn escalate(leader: &GroupLeader, stage: Stage, kill_grace: Duration) -> (Stage,
     }
 }
 
+/// Reserve a guard slot and spawn `plan` as a new group; the error is the reason in words.
+fn spawn_leader<'g>(
+    context: &AttemptContext<'g>,
+    phase: Phase,
+    plan: &ExecPlan,
+) -> Result<GroupLeader<'g>, String> {
+    let unit = context.request.unit;
+    let reserve = || {
+        context.guard.reserve().map_err(|error| {
+            format!(
+                "cannot start apollo's guard process, which kills the units if apollo dies: \
+                 {error}"
+            )
+        })
+    };
+    let child_path = match unit.env.get("PATH") {
+        Some(path) => Some(OsString::from(path)),
+        None => std::env::var_os("PATH"),
+    };
+    let found = context
+        .programs
+        .find(&plan.program, child_path.as_deref(), &unit.workdir);
+    let program: &OsStr = found.as_deref().map_or(&plan.program, Path::as_os_str);
+    let slot = reserve()?;
+    let error = match build_command(context, phase, program, &plan.args)
+        .and_then(|mut process| GroupLeader::spawn(&mut process, slot))
+    {
+        Ok(leader) => return Ok(leader),
+        Err(error) => error,
+    };
+    if error.raw_os_error() != Some(libc::ENOEXEC) {
+        return Err(describe_start_error(&error, plan, &unit.workdir));
+    }
+    // A file the kernel cannot exec (a script without `#!`): run it with the shell, as
+    // `execvp` does (`posix_spawn` does not).
+    let mut args = Vec::with_capacity(plan.args.len() + 1);
+    args.push(program.to_owned());
+    args.extend(plan.args.iter().cloned());
+    let slot = reserve()?;
+    build_command(context, phase, OsStr::new("/bin/sh"), &args)
+        .and_then(|mut process| GroupLeader::spawn(&mut process, slot))
+        .map_err(|error| describe_start_error(&error, plan, &unit.workdir))
+}
+
 fn build_command(
     context: &AttemptContext<'_>,
     phase: Phase,
-    plan: &ExecPlan,
+    program: &OsStr,
+    args: &[OsString],
 ) -> io::Result<std::process::Command> {
     let request = context.request;
-    let mut process = std::process::Command::new(&plan.program);
+    let stdin = match context.dev_null {
+        Some(dev_null) => Stdio::from(dev_null.try_clone()?),
+        None => Stdio::null(),
+    };
+    let mut process = std::process::Command::new(program);
     process
-        .args(&plan.args)
+        .args(args)
         .current_dir(&request.unit.workdir)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(context.stdout.for_child()?)
         .stderr(context.stderr.for_child()?)
         .envs(&request.unit.env)
@@ -256,7 +315,6 @@ fn build_command(
         .env("APOLLO_ATTEMPT", request.attempt.to_string())
         .env("APOLLO_PHASE", phase.as_str())
         .process_group(0);
-    linux::arm_parent_death_signal(&mut process);
     Ok(process)
 }
 

@@ -1,7 +1,9 @@
 //! Killing what a previous apollo process left running: processes that still carry a run's
 //! `APOLLO_RUN_ID` after the apollo that ran them died (`kill -9`, power cut of the parent
-//! only, a crash). `PR_SET_PDEATHSIG` kills each phase's leader with apollo, but not what the
-//! leader forked; resume calls [`kill_stray_processes`] before running anything again.
+//! only, a crash). The executor's guard kills each running phase's process group with apollo,
+//! but not what left the group (`setsid`, daemons), nor a phase spawned in the microseconds
+//! before its group entered the guard's table; resume calls [`kill_stray_processes`] before
+//! running anything again.
 
 use std::io;
 use std::time::Duration;

@@ -1,8 +1,9 @@
 //! A stand-in for apollo in tests: runs one attempt through `apollo_exec::ProcessExecutor`
-//! whose `execute` starts a background child (pid in `<dir>/child.pid`), records its own pid in
+//! whose `execute` starts a background child in its group (pid in `<dir>/child.pid`) and one
+//! that leaves the group with `setsid` (pid in `<dir>/escaped.pid`), records its own pid in
 //! `<dir>/leader.pid` and then sleeps for ever. The exec tests SIGKILL this process and check
-//! that the unit's leader dies with it (`PR_SET_PDEATHSIG`) and that
-//! `apollo_exec::kill_stray_processes` finds the orphaned child.
+//! that the unit's whole group dies with it (the executor's guard process) and that
+//! `apollo_exec::kill_stray_processes` finds the escaped child.
 //!
 //! Usage: `exec_supervisor <dir> <run-id>` (the unit's workdir and log dir, and its run id).
 
@@ -29,11 +30,11 @@ fn main() -> ExitCode {
         retry_delay: Duration::from_secs(1),
         kill_grace: Duration::from_secs(5),
         prepare: None,
-        // Start a child, write the markers atomically, then become `sleep` in the same
-        // process (the leader).
+        // Start a child in the group and one out of it, write the markers (the leader's last,
+        // atomically), then become `sleep` in the same process (the leader).
         execute: Command::Shell(
-            "sleep 1000 & echo $! > child.pid && echo $$ > leader.pid.tmp \
-             && mv leader.pid.tmp leader.pid && exec sleep 1000"
+            "sleep 1000 & echo $! > child.pid; setsid sleep 1000 & echo $! > escaped.pid; \
+             echo $$ > leader.pid.tmp && mv leader.pid.tmp leader.pid && exec sleep 1000"
                 .to_owned(),
         ),
         cleanup: None,
