@@ -21,7 +21,7 @@ fn killed_during_a_unit_resumes_without_redoing_recorded_work() {
     let running = apollo.args(&["run"]).spawn();
     apollo.wait_for_marker("b.started");
     running.kill9();
-    // PDEATHSIG: the unit died with its supervisor.
+    // The guard process killed the unit's whole group when its supervisor died.
     apollo.assert_no_processes_left();
 
     apollo.release("b.release");
