@@ -272,3 +272,39 @@ fn fresh_starts_a_new_run_and_resume_of_a_finished_run_has_nothing_to_do() {
     assert_eq!(apollo.count("a"), 2);
     assert_eq!(apollo.run_ids().len(), 2);
 }
+
+#[test]
+fn a_failed_fsync_of_run_finished_is_resumed_not_redone() {
+    // Fail the N-th fsync for N = 1, 2, ... until a run gets through: the last N that failed
+    // the run hit the fsync of `run_finished`, after the unit's success was acknowledged.
+    let mut last_failed = None;
+    for nth in 1..=20 {
+        let mut apollo = Apollo::new();
+        apollo.config("units:\n  - name: a\n    execute: bin/count a\n");
+        let fault = format!("fsync:{nth}:EIO");
+        let output = apollo
+            .envs(&[("APOLLO_FAULTS", fault.as_str())])
+            .args(&["run"])
+            .run();
+        if output.code == Some(0) {
+            break;
+        }
+        output.code(6);
+        assert!(output.stderr.contains("journal"), "{}", output.stderr);
+        last_failed = Some(apollo);
+    }
+    let mut apollo = last_failed.expect("some fsync failed the run");
+    let resumed = apollo.envs(&[]).args(&["run"]).run();
+    resumed.code(0);
+    assert!(
+        resumed.stdout.contains("resuming run"),
+        "the unacknowledged run_finished was cut: {}",
+        resumed.stdout
+    );
+    assert_eq!(
+        apollo.count("a"),
+        1,
+        "the unit whose success was acknowledged did not run again"
+    );
+    assert_eq!(apollo.run_ids().len(), 1);
+}

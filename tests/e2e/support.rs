@@ -50,6 +50,7 @@ pub(crate) const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) struct Apollo {
     dir: tempfile::TempDir,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 /// What a finished `apollo` invocation did.
@@ -88,6 +89,7 @@ impl Apollo {
         let apollo = Self {
             dir,
             args: Vec::new(),
+            envs: Vec::new(),
         };
         apollo.file("bin/count", COUNT_SCRIPT);
         apollo.make_executable("bin/count");
@@ -129,6 +131,15 @@ impl Apollo {
         self.file("apollo.yaml", yaml)
     }
 
+    /// Set the environment variables of the next invocations (replacing earlier ones).
+    pub(crate) fn envs(&mut self, envs: &[(&str, &str)]) -> &mut Self {
+        self.envs = envs
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        self
+    }
+
     /// Set the arguments of the next invocation.
     pub(crate) fn args(&mut self, args: &[&str]) -> &mut Self {
         self.args = args.iter().map(|arg| (*arg).to_owned()).collect();
@@ -144,6 +155,9 @@ impl Apollo {
             .env("NO_COLOR", "1")
             .env_remove("APOLLO_STATE_DIR")
             .stdin(Stdio::null());
+        for (key, value) in &self.envs {
+            command.env(key, value);
+        }
         command
     }
 

@@ -17,9 +17,6 @@ fn killed_at_random_moments_and_resumed() {
         .args(["--iterations", "24", "--seed", "7"])
         .arg("--workdir")
         .arg(workdir.path())
-        // A known store bug, counted but not failed on here (RELIABILITY.md); the xtask
-        // reports it as a violation.
-        .arg("--tolerate-journal-less-runs")
         .output()
         .expect("run the torture harness");
     let stdout = String::from_utf8_lossy(&output.stdout);

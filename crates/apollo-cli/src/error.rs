@@ -196,9 +196,15 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
         text.push_str(&render_all(diagnostics));
     }
     text.push_str(&format!("error: {error}\n"));
+    // Many errors already say their cause in their own message: print each cause once.
+    let mut said = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        text.push_str(&format!("  caused by: {cause}\n"));
+        let cause_text = cause.to_string();
+        if !said.contains(&cause_text) {
+            text.push_str(&format!("  caused by: {cause_text}\n"));
+        }
+        said.push_str(&cause_text);
         source = cause.source();
     }
     for help in help_lines(error) {

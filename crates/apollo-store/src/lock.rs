@@ -70,6 +70,19 @@ fn flock(file: &File, path: &Path, wait: bool) -> Result<Attempt, StoreError> {
     }
 }
 
+/// How long a lock whose recorded holder is dead may stay held before it is reported as held.
+const STALE_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a process with this pid exists (on this host).
+fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks that the pid exists.
+    let result = unsafe { libc::kill(pid, 0) };
+    result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_owned())
@@ -103,15 +116,33 @@ impl StateLock {
     /// with [`StoreError::Locked`] naming the holder.
     pub(crate) fn acquire(path: &Path, wait: bool) -> Result<Self, StoreError> {
         let file = open_lock_file(path)?;
-        match flock(&file, path, wait)? {
-            Attempt::Acquired => {}
-            Attempt::Busy => {
-                let holder = read_holder(path);
-                return Err(StoreError::Locked {
-                    path: path.to_path_buf(),
-                    pid: holder.pid,
-                    host: holder.host,
-                });
+        let mut stale_until = None;
+        loop {
+            match flock(&file, path, wait)? {
+                Attempt::Acquired => break,
+                Attempt::Busy => {
+                    let holder = read_holder(path);
+                    // The holder named in the file is gone, yet the lock is still held: a
+                    // process it was starting still has the descriptor for the moment between
+                    // its fork and its exec (the descriptor is close-on-exec). That clears in
+                    // microseconds; give it a bounded grace instead of refusing.
+                    let holder_dead = holder.pid.is_some_and(|pid| !process_exists(pid))
+                        && holder
+                            .host
+                            .as_deref()
+                            .is_none_or(|host| host == host_name());
+                    let deadline = *stale_until
+                        .get_or_insert_with(|| std::time::Instant::now() + STALE_HOLDER_GRACE);
+                    if holder_dead && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    }
+                    return Err(StoreError::Locked {
+                        path: path.to_path_buf(),
+                        pid: holder.pid,
+                        host: holder.host,
+                    });
+                }
             }
         }
         let mut lock = Self {

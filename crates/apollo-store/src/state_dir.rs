@@ -59,6 +59,17 @@ impl RunDir {
 /// process differ even before either run's folder exists.
 static LAST_RUN_ID: Mutex<Option<RunId>> = Mutex::new(None);
 
+/// Whether `journal_dir` holds at least one segment file.
+fn has_segment(journal_dir: &Path) -> bool {
+    fs::read_dir(journal_dir).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".log") && !name.starts_with('.')
+        })
+    })
+}
+
 impl StateDir {
     /// Opens the state directory at `root`, creating it and its layout (`runs/`, `blobs/sha256/`,
     /// `lock`) when missing. New folders are fsynced into their parents.
@@ -179,16 +190,24 @@ impl StateDir {
     /// Fails if the run exists already.
     pub fn create_run(&self, id: &RunId) -> Result<RunDir, StoreError> {
         let path = self.runs_dir().join(id.as_str());
-        match fs::create_dir(&path) {
+        if path.exists() {
+            return Err(StoreError::invalid(format!("run {id} already exists")));
+        }
+        // Built under a temporary name and renamed into place, so a kill at any moment leaves
+        // either no run or a run folder with its `journal/` and `units/` folders. (A hidden
+        // name never parses as a run id: readers skip it.)
+        let staging = self.runs_dir().join(format!(".new-{id}"));
+        if staging.exists() {
+            fs::remove_dir_all(&staging)
+                .map_err(|source| StoreError::io("remove stale run folder", &staging, source))?;
+        }
+        create_dir_all_durable(&staging.join("journal"))?;
+        create_dir_all_durable(&staging.join("units"))?;
+        match fs::rename(&staging, &path) {
             Ok(()) => {}
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(StoreError::invalid(format!("run {id} already exists")));
-            }
             Err(source) => return Err(StoreError::io("create run folder", &path, source)),
         }
         fsync_dir(&self.runs_dir())?;
-        create_dir_all_durable(&path.join("journal"))?;
-        create_dir_all_durable(&path.join("units"))?;
         Ok(RunDir {
             id: id.clone(),
             path,
@@ -217,11 +236,14 @@ impl StateDir {
         let mut ids = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
+            // A run whose first segment was never created (apollo was killed while creating
+            // the run) recorded nothing: it is not a run, and not a corrupt one either.
             if let Some(id) = entry
                 .file_name()
                 .to_str()
                 .and_then(|name| name.parse::<RunId>().ok())
                 && entry.path().is_dir()
+                && has_segment(&entry.path().join("journal"))
             {
                 ids.push(id);
             }
@@ -345,6 +367,23 @@ mod tests {
         assert!(state.lock_path().is_file());
         drop(state.lock(false).unwrap());
         assert!(state.lock_path().is_file());
+    }
+
+    #[test]
+    fn a_run_whose_creation_was_cut_short_is_not_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        // Killed after the run folder was created, before its first segment.
+        let id = state.new_run_id();
+        state.create_run(&id).unwrap();
+        assert!(state.run_ids().unwrap().is_empty());
+        // Killed while the folder was still being built under its temporary name.
+        let staging = state
+            .runs_dir()
+            .join(format!(".new-{}", state.new_run_id()));
+        std::fs::create_dir_all(staging.join("journal")).unwrap();
+        assert!(state.run_ids().unwrap().is_empty());
+        assert!(state.list_runs().unwrap().is_empty());
     }
 
     #[test]

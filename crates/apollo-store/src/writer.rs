@@ -407,19 +407,32 @@ impl JournalWriter {
         if self.batch.is_empty() {
             return Ok(());
         }
-        self.faults
-            .write_all(&mut self.file, &self.batch)
-            .map_err(|source| StoreError::io("write to", &self.segment_path, source))?;
+        let acknowledged_len = self.segment_len;
+        if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
+            self.cut_back(acknowledged_len);
+            return Err(StoreError::io("write to", &self.segment_path, source));
+        }
         self.segment_len += self.batch.len() as u64;
         self.segment_has_records = true;
         self.batch.clear();
         if self.durability == Durability::Fsync {
             let file = &self.file;
-            self.faults
-                .sync(|| file.sync_data())
-                .map_err(|source| StoreError::io("fdatasync", &self.segment_path, source))?;
+            if let Err(source) = self.faults.sync(|| file.sync_data()) {
+                self.cut_back(acknowledged_len);
+                return Err(StoreError::io("fdatasync", &self.segment_path, source));
+            }
         }
         Ok(())
+    }
+
+    /// After a failed write or fsync, cut the segment back to what was acknowledged, best
+    /// effort: records the caller was never told are durable must not be read back as if they
+    /// were (a `run_finished` whose fsync failed would otherwise make the next apollo start a
+    /// new run instead of resuming this one). The writer is poisoned either way; if the cut
+    /// fails too, the next open's recovery rules still apply.
+    fn cut_back(&mut self, acknowledged_len: u64) {
+        let _ = self.file.set_len(acknowledged_len);
+        self.segment_len = acknowledged_len;
     }
 
     fn rotate(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {

@@ -320,6 +320,10 @@ fn execute(
                     ),
                 });
             }
+            // Refuse before recording a resume that cannot proceed (a human verdict is
+            // needed, say): each refusal would otherwise add a `run_resumed` record.
+            engine::preflight(pipeline, &prior, &options)
+                .map_err(|error| engine_error(error, run_id.as_str()))?;
             lock.set_run(&run_id)?;
             // Units a SIGKILLed apollo left running (grandchildren PDEATHSIG did not reach)
             // must not race their own rerun.

@@ -3,18 +3,22 @@
 //!
 //! # How a run proceeds
 //!
-//! The engine thread alone owns the run's state and is the journal's only writer. Worker
-//! threads (`max_parallel` of them) run attempts and report back over a channel. Each turn of
-//! the loop:
+//! The engine thread alone owns the run's state and decides; worker threads (`max_parallel`
+//! of them) run attempts; a journal thread appends. Each turn of the engine's loop:
 //!
-//! 1. takes ready units from the [`ReadyQueue`] (config order) up to `max_parallel`, decides
-//!    for each whether it must run (resume rules) and, if so, queues its `unit_started`;
-//! 2. appends everything queued — the `unit_finished` records of attempts that just ended and
-//!    the `unit_started` records of the units about to start — in **one** durable append
-//!    (group commit), and only then hands the new attempts to the workers. So `unit_started`
-//!    is on disk before a unit's first process exists, and `unit_finished` is on disk before
-//!    any dependent starts;
-//! 3. waits for an attempt to end, a retry to come due, or a cancellation.
+//! 1. takes ready units from the [`ReadyQueue`] (config order), decides for each whether it
+//!    must run (resume rules) and, if so, queues its `unit_started` — up to `max_parallel`
+//!    attempts, plus [`LOOKAHEAD_PER_WORKER`] per worker committed ahead (idempotent units
+//!    only);
+//! 2. hands everything queued — the `unit_finished` and `unit_skipped` records of attempts
+//!    that just ended and the `unit_started` records of new ones — to the journal thread as
+//!    **one** batch, appended with one fsync, unless a batch is already being synced: then it
+//!    goes with the next one (group commit). Attempts go to the workers only once the batch
+//!    holding their `unit_started` is durable. So `unit_started` is on disk before a unit's
+//!    first process exists, and `unit_finished` is on disk before any dependent starts;
+//! 3. waits for an attempt to end, a batch to be durable, a retry to come due, or a
+//!    cancellation. A worker waits for the engine to take its outcome in before its next
+//!    attempt, so a failure halts attempts committed ahead deterministically.
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
 //! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
@@ -471,6 +475,19 @@ fn scope(
     Ok(in_scope)
 }
 
+/// The checks [`run`] makes before anything runs — an unknown `--only` unit, a broken
+/// graph, a non-idempotent unit cut off mid-attempt — without running anything: so a caller
+/// can refuse before it records that the run resumed.
+pub fn preflight(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    options: &EngineOptions,
+) -> Result<(), EngineError> {
+    let dag = Dag::new(pipeline)?;
+    let in_scope = scope(pipeline, &dag, options.only.as_deref())?;
+    check_in_flight(pipeline, prior, &in_scope)
+}
+
 /// DESIGN §7: a non-idempotent unit cut off mid-attempt stops the run before anything runs.
 fn check_in_flight(
     pipeline: &Pipeline,
@@ -904,7 +921,7 @@ impl<'a> EngineLoop<'a> {
     }
 
     /// Decide and queue the `unit_started` of ready units: up to `max_parallel` running, plus
-    /// one committed ahead per worker (see [`LOOKAHEAD_PER_WORKER`]).
+    /// [`LOOKAHEAD_PER_WORKER`] committed ahead per worker.
     fn start_ready(&mut self, observer: &mut dyn Observer) -> Vec<Job> {
         let mut jobs = Vec::new();
         let max_parallel = self.options.max_parallel.max(1);
@@ -976,6 +993,10 @@ impl<'a> EngineLoop<'a> {
             if let Some(error) = hash_error {
                 // The attempt cannot start: record it as failed without spawning.
                 self.running += 1;
+                observer.notice(&Notice::Started {
+                    unit: &unit.name,
+                    attempt,
+                });
                 let outcome = failed_to_start(error);
                 self.finish_attempt(
                     Done {

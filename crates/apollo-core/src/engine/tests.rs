@@ -106,8 +106,11 @@ impl Executor for FakeExecutor {
             );
             for dep in &request.unit.deps {
                 assert!(
-                    events.iter().any(|event| matches!(event, Event::UnitFinished(finished) if &finished.unit == dep)),
-                    "{}'s dependency {dep} has no durable unit_finished",
+                    events
+                        .iter()
+                        .any(|event| matches!(event, Event::UnitFinished(finished)
+                        if &finished.unit == dep && finished.status.satisfies_dependents())),
+                    "{}'s dependency {dep} has no durable successful unit_finished",
                     request.unit.name
                 );
             }
@@ -334,7 +337,7 @@ fn a_failure_skips_downstream_and_stops_new_starts() {
         }
     );
     assert_eq!(report.units[2].1, UnitResult::NotRun);
-    // `c` was committed ahead (one per worker) while `a` ran; the failure halted it before
+    // `c` was committed ahead (in the same batch as `a`) while `a` ran; the failure halted it before
     // its turn, so it is recorded as interrupted without ever having a process.
     assert_eq!(
         kinds(&journal),
