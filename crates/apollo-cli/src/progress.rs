@@ -15,7 +15,10 @@ use apollo_core::event::{AttemptStatus, ExitStatus, UnitFinished};
 #[derive(Default)]
 struct Counts {
     done: usize,
+    /// Attempts handed to workers (some may wait there: the engine commits attempts ahead).
     running: usize,
+    /// At most this many actually run at once.
+    max_parallel: usize,
     failed: usize,
     stop: bool,
 }
@@ -37,16 +40,19 @@ pub(crate) struct Progress<'a> {
 }
 
 impl<'a> Progress<'a> {
-    /// `total` units take part; `explain` prints each unit's run-or-not decision; lines go to
-    /// `out`.
+    /// `total` units take part, at most `max_parallel` at once; `explain` prints each unit's
+    /// run-or-not decision; lines go to `out`.
     pub(crate) fn new(
-        total: usize,
+        (total, max_parallel): (usize, usize),
         name_width: usize,
         explain: bool,
         out: &'a mut dyn Write,
     ) -> Self {
         let shared = Arc::new(Shared {
-            counts: Mutex::new(Counts::default()),
+            counts: Mutex::new(Counts {
+                max_parallel,
+                ..Counts::default()
+            }),
             wake: Condvar::new(),
         });
         let live = std::io::stderr().is_terminal() && std::env::var_os("CI").is_none();
@@ -123,7 +129,7 @@ fn ticker(shared: &Shared, total: usize, started: Instant) {
         let mut text = format!(
             "{}/{total} units · {} running · {} failed · {:02}:{:02}",
             counts.done,
-            counts.running,
+            counts.running.min(counts.max_parallel),
             counts.failed,
             elapsed / 60,
             elapsed % 60

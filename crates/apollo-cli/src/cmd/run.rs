@@ -392,7 +392,12 @@ fn execute(
         .max()
         .unwrap_or(0)
         .min(40);
-    let mut progress = Progress::new(n_units, name_width, execution.explain, stdout);
+    let mut progress = Progress::new(
+        (n_units, options.max_parallel),
+        name_width,
+        execution.explain,
+        stdout,
+    );
     let result = engine::run(
         pipeline,
         &prior,
