@@ -9,39 +9,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// The `apollo` binary, built once per test process so it is never stale.
-pub(crate) fn apollo_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        // target/<profile>/deps/e2e-<hash> → target/<profile>/apollo
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target profile dir")
-            .to_path_buf();
-        let bin = profile_dir.join("apollo");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let profile = profile_dir
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or("debug");
-        let mut build = Command::new(cargo);
-        build.args(["build", "--quiet", "-p", "apollo-cli", "--bin", "apollo"]);
-        if profile == "release" {
-            build.arg("--release");
-        }
-        let status = build
-            .status()
-            .expect("run cargo build for the apollo binary");
-        assert!(status.success(), "building the apollo binary failed");
-        assert!(bin.exists(), "no apollo binary at {}", bin.display());
-        bin
-    })
-}
+pub(crate) use apollo_tests::apollo_bin;
 
 /// How long any wait may take before the test fails: generous, for a loaded 2-core machine.
 pub(crate) const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);

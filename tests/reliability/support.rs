@@ -2,45 +2,14 @@
 #![allow(clippy::disallowed_methods)] // The tests spawn the binary under test.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, Event, Verdict};
 use apollo_store::{JournalReader, ReadOptions};
 
-/// The `apollo` binary of this test's profile, built once per test process so it is never
-/// stale (as `tests/e2e/support.rs` does).
-pub(crate) fn apollo_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        // target/<profile>/deps/reliability-<hash> → target/<profile>/apollo
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target profile dir")
-            .to_path_buf();
-        let bin = profile_dir.join("apollo");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let profile = profile_dir
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or("debug");
-        let mut build = Command::new(cargo);
-        build.args(["build", "--quiet", "-p", "apollo-cli", "--bin", "apollo"]);
-        if profile == "release" {
-            build.arg("--release");
-        }
-        let status = build
-            .status()
-            .expect("run cargo build for the apollo binary");
-        assert!(status.success(), "building the apollo binary failed");
-        assert!(bin.exists(), "no apollo binary at {}", bin.display());
-        bin
-    })
-}
+pub(crate) use apollo_tests::apollo_bin;
 
 /// How long one apollo invocation may take before the test fails: a safety net only.
 const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,1 +1,38 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the test binaries of this crate (`e2e`, `exec`, `reliability`).
+#![allow(clippy::disallowed_methods, clippy::expect_used)] // Test support: builds and runs the binary under test.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The `apollo` binary of the calling test's profile, built once per test process so it is
+/// never stale (`cargo test -p apollo-tests` alone does not build other packages' binaries).
+pub fn apollo_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/<profile>/deps/<test>-<hash> → target/<profile>/apollo
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target profile dir")
+            .to_path_buf();
+        let bin = profile_dir.join("apollo");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let profile = profile_dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("debug");
+        let mut build = Command::new(cargo);
+        build.args(["build", "--quiet", "-p", "apollo-cli", "--bin", "apollo"]);
+        if profile == "release" {
+            build.arg("--release");
+        }
+        let status = build
+            .status()
+            .expect("run cargo build for the apollo binary");
+        assert!(status.success(), "building the apollo binary failed");
+        assert!(bin.exists(), "no apollo binary at {}", bin.display());
+        bin
+    })
+}

@@ -156,16 +156,7 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                 self.lanes.free(open.lane);
                 let mut open = open;
                 // Committed ahead: the processes started `queued_ms` after `unit_started`.
-                if finished.queued_ms > 0 {
-                    let queued = chrono::Duration::milliseconds(
-                        i64::try_from(finished.queued_ms).unwrap_or(i64::MAX),
-                    );
-                    open.start = open
-                        .start
-                        .checked_add_signed(queued)
-                        .unwrap_or(open.start)
-                        .min(record.ts);
-                }
+                open.start = crate::display::after_queue(open.start, finished.queued_ms, record.ts);
                 self.write_attempt(&key.0, key.1, &open, record.ts, Some(finished))?;
             }
             Event::UnitSkipped(skipped) if self.filter.keeps(record, origin) => {

@@ -25,6 +25,23 @@ pub(crate) fn before(ts: DateTime<Utc>, duration_ms: u64, floor: DateTime<Utc>) 
         .map_or(floor, |start| start.max(floor))
 }
 
+/// When an attempt's processes really started: `started` (its `unit_started` time) plus the
+/// `queued_ms` it waited for a worker after being committed ahead, never after `end`.
+pub(crate) fn after_queue(
+    started: DateTime<Utc>,
+    queued_ms: u64,
+    end: DateTime<Utc>,
+) -> DateTime<Utc> {
+    if queued_ms == 0 {
+        return started;
+    }
+    let queued = chrono::TimeDelta::try_milliseconds(i64::try_from(queued_ms).unwrap_or(i64::MAX));
+    queued
+        .and_then(|queued| started.checked_add_signed(queued))
+        .map_or(started, |start| start.min(end))
+        .max(started)
+}
+
 /// Milliseconds from `origin` to `ts`; zero when `ts` is earlier.
 pub(crate) fn offset_ms(origin: DateTime<Utc>, ts: DateTime<Utc>) -> u64 {
     u64::try_from((ts - origin).num_milliseconds()).unwrap_or(0)

@@ -519,18 +519,8 @@ impl TimelineBuilder {
                 unit.status = UnitStatus::from_attempt(finished.status);
                 let attempt = &mut unit.attempts[attempt_idx];
                 attempt.end = ts;
-                // An attempt committed ahead waited `queued_ms` for a worker: its processes
-                // started that much after its `unit_started`.
-                if finished.queued_ms > 0 {
-                    let queued = chrono::Duration::milliseconds(
-                        i64::try_from(finished.queued_ms).unwrap_or(i64::MAX),
-                    );
-                    attempt.start = attempt
-                        .start
-                        .checked_add_signed(queued)
-                        .unwrap_or(attempt.start)
-                        .min(ts);
-                }
+                // An attempt committed ahead waited `queued_ms` for a worker.
+                attempt.start = crate::display::after_queue(attempt.start, finished.queued_ms, ts);
                 attempt.state = AttemptState::Finished(finished.status);
                 attempt.outcome = Some(finished);
                 let lane = attempt.lane;
