@@ -140,7 +140,7 @@ fn layers(pipeline: &Pipeline) -> Vec<Vec<&str>> {
 
 fn render_plan(pipeline: &Pipeline, plan: &[Vec<&str>]) -> String {
     let mut text = format!(
-        "\nexecution plan: {} layer{}, at most {} unit{} at once\n",
+        "\nexecution plan: {} layer{} (max_parallel: {} unit{} at once)\n",
         plan.len(),
         plural(plan.len()),
         pipeline.max_parallel,
