@@ -173,3 +173,37 @@ fn prune_keeps_the_latest_run_and_backup_copies_finished_runs() {
         again.stdout
     );
 }
+
+#[test]
+fn replay_since_a_moment_shows_only_what_happened_after_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: early
+    execute: bin/count early
+  - name: late
+    deps: [early]
+    execute: date -u +%Y-%m-%dT%H:%M:%S.%6NZ > since.txt && bin/count late
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let since = std::fs::read_to_string(apollo.path("since.txt")).unwrap();
+    let replay = apollo
+        .args(&["replay", "--since", since.trim(), "--format", "json"])
+        .run();
+    replay.code(0);
+    let events: Vec<serde_json::Value> = replay
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON per line"))
+        .collect();
+    let units: Vec<&str> = events
+        .iter()
+        .filter_map(|event| event["unit"].as_str())
+        .collect();
+    assert!(units.contains(&"late"), "{}", replay.stdout);
+    assert!(!units.contains(&"early"), "{}", replay.stdout);
+    let text = apollo.args(&["replay", "--since", since.trim()]).run();
+    text.code(0);
+    assert!(text.stdout.contains("late"), "{}", text.stdout);
+}

@@ -229,8 +229,13 @@ pub(crate) fn replay(
     for unit in &args.unit {
         filter = filter.unit(unit.clone());
     }
-    if let Some(since) = &args.since {
-        filter = filter.since(parse_bound("--since", since)?);
+    let since = args
+        .since
+        .as_deref()
+        .map(|text| parse_bound("--since", text))
+        .transpose()?;
+    if let Some(since) = since {
+        filter = filter.since(since);
     }
     if let Some(until) = &args.until {
         filter = filter.until(parse_bound("--until", until)?);
@@ -248,8 +253,30 @@ pub(crate) fn replay(
         salvage: args.salvage,
         ..ReadOptions::default()
     };
-    let (mut reader, _) = state::read_records(&state, &run_id, read_options)?;
-    let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
+    let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
+    let Some(since) = since else {
+        let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
+        state::print_warnings(&reader.take_warnings(), stderr);
+        result.map_err(replay_error)?;
+        return Ok(Exit::Success);
+    };
+    // With --since, the store opens only the segments that reach the window. The run's first
+    // record still leads the stream: it is the origin relative bounds count from, and the
+    // renderers need it. (--until stays with the renderer's filter, so an attempt that ends
+    // after it keeps its finish.)
+    let first = reader.next().transpose()?;
+    state::print_warnings(&reader.take_warnings(), stderr);
+    drop(reader);
+    let window = ReadOptions {
+        since: first.as_ref().map(|first| since.resolve(first.ts)),
+        ..read_options
+    };
+    let (mut reader, _) = state::read_records(&state, &run_id, window)?;
+    let first_seq = first.as_ref().map_or(0, |first| first.seq);
+    let records = first.into_iter().map(Ok).chain(
+        (&mut reader).filter(|record| !matches!(record, Ok(record) if record.seq <= first_seq)),
+    );
+    let result = apollo_replay::replay(records, BufWriter::new(stdout), &options);
     state::print_warnings(&reader.take_warnings(), stderr);
     result.map_err(replay_error)?;
     Ok(Exit::Success)
