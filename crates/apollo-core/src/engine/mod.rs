@@ -443,6 +443,20 @@ fn journal_thread(
     }
 }
 
+/// A notice held back until the batch holding its record is durable.
+enum Deferred {
+    Finished {
+        unit_idx: usize,
+        record: UnitFinished,
+        retry_in: Option<Duration>,
+        log_dir: PathBuf,
+    },
+    Skipped {
+        unit_idx: usize,
+        upstream: String,
+    },
+}
+
 /// The channels the engine loop works with.
 struct Channels<'c> {
     job_tx: &'c Sender<Job>,
@@ -657,6 +671,9 @@ struct EngineLoop<'a> {
     attempts_here: Vec<u32>,
     queue: ReadyQueue,
     retry_waits: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// What the next batch and the batch being synced recorded, to report once durable.
+    unreported: Vec<Deferred>,
+    reporting: Vec<Deferred>,
     /// Events waiting for the next batch, and the attempts that start once it is durable.
     pending_events: Vec<Event>,
     pending_jobs: Vec<Job>,
@@ -715,6 +732,8 @@ impl<'a> EngineLoop<'a> {
             attempts_here: vec![0; n_units],
             queue,
             retry_waits: BinaryHeap::new(),
+            unreported: Vec::new(),
+            reporting: Vec::new(),
             pending_events: Vec::new(),
             pending_jobs: Vec::new(),
             batch_in_flight: false,
@@ -736,9 +755,7 @@ impl<'a> EngineLoop<'a> {
                 self.stop();
             }
             self.release_due_retries();
-            let jobs = self.start_ready(observer);
-            self.running += jobs.len();
-            self.pending_jobs.extend(jobs);
+            self.start_ready(observer);
             self.send_batch(channels.batch_tx);
             if self.running == 0
                 && !self.batch_in_flight
@@ -756,10 +773,10 @@ impl<'a> EngineLoop<'a> {
             crossbeam_channel::select! {
                 recv(channels.done_rx) -> message => {
                     if let Ok(done) = message {
-                        self.finish_attempt(done, observer);
+                        self.finish_attempt(done);
                         // Take every other attempt that ended meanwhile: one batch for all.
                         while let Ok(done) = channels.done_rx.try_recv() {
-                            self.finish_attempt(done, observer);
+                            self.finish_attempt(done);
                         }
                         self.send_acks();
                     }
@@ -767,7 +784,10 @@ impl<'a> EngineLoop<'a> {
                 recv(channels.durable_rx) -> message => {
                     self.batch_in_flight = false;
                     match message {
-                        Ok(Ok(jobs)) => self.dispatch(jobs, channels.job_tx, observer),
+                        Ok(Ok(jobs)) => {
+                            self.report(observer);
+                            self.dispatch(jobs, channels.job_tx, observer);
+                        }
                         Ok(Err(error)) => {
                             return Err(self.abort_on_journal_error(error, channels.done_rx));
                         }
@@ -866,6 +886,7 @@ impl<'a> EngineLoop<'a> {
         if self.batch_in_flight || self.pending_events.is_empty() {
             return;
         }
+        self.reporting = std::mem::take(&mut self.unreported);
         let batch = Batch {
             events: std::mem::take(&mut self.pending_events),
             jobs: std::mem::take(&mut self.pending_jobs),
@@ -873,6 +894,30 @@ impl<'a> EngineLoop<'a> {
         // The journal thread lives as long as this loop; if it has stopped, its error
         // arrives on the durable channel.
         self.batch_in_flight = batch_tx.send(batch).is_ok();
+    }
+
+    /// A batch is durable: tell the observer what it recorded. Outcomes are reported only
+    /// once durable, so "ok" on the screen means the journal holds it.
+    fn report(&mut self, observer: &mut dyn Observer) {
+        for deferred in std::mem::take(&mut self.reporting) {
+            match deferred {
+                Deferred::Finished {
+                    unit_idx,
+                    record,
+                    retry_in,
+                    log_dir,
+                } => observer.notice(&Notice::Finished {
+                    unit: &self.pipeline.units[unit_idx].name,
+                    record: &record,
+                    retry_in,
+                    log_dir: &log_dir,
+                }),
+                Deferred::Skipped { unit_idx, upstream } => observer.notice(&Notice::Skipped {
+                    unit: &self.pipeline.units[unit_idx].name,
+                    upstream: &upstream,
+                }),
+            }
+        }
     }
 
     /// A batch is durable: its attempts may spawn.
@@ -922,18 +967,19 @@ impl<'a> EngineLoop<'a> {
 
     /// Decide and queue the `unit_started` of ready units: up to `max_parallel` running, plus
     /// [`LOOKAHEAD_PER_WORKER`] committed ahead per worker.
-    fn start_ready(&mut self, observer: &mut dyn Observer) -> Vec<Job> {
-        let mut jobs = Vec::new();
+    /// The attempts go to `pending_jobs` at once, so a stop during this very call (a unit
+    /// whose inputs changed, an input that cannot be read) takes them back with the rest.
+    fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
         let limit = max_parallel.saturating_mul(1 + LOOKAHEAD_PER_WORKER);
-        while !self.stop_starting && self.running + jobs.len() < limit {
+        while !self.stop_starting && self.running < limit {
             let Some(unit_idx) = self.queue.peek() else {
                 break;
             };
             // Only idempotent units are committed ahead: a non-idempotent unit's
             // `unit_started` must mean its process is about to exist, because after a crash
             // that record makes apollo stop and ask a human.
-            let ahead = self.running + jobs.len() >= max_parallel;
+            let ahead = self.running >= max_parallel;
             if ahead && !self.pipeline.units[unit_idx].idempotent {
                 break;
             }
@@ -998,27 +1044,24 @@ impl<'a> EngineLoop<'a> {
                     attempt,
                 });
                 let outcome = failed_to_start(error);
-                self.finish_attempt(
-                    Done {
-                        worker: None,
-                        unit_idx,
-                        attempt,
-                        queued: Duration::ZERO,
-                        log_dir: PathBuf::new(),
-                        outcome,
-                        outputs: None,
-                    },
-                    observer,
-                );
+                self.finish_attempt(Done {
+                    worker: None,
+                    unit_idx,
+                    attempt,
+                    queued: Duration::ZERO,
+                    log_dir: PathBuf::new(),
+                    outcome,
+                    outputs: None,
+                });
                 continue;
             }
-            jobs.push(Job {
+            self.running += 1;
+            self.pending_jobs.push(Job {
                 unit_idx,
                 attempt,
                 committed_at: Instant::now(),
             });
         }
-        jobs
     }
 
     fn reuse(&mut self, unit_idx: usize) {
@@ -1033,7 +1076,7 @@ impl<'a> EngineLoop<'a> {
         self.queue.complete(self.dag, unit_idx);
     }
 
-    fn finish_attempt(&mut self, done: Done, observer: &mut dyn Observer) {
+    fn finish_attempt(&mut self, done: Done) {
         let Done {
             worker,
             unit_idx,
@@ -1168,20 +1211,18 @@ impl<'a> EngineLoop<'a> {
                 }
             }
         }
+        self.unreported.push(Deferred::Finished {
+            unit_idx,
+            record: record.clone(),
+            retry_in,
+            log_dir,
+        });
         self.pending_events.push(Event::UnitFinished(record));
-        if let Some(Event::UnitFinished(record)) = self.pending_events.last() {
-            observer.notice(&Notice::Finished {
-                unit: &unit.name,
-                record,
-                retry_in,
-                log_dir: &log_dir,
-            });
-        }
         if self.state[unit_idx] == State::Failed {
-            self.skip_downstream(unit_idx, observer);
+            self.skip_downstream(unit_idx);
             // A halted retry's failure comes from fail-fast already under way.
             if !self.options.keep_going && !retry_failed {
-                self.fail_fast(observer);
+                self.fail_fast();
             }
         }
         // The worker may go on once every outcome at hand is taken in (see `send_acks`).
@@ -1202,7 +1243,7 @@ impl<'a> EngineLoop<'a> {
     }
 
     /// Record every unit downstream of a failed unit as skipped.
-    fn skip_downstream(&mut self, failed_idx: usize, observer: &mut dyn Observer) {
+    fn skip_downstream(&mut self, failed_idx: usize) {
         let upstream = self.pipeline.units[failed_idx].name.clone();
         for unit_idx in self.dag.downstream(failed_idx) {
             if !self.in_scope[unit_idx] || self.state[unit_idx] != State::Waiting {
@@ -1219,15 +1260,15 @@ impl<'a> EngineLoop<'a> {
                     upstream: upstream.clone(),
                 },
             }));
-            observer.notice(&Notice::Skipped {
-                unit,
-                upstream: &upstream,
+            self.unreported.push(Deferred::Skipped {
+                unit_idx,
+                upstream: upstream.clone(),
             });
         }
     }
 
     /// Fail-fast: start nothing new; units waiting for a retry fail for good.
-    fn fail_fast(&mut self, observer: &mut dyn Observer) {
+    fn fail_fast(&mut self) {
         self.stop_starting = true;
         self.halt.store(true, Ordering::SeqCst);
         self.retry_waits.clear();
@@ -1241,7 +1282,7 @@ impl<'a> EngineLoop<'a> {
             if let Some(result) = self.last_failure[unit_idx].take() {
                 self.state[unit_idx] = State::Failed;
                 self.results[unit_idx] = Some(result);
-                self.skip_downstream(unit_idx, observer);
+                self.skip_downstream(unit_idx);
             }
         }
     }

@@ -716,3 +716,72 @@ fn a_panicking_executor_fails_the_attempt_instead_of_hanging_the_run() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// Asserts that every outcome it is told about is already in the journal.
+struct DurableOnlyObserver {
+    events: Arc<Mutex<Vec<Event>>>,
+    reported: usize,
+}
+
+impl Observer for DurableOnlyObserver {
+    fn notice(&mut self, notice: &Notice<'_>) {
+        let recorded =
+            |wanted: &dyn Fn(&Event) -> bool| self.events.lock().unwrap().iter().any(wanted);
+        match notice {
+            Notice::Finished { unit, record, .. } => {
+                assert!(
+                    recorded(&|event| matches!(event, Event::UnitFinished(finished)
+                        if finished.unit == *unit && finished.attempt == record.attempt)),
+                    "{unit} reported finished before its record was durable"
+                );
+                self.reported += 1;
+            }
+            Notice::Skipped { unit, .. } => {
+                assert!(
+                    recorded(
+                        &|event| matches!(event, Event::UnitSkipped(skipped) if skipped.unit == *unit)
+                    ),
+                    "{unit} reported skipped before its record was durable"
+                );
+                self.reported += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn outcomes_are_reported_only_once_the_journal_holds_them() {
+    let pipeline = pipeline(
+        vec![
+            unit("a", &[]),
+            unit("b", &[]),
+            unit("c", &["a"]),
+            unit("d", &["b"]),
+        ],
+        2,
+    );
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(
+        &journal,
+        |name, _, _| if name == "b" { fail() } else { ok() },
+    );
+    let mut observer = DurableOnlyObserver {
+        events: Arc::clone(&journal.events),
+        reported: 0,
+    };
+    let mut options = EngineOptions::new("r", &pipeline);
+    options.keep_going = true;
+    run(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &TempLogs,
+        &CancelToken::new(),
+        &mut observer,
+    )
+    .unwrap();
+    assert_eq!(observer.reported, 4, "a, b, c finished and d skipped");
+}
