@@ -173,12 +173,12 @@ fn help_lines(error: &CliError) -> Vec<String> {
                 "wait for it to finish (`--wait` waits for the lock), or use another `--state-dir`".to_owned(),
             ],
             apollo_store::ErrorKind::Io => vec![
-                "nothing acknowledged was lost; free space or fix the disk, then `apollo run` resumes".to_owned(),
+                "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
             ],
             _ => Vec::new(),
         },
         CliError::Journal(_) => vec![
-            "nothing acknowledged was lost; free space or fix the disk, then `apollo run` resumes".to_owned(),
+            "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
         ],
         _ => Vec::new(),
     }

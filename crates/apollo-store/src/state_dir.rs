@@ -59,15 +59,47 @@ impl RunDir {
 /// process differ even before either run's folder exists.
 static LAST_RUN_ID: Mutex<Option<RunId>> = Mutex::new(None);
 
-/// Whether `journal_dir` holds at least one segment file.
-fn has_segment(journal_dir: &Path) -> bool {
-    fs::read_dir(journal_dir).is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|entry| {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            name.ends_with(".log") && !name.starts_with('.')
+/// Whether `journal_dir` holds at least one record after its first segment's header. A run
+/// without one recorded nothing — apollo was killed (or failed) while creating it, before its
+/// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
+fn has_records(journal_dir: &Path) -> bool {
+    use std::io::Read;
+    let Ok(entries) = fs::read_dir(journal_dir) else {
+        return false;
+    };
+    let first_segment = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
         })
-    })
+        .min();
+    let Some(first_segment) = first_segment else {
+        return false;
+    };
+    // The header and the first record are short lines: two newlines within the first 64 KiB
+    // (a record is at most 16 MiB, so read on until a second newline or the end).
+    let Ok(mut file) = fs::File::open(&first_segment) else {
+        return false;
+    };
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut newlines = 0;
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) | Err(_) => return false,
+            Ok(n_read) => {
+                newlines += buffer[..n_read]
+                    .iter()
+                    .filter(|&&byte| byte == b'\n')
+                    .count();
+                if newlines >= 2 {
+                    return true;
+                }
+            }
+        }
+    }
 }
 
 impl StateDir {
@@ -236,14 +268,13 @@ impl StateDir {
         let mut ids = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
-            // A run whose first segment was never created (apollo was killed while creating
-            // the run) recorded nothing: it is not a run, and not a corrupt one either.
+            // A run that recorded nothing is not a run (see `has_records`).
             if let Some(id) = entry
                 .file_name()
                 .to_str()
                 .and_then(|name| name.parse::<RunId>().ok())
                 && entry.path().is_dir()
-                && has_segment(&entry.path().join("journal"))
+                && has_records(&entry.path().join("journal"))
             {
                 ids.push(id);
             }
@@ -384,6 +415,24 @@ mod tests {
         std::fs::create_dir_all(staging.join("journal")).unwrap();
         assert!(state.run_ids().unwrap().is_empty());
         assert!(state.list_runs().unwrap().is_empty());
+        // Failed (or killed) before `run_started` was acknowledged: a header, no record.
+        let run = state.create_run(&state.new_run_id()).unwrap();
+        let options = crate::WriterOptions {
+            durability: crate::Durability::None,
+            ..crate::WriterOptions::default()
+        };
+        let mut writer =
+            crate::JournalWriter::create(run.path(), run.id().as_str(), options).unwrap();
+        assert!(state.run_ids().unwrap().is_empty());
+        let event = apollo_core::Event::UnitMarked(apollo_core::event::UnitMarked {
+            unit: "a".into(),
+            attempt: 1,
+            verdict: apollo_core::event::Verdict::Failed,
+            by: "test".into(),
+            note: None,
+        });
+        writer.append_batch(&[event]).unwrap();
+        assert_eq!(state.run_ids().unwrap(), vec![run.id().clone()]);
     }
 
     #[test]
