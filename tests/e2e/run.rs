@@ -224,3 +224,24 @@ fn a_timeout_kills_the_whole_process_group_and_apollo_does_not_hang() {
     assert!(output.stdout.contains("timed out"), "{}", output.stdout);
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn a_process_that_left_its_group_does_not_outlive_the_run() {
+    let mut apollo = Apollo::new();
+    // `setsid` puts the background process in a session (and group) of its own: the
+    // attempt's group kill cannot reach it; the end-of-run sweep does.
+    apollo.config(
+        "units:
+  - name: escape
+    execute: setsid bin/block escaped & bin/count escape
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    assert!(
+        output.stderr.contains("outside their process groups"),
+        "{}",
+        output.stderr
+    );
+    apollo.assert_no_processes_left();
+}

@@ -66,7 +66,11 @@ fn sweep(op: &str, errno: &str, errno_text: &str, n_units: usize, max_parallel: 
             failed.stderr
         );
         // What failed (the operation's errno, on which file) and what to do.
-        for needle in [errno_text, ".apollo", "`apollo run` carries on from what was recorded"] {
+        for needle in [
+            errno_text,
+            ".apollo",
+            "`apollo run` carries on from what was recorded",
+        ] {
             assert!(
                 failed.stderr.contains(needle),
                 "{context}: the message does not mention {needle:?}:\n{}",

@@ -110,7 +110,10 @@ fn state_dir_filled_up_mid_run() {
         failed.stdout,
         failed.stderr
     );
-    for needle in ["No space left on device", "`apollo run` carries on from what was recorded"] {
+    for needle in [
+        "No space left on device",
+        "`apollo run` carries on from what was recorded",
+    ] {
         assert!(
             failed.stderr.contains(needle),
             "the message does not mention {needle:?}:\n{}",

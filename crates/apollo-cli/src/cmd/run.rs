@@ -268,6 +268,11 @@ fn execute(
         .map(|unit| unit.name.clone())
         .collect();
 
+    if resume_id.is_none()
+        && let Some(previous) = state.latest_run(&pipeline.name)?
+    {
+        sweep_strays(&previous, "left running by units of the previous", stderr);
+    }
     let (run_id, mut journal, prior) = match resume_id {
         None => {
             let run_id = state.new_run_id();
@@ -325,24 +330,9 @@ fn execute(
             engine::preflight(pipeline, &prior, &options)
                 .map_err(|error| engine_error(error, run_id.as_str()))?;
             lock.set_run(&run_id)?;
-            // Units a SIGKILLed apollo left running (grandchildren PDEATHSIG did not reach)
+            // What the previous apollo's units left running (whatever escaped its guard)
             // must not race their own rerun.
-            match apollo_exec::kill_stray_processes(run_id.as_str()) {
-                Ok(0) => {}
-                Ok(n_killed) => {
-                    let _ = writeln!(
-                        stderr,
-                        "apollo: killed {n_killed} process{} left running by the previous apollo of run {run_id}",
-                        if n_killed == 1 { "" } else { "es" }
-                    );
-                }
-                Err(error) => {
-                    let _ = writeln!(
-                        stderr,
-                        "warning: could not look for processes left by the previous apollo: {error}"
-                    );
-                }
-            }
+            sweep_strays(&run_id, "left running by the previous apollo of", stderr);
             journal.append_batch(&[Event::RunResumed(RunResumed {
                 config_hash,
                 definition_hash,
@@ -411,6 +401,13 @@ fn execute(
     let elapsed = progress.elapsed();
     progress.finish();
     drop(signals);
+    // Every attempt is over: a process of this run still alive left its process group
+    // (`setsid`, a daemon). Nothing of a run outlives it.
+    sweep_strays(
+        &run_id,
+        "that units left running outside their process groups in",
+        stderr,
+    );
     let report = match result {
         Ok(report) => report,
         Err(error) => return Err(engine_error(error, run_id.as_str())),
@@ -426,11 +423,12 @@ fn execute(
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
     let n_skipped = report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
+    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun));
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
     let mut summary = format!(
-        "apollo: run {run_id} {status} in {}: {n_ran} ran, {n_reused} already done, {n_failed} failed, {n_skipped} skipped",
+        "apollo: run {run_id} {status} in {}: {n_ran} succeeded, {n_reused} already done, {n_failed} failed, {n_skipped} skipped, {n_not_started} not started",
         human_duration(elapsed)
     );
     for (unit, result) in &report.units {
@@ -546,6 +544,27 @@ fn dry_run(
     )
     .map_err(output)?;
     Ok(Exit::Success)
+}
+
+/// Kill what units of `run_id` left running outside their process groups (found by their
+/// `APOLLO_RUN_ID`), and say so.
+fn sweep_strays(run_id: &RunId, what: &str, stderr: &mut dyn Write) {
+    match apollo_exec::kill_stray_processes(run_id.as_str()) {
+        Ok(0) => {}
+        Ok(n_killed) => {
+            let _ = writeln!(
+                stderr,
+                "apollo: killed {n_killed} process{} {what} run {run_id}",
+                if n_killed == 1 { "" } else { "es" }
+            );
+        }
+        Err(error) => {
+            let _ = writeln!(
+                stderr,
+                "warning: could not look for processes {what} run {run_id}: {error}"
+            );
+        }
+    }
 }
 
 fn engine_error(error: EngineError, run_id: &str) -> CliError {
