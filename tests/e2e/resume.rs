@@ -230,6 +230,10 @@ fn a_non_idempotent_unit_in_flight_is_refused_until_a_human_marks_it() {
         .code(0);
     apollo.args(&["run"]).run().code(0);
     assert_eq!((apollo.count("deploy"), apollo.count("notify")), (1, 1));
+    // A recorded outcome is not overridden by accident.
+    let refused = apollo.args(&["mark", "latest", "deploy", "--failed"]).run();
+    refused.code(2);
+    assert!(refused.stderr.contains("--force"), "{}", refused.stderr);
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub(crate) struct MarkArgs {
     /// Why, for whoever reads the journal later
     #[arg(long, value_name = "TEXT")]
     pub(crate) note: Option<String>,
+    /// Record the verdict even though the unit's last attempt has a recorded outcome
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 /// Appends the verdict to the run's journal, under the state directory's lock.
@@ -63,6 +66,14 @@ pub(crate) fn run(
         PriorUnitState::Done { .. } => "had succeeded",
         PriorUnitState::NotDone => "had not succeeded",
     };
+    if !matches!(unit.state, PriorUnitState::InFlight { .. }) && !args.force {
+        return Err(CliError::Usage {
+            message: format!(
+                "unit `{}` of run {run_id} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run; to override a recorded outcome anyway, add --force",
+                args.unit
+            ),
+        });
+    }
     let verdict = if args.succeeded {
         Verdict::Succeeded
     } else {
