@@ -207,3 +207,12 @@ fn replay_since_a_moment_shows_only_what_happened_after_it() {
     text.code(0);
     assert!(text.stdout.contains("late"), "{}", text.stdout);
 }
+
+#[test]
+fn replay_of_an_unknown_unit_names_the_run_s_units() {
+    let mut apollo = project();
+    apollo.args(&["run"]).run().code(0);
+    let replay = apollo.args(&["replay", "--unit", "nosuch"]).run();
+    replay.code(2);
+    assert!(replay.stderr.contains("its units: fetch, flaky, report"), "{}", replay.stderr);
+}

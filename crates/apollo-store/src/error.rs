@@ -35,7 +35,7 @@ pub enum StoreError {
     /// A journal record, segment header or segment sequence is wrong in a way that is not a
     /// torn tail.
     #[error(
-        "journal corrupt: {path} at byte {offset}{seq}: {what}; run `apollo verify` for a full report, `--salvage` reads past bad records",
+        "journal corrupt: {path} at byte {offset}{seq}: {what}; run `apollo verify` for a full report, `apollo replay --salvage` reads past bad records",
         path = .path.display(),
         seq = fmt_seq(*.seq)
     )]
@@ -212,7 +212,7 @@ mod tests {
         let error = StoreError::corruption("/s/000002.log", 420, Some(17), "checksum mismatch");
         assert_eq!(
             error.to_string(),
-            "journal corrupt: /s/000002.log at byte 420 (seq 17): checksum mismatch; run `apollo verify` for a full report, `--salvage` reads past bad records"
+            "journal corrupt: /s/000002.log at byte 420 (seq 17): checksum mismatch; run `apollo verify` for a full report, `apollo replay --salvage` reads past bad records"
         );
         assert_eq!(error.kind(), ErrorKind::Corruption);
     }

@@ -149,7 +149,27 @@ pub(crate) fn runs(
         }
         TableFormat::Text => {
             if lines.is_empty() {
-                writeln!(out, "no runs yet").map_err(output)?;
+                match &args.pipeline {
+                    Some(name) => {
+                        let mut pipelines: Vec<&str> = summaries
+                            .iter()
+                            .filter_map(|summary| summary.pipeline.as_deref())
+                            .collect();
+                        pipelines.sort_unstable();
+                        pipelines.dedup();
+                        writeln!(
+                            out,
+                            "no runs of pipeline `{name}`; pipelines with runs: {}",
+                            if pipelines.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                pipelines.join(", ")
+                            }
+                        )
+                        .map_err(output)?;
+                    }
+                    None => writeln!(out, "no runs yet").map_err(output)?,
+                }
             } else {
                 let width = lines
                     .iter()
@@ -226,6 +246,17 @@ pub(crate) fn replay(
     let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
     let run_id = state::resolve_run(&state, &args.run)?;
     let mut filter = Filter::all();
+    if !args.unit.is_empty() {
+        let units = state::run_started(&state, &run_id)?.units;
+        if let Some(unknown) = args.unit.iter().find(|unit| !units.contains(unit)) {
+            return Err(CliError::Usage {
+                message: format!(
+                    "run {run_id} has no unit `{unknown}`; its units: {}",
+                    units.join(", ")
+                ),
+            });
+        }
+    }
     for unit in &args.unit {
         filter = filter.unit(unit.clone());
     }
