@@ -214,5 +214,9 @@ fn replay_of_an_unknown_unit_names_the_run_s_units() {
     apollo.args(&["run"]).run().code(0);
     let replay = apollo.args(&["replay", "--unit", "nosuch"]).run();
     replay.code(2);
-    assert!(replay.stderr.contains("its units: fetch, flaky, report"), "{}", replay.stderr);
+    assert!(
+        replay.stderr.contains("its units: fetch, flaky, report"),
+        "{}",
+        replay.stderr
+    );
 }

@@ -169,9 +169,9 @@ fn help_lines(error: &CliError) -> Vec<String> {
             "or restore the inputs it had, or start over with `apollo run --fresh`".to_owned(),
         ],
         CliError::Store(store) => match store.kind() {
-            apollo_store::ErrorKind::Locked => vec![
-                "wait for it to finish (`--wait` waits for the lock), or use another `--state-dir`".to_owned(),
-            ],
+            apollo_store::ErrorKind::Locked => {
+                vec!["or use another state directory with `--state-dir`".to_owned()]
+            }
             apollo_store::ErrorKind::Io => vec![
                 "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
             ],

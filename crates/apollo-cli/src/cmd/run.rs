@@ -210,7 +210,10 @@ fn execute(
     let state = StateDir::open_or_create(&state_path)?;
     let mut lock = match state.lock(false) {
         Err(error) if execution.wait && error.kind() == apollo_store::ErrorKind::Locked => {
-            let _ = writeln!(stderr, "apollo: {error}; waiting for it to finish (--wait)");
+            let _ = writeln!(
+                stderr,
+                "apollo: the state directory is in use; waiting for the lock (--wait)"
+            );
             state.lock(true)?
         }
         other => other?,
