@@ -155,6 +155,9 @@ fn help_lines(error: &CliError) -> Vec<String> {
         CliError::NoConfig { .. } => {
             vec!["pass the config file's path: `apollo check path/to/pipeline.yaml`".to_owned()]
         }
+        CliError::Load(_) => vec![
+            "check the path (relative paths start from the current folder), or run `apollo check` without one to use apollo.yaml, pipeline.yaml or config/pipeline.yaml".to_owned(),
+        ],
         CliError::NoState { .. } => vec![
             "start a run with `apollo run`, or point at another state directory with `--state-dir`".to_owned(),
         ],

@@ -93,8 +93,10 @@ pub(crate) fn color_stdout() -> bool {
 struct RunLine<'a> {
     id: &'a str,
     pipeline: Option<&'a str>,
-    started: Option<String>,
-    finished: Option<String>,
+    /// RFC 3339, UTC.
+    started: Option<chrono::DateTime<chrono::Utc>>,
+    /// RFC 3339, UTC.
+    finished: Option<chrono::DateTime<chrono::Utc>>,
     duration_ms: Option<i64>,
     status: &'static str,
     units: usize,
@@ -123,12 +125,8 @@ pub(crate) fn runs(
         .map(|summary| RunLine {
             id: summary.id.as_str(),
             pipeline: summary.pipeline.as_deref(),
-            started: summary
-                .started
-                .map(|ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()),
-            finished: summary
-                .finished
-                .map(|ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()),
+            started: summary.started,
+            finished: summary.finished,
             duration_ms: summary
                 .started
                 .zip(summary.finished.or(summary.last_record))
@@ -207,7 +205,10 @@ pub(crate) fn runs(
                         "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  {units}",
                         line.id,
                         line.pipeline.unwrap_or("?"),
-                        line.started.as_deref().unwrap_or("-"),
+                        line.started.map_or_else(
+                            || "-".to_owned(),
+                            |ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()
+                        ),
                         duration,
                         line.status
                     )

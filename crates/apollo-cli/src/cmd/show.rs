@@ -100,7 +100,7 @@ pub(crate) fn show(
     let mut text = format!(
         "unit {} of run {run_id}: {}\n",
         unit.name,
-        unit.status.as_str()
+        unit.status.as_str().replace('_', " ")
     );
     for skip in &unit.skips {
         let why = match &skip.reason {
