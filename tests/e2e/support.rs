@@ -6,7 +6,6 @@
 //! generous timeout as a safety net only.
 #![allow(clippy::disallowed_methods)] // The tests spawn the binary under test.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -232,34 +231,11 @@ impl Drop for Running {
 }
 
 fn wait_output(child: &mut Child) -> Output {
-    // Read both pipes on threads so neither can fill and block the child.
-    let mut stdout = child.stdout.take().expect("stdout piped");
-    let mut stderr = child.stderr.take().expect("stderr piped");
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let deadline = Instant::now() + SAFETY_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for apollo") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("apollo did not finish within {SAFETY_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let captured = apollo_tests::wait_captured(child, SAFETY_TIMEOUT);
     Output {
-        code: status.code(),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
+        code: captured.code,
+        stdout: captured.stdout,
+        stderr: captured.stderr,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apollo_core::event::{AttemptStatus, Event, Verdict};
 use apollo_store::{JournalReader, ReadOptions};
@@ -102,35 +102,11 @@ impl Project {
             command.env("APOLLO_FAULTS", faults);
         }
         let mut child = command.spawn().expect("spawn apollo");
-        // Pipes drained on threads so the child never blocks on a full pipe.
-        let mut out = child.stdout.take().expect("stdout");
-        let mut err = child.stderr.take().expect("stderr");
-        let out = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut out, &mut text);
-            text
-        });
-        let err = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut text);
-            text
-        });
-        let deadline = Instant::now() + SAFETY_TIMEOUT;
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for apollo") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("apollo {args:?} did not finish within {SAFETY_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        };
+        let captured = apollo_tests::wait_captured(&mut child, SAFETY_TIMEOUT);
         Output {
-            code: status.code(),
-            stdout: out.join().unwrap_or_default(),
-            stderr: err.join().unwrap_or_default(),
+            code: captured.code,
+            stdout: captured.stdout,
+            stderr: captured.stderr,
         }
     }
 

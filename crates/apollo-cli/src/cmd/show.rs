@@ -51,6 +51,23 @@ fn timeline(
     Ok(timeline)
 }
 
+/// The state directory, the resolved run and its timeline, after checking that the run has
+/// the unit (shared by `show` and `logs`).
+fn unit_of_run(
+    state_dir: Option<&Path>,
+    run: &str,
+    unit: &str,
+    stderr: &mut dyn Write,
+) -> Result<(StateDir, RunId, Timeline), CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let run_id = state::resolve_run(&state, run)?;
+    let timeline = timeline(&state, &run_id, stderr)?;
+    if timeline.unit(unit).is_none() {
+        return Err(unknown_unit(&run_id, unit, &timeline));
+    }
+    Ok((state, run_id, timeline))
+}
+
 fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
     state
         .runs_dir()
@@ -90,12 +107,10 @@ pub(crate) fn show(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
-    let run_id = state::resolve_run(&state, &args.run)?;
-    let timeline = timeline(&state, &run_id, stderr)?;
-    let unit = timeline
-        .unit(&args.unit)
-        .ok_or_else(|| unknown_unit(&run_id, &args.unit, &timeline))?;
+    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
+    let Some(unit) = timeline.unit(&args.unit) else {
+        return Err(unknown_unit(&run_id, &args.unit, &timeline));
+    };
     let mut out = BufWriter::new(stdout);
     let mut text = format!(
         "unit {} of run {run_id}: {}\n",
@@ -212,12 +227,10 @@ pub(crate) fn logs(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
-    let run_id = state::resolve_run(&state, &args.run)?;
-    let timeline = timeline(&state, &run_id, stderr)?;
-    let unit = timeline
-        .unit(&args.unit)
-        .ok_or_else(|| unknown_unit(&run_id, &args.unit, &timeline))?;
+    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
+    let Some(unit) = timeline.unit(&args.unit) else {
+        return Err(unknown_unit(&run_id, &args.unit, &timeline));
+    };
     let attempt = match args.attempt {
         Some(number) => number,
         None => unit
