@@ -20,7 +20,9 @@ pub struct AttemptRequest<'a> {
     pub unit: &'a Unit,
     /// The attempt number, from 1 (exported as `APOLLO_ATTEMPT`).
     pub attempt: u32,
-    /// An existing folder that receives the attempt's `stdout` and `stderr` files.
+    /// The folder that receives the attempt's `stdout` and `stderr` files. It need not exist:
+    /// an executor creates it when there is output to keep (apollo-exec does so only when the
+    /// attempt wrote something or ran for a while).
     pub log_dir: &'a Path,
 }
 

@@ -9,7 +9,7 @@ use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Exec
 use crate::command_line::ProgramCache;
 use crate::guard::Guard;
 use crate::linux;
-use crate::output::LogFile;
+use crate::output::{LogFile, LogSpares};
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
 
 /// How [`ProcessExecutor`] runs attempts.
@@ -50,6 +50,8 @@ struct Shared {
     /// `/dev/null`, opened once, for every phase's stdin (a `dup` per spawn instead of an
     /// `open`); `None` if it could not be opened, and then each spawn opens it itself.
     dev_null: OnceLock<Option<std::fs::File>>,
+    /// Unnamed log files of quick, silent attempts, for reuse.
+    logs: LogSpares,
 }
 
 impl ProcessExecutor {
@@ -86,7 +88,7 @@ impl Executor for ProcessExecutor {
             error: None,
         };
         let unit = request.unit;
-        let (stdout, stderr) = match open_logs(request) {
+        let (stdout, stderr) = match open_logs(request, &self.shared.logs) {
             Ok(files) => files,
             Err(message) => return broken(outcome, message, attempt_start),
         };
@@ -120,6 +122,7 @@ impl Executor for ProcessExecutor {
             cancel_event: &cancel_event,
             stdout: &stdout,
             stderr: &stderr,
+            logs_named: std::cell::Cell::new(false),
             attempt_start,
             direct_exec: self.options.direct_exec,
             guard: &self.shared.guard,
@@ -210,6 +213,15 @@ impl Executor for ProcessExecutor {
                 );
             }
         }
+        for log in [stdout, stderr] {
+            let path = log.path().to_owned();
+            if let Err(error) = log.finish(&self.shared.logs) {
+                append_error(
+                    &mut outcome,
+                    format!("cannot save {}: {error}", path.display()),
+                );
+            }
+        }
         outcome.phases = results.into_iter().map(|result| result.outcome).collect();
         outcome.wall_time = attempt_start.elapsed();
         outcome
@@ -288,9 +300,15 @@ fn append_error(outcome: &mut AttemptOutcome, message: String) {
     });
 }
 
-fn open_logs(request: &AttemptRequest<'_>) -> Result<(LogFile, LogFile), String> {
+/// The attempt's output files. A unit that is not idempotent gets them named at once: if apollo
+/// dies mid-attempt, its output is what a human reads before `apollo mark`.
+fn open_logs(
+    request: &AttemptRequest<'_>,
+    spares: &LogSpares,
+) -> Result<(LogFile, LogFile), String> {
+    let name_now = !request.unit.idempotent;
     let open = |name: &str| {
-        LogFile::open(request.log_dir, name).map_err(|error| {
+        LogFile::open(spares, request.log_dir, name, name_now).map_err(|error| {
             format!(
                 "cannot open {}: {error}",
                 request.log_dir.join(name).display()

@@ -5,6 +5,7 @@
 // Only apollo-exec creates processes (ARCHITECTURE.md); phases build the `Command` here.
 #![allow(clippy::disallowed_methods)]
 
+use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::OwnedFd;
@@ -19,7 +20,7 @@ use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, Phas
 use crate::command_line::{self, ExecPlan, ProgramCache};
 use crate::guard::Guard;
 use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
-use crate::output::LogFile;
+use crate::output::{LogFile, NAME_AFTER};
 
 /// Everything a phase shares with the rest of its attempt.
 pub(crate) struct AttemptContext<'a> {
@@ -28,6 +29,8 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) cancel_event: &'a OwnedFd,
     pub(crate) stdout: &'a LogFile,
     pub(crate) stderr: &'a LogFile,
+    /// Whether the output files were given their names during the attempt (see `output`).
+    pub(crate) logs_named: Cell<bool>,
     pub(crate) attempt_start: Instant,
     pub(crate) direct_exec: bool,
     /// Kills the phases' groups if apollo dies.
@@ -36,6 +39,24 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) programs: &'a ProgramCache,
     /// `/dev/null` for stdin, if it could be opened once for all.
     pub(crate) dev_null: Option<&'a std::fs::File>,
+}
+
+impl AttemptContext<'_> {
+    /// When the output files are due to get their names, unless that happened already.
+    fn naming_due(&self) -> Option<Instant> {
+        if self.logs_named.get() {
+            return None;
+        }
+        self.attempt_start.checked_add(NAME_AFTER)
+    }
+
+    /// Give the output files their names, once. A failure is left for the end of the
+    /// attempt, which copies what it cannot link.
+    fn name_logs(&self) {
+        self.logs_named.set(true);
+        let _ = self.stdout.name_now();
+        let _ = self.stderr.name_now();
+    }
 }
 
 /// The time limit of one phase.
@@ -132,7 +153,12 @@ pub(crate) fn run_phase(
     let mut deadline = limit.deadline;
     let mut trouble: Vec<String> = Vec::new();
     loop {
-        let wake = match leader.wait(context.cancel_event, deadline) {
+        let naming_due = context.naming_due();
+        let wait_until = match (deadline, naming_due) {
+            (Some(deadline), Some(due)) => Some(deadline.min(due)),
+            (deadline, due) => deadline.or(due),
+        };
+        let wake = match leader.wait(context.cancel_event, wait_until) {
             Ok(wake) => wake,
             Err(error) => {
                 // We can no longer wait properly: make sure the group dies, then reap below.
@@ -147,6 +173,10 @@ pub(crate) fn run_phase(
         };
         match wake {
             Wake::LeaderExited => break,
+            Wake::Deadline if deadline.is_none_or(|deadline| Instant::now() < deadline) => {
+                // Only the naming was due.
+                context.name_logs();
+            }
             Wake::Deadline => {
                 if stage == Stage::Running {
                     end = PhaseEnd::TimedOut;

@@ -283,11 +283,12 @@ impl StateDir {
         Ok(ids)
     }
 
-    /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`),
-    /// created if missing. Captured output is not part of the journal's durability promise
-    /// (the unit writes it, nothing fsyncs it), so its folder is not fsynced either: that
-    /// would cost several fsyncs per attempt on the scheduling hot path. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.`
-    /// or `..`): it becomes a path component.
+    /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`). It is
+    /// not created here: the executor creates it when the attempt has output to keep (a quick,
+    /// silent attempt leaves no folder). Captured output is not part of the journal's
+    /// durability promise (the unit writes it, nothing fsyncs it), so the folder is never
+    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`): it becomes a
+    /// path component.
     pub fn attempt_log_dir(
         &self,
         run: &RunId,
@@ -310,8 +311,6 @@ impl StateDir {
             .units_dir()
             .join(unit)
             .join(attempt.to_string());
-        std::fs::create_dir_all(&dir)
-            .map_err(|source| StoreError::io("create directory", &dir, source))?;
         Ok(dir)
     }
 
@@ -485,7 +484,8 @@ mod tests {
         let id = state.new_run_id();
         state.create_run(&id).unwrap();
         let logs = state.attempt_log_dir(&id, "fetch_data", 2).unwrap();
-        assert!(logs.ends_with("units/fetch_data/2") && logs.is_dir());
+        assert!(logs.ends_with("units/fetch_data/2"));
+        assert!(!logs.exists(), "created only when there is output");
         for bad in ["", "..", "a/b", "x y"] {
             assert!(state.attempt_log_dir(&id, bad, 1).is_err(), "{bad}");
         }

@@ -28,11 +28,9 @@ fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus
     if let Some(status) = finish {
         writer.append_batch(&[run_finished(status)]).unwrap();
     }
-    fs::write(
-        state.attempt_log_dir(&id, "a", 1).unwrap().join("stdout"),
-        "hello\n",
-    )
-    .unwrap();
+    let logs = state.attempt_log_dir(&id, "a", 1).unwrap();
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(logs.join("stdout"), "hello\n").unwrap();
     id
 }
 

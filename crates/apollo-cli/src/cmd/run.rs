@@ -445,11 +445,13 @@ fn execute(
             if let Some(error) = error {
                 summary.push_str(&format!(": {error}"));
             }
-            if !log_dir.as_os_str().is_empty() {
+            if log_dir.is_dir() {
                 summary.push_str(&format!(
                     "\n          logs: {}/{{stdout,stderr}}",
                     log_dir.display()
                 ));
+            } else if !log_dir.as_os_str().is_empty() {
+                summary.push_str("\n          logs: none (it wrote nothing)");
             }
         }
     }

@@ -263,12 +263,14 @@ pub(crate) fn logs(
     });
     let mut file = match std::fs::File::open(&path) {
         Ok(file) => file,
-        // The attempt was recorded but apollo died before its first process started.
+        // The attempt wrote nothing (a quick, silent attempt leaves no file), or apollo died
+        // before its first process started.
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             let _ = writeln!(
                 stderr,
-                "apollo: {} does not exist: the attempt produced no output",
-                path.display()
+                "apollo: attempt {attempt} of `{}` wrote nothing to {}",
+                unit.name,
+                if args.stderr { "stderr" } else { "stdout" }
             );
             return Ok(Exit::Success);
         }

@@ -211,9 +211,10 @@ impl Observer for NoObserver {
     fn notice(&mut self, _notice: &Notice<'_>) {}
 }
 
-/// Provides (creating it) the folder an attempt's stdout/stderr go to.
+/// Provides the folder an attempt's stdout/stderr go to.
 pub trait AttemptLogs: Sync {
-    /// The folder for `unit`'s attempt `attempt`, created if needed.
+    /// The folder for `unit`'s attempt `attempt`. The executor creates it when there is output
+    /// to keep.
     fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String>;
 }
 

@@ -230,10 +230,12 @@ fn a_bad_workdir_fails_every_phase_with_a_clear_error() {
 }
 
 #[test]
-fn an_unwritable_log_dir_fails_the_attempt_without_starting_anything() {
+fn an_unusable_log_dir_fails_the_attempt_without_starting_anything() {
     let mut fixture = Fixture::new("touch executed");
     fixture.unit.cleanup = Some(Command::Shell("touch cleaned".to_owned()));
-    let log_dir = fixture.path("no-such-log-dir");
+    // A folder cannot be created under a file.
+    std::fs::write(fixture.path("a-file"), "").unwrap();
+    let log_dir = fixture.path("a-file/logs");
     let request = apollo_core::AttemptRequest {
         run_id: &fixture.run_id,
         unit: &fixture.unit,
