@@ -11,6 +11,7 @@ use crate::guard::Guard;
 use crate::linux;
 use crate::output::{LogFile, LogSpares};
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
+use crate::spawn::Environment;
 
 /// How [`ProcessExecutor`] runs attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,8 @@ struct Shared {
     dev_null: OnceLock<Option<std::fs::File>>,
     /// Unnamed log files of quick, silent attempts, for reuse.
     logs: LogSpares,
+    /// Apollo's environment, captured at the first attempt.
+    environment: OnceLock<Environment>,
 }
 
 impl ProcessExecutor {
@@ -132,6 +135,7 @@ impl Executor for ProcessExecutor {
                 .dev_null
                 .get_or_init(|| std::fs::File::open("/dev/null").ok())
                 .as_ref(),
+            environment: self.shared.environment.get_or_init(Environment::capture),
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

@@ -48,13 +48,18 @@
 //!
 //! Each command is a **new process group** (`setpgid(0, 0)`, so its pid is its group id), with
 //! stdin from `/dev/null` and stdout/stderr going straight to `<log_dir>/stdout` and
-//! `<log_dir>/stderr`, opened once per attempt in append mode and shared by all phases. There
-//! is no pipe: output can neither fill a buffer and block the unit, nor grow apollo's memory,
+//! `<log_dir>/stderr`, opened once per attempt in append mode and shared by all phases. They
+//! start unnamed (`O_TMPFILE`) and are linked into `log_dir` (created then) when the attempt
+//! wrote something, once it has run for 100 ms, or at once for a unit that is not idempotent:
+//! a quick, silent attempt creates nothing on disk. There is no pipe: output can neither fill a buffer and block the unit, nor grow apollo's memory,
 //! and a grandchild that keeps stdout open holds nothing apollo waits for. Byte counts are the
 //! files' growth; the SHA-256 of `execute`'s stdout is streamed back from the file's byte range
-//! that execute wrote, 64 KiB at a time. The environment is apollo's, plus the unit's `env`,
-//! plus `APOLLO_RUN_ID`, `APOLLO_UNIT`, `APOLLO_ATTEMPT` and `APOLLO_PHASE`; the working
-//! directory is the unit's `workdir`.
+//! that execute wrote, 64 KiB at a time. The environment is apollo's (as it was when the
+//! executor ran its first attempt), plus the unit's `env`, plus `APOLLO_RUN_ID`, `APOLLO_UNIT`,
+//! `APOLLO_ATTEMPT` and `APOLLO_PHASE`; the working directory is the unit's `workdir`. The
+//! process is started with `posix_spawn(3)` (glibc 2.29 or later, for its `chdir` action),
+//! called directly rather than through `std::process::Command`, which rebuilt apollo's whole
+//! environment on every spawn.
 //!
 //! A list command is exec'd as given. A string command runs through `/bin/sh -c`, unless it has
 //! no shell syntax whatsoever (only letters, digits, whitespace and `_-./,:+=@%`; the first word
@@ -207,6 +212,7 @@ mod guard;
 mod linux;
 mod output;
 mod phase;
+mod spawn;
 mod strays;
 
 pub use executor::{ExecOptions, ProcessExecutor};

@@ -10,12 +10,12 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
 
 use crate::guard::Slot;
+use crate::spawn::{Spawn, spawn_group_leader};
 
 /// How long to wait for SIGKILLed leftovers to be gone before giving up on them. They cannot
 /// ignore SIGKILL, so this only bounds a process stuck in uninterruptible sleep.
@@ -58,17 +58,11 @@ pub(crate) enum GroupSignal {
 }
 
 impl<'g> GroupLeader<'g> {
-    /// Spawn `command` (already set up with `process_group(0)`), arm `slot` with its group and
-    /// open a pidfd on it.
-    pub(crate) fn spawn(command: &mut Command, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
+    /// Start `spawn` as a new group, arm `slot` with it and open a pidfd on it.
+    pub(crate) fn spawn(spawn: &Spawn<'_>, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
         let spawned_at = Instant::now();
-        let child = command.spawn()?;
-        let pid = libc::pid_t::try_from(child.id())
-            .map_err(|_| io::Error::other("child pid does not fit in pid_t"))?;
+        let pid = spawn_group_leader(spawn)?;
         slot.arm(pid);
-        // The std handle holds no pipe (stdio are files) and does not reap on drop: from here on
-        // this module owns the child's lifecycle.
-        drop(child);
         match pidfd_open(pid) {
             Ok(pidfd) => Ok(GroupLeader {
                 pid,

@@ -162,10 +162,17 @@ impl LogFile {
         Ok(self.file.metadata()?.len())
     }
 
-    /// A new descriptor on the same open file, for a child's stdout or stderr. It shares the
-    /// append flag, so concurrent writers in the group never overwrite each other.
+    /// A new descriptor on the same open file. It shares the append flag, so concurrent
+    /// writers never overwrite each other.
+    #[cfg(test)]
     pub(crate) fn for_child(&self) -> io::Result<File> {
         self.file.try_clone()
+    }
+
+    /// The descriptor a child's stdout or stderr is made from (`dup2`, so it shares the
+    /// append flag and concurrent writers in the group never overwrite each other).
+    pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.file)
     }
 
     /// SHA-256 (lowercase hex) of bytes `start..end`, read back in fixed-size chunks.

@@ -2,25 +2,22 @@
 //! leader exits (or the deadline / a cancellation ends it), kill what it left in its group,
 //! reap it.
 
-// Only apollo-exec creates processes (ARCHITECTURE.md); phases build the `Command` here.
-#![allow(clippy::disallowed_methods)]
-
 use std::cell::Cell;
 use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
 use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
 
 use crate::command_line::{self, ExecPlan, ProgramCache};
-use crate::guard::Guard;
+use crate::guard::{Guard, Slot};
 use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
 use crate::output::{LogFile, NAME_AFTER};
+use crate::spawn::{Environment, Spawn};
 
 /// Everything a phase shares with the rest of its attempt.
 pub(crate) struct AttemptContext<'a> {
@@ -39,6 +36,8 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) programs: &'a ProgramCache,
     /// `/dev/null` for stdin, if it could be opened once for all.
     pub(crate) dev_null: Option<&'a std::fs::File>,
+    /// Apollo's environment, which the units' variables are set over.
+    pub(crate) environment: &'a Environment,
 }
 
 impl AttemptContext<'_> {
@@ -293,17 +292,15 @@ fn spawn_leader<'g>(
         })
     };
     let child_path = match unit.env.get("PATH") {
-        Some(path) => Some(OsString::from(path)),
-        None => std::env::var_os("PATH"),
+        Some(path) => Some(OsStr::new(path.as_str())),
+        None => context.environment.get("PATH"),
     };
     let found = context
         .programs
-        .find(&plan.program, child_path.as_deref(), &unit.workdir);
+        .find(&plan.program, child_path, &unit.workdir);
     let program: &OsStr = found.as_deref().map_or(&plan.program, Path::as_os_str);
     let slot = reserve()?;
-    let error = match build_command(context, phase, program, &plan.args)
-        .and_then(|mut process| GroupLeader::spawn(&mut process, slot))
-    {
+    let error = match start(context, phase, program, &plan.args, slot) {
         Ok(leader) => return Ok(leader),
         Err(error) => error,
     };
@@ -316,36 +313,56 @@ fn spawn_leader<'g>(
     args.push(program.to_owned());
     args.extend(plan.args.iter().cloned());
     let slot = reserve()?;
-    build_command(context, phase, OsStr::new("/bin/sh"), &args)
-        .and_then(|mut process| GroupLeader::spawn(&mut process, slot))
+    start(context, phase, OsStr::new("/bin/sh"), &args, slot)
         .map_err(|error| describe_start_error(&error, plan, &unit.workdir))
 }
 
-fn build_command(
-    context: &AttemptContext<'_>,
+/// Spawn `program` with `args` as the phase's group leader, with the unit's environment and
+/// working directory and the attempt's output files.
+fn start<'g>(
+    context: &AttemptContext<'g>,
     phase: Phase,
     program: &OsStr,
     args: &[OsString],
-) -> io::Result<std::process::Command> {
+    slot: Slot<'g>,
+) -> io::Result<GroupLeader<'g>> {
+    // A bare name is one the `PATH` search did not find.
+    if !program.as_bytes().contains(&b'/') {
+        return Err(io::Error::from_raw_os_error(libc::ENOENT));
+    }
     let request = context.request;
+    let opened_null;
     let stdin = match context.dev_null {
-        Some(dev_null) => Stdio::from(dev_null.try_clone()?),
-        None => Stdio::null(),
+        Some(dev_null) => dev_null.as_fd(),
+        None => {
+            opened_null = std::fs::File::open("/dev/null")?;
+            opened_null.as_fd()
+        }
     };
-    let mut process = std::process::Command::new(program);
-    process
-        .args(args)
-        .current_dir(&request.unit.workdir)
-        .stdin(stdin)
-        .stdout(context.stdout.for_child()?)
-        .stderr(context.stderr.for_child()?)
-        .envs(&request.unit.env)
-        .env("APOLLO_RUN_ID", request.run_id)
-        .env("APOLLO_UNIT", &request.unit.name)
-        .env("APOLLO_ATTEMPT", request.attempt.to_string())
-        .env("APOLLO_PHASE", phase.as_str())
-        .process_group(0);
-    Ok(process)
+    let attempt = request.attempt.to_string();
+    let mut overrides: Vec<(&str, &OsStr)> = request
+        .unit
+        .env
+        .iter()
+        .map(|(key, value)| (key.as_str(), OsStr::new(value.as_str())))
+        .collect();
+    overrides.extend([
+        ("APOLLO_RUN_ID", OsStr::new(request.run_id)),
+        ("APOLLO_UNIT", OsStr::new(request.unit.name.as_str())),
+        ("APOLLO_ATTEMPT", OsStr::new(attempt.as_str())),
+        ("APOLLO_PHASE", OsStr::new(phase.as_str())),
+    ]);
+    let spawn = Spawn {
+        program,
+        args,
+        workdir: &request.unit.workdir,
+        stdin,
+        stdout: context.stdout.fd(),
+        stderr: context.stderr.fd(),
+        base: context.environment,
+        overrides: &overrides,
+    };
+    GroupLeader::spawn(&spawn, slot)
 }
 
 /// Why a command could not start, in words a user can act on.
