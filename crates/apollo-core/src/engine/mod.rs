@@ -9,7 +9,7 @@
 //! 1. takes ready units from the [`ReadyQueue`] (config order), decides for each whether it
 //!    must run (resume rules) and, if so, queues its `unit_started` — up to `max_parallel`
 //!    attempts, plus [`LOOKAHEAD_PER_WORKER`] per worker committed ahead (idempotent units
-//!    only);
+//!    only; [`LOOKAHEAD_PER_WORKER_SHORT`] while attempts are very short);
 //! 2. hands everything queued — the `unit_finished` and `unit_skipped` records of attempts
 //!    that just ended and the `unit_started` records of new ones — to the journal thread as
 //!    **one** batch, appended with one fsync, unless a batch is already being synced: then it
@@ -17,8 +17,8 @@
 //!    holding their `unit_started` is durable. So `unit_started` is on disk before a unit's
 //!    first process exists, and `unit_finished` is on disk before any dependent starts;
 //! 3. waits for an attempt to end, a batch to be durable, a retry to come due, or a
-//!    cancellation. A worker waits for the engine to take its outcome in before its next
-//!    attempt, so a failure halts attempts committed ahead deterministically.
+//!    cancellation. A worker whose attempt failed waits for the engine to take the outcome in
+//!    before its next attempt, so a failure halts attempts committed ahead deterministically.
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
 //! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
@@ -53,8 +53,19 @@ use crate::resume::{PriorState, PriorUnitState};
 ///
 /// Four covers an fsync that takes several times as long as a short unit (a loaded disk):
 /// measured on 3,000 no-op units with 2 workers, one ahead cost 2-3× the run without fsync,
-/// four about 1.2×.
+/// four about 1.2×. When attempts are very short, see [`LOOKAHEAD_PER_WORKER_SHORT`].
 pub const LOOKAHEAD_PER_WORKER: usize = 4;
+
+/// Attempts committed ahead per worker while recent attempts last less than
+/// [`SHORT_ATTEMPT`] on average: then an fsync outlasts several attempts, and four ahead
+/// still left workers waiting for the next commit (10,000 no-op units, 2 workers: the
+/// workers waited 0.4-0.5 s in all for jobs with four ahead, under 0.1 s with sixteen).
+/// Longer attempts keep [`LOOKAHEAD_PER_WORKER`]: fewer attempts are then recorded as
+/// interrupted when a failure stops the run before their turn.
+pub const LOOKAHEAD_PER_WORKER_SHORT: usize = 16;
+
+/// See [`LOOKAHEAD_PER_WORKER_SHORT`].
+pub const SHORT_ATTEMPT: Duration = Duration::from_millis(10);
 
 /// What to do when a unit that succeeded earlier in the run has different inputs now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -327,6 +338,8 @@ struct Done {
     outcome: AttemptOutcome,
     /// The declared outputs' hash (`Ok(None)`: none declared), computed on the worker.
     outputs: Option<Result<Option<String>, String>>,
+    /// Whether the worker waits for an acknowledgement before its next job (see [`worker`]).
+    awaits_ack: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -541,10 +554,12 @@ struct WorkerContext<'a> {
     halt: &'a AtomicBool,
 }
 
-/// After each attempt the worker waits for the engine to take its outcome in (`ack`) before
-/// it takes the next job: a failure is then always seen (and new starts halted) before the
-/// same worker starts an attempt that was committed ahead. That wait is a thread hand-off,
-/// not an fsync.
+/// After an attempt that did not go well (it failed, or its outputs could not be hashed), the
+/// worker waits for the engine to take its outcome in (`ack`) before it takes the next job: a
+/// failure is then always seen (and new starts halted) before the same worker starts an
+/// attempt that was committed ahead. That wait is a thread hand-off, not an fsync. After a
+/// success it goes straight on: a success never stops the run, and the hand-off cost a
+/// context switch each way per attempt.
 fn worker(
     context: WorkerContext<'_>,
     jobs: &Receiver<Job>,
@@ -577,6 +592,7 @@ fn worker(
                 log_dir: PathBuf::new(),
                 outcome,
                 outputs: None,
+                awaits_ack: true,
             };
             if done.send(message).is_err() || ack.recv().is_err() {
                 return;
@@ -617,6 +633,8 @@ fn worker(
             let error = format!("internal error while running the attempt: {message}");
             (PathBuf::new(), failed_to_start(error), None)
         });
+        // Only an attempt that did not go well can make the engine stop starting units.
+        let awaits_ack = !outcome.status.satisfies_dependents() || matches!(outputs, Some(Err(_)));
         let message = Done {
             worker: Some(worker_idx),
             unit_idx: job.unit_idx,
@@ -625,8 +643,9 @@ fn worker(
             log_dir,
             outcome,
             outputs,
+            awaits_ack,
         };
-        if done.send(message).is_err() || ack.recv().is_err() {
+        if done.send(message).is_err() || (awaits_ack && ack.recv().is_err()) {
             return;
         }
     }
@@ -660,6 +679,9 @@ struct EngineLoop<'a> {
     acks: Vec<Sender<()>>,
     /// Workers whose outcome was taken in and who wait for their acknowledgement.
     acks_due: Vec<usize>,
+    /// Moving average of the attempts' wall time (each new one weighs 1/8); `None` before
+    /// the first attempt ends. Sets how far ahead attempts are committed.
+    recent_attempt_time: Option<Duration>,
     /// The unit's latest attempt in this process failed and it waits for a retry: if the run
     /// stops after a failure, this is the unit's result.
     last_failure: Vec<Option<UnitResult>>,
@@ -725,6 +747,7 @@ impl<'a> EngineLoop<'a> {
             halt,
             acks,
             acks_due: Vec::new(),
+            recent_attempt_time: None,
             last_failure: vec![None; n_units],
             state: vec![State::Waiting; n_units],
             results: vec![None; n_units],
@@ -972,7 +995,15 @@ impl<'a> EngineLoop<'a> {
     /// whose inputs changed, an input that cannot be read) takes them back with the rest.
     fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
-        let limit = max_parallel.saturating_mul(1 + LOOKAHEAD_PER_WORKER);
+        let lookahead = if self
+            .recent_attempt_time
+            .is_some_and(|time| time < SHORT_ATTEMPT)
+        {
+            LOOKAHEAD_PER_WORKER_SHORT
+        } else {
+            LOOKAHEAD_PER_WORKER
+        };
+        let limit = max_parallel.saturating_mul(1 + lookahead);
         while !self.stop_starting && self.running < limit {
             let Some(unit_idx) = self.queue.peek() else {
                 break;
@@ -1053,6 +1084,7 @@ impl<'a> EngineLoop<'a> {
                     log_dir: PathBuf::new(),
                     outcome,
                     outputs: None,
+                    awaits_ack: false,
                 });
                 continue;
             }
@@ -1086,8 +1118,13 @@ impl<'a> EngineLoop<'a> {
             log_dir,
             outcome,
             outputs,
+            awaits_ack,
         } = done;
         self.running -= 1;
+        self.recent_attempt_time = Some(match self.recent_attempt_time {
+            None => outcome.wall_time,
+            Some(recent) => (recent * 7 + outcome.wall_time) / 8,
+        });
         if worker.is_some() {
             self.at_workers -= 1;
         }
@@ -1227,7 +1264,7 @@ impl<'a> EngineLoop<'a> {
             }
         }
         // The worker may go on once every outcome at hand is taken in (see `send_acks`).
-        if let Some(worker_idx) = worker {
+        if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
             self.acks_due.push(worker_idx);
         }
     }
