@@ -245,3 +245,80 @@ fn a_process_that_left_its_group_does_not_outlive_the_run() {
     );
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn output_files_exist_only_for_attempts_that_wrote_ran_a_while_or_are_not_idempotent() {
+    let mut apollo = Apollo::new();
+    // `waits` finishes only once apollo has named its (still empty) output file, which it
+    // does after the attempt has run for 100 ms; 60 s is the safety net.
+    apollo.config(
+        r#"max_parallel: 1
+units:
+  - name: quiet
+    execute: "true"
+  - name: loud
+    execute: echo hello; echo oops >&2
+  - name: waits
+    execute: |
+      log=.apollo/runs/$APOLLO_RUN_ID/units/$APOLLO_UNIT/$APOLLO_ATTEMPT/stdout
+      i=0
+      while [ ! -e "$log" ]; do
+        i=$((i+1)); [ $i -gt 6000 ] && exit 1
+        sleep 0.01
+      done
+  - name: careful
+    idempotent: false
+    execute: "true"
+"#,
+    );
+    apollo.args(&["run"]).run().code(0);
+    let run = apollo.run_ids().pop().unwrap();
+    let units = apollo.path(&format!(".apollo/runs/{run}/units"));
+    // A quick, silent attempt leaves nothing (unless the machine is so loaded that `true`
+    // took 100 ms; the exact rule is tested in apollo-exec without a clock).
+    let quiet = units.join("quiet/1/stdout");
+    assert!(!quiet.exists() || std::fs::read(&quiet).unwrap().is_empty());
+    assert_eq!(
+        std::fs::read_to_string(units.join("loud/1/stdout")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(units.join("loud/1/stderr")).unwrap(),
+        "oops\n"
+    );
+    assert_eq!(std::fs::read(units.join("waits/1/stdout")).unwrap(), b"");
+    assert!(units.join("careful/1/stdout").exists());
+
+    let logs = apollo.args(&["logs", "latest", "quiet"]).run();
+    logs.code(0);
+    assert_eq!(logs.stdout, "");
+    if !quiet.exists() {
+        assert!(
+            logs.stderr
+                .contains("attempt 1 of `quiet` wrote nothing to stdout"),
+            "{}",
+            logs.stderr
+        );
+    }
+    let logs = apollo.args(&["logs", "latest", "loud", "--stderr"]).run();
+    logs.code(0);
+    assert_eq!(logs.stdout, "oops\n");
+}
+
+#[test]
+fn the_summary_of_a_silent_failure_says_it_wrote_nothing() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: bad
+    execute: exit 3
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(1);
+    assert!(
+        output.stdout.contains("logs: none (it wrote nothing)"),
+        "{}",
+        output.stdout
+    );
+}

@@ -23,6 +23,10 @@ pub struct ExecOptions {
     /// Exec a string command directly, without `/bin/sh -c`, when it has no shell syntax at
     /// all (see the crate docs). Default: `true`.
     pub direct_exec: bool,
+    /// How long an attempt runs before its output files get their names even if they are
+    /// still empty (see "How a phase runs" in the crate docs). Output of an attempt younger
+    /// than this is lost if apollo is killed. Default: 100 ms.
+    pub name_output_after: Duration,
 }
 
 impl Default for ExecOptions {
@@ -30,6 +34,7 @@ impl Default for ExecOptions {
         ExecOptions {
             cleanup_timeout: Duration::from_secs(60),
             direct_exec: true,
+            name_output_after: Duration::from_millis(100),
         }
     }
 }
@@ -126,6 +131,7 @@ impl Executor for ProcessExecutor {
             stdout: &stdout,
             stderr: &stderr,
             logs_named: std::cell::Cell::new(false),
+            name_output_after: self.options.name_output_after,
             attempt_start,
             direct_exec: self.options.direct_exec,
             guard: &self.shared.guard,

@@ -5,7 +5,7 @@
 //! A file gets its name (`<log_dir>/stdout`, and the folder) only when it is worth one. It
 //! starts as an unnamed file (`O_TMPFILE`) in an existing folder above `log_dir`, and is linked
 //! into place when the attempt ends with something in it, when the attempt has run for
-//! [`NAME_AFTER`], or at once for a unit that is not idempotent (its half-done attempt is what
+//! `ExecOptions::name_output_after` (100 ms), or at once for a unit that is not idempotent (its half-done attempt is what
 //! a human reads before `apollo mark`). An attempt that is quick and silent creates nothing on
 //! disk, and its empty unnamed files are reused by the next attempt: on a busy scheduler,
 //! allocating four inodes per attempt (two folders, two files) cost more than running `true`.
@@ -18,17 +18,11 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 /// Bytes read at a time when hashing: memory stays flat whatever the output size.
 const HASH_CHUNK: usize = 64 * 1024;
-
-/// How long an attempt runs before its output files get their names even if it is silent, so
-/// that `tail -f` and `apollo logs` find them. Only output of an attempt younger than this is
-/// lost if apollo is killed (the unnamed files die with their last descriptor).
-pub(crate) const NAME_AFTER: Duration = Duration::from_millis(100);
 
 /// Spare unnamed files kept for reuse, at most.
 const MAX_SPARES: usize = 64;

@@ -16,7 +16,7 @@ use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, Phas
 use crate::command_line::{self, ExecPlan, ProgramCache};
 use crate::guard::{Guard, Slot};
 use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
-use crate::output::{LogFile, NAME_AFTER};
+use crate::output::LogFile;
 use crate::spawn::{Environment, Spawn};
 
 /// Everything a phase shares with the rest of its attempt.
@@ -28,6 +28,8 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) stderr: &'a LogFile,
     /// Whether the output files were given their names during the attempt (see `output`).
     pub(crate) logs_named: Cell<bool>,
+    /// When, into the attempt, they get their names even if empty.
+    pub(crate) name_output_after: Duration,
     pub(crate) attempt_start: Instant,
     pub(crate) direct_exec: bool,
     /// Kills the phases' groups if apollo dies.
@@ -46,7 +48,7 @@ impl AttemptContext<'_> {
         if self.logs_named.get() {
             return None;
         }
-        self.attempt_start.checked_add(NAME_AFTER)
+        self.attempt_start.checked_add(self.name_output_after)
     }
 
     /// Give the output files their names, once. A failure is left for the end of the

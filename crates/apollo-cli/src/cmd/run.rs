@@ -445,7 +445,11 @@ fn execute(
             if let Some(error) = error {
                 summary.push_str(&format!(": {error}"));
             }
-            if log_dir.is_dir() {
+            // A quick, silent attempt has no files; one that ran a while has empty ones.
+            let wrote_something = ["stdout", "stderr"].iter().any(|name| {
+                std::fs::metadata(log_dir.join(name)).is_ok_and(|metadata| metadata.len() > 0)
+            });
+            if wrote_something {
                 summary.push_str(&format!(
                     "\n          logs: {}/{{stdout,stderr}}",
                     log_dir.display()

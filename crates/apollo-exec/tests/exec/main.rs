@@ -86,6 +86,20 @@ impl Fixture {
     pub(crate) fn run(&self) -> AttemptOutcome {
         self.run_with(&CancelToken::new())
     }
+
+    /// Run one attempt with its output going to `log_dir`, then check nothing survived.
+    pub(crate) fn run_in(&self, log_dir: &std::path::Path) -> AttemptOutcome {
+        let request = AttemptRequest {
+            run_id: &self.run_id,
+            unit: &self.unit,
+            attempt: 1,
+            log_dir,
+        };
+        let outcome =
+            ProcessExecutor::new(self.options.clone()).run_attempt(&request, &CancelToken::new());
+        assert_no_survivors(&self.run_id);
+        outcome
+    }
 }
 
 /// Live (non-zombie) processes whose environment has `APOLLO_RUN_ID=<run_id>`. Every process a

@@ -265,3 +265,49 @@ fn cpu_time_is_measured() {
         "{outcome:?}"
     );
 }
+
+#[test]
+fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while() {
+    let mut fixture = Fixture::new("true");
+    // No naming by time in this part: only what the attempt wrote decides.
+    fixture.options.name_output_after = std::time::Duration::from_secs(3600);
+    let log_dir = fixture.path("logs/quiet/1");
+    let outcome = fixture.run_in(&log_dir);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert!(
+        !fixture.path("logs").exists(),
+        "a silent attempt names nothing"
+    );
+
+    fixture.unit.execute = Command::Shell("echo out; echo err >&2".to_owned());
+    let log_dir = fixture.path("logs/loud/1");
+    let outcome = fixture.run_in(&log_dir);
+    assert_eq!(outcome.stdout_bytes, 4);
+    assert_eq!(
+        std::fs::read_to_string(log_dir.join("stdout")).unwrap(),
+        "out\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(log_dir.join("stderr")).unwrap(),
+        "err\n"
+    );
+
+    // A unit that is not idempotent gets its files at once.
+    fixture.unit.execute = Command::Shell("true".to_owned());
+    fixture.unit.idempotent = false;
+    let log_dir = fixture.path("logs/careful/1");
+    fixture.run_in(&log_dir);
+    assert_eq!(std::fs::read(log_dir.join("stdout")).unwrap(), b"");
+
+    // An attempt that runs longer than `name_output_after` finds its (empty) file named
+    // while it runs.
+    fixture.unit.idempotent = true;
+    fixture.options.name_output_after = std::time::Duration::ZERO;
+    let log_dir = fixture.path("logs/waits/1");
+    fixture.unit.execute = Command::Shell(format!(
+        "i=0; while [ ! -e {}/stdout ]; do i=$((i+1)); [ $i -gt 6000 ] && exit 1; sleep 0.01; done",
+        log_dir.display()
+    ));
+    let outcome = fixture.run_in(&log_dir);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+}
