@@ -95,8 +95,8 @@ const DEFAULT_SEARCH_PATH: &str = "/bin:/usr/bin";
 /// `posix_spawnp`, which reports the error.
 ///
 /// Looking it up here, instead of in the child, spares the child one failing `execve` per
-/// `PATH` entry before the right one, and lets std use `posix_spawn` even when the unit sets
-/// its own `PATH` (std falls back to `fork` then, for a bare program name).
+/// `PATH` entry before the right one, and searches the unit's own `PATH` when it sets one
+/// (`posix_spawnp` would search apollo's).
 pub(crate) fn search_path(
     program: &OsStr,
     search_path: Option<&OsStr>,
@@ -198,6 +198,28 @@ impl ProgramCache {
         }
         found
     }
+}
+
+/// Whether some `PATH` entry holds a file named `program` that is not executable: `execvp`
+/// then reports "permission denied" rather than "not found". Only asked on the error path.
+pub(crate) fn in_path_but_not_executable(
+    program: &OsStr,
+    search_path: Option<&OsStr>,
+    workdir: &Path,
+) -> bool {
+    let search_path = search_path.unwrap_or(OsStr::new(DEFAULT_SEARCH_PATH));
+    search_path
+        .as_bytes()
+        .split(|&byte| byte == b':')
+        .any(|entry| {
+            let dir = Path::new(OsStr::from_bytes(entry));
+            let dir = if dir.is_absolute() {
+                dir.to_owned()
+            } else {
+                workdir.join(dir)
+            };
+            dir.join(program).is_file()
+        })
 }
 
 fn is_executable_file(path: &CStr) -> bool {

@@ -153,22 +153,24 @@
 //!
 //! # Cost
 //!
-//! With no `pre_exec` hook, std spawns with `posix_spawn` — a `clone(CLONE_VM | CLONE_VFORK)`
-//! followed by `setpgid`, the `dup2`s, `chdir` and `execve` in the child — instead of `fork`,
-//! which copied apollo's page tables at every spawn and then made every thread of apollo take
-//! copy-on-write faults. (The guard's own fork happens once per executor.) A bare program name
-//! is looked up in the child's `PATH` by apollo, once per program and `PATH` (remembered like
-//! a shell's command hash; later spawns only check, with one `stat` and one `access`, that the
-//! file found is still there), instead of by the child with one failing `execve` per entry
-//! before the right one; with a resolved path std keeps its `posix_spawn` path even when the
-//! unit sets its own `PATH`. A file the kernel cannot exec (a script without `#!`) is run with
-//! `/bin/sh`, as `execvp` would.
+//! A phase is started with glibc's `posix_spawn` — a `clone(CLONE_VM | CLONE_VFORK)` followed
+//! by `setpgid`, the `dup2`s, `chdir` and `execve` in the child — instead of `fork`, which
+//! copied apollo's page tables at every spawn and then made every thread of apollo take
+//! copy-on-write faults. (The guard's own fork happens once per executor.) `spawn.rs` calls
+//! it directly: `std::process::Command` did the same `posix_spawn`, but first copied apollo's
+//! whole environment into a map and back into C strings, and duplicated (then closed) the
+//! three stdio descriptors, at every spawn. A bare program name is looked up in the child's
+//! `PATH` by apollo, once per program and `PATH` (remembered like a shell's command hash;
+//! later spawns only check, with one `stat` and one `access`, that the file found is still
+//! there), instead of by the child with one failing `execve` per entry before the right one.
+//! A file the kernel cannot exec (a script without `#!`) is run with `/bin/sh`, as `execvp`
+//! would.
 //!
 //! The alternative to the guard was to keep `PR_SET_PDEATHSIG` and arm it in a hand-written
 //! `clone(CLONE_VM | CLONE_VFORK)` child redoing all of `posix_spawn`'s work (signal
 //! dispositions, mask, group, descriptors, directory, `PATH`, error reporting) in delicate
-//! unsafe code — and it would still have killed only each phase's leader. The guard keeps
-//! spawning in std's hands and covers the whole group.
+//! unsafe code — and it would still have killed only each phase's leader. The guard leaves
+//! all of that to `posix_spawn` and covers the whole group.
 //!
 //! `benches/spawn.rs` measures it in one run against bare `Command::new("true").status()`,
 //! alternating the variants (`cargo bench -p apollo-exec --bench spawn`), in wall time and in
@@ -187,8 +189,9 @@
 //! So a phase costs ≈ 55 µs of CPU over a bare spawn (it cost ≈ 165 µs with the hook, which
 //! alone was ≈ 100–120 µs here, more in a large multi-threaded apollo). What is left is
 //! apollo's bookkeeping, about thirty cheap syscalls per attempt: the two log files and their
-//! lengths, an eventfd, the pidfd, one `poll`, the leftover probe, `wait4`; and std's own
-//! (copying the environment, the `dup`s). End to end, `apollo run` of 10,000 units running
+//! lengths, an eventfd, the pidfd, one `poll`, the leftover probe, `wait4`. (The table was
+//! measured when spawns still went through `std::process::Command`, which added the copy of
+//! the environment and the `dup`s.) End to end, `apollo run` of 10,000 units running
 //! `true`, 2 at a time, used ≈ 5 s of CPU instead of ≈ 11 s with the hook (a bare C runner
 //! using `posix_spawnp`: ≈ 3.4 s). Exec'ing plain string commands without a shell saves
 //! ≈ 75 µs per phase.

@@ -5,12 +5,26 @@
 //! A file gets its name (`<log_dir>/stdout`, and the folder) only when it is worth one. It
 //! starts as an unnamed file (`O_TMPFILE`) in an existing folder above `log_dir`, and is linked
 //! into place when the attempt ends with something in it, when the attempt has run for
-//! `ExecOptions::name_output_after` (100 ms), or at once for a unit that is not idempotent (its half-done attempt is what
-//! a human reads before `apollo mark`). An attempt that is quick and silent creates nothing on
-//! disk, and its empty unnamed files are reused by the next attempt: on a busy scheduler,
-//! allocating four inodes per attempt (two folders, two files) cost more than running `true`.
-//! Where `O_TMPFILE` is not supported, the named files are created at once.
+//! `ExecOptions::name_output_after` (100 ms), or at once for a unit that is not idempotent (its
+//! half-done attempt is what a human reads before `apollo mark`). An attempt that is quick and
+//! silent creates nothing on disk, and its empty unnamed file is reused by the next attempt:
+//! on a busy scheduler, allocating four inodes per attempt (two folders, two files) cost more
+//! than running `true`.
+//!
+//! A file is reused only if nothing else holds it. The children get their own open of the
+//! file (not a duplicate of apollo's), so before reusing a spare apollo asks for a write lease
+//! on its own open: the kernel grants it only when no other open of the file remains. That is
+//! asked when the spare is taken, not when it is put back: right after an attempt, a sibling
+//! worker's child that is between its `clone` and its `exec` may still hold a copy of every
+//! descriptor apollo had, the children's open included. A spare that a process which escaped
+//! its attempt's group (`setsid`) still holds is skipped; one that such a process wrote to is
+//! named after the attempt it came from; and spares that are dropped (too many, or the
+//! executor is dropped) while held are named too, so what those processes write later lands in
+//! the file of the attempt they came from. Where `O_TMPFILE`, `/proc/self/fd` or leases are
+//! not available, the named files are created at once, as before.
 
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -27,39 +41,84 @@ const HASH_CHUNK: usize = 64 * 1024;
 /// Spare unnamed files kept for reuse, at most.
 const MAX_SPARES: usize = 64;
 
+/// Spares checked (oldest first) before a new file is made instead.
+const SPARES_CHECKED_PER_TAKE: usize = 4;
+
 /// Empty unnamed files left by quick, silent attempts, for the next attempts to reuse.
 #[derive(Debug, Default)]
 pub(crate) struct LogSpares {
-    spares: Mutex<Vec<Spare>>,
-    /// Set once `O_TMPFILE` failed for a reason other than a missing folder: from then on, log
-    /// files are created with their names at once.
+    /// Oldest first.
+    spares: Mutex<VecDeque<Spare>>,
+    /// Set once unnamed files turned out not to work here: from then on, log files are
+    /// created with their names at once.
     unsupported: AtomicBool,
 }
 
+/// An unnamed file that was empty when its attempt ended.
 #[derive(Debug)]
 struct Spare {
     file: File,
     /// The folder it was created in: it can only be linked under it (same filesystem).
     home: PathBuf,
-    /// The name it would have had in the attempt that used it last, for output that a process
-    /// which escaped that attempt's group wrote after the attempt ended.
+    /// The name it would have had in the attempt that used it last: where output that an
+    /// escaped process of that attempt writes later belongs.
     last_path: PathBuf,
+}
+
+impl Spare {
+    /// Whether it can serve another attempt: still empty, and held by nothing else.
+    fn reusable(&self) -> Availability {
+        if !self
+            .file
+            .metadata()
+            .is_ok_and(|metadata| metadata.len() == 0)
+        {
+            return Availability::Written;
+        }
+        held_elsewhere(&self.file)
+    }
+
+    /// Dropping it: an escaped process of its attempt may still write to it (or already
+    /// did), so it gets that attempt's name first. Best effort.
+    fn retire(self) {
+        if self.reusable() != Availability::Free {
+            let _ = give_name(&self.file, &self.last_path);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Availability {
+    /// Empty, and open nowhere else.
+    Free,
+    /// Something else has it open.
+    Held,
+    /// Something wrote to it after its attempt.
+    Written,
+    /// Leases cannot tell here.
+    Unknown,
 }
 
 /// One output file of an attempt.
 #[derive(Debug)]
 pub(crate) struct LogFile {
+    /// Apollo's open of the file: lengths, hashing, naming.
     file: File,
+    /// What the children's stdout or stderr is made from: a separate open of the same file
+    /// while it is unnamed (see the module docs), else `file` itself.
+    for_children: Option<File>,
     /// `<log_dir>/<name>`: where it is, or will be once named.
     path: PathBuf,
     /// The folder of the unnamed file, while it has no name yet.
     home: Option<PathBuf>,
-    named: AtomicBool,
+    named: Cell<bool>,
+    /// `finish` ran (else the drop names a file with output, so none is lost).
+    finished: bool,
 }
 
 impl LogFile {
-    /// The file for `log_dir/name`: a reused or new unnamed file, or, without `O_TMPFILE`
-    /// support or when `name_now`, the named file itself (created with its folder if needed,
+    /// The file for `log_dir/name`: a reused or new unnamed file, or, without support for
+    /// those or when `name_now`, the named file itself (created with its folder if needed,
     /// appended to if it exists).
     pub(crate) fn open(
         spares: &LogSpares,
@@ -69,29 +128,32 @@ impl LogFile {
     ) -> io::Result<LogFile> {
         let path = log_dir.join(name);
         if !name_now && !spares.unsupported.load(Ordering::Relaxed) {
-            if let Some(spare) = spares.take(log_dir) {
-                return Ok(LogFile {
-                    file: spare.file,
-                    path,
-                    home: Some(spare.home),
-                    named: AtomicBool::new(false),
-                });
-            }
-            match create_unnamed(log_dir) {
-                Ok((file, home)) => {
+            let unnamed = match spares.take(log_dir) {
+                Some(spare) => Ok((spare.file, spare.home)),
+                None => create_unnamed(log_dir),
+            };
+            match unnamed.and_then(|(file, home)| {
+                let for_children = reopen_for_appending(&file)?;
+                Ok((file, for_children, home))
+            }) {
+                Ok((file, for_children, home)) => {
                     return Ok(LogFile {
                         file,
+                        for_children: Some(for_children),
                         path,
                         home: Some(home),
-                        named: AtomicBool::new(false),
+                        named: Cell::new(false),
+                        finished: false,
                     });
                 }
-                // The kernel or the filesystem does not know `O_TMPFILE`.
+                // The kernel or the filesystem does not know `O_TMPFILE`, or there is no
+                // `/proc` to reopen the file through.
                 Err(error)
-                    if matches!(
-                        error.raw_os_error(),
-                        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
-                    ) =>
+                    if error.kind() == io::ErrorKind::Unsupported
+                        || matches!(
+                            error.raw_os_error(),
+                            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+                        ) =>
                 {
                     spares.unsupported.store(true, Ordering::Relaxed);
                 }
@@ -107,9 +169,11 @@ impl LogFile {
             .open(&path)?;
         Ok(LogFile {
             file,
+            for_children: None,
             path,
             home: None,
-            named: AtomicBool::new(true),
+            named: Cell::new(true),
+            finished: false,
         })
     }
 
@@ -118,35 +182,34 @@ impl LogFile {
         &self.path
     }
 
-    /// Give the file its name now (creating its folder), if it has none yet.
+    /// Give the file its name now (creating its folder), if it has none yet. Only a link
+    /// will do while children may still write: on failure the file stays unnamed, and
+    /// [`LogFile::finish`] copies what it cannot link.
     pub(crate) fn name_now(&self) -> io::Result<()> {
-        if self.named.load(Ordering::Relaxed) {
+        if self.named.get() {
             return Ok(());
         }
-        give_name(&self.file, &self.path)?;
-        self.named.store(true, Ordering::Relaxed);
+        link(&self.file, &self.path)?;
+        self.named.set(true);
         Ok(())
     }
 
-    /// The attempt is over: name the file if anything was written to it, otherwise hand it
-    /// back to `spares` for the next attempt.
-    pub(crate) fn finish(self, spares: &LogSpares) -> io::Result<()> {
-        let LogFile {
-            file,
-            path,
-            home,
-            named,
-        } = self;
-        let Some(home) = home.filter(|_| !named.load(Ordering::Relaxed)) else {
+    /// The attempt is over: name the file if anything was written to it; otherwise hand it
+    /// back to `spares` for the next attempt, unless an escaped process still holds it.
+    pub(crate) fn finish(mut self, spares: &LogSpares) -> io::Result<()> {
+        self.finished = true;
+        let Some(home) = self.home.take().filter(|_| !self.named.get()) else {
             return Ok(());
         };
-        if file.metadata()?.len() > 0 {
-            return give_name(&file, &path);
+        // Close the children's open: only an escaped process can still hold one now.
+        self.for_children = None;
+        if self.file.metadata()?.len() > 0 {
+            return give_name(&self.file, &self.path);
         }
         spares.put(Spare {
-            file,
+            file: self.file.try_clone()?,
             home,
-            last_path: path,
+            last_path: self.path.clone(),
         });
         Ok(())
     }
@@ -160,13 +223,13 @@ impl LogFile {
     /// writers never overwrite each other.
     #[cfg(test)]
     pub(crate) fn for_child(&self) -> io::Result<File> {
-        self.file.try_clone()
+        self.for_children.as_ref().unwrap_or(&self.file).try_clone()
     }
 
     /// The descriptor a child's stdout or stderr is made from (`dup2`, so it shares the
     /// append flag and concurrent writers in the group never overwrite each other).
     pub(crate) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        std::os::fd::AsFd::as_fd(&self.file)
+        std::os::fd::AsFd::as_fd(self.for_children.as_ref().unwrap_or(&self.file))
     }
 
     /// SHA-256 (lowercase hex) of bytes `start..end`, read back in fixed-size chunks.
@@ -191,41 +254,86 @@ impl LogFile {
     }
 }
 
-impl LogSpares {
-    /// An empty spare that can be named under `log_dir`. A spare that is no longer empty holds
-    /// late output of the attempt that used it last: it goes to that attempt's file instead.
-    fn take(&self, log_dir: &Path) -> Option<Spare> {
-        loop {
-            let spare = {
-                let mut spares = self
-                    .spares
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let index = spares
-                    .iter()
-                    .rposition(|spare| log_dir.starts_with(&spare.home))?;
-                spares.swap_remove(index)
-            };
-            match spare.file.metadata() {
-                Ok(metadata) if metadata.len() == 0 => return Some(spare),
-                // Best effort: the attempt it belongs to is long recorded.
-                Ok(_) => {
-                    let _ = give_name(&spare.file, &spare.last_path);
-                }
-                Err(_) => {}
-            }
+impl Drop for LogFile {
+    /// An attempt cut short (a panic) still keeps its output: a written, unnamed file gets
+    /// its name.
+    fn drop(&mut self) {
+        if !self.finished
+            && self.home.is_some()
+            && !self.named.get()
+            && self
+                .file
+                .metadata()
+                .is_ok_and(|metadata| metadata.len() > 0)
+        {
+            let _ = give_name(&self.file, &self.path);
         }
     }
+}
 
-    fn put(&self, spare: Spare) {
+impl LogSpares {
+    /// A spare that can be named under `log_dir` and serve another attempt. Up to
+    /// [`SPARES_CHECKED_PER_TAKE`] candidates are checked, oldest first; one that was written
+    /// to is retired, one that is held stays for later.
+    fn take(&self, log_dir: &Path) -> Option<Spare> {
         let mut spares = self
             .spares
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if spares.len() >= MAX_SPARES {
-            spares.remove(0);
+        let mut checked = 0;
+        let mut index = 0;
+        while index < spares.len() && checked < SPARES_CHECKED_PER_TAKE {
+            if !log_dir.starts_with(&spares[index].home) {
+                index += 1;
+                continue;
+            }
+            checked += 1;
+            match spares[index].reusable() {
+                Availability::Free => return spares.remove(index),
+                Availability::Held => index += 1,
+                Availability::Written => {
+                    if let Some(spare) = spares.remove(index) {
+                        spare.retire();
+                    }
+                }
+                Availability::Unknown => {
+                    self.unsupported.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
         }
-        spares.push(spare);
+        None
+    }
+
+    fn put(&self, spare: Spare) {
+        let evicted = {
+            let mut spares = self
+                .spares
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            spares.push_back(spare);
+            if spares.len() > MAX_SPARES {
+                spares.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(spare) = evicted {
+            spare.retire();
+        }
+    }
+}
+
+impl Drop for LogSpares {
+    fn drop(&mut self) {
+        let spares = std::mem::take(
+            self.spares
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for spare in spares {
+            spare.retire();
+        }
     }
 }
 
@@ -235,7 +343,7 @@ fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
         let opened = OpenOptions::new()
             .read(true)
             .append(true)
-            .mode(0o644)
+            .mode(0o666)
             .custom_flags(libc::O_TMPFILE)
             .open(dir);
         match opened {
@@ -250,6 +358,42 @@ fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
     ))
 }
 
+/// The `/proc/self/fd` path of `file`.
+fn proc_path(file: &File) -> String {
+    format!("/proc/self/fd/{}", file.as_raw_fd())
+}
+
+/// A second, separate open of `file` (write-only, appending) for the children.
+fn reopen_for_appending(file: &File) -> io::Result<File> {
+    OpenOptions::new()
+        .append(true)
+        .open(proc_path(file))
+        .map_err(|error| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("cannot reopen an unnamed file through /proc/self/fd: {error}"),
+            )
+        })
+}
+
+/// Whether `file` is open elsewhere: the kernel grants a write lease only when it is open
+/// nowhere but here (open descriptions, not descriptors: a `dup` of this very open does not
+/// count).
+fn held_elsewhere(file: &File) -> Availability {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own; a granted lease is released at once.
+    unsafe {
+        if libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) == 0 {
+            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+            return Availability::Free;
+        }
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN | libc::EBUSY) => Availability::Held,
+        _ => Availability::Unknown,
+    }
+}
+
 /// Link the unnamed `file` to `path` (creating its folder). Only a link keeps a running
 /// attempt's later output in the named file.
 fn link(file: &File, path: &Path) -> io::Result<()> {
@@ -257,7 +401,7 @@ fn link(file: &File, path: &Path) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let source = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    let source = std::ffi::CString::new(proc_path(file))?;
     let target = std::ffi::CString::new(path.as_os_str().as_bytes())?;
     // SAFETY: two valid NUL-terminated paths for the duration of the call. Linking an
     // `O_TMPFILE` file through its `/proc/self/fd` entry needs no privilege (see open(2)).
@@ -278,7 +422,7 @@ fn link(file: &File, path: &Path) -> io::Result<()> {
 }
 
 /// Give the finished, unnamed `file` the name `path`: a link, or, when that is impossible
-/// (`path` exists, no `/proc`), a copy appended to `path`.
+/// (`path` exists, a filesystem that refuses), a copy appended to `path`.
 fn give_name(file: &File, path: &Path) -> io::Result<()> {
     if link(file, path).is_ok() {
         return Ok(());
@@ -315,6 +459,19 @@ mod tests {
         LogFile::open(&LogSpares::default(), dir, name, true).unwrap()
     }
 
+    /// Whether unnamed files work in `dir` (they do on ext4, xfs, btrfs, tmpfs; a test that
+    /// needs them says so and passes where they do not, since named files are used there).
+    fn unnamed_files_work(dir: &Path) -> bool {
+        let works = LogFile::open(&LogSpares::default(), dir, "probe", false)
+            .is_ok_and(|log| log.home.is_some());
+        if !works {
+            eprintln!(
+                "O_TMPFILE or /proc/self/fd is not available in {}",
+                dir.display()
+            );
+        }
+        works
+    }
     #[test]
     fn hashes_exactly_the_requested_range() {
         let dir = tempfile::tempdir().unwrap();
@@ -352,6 +509,9 @@ mod tests {
     #[test]
     fn a_silent_attempt_creates_nothing_and_its_file_is_reused() {
         let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
         let spares = LogSpares::default();
         let first_dir = root.path().join("units/a/1");
         let log = LogFile::open(&spares, &first_dir, "stdout", false).unwrap();
@@ -376,6 +536,9 @@ mod tests {
     #[test]
     fn a_file_named_early_keeps_what_is_written_after() {
         let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
         let spares = LogSpares::default();
         let dir = root.path().join("u/1");
         let log = LogFile::open(&spares, &dir, "stdout", false).unwrap();
@@ -390,6 +553,9 @@ mod tests {
     #[test]
     fn output_written_after_a_silent_attempt_goes_to_that_attempt() {
         let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
         let spares = LogSpares::default();
         let first = root.path().join("a/1");
         let log = LogFile::open(&spares, &first, "stdout", false).unwrap();
@@ -406,6 +572,9 @@ mod tests {
     #[test]
     fn naming_into_an_existing_file_appends_to_it() {
         let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
         let spares = LogSpares::default();
         std::fs::write(root.path().join("stdout"), b"before ").unwrap();
         let log = LogFile::open(&spares, root.path(), "stdout", false).unwrap();
@@ -415,5 +584,68 @@ mod tests {
             std::fs::read(root.path().join("stdout")).unwrap(),
             b"before after"
         );
+    }
+
+    #[test]
+    fn a_name_that_cannot_be_linked_mid_attempt_loses_nothing_at_the_end() {
+        let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
+        let spares = LogSpares::default();
+        std::fs::write(root.path().join("stdout"), b"before ").unwrap();
+        let log = LogFile::open(&spares, root.path(), "stdout", false).unwrap();
+        let mut child = log.for_child().unwrap();
+        child.write_all(b"early ").unwrap();
+        assert!(log.name_now().is_err(), "the name is taken: no link");
+        child.write_all(b"late").unwrap();
+        drop(child);
+        log.finish(&spares).unwrap();
+        assert_eq!(
+            std::fs::read(root.path().join("stdout")).unwrap(),
+            b"before early late"
+        );
+    }
+
+    #[test]
+    fn an_attempt_cut_short_still_keeps_its_output() {
+        let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
+        let dir = root.path().join("u/1");
+        let log = LogFile::open(&LogSpares::default(), &dir, "stderr", false).unwrap();
+        log.for_child().unwrap().write_all(b"panic ahead").unwrap();
+        drop(log);
+        assert_eq!(std::fs::read(dir.join("stderr")).unwrap(), b"panic ahead");
+    }
+
+    #[test]
+    fn a_file_an_escaped_process_holds_is_not_reused_and_is_named_when_dropped() {
+        let root = tempfile::tempdir().unwrap();
+        if !unnamed_files_work(root.path()) {
+            return;
+        }
+        let spares = LogSpares::default();
+        let log = LogFile::open(&spares, &root.path().join("a/1"), "stdout", false).unwrap();
+        let escaped = log.for_child().unwrap();
+        log.finish(&spares).unwrap();
+        let next = LogFile::open(&spares, &root.path().join("b/1"), "stdout", false).unwrap();
+        next.finish(&spares).unwrap();
+        assert_eq!(
+            spares.spares.lock().unwrap().len(),
+            2,
+            "the held one was skipped"
+        );
+        drop(spares);
+        assert!(
+            root.path().join("a/1/stdout").exists(),
+            "named for what the escaped process writes later"
+        );
+        assert!(
+            !root.path().join("b").exists(),
+            "a free spare is just closed"
+        );
+        drop(escaped);
     }
 }

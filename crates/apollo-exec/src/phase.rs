@@ -300,6 +300,20 @@ fn spawn_leader<'g>(
     let found = context
         .programs
         .find(&plan.program, child_path, &unit.workdir);
+    if found.is_none() && !plan.program.as_bytes().contains(&b'/') {
+        // A bare name the `PATH` search did not find.
+        let errno =
+            if command_line::in_path_but_not_executable(&plan.program, child_path, &unit.workdir) {
+                libc::EACCES
+            } else {
+                libc::ENOENT
+            };
+        return Err(describe_start_error(
+            &io::Error::from_raw_os_error(errno),
+            plan,
+            &unit.workdir,
+        ));
+    }
     let program: &OsStr = found.as_deref().map_or(&plan.program, Path::as_os_str);
     let slot = reserve()?;
     let error = match start(context, phase, program, &plan.args, slot) {
@@ -328,10 +342,6 @@ fn start<'g>(
     args: &[OsString],
     slot: Slot<'g>,
 ) -> io::Result<GroupLeader<'g>> {
-    // A bare name is one the `PATH` search did not find.
-    if !program.as_bytes().contains(&b'/') {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
     let request = context.request;
     let opened_null;
     let stdin = match context.dev_null {

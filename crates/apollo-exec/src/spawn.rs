@@ -110,6 +110,8 @@ pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<libc::pid_t> {
         spawn.workdir.as_os_str().as_bytes(),
         "the working directory",
     )?;
+    // The sources are never 0-2 themselves (Rust's runtime keeps those open from startup, so
+    // files apollo opens get higher numbers): no `dup2` below overwrites a later one's source.
     let mut actions = FileActions::new()?;
     actions.dup2(spawn.stdin, 0)?;
     actions.dup2(spawn.stdout, 1)?;

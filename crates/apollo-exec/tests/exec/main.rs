@@ -89,16 +89,24 @@ impl Fixture {
 
     /// Run one attempt with its output going to `log_dir`, then check nothing survived.
     pub(crate) fn run_in(&self, log_dir: &std::path::Path) -> AttemptOutcome {
+        let outcome = self.run_on(&ProcessExecutor::new(self.options.clone()), log_dir);
+        assert_no_survivors(&self.run_id);
+        outcome
+    }
+
+    /// Run one attempt on `executor` with its output going to `log_dir` (no survivor check).
+    pub(crate) fn run_on(
+        &self,
+        executor: &ProcessExecutor,
+        log_dir: &std::path::Path,
+    ) -> AttemptOutcome {
         let request = AttemptRequest {
             run_id: &self.run_id,
             unit: &self.unit,
             attempt: 1,
             log_dir,
         };
-        let outcome =
-            ProcessExecutor::new(self.options.clone()).run_attempt(&request, &CancelToken::new());
-        assert_no_survivors(&self.run_id);
-        outcome
+        executor.run_attempt(&request, &CancelToken::new())
     }
 }
 

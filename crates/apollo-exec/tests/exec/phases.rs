@@ -7,7 +7,7 @@ use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{Command, Phase};
 use sha2::{Digest, Sha256};
 
-use crate::Fixture;
+use crate::{Fixture, assert_no_survivors, wait_for_file};
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -270,7 +270,7 @@ fn cpu_time_is_measured() {
 fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while() {
     let mut fixture = Fixture::new("true");
     // No naming by time in this part: only what the attempt wrote decides.
-    fixture.options.name_output_after = std::time::Duration::from_secs(3600);
+    fixture.options.name_output_after = Duration::from_secs(3600);
     let log_dir = fixture.path("logs/quiet/1");
     let outcome = fixture.run_in(&log_dir);
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
@@ -302,7 +302,7 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
     // An attempt that runs longer than `name_output_after` finds its (empty) file named
     // while it runs.
     fixture.unit.idempotent = true;
-    fixture.options.name_output_after = std::time::Duration::ZERO;
+    fixture.options.name_output_after = Duration::ZERO;
     let log_dir = fixture.path("logs/waits/1");
     fixture.unit.execute = Command::Shell(format!(
         "i=0; while [ ! -e {}/stdout ]; do i=$((i+1)); [ $i -gt 6000 ] && exit 1; sleep 0.01; done",
@@ -310,4 +310,79 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
     ));
     let outcome = fixture.run_in(&log_dir);
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+}
+
+/// Whether `O_TMPFILE` works in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere log files are
+/// named at once and the tests of unnamed files have nothing to check.
+fn unnamed_files_work(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let works = std::fs::OpenOptions::new()
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+        .is_ok();
+    if !works {
+        eprintln!("O_TMPFILE is not available in {}", dir.display());
+    }
+    works
+}
+
+#[test]
+fn silent_attempts_reuse_files_but_not_one_an_escaped_process_still_writes_to() {
+    let mut fixture = Fixture::new("true");
+    if !unnamed_files_work(fixture.dir.path()) {
+        return;
+    }
+    fixture.options.name_output_after = Duration::from_secs(3600);
+    let executor = apollo_exec::ProcessExecutor::new(fixture.options.clone());
+    for unit in ["a", "b", "c"] {
+        let outcome = fixture.run_on(&executor, &fixture.path(&format!("logs/{unit}/1")));
+        assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    }
+    assert!(
+        !fixture.path("logs").exists(),
+        "silent attempts name nothing"
+    );
+
+    // This attempt leaves a process outside its group (it ends once that process has left the
+    // group) that writes once `go` exists.
+    fixture.unit.execute = Command::Shell(
+        "setsid sh -c 'touch escaped; while [ ! -e go ]; do sleep 0.01; done; echo late; \
+         touch wrote' & while [ ! -e escaped ]; do sleep 0.01; done"
+            .to_owned(),
+    );
+    let escaped_from = fixture.path("logs/escapes/1");
+    fixture.run_on(&executor, &escaped_from);
+    // The file it holds is not handed to the next attempt.
+    fixture.unit.execute = Command::Shell("true".to_owned());
+    let next = fixture.path("logs/next/1");
+    fixture.run_on(&executor, &next);
+    std::fs::write(fixture.path("go"), "").unwrap();
+    wait_for_file(&fixture.path("wrote"));
+    // Its late output goes to the attempt it came from, at the latest when the executor goes.
+    fixture.run_on(&executor, &fixture.path("logs/last/1"));
+    drop(executor);
+    assert_eq!(fixture.read("logs/escapes/1/stdout"), "late\n");
+    assert!(!next.exists(), "the next attempt got a file of its own");
+    apollo_exec::kill_stray_processes(&fixture.run_id).unwrap();
+    assert_no_survivors(&fixture.run_id);
+}
+
+#[test]
+fn a_program_in_path_that_is_not_executable_is_permission_denied_not_missing() {
+    let mut fixture = Fixture::new("unused");
+    std::fs::create_dir(fixture.path("bin")).unwrap();
+    std::fs::write(fixture.path("bin/mytool"), "#!/bin/sh\n").unwrap();
+    fixture
+        .unit
+        .env
+        .insert("PATH".to_owned(), fixture.path("bin").display().to_string());
+    fixture.unit.execute = Command::Argv(vec!["mytool".to_owned()]);
+    let outcome = fixture.run();
+    let error = outcome.error.unwrap();
+    assert!(
+        error.starts_with("execute could not start: permission denied: mytool"),
+        "{error}"
+    );
 }
