@@ -1,7 +1,7 @@
 //! The seam between the engine and durable storage.
 //!
 //! apollo-store implements [`Journal`] with its checksummed, fsynced segments; tests implement
-//! it in memory. The engine is the only caller, from its own thread.
+//! it in memory. The engine is the only caller, from its own thread, between its turns.
 
 use crate::event::Event;
 

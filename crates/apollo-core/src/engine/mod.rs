@@ -3,21 +3,20 @@
 //!
 //! # How a run proceeds
 //!
-//! The engine thread alone owns the run's state and decides; worker threads (`max_parallel`
-//! of them) run attempts; a journal thread appends. Each turn of the engine's loop:
+//! The engine thread alone owns the run's state, decides, and appends to the journal; worker
+//! threads (`max_parallel` of them) run attempts. Each turn of the engine's loop:
 //!
 //! 1. takes ready units from the [`ReadyQueue`] (config order), decides for each whether it
 //!    must run (resume rules) and, if so, queues its `unit_started` — up to `max_parallel`
 //!    attempts, plus [`LOOKAHEAD_PER_WORKER`] per worker committed ahead (idempotent units
 //!    only; [`LOOKAHEAD_PER_WORKER_SHORT`] while attempts are very short);
-//! 2. hands everything queued — the `unit_finished` and `unit_skipped` records of attempts
-//!    that just ended and the `unit_started` records of new ones — to the journal thread as
-//!    **one** batch, appended with one fsync, unless a batch is already being synced: then it
-//!    goes with the next one (group commit). Attempts go to the workers only once the batch
-//!    holding their `unit_started` is durable. So `unit_started` is on disk before a unit's
-//!    first process exists, and `unit_finished` is on disk before any dependent starts;
-//! 3. waits for an attempt to end, a batch to be durable, a retry to come due, or a
-//!    cancellation. A worker whose attempt failed waits for the engine to take the outcome in
+//! 2. appends everything queued — the `unit_finished` and `unit_skipped` records of attempts
+//!    that just ended and the `unit_started` records of new ones — as **one** batch, with one
+//!    fsync; whatever ends during that fsync goes with the next batch (group commit).
+//!    Attempts go to the workers only once the batch holding their `unit_started` is durable.
+//!    So `unit_started` is on disk before a unit's first process exists, and `unit_finished`
+//!    is on disk before any dependent starts;
+//! 3. waits for an attempt to end, a retry to come due, or a cancellation. A worker whose attempt failed waits for the engine to take the outcome in
 //!    before its next attempt, so a failure halts attempts committed ahead deterministically.
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
@@ -360,7 +359,7 @@ pub fn run(
     pipeline: &Pipeline,
     prior: &PriorState,
     options: &EngineOptions,
-    journal: &mut (dyn Journal + Send),
+    journal: &mut dyn Journal,
     executor: &dyn Executor,
     logs: &dyn AttemptLogs,
     cancel: &CancelToken,
@@ -407,9 +406,6 @@ pub fn run(
             });
         }
         drop(done_tx);
-        let (batch_tx, batch_rx) = crossbeam_channel::unbounded::<Batch>();
-        let (durable_tx, durable_rx) = crossbeam_channel::unbounded::<Durable>();
-        scope.spawn(move || journal_thread(journal, &batch_rx, &durable_tx));
         let mut engine = EngineLoop::new(
             pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
         );
@@ -417,44 +413,14 @@ pub fn run(
             job_tx: &job_tx,
             done_rx: &done_rx,
             wake_rx: &wake_rx,
-            batch_tx: &batch_tx,
-            durable_rx: &durable_rx,
         };
-        let result = engine.run(observer, &channels);
-        // Closing the batch channel ends the journal thread.
-        drop(batch_tx);
+        let result = engine.run(observer, &channels, journal);
         // Dropping the job sender and the acknowledgements ends the workers; the scope joins
         // them.
         drop(job_tx);
         drop(engine);
         result
     })
-}
-
-/// Events to append as one durable batch, and the attempts that may start once it is durable.
-struct Batch {
-    events: Vec<Event>,
-    jobs: Vec<Job>,
-}
-
-/// The journal thread's answer to a [`Batch`]: durable (its jobs may start), or the error.
-type Durable = Result<Vec<Job>, JournalError>;
-
-/// Appends batches in order, each durably, and reports back. The engine never blocks on an
-/// fsync: while one is in flight it keeps taking outcomes in and queues the next batch, so
-/// everything that happened during an fsync shares the next one (group commit).
-fn journal_thread(
-    journal: &mut (dyn Journal + Send),
-    batches: &Receiver<Batch>,
-    durable: &Sender<Durable>,
-) {
-    for batch in batches {
-        let result = journal.append(&batch.events).map(|()| batch.jobs);
-        let failed = result.is_err();
-        if durable.send(result).is_err() || failed {
-            return;
-        }
-    }
 }
 
 /// A notice held back until the batch holding its record is durable.
@@ -476,8 +442,6 @@ struct Channels<'c> {
     job_tx: &'c Sender<Job>,
     done_rx: &'c Receiver<Done>,
     wake_rx: &'c Receiver<()>,
-    batch_tx: &'c Sender<Batch>,
-    durable_rx: &'c Receiver<Durable>,
 }
 
 /// Which units take part: all, or those named by `only` plus their upstream.
@@ -700,8 +664,6 @@ struct EngineLoop<'a> {
     /// Events waiting for the next batch, and the attempts that start once it is durable.
     pending_events: Vec<Event>,
     pending_jobs: Vec<Job>,
-    /// Whether a batch is with the journal thread.
-    batch_in_flight: bool,
     /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
     running: usize,
     /// Attempts handed to workers and not yet taken back in.
@@ -760,7 +722,6 @@ impl<'a> EngineLoop<'a> {
             reporting: Vec::new(),
             pending_events: Vec::new(),
             pending_jobs: Vec::new(),
-            batch_in_flight: false,
             running: 0,
             at_workers: 0,
             stop_starting: false,
@@ -773,6 +734,7 @@ impl<'a> EngineLoop<'a> {
         &mut self,
         observer: &mut dyn Observer,
         channels: &Channels<'_>,
+        journal: &mut dyn Journal,
     ) -> Result<RunReport, EngineError> {
         loop {
             if self.cancel.is_cancelled() {
@@ -780,16 +742,16 @@ impl<'a> EngineLoop<'a> {
             }
             self.release_due_retries();
             self.start_ready(observer);
-            self.send_batch(channels.batch_tx);
+            if let Err(error) = self.commit(journal, observer, channels.job_tx) {
+                return Err(self.abort_on_journal_error(error, channels.done_rx));
+            }
             if self.running == 0
-                && !self.batch_in_flight
                 && self.pending_events.is_empty()
                 && (self.stop_starting || (self.queue.is_empty() && self.retry_waits.is_empty()))
             {
                 break;
             }
-            // Wait for an attempt to end, a batch to be durable, a retry to come due, or a
-            // cancellation.
+            // Wait for an attempt to end, a retry to come due, or a cancellation.
             let next_due = self.retry_waits.peek().map(|Reverse((due, _))| *due);
             let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
                 due.saturating_duration_since(Instant::now())
@@ -803,22 +765,6 @@ impl<'a> EngineLoop<'a> {
                             self.finish_attempt(done);
                         }
                         self.send_acks();
-                    }
-                }
-                recv(channels.durable_rx) -> message => {
-                    self.batch_in_flight = false;
-                    match message {
-                        Ok(Ok(jobs)) => {
-                            self.report(observer);
-                            self.dispatch(jobs, channels.job_tx, observer);
-                        }
-                        Ok(Err(error)) => {
-                            return Err(self.abort_on_journal_error(error, channels.done_rx));
-                        }
-                        Err(_) => {
-                            let error = JournalError::msg("the journal thread stopped");
-                            return Err(self.abort_on_journal_error(error, channels.done_rx));
-                        }
                     }
                 }
                 recv(channels.wake_rx) -> _ => self.stop(),
@@ -870,24 +816,9 @@ impl<'a> EngineLoop<'a> {
                 )
                 .unwrap_or(u32::MAX),
             };
-            let batch = Batch {
-                events: vec![Event::RunFinished(finished)],
-                jobs: Vec::new(),
-            };
-            let durable = channels
-                .batch_tx
-                .send(batch)
-                .ok()
-                .and_then(|()| channels.durable_rx.recv().ok());
-            match durable {
-                Some(Ok(_)) => {}
-                Some(Err(error)) => return Err(EngineError::Journal(error)),
-                None => {
-                    return Err(EngineError::Journal(JournalError::msg(
-                        "the journal thread stopped",
-                    )));
-                }
-            }
+            journal
+                .append(&[Event::RunFinished(finished)])
+                .map_err(EngineError::Journal)?;
         }
         let units = self
             .pipeline
@@ -904,20 +835,28 @@ impl<'a> EngineLoop<'a> {
         Ok(RunReport { status, units })
     }
 
-    /// Hand the pending events (and the attempts waiting on them) to the journal thread,
-    /// unless a batch is already in flight: then they go with the next one.
-    fn send_batch(&mut self, batch_tx: &Sender<Batch>) {
-        if self.batch_in_flight || self.pending_events.is_empty() {
-            return;
+    /// Append the pending events as one durable batch, then report what it recorded and hand
+    /// its attempts to the workers. The engine thread does the fsync itself: workers go on
+    /// with the attempts committed ahead meanwhile, outcomes wait in their channel, and all
+    /// of them go out with the next batch (group commit). A separate journal thread did the
+    /// same with two more thread hand-offs per batch, which on a small machine that also runs
+    /// the units cost more than they overlapped.
+    fn commit(
+        &mut self,
+        journal: &mut dyn Journal,
+        observer: &mut dyn Observer,
+        job_tx: &Sender<Job>,
+    ) -> Result<(), JournalError> {
+        if self.pending_events.is_empty() {
+            return Ok(());
         }
         self.reporting = std::mem::take(&mut self.unreported);
-        let batch = Batch {
-            events: std::mem::take(&mut self.pending_events),
-            jobs: std::mem::take(&mut self.pending_jobs),
-        };
-        // The journal thread lives as long as this loop; if it has stopped, its error
-        // arrives on the durable channel.
-        self.batch_in_flight = batch_tx.send(batch).is_ok();
+        let events = std::mem::take(&mut self.pending_events);
+        let jobs = std::mem::take(&mut self.pending_jobs);
+        journal.append(&events)?;
+        self.report(observer);
+        self.dispatch(jobs, job_tx, observer);
+        Ok(())
     }
 
     /// A batch is durable: tell the observer what it recorded. Outcomes are reported only
