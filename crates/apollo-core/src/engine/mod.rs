@@ -66,6 +66,19 @@ pub const LOOKAHEAD_PER_WORKER_SHORT: usize = 16;
 /// See [`LOOKAHEAD_PER_WORKER_SHORT`].
 pub const SHORT_ATTEMPT: Duration = Duration::from_millis(10);
 
+/// A batch of routine records (attempts started, attempts that succeeded) waits while more
+/// than this many committed attempts per worker are still queued for the workers, so that
+/// very short attempts share an fsync by the dozen instead of by two: under load an fsync is
+/// slow (its kernel threads compete with the units for the CPU) and costs CPU itself. Only
+/// with [`LOOKAHEAD_PER_WORKER_SHORT`] can the queue be that long, so longer attempts commit at
+/// once as before. A failure, a skip or a stop commits at once, and nothing waits longer than
+/// [`MAX_COMMIT_DELAY`].
+pub const COMMIT_LOW_WATER_PER_WORKER: usize = LOOKAHEAD_PER_WORKER;
+
+/// See [`COMMIT_LOW_WATER_PER_WORKER`]. Bounds what a crash can cost beyond one fsync: the
+/// successes of very short attempts in the last few milliseconds, which a resume runs again.
+pub const MAX_COMMIT_DELAY: Duration = Duration::from_millis(5);
+
 /// What to do when a unit that succeeded earlier in the run has different inputs now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnInputChange {
@@ -664,6 +677,8 @@ struct EngineLoop<'a> {
     /// Events waiting for the next batch, and the attempts that start once it is durable.
     pending_events: Vec<Event>,
     pending_jobs: Vec<Job>,
+    /// Since when `pending_events` has not been empty.
+    pending_since: Option<Instant>,
     /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
     running: usize,
     /// Attempts handed to workers and not yet taken back in.
@@ -722,6 +737,7 @@ impl<'a> EngineLoop<'a> {
             reporting: Vec::new(),
             pending_events: Vec::new(),
             pending_jobs: Vec::new(),
+            pending_since: None,
             running: 0,
             at_workers: 0,
             stop_starting: false,
@@ -742,8 +758,16 @@ impl<'a> EngineLoop<'a> {
             }
             self.release_due_retries();
             self.start_ready(observer);
-            if let Err(error) = self.commit(journal, observer, channels.job_tx) {
-                return Err(self.abort_on_journal_error(error, channels.done_rx));
+            if self.pending_events.is_empty() {
+                self.pending_since = None;
+            } else if self.pending_since.is_none() {
+                self.pending_since = Some(Instant::now());
+            }
+            if self.commit_due() {
+                if let Err(error) = self.commit(journal, observer, channels.job_tx) {
+                    return Err(self.abort_on_journal_error(error, channels.done_rx));
+                }
+                self.pending_since = None;
             }
             if self.running == 0
                 && self.pending_events.is_empty()
@@ -752,7 +776,14 @@ impl<'a> EngineLoop<'a> {
                 break;
             }
             // Wait for an attempt to end, a retry to come due, or a cancellation.
-            let next_due = self.retry_waits.peek().map(|Reverse((due, _))| *due);
+            let retry_due = self.retry_waits.peek().map(|Reverse((due, _))| *due);
+            let commit_due = self
+                .pending_since
+                .and_then(|since| since.checked_add(MAX_COMMIT_DELAY));
+            let next_due = match (retry_due, commit_due) {
+                (Some(retry), Some(commit)) => Some(retry.min(commit)),
+                (retry, commit) => retry.or(commit),
+            };
             let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
                 due.saturating_duration_since(Instant::now())
             });
@@ -833,6 +864,29 @@ impl<'a> EngineLoop<'a> {
             })
             .collect();
         Ok(RunReport { status, units })
+    }
+
+    /// Whether the pending events should be committed now (see
+    /// [`COMMIT_LOW_WATER_PER_WORKER`]).
+    fn commit_due(&self) -> bool {
+        if self.pending_events.is_empty() {
+            return false;
+        }
+        let workers = self.options.max_parallel.max(1);
+        let queue_may_run_low =
+            self.at_workers < workers.saturating_mul(1 + COMMIT_LOW_WATER_PER_WORKER);
+        let waited_enough = self
+            .pending_since
+            .is_some_and(|since| since.elapsed() >= MAX_COMMIT_DELAY);
+        let routine = |event: &Event| match event {
+            Event::UnitStarted(_) => true,
+            Event::UnitFinished(record) => record.status.satisfies_dependents(),
+            _ => false,
+        };
+        queue_may_run_low
+            || waited_enough
+            || self.stop_starting
+            || !self.pending_events.iter().all(routine)
     }
 
     /// Append the pending events as one durable batch, then report what it recorded and hand

@@ -785,3 +785,49 @@ fn outcomes_are_reported_only_once_the_journal_holds_them() {
     .unwrap();
     assert_eq!(observer.reported, 4, "a, b, c finished and d skipped");
 }
+
+#[test]
+fn many_very_short_attempts_keep_the_write_ahead_rule_while_sharing_fsyncs() {
+    // Ten layers of forty units, each depending on two units of the layer before: the fake
+    // executor returns at once, so attempts are "very short", starts are committed sixteen
+    // ahead and routine records wait for the workers' queue to run low. The executor checks
+    // the write-ahead rule (its start and its dependencies' finishes durable) every time.
+    let mut units = Vec::new();
+    for layer in 0..10 {
+        for index in 0..40 {
+            let deps: Vec<String> = if layer == 0 {
+                Vec::new()
+            } else {
+                vec![
+                    format!("u{}_{}", layer - 1, index),
+                    format!("u{}_{}", layer - 1, (index + 1) % 40),
+                ]
+            };
+            let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+            units.push(unit(&format!("u{layer}_{index}"), &deps));
+        }
+    }
+    let pipeline = pipeline(units, 2);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    let mut ran = executor.ran();
+    ran.sort();
+    ran.dedup();
+    assert_eq!(ran.len(), 400, "every unit ran exactly once");
+    assert_eq!(executor.ran().len(), 400);
+    assert!(
+        journal.appends < 400,
+        "{} appends for 400 units",
+        journal.appends
+    );
+}
