@@ -18,7 +18,8 @@ use crate::event::{InputComponent, InputKind};
 use crate::model::{Command, Phase, Unit};
 
 /// Lower-case hex of a digest.
-fn to_hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hex = String::with_capacity(bytes.len() * 2);
     for &byte in bytes {

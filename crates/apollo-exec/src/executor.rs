@@ -100,18 +100,9 @@ impl Executor for ProcessExecutor {
             Ok(files) => files,
             Err(message) => return broken(outcome, message, attempt_start),
         };
-        let (stdout_start, stderr_start) = match (stdout.len(), stderr.len()) {
-            (Ok(out), Ok(err)) => (out, err),
-            (Err(error), _) | (_, Err(error)) => {
-                return broken(
-                    outcome,
-                    format!("cannot read the log files' length: {error}"),
-                    attempt_start,
-                );
-            }
-        };
-        let cancel_event = match linux::cancel_event() {
-            Ok(event) => Arc::new(event),
+        let (stdout_start, stderr_start) = (stdout.initial_len(), stderr.initial_len());
+        let cancel_event = match thread_cancel_event() {
+            Ok(event) => event,
             Err(error) => {
                 return broken(
                     outcome,
@@ -156,6 +147,8 @@ impl Executor for ProcessExecutor {
 
         let mut results: Vec<PhaseResult> = Vec::new();
         let mut not_started: Option<NotStarted> = None;
+        // Stdout's length after execute, while no later phase may have changed it.
+        let mut stdout_after_execute: Option<u64> = None;
         if cancel.is_cancelled() {
             not_started = Some(NotStarted::interrupted("the attempt"));
         } else {
@@ -185,9 +178,14 @@ impl Executor for ProcessExecutor {
                     ),
                 });
             } else if prepare_ok {
-                let execute_start = stdout.len();
+                let execute_start = if results.is_empty() {
+                    Ok(stdout_start)
+                } else {
+                    stdout.len()
+                };
                 let result = run_phase(&context, Phase::Execute, &unit.execute, main_limit);
                 let execute_end = stdout.len();
+                stdout_after_execute = execute_end.as_ref().ok().copied();
                 if result.end != PhaseEnd::Broken || result.usage.is_some() {
                     outcome.stdout_sha256 = match (execute_start, execute_end) {
                         (Ok(start), Ok(end)) => stdout.sha256_of_range(start, end).ok(),
@@ -206,30 +204,33 @@ impl Executor for ProcessExecutor {
                     description: "the cleanup limit",
                     cancel_baseline: cancel.level(),
                 };
+                stdout_after_execute = None;
                 results.push(run_phase(&context, Phase::Cleanup, cleanup, cleanup_limit));
             }
         }
 
         summarise(&mut outcome, &results, not_started);
-        match (stdout.len(), stderr.len()) {
-            (Ok(out), Ok(err)) => {
-                outcome.stdout_bytes = out.saturating_sub(stdout_start);
-                outcome.stderr_bytes = err.saturating_sub(stderr_start);
-            }
+        let stdout_end = stdout_after_execute.map_or_else(|| stdout.len(), Ok);
+        let stderr_end = if results.is_empty() {
+            Ok(stderr_start)
+        } else {
+            stderr.len()
+        };
+        let (stdout_end, stderr_end) = match (stdout_end, stderr_end) {
+            (Ok(out), Ok(err)) => (Some(out), Some(err)),
             (Err(error), _) | (_, Err(error)) => {
                 append_error(
                     &mut outcome,
                     format!("cannot read the log files' length: {error}"),
                 );
+                (None, None)
             }
-        }
-        for log in [stdout, stderr] {
-            let path = log.path().to_owned();
-            if let Err(error) = log.finish(&self.shared.logs) {
-                append_error(
-                    &mut outcome,
-                    format!("cannot save {}: {error}", path.display()),
-                );
+        };
+        outcome.stdout_bytes = stdout_end.map_or(0, |end| end.saturating_sub(stdout_start));
+        outcome.stderr_bytes = stderr_end.map_or(0, |end| end.saturating_sub(stderr_start));
+        for (log, end) in [(stdout, stdout_end), (stderr, stderr_end)] {
+            if let Err(message) = log.finish(&self.shared.logs, end) {
+                append_error(&mut outcome, message);
             }
         }
         outcome.phases = results.into_iter().map(|result| result.outcome).collect();
@@ -326,6 +327,27 @@ fn open_logs(
         })
     };
     Ok((open("stdout")?, open("stderr")?))
+}
+
+thread_local! {
+    /// This thread's cancel eventfd, reused by its attempts (an attempt registers it with its
+    /// cancel token for its duration). A wake left over from an earlier attempt is harmless:
+    /// a phase checks the token's level whenever the event fires.
+    static CANCEL_EVENT: std::cell::RefCell<Option<Arc<std::os::fd::OwnedFd>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// This thread's cancel eventfd, created on first use.
+fn thread_cancel_event() -> std::io::Result<Arc<std::os::fd::OwnedFd>> {
+    CANCEL_EVENT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if let Some(event) = cell.as_ref() {
+            return Ok(Arc::clone(event));
+        }
+        let event = Arc::new(linux::cancel_event()?);
+        *cell = Some(Arc::clone(&event));
+        Ok(event)
+    })
 }
 
 /// The outcome of an attempt that could not even begin (nothing was started, so no cleanup).

@@ -25,13 +25,14 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -112,6 +113,8 @@ pub(crate) struct LogFile {
     /// The folder of the unnamed file, while it has no name yet.
     home: Option<PathBuf>,
     named: Cell<bool>,
+    /// Its length when the attempt began (0 for an unnamed file).
+    initial_len: u64,
     /// `finish` ran (else the drop names a file with output, so none is lost).
     finished: bool,
 }
@@ -143,6 +146,7 @@ impl LogFile {
                         path,
                         home: Some(home),
                         named: Cell::new(false),
+                        initial_len: 0,
                         finished: false,
                     });
                 }
@@ -167,19 +171,21 @@ impl LogFile {
             .read(true)
             .create(true)
             .open(&path)?;
+        let initial_len = file.metadata()?.len();
         Ok(LogFile {
             file,
             for_children: None,
             path,
             home: None,
             named: Cell::new(true),
+            initial_len,
             finished: false,
         })
     }
 
-    /// Where the file is, or will be once it has its name.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    /// Its length when the attempt began: where this attempt's output starts.
+    pub(crate) fn initial_len(&self) -> u64 {
+        self.initial_len
     }
 
     /// Give the file its name now (creating its folder), if it has none yet. Only a link
@@ -194,24 +200,29 @@ impl LogFile {
         Ok(())
     }
 
-    /// The attempt is over: name the file if anything was written to it; otherwise hand it
-    /// back to `spares` for the next attempt, unless an escaped process still holds it.
-    pub(crate) fn finish(mut self, spares: &LogSpares) -> io::Result<()> {
+    /// The attempt is over: name the file if anything was written to it (`len`, when the
+    /// caller knows its length); otherwise hand it back to `spares` for a later attempt. The
+    /// error says which file could not be saved.
+    pub(crate) fn finish(mut self, spares: &LogSpares, len: Option<u64>) -> Result<(), String> {
         self.finished = true;
         let Some(home) = self.home.take().filter(|_| !self.named.get()) else {
             return Ok(());
         };
         // Close the children's open: only an escaped process can still hold one now.
         self.for_children = None;
-        if self.file.metadata()?.len() > 0 {
-            return give_name(&self.file, &self.path);
-        }
-        spares.put(Spare {
-            file: self.file.try_clone()?,
-            home,
-            last_path: self.path.clone(),
-        });
-        Ok(())
+        let saved = match len.map_or_else(|| self.file.metadata().map(|m| m.len()), Ok) {
+            Ok(0) => self.file.try_clone().map(|file| {
+                // Whether an escaped process still holds it is asked when it is taken.
+                spares.put(Spare {
+                    file,
+                    home,
+                    last_path: self.path.clone(),
+                });
+            }),
+            Ok(_) => give_name(&self.file, &self.path),
+            Err(error) => Err(error),
+        };
+        saved.map_err(|error| format!("cannot save {}: {error}", self.path.display()))
     }
 
     /// Its current length: every byte any phase wrote so far.
@@ -250,7 +261,7 @@ impl LogFile {
                 offset += read as u64;
             }
         }
-        Ok(hex(&hasher.finalize()))
+        Ok(apollo_core::hash::to_hex(&hasher.finalize()))
     }
 }
 
@@ -358,22 +369,51 @@ fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
     ))
 }
 
-/// The `/proc/self/fd` path of `file`.
-fn proc_path(file: &File) -> String {
-    format!("/proc/self/fd/{}", file.as_raw_fd())
+/// `/proc/self/fd`, opened once (`O_PATH`), so reaching a descriptor's entry is a one-name
+/// lookup; `None` without `/proc`.
+fn proc_fd_dir() -> Option<&'static OwnedFd> {
+    static DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open("/proc/self/fd")
+            .ok()
+            .map(OwnedFd::from)
+    })
+    .as_ref()
+}
+
+/// `file`'s entry name in `/proc/self/fd`, NUL-terminated.
+fn fd_entry(file: &File) -> CString {
+    // A decimal number has no NUL byte.
+    CString::new(file.as_raw_fd().to_string()).unwrap_or_default()
 }
 
 /// A second, separate open of `file` (write-only, appending) for the children.
 fn reopen_for_appending(file: &File) -> io::Result<File> {
-    OpenOptions::new()
-        .append(true)
-        .open(proc_path(file))
-        .map_err(|error| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("cannot reopen an unnamed file through /proc/self/fd: {error}"),
-            )
-        })
+    let unsupported = |detail: String| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("cannot reopen an unnamed file through /proc/self/fd: {detail}"),
+        )
+    };
+    let dir = proc_fd_dir().ok_or_else(|| unsupported("no /proc".to_owned()))?;
+    let entry = fd_entry(file);
+    // SAFETY: a valid directory descriptor and NUL-terminated name; a returned descriptor is
+    // new and ours.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            entry.as_ptr(),
+            libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(unsupported(io::Error::last_os_error().to_string()));
+    }
+    // SAFETY: the kernel just handed us this descriptor.
+    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Whether `file` is open elsewhere: the kernel grants a write lease only when it is open
@@ -401,13 +441,15 @@ fn link(file: &File, path: &Path) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let source = std::ffi::CString::new(proc_path(file))?;
-    let target = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: two valid NUL-terminated paths for the duration of the call. Linking an
-    // `O_TMPFILE` file through its `/proc/self/fd` entry needs no privilege (see open(2)).
+    let dir = proc_fd_dir().ok_or_else(|| io::Error::other("no /proc to link through"))?;
+    let source = fd_entry(file);
+    let target = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a valid directory descriptor and two NUL-terminated names for the duration of
+    // the call. Linking an `O_TMPFILE` file through its `/proc/self/fd` entry needs no
+    // privilege (see open(2)).
     let linked = unsafe {
         libc::linkat(
-            libc::AT_FDCWD,
+            dir.as_raw_fd(),
             source.as_ptr(),
             libc::AT_FDCWD,
             target.as_ptr(),
@@ -438,16 +480,6 @@ fn give_name(file: &File, path: &Path) -> io::Result<()> {
         io::Write::write_all(&mut &target, &buffer[..read])?;
         offset += read as u64;
     }
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(text, "{byte:02x}");
-    }
-    text
 }
 
 #[cfg(test)]
@@ -515,7 +547,7 @@ mod tests {
         let spares = LogSpares::default();
         let first_dir = root.path().join("units/a/1");
         let log = LogFile::open(&spares, &first_dir, "stdout", false).unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         assert!(!root.path().join("units").exists(), "nothing named");
         assert_eq!(spares.spares.lock().unwrap().len(), 1);
         let second_dir = root.path().join("units/b/1");
@@ -525,7 +557,7 @@ mod tests {
             "the spare was reused"
         );
         log.for_child().unwrap().write_all(b"out").unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         assert_eq!(std::fs::read(second_dir.join("stdout")).unwrap(), b"out");
         assert!(
             spares.spares.lock().unwrap().is_empty(),
@@ -546,7 +578,7 @@ mod tests {
         child.write_all(b"early ").unwrap();
         log.name_now().unwrap();
         child.write_all(b"late").unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         assert_eq!(std::fs::read(dir.join("stdout")).unwrap(), b"early late");
     }
 
@@ -561,7 +593,7 @@ mod tests {
         let log = LogFile::open(&spares, &first, "stdout", false).unwrap();
         // A process that escaped the attempt's group still holds the file.
         let mut escaped = log.for_child().unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         escaped.write_all(b"too late").unwrap();
         let second = root.path().join("b/1");
         let log = LogFile::open(&spares, &second, "stdout", false).unwrap();
@@ -579,7 +611,7 @@ mod tests {
         std::fs::write(root.path().join("stdout"), b"before ").unwrap();
         let log = LogFile::open(&spares, root.path(), "stdout", false).unwrap();
         log.for_child().unwrap().write_all(b"after").unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         assert_eq!(
             std::fs::read(root.path().join("stdout")).unwrap(),
             b"before after"
@@ -600,7 +632,7 @@ mod tests {
         assert!(log.name_now().is_err(), "the name is taken: no link");
         child.write_all(b"late").unwrap();
         drop(child);
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         assert_eq!(
             std::fs::read(root.path().join("stdout")).unwrap(),
             b"before early late"
@@ -629,9 +661,9 @@ mod tests {
         let spares = LogSpares::default();
         let log = LogFile::open(&spares, &root.path().join("a/1"), "stdout", false).unwrap();
         let escaped = log.for_child().unwrap();
-        log.finish(&spares).unwrap();
+        log.finish(&spares, None).unwrap();
         let next = LogFile::open(&spares, &root.path().join("b/1"), "stdout", false).unwrap();
-        next.finish(&spares).unwrap();
+        next.finish(&spares, None).unwrap();
         assert_eq!(
             spares.spares.lock().unwrap().len(),
             2,

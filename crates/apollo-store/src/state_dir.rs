@@ -53,6 +53,30 @@ impl RunDir {
     pub fn units_dir(&self) -> PathBuf {
         self.path.join("units")
     }
+
+    /// The folder for one attempt's captured output (`units/<unit>/<attempt>`). It is not
+    /// created here: the executor creates it when the attempt has output to keep (a quick,
+    /// silent attempt leaves no folder). Captured output is not part of the journal's
+    /// durability promise (the unit writes it, nothing fsyncs it), so the folder is never
+    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`): it becomes a
+    /// path component.
+    pub fn attempt_log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, StoreError> {
+        let valid = !unit.is_empty()
+            && unit != "."
+            && unit != ".."
+            && unit
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"_.-".contains(&byte));
+        if !valid {
+            return Err(StoreError::invalid(format!(
+                "unit name `{unit}` cannot be used as a folder name (allowed: A-Z a-z 0-9 _ . -)"
+            )));
+        }
+        let mut dir = self.path.join("units");
+        dir.push(unit);
+        dir.push(attempt.to_string());
+        Ok(dir)
+    }
 }
 
 /// Process-wide memory of the last run id made, so two ids made in the same second by this
@@ -283,35 +307,15 @@ impl StateDir {
         Ok(ids)
     }
 
-    /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`). It is
-    /// not created here: the executor creates it when the attempt has output to keep (a quick,
-    /// silent attempt leaves no folder). Captured output is not part of the journal's
-    /// durability promise (the unit writes it, nothing fsyncs it), so the folder is never
-    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`): it becomes a
-    /// path component.
+    /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`); see
+    /// [`RunDir::attempt_log_dir`]. Errors if the run does not exist.
     pub fn attempt_log_dir(
         &self,
         run: &RunId,
         unit: &str,
         attempt: u32,
     ) -> Result<PathBuf, StoreError> {
-        let valid = !unit.is_empty()
-            && unit != "."
-            && unit != ".."
-            && unit
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || b"_.-".contains(&byte));
-        if !valid {
-            return Err(StoreError::invalid(format!(
-                "unit name `{unit}` cannot be used as a folder name (allowed: A-Z a-z 0-9 _ . -)"
-            )));
-        }
-        let dir = self
-            .run_dir(run)?
-            .units_dir()
-            .join(unit)
-            .join(attempt.to_string());
-        Ok(dir)
+        self.run_dir(run)?.attempt_log_dir(unit, attempt)
     }
 
     fn blob_path(&self, hash: &str) -> Result<PathBuf, StoreError> {
@@ -335,7 +339,7 @@ impl StateDir {
     /// Stores `bytes` under their SHA-256 (hex), which it returns. Idempotent: storing the
     /// same bytes again finds them there. Written through a temporary file, fsynced, renamed.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        let hash = hex(&Sha256::digest(bytes));
+        let hash = apollo_core::hash::to_hex(&Sha256::digest(bytes));
         let path = self.blob_path(&hash)?;
         if path.is_file() {
             return Ok(hash);
@@ -360,7 +364,7 @@ impl StateDir {
             }
             Err(source) => return Err(StoreError::io("read", &path, source)),
         }
-        let actual = hex(&Sha256::digest(&bytes));
+        let actual = apollo_core::hash::to_hex(&Sha256::digest(&bytes));
         if actual != hash {
             return Err(StoreError::corruption(
                 &path,
@@ -377,10 +381,6 @@ impl StateDir {
         let path = self.blob_path(hash)?;
         Ok(path.is_file().then_some(path))
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -161,15 +161,14 @@ fn load_config(path: &Path, stderr: &mut dyn Write) -> Result<Loaded, CliError> 
     Ok(loaded)
 }
 
-struct StoreLogs<'a> {
-    state: &'a StateDir,
-    run_id: &'a RunId,
+struct StoreLogs {
+    run: apollo_store::RunDir,
 }
 
-impl AttemptLogs for StoreLogs<'_> {
+impl AttemptLogs for StoreLogs {
     fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String> {
-        self.state
-            .attempt_log_dir(self.run_id, unit, attempt)
+        self.run
+            .attempt_log_dir(unit, attempt)
             .map_err(|error| error.to_string())
     }
 }
@@ -365,8 +364,7 @@ fn execute(
     })?;
     let executor = ProcessExecutor::new(ExecOptions::default());
     let logs = StoreLogs {
-        state: &state,
-        run_id: &run_id,
+        run: state.run_dir(&run_id)?,
     };
     let n_units = match &options.only {
         Some(_) => engine::dry_run(pipeline, &prior, &options)
