@@ -57,9 +57,8 @@
 //! that execute wrote, 64 KiB at a time. The environment is apollo's (as it was when the
 //! executor ran its first attempt), plus the unit's `env`, plus `APOLLO_RUN_ID`, `APOLLO_UNIT`,
 //! `APOLLO_ATTEMPT` and `APOLLO_PHASE`; the working directory is the unit's `workdir`. The
-//! process is started with `posix_spawn(3)` (glibc 2.29 or later, for its `chdir` action),
-//! called directly rather than through `std::process::Command`, which rebuilt apollo's whole
-//! environment on every spawn.
+//! process is started by a hand-written `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` (see
+//! "Cost"; Linux 5.3 or later).
 //!
 //! A list command is exec'd as given. A string command runs through `/bin/sh -c`, unless it has
 //! no shell syntax whatsoever (only letters, digits, whitespace and `_-./,:+=@%`; the first word
@@ -153,24 +152,25 @@
 //!
 //! # Cost
 //!
-//! A phase is started with glibc's `posix_spawn` — a `clone(CLONE_VM | CLONE_VFORK)` followed
-//! by `setpgid`, the `dup2`s, `chdir` and `execve` in the child — instead of `fork`, which
-//! copied apollo's page tables at every spawn and then made every thread of apollo take
-//! copy-on-write faults. (The guard's own fork happens once per executor.) `spawn.rs` calls
-//! it directly: `std::process::Command` did the same `posix_spawn`, but first copied apollo's
-//! whole environment into a map and back into C strings, and duplicated (then closed) the
-//! three stdio descriptors, at every spawn. A bare program name is looked up in the child's
+//! A phase is started the way glibc's `posix_spawn` starts a process — a
+//! `clone(CLONE_VM | CLONE_VFORK)` followed by the signal resets, `setpgid`, the `dup2`s,
+//! `chdir` and `execve` in the child — instead of `fork`, which copied apollo's page tables at
+//! every spawn and then made every thread of apollo take copy-on-write faults. (The guard's
+//! own fork happens once per executor.) `spawn.rs` does it by hand rather than through
+//! `posix_spawn`, which maps and unmaps a fresh child stack per spawn (TLB shootdowns across
+//! apollo's threads, page faults in the child) and leaves a `pidfd_open` to do; and rather than
+//! through `std::process::Command`, which on top copied apollo's whole environment into a map
+//! and back into C strings and duplicated the three stdio descriptors at every spawn. Each
+//! thread keeps one child stack; `CLONE_PIDFD` returns the pidfd with the pid; the child only
+//! makes async-signal-safe calls on data built before the clone. A bare program name is looked up in the child's
 //! `PATH` by apollo, once per program and `PATH` (remembered like a shell's command hash;
 //! later spawns only check, with one `stat` and one `access`, that the file found is still
 //! there), instead of by the child with one failing `execve` per entry before the right one.
 //! A file the kernel cannot exec (a script without `#!`) is run with `/bin/sh`, as `execvp`
 //! would.
 //!
-//! The alternative to the guard was to keep `PR_SET_PDEATHSIG` and arm it in a hand-written
-//! `clone(CLONE_VM | CLONE_VFORK)` child redoing all of `posix_spawn`'s work (signal
-//! dispositions, mask, group, descriptors, directory, `PATH`, error reporting) in delicate
-//! unsafe code — and it would still have killed only each phase's leader. The guard leaves
-//! all of that to `posix_spawn` and covers the whole group.
+//! The hand-written child could also arm `PR_SET_PDEATHSIG`, but that would still kill only
+//! each phase's leader; the guard covers the whole group.
 //!
 //! `benches/spawn.rs` measures it in one run against bare `Command::new("true").status()`,
 //! alternating the variants (`cargo bench -p apollo-exec --bench spawn`), in wall time and in

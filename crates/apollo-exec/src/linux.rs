@@ -58,30 +58,17 @@ pub(crate) enum GroupSignal {
 }
 
 impl<'g> GroupLeader<'g> {
-    /// Start `spawn` as a new group, arm `slot` with it and open a pidfd on it.
+    /// Start `spawn` as a new group (which comes with its pidfd) and arm `slot` with it.
     pub(crate) fn spawn(spawn: &Spawn<'_>, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
         let spawned_at = Instant::now();
-        let pid = spawn_group_leader(spawn)?;
+        let (pid, pidfd) = spawn_group_leader(spawn)?;
         slot.arm(pid);
-        match pidfd_open(pid) {
-            Ok(pidfd) => Ok(GroupLeader {
-                pid,
-                pidfd,
-                spawned_at,
-                slot,
-            }),
-            Err(error) => {
-                // Without a pidfd we cannot supervise: do not leave the child running.
-                // SAFETY: the child is unreaped, so `pid` still names it and its group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                slot.disarm();
-                let _ = reap(pid);
-                Err(io::Error::new(
-                    error.kind(),
-                    format!("pidfd_open failed (Linux 5.3 or later is needed): {error}"),
-                ))
-            }
-        }
+        Ok(GroupLeader {
+            pid,
+            pidfd,
+            spawned_at,
+            slot,
+        })
     }
 
     /// The leader's pid (also its process group id).

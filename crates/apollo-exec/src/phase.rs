@@ -324,7 +324,7 @@ fn spawn_leader<'g>(
         return Err(describe_start_error(&error, plan, &unit.workdir));
     }
     // A file the kernel cannot exec (a script without `#!`): run it with the shell, as
-    // `execvp` does (`posix_spawn` does not).
+    // `execvp` does (`execve` does not).
     let mut args = Vec::with_capacity(plan.args.len() + 1);
     args.push(program.to_owned());
     args.extend(plan.args.iter().cloned());

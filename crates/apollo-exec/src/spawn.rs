@@ -1,21 +1,29 @@
-//! Starting a phase's leader: `posix_spawn(3)` called directly.
+//! Starting a phase's leader: a hand-written `clone(CLONE_VM | CLONE_VFORK)`.
 //!
-//! `std::process::Command` would do the same `posix_spawn`, but around it, per spawn, it copies
-//! apollo's whole environment into a map and back into C strings, duplicates the three stdio
-//! descriptors (and closes the duplicates), and checks the C library's version. On a
-//! scheduler that starts thousands of short units, that was a good share of apollo's own time
-//! per attempt. Here apollo's environment is turned into C strings once (when the executor
-//! first spawns), a spawn only adds the unit's and apollo's variables, and the stdio
-//! descriptors are passed as they are.
+//! This is what glibc's `posix_spawn` does, minus two costs that showed on a scheduler starting
+//! thousands of short units from a multi-threaded apollo: `posix_spawn` maps a fresh stack for
+//! every child and unmaps it afterwards (the unmap makes the kernel interrupt the other CPUs
+//! running apollo's threads to flush their TLBs, and the child faults the fresh pages in),
+//! and apollo then needs a `pidfd_open` for the child. Here each thread keeps one small stack
+//! for its children, and `CLONE_PIDFD` hands back the pidfd with the pid. (Before that,
+//! `std::process::Command` did the same `posix_spawn` but also copied apollo's whole
+//! environment into a map and back into C strings, and duplicated the stdio descriptors, at
+//! every spawn.)
 //!
-//! What the child gets is what `Command` gave it: its own process group (`setpgid(0, 0)`,
-//! done by `posix_spawn` before the exec), the unit's working directory, stdin/stdout/stderr
-//! from the given descriptors (any other descriptor apollo holds is close-on-exec), an empty
-//! signal mask, and `SIGPIPE` back to its default (Rust ignores it in apollo).
+//! The child shares apollo's memory until it execs (`CLONE_VM`) and apollo's thread waits for
+//! that (`CLONE_VFORK`), so the child runs only async-signal-safe C library calls on
+//! pre-built data: it resets every caught signal (and `SIGPIPE`, which Rust ignores) to its
+//! default, so no apollo handler can run in it; joins a new process group (`setpgid(0, 0)`);
+//! `dup2`s stdin/stdout/stderr; `chdir`s to the unit's folder; clears its signal mask (all
+//! signals are blocked from before the `clone` until then); and execs. A failure before the
+//! exec leaves its `errno` in the shared plan and exits 127. What the child gets is what
+//! `posix_spawn` gave it: its own group, the workdir, the three descriptors (every other
+//! descriptor apollo holds is close-on-exec), an empty signal mask, default dispositions for
+//! what apollo catches and for `SIGPIPE`, ignored signals still ignored.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
@@ -65,9 +73,9 @@ pub(crate) struct Spawn<'a> {
     pub(crate) overrides: &'a [(&'a str, &'a OsStr)],
 }
 
-/// Start `spawn` as the leader of a new process group; its pid. The error is the one the exec
+/// Start `spawn` as the leader of a new process group; its pid and pidfd. The error is the one the exec
 /// failed with (`ENOENT`, `EACCES`, `ENOEXEC`, …) or `InvalidInput` for a NUL byte.
-pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<libc::pid_t> {
+pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<(libc::pid_t, OwnedFd)> {
     let program = c_string(spawn.program.as_bytes(), "the program")?;
     let args = spawn
         .args
@@ -111,32 +119,212 @@ pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<libc::pid_t> {
         "the working directory",
     )?;
     // The sources are never 0-2 themselves (Rust's runtime keeps those open from startup, so
-    // files apollo opens get higher numbers): no `dup2` below overwrites a later one's source.
-    let mut actions = FileActions::new()?;
-    actions.dup2(spawn.stdin, 0)?;
-    actions.dup2(spawn.stdout, 1)?;
-    actions.dup2(spawn.stderr, 2)?;
-    actions.chdir(&workdir)?;
-    let attributes = Attributes::new()?;
+    // files apollo opens get higher numbers): no `dup2` in the child overwrites a later one's
+    // source.
+    let mut plan = ChildPlan {
+        program: program.as_ptr(),
+        argv: argv.as_ptr().cast(),
+        envp: envp.as_ptr().cast(),
+        workdir: workdir.as_ptr(),
+        fds: [
+            spawn.stdin.as_raw_fd(),
+            spawn.stdout.as_raw_fd(),
+            spawn.stderr.as_raw_fd(),
+        ],
+        error: 0,
+    };
+    CHILD_STACK.with(|stack| {
+        let mut stack = stack.borrow_mut();
+        if stack.is_none() {
+            *stack = Some(ChildStack::new()?);
+        }
+        let top = stack.as_ref().map_or(std::ptr::null_mut(), ChildStack::top);
+        clone_and_exec(&mut plan, top)
+    })
+}
 
-    let mut pid: libc::pid_t = 0;
-    // SAFETY: every pointer is valid for the duration of the call: `program`, the strings
-    // behind `argv` and `envp` (both NULL-terminated arrays), and the initialised file actions
-    // and attributes. posix_spawn does not keep any of them.
-    let error = unsafe {
-        libc::posix_spawn(
-            &mut pid,
-            program.as_ptr(),
-            &actions.0,
-            &attributes.0,
-            argv.as_ptr(),
-            envp.as_ptr(),
+/// What the child needs, all built before the `clone`: it must not allocate.
+#[repr(C)]
+struct ChildPlan {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    workdir: *const libc::c_char,
+    /// The child's stdin, stdout and stderr.
+    fds: [libc::c_int; 3],
+    /// The `errno` of the step that failed in the child (0: it exec'd).
+    error: libc::c_int,
+}
+
+/// Bytes of each thread's child stack (the child needs a few hundred: it only makes library
+/// calls), above one inaccessible guard page.
+const CHILD_STACK_BYTES: usize = 64 * 1024;
+
+/// A thread's stack for its children, mapped once. Only one child at a time uses it: the
+/// thread waits (`CLONE_VFORK`) until the child has exec'd or exited.
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+thread_local! {
+    static CHILD_STACK: std::cell::RefCell<Option<ChildStack>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl ChildStack {
+    fn new() -> io::Result<ChildStack> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let len = CHILD_STACK_BYTES + page;
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = ChildStack { base, len };
+        // The lowest page catches an overflow (the stack grows down).
+        // SAFETY: the first page of the mapping just made.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The highest address, 16-byte aligned: where a downward-growing stack starts.
+    fn top(&self) -> *mut libc::c_void {
+        let end = self.base as usize + self.len;
+        (end & !15) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`; no child can be using it (the thread is exiting).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// `clone` a child that runs [`child_main`] on `stack_top`, wait until it has exec'd or
+/// failed, and return its pid and pidfd.
+fn clone_and_exec(
+    plan: &mut ChildPlan,
+    stack_top: *mut libc::c_void,
+) -> io::Result<(libc::pid_t, OwnedFd)> {
+    // Block every signal across the clone: the child starts with them blocked, so no apollo
+    // handler can run in it before it has reset the dispositions.
+    // SAFETY: sigset_t is plain data initialised by sigfillset; pthread_sigmask only reads
+    // `all` and writes `previous`.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    }
+    let mut pidfd: libc::c_int = -1;
+    let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+    // SAFETY: `stack_top` is the top of a mapping this thread owns and no other child uses
+    // (this thread is suspended until the child execs or exits); `plan` and everything it
+    // points to outlive that; with CLONE_PIDFD the kernel writes the pidfd to `pidfd`.
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack_top,
+            flags,
+            std::ptr::from_mut(plan).cast::<libc::c_void>(),
+            std::ptr::from_mut(&mut pidfd),
         )
     };
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
+    if pid < 0 {
+        return Err(clone_error);
+    }
+    // SAFETY: the kernel handed us this descriptor with the pid.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // The child wrote this (or not) before this thread resumed.
+    // SAFETY: a valid, aligned field of a live struct.
+    let error = unsafe { std::ptr::read_volatile(&raw const plan.error) };
     if error != 0 {
+        // It exited 127 without exec'ing: reap it, and report why.
+        let mut status = 0;
+        // SAFETY: our own child; a plain syscall.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(io::Error::from_raw_os_error(error));
     }
-    Ok(pid)
+    Ok((pid, pidfd))
+}
+
+/// The child, between `clone` and `exec`. It shares apollo's memory and runs on the thread's
+/// child stack, so it only makes async-signal-safe library calls on the plan's data, and
+/// neither allocates nor panics.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `ChildPlan` the parent passed to clone; the parent is suspended
+    // until this function execs or exits, so nothing else touches it meanwhile.
+    unsafe {
+        let plan = &mut *arg.cast::<ChildPlan>();
+        // Every caught signal, and SIGPIPE, back to its default; ignored ones stay ignored.
+        let mut action: libc::sigaction = std::mem::zeroed();
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        for signal in 1..=libc::SIGRTMAX() {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
+                continue;
+            }
+            if signal == libc::SIGPIPE
+                || (action.sa_sigaction != libc::SIG_DFL && action.sa_sigaction != libc::SIG_IGN)
+            {
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+        if libc::setpgid(0, 0) != 0 {
+            return child_failed(plan);
+        }
+        for (target, fd) in (0..).zip(plan.fds) {
+            let done = if fd == target {
+                // dup2 would leave close-on-exec set.
+                libc::fcntl(fd, libc::F_SETFD, 0) == 0
+            } else {
+                libc::dup2(fd, target) == target
+            };
+            if !done {
+                return child_failed(plan);
+            }
+        }
+        if libc::chdir(plan.workdir) != 0 {
+            return child_failed(plan);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::execve(plan.program, plan.argv, plan.envp);
+        child_failed(plan)
+    }
+}
+
+/// Record the failed step's `errno` for the parent and exit the child.
+///
+/// # Safety
+/// Only from [`child_main`].
+unsafe fn child_failed(plan: &mut ChildPlan) -> libc::c_int {
+    // SAFETY: the calling thread's errno location; the plan is ours until we exit.
+    unsafe {
+        plan.error = (*libc::__errno_location()).max(1);
+        libc::_exit(127)
+    }
 }
 
 fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
@@ -146,92 +334,6 @@ fn c_string(bytes: &[u8], what: &str) -> io::Result<CString> {
             format!("{what} contains a NUL byte"),
         )
     })
-}
-
-/// Turn a C library return code (0 or an errno value) into a result.
-fn check(code: libc::c_int) -> io::Result<()> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::from_raw_os_error(code))
-    }
-}
-
-/// Initialised `posix_spawn_file_actions_t`, destroyed on drop.
-struct FileActions(libc::posix_spawn_file_actions_t);
-
-impl FileActions {
-    fn new() -> io::Result<FileActions> {
-        // SAFETY: the type is plain data; init makes the zeroed value a valid, empty list.
-        let mut actions: libc::posix_spawn_file_actions_t = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to the value being initialised.
-        check(unsafe { libc::posix_spawn_file_actions_init(&mut actions) })?;
-        Ok(FileActions(actions))
-    }
-
-    fn dup2(&mut self, fd: BorrowedFd<'_>, target: libc::c_int) -> io::Result<()> {
-        // SAFETY: initialised actions; the list copies the numbers. Glibc clears close-on-exec
-        // when `fd == target`, as POSIX asks.
-        check(unsafe {
-            libc::posix_spawn_file_actions_adddup2(&mut self.0, fd.as_raw_fd(), target)
-        })
-    }
-
-    fn chdir(&mut self, path: &CString) -> io::Result<()> {
-        // SAFETY: initialised actions; the list copies the path (glibc 2.29 or later).
-        check(unsafe { libc::posix_spawn_file_actions_addchdir_np(&mut self.0, path.as_ptr()) })
-    }
-}
-
-impl Drop for FileActions {
-    fn drop(&mut self) {
-        // SAFETY: initialised in `new`, destroyed once.
-        unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
-    }
-}
-
-/// `posix_spawnattr_t` for a new group leader with an empty signal mask and `SIGPIPE` at its
-/// default, destroyed on drop.
-struct Attributes(libc::posix_spawnattr_t);
-
-impl Attributes {
-    fn new() -> io::Result<Attributes> {
-        // SAFETY: plain data made valid by init before any other use.
-        let mut raw: libc::posix_spawnattr_t = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to the value being initialised.
-        check(unsafe { libc::posix_spawnattr_init(&mut raw) })?;
-        let mut attributes = Attributes(raw);
-        // SAFETY: valid pointers to initialised values throughout; the sets are plain data
-        // initialised by sigemptyset before use.
-        unsafe {
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            let mut pipe_only: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut pipe_only);
-            libc::sigaddset(&mut pipe_only, libc::SIGPIPE);
-            let flags = libc::POSIX_SPAWN_SETPGROUP
-                | libc::POSIX_SPAWN_SETSIGMASK
-                | libc::POSIX_SPAWN_SETSIGDEF;
-            check(libc::posix_spawnattr_setflags(
-                &mut attributes.0,
-                libc::c_short::try_from(flags).unwrap_or_default(),
-            ))?;
-            check(libc::posix_spawnattr_setpgroup(&mut attributes.0, 0))?;
-            check(libc::posix_spawnattr_setsigmask(&mut attributes.0, &empty))?;
-            check(libc::posix_spawnattr_setsigdefault(
-                &mut attributes.0,
-                &pipe_only,
-            ))?;
-        }
-        Ok(attributes)
-    }
-}
-
-impl Drop for Attributes {
-    fn drop(&mut self) {
-        // SAFETY: initialised in `new`, destroyed once.
-        unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
-    }
 }
 
 #[cfg(test)]

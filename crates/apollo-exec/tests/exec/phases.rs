@@ -386,3 +386,37 @@ fn a_program_in_path_that_is_not_executable_is_permission_denied_not_missing() {
         "{error}"
     );
 }
+
+#[test]
+fn a_child_starts_with_no_blocked_signals_and_sigpipe_at_default() {
+    // The test harness, like apollo, ignores SIGPIPE; the unit must not inherit that, nor the
+    // fully blocked mask apollo's thread holds while it clones.
+    let mut fixture = Fixture::new("unused");
+    fixture.unit.execute = Command::Argv(["cat", "/proc/self/status"].map(str::to_owned).to_vec());
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    let status = fixture.read("stdout");
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .map(|value| u64::from_str_radix(value.trim(), 16).unwrap())
+            .unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "{status}");
+    let sigpipe_bit = 1 << (libc::SIGPIPE - 1);
+    assert_eq!(mask("SigIgn:") & sigpipe_bit, 0, "{status}");
+}
+
+#[test]
+fn a_child_in_a_pipeline_dies_quietly_of_sigpipe() {
+    let fixture = Fixture::new("yes | head -n 1");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(fixture.read("stdout"), "y\n");
+    assert_eq!(
+        fixture.read("stderr"),
+        "",
+        "yes saw EPIPE instead of dying of SIGPIPE"
+    );
+}
