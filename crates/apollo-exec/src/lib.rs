@@ -162,7 +162,7 @@
 //! through `std::process::Command`, which on top copied apollo's whole environment into a map
 //! and back into C strings and duplicated the three stdio descriptors at every spawn. Each
 //! thread keeps one child stack; `CLONE_PIDFD` returns the pidfd with the pid; the child only
-//! makes async-signal-safe calls on data built before the clone. A bare program name is looked up in the child's
+//! makes raw system calls on data built before the clone. A bare program name is looked up in the child's
 //! `PATH` by apollo, once per program and `PATH` (remembered like a shell's command hash;
 //! later spawns only check, with one `stat` and one `access`, that the file found is still
 //! there), instead of by the child with one failing `execve` per entry before the right one.

@@ -11,21 +11,26 @@
 //! every spawn.)
 //!
 //! The child shares apollo's memory until it execs (`CLONE_VM`) and apollo's thread waits for
-//! that (`CLONE_VFORK`), so the child runs only async-signal-safe C library calls on
-//! pre-built data: it resets every caught signal (and `SIGPIPE`, which Rust ignores) to its
+//! that (`CLONE_VFORK`), so the child makes only raw system calls (no C library function that
+//! could take a lock or be hooked) on pre-built data: it resets every caught signal (and `SIGPIPE`, which Rust ignores) to its
 //! default, so no apollo handler can run in it; joins a new process group (`setpgid(0, 0)`);
-//! `dup2`s stdin/stdout/stderr; `chdir`s to the unit's folder; clears its signal mask (all
-//! signals are blocked from before the `clone` until then); and execs. A failure before the
+//! `dup3`s stdin/stdout/stderr; `chdir`s to the unit's folder; clears its signal mask (all
+//! signals, glibc's internal two included, are blocked from before the `clone` until then);
+//! and execs. A failure before the
 //! exec leaves its `errno` in the shared plan and exits 127. What the child gets is what
 //! `posix_spawn` gave it: its own group, the workdir, the three descriptors (every other
 //! descriptor apollo holds is close-on-exec), an empty signal mask, default dispositions for
-//! what apollo catches and for `SIGPIPE`, ignored signals still ignored.
+//! what apollo catches and for `SIGPIPE`, ignored signals still ignored — except glibc's two
+//! internal signals, which `posix_spawn` leaves ignored and this leaves at their default, as
+//! `fork` + `exec` would. The binaries link with full RELRO (`BIND_NOW`), so no lazy symbol
+//! binding runs in the child either.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Apollo's own environment, as `KEY=VALUE` C strings ready for a child's `envp`.
 #[derive(Debug)]
@@ -133,14 +138,23 @@ pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<(libc::pid_t, 
         ],
         error: 0,
     };
-    CHILD_STACK.with(|stack| {
+    let mut spawn_on_thread_stack = |stack: &std::cell::RefCell<Option<ChildStack>>| {
         let mut stack = stack.borrow_mut();
         if stack.is_none() {
             *stack = Some(ChildStack::new()?);
         }
         let top = stack.as_ref().map_or(std::ptr::null_mut(), ChildStack::top);
         clone_and_exec(&mut plan, top)
-    })
+    };
+    match CHILD_STACK.try_with(|stack| spawn_on_thread_stack(stack)) {
+        Ok(result) => result,
+        // The thread is exiting (a spawn from another thread-local's destructor): a stack of
+        // its own for this one child.
+        Err(_) => {
+            let stack = ChildStack::new()?;
+            clone_and_exec(&mut plan, stack.top())
+        }
+    }
 }
 
 /// What the child needs, all built before the `clone`: it must not allocate.
@@ -220,15 +234,26 @@ fn clone_and_exec(
     plan: &mut ChildPlan,
     stack_top: *mut libc::c_void,
 ) -> io::Result<(libc::pid_t, OwnedFd)> {
-    // Block every signal across the clone: the child starts with them blocked, so no apollo
-    // handler can run in it before it has reset the dispositions.
-    // SAFETY: sigset_t is plain data initialised by sigfillset; pthread_sigmask only reads
-    // `all` and writes `previous`.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    if !pidfds_work() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "pidfds are not available: Linux 5.3 or later is needed",
+        ));
+    }
+    // Block every signal across the clone, glibc's internal ones included (a raw syscall:
+    // pthread_sigmask would leave those two open): the child starts with all of them blocked,
+    // so no apollo handler can run in it before it has reset the dispositions.
+    let all: u64 = !0;
+    let mut previous: u64 = 0;
+    // SAFETY: rt_sigprocmask with valid pointers to 8-byte sets (the kernel's sigset size).
     unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &raw const all,
+            &raw mut previous,
+            SIGSET_BYTES,
+        );
     }
     let mut pidfd: libc::c_int = -1;
     let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
@@ -245,28 +270,95 @@ fn clone_and_exec(
         )
     };
     let clone_error = io::Error::last_os_error();
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut()) };
-    if pid < 0 {
-        return Err(clone_error);
-    }
-    // SAFETY: the kernel handed us this descriptor with the pid.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // The child wrote this (or not) before this thread resumed.
     // SAFETY: a valid, aligned field of a live struct.
     let error = unsafe { std::ptr::read_volatile(&raw const plan.error) };
-    if error != 0 {
-        // It exited 127 without exec'ing: reap it, and report why.
-        let mut status = 0;
-        // SAFETY: our own child; a plain syscall.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(error));
+    let result = if pid < 0 {
+        Err(match clone_error.raw_os_error() {
+            Some(libc::EINVAL | libc::ENOSYS | libc::EPERM) => io::Error::new(
+                clone_error.kind(),
+                format!(
+                    "clone failed ({clone_error}): Linux 5.3 or later is needed, and a \
+                     sandbox must allow clone with CLONE_PIDFD"
+                ),
+            ),
+            _ => clone_error,
+        })
+    } else if error != 0 || pidfd < 0 {
+        // It failed before its exec (and exited 127), or, on a kernel that ignores
+        // CLONE_PIDFD, it runs without a pidfd to supervise it by: kill it, reap it.
+        if error == 0 {
+            // SAFETY: our unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        reap_quietly(pid);
+        Err(if error != 0 {
+            io::Error::from_raw_os_error(error)
+        } else {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "clone gave no pidfd: Linux 5.3 or later is needed",
+            )
+        })
+    } else {
+        // SAFETY: the kernel handed us this descriptor with the pid.
+        Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+    };
+    // SAFETY: restores the mask saved above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &raw const previous,
+            std::ptr::null_mut::<u64>(),
+            SIGSET_BYTES,
+        );
     }
-    Ok((pid, pidfd))
+    result
+}
+
+// The child reads the kernel's `struct sigaction`, whose first field is the handler on these
+// architectures (not on all: MIPS puts the flags first).
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+)))]
+compile_error!("apollo-exec's spawn.rs reads the kernel's struct sigaction: check its layout here");
+
+/// The kernel's signal set size (64 signals).
+const SIGSET_BYTES: libc::size_t = 8;
+
+/// The highest signal number the kernel knows here.
+const LAST_SIGNAL: libc::c_int = 64;
+
+/// Whether this kernel has pidfds that `poll` can watch (Linux 5.3: `pidfd_open`, asked once).
+fn pidfds_work() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        // SAFETY: pidfd_open on our own pid; a returned descriptor is closed at once.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+        if fd < 0 {
+            return false;
+        }
+        // SAFETY: the descriptor just returned, ours.
+        unsafe { libc::close(libc::c_int::try_from(fd).unwrap_or(-1)) };
+        true
+    })
+}
+
+/// Reap a child that is dead or dying, retrying on `EINTR`.
+fn reap_quietly(pid: libc::pid_t) {
+    let mut status = 0;
+    // SAFETY: our own child; a plain syscall.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+        && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+    {}
 }
 
 /// The child, between `clone` and `exec`. It shares apollo's memory and runs on the thread's
-/// child stack, so it only makes async-signal-safe library calls on the plan's data, and
+/// child stack, so it only makes raw system calls (through `syscall(2)`: no C library function
+/// that another library could hook, and none that takes a lock) on the plan's data, and
 /// neither allocates nor panics.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `ChildPlan` the parent passed to clone; the parent is suspended
@@ -274,44 +366,71 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let plan = &mut *arg.cast::<ChildPlan>();
         // Every caught signal, and SIGPIPE, back to its default; ignored ones stay ignored.
-        let mut action: libc::sigaction = std::mem::zeroed();
-        let mut default: libc::sigaction = std::mem::zeroed();
-        default.sa_sigaction = libc::SIG_DFL;
-        for signal in 1..=libc::SIGRTMAX() {
+        // The kernel's `struct sigaction` starts with the handler on the architectures
+        // apollo builds for; all-zero is "SIG_DFL, no flags, empty mask".
+        let default = [0_u64; 4];
+        let mut action = [0_u64; 4];
+        for signal in 1..=LAST_SIGNAL {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }
-            if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
-                continue;
-            }
-            if signal == libc::SIGPIPE
-                || (action.sa_sigaction != libc::SIG_DFL && action.sa_sigaction != libc::SIG_IGN)
+            let queried = libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::null::<u64>(),
+                action.as_mut_ptr(),
+                SIGSET_BYTES,
+            );
+            let handler = action[0] as libc::sighandler_t;
+            if queried == 0
+                && (signal == libc::SIGPIPE
+                    || (handler != libc::SIG_DFL && handler != libc::SIG_IGN))
             {
-                libc::sigaction(signal, &default, std::ptr::null_mut());
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    default.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    SIGSET_BYTES,
+                );
             }
         }
-        if libc::setpgid(0, 0) != 0 {
+        if libc::syscall(libc::SYS_setpgid, 0, 0) != 0 {
             return child_failed(plan);
         }
-        for (target, fd) in (0..).zip(plan.fds) {
-            let done = if fd == target {
-                // dup2 would leave close-on-exec set.
-                libc::fcntl(fd, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(fd, target) == target
-            };
-            if !done {
-                return child_failed(plan);
-            }
-        }
-        if libc::chdir(plan.workdir) != 0 {
+        let [stdin, stdout, stderr] = plan.fds;
+        if !child_dup(stdin, 0) || !child_dup(stdout, 1) || !child_dup(stderr, 2) {
             return child_failed(plan);
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        libc::execve(plan.program, plan.argv, plan.envp);
+        if libc::syscall(libc::SYS_chdir, plan.workdir) != 0 {
+            return child_failed(plan);
+        }
+        let none: u64 = 0;
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &raw const none,
+            std::ptr::null_mut::<u64>(),
+            SIGSET_BYTES,
+        );
+        libc::syscall(libc::SYS_execve, plan.program, plan.argv, plan.envp);
         child_failed(plan)
+    }
+}
+
+/// In the child: make `fd` the descriptor `target`, inheritable across the exec.
+///
+/// # Safety
+/// Only from [`child_main`].
+unsafe fn child_dup(fd: libc::c_int, target: libc::c_int) -> bool {
+    // SAFETY: plain system calls on descriptors; no memory is passed.
+    unsafe {
+        if fd == target {
+            // dup3 refuses this case, and the descriptor is close-on-exec: clear that.
+            libc::syscall(libc::SYS_fcntl, fd, libc::F_SETFD, 0) == 0
+        } else {
+            libc::syscall(libc::SYS_dup3, fd, target, 0) == libc::c_long::from(target)
+        }
     }
 }
 
@@ -320,10 +439,16 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 /// # Safety
 /// Only from [`child_main`].
 unsafe fn child_failed(plan: &mut ChildPlan) -> libc::c_int {
-    // SAFETY: the calling thread's errno location; the plan is ours until we exit.
+    // SAFETY: the calling thread's errno location (syscall(2) set it); the plan is ours
+    // until we exit.
     unsafe {
-        plan.error = (*libc::__errno_location()).max(1);
-        libc::_exit(127)
+        let errno = *libc::__errno_location();
+        std::ptr::write_volatile(
+            &raw mut plan.error,
+            if errno == 0 { libc::ECHILD } else { errno },
+        );
+        libc::syscall(libc::SYS_exit_group, 127);
+        127
     }
 }
 

@@ -409,6 +409,24 @@ fn a_child_starts_with_no_blocked_signals_and_sigpipe_at_default() {
 }
 
 #[test]
+fn a_signal_apollo_ignores_stays_ignored_in_the_child() {
+    // As with fork + exec (`nohup` relies on it). No other test uses SIGWINCH.
+    // SAFETY: setting a disposition to SIG_IGN; no handler runs.
+    unsafe { libc::signal(libc::SIGWINCH, libc::SIG_IGN) };
+    let mut fixture = Fixture::new("unused");
+    fixture.unit.execute = Command::Argv(["cat", "/proc/self/status"].map(str::to_owned).to_vec());
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    let status = fixture.read("stdout");
+    let ignored = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .map(|value| u64::from_str_radix(value.trim(), 16).unwrap())
+        .unwrap();
+    assert_ne!(ignored & (1 << (libc::SIGWINCH - 1)), 0, "{status}");
+}
+
+#[test]
 fn a_child_in_a_pipeline_dies_quietly_of_sigpipe() {
     let fixture = Fixture::new("yes | head -n 1");
     let outcome = fixture.run();
