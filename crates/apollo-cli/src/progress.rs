@@ -31,6 +31,9 @@ struct Shared {
 /// Prints the run's progress; see the module docs.
 pub(crate) struct Progress<'a> {
     out: &'a mut dyn Write,
+    /// Lines not written yet (without a live line, they go out together at each `flush`:
+    /// one write per batch of outcomes instead of one per unit).
+    pending: String,
     /// Width of the unit-name column.
     name_width: usize,
     explain: bool,
@@ -63,6 +66,7 @@ impl<'a> Progress<'a> {
         });
         Self {
             out,
+            pending: String::new(),
             name_width,
             explain,
             started,
@@ -81,25 +85,40 @@ impl<'a> Progress<'a> {
         self.shared.wake.notify_all();
     }
 
-    /// Print a line above the live progress line.
+    /// Print a line above the live progress line; without one, queue it for the next
+    /// [`Observer::flush`].
     fn line(&mut self, text: &str) {
+        if self.ticker.is_none() {
+            self.pending.push_str(text);
+            self.pending.push('\n');
+            return;
+        }
         let _guard = self
             .shared
             .counts
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if self.ticker.is_some() {
-            let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "\r\x1b[2K");
-            let _ = stderr.flush();
-        }
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(stderr, "\r\x1b[2K");
+        let _ = stderr.flush();
         // A closed stdout must not stop the run: the journal, not the terminal, is the record.
         let _ = writeln!(self.out, "{text}");
         let _ = self.out.flush();
     }
 
+    /// Write the queued lines.
+    fn write_pending(&mut self) {
+        if !self.pending.is_empty() {
+            // A closed stdout must not stop the run: the journal is the record.
+            let _ = self.out.write_all(self.pending.as_bytes());
+            let _ = self.out.flush();
+            self.pending.clear();
+        }
+    }
+
     /// Stop the live line (before the summary is printed).
     pub(crate) fn finish(mut self) {
+        self.write_pending();
         self.stop_ticker();
     }
 
@@ -118,6 +137,7 @@ impl<'a> Progress<'a> {
 
 impl Drop for Progress<'_> {
     fn drop(&mut self) {
+        self.write_pending();
         self.stop_ticker();
     }
 }
@@ -269,5 +289,9 @@ impl Observer for Progress<'_> {
             }
             _ => {}
         }
+    }
+
+    fn flush(&mut self) {
+        self.write_pending();
     }
 }

@@ -224,6 +224,10 @@ pub enum Notice<'a> {
 pub trait Observer {
     /// Called for every notice, on the engine thread; keep it quick.
     fn notice(&mut self, notice: &Notice<'_>);
+
+    /// Called before the engine waits for something to happen: a good moment to write out
+    /// what the notices since the last call produced, in one go.
+    fn flush(&mut self) {}
 }
 
 /// An observer that ignores everything.
@@ -787,6 +791,7 @@ impl<'a> EngineLoop<'a> {
             let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
                 due.saturating_duration_since(Instant::now())
             });
+            observer.flush();
             crossbeam_channel::select! {
                 recv(channels.done_rx) -> message => {
                     if let Ok(done) = message {
