@@ -208,17 +208,21 @@ impl LogFile {
         let Some(home) = self.home.take().filter(|_| !self.named.get()) else {
             return Ok(());
         };
-        // Close the children's open: only an escaped process can still hold one now.
-        self.for_children = None;
         let saved = match len.map_or_else(|| self.file.metadata().map(|m| m.len()), Ok) {
-            Ok(0) => self.file.try_clone().map(|file| {
-                // Whether an escaped process still holds it is asked when it is taken.
-                spares.put(Spare {
-                    file,
-                    home,
-                    last_path: self.path.clone(),
-                });
-            }),
+            Ok(0) => {
+                // Apollo's open goes to the pool; this LogFile keeps the children's open,
+                // closed when it drops (only an escaped process can still hold one then).
+                // Whether one does is asked when the spare is taken.
+                if let Some(for_children) = self.for_children.take() {
+                    let file = std::mem::replace(&mut self.file, for_children);
+                    spares.put(Spare {
+                        file,
+                        home,
+                        last_path: self.path.clone(),
+                    });
+                }
+                Ok(())
+            }
             Ok(_) => give_name(&self.file, &self.path),
             Err(error) => Err(error),
         };
