@@ -58,19 +58,23 @@ pub const LOOKAHEAD_PER_WORKER: usize = 4;
 /// Attempts committed ahead per worker while recent attempts last less than
 /// [`SHORT_ATTEMPT`] on average: then an fsync outlasts several attempts, and four ahead
 /// still left workers waiting for the next commit (10,000 no-op units, 2 workers: the
-/// workers waited 0.4-0.5 s in all for jobs with four ahead, under 0.1 s with sixteen).
-/// Longer attempts keep [`LOOKAHEAD_PER_WORKER`]: fewer attempts are then recorded as
-/// interrupted when a failure stops the run before their turn.
-pub const LOOKAHEAD_PER_WORKER_SHORT: usize = 16;
+/// workers waited 0.4-0.5 s in all for jobs with four ahead, under 0.1 s with sixteen), and
+/// batches shared by the dozen (see [`COMMIT_LOW_WATER_PER_WORKER`]) need room above the low
+/// water mark. Longer attempts keep [`LOOKAHEAD_PER_WORKER`]: fewer attempts are then recorded
+/// as interrupted when a failure stops the run before their turn.
+pub const LOOKAHEAD_PER_WORKER_SHORT: usize = 32;
 
 /// See [`LOOKAHEAD_PER_WORKER_SHORT`].
 pub const SHORT_ATTEMPT: Duration = Duration::from_millis(10);
 
 /// A batch of routine records (attempts started, attempts that succeeded) waits while more
-/// than this many committed attempts per worker are still queued for the workers, so that
-/// very short attempts share an fsync by the dozen instead of by two: under load an fsync is
-/// slow (its kernel threads compete with the units for the CPU) and costs CPU itself. Only
-/// with [`LOOKAHEAD_PER_WORKER_SHORT`] can the queue be that long, so longer attempts commit at
+/// than this many committed attempts per worker are still queued for the workers — or, when
+/// more, as many as recent attempts show a worker gets through during one recent commit
+/// (plus one), up to half of [`LOOKAHEAD_PER_WORKER_SHORT`] — so that very short attempts
+/// share an fsync by the dozen instead of by two, and the workers still have work while it
+/// runs: under load an fsync is slow (its kernel threads compete with the units for the CPU;
+/// 1-1.5 ms for a batch was seen) and costs CPU itself. Only with
+/// [`LOOKAHEAD_PER_WORKER_SHORT`] can the queue be that long, so longer attempts commit at
 /// once as before. A failure, a skip or a stop commits at once, and nothing waits longer than
 /// [`MAX_COMMIT_DELAY`].
 pub const COMMIT_LOW_WATER_PER_WORKER: usize = LOOKAHEAD_PER_WORKER;
@@ -663,6 +667,8 @@ struct EngineLoop<'a> {
     /// Moving average of the attempts' wall time (each new one weighs 1/8); `None` before
     /// the first attempt ends. Sets how far ahead attempts are committed.
     recent_attempt_time: Option<Duration>,
+    /// Moving average of how long a commit (append + fsync) took, the same way.
+    recent_commit_time: Option<Duration>,
     /// The unit's latest attempt in this process failed and it waits for a retry: if the run
     /// stops after a failure, this is the unit's result.
     last_failure: Vec<Option<UnitResult>>,
@@ -729,6 +735,7 @@ impl<'a> EngineLoop<'a> {
             acks,
             acks_due: Vec::new(),
             recent_attempt_time: None,
+            recent_commit_time: None,
             last_failure: vec![None; n_units],
             state: vec![State::Waiting; n_units],
             results: vec![None; n_units],
@@ -879,7 +886,7 @@ impl<'a> EngineLoop<'a> {
         }
         let workers = self.options.max_parallel.max(1);
         let queue_may_run_low =
-            self.at_workers < workers.saturating_mul(1 + COMMIT_LOW_WATER_PER_WORKER);
+            self.at_workers < workers.saturating_mul(1 + self.commit_low_water());
         let waited_enough = self
             .pending_since
             .is_some_and(|since| since.elapsed() >= MAX_COMMIT_DELAY);
@@ -892,6 +899,22 @@ impl<'a> EngineLoop<'a> {
             || waited_enough
             || self.stop_starting
             || !self.pending_events.iter().all(routine)
+    }
+
+    /// Committed attempts per worker below which the next commit starts: enough to keep a
+    /// worker busy through a commit as long as the recent ones (see
+    /// [`COMMIT_LOW_WATER_PER_WORKER`]).
+    fn commit_low_water(&self) -> usize {
+        let covering_one_commit = match (self.recent_commit_time, self.recent_attempt_time) {
+            (Some(commit), Some(attempt)) => {
+                let per_commit = commit.as_nanos().div_ceil(attempt.as_nanos().max(1));
+                usize::try_from(per_commit)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(1)
+            }
+            _ => 0,
+        };
+        covering_one_commit.clamp(COMMIT_LOW_WATER_PER_WORKER, LOOKAHEAD_PER_WORKER_SHORT / 2)
     }
 
     /// Append the pending events as one durable batch, then report what it recorded and hand
@@ -912,7 +935,13 @@ impl<'a> EngineLoop<'a> {
         self.reporting = std::mem::take(&mut self.unreported);
         let events = std::mem::take(&mut self.pending_events);
         let jobs = std::mem::take(&mut self.pending_jobs);
+        let started = Instant::now();
         journal.append(&events)?;
+        let took = started.elapsed();
+        self.recent_commit_time = Some(match self.recent_commit_time {
+            None => took,
+            Some(recent) => (recent * 7 + took) / 8,
+        });
         self.report(observer);
         self.dispatch(jobs, job_tx, observer);
         Ok(())
