@@ -57,7 +57,6 @@ where
 struct OpenAttempt {
     seq: u64,
     start: DateTime<Utc>,
-    lane: usize,
     input_hash: String,
 }
 
@@ -126,13 +125,11 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                     // A second start of an attempt still open: the first never finished.
                     self.write_attempt(&key.0, key.1, &stale, record.ts, None)?;
                 }
-                let lane = self.take_lane()?;
                 self.open.insert(
                     key,
                     OpenAttempt {
                         seq: record.seq,
                         start: record.ts,
-                        lane,
                         input_hash: started.input_hash.clone(),
                     },
                 );
@@ -144,16 +141,13 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                     None => {
                         // No start on record: place the attempt by its measured duration.
                         let start = before(record.ts, finished.duration_ms, origin);
-                        let lane = self.take_lane()?;
                         OpenAttempt {
                             seq: record.seq,
                             start,
-                            lane,
                             input_hash: String::new(),
                         }
                     }
                 };
-                self.lanes.free(open.lane);
                 let mut open = open;
                 // Committed ahead: the processes started `queued_ms` after `unit_started`.
                 open.start = crate::display::after_queue(open.start, finished.queued_ms, record.ts);
@@ -219,9 +213,10 @@ impl<'f, W: Write> TraceWriter<'f, W> {
         self.events.thread_name(RUN_TRACK, "run")
     }
 
-    /// Takes a lane, naming its track the first time it is used.
-    fn take_lane(&mut self) -> io::Result<usize> {
-        let lane = self.lanes.take();
+    /// Places an attempt on a lane (see [`Lanes`]), naming the lane's track the first time it
+    /// is used.
+    fn place_lane(&mut self, start: DateTime<Utc>, end: DateTime<Utc>) -> io::Result<usize> {
+        let lane = self.lanes.place(start, end);
         while self.n_named_lanes <= lane {
             self.n_named_lanes += 1;
             let tid = self.n_named_lanes;
@@ -235,7 +230,6 @@ impl<'f, W: Write> TraceWriter<'f, W> {
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_unstable_by_key(|(_, open)| open.seq);
         for ((unit, attempt), open) in &open {
-            self.lanes.free(open.lane);
             self.write_attempt(unit, *attempt, open, end, None)?;
         }
         Ok(())
@@ -253,12 +247,14 @@ impl<'f, W: Write> TraceWriter<'f, W> {
             return Ok(());
         };
         let end = end.max(open.start);
+        // Placed whether or not it is drawn, so lanes match the unfiltered timeline's.
+        let lane = self.place_lane(open.start, end)?;
         if !self.filter.keeps_unit(unit) || !self.filter.overlaps(open.start, end, origin) {
             return Ok(());
         }
         let start_us = offset_us(origin, open.start);
         let end_us = offset_us(origin, end).max(start_us);
-        let tid = open.lane + 1;
+        let tid = lane + 1;
         let input_hash = Some(open.input_hash.as_str()).filter(|hash| !hash.is_empty());
         // Attempts and phases are most of a trace: typed events serialise without building
         // a `Value` per event.

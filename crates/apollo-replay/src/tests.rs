@@ -437,3 +437,54 @@ fn an_attempt_committed_ahead_starts_when_its_queue_wait_ended() {
     assert_eq!(attempt.start, at(310));
     assert_eq!(attempt.end, at(500));
 }
+
+#[test]
+fn attempts_committed_ahead_share_the_lanes_of_the_workers_that_ran_them() {
+    // Two workers; four attempts committed at once, the last two waiting 500 ms for a worker.
+    let units = ["a", "b", "c", "d"];
+    let mut run = RunBuilder::new("r", &units);
+    for unit in units {
+        run.start(10, unit, 1);
+    }
+    run.succeed(500, "a", 1)
+        .succeed(500, "b", 1)
+        .succeed(1_000, "c", 1)
+        .succeed(1_000, "d", 1);
+    let mut records = run.records();
+    for record in &mut records {
+        if let apollo_core::Event::UnitFinished(finished) = &mut record.event
+            && (finished.unit == "c" || finished.unit == "d")
+        {
+            finished.queued_ms = 490;
+        }
+    }
+    let timeline = Timeline::from_records(
+        records
+            .clone()
+            .into_iter()
+            .map(Ok::<_, std::convert::Infallible>),
+    )
+    .unwrap();
+    assert_eq!(
+        timeline.n_lanes, 2,
+        "lanes follow the workers, not the commits"
+    );
+    let lane_of = |unit: &str| timeline.unit(unit).unwrap().attempts[0].lane;
+    assert_ne!(lane_of("a"), lane_of("b"));
+    assert_ne!(lane_of("c"), lane_of("d"));
+    // The Chrome trace lays them out alike.
+    let mut trace = Vec::new();
+    write_chrome_trace(
+        records.into_iter().map(Ok::<_, std::convert::Infallible>),
+        &mut trace,
+        &Filter::all(),
+    )
+    .unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&trace).unwrap();
+    for event in trace["traceEvents"].as_array().unwrap() {
+        if event["cat"] == "attempt" {
+            let unit = event["args"]["unit"].as_str().unwrap();
+            assert_eq!(event["tid"], lane_of(unit) + 1, "{event}");
+        }
+    }
+}

@@ -17,9 +17,10 @@ use crate::display::first_line;
 /// phases, outcome, hashes and resource use), skips and human marks; the run's start, its
 /// resumes and its end.
 ///
-/// Every attempt is given a **lane** by interval partitioning: an attempt takes the lowest
-/// lane that is free when it starts. The number of lanes is the run's peak parallelism, and
-/// lanes are the tracks of the Chrome trace. Attempts that never got their `unit_finished`
+/// Every attempt is given a **lane** where it really ran (after any wait in the queue of
+/// attempts committed ahead): when it ends, it takes the lowest lane whose attempts all ended
+/// by its start. The number of lanes is about the run's peak parallelism, and lanes are the
+/// tracks of the Chrome trace. Attempts that never got their `unit_finished`
 /// (apollo died mid-unit) are [`AttemptState::Unfinished`]; they end at the last record
 /// apollo wrote before it was resumed, or at the journal's last record.
 ///
@@ -45,7 +46,7 @@ pub struct Timeline {
     pub resumes: Vec<Resume>,
     /// The units: the pipeline's config order, then units only seen in events.
     pub units: Vec<UnitTimeline>,
-    /// How many lanes the attempts use (the run's peak parallelism).
+    /// How many lanes the attempts use (about the run's peak parallelism).
     pub n_lanes: usize,
     /// How many records were read.
     pub n_records: u64,
@@ -132,7 +133,7 @@ impl UnitTimeline {
 pub struct Attempt {
     /// The attempt number, from 1, counted across resumes.
     pub number: u32,
-    /// The lane the attempt ran on, from 0.
+    /// The lane the attempt ran on, from 0 (given when it ends; 0 until then).
     pub lane: usize,
     /// Sequence number of its `unit_started` (or `unit_finished` when the start is missing).
     pub seq: u64,
@@ -418,7 +419,7 @@ pub struct TimelineBuilder {
     unit_index: HashMap<String, usize>,
     /// Open attempts: (unit index, attempt number) → index in the unit's attempts.
     open: HashMap<(usize, u32), usize>,
-    /// Which lanes an open attempt occupies.
+    /// Where ended attempts were laid out.
     lanes: Lanes,
     /// The last record written by a running apollo (not by `apollo mark`).
     last_alive_ts: Option<DateTime<Utc>>,
@@ -473,11 +474,11 @@ impl TimelineBuilder {
                     // A second start of an attempt still open: the first never finished.
                     self.close_attempt(unit_idx, attempt_idx, ts);
                 }
-                let lane = self.take_lane();
                 let unit = &mut self.timeline.units[unit_idx];
                 unit.attempts.push(Attempt {
                     number: started.attempt,
-                    lane,
+                    // Placed when it ends.
+                    lane: 0,
                     seq,
                     start: ts,
                     end: ts,
@@ -497,13 +498,12 @@ impl TimelineBuilder {
                     None => {
                         // No start on record (should not happen in a sound journal): place the
                         // attempt by its measured duration.
-                        let lane = self.take_lane();
                         let origin = self.timeline.origin();
                         let start = crate::display::before(ts, finished.duration_ms, origin);
                         let unit = &mut self.timeline.units[unit_idx];
                         unit.attempts.push(Attempt {
                             number: finished.attempt,
-                            lane,
+                            lane: 0,
                             seq,
                             start,
                             end: ts,
@@ -523,8 +523,9 @@ impl TimelineBuilder {
                 attempt.start = crate::display::after_queue(attempt.start, finished.queued_ms, ts);
                 attempt.state = AttemptState::Finished(finished.status);
                 attempt.outcome = Some(finished);
-                let lane = attempt.lane;
-                self.free_lane(lane);
+                let (start, end) = (attempt.start, attempt.end);
+                let lane = self.place(start, end);
+                self.timeline.units[unit_idx].attempts[attempt_idx].lane = lane;
             }
             Event::UnitSkipped(skipped) => {
                 let unit_idx = self.unit_idx(skipped.unit);
@@ -601,26 +602,27 @@ impl TimelineBuilder {
         unit_idx
     }
 
-    fn take_lane(&mut self) -> usize {
-        let lane = self.lanes.take();
+    fn place(&mut self, start: DateTime<Utc>, end: DateTime<Utc>) -> usize {
+        let lane = self.lanes.place(start, end);
         self.timeline.n_lanes = self.timeline.n_lanes.max(lane + 1);
         lane
-    }
-
-    fn free_lane(&mut self, lane: usize) {
-        self.lanes.free(lane);
     }
 
     fn close_attempt(&mut self, unit_idx: usize, attempt_idx: usize, end: DateTime<Utc>) {
         let attempt = &mut self.timeline.units[unit_idx].attempts[attempt_idx];
         attempt.end = end.max(attempt.start);
-        let lane = attempt.lane;
-        self.free_lane(lane);
+        let (start, end) = (attempt.start, attempt.end);
+        let lane = self.place(start, end);
+        self.timeline.units[unit_idx].attempts[attempt_idx].lane = lane;
     }
 
+    /// Ends the open attempts at `end`, in the order they started (as the Chrome renderer
+    /// does, so both lay them out alike).
     fn close_open_attempts(&mut self, end: DateTime<Utc>) -> usize {
         let mut open: Vec<_> = self.open.drain().collect();
-        open.sort_unstable();
+        open.sort_unstable_by_key(|&((unit_idx, _), attempt_idx)| {
+            self.timeline.units[unit_idx].attempts[attempt_idx].seq
+        });
         for &((unit_idx, _), attempt_idx) in &open {
             self.close_attempt(unit_idx, attempt_idx, end);
         }
@@ -628,32 +630,30 @@ impl TimelineBuilder {
     }
 }
 
-/// Interval partitioning, online: records arrive in time order, so an attempt takes the
-/// lowest lane free when its `unit_started` is read, and gives it back at its `unit_finished`.
-/// The number of lanes used is the peak number of attempts running at once.
+/// Lanes laid out where attempts really ran: each attempt is placed when it ends (its start
+/// is known then, after any wait in the queue of attempts committed ahead), on the lowest lane
+/// whose attempts all ended by its start. Attempts end in record order, so every renderer that
+/// reads the same records gets the same lanes; the number of lanes is about the run's peak
+/// number of attempts really running at once (workers), not of attempts committed.
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
-    busy: Vec<bool>,
+    /// Per lane, the latest end placed on it.
+    ends: Vec<DateTime<Utc>>,
 }
 
 impl Lanes {
-    /// Takes the lowest free lane.
-    pub(crate) fn take(&mut self) -> usize {
-        let lane = match self.busy.iter().position(|busy| !busy) {
-            Some(lane) => lane,
-            None => {
-                self.busy.push(false);
-                self.busy.len() - 1
+    /// The lane for an attempt that ran from `start` to `end`.
+    pub(crate) fn place(&mut self, start: DateTime<Utc>, end: DateTime<Utc>) -> usize {
+        let end = end.max(start);
+        match self.ends.iter().position(|&last| last <= start) {
+            Some(lane) => {
+                self.ends[lane] = end;
+                lane
             }
-        };
-        self.busy[lane] = true;
-        lane
-    }
-
-    /// Gives a lane back.
-    pub(crate) fn free(&mut self, lane: usize) {
-        if let Some(busy) = self.busy.get_mut(lane) {
-            *busy = false;
+            None => {
+                self.ends.push(end);
+                self.ends.len() - 1
+            }
         }
     }
 }
