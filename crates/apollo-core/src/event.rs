@@ -212,8 +212,8 @@ pub struct UnitFinished {
     /// Wall time of the whole attempt in milliseconds.
     pub duration_ms: u64,
     /// Milliseconds the attempt waited for a free worker between its durable `unit_started`
-    /// and its first process (the engine commits up to one attempt per worker ahead, see the
-    /// engine docs). The attempt's processes started at `unit_started`'s time plus this.
+    /// and its first process (the engine commits attempts ahead of free workers, see the
+    /// engine docs; counted from when its batch was appended). The attempt's processes started at `unit_started`'s time plus this.
     /// Absent (0) in journals written before it existed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub queued_ms: u64,

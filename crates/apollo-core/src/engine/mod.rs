@@ -16,8 +16,11 @@
 //!    Attempts go to the workers only once the batch holding their `unit_started` is durable.
 //!    So `unit_started` is on disk before a unit's first process exists, and `unit_finished`
 //!    is on disk before any dependent starts;
-//! 3. waits for an attempt to end, a retry to come due, or a cancellation. A worker whose attempt failed waits for the engine to take the outcome in
-//!    before its next attempt, so a failure halts attempts committed ahead deterministically.
+//! 3. waits for an attempt to end, a retry to come due, or a cancellation. A worker whose
+//!    attempt failed for good (fail-fast, no retry left) raises `halt` itself before it
+//!    reports, and every worker whose attempt failed waits for the engine to take the outcome
+//!    in before its next attempt: attempts committed ahead are halted at once, even while the
+//!    engine is in an fsync.
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
 //! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
@@ -204,7 +207,7 @@ pub enum Notice<'a> {
         /// The attempt number.
         attempt: u32,
     },
-    /// An attempt ended (its `unit_finished` is queued for the next durable append).
+    /// An attempt ended (its `unit_finished` is durable).
     Finished {
         /// The unit.
         unit: &'a str,
@@ -342,8 +345,13 @@ pub enum EngineError {
 struct Job {
     unit_idx: usize,
     attempt: u32,
-    /// When its `unit_started` was handed to the journal.
+    /// When its `unit_started` was handed to the journal (set again when the batch holding
+    /// it is appended, so a deferred commit does not count as waiting for a worker).
     committed_at: Instant,
+    /// Whether this attempt failing stops new starts (fail-fast, and no retry left): then
+    /// the worker itself raises `halt` before reporting, so other workers do not start
+    /// attempts committed ahead while the engine has not read the failure yet.
+    halt_on_failure: bool,
 }
 
 struct Done {
@@ -620,6 +628,17 @@ fn worker(
         });
         // Only an attempt that did not go well can make the engine stop starting units.
         let awaits_ack = !outcome.status.satisfies_dependents() || matches!(outputs, Some(Err(_)));
+        // A missing declared output fails a success, not a self-skip (see `finish_attempt`).
+        let failed = matches!(
+            outcome.status,
+            AttemptStatus::Failed | AttemptStatus::TimedOut
+        ) || (outcome.status == AttemptStatus::Succeeded
+            && matches!(outputs, Some(Err(_))));
+        if failed && job.halt_on_failure {
+            // Fail-fast: stop the other workers' attempts committed ahead now, not once the
+            // engine (perhaps in an fsync) has read this outcome.
+            halt.store(true, Ordering::SeqCst);
+        }
         let message = Done {
             worker: Some(worker_idx),
             unit_idx: job.unit_idx,
@@ -633,6 +652,15 @@ fn worker(
         if done.send(message).is_err() || (awaits_ack && ack.recv().is_err()) {
             return;
         }
+    }
+}
+
+/// `recent` moved 1/8 of the way towards `sample` (or `sample`, the first time); saturating,
+/// since an [`Executor`] may report any duration.
+fn moving_average(recent: Option<Duration>, sample: Duration) -> Duration {
+    match recent {
+        None => sample,
+        Some(recent) => recent.saturating_mul(7).saturating_add(sample) / 8,
     }
 }
 
@@ -681,7 +709,8 @@ struct EngineLoop<'a> {
     attempts_here: Vec<u32>,
     queue: ReadyQueue,
     retry_waits: BinaryHeap<Reverse<(Instant, usize)>>,
-    /// What the next batch and the batch being synced recorded, to report once durable.
+    /// What the next batch records, to report once durable (`reporting`: the batch being
+    /// appended).
     unreported: Vec<Deferred>,
     reporting: Vec<Deferred>,
     /// Events waiting for the next batch, and the attempts that start once it is durable.
@@ -689,6 +718,9 @@ struct EngineLoop<'a> {
     pending_jobs: Vec<Job>,
     /// Since when `pending_events` has not been empty.
     pending_since: Option<Instant>,
+    /// The pending events hold the end of a non-idempotent unit's attempt: commit at once,
+    /// since after a crash its unrecorded end would make apollo stop and ask a human.
+    commit_now: bool,
     /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
     running: usize,
     /// Attempts handed to workers and not yet taken back in.
@@ -749,6 +781,7 @@ impl<'a> EngineLoop<'a> {
             pending_events: Vec::new(),
             pending_jobs: Vec::new(),
             pending_since: None,
+            commit_now: false,
             running: 0,
             at_workers: 0,
             stop_starting: false,
@@ -898,6 +931,7 @@ impl<'a> EngineLoop<'a> {
         queue_may_run_low
             || waited_enough
             || self.stop_starting
+            || self.commit_now
             || !self.pending_events.iter().all(routine)
     }
 
@@ -935,13 +969,15 @@ impl<'a> EngineLoop<'a> {
         self.reporting = std::mem::take(&mut self.unreported);
         let events = std::mem::take(&mut self.pending_events);
         let jobs = std::mem::take(&mut self.pending_jobs);
+        self.commit_now = false;
         let started = Instant::now();
+        let mut jobs = jobs;
+        for job in &mut jobs {
+            job.committed_at = started;
+        }
         journal.append(&events)?;
         let took = started.elapsed();
-        self.recent_commit_time = Some(match self.recent_commit_time {
-            None => took,
-            Some(recent) => (recent * 7 + took) / 8,
-        });
+        self.recent_commit_time = Some(moving_average(self.recent_commit_time, took));
         self.report(observer);
         self.dispatch(jobs, job_tx, observer);
         Ok(())
@@ -1031,7 +1067,8 @@ impl<'a> EngineLoop<'a> {
             LOOKAHEAD_PER_WORKER
         };
         let limit = max_parallel.saturating_mul(1 + lookahead);
-        while !self.stop_starting && self.running < limit {
+        // A worker raises `halt` itself when an attempt fails for good (see `Job`).
+        while !self.stop_starting && !self.halt.load(Ordering::SeqCst) && self.running < limit {
             let Some(unit_idx) = self.queue.peek() else {
                 break;
             };
@@ -1116,10 +1153,13 @@ impl<'a> EngineLoop<'a> {
                 continue;
             }
             self.running += 1;
+            let halt_on_failure = !self.options.keep_going
+                && self.attempts_here[unit_idx] > self.pipeline.units[unit_idx].retries;
             self.pending_jobs.push(Job {
                 unit_idx,
                 attempt,
                 committed_at: Instant::now(),
+                halt_on_failure,
             });
         }
     }
@@ -1148,14 +1188,21 @@ impl<'a> EngineLoop<'a> {
             awaits_ack,
         } = done;
         self.running -= 1;
-        self.recent_attempt_time = Some(match self.recent_attempt_time {
-            None => outcome.wall_time,
-            Some(recent) => (recent * 7 + outcome.wall_time) / 8,
-        });
+        // Only attempts a worker ran say how long attempts take (not one the engine failed
+        // itself, nor one halted before it started).
+        let ran = worker.is_some()
+            && !(outcome.status == AttemptStatus::Interrupted && outcome.phases.is_empty());
+        if ran {
+            self.recent_attempt_time =
+                Some(moving_average(self.recent_attempt_time, outcome.wall_time));
+        }
         if worker.is_some() {
             self.at_workers -= 1;
         }
         let unit = &self.pipeline.units[unit_idx];
+        if !unit.idempotent {
+            self.commit_now = true;
+        }
         let mut status = outcome.status;
         let mut error = outcome.error.clone();
         let mut output_hash = None;
@@ -1354,7 +1401,7 @@ impl<'a> EngineLoop<'a> {
 
     /// Take back the attempts of the batch not yet handed to the journal: their
     /// `unit_started` is never written, so they leave no record of an attempt that never had
-    /// a process. (Attempts in the batch being synced are halted by the workers instead.)
+    /// a process. (Attempts already handed to the workers are halted by them instead.)
     fn drop_pending_starts(&mut self) {
         for job in std::mem::take(&mut self.pending_jobs) {
             let unit = &self.pipeline.units[job.unit_idx].name;
