@@ -499,10 +499,12 @@ mod tests {
     /// needs them says so and passes where they do not, since named files are used there).
     fn unnamed_files_work(dir: &Path) -> bool {
         let works = LogFile::open(&LogSpares::default(), dir, "probe", false)
-            .is_ok_and(|log| log.home.is_some());
+            .is_ok_and(|log| log.home.is_some())
+            && create_unnamed(dir)
+                .is_ok_and(|(file, _)| held_elsewhere(&file) == Availability::Free);
         if !works {
             eprintln!(
-                "O_TMPFILE or /proc/self/fd is not available in {}",
+                "O_TMPFILE, /proc/self/fd or leases are not available in {}",
                 dir.display()
             );
         }

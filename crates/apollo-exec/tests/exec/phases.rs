@@ -312,18 +312,23 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
 }
 
-/// Whether `O_TMPFILE` works in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere log files are
+/// Whether `O_TMPFILE` and leases work in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere log files are
 /// named at once and the tests of unnamed files have nothing to check.
 fn unnamed_files_work(dir: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let works = std::fs::OpenOptions::new()
         .read(true)
         .append(true)
         .custom_flags(libc::O_TMPFILE)
         .open(dir)
-        .is_ok();
+        // Reuse also needs write leases (`/proc/sys/fs/leases-enable`).
+        // SAFETY: fcntl on a descriptor we own.
+        .is_ok_and(|file| unsafe {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) == 0
+        });
     if !works {
-        eprintln!("O_TMPFILE is not available in {}", dir.display());
+        eprintln!("O_TMPFILE or leases are not available in {}", dir.display());
     }
     works
 }
