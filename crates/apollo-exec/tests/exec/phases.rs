@@ -312,8 +312,8 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
 }
 
-/// Whether `O_TMPFILE` and leases work in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere log files are
-/// named at once and the tests of unnamed files have nothing to check.
+/// Whether `O_TMPFILE` and write leases work in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere
+/// log files are named at once and the tests of unnamed files have nothing to check.
 fn unnamed_files_work(dir: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
