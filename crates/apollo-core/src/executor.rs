@@ -76,6 +76,28 @@ pub struct AttemptOutcome {
     pub error: Option<String>,
 }
 
+impl AttemptOutcome {
+    /// An outcome with `status` in which nothing ran yet: no phase, no exit, no time, no
+    /// output, no error. Executors start from it and fill in what happened.
+    pub fn nothing_ran(status: AttemptStatus) -> AttemptOutcome {
+        AttemptOutcome {
+            status,
+            exit: None,
+            failed_phase: None,
+            timed_out: false,
+            phases: Vec::new(),
+            wall_time: Duration::ZERO,
+            user_cpu: Duration::ZERO,
+            sys_cpu: Duration::ZERO,
+            max_rss_kib: 0,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_sha256: None,
+            error: None,
+        }
+    }
+}
+
 /// Runs attempts. Implementations must be usable from several worker threads at once.
 pub trait Executor: Send + Sync {
     /// Run one attempt: `prepare` (if any) → `execute` (if prepare succeeded) → `cleanup`

@@ -80,21 +80,7 @@ impl ProcessExecutor {
 impl Executor for ProcessExecutor {
     fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
         let attempt_start = Instant::now();
-        let mut outcome = AttemptOutcome {
-            status: AttemptStatus::Succeeded,
-            exit: None,
-            failed_phase: None,
-            timed_out: false,
-            phases: Vec::new(),
-            wall_time: Duration::ZERO,
-            user_cpu: Duration::ZERO,
-            sys_cpu: Duration::ZERO,
-            max_rss_kib: 0,
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_sha256: None,
-            error: None,
-        };
+        let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
         let unit = request.unit;
         let (stdout, stderr) = match open_logs(request, &self.shared.logs) {
             Ok(files) => files,

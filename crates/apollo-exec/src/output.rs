@@ -510,6 +510,13 @@ mod tests {
         }
         works
     }
+    /// A temporary folder where unnamed files work, or `None` (said on stderr) where they
+    /// do not, and the test has nothing to check.
+    fn unnamed_files_root() -> Option<tempfile::TempDir> {
+        let root = tempfile::tempdir().unwrap();
+        unnamed_files_work(root.path()).then_some(root)
+    }
+
     #[test]
     fn hashes_exactly_the_requested_range() {
         let dir = tempfile::tempdir().unwrap();
@@ -546,10 +553,9 @@ mod tests {
 
     #[test]
     fn a_silent_attempt_creates_nothing_and_its_file_is_reused() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         let first_dir = root.path().join("units/a/1");
         let log = LogFile::open(&spares, &first_dir, "stdout", false).unwrap();
@@ -573,10 +579,9 @@ mod tests {
 
     #[test]
     fn a_file_named_early_keeps_what_is_written_after() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         let dir = root.path().join("u/1");
         let log = LogFile::open(&spares, &dir, "stdout", false).unwrap();
@@ -590,10 +595,9 @@ mod tests {
 
     #[test]
     fn output_written_after_a_silent_attempt_goes_to_that_attempt() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         let first = root.path().join("a/1");
         let log = LogFile::open(&spares, &first, "stdout", false).unwrap();
@@ -609,10 +613,9 @@ mod tests {
 
     #[test]
     fn naming_into_an_existing_file_appends_to_it() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         std::fs::write(root.path().join("stdout"), b"before ").unwrap();
         let log = LogFile::open(&spares, root.path(), "stdout", false).unwrap();
@@ -626,10 +629,9 @@ mod tests {
 
     #[test]
     fn a_name_that_cannot_be_linked_mid_attempt_loses_nothing_at_the_end() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         std::fs::write(root.path().join("stdout"), b"before ").unwrap();
         let log = LogFile::open(&spares, root.path(), "stdout", false).unwrap();
@@ -647,10 +649,9 @@ mod tests {
 
     #[test]
     fn an_attempt_cut_short_still_keeps_its_output() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let dir = root.path().join("u/1");
         let log = LogFile::open(&LogSpares::default(), &dir, "stderr", false).unwrap();
         log.for_child().unwrap().write_all(b"panic ahead").unwrap();
@@ -660,10 +661,9 @@ mod tests {
 
     #[test]
     fn a_file_an_escaped_process_holds_is_not_reused_and_is_named_when_dropped() {
-        let root = tempfile::tempdir().unwrap();
-        if !unnamed_files_work(root.path()) {
+        let Some(root) = unnamed_files_root() else {
             return;
-        }
+        };
         let spares = LogSpares::default();
         let log = LogFile::open(&spares, &root.path().join("a/1"), "stdout", false).unwrap();
         let escaped = log.for_child().unwrap();

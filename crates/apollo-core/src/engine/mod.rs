@@ -1503,19 +1503,8 @@ pub(crate) fn decide(
 
 fn failed_to_start(error: String) -> AttemptOutcome {
     AttemptOutcome {
-        status: AttemptStatus::Failed,
-        exit: None,
-        failed_phase: None,
-        timed_out: false,
-        phases: Vec::new(),
-        wall_time: Duration::ZERO,
-        user_cpu: Duration::ZERO,
-        sys_cpu: Duration::ZERO,
-        max_rss_kib: 0,
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        stdout_sha256: None,
         error: Some(error),
+        ..AttemptOutcome::nothing_ran(AttemptStatus::Failed)
     }
 }
 
