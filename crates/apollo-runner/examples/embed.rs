@@ -88,7 +88,6 @@ fn run_once(
     let run = match session.open(&mut session_notice)? {
         Opened::Ready(run) => run,
         Opened::NothingToResume(run) => return Err(format!("run {run} had nothing to do").into()),
-        other => return Err(format!("unexpected {other:?}").into()),
     };
     let verb = match run.opening() {
         Opening::Resumed => "resuming",

@@ -279,8 +279,10 @@ impl<'a> RunSession<'a> {
 }
 
 /// What [`RunSession::open`] found.
+///
+/// Deliberately exhaustive: a caller must handle every outcome, and a new one would be a
+/// breaking change that callers should notice.
 #[derive(Debug)]
-#[non_exhaustive]
 #[must_use = "an opened run does nothing until it is run"]
 pub enum Opened<'a> {
     /// The run is recorded as started or resumed; run it.
