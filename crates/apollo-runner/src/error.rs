@@ -25,6 +25,19 @@ pub enum RunnerError {
         /// What is wrong with its journal.
         problem: String,
     },
+    /// A run newer than every readable run of the pipeline cannot be read far enough to tell
+    /// which pipeline it belongs to: it may be the pipeline's latest, incomplete run.
+    #[error(
+        "run {run} cannot be read, so whether it is the latest run of `{pipeline}` is unknown: {problem}"
+    )]
+    UnidentifiedRun {
+        /// The run.
+        run: RunId,
+        /// The pipeline.
+        pipeline: String,
+        /// What is wrong with its journal.
+        problem: String,
+    },
     /// The run to resume was started by another pipeline.
     #[error("run {run} is a run of pipeline `{recorded}`, not `{pipeline}`")]
     PipelineMismatch {

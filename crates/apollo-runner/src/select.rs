@@ -2,7 +2,8 @@
 //! one. Shared by [`RunSession::open`](crate::RunSession::open) and the dry-run planner so
 //! both choose alike.
 
-use apollo_store::{RunId, RunState, StateDir};
+use apollo_core::Event;
+use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir};
 
 use crate::error::RunnerError;
 
@@ -48,7 +49,7 @@ pub(crate) fn select(
             })
         }
         RunTarget::LatestIfIncomplete => {
-            let Some(run) = state.latest_run(pipeline)? else {
+            let Some(run) = latest_run(state, pipeline)? else {
                 return Ok(Selection::New);
             };
             let summary = state.run_summary(&run)?;
@@ -63,4 +64,41 @@ pub(crate) fn select(
             }
         }
     }
+}
+
+/// The newest run of `pipeline`, newest first by id. A newer run whose start cannot be read
+/// is an error, not a run to skip: it may be this pipeline's incomplete run, and skipping it
+/// would start over what it left half done. A run with no record at all (apollo died between
+/// creating it and writing `run_started`) did nothing and is skipped.
+fn latest_run(state: &StateDir, pipeline: &str) -> Result<Option<RunId>, RunnerError> {
+    for run in state.run_ids()?.into_iter().rev() {
+        let unidentified = |problem: String| RunnerError::UnidentifiedRun {
+            run: run.clone(),
+            pipeline: pipeline.to_owned(),
+            problem,
+        };
+        let first = state
+            .run_dir(&run)
+            .and_then(|run_dir| JournalReader::open(run_dir.path(), ReadOptions::default()))
+            .and_then(|mut reader| reader.next().transpose());
+        match first {
+            Ok(None) => {}
+            Ok(Some(Record {
+                event: Event::RunStarted(started),
+                ..
+            })) => {
+                if started.pipeline == pipeline {
+                    return Ok(Some(run));
+                }
+            }
+            Ok(Some(record)) => {
+                return Err(unidentified(format!(
+                    "its first record (seq {}) is not `run_started`",
+                    record.seq
+                )));
+            }
+            Err(error) => return Err(unidentified(error.to_string())),
+        }
+    }
+    Ok(None)
 }

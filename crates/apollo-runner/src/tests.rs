@@ -468,3 +468,52 @@ fn a_named_run_that_succeeded_has_nothing_to_resume_and_plan_reads_only() {
         .unwrap();
     assert_eq!((plan.n_to_run(), plan.resumes), (0, Some(run_id)));
 }
+
+#[test]
+fn an_unreadable_latest_run_is_an_error_not_a_new_run() {
+    let project = Project::new(true);
+    let run = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    drop(run);
+    // Flip a bit in the middle of the segment (its header or `run_started`) and append a
+    // copy of the original: a bad record followed by good ones is corruption, not a torn tail.
+    let journal = project
+        .state_dir()
+        .join("runs")
+        .join(run_id.as_str())
+        .join("journal");
+    let segment = std::fs::read_dir(&journal)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let copy = bytes.clone();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    bytes.extend_from_slice(&copy);
+    std::fs::write(&segment, bytes).unwrap();
+
+    let error = project
+        .session(&crate::NoStraySweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(&error, RunnerError::UnidentifiedRun { run, .. } if *run == run_id),
+        "{error:?}"
+    );
+    // `Fresh` is the way past it, and leaves the damaged run as it is.
+    let fresh = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .target(RunTarget::Fresh)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_ne!(fresh.run_id(), &run_id);
+}

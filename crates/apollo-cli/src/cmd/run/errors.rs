@@ -19,6 +19,15 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
                 "the latest run {run} of `{pipeline}` cannot be read: {problem}; inspect it with `apollo verify {run}`, or start a new run with `apollo run --fresh`"
             ),
         },
+        RunnerError::UnidentifiedRun {
+            run,
+            pipeline,
+            problem,
+        } => CliError::CorruptRun {
+            message: format!(
+                "run {run} cannot be read, so whether it is the latest run of `{pipeline}` is unknown: {problem}; inspect it with `apollo verify {run}`, or start a new run with `apollo run --fresh`"
+            ),
+        },
         RunnerError::PipelineMismatch {
             run,
             recorded,
@@ -72,5 +81,51 @@ fn engine_error(error: EngineError, run_id: &str) -> CliError {
         other => CliError::Usage {
             message: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::Exit;
+
+    #[test]
+    fn an_unreadable_latest_run_is_exit_3_naming_the_run_and_fresh() {
+        let run: apollo_store::RunId = "20261130T021507Z-3f9a".parse().unwrap();
+        for error in [
+            RunnerError::UnidentifiedRun {
+                run: run.clone(),
+                pipeline: "etl".to_owned(),
+                problem: "journal corrupt".to_owned(),
+            },
+            RunnerError::UnreadableRun {
+                run: run.clone(),
+                pipeline: "etl".to_owned(),
+                problem: "journal corrupt".to_owned(),
+            },
+        ] {
+            let error = runner_error(error);
+            assert_eq!(error.exit(), Exit::Corruption);
+            let message = error.to_string();
+            for part in [run.as_str(), "journal corrupt", "apollo run --fresh"] {
+                assert!(message.contains(part), "{message}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_needed_verdict_keeps_its_run_for_the_advice() {
+        let run: apollo_store::RunId = "20261130T021507Z-3f9a".parse().unwrap();
+        let error = runner_error(RunnerError::Engine {
+            run: run.clone(),
+            source: EngineError::NeedsVerdict {
+                unit: "deploy".to_owned(),
+                attempt: 2,
+            },
+        });
+        assert_eq!(error.exit(), Exit::VerdictNeeded);
+        assert!(
+            matches!(&error, CliError::NeedsVerdict { run: r, unit, attempt: 2 } if r == run.as_str() && unit == "deploy")
+        );
     }
 }
