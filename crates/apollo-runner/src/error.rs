@@ -61,6 +61,14 @@ pub enum RunnerError {
         #[source]
         source: EngineError,
     },
+    /// The engine refused to start a new run (a unit named in `only` does not exist, the
+    /// graph is broken); nothing was recorded.
+    #[error("cannot start a run")]
+    NotStarted {
+        /// Why.
+        #[source]
+        source: EngineError,
+    },
     /// A dry run could not be planned.
     #[error("cannot plan the run")]
     Plan {
@@ -97,7 +105,9 @@ impl RunnerError {
     /// The engine's error, when the engine (or its planner) refused or stopped.
     pub fn engine_error(&self) -> Option<&EngineError> {
         match self {
-            RunnerError::Engine { source, .. } | RunnerError::Plan { source, .. } => Some(source),
+            RunnerError::Engine { source, .. }
+            | RunnerError::NotStarted { source }
+            | RunnerError::Plan { source, .. } => Some(source),
             _ => None,
         }
     }

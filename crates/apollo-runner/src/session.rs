@@ -200,6 +200,10 @@ impl<'a> RunSession<'a> {
 
         let (run_id, journal, prior, opening) = match resume {
             None => {
+                // Refuse what the engine would refuse before a run exists: an unknown unit
+                // in `only` must not leave an empty run behind to be resumed.
+                engine::preflight(pipeline, &PriorState::empty(), &self.engine_options(""))
+                    .map_err(|source| RunnerError::NotStarted { source })?;
                 // What units of the pipeline's previous run left running must not race the
                 // new run's units.
                 if let Some(previous) = state.latest_run(&pipeline.name)? {

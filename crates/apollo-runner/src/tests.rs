@@ -517,3 +517,24 @@ fn an_unreadable_latest_run_is_an_error_not_a_new_run() {
     );
     assert_ne!(fresh.run_id(), &run_id);
 }
+
+#[test]
+fn an_unknown_only_unit_is_refused_before_a_run_exists() {
+    let project = Project::new(true);
+    let error = project
+        .session(&crate::NoStraySweep)
+        .only(vec!["nope".to_owned()])
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            RunnerError::NotStarted {
+                source: EngineError::UnknownUnit { unit }
+            } if unit == "nope"
+        ),
+        "{error:?}"
+    );
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    assert_eq!(state.run_ids().unwrap(), Vec::<RunId>::new());
+}

@@ -41,6 +41,7 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
             message: format!("cannot snapshot the pipeline definition: {error}"),
         },
         RunnerError::Engine { run, source } => engine_error(source, run.as_str()),
+        RunnerError::NotStarted { source } => engine_error(source, "(new)"),
         RunnerError::Plan { run, source } => {
             engine_error(source, run.as_ref().map_or("(new)", |run| run.as_str()))
         }
