@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use apollo_core::event::Event;
-use apollo_store::{JournalReader, ReadOptions, Record, RunId, StateDir, StoreError, Warning};
+use apollo_store::{JournalReader, ReadOptions, RunId, StateDir, StoreError, Warning};
 
 use crate::error::CliError;
 
@@ -109,19 +109,6 @@ pub(crate) fn read_records(
     let path = run_dir.path().to_path_buf();
     let reader = JournalReader::open(&path, options)?;
     Ok((reader, path))
-}
-
-/// Folds a run's events with `apply`, streaming.
-pub(crate) fn fold_events(
-    state: &StateDir,
-    run: &RunId,
-    mut apply: impl FnMut(&Record),
-) -> Result<Vec<Warning>, CliError> {
-    let (mut reader, _) = read_records(state, run, ReadOptions::default())?;
-    for record in &mut reader {
-        apply(&record?);
-    }
-    Ok(reader.take_warnings())
 }
 
 /// The `run_started` event of a run.

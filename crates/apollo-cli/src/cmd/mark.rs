@@ -1,14 +1,15 @@
 //! `apollo mark RUN UNIT --succeeded|--failed`: record a human's verdict on a unit whose
-//! attempt was cut off, so the next `apollo run` can proceed (DESIGN §7).
+//! attempt was cut off, so the next `apollo run` can proceed (DESIGN §7). The verdict itself is
+//! apollo-runner's [`apollo_runner::mark`]; this maps the arguments and says what it did.
 
 use std::io::Write;
 use std::path::Path;
 
-use apollo_core::PriorState;
-use apollo_core::event::{Event, UnitMarked, Verdict};
-use apollo_core::resume::PriorUnitState;
-use apollo_store::{JournalWriter, WriterOptions};
+use apollo_core::event::Verdict;
+use apollo_runner::MarkRequest;
 
+use crate::cmd::run::notices::StderrNotices;
+use crate::cmd::run::runner_error;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::state;
@@ -46,67 +47,26 @@ pub(crate) fn run(
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, None);
     let state = state::open_existing(&state_path)?;
-    let _lock = state.lock(false)?;
     let run_id = state::resolve_run(&state, &args.run)?;
-    let mut prior = PriorState::empty();
-    let warnings = state::fold_events(&state, &run_id, |record| prior.apply(&record.event))?;
-    state::print_warnings(&warnings, stderr);
-    let Some(unit) = prior.unit(&args.unit) else {
-        return Err(CliError::Usage {
-            message: format!(
-                "run {run_id} has no record of unit `{}`: only a unit that started can be marked (`apollo show {run_id} UNIT` shows a unit's attempts)",
-                args.unit
-            ),
-        });
-    };
-    let attempt = unit.last_attempt;
-    let previous = match &unit.state {
-        PriorUnitState::InFlight { .. } => "was in flight when apollo stopped",
-        PriorUnitState::Done { marked: true, .. } => "was already marked succeeded",
-        PriorUnitState::Done { .. } => "had succeeded",
-        PriorUnitState::NotDone => "had not succeeded",
-    };
-    if !matches!(unit.state, PriorUnitState::InFlight { .. }) && !args.force {
-        return Err(CliError::Usage {
-            message: format!(
-                "unit `{}` of run {run_id} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run; to override a recorded outcome anyway, add --force",
-                args.unit
-            ),
-        });
-    }
     let verdict = if args.succeeded {
         Verdict::Succeeded
     } else {
         Verdict::Failed
     };
-    let run_dir = state.run_dir(&run_id)?;
-    let (mut journal, recovery) =
-        JournalWriter::open_for_append(run_dir.path(), WriterOptions::default())?;
-    state::print_warnings(&recovery.warnings, stderr);
-    let by = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".to_owned());
-    journal.append_batch(&[Event::UnitMarked(UnitMarked {
-        unit: args.unit.clone(),
-        attempt,
-        verdict,
-        by,
-        note: args.note.clone(),
-    })])?;
-    let verdict_text = if args.succeeded {
-        "succeeded"
+    let request = MarkRequest::new(&args.unit, verdict)
+        .note(args.note.clone())
+        .force(args.force);
+    let marked = apollo_runner::mark(&state, &run_id, &request, &mut StderrNotices::new(stderr))
+        .map_err(runner_error)?;
+    let (verdict_text, next) = if args.succeeded {
+        ("succeeded", "it will not run again")
     } else {
-        "failed"
-    };
-    let next = if args.succeeded {
-        "it will not run again"
-    } else {
-        "it will run again"
+        ("failed", "it will run again")
     };
     writeln!(
         stdout,
-        "apollo: marked `{}` attempt {attempt} of run {run_id} {verdict_text} (it {previous}); {next} when `apollo run` resumes the run",
-        args.unit
+        "apollo: marked `{}` attempt {} of run {run_id} {verdict_text} (it {}); {next} when `apollo run` resumes the run",
+        args.unit, marked.attempt, marked.previous
     )
     .map_err(output)?;
     Ok(Exit::Success)

@@ -1,0 +1,126 @@
+//! The arguments of `apollo run` and `apollo resume`, and how they map onto a
+//! [`RunSession`].
+
+use std::path::PathBuf;
+
+use apollo_core::engine::OnInputChange;
+use apollo_runner::RunSession;
+use apollo_store::{Durability, FaultPlan, WriterOptions};
+
+use crate::cmd::ConfigArg;
+use crate::error::CliError;
+
+/// What to do when a succeeded unit's inputs changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum InputChange {
+    /// Run it again with the new inputs
+    Rerun,
+    /// Stop before running anything and say what changed (exit 5)
+    Fail,
+}
+
+/// Journal durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DurabilityArg {
+    /// fdatasync every batch of records before acting on it (the default; what makes resume safe)
+    Fsync,
+    /// Never fsync: for tests and benchmarks only; a crash may lose records
+    None,
+}
+
+/// Options shared by `run` and `resume`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExecutionArgs {
+    /// Keep running every unit that does not depend on a failed one (like `make -k`)
+    #[arg(long, short = 'k')]
+    pub(crate) keep_going: bool,
+    /// When a unit that already succeeded in this run has different inputs now
+    #[arg(long, value_enum, default_value_t = InputChange::Rerun, value_name = "WHAT")]
+    pub(crate) on_input_change: InputChange,
+    /// Run only these units, and whatever of their upstream has not succeeded
+    #[arg(long, value_name = "UNIT", num_args = 1..)]
+    pub(crate) only: Vec<String>,
+    /// Print what would run and why, without running anything or writing state
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Say for every unit why it runs or is not run again
+    #[arg(long)]
+    pub(crate) explain: bool,
+    /// Units running at once [default: the config's max_parallel]
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_parallel: Option<u32>,
+    /// Wait for another apollo using the state directory to finish, instead of exiting 4
+    #[arg(long)]
+    pub(crate) wait: bool,
+    /// Journal durability
+    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync, value_name = "MODE")]
+    pub(crate) durability: DurabilityArg,
+}
+
+/// Arguments of `apollo run`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    pub(crate) config: ConfigArg,
+    /// Start a new run even if the latest one is incomplete
+    #[arg(long)]
+    pub(crate) fresh: bool,
+    #[command(flatten)]
+    pub(crate) execution: ExecutionArgs,
+}
+
+/// Arguments of `apollo resume`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ResumeArgs {
+    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    #[arg(value_name = "RUN", default_value = "latest")]
+    pub(crate) run: String,
+    /// The pipeline config [default: the one the run was started from]
+    #[arg(long, short = 'c', value_name = "CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) execution: ExecutionArgs,
+}
+
+impl ExecutionArgs {
+    /// `session` with these options. The journal's options (and `APOLLO_FAULTS`) matter only
+    /// to a real run: a dry run writes nothing.
+    pub(crate) fn configure<'a>(
+        &self,
+        session: RunSession<'a>,
+    ) -> Result<RunSession<'a>, CliError> {
+        let mut session = session
+            .keep_going(self.keep_going)
+            .on_input_change(match self.on_input_change {
+                InputChange::Rerun => OnInputChange::Rerun,
+                InputChange::Fail => OnInputChange::Fail,
+            })
+            .only(self.only.clone())
+            .wait_for_lock(self.wait);
+        if let Some(max_parallel) = self.max_parallel {
+            session = session.max_parallel(usize::try_from(max_parallel).unwrap_or(usize::MAX));
+        }
+        if !self.dry_run {
+            session = session.writer_options(WriterOptions {
+                durability: match self.durability {
+                    DurabilityArg::Fsync => Durability::Fsync,
+                    DurabilityArg::None => Durability::None,
+                },
+                faults: fault_plan_from_env()?,
+                ..WriterOptions::default()
+            });
+        }
+        Ok(session)
+    }
+}
+
+/// `APOLLO_FAULTS=write:5:ENOSPC,fsync:3:EIO` injects journal I/O faults: a testing hook for
+/// the crash and full-disk tests, documented in apollo-store.
+fn fault_plan_from_env() -> Result<FaultPlan, CliError> {
+    match std::env::var("APOLLO_FAULTS") {
+        Ok(text) if !text.is_empty() => text.parse().map_err(|error| CliError::Usage {
+            message: format!("APOLLO_FAULTS: {error}"),
+        }),
+        _ => Ok(FaultPlan::default()),
+    }
+}

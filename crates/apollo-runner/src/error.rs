@@ -1,0 +1,114 @@
+//! The crate's one error type.
+
+use apollo_core::EngineError;
+use apollo_store::{RunId, StoreError};
+
+use crate::mark::PreviousOutcome;
+
+/// Why a session (or a verdict) could not go ahead.
+///
+/// Messages state facts; what a user should type next (a flag, a command) is for the program
+/// that embeds the session to add.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunnerError {
+    /// The state directory or a journal failed: locked, corrupt, I/O.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The pipeline's latest run cannot be read, so whether it must be resumed is unknown.
+    #[error("the latest run {run} of `{pipeline}` cannot be read: {problem}")]
+    UnreadableRun {
+        /// The run.
+        run: RunId,
+        /// The pipeline.
+        pipeline: String,
+        /// What is wrong with its journal.
+        problem: String,
+    },
+    /// A run newer than every readable run of the pipeline cannot be read far enough to tell
+    /// which pipeline it belongs to: it may be the pipeline's latest, incomplete run.
+    #[error(
+        "run {run} cannot be read, so whether it is the latest run of `{pipeline}` is unknown: {problem}"
+    )]
+    UnidentifiedRun {
+        /// The run.
+        run: RunId,
+        /// The pipeline.
+        pipeline: String,
+        /// What is wrong with its journal.
+        problem: String,
+    },
+    /// The run to resume was started by another pipeline.
+    #[error("run {run} is a run of pipeline `{recorded}`, not `{pipeline}`")]
+    PipelineMismatch {
+        /// The run.
+        run: RunId,
+        /// The pipeline its `run_started` names.
+        recorded: String,
+        /// The pipeline the session was given.
+        pipeline: String,
+    },
+    /// The pipeline definition could not be serialized for its snapshot.
+    #[error("cannot snapshot the pipeline definition")]
+    Snapshot(#[source] serde_json::Error),
+    /// The engine refused to run, or stopped (a human verdict is needed, inputs changed, the
+    /// journal could not be written).
+    #[error("run {run} could not proceed")]
+    Engine {
+        /// The run.
+        run: RunId,
+        /// Why.
+        #[source]
+        source: EngineError,
+    },
+    /// The engine refused to start a new run (a unit named in `only` does not exist, the
+    /// graph is broken); nothing was recorded.
+    #[error("cannot start a run")]
+    NotStarted {
+        /// Why.
+        #[source]
+        source: EngineError,
+    },
+    /// A dry run could not be planned.
+    #[error("cannot plan the run")]
+    Plan {
+        /// The run that would be resumed, if any.
+        run: Option<RunId>,
+        /// Why.
+        #[source]
+        source: EngineError,
+    },
+    /// A verdict names a unit of which the run has no record.
+    #[error("run {run} has no record of unit `{unit}`: only a unit that started can be marked")]
+    UnitNotStarted {
+        /// The run.
+        run: RunId,
+        /// The unit named.
+        unit: String,
+    },
+    /// A verdict is for an attempt that was cut off; this unit's last attempt has an outcome
+    /// (and the request was not forced).
+    #[error("unit `{unit}` of run {run} {previous} (attempt {attempt})")]
+    OutcomeRecorded {
+        /// The run.
+        run: RunId,
+        /// The unit.
+        unit: String,
+        /// Its last attempt.
+        attempt: u32,
+        /// What that attempt's records say.
+        previous: PreviousOutcome,
+    },
+}
+
+impl RunnerError {
+    /// The engine's error, when the engine (or its planner) refused or stopped.
+    pub fn engine_error(&self) -> Option<&EngineError> {
+        match self {
+            RunnerError::Engine { source, .. }
+            | RunnerError::NotStarted { source }
+            | RunnerError::Plan { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

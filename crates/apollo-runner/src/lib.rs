@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+
+mod error;
+mod logs;
+mod mark;
+mod notice;
+mod open_run;
+mod plan;
+mod select;
+mod session;
+mod state;
+mod sweep;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::RunnerError;
+pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
+pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
+pub use open_run::{FinishedRun, OpenRun, Opening};
+pub use plan::Plan;
+pub use select::RunTarget;
+pub use session::{Opened, RunSession};
+pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

@@ -1,0 +1,86 @@
+//! What a session tells its caller besides the engine's per-unit notices: lock waits, store
+//! warnings, sweeps.
+
+use apollo_store::{RunId, Warning};
+
+use crate::sweep::SweepReason;
+
+/// A session-level event, for the caller to render (or ignore).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SessionNotice<'a> {
+    /// Another process holds the state directory's lock; the session waits for it (only when
+    /// [`RunSession::wait_for_lock`](crate::RunSession::wait_for_lock) is set).
+    WaitingForLock,
+    /// The store recovered or read past something (a torn tail cut off, say).
+    Warning(&'a Warning),
+    /// A stray sweep ran (`n_killed` may be 0).
+    Swept {
+        /// The run whose processes were looked for.
+        run: &'a RunId,
+        /// Why.
+        reason: SweepReason,
+        /// How many processes it killed.
+        n_killed: u32,
+    },
+    /// A stray sweep failed; the session carried on.
+    SweepFailed {
+        /// The run whose processes were looked for.
+        run: &'a RunId,
+        /// Why.
+        reason: SweepReason,
+        /// What went wrong.
+        error: &'a (dyn std::error::Error + Send + Sync),
+    },
+}
+
+/// Receives [`SessionNotice`]s. A closure `FnMut(&SessionNotice<'_>)` is one.
+pub trait SessionObserver {
+    /// Called for every session notice, on the caller's thread.
+    fn notice(&mut self, notice: &SessionNotice<'_>);
+}
+
+impl<F> SessionObserver for F
+where
+    F: FnMut(&SessionNotice<'_>),
+{
+    fn notice(&mut self, notice: &SessionNotice<'_>) {
+        self(notice);
+    }
+}
+
+/// Ignores every session notice.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSessionObserver;
+
+impl SessionObserver for NoSessionObserver {
+    fn notice(&mut self, _notice: &SessionNotice<'_>) {}
+}
+
+/// Runs `sweep` for `run` and reports the result.
+pub(crate) fn sweep_and_report(
+    sweep: &dyn crate::StraySweep,
+    run: &RunId,
+    reason: SweepReason,
+    observer: &mut dyn SessionObserver,
+) {
+    match sweep.sweep(run) {
+        Ok(n_killed) => observer.notice(&SessionNotice::Swept {
+            run,
+            reason,
+            n_killed,
+        }),
+        Err(error) => observer.notice(&SessionNotice::SweepFailed {
+            run,
+            reason,
+            error: error.as_ref(),
+        }),
+    }
+}
+
+/// Reports each warning.
+pub(crate) fn report_warnings(warnings: &[Warning], observer: &mut dyn SessionObserver) {
+    for warning in warnings {
+        observer.notice(&SessionNotice::Warning(warning));
+    }
+}

@@ -1,0 +1,176 @@
+//! [`OpenRun`]: a run recorded as started or resumed, holding the lock, ready for the engine;
+//! and [`FinishedRun`], what running it gave.
+
+use apollo_core::engine::{self, EngineOptions, Observer, Planned, RunReport};
+use apollo_core::{CancelToken, Executor, Loaded, PriorState};
+use apollo_store::{JournalWriter, RunId, StateDir, StateLock};
+
+use crate::error::RunnerError;
+use crate::logs::RunLogs;
+use crate::notice::{SessionObserver, sweep_and_report};
+use crate::sweep::{StraySweep, SweepReason};
+
+/// Whether [`RunSession::open`](crate::RunSession::open) started a run or resumed one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Opening {
+    /// A new run; its `run_started` is durable.
+    Started,
+    /// An earlier run; its `run_resumed` is durable and its prior state folded.
+    Resumed,
+}
+
+pub(crate) struct OpenRunParts<'a> {
+    pub(crate) loaded: &'a Loaded,
+    pub(crate) sweep: &'a dyn StraySweep,
+    pub(crate) state: StateDir,
+    pub(crate) lock: StateLock,
+    pub(crate) run_id: RunId,
+    pub(crate) journal: JournalWriter,
+    pub(crate) prior: PriorState,
+    pub(crate) options: EngineOptions,
+    pub(crate) opening: Opening,
+}
+
+/// A run that is recorded as started or resumed, under the state directory's lock: the only
+/// way to get one is [`RunSession::open`](crate::RunSession::open), and the only thing to do
+/// with it is [`run`](OpenRun::run) it (or drop it, which releases the lock and leaves the run
+/// incomplete, to be resumed later).
+#[must_use = "an open run does nothing until it is run"]
+pub struct OpenRun<'a> {
+    // Boxed: the journal writer makes the parts large, and `Opened` should stay small.
+    parts: Box<OpenRunParts<'a>>,
+}
+
+impl std::fmt::Debug for OpenRun<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenRun")
+            .field("run_id", &self.parts.run_id)
+            .field("opening", &self.parts.opening)
+            .field("state_dir", &self.parts.state.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> OpenRun<'a> {
+    pub(crate) fn new(parts: OpenRunParts<'a>) -> Self {
+        Self {
+            parts: Box::new(parts),
+        }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &RunId {
+        &self.parts.run_id
+    }
+
+    /// Whether the run is new or resumed.
+    pub fn opening(&self) -> Opening {
+        self.parts.opening
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &StateDir {
+        &self.parts.state
+    }
+
+    /// What the run's journal held before this session (empty for a new run).
+    pub fn prior(&self) -> &PriorState {
+        &self.parts.prior
+    }
+
+    /// How many of the pipeline's units already succeeded earlier in the run.
+    pub fn n_done(&self) -> usize {
+        let pipeline = &self.parts.loaded.pipeline;
+        self.parts
+            .prior
+            .count_done(pipeline.units.iter().map(|unit| unit.name.as_str()))
+    }
+
+    /// How many units take part: every unit, or with [`only`](crate::RunSession::only) the
+    /// named ones and their upstream.
+    pub fn n_units_in_scope(&self) -> usize {
+        let pipeline = &self.parts.loaded.pipeline;
+        if self.parts.options.only.is_none() {
+            return pipeline.units.len();
+        }
+        engine::dry_run(pipeline, &self.parts.prior, &self.parts.options)
+            .map(|plan| {
+                plan.iter()
+                    .filter(|(_, planned)| !matches!(planned, Planned::OutOfScope))
+                    .count()
+            })
+            .unwrap_or(pipeline.units.len())
+    }
+
+    /// The options the engine will run with (its `run_id` is this run's).
+    pub fn engine_options(&self) -> &EngineOptions {
+        &self.parts.options
+    }
+
+    /// Runs the engine through `executor`, telling `observer` what happens to each unit, until
+    /// every unit in scope is done, a unit fails for good (without `keep_going`), or `cancel`
+    /// is raised; then sweeps what the run's units left running outside their process groups
+    /// (also when the engine failed), and releases the lock.
+    ///
+    /// The engine writes every unit record and `run_finished`; see `apollo_core::engine::run`.
+    pub fn run(
+        self,
+        executor: &dyn Executor,
+        observer: &mut dyn Observer,
+        cancel: &CancelToken,
+        session_observer: &mut dyn SessionObserver,
+    ) -> Result<FinishedRun, RunnerError> {
+        let OpenRunParts {
+            loaded,
+            sweep,
+            state,
+            lock,
+            run_id,
+            mut journal,
+            prior,
+            options,
+            opening,
+        } = *self.parts;
+        let logs = RunLogs {
+            run: state.run_dir(&run_id)?,
+        };
+        let result = engine::run(
+            &loaded.pipeline,
+            &prior,
+            &options,
+            &mut journal,
+            executor,
+            &logs,
+            cancel,
+            observer,
+        );
+        // Every attempt is over: a process of this run still alive left its process group.
+        sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
+        drop(journal);
+        drop(lock);
+        match result {
+            Ok(report) => Ok(FinishedRun {
+                run_id,
+                opening,
+                report,
+            }),
+            Err(source) => Err(RunnerError::Engine {
+                run: run_id,
+                source,
+            }),
+        }
+    }
+}
+
+/// What [`OpenRun::run`] gave: the run and how each unit ended.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct FinishedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Whether it was started or resumed by this session.
+    pub opening: Opening,
+    /// The engine's report: the run's status and each unit's result.
+    pub report: RunReport,
+}

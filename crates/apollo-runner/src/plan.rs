@@ -1,0 +1,65 @@
+//! [`RunSession::plan`]: what opening and running the session would do, decided without
+//! taking the lock, recovering or writing anything.
+
+use apollo_core::PriorState;
+use apollo_core::engine::{self, Planned};
+use apollo_store::{RunId, StateDir};
+
+use crate::error::RunnerError;
+use crate::notice::SessionObserver;
+use crate::select::{Selection, select};
+use crate::session::RunSession;
+use crate::state::fold_prior;
+
+/// A dry run's answer.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Plan {
+    /// The run that would be resumed; `None`: a new run would start.
+    pub resumes: Option<RunId>,
+    /// Each unit, in config order, and what would happen to it.
+    pub units: Vec<(String, Planned)>,
+}
+
+impl Plan {
+    /// How many units would (or may) run.
+    pub fn n_to_run(&self) -> usize {
+        self.units
+            .iter()
+            .filter(|(_, planned)| planned.runs())
+            .count()
+    }
+}
+
+impl RunSession<'_> {
+    /// What [`open`](RunSession::open) and [`run`](crate::OpenRun::run) would do, read only:
+    /// no lock, no recovery, nothing written (a state directory that does not exist is not
+    /// created). A named run that already succeeded is planned as a resume of it.
+    pub fn plan(&self, observer: &mut dyn SessionObserver) -> Result<Plan, RunnerError> {
+        let pipeline = &self.loaded().pipeline;
+        let state = self
+            .state_dir()
+            .join("runs")
+            .is_dir()
+            .then(|| StateDir::open_existing(self.state_dir()))
+            .transpose()?;
+        let resumes = match &state {
+            None => None,
+            Some(state) => match select(state, self.target_ref(), &pipeline.name)? {
+                Selection::New => None,
+                Selection::Resume(run) | Selection::Succeeded(run) => Some(run),
+            },
+        };
+        let prior = match (&state, &resumes) {
+            (Some(state), Some(run)) => fold_prior(state, run, observer)?.0,
+            _ => PriorState::empty(),
+        };
+        let options = self.engine_options(resumes.as_ref().map_or("", RunId::as_str));
+        let units =
+            engine::dry_run(pipeline, &prior, &options).map_err(|source| RunnerError::Plan {
+                run: resumes.clone(),
+                source,
+            })?;
+        Ok(Plan { resumes, units })
+    }
+}

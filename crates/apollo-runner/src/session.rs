@@ -1,0 +1,324 @@
+//! [`RunSession`]: what to run and how, and [`RunSession::open`], which does everything up to
+//! the engine in the one right order.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use apollo_core::engine::{self, EngineOptions, OnInputChange};
+use apollo_core::event::{Event, RunResumed, RunStarted};
+use apollo_core::{Loaded, PriorState, hash};
+use apollo_store::{
+    Durability, ErrorKind, JournalWriter, RunId, StateDir, StateLock, WriterOptions,
+};
+
+use crate::error::RunnerError;
+use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
+use crate::open_run::{OpenRun, OpenRunParts, Opening};
+use crate::select::{RunTarget, Selection, select};
+use crate::state::fold_prior;
+use crate::sweep::{StraySweep, SweepReason};
+
+/// A run of one pipeline in one state directory, configured and not yet opened.
+///
+/// Build it with [`RunSession::new`] and the setters, then [`open`](RunSession::open) it
+/// (which takes the lock and records the start or resume) and [`run`](OpenRun::run) what it
+/// opened. See the crate docs for the order of the steps and why.
+#[must_use = "a session does nothing until it is opened"]
+pub struct RunSession<'a> {
+    state_dir: PathBuf,
+    config_path: PathBuf,
+    loaded: &'a Loaded,
+    sweep: &'a dyn StraySweep,
+    target: RunTarget,
+    wait_for_lock: bool,
+    writer_options: WriterOptions,
+    keep_going: bool,
+    on_input_change: OnInputChange,
+    only: Vec<String>,
+    max_parallel: Option<usize>,
+    max_retry_delay: Option<Duration>,
+}
+
+impl std::fmt::Debug for RunSession<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunSession")
+            .field("state_dir", &self.state_dir)
+            .field("config_path", &self.config_path)
+            .field("pipeline", &self.loaded.pipeline.name)
+            .field("target", &self.target)
+            .field("wait_for_lock", &self.wait_for_lock)
+            .field("writer_options", &self.writer_options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RunSession<'a> {
+    /// A session for the pipeline `loaded` (read from `config_path`, which is recorded in the
+    /// run) in the state directory `state_dir` (created if missing). `sweep` kills what units
+    /// of earlier runs left running; it must match the executor the session will run with.
+    ///
+    /// Defaults: [`RunTarget::LatestIfIncomplete`], fail at once if the state directory is
+    /// locked, fsync'd journal, fail-fast, rerun units whose inputs changed, every unit, the
+    /// pipeline's `max_parallel`.
+    pub fn new(
+        state_dir: impl Into<PathBuf>,
+        config_path: impl Into<PathBuf>,
+        loaded: &'a Loaded,
+        sweep: &'a dyn StraySweep,
+    ) -> Self {
+        Self {
+            state_dir: state_dir.into(),
+            config_path: config_path.into(),
+            loaded,
+            sweep,
+            target: RunTarget::default(),
+            wait_for_lock: false,
+            writer_options: WriterOptions::default(),
+            keep_going: false,
+            on_input_change: OnInputChange::Rerun,
+            only: Vec::new(),
+            max_parallel: None,
+            max_retry_delay: None,
+        }
+    }
+
+    /// Which run to open.
+    pub fn target(mut self, target: RunTarget) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Wait for another process holding the state directory's lock, instead of failing with
+    /// a [`StoreError`](apollo_store::StoreError) of kind [`ErrorKind::Locked`].
+    pub fn wait_for_lock(mut self, wait: bool) -> Self {
+        self.wait_for_lock = wait;
+        self
+    }
+
+    /// How the run's journal is written (durability, injected faults for tests).
+    pub fn writer_options(mut self, options: WriterOptions) -> Self {
+        self.writer_options = options;
+        self
+    }
+
+    /// Shorthand for the writer options' durability. [`Durability::None`] is for tests and
+    /// benchmarks only: a crash may lose acknowledged records.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.writer_options.durability = durability;
+        self
+    }
+
+    /// Keep running every unit that does not depend on a failed one (like `make -k`).
+    pub fn keep_going(mut self, keep_going: bool) -> Self {
+        self.keep_going = keep_going;
+        self
+    }
+
+    /// What to do when a unit that succeeded earlier in the run has different inputs now.
+    pub fn on_input_change(mut self, on_input_change: OnInputChange) -> Self {
+        self.on_input_change = on_input_change;
+        self
+    }
+
+    /// Run only these units and whatever of their upstream is not done (empty: every unit).
+    pub fn only(mut self, units: Vec<String>) -> Self {
+        self.only = units;
+        self
+    }
+
+    /// Units running at once (at least 1; default: the pipeline's `max_parallel`).
+    pub fn max_parallel(mut self, max_parallel: usize) -> Self {
+        self.max_parallel = Some(max_parallel.max(1));
+        self
+    }
+
+    /// The longest wait between two attempts of a unit.
+    pub fn max_retry_delay(mut self, delay: Duration) -> Self {
+        self.max_retry_delay = Some(delay);
+        self
+    }
+
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The loaded pipeline.
+    pub fn loaded(&self) -> &'a Loaded {
+        self.loaded
+    }
+
+    pub(crate) fn target_ref(&self) -> &RunTarget {
+        &self.target
+    }
+
+    /// The engine options for `run_id` (empty for a plan of a new run).
+    pub(crate) fn engine_options(&self, run_id: &str) -> EngineOptions {
+        let pipeline = &self.loaded.pipeline;
+        let mut options = EngineOptions::new(run_id, pipeline);
+        options.keep_going = self.keep_going;
+        options.on_input_change = self.on_input_change;
+        if !self.only.is_empty() {
+            options.only = Some(self.only.clone());
+        }
+        if let Some(max_parallel) = self.max_parallel {
+            options.max_parallel = max_parallel;
+        }
+        if let Some(delay) = self.max_retry_delay {
+            options.max_retry_delay = delay;
+        }
+        options
+    }
+
+    /// Opens the run: takes the state directory's lock, chooses or creates the run, snapshots
+    /// the definition, folds what the run already did, sweeps what the previous apollo left
+    /// running, checks that the run can proceed (a non-idempotent unit cut off mid-attempt
+    /// needs a human verdict first), and records `run_started` or `run_resumed` — in that
+    /// order (see the crate docs). Nothing has run yet when it returns; the lock is held until
+    /// the returned [`OpenRun`] is run or dropped.
+    pub fn open(self, observer: &mut dyn SessionObserver) -> Result<Opened<'a>, RunnerError> {
+        let pipeline = &self.loaded.pipeline;
+        let state = StateDir::open_or_create(&self.state_dir)?;
+        let mut lock = acquire_lock(&state, self.wait_for_lock, observer)?;
+        let resume = match select(&state, &self.target, &pipeline.name)? {
+            Selection::New => None,
+            Selection::Resume(run) => Some(run),
+            Selection::Succeeded(run) => return Ok(Opened::NothingToResume(run)),
+        };
+
+        // The definition the run executes, kept so that `show` and a later diff can tell what
+        // it was even after the config file changed.
+        let definition = serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)?;
+        let definition_hash = state.put_blob(&definition)?;
+        let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
+        let host = host_name();
+        let units: Vec<String> = pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.clone())
+            .collect();
+
+        let (run_id, journal, prior, opening) = match resume {
+            None => {
+                // Refuse what the engine would refuse before a run exists: an unknown unit
+                // in `only` must not leave an empty run behind to be resumed.
+                engine::preflight(pipeline, &PriorState::empty(), &self.engine_options(""))
+                    .map_err(|source| RunnerError::NotStarted { source })?;
+                // What units of the pipeline's previous run left running must not race the
+                // new run's units.
+                if let Some(previous) = state.latest_run(&pipeline.name)? {
+                    sweep_and_report(self.sweep, &previous, SweepReason::PreviousRun, observer);
+                }
+                let run_id = state.new_run_id();
+                let run_dir = state.create_run(&run_id)?;
+                let mut journal = JournalWriter::create(
+                    run_dir.path(),
+                    run_id.as_str(),
+                    self.writer_options.clone(),
+                )?;
+                journal.append_batch(&[Event::RunStarted(RunStarted {
+                    run_id: run_id.to_string(),
+                    pipeline: pipeline.name.clone(),
+                    config_path: absolute(&self.config_path).display().to_string(),
+                    config_hash,
+                    definition_hash,
+                    apollo_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    host,
+                    pid: std::process::id(),
+                    units,
+                })])?;
+                lock.set_run(&run_id)?;
+                (run_id, journal, PriorState::empty(), Opening::Started)
+            }
+            Some(run_id) => {
+                let run_dir = state.run_dir(&run_id)?;
+                let (mut journal, recovery) =
+                    JournalWriter::open_for_append(run_dir.path(), self.writer_options.clone())?;
+                report_warnings(&recovery.warnings, observer);
+                let (prior, recorded_pipeline) = fold_prior(&state, &run_id, observer)?;
+                if let Some(recorded) =
+                    recorded_pipeline.filter(|recorded| *recorded != pipeline.name)
+                {
+                    return Err(RunnerError::PipelineMismatch {
+                        run: run_id,
+                        recorded,
+                        pipeline: pipeline.name.clone(),
+                    });
+                }
+                // What the previous apollo's units left running (whatever escaped its guard)
+                // must not race their own rerun, nor a human's look at what they did.
+                sweep_and_report(self.sweep, &run_id, SweepReason::BeforeResume, observer);
+                // Refuse before recording a resume that cannot proceed (a human verdict is
+                // needed, say): each refusal would otherwise add a `run_resumed` record.
+                engine::preflight(pipeline, &prior, &self.engine_options(run_id.as_str()))
+                    .map_err(|source| RunnerError::Engine {
+                        run: run_id.clone(),
+                        source,
+                    })?;
+                lock.set_run(&run_id)?;
+                journal.append_batch(&[Event::RunResumed(RunResumed {
+                    config_hash,
+                    definition_hash,
+                    apollo_version: env!("CARGO_PKG_VERSION").to_owned(),
+                    host,
+                    pid: std::process::id(),
+                    units,
+                })])?;
+                (run_id, journal, prior, Opening::Resumed)
+            }
+        };
+        let options = self.engine_options(run_id.as_str());
+        Ok(Opened::Ready(OpenRun::new(OpenRunParts {
+            loaded: self.loaded,
+            sweep: self.sweep,
+            state,
+            lock,
+            run_id,
+            journal,
+            prior,
+            options,
+            opening,
+        })))
+    }
+}
+
+/// What [`RunSession::open`] found.
+///
+/// Deliberately exhaustive: a caller must handle every outcome, and a new one would be a
+/// breaking change that callers should notice.
+#[derive(Debug)]
+#[must_use = "an opened run does nothing until it is run"]
+pub enum Opened<'a> {
+    /// The run is recorded as started or resumed; run it.
+    Ready(OpenRun<'a>),
+    /// The named run already succeeded: nothing to resume (nothing was written).
+    NothingToResume(RunId),
+}
+
+/// The state directory's lock: at once, or (with `wait`) after saying that it waits.
+fn acquire_lock(
+    state: &StateDir,
+    wait: bool,
+    observer: &mut dyn SessionObserver,
+) -> Result<StateLock, RunnerError> {
+    match state.lock(false) {
+        Err(error) if wait && error.kind() == ErrorKind::Locked => {
+            observer.notice(&SessionNotice::WaitingForLock);
+            Ok(state.lock(true)?)
+        }
+        other => Ok(other?),
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// This machine's name, recorded in `run_started`/`run_resumed`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}

@@ -1,0 +1,30 @@
+//! Reading back what a run already did.
+
+use apollo_core::PriorState;
+use apollo_core::event::Event;
+use apollo_store::{JournalReader, ReadOptions, RunId, StateDir};
+
+use crate::error::RunnerError;
+use crate::notice::{SessionObserver, report_warnings};
+
+/// Folds `run`'s journal into the state the engine resumes from, streaming; also the pipeline
+/// its `run_started` names. Read warnings go to `observer`.
+pub(crate) fn fold_prior(
+    state: &StateDir,
+    run: &RunId,
+    observer: &mut dyn SessionObserver,
+) -> Result<(PriorState, Option<String>), RunnerError> {
+    let run_dir = state.run_dir(run)?;
+    let mut reader = JournalReader::open(run_dir.path(), ReadOptions::default())?;
+    let mut prior = PriorState::empty();
+    let mut pipeline = None;
+    for record in &mut reader {
+        let record = record?;
+        if let Event::RunStarted(started) = &record.event {
+            pipeline = Some(started.pipeline.clone());
+        }
+        prior.apply(&record.event);
+    }
+    report_warnings(&reader.take_warnings(), observer);
+    Ok((prior, pipeline))
+}

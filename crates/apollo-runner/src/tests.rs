@@ -1,0 +1,540 @@
+//! The ordering guarantees of a session, checked with a fake executor that reads the journal
+//! back from disk at every attempt, and a fake sweep that logs when it runs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use apollo_core::engine::NoObserver;
+use apollo_core::event::{AttemptStatus, Event, ExitStatus, RunStatus, UnitStarted, Verdict};
+use apollo_core::{
+    AttemptOutcome, AttemptRequest, CancelToken, EngineError, Executor, Loaded, config,
+};
+use apollo_store::{
+    Durability, JournalReader, JournalWriter, ReadOptions, RunId, StateDir, WriterOptions,
+};
+
+use crate::{
+    MarkRequest, NoSessionObserver, Opened, Opening, PreviousOutcome, RunSession, RunTarget,
+    RunnerError, SweepError, mark,
+};
+
+/// What happened, in order: sweeps and attempts.
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// Runs nothing; at each attempt reads the run's journal from disk and records (never
+/// asserts: a panic in a worker would be turned into a failed attempt) every way in which it
+/// is not what the write-ahead rule promises.
+struct FakeExecutor {
+    state_dir: PathBuf,
+    failing: HashSet<String>,
+    log: Log,
+    violations: Mutex<Vec<String>>,
+}
+
+impl FakeExecutor {
+    fn new(state_dir: &Path, failing: &[&str], log: &Log) -> Self {
+        Self {
+            state_dir: state_dir.to_path_buf(),
+            failing: failing.iter().map(|unit| (*unit).to_owned()).collect(),
+            log: Arc::clone(log),
+            violations: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn check_journal(&self, request: &AttemptRequest<'_>) -> Result<(), String> {
+        let run_dir = self.state_dir.join("runs").join(request.run_id);
+        let reader = JournalReader::open(&run_dir, ReadOptions::default())
+            .map_err(|error| format!("cannot read the journal: {error}"))?;
+        let events: Vec<Event> = reader
+            .map(|record| record.map(|record| record.event))
+            .collect::<Result<_, _>>()
+            .map_err(|error| format!("cannot read a record: {error}"))?;
+        match events.first() {
+            Some(Event::RunStarted(started)) if started.run_id == request.run_id => {}
+            other => {
+                return Err(format!(
+                    "the first record is {other:?}, not its run_started"
+                ));
+            }
+        }
+        let started = events.iter().any(|event| {
+            matches!(event, Event::UnitStarted(started)
+                if started.unit == request.unit.name && started.attempt == request.attempt)
+        });
+        if !started {
+            return Err(format!(
+                "{} attempt {} is not recorded as started",
+                request.unit.name, request.attempt
+            ));
+        }
+        Ok(())
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
+    }
+}
+
+impl Executor for FakeExecutor {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, _cancel: &CancelToken) -> AttemptOutcome {
+        if let Err(violation) = self.check_journal(request) {
+            self.violations.lock().unwrap().push(violation);
+        }
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("attempt {} {}", request.unit.name, request.attempt));
+        let fails = self.failing.contains(&request.unit.name);
+        let mut outcome = AttemptOutcome::nothing_ran(if fails {
+            AttemptStatus::Failed
+        } else {
+            AttemptStatus::Succeeded
+        });
+        outcome.exit = Some(ExitStatus::Code(i32::from(fails)));
+        outcome
+    }
+}
+
+/// A sweep that logs the run it was asked about.
+fn logging_sweep(log: &Log) -> impl Fn(&RunId) -> Result<u32, SweepError> + use<> {
+    let log = Arc::clone(log);
+    move |run: &RunId| {
+        log.lock().unwrap().push(format!("sweep {run}"));
+        Ok(0)
+    }
+}
+
+struct Project {
+    dir: tempfile::TempDir,
+    config_path: PathBuf,
+    loaded: Loaded,
+}
+
+impl Project {
+    /// `a` then `b` (which depends on `a`); `b` is `idempotent: false` when asked.
+    fn new(b_idempotent: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("pipe.yaml");
+        std::fs::write(
+            &config_path,
+            format!(
+                "units:\n  - name: a\n    execute: 'true'\n  - name: b\n    deps: [a]\n    execute: 'true'\n    idempotent: {b_idempotent}\n"
+            ),
+        )
+        .unwrap();
+        let loaded = config::load(&config_path).unwrap();
+        Self {
+            dir,
+            config_path,
+            loaded,
+        }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join(".apollo")
+    }
+
+    fn session<'a>(&'a self, sweep: &'a dyn crate::StraySweep) -> RunSession<'a> {
+        RunSession::new(self.state_dir(), &self.config_path, &self.loaded, sweep)
+            .durability(Durability::None)
+    }
+
+    fn events(&self, run: &RunId) -> Vec<Event> {
+        let run_dir = self.state_dir().join("runs").join(run.as_str());
+        JournalReader::open(&run_dir, ReadOptions::default())
+            .unwrap()
+            .map(|record| record.unwrap().event)
+            .collect()
+    }
+}
+
+fn ready(opened: Opened<'_>) -> crate::OpenRun<'_> {
+    match opened {
+        Opened::Ready(run) => run,
+        other => panic!("expected a run to run, got {other:?}"),
+    }
+}
+
+#[test]
+fn run_started_is_durable_before_the_first_attempt_and_the_last_sweep_follows_the_engine() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_eq!(run.opening(), Opening::Started);
+    let run_id = run.run_id().clone();
+    // Before the engine: the journal holds exactly `run_started`, and no sweep ran (no
+    // previous run of this pipeline).
+    assert!(matches!(
+        project.events(&run_id).as_slice(),
+        [Event::RunStarted(started)] if started.run_id == run_id.as_str()
+    ));
+    assert!(log.lock().unwrap().is_empty());
+
+    let finished = run
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(executor.violations(), Vec::<String>::new());
+    assert_eq!(finished.run_id, run_id);
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["attempt a 1", "attempt b 1", &format!("sweep {run_id}")]
+    );
+}
+
+#[test]
+fn a_new_run_sweeps_the_previous_run_before_it_records_run_started() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let first = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let first_id = first.run_id().clone();
+    first
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    log.lock().unwrap().clear();
+
+    // The first run succeeded: `LatestIfIncomplete` starts a new one, after sweeping the old.
+    let second = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_ne!(second.run_id(), &first_id);
+    assert_eq!(*log.lock().unwrap(), [format!("sweep {first_id}")]);
+}
+
+#[test]
+fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let failing_b = FakeExecutor::new(&project.state_dir(), &["b"], &log);
+    let first = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = first.run_id().clone();
+    let finished = first
+        .run(
+            &failing_b,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Failed));
+    log.lock().unwrap().clear();
+
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let resumed = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_eq!(resumed.opening(), Opening::Resumed);
+    assert_eq!(resumed.run_id(), &run_id);
+    assert_eq!(resumed.n_done(), 1);
+    assert!(matches!(
+        project.events(&run_id).last(),
+        Some(Event::RunResumed(_))
+    ));
+    let finished = resumed
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(executor.violations(), Vec::<String>::new());
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            format!("sweep {run_id}"),
+            "attempt b 2".to_owned(),
+            format!("sweep {run_id}")
+        ]
+    );
+}
+
+/// A run whose non-idempotent `b` was cut off mid-attempt (apollo died).
+fn run_with_b_in_flight(project: &Project) -> RunId {
+    let run = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    drop(run);
+    let run_dir = project.state_dir().join("runs").join(run_id.as_str());
+    let (mut journal, _) =
+        JournalWriter::open_for_append(&run_dir, WriterOptions::default()).unwrap();
+    journal
+        .append_batch(&[Event::UnitStarted(UnitStarted {
+            unit: "b".to_owned(),
+            attempt: 1,
+            input_hash: "00".repeat(32),
+            inputs: Vec::new(),
+        })])
+        .unwrap();
+    run_id
+}
+
+#[test]
+fn the_sweep_runs_before_preflight_refuses_and_a_refusal_records_nothing() {
+    let project = Project::new(false);
+    let run_id = run_with_b_in_flight(&project);
+    let n_events = project.events(&run_id).len();
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+
+    let error = project
+        .session(&sweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    let RunnerError::Engine {
+        run,
+        source: EngineError::NeedsVerdict { unit, attempt },
+    } = &error
+    else {
+        panic!("expected a verdict to be needed, got {error:?}");
+    };
+    assert_eq!((run, unit.as_str(), *attempt), (&run_id, "b", 1));
+    assert_eq!(*log.lock().unwrap(), [format!("sweep {run_id}")]);
+    assert_eq!(project.events(&run_id).len(), n_events, "no run_resumed");
+
+    // A human's verdict lets the next session proceed, without running `b` again.
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    let marked = mark(
+        &state,
+        &run_id,
+        &MarkRequest::new("b", Verdict::Succeeded).by("tester"),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    assert_eq!(
+        (marked.attempt, marked.previous),
+        (1, PreviousOutcome::InFlight)
+    );
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let resumed = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let finished = resumed
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    // The verdict was on attempt 1; nothing ran it again under that number.
+    assert!(!log.lock().unwrap().iter().any(|line| line == "attempt b 1"));
+}
+
+#[test]
+fn a_verdict_on_a_unit_with_an_outcome_needs_force() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    run.run(
+        &executor,
+        &mut NoObserver,
+        &CancelToken::new(),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    let request = MarkRequest::new("a", Verdict::Failed);
+    let error = mark(&state, &run_id, &request, &mut NoSessionObserver).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            RunnerError::OutcomeRecorded {
+                previous: PreviousOutcome::Succeeded,
+                attempt: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let error = mark(
+        &state,
+        &run_id,
+        &MarkRequest::new("nope", Verdict::Failed),
+        &mut NoSessionObserver,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, RunnerError::UnitNotStarted { .. }),
+        "{error:?}"
+    );
+    mark(
+        &state,
+        &run_id,
+        &request.force(true),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    assert!(matches!(
+        project.events(&run_id).last(),
+        Some(Event::UnitMarked(_))
+    ));
+}
+
+#[test]
+fn a_named_run_that_succeeded_has_nothing_to_resume_and_plan_reads_only() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    // No state directory yet: the plan is a new run, and creates nothing.
+    let plan = project
+        .session(&sweep)
+        .plan(&mut NoSessionObserver)
+        .unwrap();
+    assert_eq!((plan.resumes.as_ref(), plan.n_to_run()), (None, 2));
+    assert!(!project.state_dir().exists());
+
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    run.run(
+        &executor,
+        &mut NoObserver,
+        &CancelToken::new(),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    let opened = project
+        .session(&sweep)
+        .target(RunTarget::Named(run_id.clone()))
+        .open(&mut NoSessionObserver)
+        .unwrap();
+    assert!(matches!(&opened, Opened::NothingToResume(run) if *run == run_id));
+    let plan = project
+        .session(&sweep)
+        .target(RunTarget::Named(run_id.clone()))
+        .plan(&mut NoSessionObserver)
+        .unwrap();
+    assert_eq!((plan.n_to_run(), plan.resumes), (0, Some(run_id)));
+}
+
+#[test]
+fn an_unreadable_latest_run_is_an_error_not_a_new_run() {
+    let project = Project::new(true);
+    let run = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    drop(run);
+    // Flip a bit in the middle of the segment (its header or `run_started`) and append a
+    // copy of the original: a bad record followed by good ones is corruption, not a torn tail.
+    let journal = project
+        .state_dir()
+        .join("runs")
+        .join(run_id.as_str())
+        .join("journal");
+    let segment = std::fs::read_dir(&journal)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let copy = bytes.clone();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    bytes.extend_from_slice(&copy);
+    std::fs::write(&segment, bytes).unwrap();
+
+    let error = project
+        .session(&crate::NoStraySweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(&error, RunnerError::UnidentifiedRun { run, .. } if *run == run_id),
+        "{error:?}"
+    );
+    // `Fresh` is the way past it, and leaves the damaged run as it is.
+    let fresh = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .target(RunTarget::Fresh)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_ne!(fresh.run_id(), &run_id);
+}
+
+#[test]
+fn an_unknown_only_unit_is_refused_before_a_run_exists() {
+    let project = Project::new(true);
+    let error = project
+        .session(&crate::NoStraySweep)
+        .only(vec!["nope".to_owned()])
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            RunnerError::NotStarted {
+                source: EngineError::UnknownUnit { unit }
+            } if unit == "nope"
+        ),
+        "{error:?}"
+    );
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    assert_eq!(state.run_ids().unwrap(), Vec::<RunId>::new());
+}
