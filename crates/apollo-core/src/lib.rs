@@ -59,6 +59,7 @@ pub mod executor;
 pub mod hash;
 pub mod journal;
 pub mod model;
+pub mod record;
 pub mod resume;
 pub mod validate;
 
@@ -71,4 +72,5 @@ pub use event::Event;
 pub use executor::{AttemptOutcome, AttemptRequest, Executor, PhaseOutcome};
 pub use journal::{Journal, JournalError, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
+pub use record::Record;
 pub use resume::PriorState;

@@ -19,7 +19,7 @@
 //! * [`Filter`] — by unit and by time window ([`TimeBound`]: an instant, or an offset from
 //!   the run's start such as `+01:30`, parsed from `--since`/`--until`).
 //!
-//! Input is any `IntoIterator<Item = Result<apollo_store::Record, E>>`, such as apollo-store's
+//! Input is any `IntoIterator<Item = Result<apollo_core::Record, E>>`, such as apollo-store's
 //! journal reader; a read error stops rendering and comes back as [`ReplayError::Read`],
 //! apart from write errors ([`ReplayError::Write`]; a closed pipe is
 //! [`ReplayError::is_broken_pipe`]).
@@ -30,7 +30,7 @@
 //! use apollo_core::event::*;
 //! use apollo_core::{Event, Phase};
 //! use apollo_replay::{TextOptions, Timeline, write_text};
-//! use apollo_store::Record;
+//! use apollo_core::Record;
 //! use chrono::{DateTime, Utc};
 //!
 //! let at = |ms: i64| DateTime::<Utc>::from_timestamp_millis(1_796_000_000_000 + ms).unwrap();
@@ -94,7 +94,7 @@ mod tests;
 use std::io::Write;
 use std::str::FromStr;
 
-use apollo_store::Record;
+use apollo_core::Record;
 
 pub use chrome::write_chrome_trace;
 pub use diff::{

@@ -595,12 +595,12 @@ fn engine_error(error: EngineError, run_id: &str) -> CliError {
 
 /// `APOLLO_FAULTS=write:5:ENOSPC,fsync:3:EIO` injects journal I/O faults: a testing hook for
 /// the crash and full-disk tests, documented in apollo-store.
-fn fault_plan_from_env() -> Result<apollo_store::FaultPlan, CliError> {
+fn fault_plan_from_env() -> Result<apollo_store::testing::FaultPlan, CliError> {
     match std::env::var("APOLLO_FAULTS") {
         Ok(text) if !text.is_empty() => text.parse().map_err(|error| CliError::Usage {
             message: format!("APOLLO_FAULTS: {error}"),
         }),
-        _ => Ok(apollo_store::FaultPlan::default()),
+        _ => Ok(apollo_store::testing::FaultPlan::default()),
     }
 }
 
