@@ -641,7 +641,7 @@ pub fn run(args: &Options) -> Result<Summary, String> {
         std::fs::create_dir_all(&dir)
             .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
         let done = iteration_idx - args.first;
-        if done > 0 && done % 50 == 0 {
+        if done > 0 && done.is_multiple_of(50) {
             eprintln!(
                 "torture: {done} of {} iterations, {} kills, {} resumes, {} violations so far \
                  ({:.0}s)",
@@ -652,7 +652,7 @@ pub fn run(args: &Options) -> Result<Summary, String> {
                 started.elapsed().as_secs_f64()
             );
         }
-        match iteration(&args, &mut rng, &dir, &mut totals) {
+        match iteration(args, &mut rng, &dir, &mut totals) {
             Ok(violations) => {
                 for violation in &violations {
                     eprintln!(
