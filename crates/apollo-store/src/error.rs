@@ -192,6 +192,7 @@ pub enum WarningKind {
 
 /// Something a reader or the recovery noticed that is not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// What kind of warning.
     pub kind: WarningKind,
