@@ -41,21 +41,27 @@ use std::io::Write;
 #[must_use = "a test that does not return when `require` says no runs without what it needs"]
 #[track_caller]
 pub fn require(available: bool, what: &str, how_to_get_it: &str) -> bool {
-    if available {
-        return true;
+    match verdict(available, on_ci()) {
+        Verdict::Run => true,
+        Verdict::Fail => panic!(
+            "{}, and CI=true: a CI machine must provide it",
+            missing(what, how_to_get_it)
+        ),
+        Verdict::Skip => {
+            let test = std::thread::current()
+                .name()
+                .map(|name| format!(" in {name}"))
+                .unwrap_or_default();
+            // Straight to the stream, not through `eprintln!`: the test harness captures the
+            // macros' output of passing tests, and a skip must be seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {}{test}",
+                missing(what, how_to_get_it)
+            );
+            false
+        }
     }
-    let message = format!("needs {what} ({how_to_get_it})");
-    if on_ci() {
-        panic!("{message}, and CI=true: a CI machine must provide it");
-    }
-    let test = std::thread::current()
-        .name()
-        .map(|name| format!(" in {name}"))
-        .unwrap_or_default();
-    // Straight to the stream, not through `eprintln!`: the test harness captures the macros'
-    // output of passing tests, and a skip must be seen.
-    let _ = writeln!(std::io::stderr(), "SKIPPED: {message}{test}");
-    false
 }
 
 /// Whether the tests run under CI (`CI=true`), where nothing may be skipped.
@@ -63,27 +69,43 @@ pub fn on_ci() -> bool {
     std::env::var("CI").is_ok_and(|value| value == "true" || value == "1")
 }
 
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Run,
+    Skip,
+    Fail,
+}
+
+fn verdict(available: bool, on_ci: bool) -> Verdict {
+    match (available, on_ci) {
+        (true, _) => Verdict::Run,
+        (false, false) => Verdict::Skip,
+        (false, true) => Verdict::Fail,
+    }
+}
+
+fn missing(what: &str, how_to_get_it: &str) -> String {
+    format!("needs {what} ({how_to_get_it})")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn available_means_go_on() {
+    fn available_runs_missing_skips_locally_and_fails_under_ci() {
+        assert_eq!(verdict(true, false), Verdict::Run);
+        assert_eq!(verdict(true, true), Verdict::Run);
+        assert_eq!(verdict(false, false), Verdict::Skip);
+        assert_eq!(verdict(false, true), Verdict::Fail);
         assert!(require(true, "nothing", "nothing to do"));
     }
 
     #[test]
-    fn missing_skips_locally_and_fails_under_ci() {
-        let outcome = std::panic::catch_unwind(|| require(false, "a unicorn", "breed one"));
-        if on_ci() {
-            let panic = outcome.expect_err("CI=true must fail a test that lacks what it needs");
-            let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
-            assert!(
-                message.starts_with("needs a unicorn (breed one)"),
-                "{message}"
-            );
-        } else {
-            assert!(!outcome.expect("a missing requirement skips locally"));
-        }
+    fn the_message_names_what_is_missing_and_how_to_get_it() {
+        assert_eq!(
+            missing("chromium", "apt-get install chromium"),
+            "needs chromium (apt-get install chromium)"
+        );
     }
 }
