@@ -19,7 +19,9 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn the_bundled_example_runs_and_a_second_run_starts_afresh() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    // This test target belongs to crates/apollo-cli (see its Cargo.toml).
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = repo.as_path();
     let mut apollo = Apollo::new();
     copy_dir(&repo.join("config"), &apollo.path("config"));
     let _ = std::fs::remove_dir_all(apollo.path("config/.apollo"));

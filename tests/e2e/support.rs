@@ -10,7 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub(crate) use apollo_tests::apollo_bin;
+/// The `apollo` binary under test: the one cargo built for this test target, which belongs to
+/// apollo-cli, the package that owns the binary (never stale, never built twice).
+pub(crate) fn apollo_bin() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_apollo"))
+}
 
 /// How long any wait may take before the test fails: generous, for a loaded 2-core machine.
 pub(crate) const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,7 +1,8 @@
 //! A real full disk: the state directory on a 1 MiB tmpfs, filled by a unit mid-run. apollo
 //! must stop with exit 6 (nothing acknowledged lost), and resume once space is freed.
 //!
-//! Mounting needs root; elsewhere the test says so and passes (CI runs it as root).
+//! Mounting needs root: elsewhere the test says it skipped and passes, except under `CI=true`
+//! (`apollo_core::testing::require`).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -72,11 +73,7 @@ echo "${APOLLO_ATTEMPT:-0}" >> "$dir/counts/fill"
 fn state_dir_filled_up_mid_run() {
     // SAFETY: geteuid(2) cannot fail.
     let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        println!(
-            "SKIPPED state_dir_filled_up_mid_run: mounting a tmpfs needs root, and this runs \
-             as uid {euid}; CI runs the tests as root, where it runs"
-        );
+    if !apollo_core::testing::require(euid == 0, "root", "mounting a tmpfs; CI runs as root") {
         return;
     }
     let tmpfs = Tmpfs::mount("1m");

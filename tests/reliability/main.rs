@@ -1,6 +1,6 @@
 //! Reliability attacks on the real `apollo` binary (issue 7; figures in RELIABILITY.md):
 //!
-//! * `torture` — the crash-injection harness (`tests/src/bin/torture.rs`), a bounded run:
+//! * `torture` — the crash-injection harness (`tests/src/torture.rs`), a bounded run in-process:
 //!   SIGKILL apollo at random moments, resume, check the invariants;
 //! * `faults` — the N-th journal write or fsync fails (ENOSPC, EIO), swept over every N a
 //!   real run reaches: exit 6, nothing acknowledged lost, the next run resumes;

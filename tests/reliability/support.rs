@@ -9,7 +9,11 @@ use std::time::Duration;
 use apollo_core::event::{AttemptStatus, Event, Verdict};
 use apollo_store::{JournalReader, ReadOptions};
 
-pub(crate) use apollo_tests::apollo_bin;
+/// The `apollo` binary under test: the one cargo built for this test target, which belongs to
+/// apollo-cli, the package that owns the binary (never stale, never built twice).
+pub(crate) fn apollo_bin() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_apollo"))
+}
 
 /// How long one apollo invocation may take before the test fails: a safety net only.
 const SAFETY_TIMEOUT: Duration = Duration::from_secs(60);

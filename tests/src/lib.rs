@@ -1,41 +1,13 @@
-//! Helpers shared by the test binaries of this crate (`e2e`, `exec`, `reliability`).
-#![allow(clippy::disallowed_methods, clippy::expect_used)] // Test support: builds and runs the binary under test.
+//! Helpers shared by the tests that drive real programs: waiting for a child with captured
+//! output, and the crash-injection harness ([`torture`]).
+//!
+//! The end-to-end and reliability tests that run the `apollo` binary are test targets of
+//! apollo-cli (`crates/apollo-cli/Cargo.toml`), the package that owns the binary, so they get
+//! it from cargo as `CARGO_BIN_EXE_apollo`, built once and never stale; their sources stay
+//! here, beside the helpers and the helper programs (`src/bin/`).
+#![allow(clippy::disallowed_methods, clippy::expect_used)] // Test support: runs programs.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
-
-/// The `apollo` binary of the calling test's profile, built once per test process so it is
-/// never stale (`cargo test -p apollo-tests` alone does not build other packages' binaries).
-pub fn apollo_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        // target/<profile>/deps/<test>-<hash> → target/<profile>/apollo
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target profile dir")
-            .to_path_buf();
-        let bin = profile_dir.join("apollo");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let profile = profile_dir
-            .file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or("debug");
-        let mut build = Command::new(cargo);
-        build.args(["build", "--quiet", "-p", "apollo-cli", "--bin", "apollo"]);
-        if profile == "release" {
-            build.arg("--release");
-        }
-        let status = build
-            .status()
-            .expect("run cargo build for the apollo binary");
-        assert!(status.success(), "building the apollo binary failed");
-        assert!(bin.exists(), "no apollo binary at {}", bin.display());
-        bin
-    })
-}
+pub mod torture;
 
 /// What a finished child printed, and how it ended.
 #[derive(Debug)]

@@ -5,12 +5,17 @@
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 //! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]` — the
 //!   scheduling benchmark against the C floor runner of `../shared/bench`.
+//! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
+//!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
+//!   code, READMEs are the crate docs, publish metadata); also `#[test]`s, so `cargo test`
+//!   enforces them.
 //! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 
 mod bench_sched;
 mod check_config;
 mod snapshots;
+mod tidy;
 mod torture;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +28,7 @@ commands:
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
   bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]
                         scheduling benchmark: apollo vs the C floor runner, as ratios
+  tidy                  check the architecture invariants (also run by `cargo test`)
   torture [--iterations N] [--seed S] [--first I]
                         kill apollo at random moments, resume, check the invariants (release)
 ";
@@ -35,6 +41,7 @@ fn main() -> ExitCode {
         ["check-config"] => check_config::run(&root),
         ["snapshots"] => snapshots::run(&root, false),
         ["snapshots", "--accept"] => snapshots::run(&root, true),
+        ["tidy"] => tidy::run(&root),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
         ["torture", rest @ ..] => {
             torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))

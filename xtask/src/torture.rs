@@ -3,7 +3,7 @@
 //! Builds `apollo` and the `torture` harness (release: the attack is on apollo's logic, not on
 //! a debug build's slowness), then runs the harness, which SIGKILLs apollo at random moments,
 //! resumes it until each generated pipeline completes, and checks the invariants (see
-//! `tests/src/bin/torture.rs`). The harness prints iterations, kills, resumes and violations;
+//! `tests/src/torture.rs`). The harness prints iterations, kills, resumes and violations;
 //! this command fails when it reports any violation.
 
 use std::path::Path;

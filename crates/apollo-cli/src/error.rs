@@ -171,20 +171,32 @@ fn help_lines(error: &CliError) -> Vec<String> {
             "to run it again with the new inputs: `apollo run --on-input-change=rerun`".to_owned(),
             "or restore the inputs it had, or start over with `apollo run --fresh`".to_owned(),
         ],
-        CliError::Store(store) => match store.kind() {
-            apollo_store::ErrorKind::Locked => {
-                vec!["or use another state directory with `--state-dir`".to_owned()]
-            }
-            apollo_store::ErrorKind::Io => vec![
-                "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
-            ],
-            _ => Vec::new(),
-        },
+        CliError::Store(store) => store_help(store),
         CliError::Journal(_) => vec![
             "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
         ],
         _ => Vec::new(),
     }
+}
+
+/// What to do about a store error. apollo-store's messages state facts only; the advice that
+/// names apollo's commands and flags lives here.
+fn store_help(error: &apollo_store::StoreError) -> Vec<String> {
+    use apollo_store::ErrorKind;
+    let advice: &[&str] = match error.kind() {
+        ErrorKind::Corruption => &[
+            "`apollo verify` gives a full report; `apollo replay --salvage` reads past bad records",
+        ],
+        ErrorKind::Locked => &[
+            "wait for it to finish, or pass --wait to `apollo run` to wait for the lock",
+            "or use another state directory with `--state-dir`",
+        ],
+        ErrorKind::Io => &[
+            "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded",
+        ],
+        _ => &[],
+    };
+    advice.iter().map(|line| (*line).to_owned()).collect()
 }
 
 /// Writes `error` to `stderr` (with its diagnostics and cause chain) and returns its exit code.
@@ -199,15 +211,11 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
         text.push_str(&render_all(diagnostics));
     }
     text.push_str(&format!("error: {error}\n"));
-    // Many errors already say their cause in their own message: print each cause once.
-    let mut said = error.to_string();
+    // Each error says its own part and returns its cause from `source()` (never both), so the
+    // chain is walked once and every cause printed once.
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !said.contains(&cause_text) {
-            text.push_str(&format!("  caused by: {cause_text}\n"));
-        }
-        said.push_str(&cause_text);
+        text.push_str(&format!("  caused by: {cause}\n"));
         source = cause.source();
     }
     for help in help_lines(error) {

@@ -120,16 +120,18 @@ pub fn combine_components(components: &[InputComponent]) -> String {
 }
 
 /// Reading a declared input or output file failed.
+///
+/// The operating system's error is part of the message (the engine records the message as the
+/// attempt's error), so it is not also returned by `source()`.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read {what} `{}`: {source}", path.display())]
+#[error("cannot read {what} `{}`: {error}", path.display())]
 pub struct HashError {
     /// "input file" or "output file".
     pub what: &'static str,
     /// The file.
     pub path: PathBuf,
     /// The cause.
-    #[source]
-    pub source: io::Error,
+    pub error: io::Error,
 }
 
 /// Whether a pattern has glob syntax.
@@ -206,7 +208,7 @@ pub fn input_components(
                 return Err(HashError {
                     what: "input file",
                     path,
-                    source,
+                    error: source,
                 });
             }
         };
@@ -247,7 +249,7 @@ pub fn output_hash(unit: &Unit, base_dir: &Path) -> Result<Option<String>, HashE
         let hash = sha256_file(&path).map_err(|source| HashError {
             what: "output file",
             path: path.clone(),
-            source,
+            error: source,
         })?;
         canonical
             .field(display_name(&path, base_dir).as_bytes())

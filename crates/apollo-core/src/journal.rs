@@ -15,22 +15,41 @@ pub trait Journal {
 }
 
 /// Appending to the journal failed; nothing after the last successful append may be assumed durable.
+///
+/// The message never repeats the source: a [`JournalError::caused_by`] error says only that
+/// the append failed and returns the storage error from `source()`.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to append to the journal: {message}")]
+#[error("failed to append to the journal{}", context(.message.as_deref()))]
 pub struct JournalError {
-    message: String,
+    message: Option<String>,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
+fn context(message: Option<&str>) -> String {
+    message
+        .map(|message| format!(": {message}"))
+        .unwrap_or_default()
+}
+
 impl JournalError {
-    /// An error with a message and the underlying cause.
+    /// An error with context of its own and the underlying cause. `message` must add to what
+    /// `source` says, not repeat it (the cause is printed after it).
     pub fn new(
         message: impl Into<String>,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
         Self {
-            message: message.into(),
+            message: Some(message.into()),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An error whose cause says everything: "failed to append to the journal", caused by
+    /// `source`.
+    pub fn caused_by(source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self {
+            message: None,
             source: Some(source.into()),
         }
     }
@@ -38,7 +57,7 @@ impl JournalError {
     /// An error with a message only.
     pub fn msg(message: impl Into<String>) -> Self {
         Self {
-            message: message.into(),
+            message: Some(message.into()),
             source: None,
         }
     }

@@ -20,9 +20,9 @@ use std::io::{BufWriter, Write};
 use std::time::{Duration, Instant};
 
 use apollo_core::Phase;
+use apollo_core::Record;
 use apollo_core::event::*;
 use apollo_replay::{Filter, TextOptions, Timeline, write_chrome_trace, write_json, write_text};
-use apollo_store::Record;
 use chrono::{DateTime, Utc};
 
 const N_UNITS: usize = 500;

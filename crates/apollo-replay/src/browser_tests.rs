@@ -3,7 +3,7 @@
 //! stayed text.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -13,22 +13,26 @@ use apollo_core::event::RunStatus;
 use crate::testkit::{RunBuilder, SHOWCASE_UNITS, showcase_run};
 use crate::{Timeline, write_html};
 
-const INSTALL_HINT: &str = "the HTML report test needs Chromium: \
-     `apt-get update && apt-get install -y chromium` (Debian; .ci/run does it)";
+/// How to provide the browser (Debian; `.ci/run` does it).
+const INSTALL_HINT: &str = "apt-get install chromium";
 
 /// A generous safety net: a cold Chromium start on a loaded 2-core machine takes seconds.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// Loads `page` in headless Chromium and returns the DOM it rendered.
-fn dump_dom(page: &Path, profile: &Path) -> String {
-    let chromium = ["chromium", "chromium-browser"]
+/// The Chromium on `PATH`, if any.
+fn find_chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser"]
         .into_iter()
-        .find(|name| {
-            std::env::var_os("PATH").is_some_and(|path| {
-                std::env::split_paths(&path).any(|dir| dir.join(name).is_file())
-            })
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
         })
-        .unwrap_or_else(|| panic!("chromium is not installed: {INSTALL_HINT}"));
+}
+
+/// Loads `page` in headless Chromium and returns the DOM it rendered.
+fn dump_dom(chromium: &Path, page: &Path, profile: &Path) -> String {
     // The test drives a browser, not a unit: apollo-exec's process rules are for units.
     #[allow(clippy::disallowed_methods)]
     let mut command = std::process::Command::new(chromium);
@@ -50,7 +54,7 @@ fn dump_dom(page: &Path, profile: &Path) -> String {
         .stderr(Stdio::null());
     let mut child = command
         .spawn()
-        .unwrap_or_else(|error| panic!("could not start chromium ({error}): {INSTALL_HINT}"));
+        .unwrap_or_else(|error| panic!("could not start {} ({error})", chromium.display()));
     let mut stdout = child.stdout.take().expect("piped stdout");
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
@@ -74,6 +78,11 @@ fn dump_dom(page: &Path, profile: &Path) -> String {
 
 #[test]
 fn html_report_renders_its_gantt_chart_in_headless_chromium() {
+    let chromium = find_chromium();
+    if !apollo_core::testing::require(chromium.is_some(), "chromium", INSTALL_HINT) {
+        return;
+    }
+    let chromium = chromium.expect("checked just above");
     let mut run = showcase_run();
     // Journal text is user data: markup in a unit name or an error must stay text.
     let hostile = "evil<b id=\"pwned\">x</b>";
@@ -94,7 +103,7 @@ fn html_report_renders_its_gantt_chart_in_headless_chromium() {
     std::fs::write(&page, &html).unwrap();
     let profile = tempfile::tempdir().unwrap();
 
-    let dom = dump_dom(&page, profile.path());
+    let dom = dump_dom(&chromium, &page, profile.path());
 
     assert!(dom.contains("<svg id=\"gantt\""), "no chart in:\n{dom}");
     // One bar per attempt: 8 in the showcase run, plus the hostile unit's.

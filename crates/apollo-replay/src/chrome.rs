@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use apollo_core::Record;
 use apollo_core::event::{Event, ExitStatus, UnitFinished, Verdict};
-use apollo_store::Record;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use apollo_store::Record;
+use apollo_core::Record;
 use chrono::{DateTime, Utc};
 
 /// Selects the records a replay shows. The default shows everything.

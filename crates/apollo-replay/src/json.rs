@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use apollo_core::Event;
-use apollo_store::Record;
+use apollo_core::Record;
 use chrono::SecondsFormat;
 use serde::Serialize;
 

@@ -1,75 +1,4 @@
-//! apollo-replay: a run's journal as a timeline, two runs as a diff, and renderers for both.
-//!
-//! * [`Timeline`] — built by streaming a run's records ([`Timeline::from_records`] or
-//!   [`TimelineBuilder`]): per unit its attempts (phases, status, exit, hashes, CPU, RSS,
-//!   first error line), skips and human marks; the run's start, resumes and end. Attempts are
-//!   laid out on parallel **lanes** (interval partitioning), and attempts apollo never saw
-//!   finish are [`AttemptState::Unfinished`].
-//! * Renderers of a run, all behind [`replay`] and [`Format`]:
-//!   * [`write_text`] / [`TextRenderer`] — the aligned, optionally coloured text timeline of
-//!     `apollo replay`; streams, so memory does not grow with the journal's length;
-//!   * [`write_json`] — one JSON object per event (JSON Lines); streams too;
-//!   * [`write_chrome_trace`] — a Trace Event Format document for Perfetto /
-//!     chrome://tracing, one track per lane; streams too;
-//!   * [`write_html`] — a self-contained HTML page with an SVG Gantt chart.
-//! * [`RunDiff`] — two runs compared unit by unit: status, input (naming the components that
-//!   changed: "input file data/raw.csv changed", "upstream fetch_data output changed"),
-//!   output, duration; [`RunDiff::is_same`] decides `apollo diff`'s exit status. Rendered by
-//!   [`write_diff_text`] and [`write_diff_json`].
-//! * [`Filter`] — by unit and by time window ([`TimeBound`]: an instant, or an offset from
-//!   the run's start such as `+01:30`, parsed from `--since`/`--until`).
-//!
-//! Input is any `IntoIterator<Item = Result<apollo_store::Record, E>>`, such as apollo-store's
-//! journal reader; a read error stops rendering and comes back as [`ReplayError::Read`],
-//! apart from write errors ([`ReplayError::Write`]; a closed pipe is
-//! [`ReplayError::is_broken_pipe`]).
-//!
-//! # Example
-//!
-//! ```
-//! use apollo_core::event::*;
-//! use apollo_core::{Event, Phase};
-//! use apollo_replay::{TextOptions, Timeline, write_text};
-//! use apollo_store::Record;
-//! use chrono::{DateTime, Utc};
-//!
-//! let at = |ms: i64| DateTime::<Utc>::from_timestamp_millis(1_796_000_000_000 + ms).unwrap();
-//! let records = vec![
-//!     Record { seq: 1, ts: at(0), event: Event::RunStarted(RunStarted {
-//!         run_id: "20261130T021507Z-3f9a".into(), pipeline: "etl".into(),
-//!         config_path: "pipeline.yaml".into(), config_hash: "c0".repeat(32),
-//!         definition_hash: "d0".repeat(32), apollo_version: "0.1.0".into(),
-//!         host: "box".into(), pid: 42, units: vec!["fetch".into()],
-//!     }) },
-//!     Record { seq: 2, ts: at(5), event: Event::UnitStarted(UnitStarted {
-//!         unit: "fetch".into(), attempt: 1, input_hash: "ab".repeat(32), inputs: vec![],
-//!     }) },
-//!     Record { seq: 3, ts: at(1_255), event: Event::UnitFinished(UnitFinished {
-//!         unit: "fetch".into(), attempt: 1, status: AttemptStatus::Succeeded,
-//!         exit: Some(ExitStatus::Code(0)), failed_phase: None, timed_out: false,
-//!         duration_ms: 1_250, queued_ms: 0, output_hash: Some("cd".repeat(32)), stdout_bytes: 10,
-//!         stderr_bytes: 0, user_cpu_ms: 3, sys_cpu_ms: 1, max_rss_kib: 2048,
-//!         leftovers_killed: 0,
-//!         phases: vec![PhaseRecord { phase: Phase::Execute, offset_ms: 0,
-//!             duration_ms: 1_250, exit: Some(ExitStatus::Code(0)), timed_out: false }],
-//!         error: None,
-//!     }) },
-//! ];
-//!
-//! // The text timeline, streamed into any `io::Write`.
-//! let mut out = Vec::new();
-//! let reads = records.iter().cloned().map(Ok::<_, std::io::Error>);
-//! write_text(reads, &mut out, &TextOptions::default()).unwrap();
-//! let text = String::from_utf8(out).unwrap();
-//! assert_eq!(text.lines().nth(3).unwrap(),
-//!            "+00:01.255   fetch  #1  finish       1.250s  succeeded      out cdcdcdcd");
-//!
-//! // The same records as a timeline: one unit, one attempt on lane 0.
-//! let timeline = Timeline::from_records(records.into_iter().map(Ok::<_, std::io::Error>)).unwrap();
-//! assert_eq!(timeline.n_lanes, 1);
-//! assert_eq!(timeline.unit("fetch").unwrap().attempts[0].duration_ms(), 1_250);
-//! ```
-
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 mod chrome;
@@ -94,7 +23,7 @@ mod tests;
 use std::io::Write;
 use std::str::FromStr;
 
-use apollo_store::Record;
+use apollo_core::Record;
 
 pub use chrome::write_chrome_trace;
 pub use diff::{

@@ -2,8 +2,8 @@
 //! durations, no renderer and no diff panics.
 
 use apollo_core::Phase;
+use apollo_core::Record;
 use apollo_core::event::*;
-use apollo_store::Record;
 use chrono::DateTime;
 use proptest::prelude::*;
 

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 
 use apollo_core::Phase;
+use apollo_core::Record;
 use apollo_core::event::*;
-use apollo_store::Record;
 use chrono::{DateTime, Utc};
 
 /// 2026-11-30T02:15:07Z: the runs' start.

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use apollo_core::Phase;
+use apollo_core::Record;
 use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, PhaseRecord, SkipReason, UnitFinished, Verdict,
 };
-use apollo_store::Record;
 use chrono::{DateTime, Utc};
 
 use crate::display::{

@@ -2,11 +2,11 @@
 
 use std::collections::HashMap;
 
+use apollo_core::Record;
 use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, InputComponent, PhaseRecord, RunStatus, SkipReason,
     UnitFinished, Verdict,
 };
-use apollo_store::Record;
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 

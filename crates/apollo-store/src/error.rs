@@ -28,14 +28,17 @@ pub enum ErrorKind {
 
 /// Everything that can go wrong in apollo-store.
 ///
-/// Messages are lowercase, say where (file, byte offset, seq), what, and what to do next.
+/// Messages are lowercase and state facts: where (file, byte offset, seq) and what. They give
+/// no advice that names a command or a flag of the `apollo` binary; the CLI adds that. No
+/// message repeats its [`source`](std::error::Error::source): an error either prints its
+/// cause or returns it, never both.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// A journal record, segment header or segment sequence is wrong in a way that is not a
     /// torn tail.
     #[error(
-        "journal corrupt: {path} at byte {offset}{seq}: {what}; run `apollo verify` for a full report, `apollo replay --salvage` reads past bad records",
+        "journal corrupt: {path} at byte {offset}{seq}: {what}",
         path = .path.display(),
         seq = fmt_seq(*.seq)
     )]
@@ -64,7 +67,7 @@ pub enum StoreError {
     },
     /// The state directory's lock is held by another apollo.
     #[error(
-        "state directory is locked by another apollo ({holder}, lock file {path}); wait for it to finish or pass --wait",
+        "state directory is locked by another apollo ({holder}, lock file {path})",
         path = .path.display(),
         holder = fmt_holder(*.pid, .host.as_deref())
     )]
@@ -77,19 +80,22 @@ pub enum StoreError {
         host: Option<String>,
     },
     /// A system call on a file failed.
-    #[error("{action} {path}: {source}", path = .path.display())]
+    ///
+    /// The operating system's error is part of the message (it is the fact that matters, and
+    /// the message is kept as text when a writer is poisoned), so it is not also returned by
+    /// `source()`; [`StoreError::io_error`] gives it back as a value.
+    #[error("{action} {path}: {error}", path = .path.display())]
     Io {
         /// What apollo was doing ("fsync", "write to", "open"...).
         action: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// The operating system's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// The journal writer failed earlier (a write or fsync error); it accepts nothing more.
     #[error(
-        "journal writer stopped after an earlier failure ({cause}); nothing after the last acknowledged record is durable, the next apollo run recovers from what is on disk"
+        "journal writer stopped after an earlier failure ({cause}); nothing after the last acknowledged record is durable, and reopening the journal recovers from what is on disk"
     )]
     Poisoned {
         /// The first failure, as text.
@@ -137,11 +143,20 @@ impl StoreError {
         }
     }
 
-    pub(crate) fn io(action: &'static str, path: impl AsRef<Path>, source: io::Error) -> Self {
+    /// The operating system's error of an [`StoreError::Io`], e.g. to tell a full disk
+    /// (`ENOSPC`) from a failing one (`EIO`).
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match self {
+            StoreError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(action: &'static str, path: impl AsRef<Path>, error: io::Error) -> Self {
         StoreError::Io {
             action,
             path: path.as_ref().to_path_buf(),
-            source,
+            error,
         }
     }
 
@@ -177,6 +192,7 @@ pub enum WarningKind {
 
 /// Something a reader or the recovery noticed that is not an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// What kind of warning.
     pub kind: WarningKind,
@@ -208,11 +224,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn corruption_message_says_where_and_what_to_do() {
+    fn corruption_message_says_where_and_what() {
         let error = StoreError::corruption("/s/000002.log", 420, Some(17), "checksum mismatch");
         assert_eq!(
             error.to_string(),
-            "journal corrupt: /s/000002.log at byte 420 (seq 17): checksum mismatch; run `apollo verify` for a full report, `apollo replay --salvage` reads past bad records"
+            "journal corrupt: /s/000002.log at byte 420 (seq 17): checksum mismatch"
         );
         assert_eq!(error.kind(), ErrorKind::Corruption);
     }
@@ -226,6 +242,37 @@ mod tests {
         };
         assert!(error.to_string().contains("pid 4242 on build-1"), "{error}");
         assert_eq!(error.kind(), ErrorKind::Locked);
+    }
+
+    #[test]
+    fn no_message_repeats_its_source() {
+        let error = StoreError::io("fsync", "/s/x", io::Error::from_raw_os_error(libc::EIO));
+        assert!(std::error::Error::source(&error).is_none());
+        assert_eq!(
+            error.io_error().and_then(io::Error::raw_os_error),
+            Some(libc::EIO)
+        );
+        assert!(error.to_string().starts_with("fsync /s/x: "), "{error}");
+    }
+
+    #[test]
+    fn messages_name_no_cli_flag_or_command() {
+        let messages = [
+            StoreError::corruption("/s/1.log", 1, None, "bad").to_string(),
+            StoreError::Locked {
+                path: "/s/lock".into(),
+                pid: None,
+                host: None,
+            }
+            .to_string(),
+            StoreError::Poisoned { cause: "x".into() }.to_string(),
+        ];
+        for message in messages {
+            assert!(
+                !message.contains("--") && !message.contains("`apollo"),
+                "{message}"
+            );
+        }
     }
 }
 

@@ -58,6 +58,7 @@ impl FaultErrno {
 
 /// One injected fault: the `nth` (from 1) operation of kind `op` fails with `errno`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Fault {
     /// Which operations are counted.
     pub op: FaultOp,
@@ -67,8 +68,10 @@ pub struct Fault {
     pub errno: FaultErrno,
 }
 
-/// A set of faults to inject; empty (the default) injects nothing.
+/// A set of faults to inject; empty (the default) injects nothing. Build one with
+/// [`FaultPlan::fail`] and [`FaultPlan::and`], or parse it (`write:5:ENOSPC,fsync:3:EIO`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FaultPlan {
     /// The faults.
     pub faults: Vec<Fault>,
@@ -94,6 +97,13 @@ impl FaultPlan {
         Self {
             faults: vec![Fault { op, nth, errno }],
         }
+    }
+
+    /// This plan, and also the `nth` operation of kind `op` failing with `errno`.
+    #[must_use]
+    pub fn and(mut self, op: FaultOp, nth: u64, errno: FaultErrno) -> Self {
+        self.faults.push(Fault { op, nth, errno });
+        self
     }
 
     /// Whether the plan injects nothing.
@@ -242,7 +252,14 @@ mod tests {
     #[test]
     fn plans_parse_and_print_back() {
         let plan: FaultPlan = "write:5:ENOSPC, fsync:3:eio".parse().unwrap();
-        assert_eq!(plan.faults.len(), 2);
+        assert_eq!(
+            plan,
+            FaultPlan::fail(FaultOp::Write, 5, FaultErrno::Enospc).and(
+                FaultOp::Fsync,
+                3,
+                FaultErrno::Eio
+            )
+        );
         assert_eq!(plan.to_string(), "write:5:ENOSPC,fsync:3:EIO");
         assert!("".parse::<FaultPlan>().unwrap().is_empty());
     }

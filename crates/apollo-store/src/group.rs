@@ -162,6 +162,6 @@ impl Journal for SharedWriter {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch(events)
             .map(|_| ())
-            .map_err(|error| JournalError::new(error.to_string(), error))
+            .map_err(JournalError::caused_by)
     }
 }

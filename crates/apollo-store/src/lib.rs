@@ -15,15 +15,15 @@ mod run_id;
 mod runs;
 mod segment;
 mod state_dir;
+pub mod testing;
 mod verify;
 mod writer;
 
-use apollo_core::Event;
-use chrono::{DateTime, Utc};
-
+/// One journal record as read back; defined in apollo-core (readers need not depend on this
+/// crate), re-exported here because this crate produces it.
+pub use apollo_core::Record;
 pub use backup::{BackupReport, backup};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
-pub use fault::{FAULT_PLAN_ENV, Fault, FaultErrno, FaultOp, FaultPlan};
 pub use group::SharedWriter;
 pub use lock::{LockHolder, StateLock};
 pub use reader::{JournalReader, ReadOptions};
@@ -33,15 +33,4 @@ pub use runs::{RunState, RunSummary};
 pub use segment::{FORMAT_MAJOR, FORMAT_MINOR, MAGIC};
 pub use state_dir::{RunDir, StateDir};
 pub use verify::{VerifyReport, verify};
-pub use writer::{Clock, Durability, JournalWriter, RecoveryReport, TornTail, WriterOptions};
-
-/// One journal record as read back: its sequence number, its timestamp and its event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Monotonic from 1 across all segments of a run.
-    pub seq: u64,
-    /// When the record was appended (UTC, microsecond precision).
-    pub ts: DateTime<Utc>,
-    /// The event.
-    pub event: Event,
-}
+pub use writer::{Durability, JournalWriter, RecoveryReport, TornTail, WriterOptions};

@@ -460,7 +460,7 @@ impl Journal for JournalWriter {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch(events)
             .map(|_| ())
-            .map_err(|error| JournalError::new(error.to_string(), error))
+            .map_err(JournalError::caused_by)
     }
 }
 

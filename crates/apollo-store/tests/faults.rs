@@ -1,8 +1,8 @@
 //! The fault-injection sweep: fail every write and every fsync of a short workload in turn.
 
+use apollo_store::testing::{FaultErrno, FaultOp, FaultPlan};
 use apollo_store::{
-    Durability, ErrorKind, FaultErrno, FaultOp, FaultPlan, JournalWriter, ReadOptions, StoreError,
-    WriterOptions, verify,
+    Durability, ErrorKind, JournalWriter, ReadOptions, StoreError, WriterOptions, verify,
 };
 
 use crate::support::*;

@@ -273,7 +273,7 @@ fn appends_queued_during_a_commit_share_the_next_one() {
     let (inside_tx, inside_rx) = mpsc::channel::<()>();
     let armed = Mutex::new(Some(inside_tx));
     let clock_gate = Arc::clone(&gate);
-    let clock: apollo_store::Clock = Arc::new(move || {
+    let clock: apollo_store::testing::Clock = Arc::new(move || {
         if let Some(tx) = armed.lock().unwrap().take() {
             tx.send(()).unwrap();
             let (open, cvar) = &*clock_gate;

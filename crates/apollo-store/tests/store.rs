@@ -8,4 +8,5 @@ mod support;
 mod corruption;
 mod faults;
 mod journal;
+mod lock_wait;
 mod state;

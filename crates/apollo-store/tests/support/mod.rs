@@ -6,9 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use apollo_core::event::{Event, RunFinished, RunStarted, RunStatus, SkipReason, UnitSkipped};
-use apollo_store::{
-    Clock, Durability, JournalReader, ReadOptions, Record, StoreError, WriterOptions,
-};
+use apollo_store::testing::Clock;
+use apollo_store::{Durability, JournalReader, ReadOptions, Record, StoreError, WriterOptions};
 use chrono::{DateTime, TimeZone, Utc};
 
 /// A small event whose unit name carries `n`.

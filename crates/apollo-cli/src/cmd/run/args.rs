@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use apollo_core::engine::OnInputChange;
 use apollo_runner::RunSession;
-use apollo_store::{Durability, FaultPlan, WriterOptions};
+use apollo_store::testing::FaultPlan;
+use apollo_store::{Durability, WriterOptions};
 
 use crate::cmd::ConfigArg;
 use crate::error::CliError;

@@ -1,0 +1,758 @@
+//! Apollo-11's crash-injection harness (issue 7): the `torture` binary of this package runs it
+//! (`cargo xtask torture` builds and starts that), and the `reliability` test runs a bounded
+//! version in-process with [`run`].
+//!
+//! Each iteration generates a pipeline (mixed durations, parallel branches, flaky, failing and
+//! timing-out units with retries, one non-idempotent unit), runs `apollo run`, SIGKILLs it at
+//! a random moment, and starts it again, until a run completes (failing units are then made
+//! to pass; a non-idempotent unit cut off gets the verdict a careful human would give through
+//! `apollo mark`). Then it checks the promises:
+//!
+//! 1. every attempt a unit executed was recorded as started first (write-ahead): the unit
+//!    itself looks for its `unit_started` in the journal the moment it begins;
+//! 2. no attempt executed twice, and nothing executed after a unit's success was recorded:
+//!    a unit runs again only when apollo died while it was in flight;
+//! 3. every unit ends succeeded in the one run (the run completes and is correct; a run that a
+//!    kill abandoned before its first record may exist beside it, with nothing started in it);
+//! 4. `apollo verify` passes (torn tails allowed: apollo was killed);
+//! 5. no unit process is alive (every process carries the iteration's environment tag).
+//!
+//! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
+//! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
+//! iteration I alone.
+//!
+//! Usage of the binary: `torture --apollo PATH [--iterations N] [--seed S] [--first I]
+//! [--workdir DIR]`. Prints iterations, kills, resumes, violations; exits 1 when any invariant
+//! was violated (the iteration's folder is kept for inspection), 2 on bad usage.
+#![allow(clippy::disallowed_methods)] // A harness that runs the binary under test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use apollo_core::event::{AttemptStatus, Event, RunStatus, Verdict};
+use apollo_store::{JournalReader, ReadOptions};
+
+/// splitmix64: a tiny, seedable, good-enough generator (no dependency for the harness).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// What to run: which apollo, how many iterations, from which seed.
+#[derive(Debug)]
+pub struct Options {
+    /// The `apollo` binary under test (absolute: apollo runs in each project folder).
+    pub apollo: PathBuf,
+    /// How many iterations.
+    pub iterations: u64,
+    /// The seed every iteration's generator derives from.
+    pub seed: u64,
+    /// The index of the first iteration (to replay one iteration of a long run alone).
+    pub first: u64,
+    /// Where the iterations' project folders go (default: a folder in the temp dir).
+    pub workdir: Option<PathBuf>,
+}
+
+/// Parses the binary's arguments (without the program name).
+pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options, String> {
+    let mut args = Options {
+        apollo: PathBuf::new(),
+        iterations: 20,
+        seed: 1,
+        first: 0,
+        workdir: None,
+    };
+    let mut iter = arguments.into_iter();
+    while let Some(flag) = iter.next() {
+        let mut value = || iter.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--apollo" => args.apollo = PathBuf::from(value()?),
+            "--iterations" => {
+                args.iterations = value()?
+                    .parse()
+                    .map_err(|_| "--iterations takes a number")?
+            }
+            "--seed" => args.seed = value()?.parse().map_err(|_| "--seed takes a number")?,
+            "--first" => args.first = value()?.parse().map_err(|_| "--first takes a number")?,
+            "--workdir" => args.workdir = Some(PathBuf::from(value()?)),
+            "-h" | "--help" => {
+                return Err(
+                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR]"
+                        .into(),
+                );
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if args.apollo.as_os_str().is_empty() {
+        return Err("--apollo PATH is required".into());
+    }
+    // apollo runs with the project folder as its cwd: a relative path would not resolve there.
+    args.apollo = std::fs::canonicalize(&args.apollo)
+        .map_err(|error| format!("--apollo {}: {error}", args.apollo.display()))?;
+    Ok(args)
+}
+
+/// What a run of the harness found.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// How many iterations ran.
+    pub iterations: u64,
+    /// The seed they derived from.
+    pub seed: u64,
+    /// Wall time of the whole run.
+    pub elapsed: Duration,
+    /// SIGKILLs sent to apollo.
+    pub kills: u64,
+    /// Resumes after a kill.
+    pub resumes: u64,
+    /// `apollo mark` verdicts given for non-idempotent units cut off.
+    pub verdicts: u64,
+    /// `apollo run` refused with exit 4 right after a kill: the killed apollo's lock was
+    /// still held for a moment (by a unit forked but not yet exec'd); retried.
+    pub stale_lock_refusals: u64,
+    /// Iterations with at least one violation (or that could not complete).
+    pub failed_iterations: u64,
+    /// Kills that came after the run's success was recorded (the iteration is complete).
+    pub killed_after_success: u64,
+    /// Run folders a kill left before their first segment existed: apollo ignores them
+    /// (they recorded nothing), which `apollo verify` passing confirms.
+    pub journal_less_runs: u64,
+    /// Every invariant violated, with the iteration that broke it.
+    pub violations: Vec<String>,
+}
+
+/// The unit script: records each execution's start and end with its attempt number.
+const UNIT_SCRIPT: &str = r#"#!/bin/sh
+# unit NAME MODE MILLIS
+name=$1; mode=$2; ms=$3
+dir=$(cd "$(dirname "$0")/.." && pwd)
+echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.start"
+# Write-ahead, checked at the moment of execution: unit_started must already be in the journal.
+if ! cat "$dir"/.apollo/runs/*/journal/*.log 2>/dev/null \
+    | grep -qF "\"kind\":\"unit_started\",\"unit\":\"$name\",\"attempt\":$APOLLO_ATTEMPT,"; then
+  echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.unlogged"
+fi
+case "$mode" in
+  flaky)   if [ $((APOLLO_ATTEMPT % 2)) -eq 1 ]; then exit 1; fi ;;
+  failing) if [ -e "$dir/fail/$name" ]; then exit 1; fi ;;
+  slow)    if [ "$APOLLO_ATTEMPT" -eq 1 ]; then ms=5000; fi ;;
+esac
+sleep "$(awk "BEGIN { print $ms / 1000 }")"
+echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.done"
+"#;
+
+fn generate(rng: &mut Rng, dir: &Path) -> std::io::Result<Vec<String>> {
+    let n_units = 6 + rng.below(7);
+    let mut yaml = String::from(
+        "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\nunits:\n",
+    );
+    let mut names = Vec::new();
+    let mut non_idempotent_placed = false;
+    for unit_idx in 0..n_units {
+        let name = format!("u{unit_idx:02}");
+        let mut deps = BTreeSet::new();
+        if unit_idx > 0 {
+            for _ in 0..rng.below(3) {
+                deps.insert(format!("u{:02}", rng.below(unit_idx)));
+            }
+        }
+        let mode = match rng.below(10) {
+            0 | 1 => "flaky",
+            2 => "failing",
+            3 => "slow",
+            _ => "normal",
+        };
+        if mode == "failing" {
+            std::fs::write(dir.join("fail").join(&name), b"")?;
+        }
+        let millis = rng.below(80);
+        let _ = writeln!(yaml, "  - name: {name}");
+        let deps: Vec<String> = deps.into_iter().collect();
+        let _ = writeln!(yaml, "    deps: [{}]", deps.join(", "));
+        let _ = writeln!(yaml, "    execute: ./bin/unit {name} {mode} {millis}");
+        if mode == "slow" {
+            let _ = writeln!(yaml, "    timeout: 300ms");
+        }
+        if mode == "failing" {
+            let _ = writeln!(yaml, "    retries: 0");
+        }
+        if !non_idempotent_placed && mode == "normal" && rng.chance(40) {
+            let _ = writeln!(yaml, "    idempotent: false\n    retries: 0");
+            non_idempotent_placed = true;
+        }
+        names.push(name);
+    }
+    std::fs::write(dir.join("apollo.yaml"), yaml)?;
+    Ok(names)
+}
+
+fn lines_of(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The environment variable that tags every process of an iteration (apollo passes its
+/// environment on to units, and they to what they fork), to find survivors afterwards.
+const TAG_VAR: &str = "APOLLO_TORTURE_ITERATION";
+
+fn apollo(args: &Options, dir: &Path) -> Command {
+    let mut command = Command::new(&args.apollo);
+    command
+        .current_dir(dir)
+        .env("CI", "true")
+        .env("NO_COLOR", "1")
+        .env_remove("APOLLO_STATE_DIR")
+        .env_remove("APOLLO_FAULTS")
+        .env(TAG_VAR, dir)
+        .stdin(Stdio::null());
+    command
+}
+
+/// How long one apollo invocation may take before the harness calls it hung: a safety net
+/// for a loaded machine, far above what a generated pipeline needs.
+const HANG_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Wait for `child`, killing it (and reporting a hang) after [`HANG_TIMEOUT`].
+fn wait_bounded(child: &mut Child) -> Result<ExitStatus, String> {
+    let deadline = Instant::now() + HANG_TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|error| error.to_string())? {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("apollo did not exit within {HANG_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// One iteration: run, kill, resume until done; then check. Returns violations.
+fn iteration(
+    args: &Options,
+    rng: &mut Rng,
+    dir: &Path,
+    totals: &mut Summary,
+) -> Result<Vec<String>, String> {
+    let io = |error: std::io::Error| error.to_string();
+    for sub in ["bin", "counts", "fail"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(io)?;
+    }
+    std::fs::write(dir.join("bin/unit"), UNIT_SCRIPT).map_err(io)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755))
+            .map_err(io)?;
+    }
+    let names = generate(rng, dir).map_err(io)?;
+    let max_kills = 1 + rng.below(4);
+    let mut kills = 0;
+    let mut invocation = 0u32;
+    let mut stale_lock_refusals = 0u32;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if Instant::now() > deadline {
+            return Err("the run did not complete within 300 s".into());
+        }
+        invocation += 1;
+        // stderr to a file: nothing to drain while the harness sleeps before its kill.
+        let stderr_path = dir.join(format!("apollo-{invocation:03}.stderr"));
+        let stderr_file = std::fs::File::create(&stderr_path).map_err(io)?;
+        let mut child = apollo(args, dir)
+            .arg("run")
+            .stdout(Stdio::null())
+            .stderr(stderr_file)
+            .spawn()
+            .map_err(io)?;
+        if invocation > 1 {
+            totals.resumes += 1;
+        }
+        if kills < max_kills {
+            // The attack: a random moment, not a synchronisation.
+            std::thread::sleep(Duration::from_millis(rng.below(400)));
+            if child.try_wait().map_err(io)?.is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+                kills += 1;
+                totals.kills += 1;
+                // Killed after it had recorded the run's success (while it fsynced or printed
+                // its summary): the run is complete, and `apollo run` would rightly start a
+                // new one. Look, as an operator would (`apollo runs`), before running again.
+                if latest_run_succeeded(dir)? {
+                    totals.killed_after_success += 1;
+                    break;
+                }
+                continue;
+            }
+        }
+        let status = wait_bounded(&mut child)?;
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        match status.code() {
+            Some(0) => break,
+            // A unit failed for good: make the failing units pass, and resume.
+            Some(1) => {
+                for name in &names {
+                    let _ = std::fs::remove_file(dir.join("fail").join(name));
+                }
+            }
+            // A non-idempotent unit was in flight: decide as a careful human would, from
+            // whether its execution finished.
+            Some(5) => {
+                let (unit, attempt) = parse_verdict_request(&stderr)
+                    .ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
+                let finished =
+                    lines_of(&dir.join("counts").join(format!("{unit}.done"))).contains(&attempt);
+                let verdict = if finished { "--succeeded" } else { "--failed" };
+                let output = apollo(args, dir)
+                    .args(["mark", "latest", &unit, verdict])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .map_err(io)?;
+                if !output.status.success() {
+                    return Err(format!(
+                        "apollo mark latest {unit} {verdict} failed: {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    ));
+                }
+                totals.verdicts += 1;
+            }
+            // Refused: the state directory is locked. Only a killed apollo's lock can be in
+            // the way (the harness runs one apollo at a time): fine only if that apollo is dead.
+            Some(4) if kills > 0 && stale_lock_refusals < MAX_STALE_LOCK_REFUSALS => {
+                if let Some(pid) = parse_lock_holder(&stderr)
+                    && process_alive(pid)
+                {
+                    return Err(format!(
+                        "the state directory is locked by pid {pid}, which is alive after the \
+                         harness killed and reaped its apollo:\n{stderr}"
+                    ));
+                }
+                // Who held it: evidence for RELIABILITY.md's finding 3.
+                let holders: Vec<String> = tagged_processes(dir)
+                    .into_iter()
+                    .map(|(pid, cmdline)| {
+                        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                            .map(|exe| exe.display().to_string())
+                            .unwrap_or_else(|_| "?".into());
+                        format!("pid {pid} exe {exe} cmdline `{}`", cmdline.trim())
+                    })
+                    .collect();
+                eprintln!(
+                    "note: apollo refused with exit 4 after a kill (stale lock); tagged \
+                     processes alive then: {holders:?}"
+                );
+                stale_lock_refusals += 1;
+                totals.stale_lock_refusals += 1;
+                // Not a resume: apollo refused before touching the run.
+                totals.resumes -= 1;
+            }
+            other => {
+                return Err(format!("apollo run exited {other:?}:\n{stderr}"));
+            }
+        }
+    }
+    check(args, dir, &names, totals)
+}
+
+/// Whether the latest run's journal ends with `run_finished` succeeded (read without
+/// modifying it: a torn tail is left for apollo to cut).
+fn latest_run_succeeded(dir: &Path) -> Result<bool, String> {
+    let runs_dir = dir.join(".apollo/runs");
+    let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|run| run.join("journal").exists())
+            .collect(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
+    };
+    runs.sort();
+    let Some(latest) = runs.last() else {
+        return Ok(false);
+    };
+    let reader = JournalReader::open(latest, ReadOptions::default())
+        .map_err(|error| format!("{}: {error}", latest.display()))?;
+    let mut succeeded = false;
+    for record in reader {
+        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
+        match record.event {
+            Event::RunFinished(event) => succeeded = event.status == RunStatus::Succeeded,
+            Event::RunResumed(_) => succeeded = false,
+            _ => {}
+        }
+    }
+    Ok(succeeded)
+}
+
+/// How many times one iteration retries `apollo run` refused because a killed apollo's lock
+/// was still held (each refusal is a fresh process, so this bounds the wait to well under a
+/// second of real time per kill on any machine where a process exits at all).
+const MAX_STALE_LOCK_REFUSALS: u32 = 1000;
+
+/// The pid in `locked by another apollo (pid N ...`.
+fn parse_lock_holder(stderr: &str) -> Option<u32> {
+    let start = stderr.find("(pid ")? + "(pid ".len();
+    let digits: String = stderr[start..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Whether `pid` is a live, non-zombie process.
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Find `apollo mark RUN UNIT` in the message and the attempt number.
+fn parse_verdict_request(stderr: &str) -> Option<(String, u32)> {
+    let unit_start = stderr.find("unit `")? + "unit `".len();
+    let unit_end = unit_start + stderr[unit_start..].find('`')?;
+    let unit = stderr[unit_start..unit_end].to_owned();
+    let attempt_start = stderr.find("(attempt ")? + "(attempt ".len();
+    let attempt_end = attempt_start + stderr[attempt_start..].find(')')?;
+    Some((unit, stderr[attempt_start..attempt_end].parse().ok()?))
+}
+
+fn check(
+    args: &Options,
+    dir: &Path,
+    names: &[String],
+    totals: &mut Summary,
+) -> Result<Vec<String>, String> {
+    let mut violations = Vec::new();
+    let runs_dir = dir.join(".apollo/runs");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
+        .map_err(|error| format!("{}: {error}", runs_dir.display()))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .collect();
+    runs.sort();
+    // A kill while apollo created a run leaves a folder with no segment: it recorded
+    // nothing, apollo ignores it (`apollo verify` below must still pass), and so does this
+    // check.
+    let has_segment = |run: &PathBuf| {
+        std::fs::read_dir(run.join("journal")).is_ok_and(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .any(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+        })
+    };
+    let (runs, journal_less): (Vec<PathBuf>, Vec<PathBuf>) =
+        runs.into_iter().partition(|run| has_segment(run));
+    totals.journal_less_runs += journal_less.len() as u64;
+    let Some((run_dir, earlier)) = runs.split_last() else {
+        violations.push("no run in the state directory".into());
+        return Ok(violations);
+    };
+    // apollo killed after creating a run's first segment but before `run_started` was
+    // written leaves a run with no records; the next `apollo run` cannot tell which pipeline
+    // it was and starts a new one. That is harmless only if nothing ran in it.
+    for run in earlier {
+        let mut n_started = 0;
+        let reader =
+            JournalReader::open(run, ReadOptions::default()).map_err(|error| error.to_string())?;
+        for record in reader {
+            let record = record.map_err(|error| error.to_string())?;
+            if matches!(record.event, Event::UnitStarted(_)) {
+                n_started += 1;
+            }
+        }
+        if n_started > 0 {
+            violations.push(format!(
+                "run {} was abandoned for a new run although {n_started} attempts started in it",
+                run.display()
+            ));
+        }
+    }
+
+    let mut started: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    let mut success: BTreeMap<String, u32> = BTreeMap::new();
+    let mut last_finish = None;
+    let reader =
+        JournalReader::open(run_dir, ReadOptions::default()).map_err(|error| error.to_string())?;
+    for record in reader {
+        let record = record.map_err(|error| error.to_string())?;
+        match record.event {
+            Event::UnitStarted(event) => {
+                started.entry(event.unit).or_default().insert(event.attempt);
+            }
+            Event::UnitFinished(event)
+                if matches!(
+                    event.status,
+                    AttemptStatus::Succeeded | AttemptStatus::Skipped
+                ) =>
+            {
+                success.insert(event.unit, event.attempt);
+            }
+            Event::UnitMarked(event) if event.verdict == Verdict::Succeeded => {
+                success.insert(event.unit, event.attempt);
+            }
+            Event::RunFinished(event) => last_finish = Some(event.status),
+            _ => {}
+        }
+    }
+    match last_finish {
+        Some(RunStatus::Succeeded) => {}
+        other => violations.push(format!(
+            "the journal does not end the run succeeded (last run_finished: {other:?})"
+        )),
+    }
+    for name in names {
+        let counts = dir.join("counts");
+        let executed = lines_of(&counts.join(format!("{name}.start")));
+        for attempt in lines_of(&counts.join(format!("{name}.unlogged"))) {
+            violations.push(format!(
+                "{name}: attempt {attempt} executed before its unit_started was in the journal"
+            ));
+        }
+        let recorded = started.get(name).cloned().unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        for attempt in &executed {
+            if !recorded.contains(attempt) {
+                violations.push(format!(
+                    "{name}: attempt {attempt} executed without a durable unit_started"
+                ));
+            }
+            if !seen.insert(*attempt) {
+                violations.push(format!("{name}: attempt {attempt} executed twice"));
+            }
+        }
+        match success.get(name) {
+            None => violations.push(format!(
+                "{name}: no success recorded although the run completed"
+            )),
+            Some(&success_attempt) => {
+                if let Some(later) = executed.iter().find(|&&attempt| attempt > success_attempt) {
+                    violations.push(format!(
+                        "{name}: attempt {later} executed after attempt {success_attempt}'s success was recorded"
+                    ));
+                }
+            }
+        }
+    }
+    let verify = apollo(args, dir)
+        .arg("verify")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|error| error.to_string())?;
+    if !verify.status.success() {
+        violations.push(format!(
+            "apollo verify exited {:?}: {}{}",
+            verify.status.code(),
+            String::from_utf8_lossy(&verify.stdout),
+            String::from_utf8_lossy(&verify.stderr)
+        ));
+    }
+    let survivors = tagged_processes(dir);
+    if !survivors.is_empty() {
+        for (pid, _) in &survivors {
+            // SAFETY: kill(2) on a pid that carries this iteration's tag; cleaning up after
+            // recording the violation, so nothing outlives the harness.
+            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+        }
+        violations.push(format!("unit processes still alive: {survivors:?}"));
+    }
+    Ok(violations)
+}
+
+/// (pid, command line) of live, non-zombie processes whose environment carries this
+/// iteration's tag: every unit and whatever it forked, in its process group or not.
+fn tagged_processes(dir: &Path) -> Vec<(u32, String)> {
+    let mut needle = format!("{TAG_VAR}=").into_bytes();
+    needle.extend_from_slice(dir.as_os_str().as_encoded_bytes());
+    needle.push(0);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let own_pid = std::process::id();
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != own_pid)
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let state = stat.rsplit(')').next()?.split_whitespace().next()?;
+            if state == "Z" {
+                return None;
+            }
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let tagged = environ
+                .split_inclusive(|&byte| byte == 0)
+                .any(|entry| entry == needle.as_slice());
+            if !tagged {
+                return None;
+            }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .collect()
+}
+
+/// Runs the iterations of `args`, printing progress and violations on stderr as they happen.
+/// `Err` when the harness itself cannot work (its folders cannot be created).
+pub fn run(args: &Options) -> Result<Summary, String> {
+    let base = match &args.workdir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("apollo-torture-{}", std::process::id())),
+    };
+    let mut totals = Summary::default();
+    let started = Instant::now();
+    for iteration_idx in args.first..args.first.saturating_add(args.iterations) {
+        // One generator per iteration, from (seed, index): iteration I of seed S generates the
+        // same pipeline and kill delays whatever happened before it, so `--first I
+        // --iterations 1` replays it alone.
+        let mut rng = Rng(args.seed ^ Rng(iteration_idx).next());
+        let dir = base.join(format!("iteration-{iteration_idx:04}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|error| format!("cannot create {}: {error}", dir.display()))?;
+        let done = iteration_idx - args.first;
+        if done > 0 && done.is_multiple_of(50) {
+            eprintln!(
+                "torture: {done} of {} iterations, {} kills, {} resumes, {} violations so far \
+                 ({:.0}s)",
+                args.iterations,
+                totals.kills,
+                totals.resumes,
+                totals.violations.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+        match iteration(args, &mut rng, &dir, &mut totals) {
+            Ok(violations) => {
+                for violation in &violations {
+                    eprintln!(
+                        "violation in iteration {iteration_idx} ({}; replay it with --seed {} \
+                         --first {iteration_idx} --iterations 1): {violation}",
+                        dir.display(),
+                        args.seed
+                    );
+                }
+                let clean = violations.is_empty();
+                if !clean {
+                    totals.failed_iterations += 1;
+                }
+                totals.violations.extend(violations);
+                if clean {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+            }
+            Err(error) => {
+                eprintln!(
+                    "iteration {iteration_idx} ({}) could not complete: {error}",
+                    dir.display()
+                );
+                totals.violations.push(error);
+                totals.failed_iterations += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(&base);
+    totals.iterations = args.iterations;
+    totals.seed = args.seed;
+    totals.elapsed = started.elapsed();
+    Ok(totals)
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "iterations {}, kills {}, resumes {}, human verdicts {}, killed after success {}, \
+             stale-lock refusals {}, \
+             run creations cut short (ignored) {}, violations {} in {} iterations (seed {}, {:.1}s)",
+            self.iterations,
+            self.kills,
+            self.resumes,
+            self.verdicts,
+            self.killed_after_success,
+            self.stale_lock_refusals,
+            self.journal_less_runs,
+            self.violations.len(),
+            self.failed_iterations,
+            self.seed,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_unit_and_attempt_from_apollos_verdict_request() {
+        let stderr = "error: unit `u03` (attempt 2) of run 20261130T044015Z-1966 was running when \
+                      apollo stopped, and it is `idempotent: false`: …\n  = help: …";
+        assert_eq!(parse_verdict_request(stderr), Some(("u03".to_owned(), 2)));
+        assert_eq!(parse_verdict_request("error: something else"), None);
+    }
+
+    #[test]
+    fn reads_the_lock_holders_pid() {
+        let stderr = "error: state directory is locked by another apollo (pid 32431 on vm, lock \
+                      file ./.apollo/lock)";
+        assert_eq!(parse_lock_holder(stderr), Some(32431));
+        assert_eq!(parse_lock_holder("error: locked"), None);
+    }
+
+    #[test]
+    fn the_generator_is_deterministic_and_spreads() {
+        let first: Vec<u64> = (0..5).map(|_| Rng(42).below(1000)).collect();
+        assert!(first.iter().all(|&value| value == first[0]));
+        let mut rng = Rng(42);
+        let values: BTreeSet<u64> = (0..100).map(|_| rng.below(1000)).collect();
+        assert!(values.len() > 80, "{} distinct values of 100", values.len());
+    }
+
+    #[test]
+    fn a_generated_pipeline_is_valid() {
+        let dir = std::env::temp_dir().join(format!("torture-unit-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("fail")).expect("fail dir");
+        let names = generate(&mut Rng(3), &dir).expect("generate");
+        let loaded = apollo_core::config::load(&dir.join("apollo.yaml"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let loaded = loaded.expect("the generated config loads");
+        let loaded_names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(loaded_names, names);
+    }
+}
