@@ -1,0 +1,212 @@
+//! Engine tests with a fake executor and an in-memory journal. The helpers are here; the
+//! tests are grouped by what they exercise.
+
+mod failures;
+mod resume;
+mod scheduling;
+mod worker_protocol;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::workers::failed_to_start;
+use super::*;
+use crate::cancel::CancelLevel;
+use crate::event::{AttemptStatus, Event, ExitStatus, RunStatus, UnitMarked, UnitStarted, Verdict};
+use crate::executor::{AttemptOutcome, AttemptRequest};
+use crate::hash;
+use crate::journal::JournalError;
+use crate::model::{Command, Unit};
+
+pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
+    Unit {
+        name: name.into(),
+        deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
+        timeout: None,
+        retries: 0,
+        retry_delay: Duration::ZERO,
+        kill_grace: Duration::from_secs(1),
+        prepare: None,
+        execute: Command::Shell(format!("run {name}")),
+        cleanup: None,
+        inputs: vec![],
+        outputs: vec![],
+        env: BTreeMap::new(),
+        workdir: PathBuf::from("/nonexistent"),
+        idempotent: true,
+    }
+}
+
+pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
+    Pipeline {
+        name: "test".into(),
+        config_path: PathBuf::from("/nonexistent/pipeline.yaml"),
+        base_dir: PathBuf::from("/nonexistent"),
+        max_parallel,
+        units,
+    }
+}
+
+/// A journal shared with the fake executor, so the executor can check the write-ahead rule.
+#[derive(Clone, Default)]
+pub(super) struct SharedJournal {
+    events: Arc<Mutex<Vec<Event>>>,
+    /// Fail the append with this index (0-based), and every later one.
+    fail_from: Option<usize>,
+    appends: usize,
+}
+
+impl Journal for SharedJournal {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        if self
+            .fail_from
+            .is_some_and(|fail_from| self.appends >= fail_from)
+        {
+            return Err(JournalError::msg("injected failure"));
+        }
+        self.appends += 1;
+        self.events.lock().unwrap().extend_from_slice(events);
+        Ok(())
+    }
+}
+
+pub(super) type Behaviour =
+    dyn Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>) + Send + Sync;
+
+pub(super) struct FakeExecutor {
+    journal: Arc<Mutex<Vec<Event>>>,
+    behaviour: Box<Behaviour>,
+    ran: Mutex<Vec<(String, u32)>>,
+}
+
+impl FakeExecutor {
+    fn new(
+        journal: &SharedJournal,
+        behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            journal: Arc::clone(&journal.events),
+            behaviour: Box::new(behaviour),
+            ran: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn ran(&self) -> Vec<(String, u32)> {
+        self.ran.lock().unwrap().clone()
+    }
+}
+
+impl Executor for FakeExecutor {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
+        {
+            // Write-ahead: this attempt's start, and every dependency's finish, are durable.
+            let events = self.journal.lock().unwrap();
+            assert!(
+                events
+                    .iter()
+                    .any(|event| matches!(event, Event::UnitStarted(started)
+                    if started.unit == request.unit.name && started.attempt == request.attempt)),
+                "unit_started of {} #{} not durable before the attempt ran",
+                request.unit.name,
+                request.attempt
+            );
+            for dep in &request.unit.deps {
+                assert!(
+                    events
+                        .iter()
+                        .any(|event| matches!(event, Event::UnitFinished(finished)
+                        if &finished.unit == dep && finished.status.satisfies_dependents())),
+                    "{}'s dependency {dep} has no durable successful unit_finished",
+                    request.unit.name
+                );
+            }
+        }
+        self.ran
+            .lock()
+            .unwrap()
+            .push((request.unit.name.clone(), request.attempt));
+        let (status, exit) = (self.behaviour)(&request.unit.name, request.attempt, cancel);
+        let mut outcome = failed_to_start(String::new());
+        outcome.status = status;
+        outcome.exit = exit;
+        outcome.error = (status != AttemptStatus::Succeeded).then(|| format!("{status:?}"));
+        outcome.stdout_sha256 = Some(hash::sha256_hex(request.unit.name.as_bytes()));
+        outcome
+    }
+}
+
+pub(super) struct TempLogs;
+
+impl AttemptLogs for TempLogs {
+    fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String> {
+        Ok(Path::new("/logs").join(unit).join(attempt.to_string()))
+    }
+}
+
+pub(super) fn ok() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Succeeded, Some(ExitStatus::Code(0)))
+}
+
+pub(super) fn fail() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Failed, Some(ExitStatus::Code(1)))
+}
+
+pub(super) fn run_with(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    options: &EngineOptions,
+    journal: &mut SharedJournal,
+    executor: &FakeExecutor,
+    cancel: &CancelToken,
+) -> Result<RunReport, EngineError> {
+    run(
+        pipeline,
+        prior,
+        options,
+        journal,
+        executor,
+        &TempLogs,
+        cancel,
+        &mut NoObserver,
+    )
+}
+
+pub(super) fn kinds(journal: &SharedJournal) -> Vec<String> {
+    journal
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            format!("{} {}", event.kind(), event.unit().unwrap_or(""))
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Run `pipeline` once with `behaviour`, returning the journal's events.
+pub(super) fn first_run(
+    pipeline: &Pipeline,
+    behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+    + Send
+    + Sync
+    + 'static,
+) -> Vec<Event> {
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, behaviour);
+    let _ = run_with(
+        pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    );
+    journal.events.lock().unwrap().clone()
+}
