@@ -27,6 +27,14 @@ use crate::journal::{Journal, JournalError};
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 
+#[cfg(test)]
+thread_local! {
+    /// Test-only: while set, commits on this thread leave out their `unit_started` records
+    /// and hand the attempts to the workers all the same — the write-ahead rule broken on
+    /// purpose, to prove that the tests' checks notice.
+    pub(super) static BREAK_WRITE_AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The channels the scheduler works with.
 pub(super) struct Channels<'c> {
     pub(super) job_tx: &'c Sender<Job>,
@@ -191,6 +199,12 @@ impl<'a> Scheduler<'a> {
         let started = Instant::now();
         for job in &mut committing.jobs {
             job.committed_at = started;
+        }
+        #[cfg(test)]
+        if BREAK_WRITE_AHEAD.get() {
+            committing
+                .events
+                .retain(|event| !matches!(event, Event::UnitStarted(_)));
         }
         journal.append(&committing.events)?;
         self.pacer.commit_took(started.elapsed());

@@ -75,10 +75,16 @@ impl Journal for SharedJournal {
 pub(super) type Behaviour =
     dyn Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>) + Send + Sync;
 
+/// An executor that runs nothing: each attempt does what the test's behaviour says. It checks
+/// the write-ahead rule where it could be broken — when an attempt starts — and **records**
+/// every violation instead of panicking: a panic inside a worker becomes a failed attempt
+/// (the engine catches it), which a test expecting failures would never notice. Every run
+/// through [`run_with`] asserts the list empty afterwards, and so does dropping the executor.
 pub(super) struct FakeExecutor {
     journal: Arc<Mutex<Vec<Event>>>,
     behaviour: Box<Behaviour>,
     ran: Mutex<Vec<(String, u32)>>,
+    violations: Mutex<Vec<String>>,
 }
 
 impl FakeExecutor {
@@ -93,39 +99,73 @@ impl FakeExecutor {
             journal: Arc::clone(&journal.events),
             behaviour: Box::new(behaviour),
             ran: Mutex::new(Vec::new()),
+            violations: Mutex::new(Vec::new()),
         }
     }
 
     fn ran(&self) -> Vec<(String, u32)> {
         self.ran.lock().unwrap().clone()
     }
+
+    /// The write-ahead violations seen so far, taken out of the list.
+    fn take_violations(&self) -> Vec<String> {
+        std::mem::take(&mut *self.violations.lock().unwrap())
+    }
+
+    #[track_caller]
+    fn assert_no_violations(&self) {
+        let violations = self.take_violations();
+        assert!(
+            violations.is_empty(),
+            "write-ahead rule broken: {violations:#?}"
+        );
+    }
+
+    /// Write-ahead: this attempt's start, and every dependency's successful finish, are
+    /// durable before the attempt runs.
+    fn check_write_ahead(&self, request: &AttemptRequest<'_>) {
+        let events = self.journal.lock().unwrap();
+        let mut violations = Vec::new();
+        let started = events.iter().any(|event| {
+            matches!(event, Event::UnitStarted(started)
+                if started.unit == request.unit.name && started.attempt == request.attempt)
+        });
+        if !started {
+            violations.push(format!(
+                "unit_started of {} #{} not durable before the attempt ran",
+                request.unit.name, request.attempt
+            ));
+        }
+        for dep in &request.unit.deps {
+            let finished = events.iter().any(|event| {
+                matches!(event, Event::UnitFinished(finished)
+                    if &finished.unit == dep && finished.status.satisfies_dependents())
+            });
+            if !finished {
+                violations.push(format!(
+                    "{}'s dependency {dep} has no durable successful unit_finished",
+                    request.unit.name
+                ));
+            }
+        }
+        drop(events);
+        self.violations.lock().unwrap().extend(violations);
+    }
+}
+
+impl Drop for FakeExecutor {
+    fn drop(&mut self) {
+        // A test that ran the engine without `run_with` is checked here; not while a test is
+        // already failing, where a second panic would abort.
+        if !std::thread::panicking() {
+            self.assert_no_violations();
+        }
+    }
 }
 
 impl Executor for FakeExecutor {
     fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
-        {
-            // Write-ahead: this attempt's start, and every dependency's finish, are durable.
-            let events = self.journal.lock().unwrap();
-            assert!(
-                events
-                    .iter()
-                    .any(|event| matches!(event, Event::UnitStarted(started)
-                    if started.unit == request.unit.name && started.attempt == request.attempt)),
-                "unit_started of {} #{} not durable before the attempt ran",
-                request.unit.name,
-                request.attempt
-            );
-            for dep in &request.unit.deps {
-                assert!(
-                    events
-                        .iter()
-                        .any(|event| matches!(event, Event::UnitFinished(finished)
-                        if &finished.unit == dep && finished.status.satisfies_dependents())),
-                    "{}'s dependency {dep} has no durable successful unit_finished",
-                    request.unit.name
-                );
-            }
-        }
+        self.check_write_ahead(request);
         self.ran
             .lock()
             .unwrap()
@@ -156,6 +196,9 @@ pub(super) fn fail() -> (AttemptStatus, Option<ExitStatus>) {
     (AttemptStatus::Failed, Some(ExitStatus::Code(1)))
 }
 
+/// Run the engine with `executor`, then assert that no attempt saw the write-ahead rule
+/// broken.
+#[track_caller]
 pub(super) fn run_with(
     pipeline: &Pipeline,
     prior: &PriorState,
@@ -164,7 +207,7 @@ pub(super) fn run_with(
     executor: &FakeExecutor,
     cancel: &CancelToken,
 ) -> Result<RunReport, EngineError> {
-    run(
+    let result = run(
         pipeline,
         prior,
         options,
@@ -173,7 +216,9 @@ pub(super) fn run_with(
         &TempLogs,
         cancel,
         &mut NoObserver,
-    )
+    );
+    executor.assert_no_violations();
+    result
 }
 
 pub(super) fn kinds(journal: &SharedJournal) -> Vec<String> {

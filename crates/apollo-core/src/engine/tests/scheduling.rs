@@ -264,3 +264,51 @@ fn many_very_short_attempts_keep_the_write_ahead_rule_while_sharing_fsyncs() {
         journal.appends
     );
 }
+
+/// Sets the scheduler's test-only hook that leaves `unit_started` records out of its commits,
+/// for as long as it lives.
+struct BreakWriteAhead;
+
+impl BreakWriteAhead {
+    fn new() -> Self {
+        scheduler::BREAK_WRITE_AHEAD.set(true);
+        Self
+    }
+}
+
+impl Drop for BreakWriteAhead {
+    fn drop(&mut self) {
+        scheduler::BREAK_WRITE_AHEAD.set(false);
+    }
+}
+
+#[test]
+fn a_write_ahead_violation_inside_a_worker_is_recorded_not_swallowed() {
+    let pipeline = pipeline(vec![unit("a", &[]), unit("b", &["a"])], 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = {
+        let _broken = BreakWriteAhead::new();
+        run(
+            &pipeline,
+            &PriorState::empty(),
+            &EngineOptions::new("r", &pipeline),
+            &mut journal,
+            &executor,
+            &TempLogs,
+            &CancelToken::new(),
+            &mut NoObserver,
+        )
+        .unwrap()
+    };
+    // The run itself cannot tell: only the executor's check, read after the run, sees it.
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        executor.take_violations(),
+        [
+            "unit_started of a #1 not durable before the attempt ran",
+            "unit_started of b #1 not durable before the attempt ran"
+        ]
+    );
+    assert!(!kinds(&journal).contains(&"unit_started a".to_owned()));
+}
