@@ -4,7 +4,7 @@
 
 use super::observer::HeldNotice;
 use super::workers::Job;
-use crate::event::{Event, UnitFinished, UnitSkipped, UnitStarted};
+use crate::event::{Event, UnitFinished, UnitSkipped, UnitStarted, UnitSubmitted};
 use crate::model::Pipeline;
 
 /// The next batch. Only the scheduler fills and commits it.
@@ -13,7 +13,8 @@ pub(super) struct Batch {
     events: Vec<Event>,
     jobs: Vec<Job>,
     notices: Vec<HeldNotice>,
-    /// The batch holds a record that must not wait for company: a failure, a skip, or the end
+    /// The batch holds a record that must not wait for company: a failure, a skip, a
+    /// submission to a remote scheduler, or the end
     /// of a non-idempotent unit's attempt (after a crash its unrecorded end would make apollo
     /// stop and ask a human). Routine records — starts and successes — may wait (see
     /// [`Pacer::may_hold_back`](super::pacer::Pacer::may_hold_back)).
@@ -55,6 +56,13 @@ impl Batch {
         self.urgent |= !may_wait || !record.status.satisfies_dependents();
         self.notices.push(notice);
         self.events.push(Event::UnitFinished(record));
+    }
+
+    /// A running attempt's `unit_submitted`, shown as `notice` once durable.
+    pub(super) fn push_submitted(&mut self, submitted: UnitSubmitted, notice: HeldNotice) {
+        self.urgent = true;
+        self.events.push(Event::UnitSubmitted(submitted));
+        self.notices.push(notice);
     }
 
     /// A `unit_skipped`, shown as `notice` once durable.

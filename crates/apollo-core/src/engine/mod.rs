@@ -75,7 +75,7 @@ use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 use scheduler::{Channels, Scheduler};
-use workers::{Done, Job, WorkerShared};
+use workers::{FromWorker, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
 /// new run). Writes unit records and `run_finished` to `journal`; the caller writes
@@ -96,7 +96,7 @@ pub fn run(
     policy::check_in_flight(pipeline, prior, &in_scope)?;
 
     let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
-    let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
+    let (to_scheduler, from_workers) = crossbeam_channel::unbounded::<FromWorker>();
     let (wake_tx, wake_rx) = crossbeam_channel::bounded::<()>(1);
     let _wake_registration = cancel.on_cancel(move || {
         let _ = wake_tx.try_send(());
@@ -115,14 +115,14 @@ pub fn run(
             cancel,
             halt: &halt,
         };
-        let acks = workers::spawn(scope, n_workers, shared, &job_rx, &done_tx);
-        drop(done_tx);
+        let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
+        drop(to_scheduler);
         let mut scheduler = Scheduler::new(
             pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
         );
         let channels = Channels {
             job_tx: &job_tx,
-            done_rx: &done_rx,
+            from_workers: &from_workers,
             wake_rx: &wake_rx,
         };
         let result = scheduler.run(observer, &channels, journal);

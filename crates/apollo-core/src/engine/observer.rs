@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::policy::Decision;
-use crate::event::UnitFinished;
+use crate::event::{UnitFinished, UnitSubmitted};
 use crate::model::Pipeline;
 
 /// What the engine tells its observer (progress output, `--explain`).
@@ -26,6 +26,18 @@ pub enum Notice<'a> {
         unit: &'a str,
         /// The attempt number.
         attempt: u32,
+    },
+    /// A running attempt was handed to an external scheduler (its `unit_submitted` is
+    /// durable).
+    Submitted {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt number.
+        attempt: u32,
+        /// Which executor took it.
+        executor: &'a str,
+        /// The scheduler's id for the job.
+        job_id: &'a str,
     },
     /// An attempt ended (its `unit_finished` is durable).
     Finished {
@@ -68,6 +80,10 @@ impl Observer for NoObserver {
 /// A notice held back until the batch holding its record is durable: "ok" on the screen must
 /// mean the journal holds it.
 pub(super) enum HeldNotice {
+    Submitted {
+        unit_idx: usize,
+        record: UnitSubmitted,
+    },
     Finished {
         unit_idx: usize,
         record: UnitFinished,
@@ -84,6 +100,12 @@ impl HeldNotice {
     /// Tell `observer`, now that the record is durable.
     pub(super) fn deliver(self, pipeline: &Pipeline, observer: &mut dyn Observer) {
         match self {
+            HeldNotice::Submitted { unit_idx, record } => observer.notice(&Notice::Submitted {
+                unit: &pipeline.units[unit_idx].name,
+                attempt: record.attempt,
+                executor: &record.executor,
+                job_id: &record.job_id,
+            }),
             HeldNotice::Finished {
                 unit_idx,
                 record,

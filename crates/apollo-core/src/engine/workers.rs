@@ -28,7 +28,9 @@ use crossbeam_channel::{Receiver, Sender};
 use super::api::AttemptLogs;
 use crate::cancel::CancelToken;
 use crate::event::AttemptStatus;
-use crate::executor::{AttemptOutcome, AttemptRequest, Executor};
+use crate::executor::{
+    AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
+};
 use crate::hash;
 use crate::model::Pipeline;
 
@@ -61,6 +63,44 @@ pub(super) struct Done {
     pub(super) awaits_ack: bool,
 }
 
+/// What a worker tells the scheduler, over one channel: an attempt's reports arrive before
+/// its end.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "`Done` is the message of every attempt: boxing it would allocate per attempt"
+)]
+pub(super) enum FromWorker {
+    /// A running attempt reported something (see [`AttemptContext::report`]).
+    Report {
+        unit_idx: usize,
+        attempt: u32,
+        event: AttemptEvent,
+    },
+    /// An attempt ended.
+    Done(Done),
+}
+
+/// Passes a running attempt's reports to the scheduler. It lives on the worker's stack for
+/// the one `run_attempt` call (the context's lifetime ends with it), so every report is sent
+/// before the attempt's [`Done`]; an attempt that reports nothing costs nothing.
+struct WorkerReporter<'a> {
+    to_scheduler: &'a Sender<FromWorker>,
+    unit_idx: usize,
+    attempt: u32,
+}
+
+impl AttemptReporter for WorkerReporter<'_> {
+    fn report(&self, event: AttemptEvent) {
+        // The scheduler takes messages until every attempt at a worker has ended; a send can
+        // only fail once the run is over.
+        let _ = self.to_scheduler.send(FromWorker::Report {
+            unit_idx: self.unit_idx,
+            attempt: self.attempt,
+            event,
+        });
+    }
+}
+
 /// What every worker shares.
 #[derive(Clone, Copy)]
 pub(super) struct WorkerShared<'a> {
@@ -79,15 +119,15 @@ pub(super) fn spawn<'scope, 'env: 'scope>(
     n_workers: usize,
     shared: WorkerShared<'env>,
     jobs: &Receiver<Job>,
-    done: &Sender<Done>,
+    to_scheduler: &Sender<FromWorker>,
 ) -> Acks {
     let mut senders = Vec::with_capacity(n_workers);
     for worker_idx in 0..n_workers {
         let jobs = jobs.clone();
-        let done = done.clone();
+        let to_scheduler = to_scheduler.clone();
         let (ack_tx, ack_rx) = crossbeam_channel::bounded::<()>(1);
         senders.push(ack_tx);
-        scope.spawn(move || worker(worker_idx, shared, &jobs, &done, &ack_rx));
+        scope.spawn(move || worker(worker_idx, shared, &jobs, &to_scheduler, &ack_rx));
     }
     Acks {
         senders,
@@ -131,7 +171,7 @@ pub(super) fn worker(
     worker_idx: usize,
     shared: WorkerShared<'_>,
     jobs: &Receiver<Job>,
-    done: &Sender<Done>,
+    to_scheduler: &Sender<FromWorker>,
     ack: &Receiver<()>,
 ) {
     let WorkerShared {
@@ -161,7 +201,7 @@ pub(super) fn worker(
                 outputs: None,
                 awaits_ack: true,
             };
-            if done.send(message).is_err() || ack.recv().is_err() {
+            if to_scheduler.send(FromWorker::Done(message)).is_err() || ack.recv().is_err() {
                 return;
             }
             continue;
@@ -171,13 +211,14 @@ pub(super) fn worker(
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             match logs.log_dir(&unit.name, job.attempt) {
                 Ok(log_dir) => {
-                    let request = AttemptRequest {
-                        run_id,
-                        unit,
+                    let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir);
+                    let reporter = WorkerReporter {
+                        to_scheduler,
+                        unit_idx: job.unit_idx,
                         attempt: job.attempt,
-                        log_dir: &log_dir,
                     };
-                    let outcome = executor.run_attempt(&request, cancel);
+                    let context = AttemptContext::new(cancel).with_reporter(&reporter);
+                    let outcome = executor.run_attempt(&request, &context);
                     let outputs = outcome.status.satisfies_dependents().then(|| {
                         hash::output_hash(unit, &pipeline.base_dir)
                             .map_err(|error| error.to_string())
@@ -223,7 +264,9 @@ pub(super) fn worker(
             outputs,
             awaits_ack,
         };
-        if done.send(message).is_err() || (awaits_ack && ack.recv().is_err()) {
+        if to_scheduler.send(FromWorker::Done(message)).is_err()
+            || (awaits_ack && ack.recv().is_err())
+        {
             return;
         }
     }

@@ -10,10 +10,44 @@ use crate::engine::observer::HeldNotice;
 use crate::engine::record::{self, first_line};
 use crate::engine::retry::backoff;
 use crate::engine::units::State;
-use crate::engine::workers::Done;
-use crate::event::{AttemptStatus, SkipReason, UnitSkipped};
+use crate::engine::workers::{Done, FromWorker};
+use crate::event::{AttemptStatus, SkipReason, UnitSkipped, UnitSubmitted};
+use crate::executor::AttemptEvent;
 
 impl Scheduler<'_> {
+    /// Take a worker's message in.
+    pub(super) fn take_in(&mut self, message: FromWorker) {
+        match message {
+            FromWorker::Done(done) => self.finish_attempt(done),
+            FromWorker::Report {
+                unit_idx,
+                attempt,
+                event,
+            } => self.take_report(unit_idx, attempt, event),
+        }
+    }
+
+    /// Queue what a running attempt reported. It is never held back for company: a remote
+    /// job's id is what lets a later apollo find the job again.
+    fn take_report(&mut self, unit_idx: usize, attempt: u32, event: AttemptEvent) {
+        let unit = self.pipeline.units[unit_idx].name.clone();
+        match event {
+            AttemptEvent::Submitted { executor, job_id } => {
+                let submitted = UnitSubmitted {
+                    unit,
+                    attempt,
+                    executor,
+                    job_id,
+                };
+                let notice = HeldNotice::Submitted {
+                    unit_idx,
+                    record: submitted.clone(),
+                };
+                self.batch.push_submitted(submitted, notice);
+            }
+        }
+    }
+
     /// Take an attempt's outcome in: settle it, queue its `unit_finished`, and decide what
     /// follows (dependents ready, a retry, or a failure's consequences).
     pub(super) fn finish_attempt(&mut self, done: Done) {

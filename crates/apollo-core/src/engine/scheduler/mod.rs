@@ -19,7 +19,7 @@ use super::observer::{Notice, Observer};
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
 use super::units::{State, UnitTable};
-use super::workers::{Acks, Done, Job};
+use super::workers::{Acks, FromWorker, Job};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::dag::{Dag, ReadyQueue};
 use crate::event::{Event, RunStatus};
@@ -38,7 +38,8 @@ thread_local! {
 /// The channels the scheduler works with.
 pub(super) struct Channels<'c> {
     pub(super) job_tx: &'c Sender<Job>,
-    pub(super) done_rx: &'c Receiver<Done>,
+    /// Attempts' reports and ends.
+    pub(super) from_workers: &'c Receiver<FromWorker>,
     /// Woken when the run is cancelled.
     pub(super) wake_rx: &'c Receiver<()>,
 }
@@ -129,7 +130,7 @@ impl<'a> Scheduler<'a> {
                     || !self.pacer.may_hold_back(workers, self.at_workers, now);
                 if commit_due {
                     if let Err(error) = self.commit(journal, observer, channels.job_tx) {
-                        return Err(self.abort_on_journal_error(error, channels.done_rx));
+                        return Err(self.abort_on_journal_error(error, channels.from_workers));
                     }
                     self.pacer.release();
                 }
@@ -151,12 +152,12 @@ impl<'a> Scheduler<'a> {
             });
             observer.flush();
             crossbeam_channel::select! {
-                recv(channels.done_rx) -> message => {
-                    if let Ok(done) = message {
-                        self.finish_attempt(done);
+                recv(channels.from_workers) -> message => {
+                    if let Ok(message) = message {
+                        self.take_in(message);
                         // Take every other attempt that ended meanwhile: one batch for all.
-                        while let Ok(done) = channels.done_rx.try_recv() {
-                            self.finish_attempt(done);
+                        while let Ok(message) = channels.from_workers.try_recv() {
+                            self.take_in(message);
                         }
                         self.acks.send_due();
                     }
@@ -268,7 +269,7 @@ impl<'a> Scheduler<'a> {
     fn abort_on_journal_error(
         &mut self,
         error: JournalError,
-        done_rx: &Receiver<Done>,
+        from_workers: &Receiver<FromWorker>,
     ) -> EngineError {
         self.stop_starting = true;
         self.halt.store(true, Ordering::SeqCst);
@@ -276,10 +277,11 @@ impl<'a> Scheduler<'a> {
         self.acks.abandon();
         self.cancel.cancel(CancelLevel::Graceful);
         while self.at_workers > 0 {
-            if done_rx.recv().is_err() {
-                break;
+            match from_workers.recv() {
+                Ok(FromWorker::Done(_)) => self.at_workers -= 1,
+                Ok(FromWorker::Report { .. }) => {}
+                Err(_) => break,
             }
-            self.at_workers -= 1;
         }
         EngineError::Journal(error)
     }

@@ -15,7 +15,7 @@ use super::workers::failed_to_start;
 use super::*;
 use crate::cancel::CancelLevel;
 use crate::event::{AttemptStatus, Event, ExitStatus, RunStatus, UnitMarked, UnitStarted, Verdict};
-use crate::executor::{AttemptOutcome, AttemptRequest};
+use crate::executor::{AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest};
 use crate::hash;
 use crate::journal::JournalError;
 use crate::model::{Command, Unit};
@@ -85,6 +85,9 @@ pub(super) struct FakeExecutor {
     behaviour: Box<Behaviour>,
     ran: Mutex<Vec<(String, u32)>>,
     violations: Mutex<Vec<String>>,
+    /// Units whose attempts report being submitted to a cluster as the given job id, as a
+    /// remote executor would.
+    submits_as: BTreeMap<String, String>,
 }
 
 impl FakeExecutor {
@@ -100,6 +103,7 @@ impl FakeExecutor {
             behaviour: Box::new(behaviour),
             ran: Mutex::new(Vec::new()),
             violations: Mutex::new(Vec::new()),
+            submits_as: BTreeMap::new(),
         }
     }
 
@@ -164,13 +168,21 @@ impl Drop for FakeExecutor {
 }
 
 impl Executor for FakeExecutor {
-    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+    ) -> AttemptOutcome {
         self.check_write_ahead(request);
         self.ran
             .lock()
             .unwrap()
             .push((request.unit.name.clone(), request.attempt));
-        let (status, exit) = (self.behaviour)(&request.unit.name, request.attempt, cancel);
+        if let Some(job_id) = self.submits_as.get(&request.unit.name) {
+            context.report(AttemptEvent::submitted("fake", job_id.clone()));
+        }
+        let (status, exit) =
+            (self.behaviour)(&request.unit.name, request.attempt, context.cancel());
         let mut outcome = failed_to_start(String::new());
         outcome.status = status;
         outcome.exit = exit;

@@ -312,3 +312,89 @@ fn a_write_ahead_violation_inside_a_worker_is_recorded_not_swallowed() {
     );
     assert!(!kinds(&journal).contains(&"unit_started a".to_owned()));
 }
+
+/// Records the notices about `unit_submitted` records, and checks they are durable.
+struct SubmissionObserver {
+    events: Arc<Mutex<Vec<Event>>>,
+    submitted: Vec<String>,
+}
+
+impl Observer for SubmissionObserver {
+    fn notice(&mut self, notice: &Notice<'_>) {
+        if let Notice::Submitted {
+            unit,
+            attempt,
+            executor,
+            job_id,
+        } = notice
+        {
+            let durable = self.events.lock().unwrap().iter().any(|event| {
+                matches!(event, Event::UnitSubmitted(submitted)
+                    if submitted.unit == *unit && submitted.job_id == *job_id)
+            });
+            assert!(
+                durable,
+                "{unit}'s submission reported before it was durable"
+            );
+            self.submitted
+                .push(format!("{unit} #{attempt} {executor} {job_id}"));
+        }
+    }
+}
+
+#[test]
+fn a_job_id_an_attempt_reports_is_journaled_between_its_start_and_its_end() {
+    let mut remote = unit("remote", &[]);
+    remote.retries = 1;
+    let pipeline = pipeline(vec![remote, unit("after", &["remote"])], 1);
+    let mut journal = SharedJournal::default();
+    let mut executor = FakeExecutor::new(&journal, |name, attempt, _| {
+        if name == "remote" && attempt == 1 {
+            fail()
+        } else {
+            ok()
+        }
+    });
+    executor.submits_as.insert("remote".into(), "4242".into());
+    let mut observer = SubmissionObserver {
+        events: Arc::clone(&journal.events),
+        submitted: Vec::new(),
+    };
+    let report = run(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &TempLogs,
+        &CancelToken::new(),
+        &mut observer,
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        kinds(&journal),
+        [
+            "unit_started remote",
+            "unit_submitted remote",
+            "unit_finished remote",
+            "unit_started remote",
+            "unit_submitted remote",
+            "unit_finished remote",
+            "unit_started after",
+            "unit_finished after",
+            "run_finished"
+        ]
+    );
+    assert_eq!(
+        observer.submitted,
+        ["remote #1 fake 4242", "remote #2 fake 4242"]
+    );
+    // A resume sees a submitted attempt without an end as in flight, like any other.
+    let events = journal.events.lock().unwrap().clone();
+    let prior = PriorState::from_events(&events[..2]);
+    assert!(matches!(
+        prior.unit("remote").map(|prior_unit| &prior_unit.state),
+        Some(crate::resume::PriorUnitState::InFlight { attempt: 1 })
+    ));
+}

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::*;
-use crate::engine::workers::{Done, Job, WorkerShared, worker};
+use crate::engine::workers::{Done, FromWorker, Job, WorkerShared, worker};
 
 /// Fails `bad`, succeeds everything else, and remembers what it ran.
 #[derive(Default)]
@@ -14,7 +14,11 @@ struct FailsBad {
 }
 
 impl Executor for FailsBad {
-    fn run_attempt(&self, request: &AttemptRequest<'_>, _cancel: &CancelToken) -> AttemptOutcome {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        _context: &AttemptContext<'_>,
+    ) -> AttemptOutcome {
         self.ran.lock().unwrap().push(request.unit.name.clone());
         let (status, exit) = if request.unit.name == "bad" {
             fail()
@@ -25,6 +29,14 @@ impl Executor for FailsBad {
         outcome.status = status;
         outcome.exit = exit;
         outcome
+    }
+}
+
+/// The next attempt that ended, from a worker's messages.
+fn next_done(messages: &crossbeam_channel::Receiver<FromWorker>) -> Done {
+    match messages.recv().unwrap() {
+        FromWorker::Done(done) => done,
+        FromWorker::Report { .. } => panic!("this executor reports nothing"),
     }
 }
 
@@ -62,12 +74,12 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
             };
             worker(0, shared, &job_rx, &done_tx, &ack_rx);
         });
-        let first: Done = done_rx.recv().unwrap();
+        let first = next_done(&done_rx);
         assert_eq!(first.outcome.status, AttemptStatus::Failed);
         // `halt` is raised before the outcome is sent, or not at all.
         let halted = halt.load(Ordering::SeqCst);
         ack_tx.send(()).unwrap();
-        let second: Done = done_rx.recv().unwrap();
+        let second = next_done(&done_rx);
         if second.awaits_ack {
             ack_tx.send(()).unwrap();
         }
