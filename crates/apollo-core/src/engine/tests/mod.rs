@@ -1,6 +1,7 @@
 //! Engine tests with a fake executor and an in-memory journal. The helpers are here; the
 //! tests are grouped by what they exercise.
 
+mod durability;
 mod failures;
 mod resume;
 mod scheduling;
