@@ -73,6 +73,27 @@ impl AttemptEvent {
 
 /// Receives the [`AttemptEvent`]s of one attempt. The engine implements it; a program that
 /// calls an executor directly can implement it to see what the attempt reports.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use apollo_core::{AttemptContext, AttemptEvent, AttemptReporter, CancelToken};
+///
+/// #[derive(Default)]
+/// struct Collect(Mutex<Vec<AttemptEvent>>);
+///
+/// impl AttemptReporter for Collect {
+///     fn report(&self, event: AttemptEvent) {
+///         self.0.lock().unwrap().push(event);
+///     }
+/// }
+///
+/// let cancel = CancelToken::new();
+/// let collected = Collect::default();
+/// let context = AttemptContext::new(&cancel).with_reporter(&collected);
+/// // What a remote executor does once the cluster took the attempt:
+/// context.report(AttemptEvent::submitted("slurm", "4242"));
+/// assert_eq!(*collected.0.lock().unwrap(), [AttemptEvent::submitted("slurm", "4242")]);
+/// ```
 pub trait AttemptReporter: Send + Sync {
     /// Take `event` in. Must not block for long: the attempt is waiting.
     fn report(&self, event: AttemptEvent);

@@ -44,13 +44,16 @@ pub(super) struct Channels<'c> {
     pub(super) wake_rx: &'c Receiver<()>,
 }
 
+/// The run's state, owned by the engine thread alone.
 pub(super) struct Scheduler<'a> {
     pipeline: &'a Pipeline,
     dag: &'a Dag,
     prior: &'a PriorState,
     options: &'a EngineOptions,
     cancel: &'a CancelToken,
+    /// By unit index: whether the unit takes part (`--only`).
     in_scope: Vec<bool>,
+    /// Shared with the workers: raised when no committed attempt may start any more.
     halt: &'a AtomicBool,
     acks: Acks,
     pacer: Pacer,
@@ -62,8 +65,11 @@ pub(super) struct Scheduler<'a> {
     running: usize,
     /// Attempts handed to workers and not yet taken back in.
     at_workers: usize,
+    /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
     stop_starting: bool,
+    /// A unit failed for good.
     failed_any: bool,
+    /// With `--on-input-change=fail`: the change that stopped the run, returned at its end.
     input_change_error: Option<EngineError>,
 }
 
