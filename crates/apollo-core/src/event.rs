@@ -3,8 +3,8 @@
 //! apollo-store frames each event into a record (adding `seq` and `ts`), makes it durable and
 //! reads it back; apollo-replay turns a run's events into timelines and diffs. The serde
 //! shape is part of the journal format (see apollo-store's docs): an internally tagged object
-//! whose `kind` is the variant in snake_case. Adding an optional field is a minor format
-//! change; renaming or removing one is a major change.
+//! whose `kind` is the variant in snake_case. Adding an optional field or a new kind is a minor
+//! format change (apollo-store's `FORMAT_MINOR`); renaming or removing one is a major change.
 
 use serde::{Deserialize, Serialize};
 
