@@ -3,8 +3,8 @@
 //! apollo-store frames each event into a record (adding `seq` and `ts`), makes it durable and
 //! reads it back; apollo-replay turns a run's events into timelines and diffs. The serde
 //! shape is part of the journal format (see apollo-store's docs): an internally tagged object
-//! whose `kind` is the variant in snake_case. Adding an optional field is a minor format
-//! change; renaming or removing one is a major change.
+//! whose `kind` is the variant in snake_case. Adding an optional field or a new kind is a minor
+//! format change (apollo-store's `FORMAT_MINOR`); renaming or removing one is a major change.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,8 @@ pub enum Event {
     RunResumed(RunResumed),
     /// An attempt of a unit is about to spawn its first process (write-ahead).
     UnitStarted(UnitStarted),
+    /// A running attempt was handed to an external scheduler, which gave it a job id.
+    UnitSubmitted(UnitSubmitted),
     /// An attempt of a unit ended.
     UnitFinished(UnitFinished),
     /// A unit will not run in this run.
@@ -38,6 +40,7 @@ impl Event {
             Event::RunStarted(_) => "run_started",
             Event::RunResumed(_) => "run_resumed",
             Event::UnitStarted(_) => "unit_started",
+            Event::UnitSubmitted(_) => "unit_submitted",
             Event::UnitFinished(_) => "unit_finished",
             Event::UnitSkipped(_) => "unit_skipped",
             Event::UnitMarked(_) => "unit_marked",
@@ -49,6 +52,7 @@ impl Event {
     pub fn unit(&self) -> Option<&str> {
         match self {
             Event::UnitStarted(event) => Some(&event.unit),
+            Event::UnitSubmitted(event) => Some(&event.unit),
             Event::UnitFinished(event) => Some(&event.unit),
             Event::UnitSkipped(event) => Some(&event.unit),
             Event::UnitMarked(event) => Some(&event.unit),
@@ -133,6 +137,21 @@ pub struct UnitStarted {
     pub input_hash: String,
     /// Every component of the input hash, sorted by kind then name.
     pub inputs: Vec<InputComponent>,
+}
+
+/// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was
+/// handed to an external scheduler (Slurm). Recorded after `unit_started` and before the
+/// attempt's `unit_finished`; a later apollo uses it to find the job again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitSubmitted {
+    /// The unit.
+    pub unit: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// Which executor took it (`slurm`, …).
+    pub executor: String,
+    /// The scheduler's id for the job.
+    pub job_id: String,
 }
 
 /// How one attempt ended.
@@ -346,5 +365,26 @@ mod tests {
         let back: Event = serde_json::from_str(&json).unwrap();
         assert_eq!(back, event);
         assert_eq!(back.kind(), "unit_skipped");
+    }
+
+    #[test]
+    fn a_submitted_attempt_serializes_as_unit_submitted() {
+        let event = Event::UnitSubmitted(UnitSubmitted {
+            unit: "align".into(),
+            attempt: 2,
+            executor: "slurm".into(),
+            job_id: "4242".into(),
+        });
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"unit_submitted","unit":"align","attempt":2,"executor":"slurm","job_id":"4242"}"#
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(
+            (back.kind(), back.unit()),
+            ("unit_submitted", Some("align"))
+        );
     }
 }

@@ -3,6 +3,12 @@
 //! apollo-exec implements [`Executor`] with real, supervised process groups; tests implement it
 //! with fakes. The engine calls [`Executor::run_attempt`] on a worker thread; the call blocks
 //! until the attempt (prepare → execute → cleanup) is over.
+//!
+//! An attempt is described by an [`AttemptRequest`] (what to run) and runs in an
+//! [`AttemptContext`] (how to talk back): the [`CancelToken`] that asks it to stop, and a
+//! channel for [`AttemptEvent`]s it reports while it runs — for a remote executor, the job id
+//! a cluster scheduler gave it — which the engine records in the run's journal. An executor
+//! that reports nothing costs nothing extra.
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,8 +17,10 @@ use crate::cancel::CancelToken;
 use crate::event::{AttemptStatus, ExitStatus};
 use crate::model::{Phase, Unit};
 
-/// What to run: one attempt of one unit.
+/// What to run: one attempt of one unit. More fields may be added (resources, an executor's
+/// settings), so it is built with [`AttemptRequest::new`].
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct AttemptRequest<'a> {
     /// The run's id (exported as `APOLLO_RUN_ID`).
     pub run_id: &'a str,
@@ -24,6 +32,121 @@ pub struct AttemptRequest<'a> {
     /// an executor creates it when there is output to keep (apollo-exec does so only when the
     /// attempt wrote something or ran for a while).
     pub log_dir: &'a Path,
+}
+
+impl<'a> AttemptRequest<'a> {
+    /// Attempt `attempt` of `unit` in run `run_id`, its output going to `log_dir`.
+    pub fn new(run_id: &'a str, unit: &'a Unit, attempt: u32, log_dir: &'a Path) -> Self {
+        Self {
+            run_id,
+            unit,
+            attempt,
+            log_dir,
+        }
+    }
+}
+
+/// Something an attempt reports while it runs, for the engine to record in the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttemptEvent {
+    /// The attempt was handed to an external scheduler, which knows it as `job_id` (recorded
+    /// as `unit_submitted`, so a later apollo can find the job again).
+    #[non_exhaustive]
+    Submitted {
+        /// Which executor (`slurm`, …).
+        executor: String,
+        /// The scheduler's id for the job.
+        job_id: String,
+    },
+}
+
+impl AttemptEvent {
+    /// The attempt was submitted to `executor`'s scheduler as job `job_id`.
+    pub fn submitted(executor: impl Into<String>, job_id: impl Into<String>) -> Self {
+        AttemptEvent::Submitted {
+            executor: executor.into(),
+            job_id: job_id.into(),
+        }
+    }
+}
+
+/// Receives the [`AttemptEvent`]s of one attempt. The engine implements it; a program that
+/// calls an executor directly can implement it to see what the attempt reports.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use apollo_core::{AttemptContext, AttemptEvent, AttemptReporter, CancelToken};
+///
+/// #[derive(Default)]
+/// struct Collect(Mutex<Vec<AttemptEvent>>);
+///
+/// impl AttemptReporter for Collect {
+///     fn report(&self, event: AttemptEvent) {
+///         self.0.lock().unwrap().push(event);
+///     }
+/// }
+///
+/// let cancel = CancelToken::new();
+/// let collected = Collect::default();
+/// let context = AttemptContext::new(&cancel).with_reporter(&collected);
+/// // What a remote executor does once the cluster took the attempt:
+/// context.report(AttemptEvent::submitted("slurm", "4242"));
+/// assert_eq!(*collected.0.lock().unwrap(), [AttemptEvent::submitted("slurm", "4242")]);
+/// ```
+pub trait AttemptReporter: Send + Sync {
+    /// Take `event` in. Must not block for long: the attempt is waiting.
+    fn report(&self, event: AttemptEvent);
+}
+
+/// Drops every event: the reporter of an [`AttemptContext`] made with [`AttemptContext::new`].
+struct DropReports;
+
+impl AttemptReporter for DropReports {
+    fn report(&self, _event: AttemptEvent) {}
+}
+
+/// How a running attempt talks back: whether it must stop, and what it reports.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct AttemptContext<'a> {
+    cancel: &'a CancelToken,
+    reporter: &'a dyn AttemptReporter,
+}
+
+impl<'a> AttemptContext<'a> {
+    /// A context whose attempt stops when `cancel` is raised, and whose reports go nowhere.
+    pub fn new(cancel: &'a CancelToken) -> Self {
+        Self {
+            cancel,
+            reporter: &DropReports,
+        }
+    }
+
+    /// The same context, with reports going to `reporter`.
+    pub fn with_reporter(self, reporter: &'a dyn AttemptReporter) -> Self {
+        Self { reporter, ..self }
+    }
+
+    /// Raised when the attempt must stop (see [`Executor::run_attempt`]).
+    pub fn cancel(&self) -> &'a CancelToken {
+        self.cancel
+    }
+
+    /// Report `event`. Under the engine it is appended to the journal with the next commit —
+    /// at once, never held back to share an fsync, and always before the attempt's
+    /// `unit_finished` — but this call does not wait for that.
+    pub fn report(&self, event: AttemptEvent) {
+        self.reporter.report(event);
+    }
+}
+
+impl std::fmt::Debug for AttemptContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptContext")
+            .field("cancel", self.cancel)
+            .finish_non_exhaustive()
+    }
 }
 
 /// How one phase went.
@@ -45,8 +168,10 @@ pub struct PhaseOutcome {
     pub error: Option<String>,
 }
 
-/// The result of one attempt.
+/// The result of one attempt. More fields may be added, so it is built with
+/// [`AttemptOutcome::nothing_ran`] and filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttemptOutcome {
     /// How the attempt ended. `Skipped` when `execute` exited 77.
     pub status: AttemptStatus,
@@ -104,8 +229,15 @@ pub trait Executor: Send + Sync {
     /// (if any, always once prepare started). Blocks until done. Never panics on a failing
     /// command: every failure is described in the outcome.
     ///
-    /// When `cancel` is raised, the running phase is terminated (SIGTERM, `kill_grace`, SIGKILL;
-    /// at once for [`crate::CancelLevel::Immediate`]), cleanup still runs, and the outcome is
-    /// [`AttemptStatus::Interrupted`].
-    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome;
+    /// When [`AttemptContext::cancel`] is raised, the running phase is terminated (SIGTERM,
+    /// `kill_grace`, SIGKILL; at once for [`crate::CancelLevel::Immediate`]), cleanup still
+    /// runs, and the outcome is [`AttemptStatus::Interrupted`].
+    ///
+    /// What the attempt reports through [`AttemptContext::report`] while it runs (a remote
+    /// job's id) the engine records in the journal.
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+    ) -> AttemptOutcome;
 }

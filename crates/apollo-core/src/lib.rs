@@ -22,7 +22,10 @@ pub use dag::{Dag, DagError, ReadyQueue};
 pub use diagnostic::{Diagnostic, Severity};
 pub use engine::{EngineError, EngineOptions, RunReport};
 pub use event::Event;
-pub use executor::{AttemptOutcome, AttemptRequest, Executor, PhaseOutcome};
+pub use executor::{
+    AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
+    PhaseOutcome,
+};
 pub use journal::{Journal, JournalError, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
 pub use record::Record;

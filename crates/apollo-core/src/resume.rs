@@ -127,7 +127,11 @@ impl PriorState {
                     _ => PriorUnitState::NotDone,
                 };
             }
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => {}
+            // A submission changes nothing: the attempt stays in flight until it finishes.
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::UnitSubmitted(_)
+            | Event::RunFinished(_) => {}
         }
     }
 

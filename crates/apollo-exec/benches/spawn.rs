@@ -13,7 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use apollo_core::{AttemptRequest, CancelToken, Executor, Unit};
+use apollo_core::{AttemptContext, AttemptRequest, CancelToken, Executor, Unit};
 use apollo_exec::{ExecOptions, ProcessExecutor};
 
 /// One way of running `true` once.
@@ -103,13 +103,8 @@ fn main() {
     });
     let true_shell = unit(apollo_core::Command::Shell("true".to_owned()), dir.path());
     let run = |executor: &ProcessExecutor, unit: &Unit| {
-        let request = AttemptRequest {
-            run_id: "bench",
-            unit,
-            attempt: 1,
-            log_dir: &log_dir,
-        };
-        let outcome = executor.run_attempt(&request, &cancel);
+        let request = AttemptRequest::new("bench", unit, 1, &log_dir);
+        let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
         assert_eq!(outcome.status, apollo_core::event::AttemptStatus::Succeeded);
     };
 

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, ExitStatus};
-use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
+use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, Executor, Phase};
 
 use crate::command_line::ProgramCache;
 use crate::guard::Guard;
@@ -78,7 +78,12 @@ impl ProcessExecutor {
 }
 
 impl Executor for ProcessExecutor {
-    fn run_attempt(&self, request: &AttemptRequest<'_>, cancel: &CancelToken) -> AttemptOutcome {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &apollo_core::AttemptContext<'_>,
+    ) -> AttemptOutcome {
+        let cancel = context.cancel();
         let attempt_start = Instant::now();
         let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
         let unit = request.unit;

@@ -8,7 +8,7 @@
 //! It is the only crate of the workspace that creates processes.
 //!
 //! ```
-//! use apollo_core::{AttemptRequest, CancelToken, Command, Executor, Unit};
+//! use apollo_core::{AttemptContext, AttemptRequest, CancelToken, Command, Executor, Unit};
 //! use apollo_core::event::AttemptStatus;
 //! use apollo_exec::{ExecOptions, ProcessExecutor};
 //! use std::time::Duration;
@@ -30,9 +30,9 @@
 //!     workdir: dir.path().to_owned(),
 //!     idempotent: true,
 //! };
-//! let request = AttemptRequest { run_id: "r1", unit: &unit, attempt: 1, log_dir: dir.path() };
+//! let request = AttemptRequest::new("r1", &unit, 1, dir.path());
 //! let executor = ProcessExecutor::new(ExecOptions::default());
-//! let outcome = executor.run_attempt(&request, &CancelToken::new());
+//! let outcome = executor.run_attempt(&request, &AttemptContext::new(&CancelToken::new()));
 //! assert_eq!(outcome.status, AttemptStatus::Succeeded);
 //! assert_eq!(std::fs::read_to_string(dir.path().join("stdout"))?, "hi\n");
 //! assert_eq!(outcome.stdout_bytes, 3);

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use apollo_core::{AttemptRequest, CancelToken, Command, Executor, Unit};
+use apollo_core::{AttemptContext, AttemptRequest, CancelToken, Command, Executor, Unit};
 use apollo_exec::{ExecOptions, ProcessExecutor};
 
 fn main() -> ExitCode {
@@ -44,14 +44,9 @@ fn main() -> ExitCode {
         workdir: dir.clone(),
         idempotent: true,
     };
-    let request = AttemptRequest {
-        run_id: &run_id,
-        unit: &unit,
-        attempt: 1,
-        log_dir: &dir,
-    };
-    let outcome =
-        ProcessExecutor::new(ExecOptions::default()).run_attempt(&request, &CancelToken::new());
+    let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
+    let outcome = ProcessExecutor::new(ExecOptions::default())
+        .run_attempt(&request, &AttemptContext::new(&CancelToken::new()));
     // Only reached if the unit ended on its own, which the test does not expect.
     println!("{outcome:?}");
     ExitCode::SUCCESS

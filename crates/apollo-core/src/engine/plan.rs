@@ -5,9 +5,8 @@
 //! now. A unit downstream of one that will run cannot be decided yet — its inputs include that
 //! upstream's output — so the plan says which upstream it waits for.
 
-use super::{
-    Decision, EngineError, EngineOptions, check_in_flight, decide, reused_output_hash, scope,
-};
+use super::api::{EngineError, EngineOptions};
+use super::policy::{Decision, check_in_flight, decide, reused_output_hash, scope};
 use crate::dag::Dag;
 use crate::hash;
 use crate::model::Pipeline;

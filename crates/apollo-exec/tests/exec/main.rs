@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use apollo_core::{AttemptOutcome, AttemptRequest, CancelToken, Command, Executor, Unit};
+use apollo_core::{
+    AttemptContext, AttemptOutcome, AttemptRequest, CancelToken, Command, Executor, Unit,
+};
 use apollo_exec::{ExecOptions, ProcessExecutor};
 
 /// A unit to run in a fresh temporary directory (which is also its workdir and log dir).
@@ -74,13 +76,9 @@ impl Fixture {
 
     /// Run one attempt without checking for survivors (the caller does).
     pub(crate) fn run_unchecked(&self, cancel: &CancelToken) -> AttemptOutcome {
-        let request = AttemptRequest {
-            run_id: &self.run_id,
-            unit: &self.unit,
-            attempt: 1,
-            log_dir: self.dir.path(),
-        };
-        ProcessExecutor::new(self.options.clone()).run_attempt(&request, cancel)
+        let request = AttemptRequest::new(&self.run_id, &self.unit, 1, self.dir.path());
+        ProcessExecutor::new(self.options.clone())
+            .run_attempt(&request, &AttemptContext::new(cancel))
     }
 
     pub(crate) fn run(&self) -> AttemptOutcome {
@@ -100,13 +98,8 @@ impl Fixture {
         executor: &ProcessExecutor,
         log_dir: &std::path::Path,
     ) -> AttemptOutcome {
-        let request = AttemptRequest {
-            run_id: &self.run_id,
-            unit: &self.unit,
-            attempt: 1,
-            log_dir,
-        };
-        executor.run_attempt(&request, &CancelToken::new())
+        let request = AttemptRequest::new(&self.run_id, &self.unit, 1, log_dir);
+        executor.run_attempt(&request, &AttemptContext::new(&CancelToken::new()))
     }
 }
 

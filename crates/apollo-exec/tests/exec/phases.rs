@@ -236,16 +236,11 @@ fn an_unusable_log_dir_fails_the_attempt_without_starting_anything() {
     // A folder cannot be created under a file.
     std::fs::write(fixture.path("a-file"), "").unwrap();
     let log_dir = fixture.path("a-file/logs");
-    let request = apollo_core::AttemptRequest {
-        run_id: &fixture.run_id,
-        unit: &fixture.unit,
-        attempt: 1,
-        log_dir: &log_dir,
-    };
+    let request = apollo_core::AttemptRequest::new(&fixture.run_id, &fixture.unit, 1, &log_dir);
     let outcome = apollo_core::Executor::run_attempt(
         &apollo_exec::ProcessExecutor::default(),
         &request,
-        &apollo_core::CancelToken::new(),
+        &apollo_core::AttemptContext::new(&apollo_core::CancelToken::new()),
     );
     assert_eq!(outcome.status, AttemptStatus::Failed);
     assert!(outcome.phases.is_empty());

@@ -1,0 +1,150 @@
+//! The engine's public vocabulary: how to run ([`EngineOptions`]), where attempts keep their
+//! logs ([`AttemptLogs`]), what came of it ([`RunReport`], [`UnitResult`]) and why a run could
+//! not proceed ([`EngineError`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::dag::DagError;
+use crate::event::RunStatus;
+use crate::journal::JournalError;
+use crate::model::Pipeline;
+
+/// What to do when a unit that succeeded earlier in the run has different inputs now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnInputChange {
+    /// Run it again (the default).
+    #[default]
+    Rerun,
+    /// Stop before running it, explaining what changed.
+    Fail,
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The run's id (passed to units as `APOLLO_RUN_ID`).
+    pub run_id: String,
+    /// Units running at once (at least 1).
+    pub max_parallel: usize,
+    /// Keep running what does not depend on a failure (like `make -k`).
+    pub keep_going: bool,
+    /// What to do when a succeeded unit's inputs changed.
+    pub on_input_change: OnInputChange,
+    /// Run only these units and whatever of their upstream is not done. `None`: every unit.
+    pub only: Option<Vec<String>>,
+    /// The longest wait between two attempts of a unit (the backoff doubles up to this, or up
+    /// to the unit's `retry_delay` when that is longer).
+    pub max_retry_delay: Duration,
+}
+
+impl EngineOptions {
+    /// Defaults for a run: the pipeline's `max_parallel`, fail-fast, rerun on input change.
+    pub fn new(run_id: impl Into<String>, pipeline: &Pipeline) -> Self {
+        Self {
+            run_id: run_id.into(),
+            max_parallel: pipeline.max_parallel.max(1),
+            keep_going: false,
+            on_input_change: OnInputChange::Rerun,
+            only: None,
+            max_retry_delay: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Provides the folder an attempt's stdout/stderr go to.
+pub trait AttemptLogs: Sync {
+    /// The folder for `unit`'s attempt `attempt`. The executor creates it when there is output
+    /// to keep.
+    fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String>;
+}
+
+/// Where a unit ended up in this engine run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitResult {
+    /// An attempt in this process succeeded.
+    Succeeded {
+        /// The attempt.
+        attempt: u32,
+    },
+    /// It skipped itself (exit 77).
+    SelfSkipped {
+        /// The attempt.
+        attempt: u32,
+    },
+    /// Done earlier in the run; not run again.
+    Reused,
+    /// It failed for good.
+    Failed {
+        /// Its last attempt.
+        attempt: u32,
+        /// Where that attempt's logs are.
+        log_dir: PathBuf,
+        /// The first line of its error, when there is one.
+        error: Option<String>,
+    },
+    /// An upstream unit failed.
+    SkippedUpstream {
+        /// The upstream unit.
+        upstream: String,
+    },
+    /// It was interrupted, or never started (interrupted run, fail-fast stop, `--only`).
+    NotRun,
+}
+
+/// The outcome of [`run`](super::run).
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// How the run ended; `None` when `only` left units of the pipeline undone (the run stays
+    /// open and the next `apollo run` resumes it).
+    pub status: Option<RunStatus>,
+    /// Each unit's result, in config order.
+    pub units: Vec<(String, UnitResult)>,
+}
+
+impl RunReport {
+    /// How many units ended in a state matching `predicate`.
+    pub fn count(&self, predicate: impl Fn(&UnitResult) -> bool) -> usize {
+        self.units
+            .iter()
+            .filter(|(_, result)| predicate(result))
+            .count()
+    }
+}
+
+/// Why a run could not proceed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The pipeline's graph is broken (validation should have caught it).
+    #[error(transparent)]
+    Graph(#[from] DagError),
+    /// `only` names a unit that does not exist.
+    #[error("`--only {unit}`: the pipeline has no unit `{unit}`")]
+    UnknownUnit {
+        /// The name given.
+        unit: String,
+    },
+    /// A non-idempotent unit was running when apollo stopped: a human must decide.
+    #[error(
+        "unit `{unit}` (attempt {attempt}) was running when apollo stopped, and it is not idempotent: \
+         its side effects may be half done"
+    )]
+    NeedsVerdict {
+        /// The unit.
+        unit: String,
+        /// The attempt that was cut off.
+        attempt: u32,
+    },
+    /// With `--on-input-change=fail`: a unit that succeeded has different inputs now.
+    #[error("unit `{unit}` succeeded earlier in this run but its inputs changed: {}", changes.join(", "))]
+    InputsChanged {
+        /// The unit.
+        unit: String,
+        /// What changed.
+        changes: Vec<String>,
+    },
+    /// Appending to the journal failed; running units were stopped.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}

@@ -1,0 +1,126 @@
+//! What the engine tells the outside world while it runs: [`Notice`]s to an [`Observer`]
+//! (progress output, `--explain`), and the notices it holds back until the journal holds
+//! what they report.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::policy::Decision;
+use crate::event::{UnitFinished, UnitSubmitted};
+use crate::model::Pipeline;
+
+/// What the engine tells its observer (progress output, `--explain`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Notice<'a> {
+    /// The engine decided whether `unit` runs.
+    Decided {
+        /// The unit.
+        unit: &'a str,
+        /// The decision and its reason.
+        decision: &'a Decision,
+    },
+    /// An attempt is durably recorded as started and about to spawn.
+    Started {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt number.
+        attempt: u32,
+    },
+    /// A running attempt was handed to an external scheduler (its `unit_submitted` is
+    /// durable).
+    Submitted {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt number.
+        attempt: u32,
+        /// Which executor took it.
+        executor: &'a str,
+        /// The scheduler's id for the job.
+        job_id: &'a str,
+    },
+    /// An attempt ended (its `unit_finished` is durable).
+    Finished {
+        /// The unit.
+        unit: &'a str,
+        /// The attempt's record.
+        record: &'a UnitFinished,
+        /// When the unit will be tried again, if it will.
+        retry_in: Option<Duration>,
+        /// Where the attempt's stdout and stderr are.
+        log_dir: &'a Path,
+    },
+    /// The unit will not run: an upstream failed.
+    Skipped {
+        /// The unit.
+        unit: &'a str,
+        /// The failed upstream unit.
+        upstream: &'a str,
+    },
+}
+
+/// Receives [`Notice`]s from the engine thread.
+pub trait Observer {
+    /// Called for every notice, on the engine thread; keep it quick.
+    fn notice(&mut self, notice: &Notice<'_>);
+
+    /// Called before the engine waits for something to happen: a good moment to write out
+    /// what the notices since the last call produced, in one go.
+    fn flush(&mut self) {}
+}
+
+/// An observer that ignores everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    fn notice(&mut self, _notice: &Notice<'_>) {}
+}
+
+/// A notice held back until the batch holding its record is durable: "ok" on the screen must
+/// mean the journal holds it.
+pub(super) enum HeldNotice {
+    Submitted {
+        unit_idx: usize,
+        record: UnitSubmitted,
+    },
+    Finished {
+        unit_idx: usize,
+        record: UnitFinished,
+        retry_in: Option<Duration>,
+        log_dir: PathBuf,
+    },
+    Skipped {
+        unit_idx: usize,
+        upstream: String,
+    },
+}
+
+impl HeldNotice {
+    /// Tell `observer`, now that the record is durable.
+    pub(super) fn deliver(self, pipeline: &Pipeline, observer: &mut dyn Observer) {
+        match self {
+            HeldNotice::Submitted { unit_idx, record } => observer.notice(&Notice::Submitted {
+                unit: &pipeline.units[unit_idx].name,
+                attempt: record.attempt,
+                executor: &record.executor,
+                job_id: &record.job_id,
+            }),
+            HeldNotice::Finished {
+                unit_idx,
+                record,
+                retry_in,
+                log_dir,
+            } => observer.notice(&Notice::Finished {
+                unit: &pipeline.units[unit_idx].name,
+                record: &record,
+                retry_in,
+                log_dir: &log_dir,
+            }),
+            HeldNotice::Skipped { unit_idx, upstream } => observer.notice(&Notice::Skipped {
+                unit: &pipeline.units[unit_idx].name,
+                upstream: &upstream,
+            }),
+        }
+    }
+}

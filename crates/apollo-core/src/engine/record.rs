@@ -1,0 +1,146 @@
+//! Turning an attempt's outcome into its `unit_finished` record.
+
+use std::time::Duration;
+
+use crate::event::{AttemptStatus, PhaseRecord, UnitFinished};
+use crate::executor::AttemptOutcome;
+use crate::hash;
+use crate::model::Unit;
+
+/// What an attempt's outcome means for the run, once its declared outputs are checked.
+pub(super) struct Settled {
+    pub(super) status: AttemptStatus,
+    pub(super) error: Option<String>,
+    /// The hash its dependents see, when it satisfies them.
+    pub(super) output_hash: Option<String>,
+}
+
+/// Settle `outcome`, given the declared outputs' hash computed on the worker (`None`: not
+/// computed; `Ok(None)`: none declared). A success whose declared output is missing fails:
+/// exit 0 alone is not proof of work. Without declared outputs, execute's stdout stands for
+/// them.
+pub(super) fn settle(
+    outcome: &AttemptOutcome,
+    outputs: Option<Result<Option<String>, String>>,
+) -> Settled {
+    let mut status = outcome.status;
+    let mut error = outcome.error.clone();
+    let mut output_hash = None;
+    if status.satisfies_dependents() {
+        let stdout_hash = || {
+            outcome
+                .stdout_sha256
+                .clone()
+                .unwrap_or_else(|| hash::sha256_hex(b""))
+        };
+        match outputs {
+            Some(Ok(Some(hash))) => output_hash = Some(hash),
+            Some(Ok(None)) | None => output_hash = Some(stdout_hash()),
+            // A unit that skipped itself need not have produced its outputs.
+            Some(Err(_)) if status == AttemptStatus::Skipped => output_hash = Some(stdout_hash()),
+            Some(Err(message)) => {
+                status = AttemptStatus::Failed;
+                error = Some(format!(
+                    "execute exited 0 but a declared output is missing: {message}"
+                ));
+            }
+        }
+    }
+    Settled {
+        status,
+        error,
+        output_hash,
+    }
+}
+
+/// The `unit_finished` record of `unit`'s attempt `attempt`, which waited `queued` for a
+/// worker after its `unit_started` was committed.
+pub(super) fn unit_finished(
+    unit: &Unit,
+    attempt: u32,
+    settled: &Settled,
+    outcome: &AttemptOutcome,
+    queued: Duration,
+) -> UnitFinished {
+    UnitFinished {
+        unit: unit.name.clone(),
+        attempt,
+        status: settled.status,
+        exit: outcome.exit,
+        failed_phase: outcome.failed_phase,
+        timed_out: outcome.timed_out,
+        duration_ms: millis(outcome.wall_time),
+        queued_ms: millis(queued),
+        output_hash: settled.output_hash.clone(),
+        stdout_bytes: outcome.stdout_bytes,
+        stderr_bytes: outcome.stderr_bytes,
+        user_cpu_ms: millis(outcome.user_cpu),
+        sys_cpu_ms: millis(outcome.sys_cpu),
+        max_rss_kib: outcome.max_rss_kib,
+        leftovers_killed: outcome
+            .phases
+            .iter()
+            .map(|phase| phase.leftovers_killed)
+            .sum(),
+        phases: outcome
+            .phases
+            .iter()
+            .map(|phase| PhaseRecord {
+                phase: phase.phase,
+                offset_ms: millis(phase.offset),
+                duration_ms: millis(phase.wall_time),
+                exit: phase.exit,
+                timed_out: phase.timed_out,
+            })
+            .collect(),
+        error: settled.error.clone(),
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The first line of an error, for the run's summary.
+pub(super) fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or("").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::tests::unit;
+
+    #[test]
+    fn a_success_with_a_missing_declared_output_fails_but_a_self_skip_does_not() {
+        let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
+        let missing = || Some(Err("data/out.csv: not found".to_owned()));
+        let settled = settle(&outcome, missing());
+        assert_eq!(settled.status, AttemptStatus::Failed);
+        assert_eq!(settled.output_hash, None);
+        assert!(settled.error.unwrap().contains("data/out.csv"));
+        outcome.status = AttemptStatus::Skipped;
+        let settled = settle(&outcome, missing());
+        assert_eq!(settled.status, AttemptStatus::Skipped);
+        assert_eq!(settled.output_hash, Some(hash::sha256_hex(b"")));
+    }
+
+    #[test]
+    fn the_record_carries_the_settled_status_and_the_outcome_s_measurements() {
+        let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
+        outcome.wall_time = Duration::from_millis(1500);
+        outcome.stdout_sha256 = Some("abc".into());
+        let settled = settle(&outcome, None);
+        let record = unit_finished(
+            &unit("u", &[]),
+            3,
+            &settled,
+            &outcome,
+            Duration::from_micros(2500),
+        );
+        assert_eq!(record.attempt, 3);
+        assert_eq!(record.status, AttemptStatus::Succeeded);
+        assert_eq!(record.output_hash.as_deref(), Some("abc"));
+        assert_eq!((record.duration_ms, record.queued_ms), (1500, 2));
+    }
+}

@@ -1,0 +1,198 @@
+//! Taking an attempt's outcome in: its record, its unit's next state, and what a failure
+//! does to the rest of the run (downstream skipped, fail-fast).
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::Scheduler;
+use crate::engine::api::UnitResult;
+use crate::engine::observer::HeldNotice;
+use crate::engine::record::{self, first_line};
+use crate::engine::retry::backoff;
+use crate::engine::units::State;
+use crate::engine::workers::{Done, FromWorker};
+use crate::event::{AttemptStatus, SkipReason, UnitSkipped, UnitSubmitted};
+use crate::executor::AttemptEvent;
+
+impl Scheduler<'_> {
+    /// Take a worker's message in.
+    pub(super) fn take_in(&mut self, message: FromWorker) {
+        match message {
+            FromWorker::Done(done) => self.finish_attempt(done),
+            FromWorker::Report {
+                unit_idx,
+                attempt,
+                event,
+            } => self.take_report(unit_idx, attempt, event),
+        }
+    }
+
+    /// Queue what a running attempt reported. It is never held back for company: a remote
+    /// job's id is what lets a later apollo find the job again.
+    fn take_report(&mut self, unit_idx: usize, attempt: u32, event: AttemptEvent) {
+        let unit = self.pipeline.units[unit_idx].name.clone();
+        match event {
+            AttemptEvent::Submitted { executor, job_id } => {
+                let submitted = UnitSubmitted {
+                    unit,
+                    attempt,
+                    executor,
+                    job_id,
+                };
+                let notice = HeldNotice::Submitted {
+                    unit_idx,
+                    record: submitted.clone(),
+                };
+                self.batch.push_submitted(submitted, notice);
+            }
+        }
+    }
+
+    /// Take an attempt's outcome in: settle it, queue its `unit_finished`, and decide what
+    /// follows (dependents ready, a retry, or a failure's consequences).
+    pub(super) fn finish_attempt(&mut self, done: Done) {
+        let Done {
+            worker,
+            unit_idx,
+            attempt,
+            queued,
+            log_dir,
+            outcome,
+            outputs,
+            awaits_ack,
+        } = done;
+        self.running -= 1;
+        // Only attempts a worker ran say how long attempts take (not one the engine failed
+        // itself, nor one halted before it started).
+        let ran = worker.is_some()
+            && !(outcome.status == AttemptStatus::Interrupted && outcome.phases.is_empty());
+        if ran {
+            self.pacer.attempt_ended(outcome.wall_time);
+        }
+        if worker.is_some() {
+            self.at_workers -= 1;
+        }
+        let unit = &self.pipeline.units[unit_idx];
+        let settled = record::settle(&outcome, outputs);
+        let record = record::unit_finished(unit, attempt, &settled, &outcome, queued);
+        let record::Settled {
+            status,
+            error,
+            output_hash,
+        } = settled;
+        let mut retry_in = None;
+        let mut retry_failed = false;
+        let slot = &mut self.units[unit_idx];
+        match status {
+            AttemptStatus::Succeeded | AttemptStatus::Skipped => {
+                slot.last_failure = None;
+                slot.output_hash = output_hash;
+                slot.state = State::Done;
+                slot.result = Some(if status == AttemptStatus::Skipped {
+                    UnitResult::SelfSkipped { attempt }
+                } else {
+                    UnitResult::Succeeded { attempt }
+                });
+                self.queue.complete(self.dag, unit_idx);
+            }
+            AttemptStatus::Interrupted => {
+                slot.state = State::Waiting;
+                slot.result = Some(UnitResult::NotRun);
+                // A retry halted by a failure elsewhere: the unit's last real attempt failed.
+                if self.failed_any
+                    && !self.options.keep_going
+                    && !self.cancel.is_cancelled()
+                    && let Some(result) = slot.last_failure.take()
+                {
+                    slot.state = State::Failed;
+                    slot.result = Some(result);
+                    retry_failed = true;
+                }
+            }
+            AttemptStatus::Failed | AttemptStatus::TimedOut => {
+                let failure = UnitResult::Failed {
+                    attempt,
+                    log_dir: log_dir.clone(),
+                    error: error.as_deref().map(first_line),
+                };
+                let retries_left = slot.attempts_here <= unit.retries;
+                if retries_left && !self.stop_starting && !self.cancel.is_cancelled() {
+                    let delay = backoff(unit, slot.attempts_here, self.options.max_retry_delay);
+                    self.retries.schedule(unit_idx, Instant::now() + delay);
+                    slot.last_failure = Some(failure);
+                    slot.state = State::RetryWait;
+                    retry_in = Some(delay);
+                } else {
+                    slot.state = State::Failed;
+                    slot.result = Some(failure);
+                    self.failed_any = true;
+                }
+            }
+        }
+        let notice = HeldNotice::Finished {
+            unit_idx,
+            record: record.clone(),
+            retry_in,
+            log_dir,
+        };
+        self.batch.push_finished(record, notice, unit.idempotent);
+        if self.units[unit_idx].state == State::Failed {
+            self.skip_downstream(unit_idx);
+            // A halted retry's failure comes from fail-fast already under way.
+            if !self.options.keep_going && !retry_failed {
+                self.fail_fast();
+            }
+        }
+        // The worker may go on once every outcome at hand is taken in (see `Acks::send_due`).
+        if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
+            self.acks.owe(worker_idx);
+        }
+    }
+
+    /// Record every unit downstream of a failed unit as skipped.
+    fn skip_downstream(&mut self, failed_idx: usize) {
+        let upstream = &self.pipeline.units[failed_idx].name;
+        for unit_idx in self.dag.downstream(failed_idx) {
+            if !self.in_scope[unit_idx] || self.units[unit_idx].state != State::Waiting {
+                continue;
+            }
+            let slot = &mut self.units[unit_idx];
+            slot.state = State::Skipped;
+            slot.result = Some(UnitResult::SkippedUpstream {
+                upstream: upstream.clone(),
+            });
+            let skipped = UnitSkipped {
+                unit: self.pipeline.units[unit_idx].name.clone(),
+                reason: SkipReason::UpstreamFailed {
+                    upstream: upstream.clone(),
+                },
+            };
+            let notice = HeldNotice::Skipped {
+                unit_idx,
+                upstream: upstream.clone(),
+            };
+            self.batch.push_skipped(skipped, notice);
+        }
+    }
+
+    /// Fail-fast: start nothing new; units waiting for a retry fail for good.
+    fn fail_fast(&mut self) {
+        self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
+        self.retries.clear();
+        self.drop_pending_starts();
+        // Units whose last attempt failed and that wait for a retry — in the retry queue, or
+        // already released to the ready queue — will not get it: they failed.
+        for unit_idx in 0..self.units.len() {
+            let slot = &mut self.units[unit_idx];
+            if !matches!(slot.state, State::RetryWait | State::Waiting) {
+                continue;
+            }
+            if let Some(result) = slot.last_failure.take() {
+                slot.state = State::Failed;
+                slot.result = Some(result);
+                self.skip_downstream(unit_idx);
+            }
+        }
+    }
+}

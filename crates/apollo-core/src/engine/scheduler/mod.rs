@@ -1,0 +1,294 @@
+//! The scheduler loop on the engine thread: the one owner of the run's state, and the one
+//! writer of its journal. It decides which ready units start, commits their `unit_started`
+//! in batches, hands them to the workers once durable, and takes their outcomes in.
+//!
+//! This file holds the loop and the commit; `start.rs` decides and queues new attempts,
+//! `finish.rs` takes their outcomes in.
+
+mod finish;
+mod start;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::api::{EngineError, EngineOptions, RunReport};
+use super::batch::Batch;
+use super::observer::{Notice, Observer};
+use super::pacer::Pacer;
+use super::retry::RetryQueue;
+use super::units::{State, UnitTable};
+use super::workers::{Acks, FromWorker, Job};
+use crate::cancel::{CancelLevel, CancelToken};
+use crate::dag::{Dag, ReadyQueue};
+use crate::event::{Event, RunStatus};
+use crate::journal::{Journal, JournalError};
+use crate::model::Pipeline;
+use crate::resume::PriorState;
+
+#[cfg(test)]
+thread_local! {
+    /// Test-only: while set, commits on this thread leave out their `unit_started` records
+    /// and hand the attempts to the workers all the same — the write-ahead rule broken on
+    /// purpose, to prove that the tests' checks notice.
+    pub(super) static BREAK_WRITE_AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The channels the scheduler works with.
+pub(super) struct Channels<'c> {
+    pub(super) job_tx: &'c Sender<Job>,
+    /// Attempts' reports and ends.
+    pub(super) from_workers: &'c Receiver<FromWorker>,
+    /// Woken when the run is cancelled.
+    pub(super) wake_rx: &'c Receiver<()>,
+}
+
+/// The run's state, owned by the engine thread alone.
+pub(super) struct Scheduler<'a> {
+    pipeline: &'a Pipeline,
+    dag: &'a Dag,
+    prior: &'a PriorState,
+    options: &'a EngineOptions,
+    cancel: &'a CancelToken,
+    /// By unit index: whether the unit takes part (`--only`).
+    in_scope: Vec<bool>,
+    /// Shared with the workers: raised when no committed attempt may start any more.
+    halt: &'a AtomicBool,
+    acks: Acks,
+    pacer: Pacer,
+    units: UnitTable,
+    queue: ReadyQueue,
+    retries: RetryQueue,
+    batch: Batch,
+    /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
+    running: usize,
+    /// Attempts handed to workers and not yet taken back in.
+    at_workers: usize,
+    /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
+    stop_starting: bool,
+    /// A unit failed for good.
+    failed_any: bool,
+    /// With `--on-input-change=fail`: the change that stopped the run, returned at its end.
+    input_change_error: Option<EngineError>,
+}
+
+impl<'a> Scheduler<'a> {
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private constructor, each argument distinct"
+    )]
+    pub(super) fn new(
+        pipeline: &'a Pipeline,
+        dag: &'a Dag,
+        prior: &'a PriorState,
+        options: &'a EngineOptions,
+        in_scope: Vec<bool>,
+        cancel: &'a CancelToken,
+        halt: &'a AtomicBool,
+        acks: Acks,
+    ) -> Self {
+        let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
+        Self {
+            pipeline,
+            dag,
+            prior,
+            options,
+            cancel,
+            in_scope,
+            halt,
+            acks,
+            pacer: Pacer::new(),
+            units: UnitTable::new(pipeline, prior),
+            queue,
+            retries: RetryQueue::default(),
+            batch: Batch::default(),
+            running: 0,
+            at_workers: 0,
+            stop_starting: false,
+            failed_any: false,
+            input_change_error: None,
+        }
+    }
+
+    /// Run until nothing is left to start or running, then record `run_finished` (unless
+    /// `--only` left units undone).
+    pub(super) fn run(
+        &mut self,
+        observer: &mut dyn Observer,
+        channels: &Channels<'_>,
+        journal: &mut dyn Journal,
+    ) -> Result<RunReport, EngineError> {
+        let workers = self.options.max_parallel.max(1);
+        loop {
+            if self.cancel.is_cancelled() {
+                self.stop();
+            }
+            self.release_due_retries();
+            self.start_ready(observer);
+            if self.batch.is_empty() {
+                self.pacer.release();
+            } else {
+                let now = Instant::now();
+                self.pacer.hold(now);
+                let commit_due = self.stop_starting
+                    || self.batch.is_urgent()
+                    || !self.pacer.may_hold_back(workers, self.at_workers, now);
+                if commit_due {
+                    if let Err(error) = self.commit(journal, observer, channels.job_tx) {
+                        return Err(self.abort_on_journal_error(error, channels.from_workers));
+                    }
+                    self.pacer.release();
+                }
+            }
+            if self.running == 0
+                && self.batch.is_empty()
+                && (self.stop_starting || (self.queue.is_empty() && self.retries.is_empty()))
+            {
+                break;
+            }
+            // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a
+            // cancellation.
+            let next_due = match (self.retries.next_due(), self.pacer.hold_deadline()) {
+                (Some(retry), Some(commit)) => Some(retry.min(commit)),
+                (retry, commit) => retry.or(commit),
+            };
+            let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
+                due.saturating_duration_since(Instant::now())
+            });
+            observer.flush();
+            crossbeam_channel::select! {
+                recv(channels.from_workers) -> message => {
+                    if let Ok(message) = message {
+                        self.take_in(message);
+                        // Take every other attempt that ended meanwhile: one batch for all.
+                        while let Ok(message) = channels.from_workers.try_recv() {
+                            self.take_in(message);
+                        }
+                        self.acks.send_due();
+                    }
+                }
+                recv(channels.wake_rx) -> _ => self.stop(),
+                default(timeout) => {}
+            }
+        }
+        if let Some(error) = self.input_change_error.take() {
+            return Err(error);
+        }
+        let status = self.final_status();
+        if let Some(status) = status {
+            journal
+                .append(&[Event::RunFinished(self.units.run_finished(status))])
+                .map_err(EngineError::Journal)?;
+        }
+        Ok(RunReport {
+            status,
+            units: self.units.take_results(self.pipeline),
+        })
+    }
+
+    /// Append the batch as one durable unit, then report what it recorded and hand its
+    /// attempts to the workers. The engine thread does the fsync itself: workers go on with
+    /// the attempts committed ahead meanwhile, outcomes wait in their channel, and all of them
+    /// go out with the next batch (group commit). A separate journal thread did the same with
+    /// two more thread hand-offs per batch, which on a small machine that also runs the units
+    /// cost more than they overlapped.
+    fn commit(
+        &mut self,
+        journal: &mut dyn Journal,
+        observer: &mut dyn Observer,
+        job_tx: &Sender<Job>,
+    ) -> Result<(), JournalError> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let mut committing = self.batch.take();
+        let started = Instant::now();
+        for job in &mut committing.jobs {
+            job.committed_at = started;
+        }
+        #[cfg(test)]
+        if BREAK_WRITE_AHEAD.get() {
+            committing
+                .events
+                .retain(|event| !matches!(event, Event::UnitStarted(_)));
+        }
+        journal.append(&committing.events)?;
+        self.pacer.commit_took(started.elapsed());
+        // Outcomes are reported only once durable, so "ok" on the screen means the journal
+        // holds it.
+        for notice in committing.notices {
+            notice.deliver(self.pipeline, observer);
+        }
+        // Attempts may spawn only once their `unit_started` is durable.
+        for job in committing.jobs {
+            observer.notice(&Notice::Started {
+                unit: &self.pipeline.units[job.unit_idx].name,
+                attempt: job.attempt,
+            });
+            self.at_workers += 1;
+            // The workers outlive this loop (the scope joins them), so a send cannot fail.
+            let _ = job_tx.send(job);
+        }
+        Ok(())
+    }
+
+    fn final_status(&self) -> Option<RunStatus> {
+        // Every unit done is a success, even if a signal arrived after the last one ended.
+        if self.units.all_done() {
+            return Some(RunStatus::Succeeded);
+        }
+        if self.cancel.is_cancelled() {
+            return Some(RunStatus::Interrupted);
+        }
+        self.failed_any.then_some(RunStatus::Failed)
+    }
+
+    /// Stop starting units (cancellation, or a check that failed before a start). Units
+    /// waiting for a retry stay undone: their last failed attempt is already recorded.
+    fn stop(&mut self) {
+        self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
+        self.drop_pending_starts();
+        self.retries.clear();
+    }
+
+    fn release_due_retries(&mut self) {
+        let now = Instant::now();
+        while let Some(unit_idx) = self.retries.pop_due(now) {
+            self.units[unit_idx].state = State::Waiting;
+            self.queue.requeue(unit_idx);
+        }
+    }
+
+    /// Take back the attempts of the batch not yet handed to the journal: their
+    /// `unit_started` is never written. (Attempts already handed to the workers are halted by
+    /// them instead.)
+    fn drop_pending_starts(&mut self) {
+        for job in self.batch.take_back_starts(self.pipeline) {
+            self.running -= 1;
+            self.units[job.unit_idx].take_back_attempt();
+        }
+    }
+
+    /// The journal failed: stop every running attempt, wait for them, report the error.
+    fn abort_on_journal_error(
+        &mut self,
+        error: JournalError,
+        from_workers: &Receiver<FromWorker>,
+    ) -> EngineError {
+        self.stop_starting = true;
+        self.halt.store(true, Ordering::SeqCst);
+        // Without acknowledgements the workers stop after their current attempt.
+        self.acks.abandon();
+        self.cancel.cancel(CancelLevel::Graceful);
+        while self.at_workers > 0 {
+            match from_workers.recv() {
+                Ok(FromWorker::Done(_)) => self.at_workers -= 1,
+                Ok(FromWorker::Report { .. }) => {}
+                Err(_) => break,
+            }
+        }
+        EngineError::Journal(error)
+    }
+}

@@ -1,0 +1,270 @@
+//! Engine tests with a fake executor and an in-memory journal. The helpers are here; the
+//! tests are grouped by what they exercise.
+
+mod durability;
+mod failures;
+mod resume;
+mod scheduling;
+mod worker_protocol;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::workers::failed_to_start;
+use super::*;
+use crate::cancel::CancelLevel;
+use crate::event::{AttemptStatus, Event, ExitStatus, RunStatus, UnitMarked, UnitStarted, Verdict};
+use crate::executor::{AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest};
+use crate::hash;
+use crate::journal::JournalError;
+use crate::model::{Command, Unit};
+
+pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
+    Unit {
+        name: name.into(),
+        deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
+        timeout: None,
+        retries: 0,
+        retry_delay: Duration::ZERO,
+        kill_grace: Duration::from_secs(1),
+        prepare: None,
+        execute: Command::Shell(format!("run {name}")),
+        cleanup: None,
+        inputs: vec![],
+        outputs: vec![],
+        env: BTreeMap::new(),
+        workdir: PathBuf::from("/nonexistent"),
+        idempotent: true,
+    }
+}
+
+pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
+    Pipeline {
+        name: "test".into(),
+        config_path: PathBuf::from("/nonexistent/pipeline.yaml"),
+        base_dir: PathBuf::from("/nonexistent"),
+        max_parallel,
+        units,
+    }
+}
+
+/// A journal shared with the fake executor, so the executor can check the write-ahead rule.
+#[derive(Clone, Default)]
+pub(super) struct SharedJournal {
+    events: Arc<Mutex<Vec<Event>>>,
+    /// Fail the append with this index (0-based), and every later one.
+    fail_from: Option<usize>,
+    appends: usize,
+}
+
+impl Journal for SharedJournal {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        if self
+            .fail_from
+            .is_some_and(|fail_from| self.appends >= fail_from)
+        {
+            return Err(JournalError::msg("injected failure"));
+        }
+        self.appends += 1;
+        self.events.lock().unwrap().extend_from_slice(events);
+        Ok(())
+    }
+}
+
+pub(super) type Behaviour =
+    dyn Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>) + Send + Sync;
+
+/// An executor that runs nothing: each attempt does what the test's behaviour says. It checks
+/// the write-ahead rule where it could be broken — when an attempt starts — and **records**
+/// every violation instead of panicking: a panic inside a worker becomes a failed attempt
+/// (the engine catches it), which a test expecting failures would never notice. Every run
+/// through [`run_with`] asserts the list empty afterwards, and so does dropping the executor.
+pub(super) struct FakeExecutor {
+    journal: Arc<Mutex<Vec<Event>>>,
+    behaviour: Box<Behaviour>,
+    ran: Mutex<Vec<(String, u32)>>,
+    violations: Mutex<Vec<String>>,
+    /// Units whose attempts report being submitted to a cluster as the given job id, as a
+    /// remote executor would.
+    submits_as: BTreeMap<String, String>,
+}
+
+impl FakeExecutor {
+    fn new(
+        journal: &SharedJournal,
+        behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        Self {
+            journal: Arc::clone(&journal.events),
+            behaviour: Box::new(behaviour),
+            ran: Mutex::new(Vec::new()),
+            violations: Mutex::new(Vec::new()),
+            submits_as: BTreeMap::new(),
+        }
+    }
+
+    fn ran(&self) -> Vec<(String, u32)> {
+        self.ran.lock().unwrap().clone()
+    }
+
+    /// The write-ahead violations seen so far, taken out of the list.
+    fn take_violations(&self) -> Vec<String> {
+        std::mem::take(&mut *self.violations.lock().unwrap())
+    }
+
+    #[track_caller]
+    fn assert_no_violations(&self) {
+        let violations = self.take_violations();
+        assert!(
+            violations.is_empty(),
+            "write-ahead rule broken: {violations:#?}"
+        );
+    }
+
+    /// Write-ahead: this attempt's start, and every dependency's successful finish, are
+    /// durable before the attempt runs.
+    fn check_write_ahead(&self, request: &AttemptRequest<'_>) {
+        let events = self.journal.lock().unwrap();
+        let mut violations = Vec::new();
+        let started = events.iter().any(|event| {
+            matches!(event, Event::UnitStarted(started)
+                if started.unit == request.unit.name && started.attempt == request.attempt)
+        });
+        if !started {
+            violations.push(format!(
+                "unit_started of {} #{} not durable before the attempt ran",
+                request.unit.name, request.attempt
+            ));
+        }
+        for dep in &request.unit.deps {
+            let finished = events.iter().any(|event| {
+                matches!(event, Event::UnitFinished(finished)
+                    if &finished.unit == dep && finished.status.satisfies_dependents())
+            });
+            if !finished {
+                violations.push(format!(
+                    "{}'s dependency {dep} has no durable successful unit_finished",
+                    request.unit.name
+                ));
+            }
+        }
+        drop(events);
+        self.violations.lock().unwrap().extend(violations);
+    }
+}
+
+impl Drop for FakeExecutor {
+    fn drop(&mut self) {
+        // A test that ran the engine without `run_with` is checked here; not while a test is
+        // already failing, where a second panic would abort.
+        if !std::thread::panicking() {
+            self.assert_no_violations();
+        }
+    }
+}
+
+impl Executor for FakeExecutor {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+    ) -> AttemptOutcome {
+        self.check_write_ahead(request);
+        self.ran
+            .lock()
+            .unwrap()
+            .push((request.unit.name.clone(), request.attempt));
+        if let Some(job_id) = self.submits_as.get(&request.unit.name) {
+            context.report(AttemptEvent::submitted("fake", job_id.clone()));
+        }
+        let (status, exit) =
+            (self.behaviour)(&request.unit.name, request.attempt, context.cancel());
+        let mut outcome = failed_to_start(String::new());
+        outcome.status = status;
+        outcome.exit = exit;
+        outcome.error = (status != AttemptStatus::Succeeded).then(|| format!("{status:?}"));
+        outcome.stdout_sha256 = Some(hash::sha256_hex(request.unit.name.as_bytes()));
+        outcome
+    }
+}
+
+pub(super) struct TempLogs;
+
+impl AttemptLogs for TempLogs {
+    fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String> {
+        Ok(Path::new("/logs").join(unit).join(attempt.to_string()))
+    }
+}
+
+pub(super) fn ok() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Succeeded, Some(ExitStatus::Code(0)))
+}
+
+pub(super) fn fail() -> (AttemptStatus, Option<ExitStatus>) {
+    (AttemptStatus::Failed, Some(ExitStatus::Code(1)))
+}
+
+/// Run the engine with `executor`, then assert that no attempt saw the write-ahead rule
+/// broken.
+#[track_caller]
+pub(super) fn run_with(
+    pipeline: &Pipeline,
+    prior: &PriorState,
+    options: &EngineOptions,
+    journal: &mut SharedJournal,
+    executor: &FakeExecutor,
+    cancel: &CancelToken,
+) -> Result<RunReport, EngineError> {
+    let result = run(
+        pipeline,
+        prior,
+        options,
+        journal,
+        executor,
+        &TempLogs,
+        cancel,
+        &mut NoObserver,
+    );
+    executor.assert_no_violations();
+    result
+}
+
+pub(super) fn kinds(journal: &SharedJournal) -> Vec<String> {
+    journal
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            format!("{} {}", event.kind(), event.unit().unwrap_or(""))
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Run `pipeline` once with `behaviour`, returning the journal's events.
+pub(super) fn first_run(
+    pipeline: &Pipeline,
+    behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+    + Send
+    + Sync
+    + 'static,
+) -> Vec<Event> {
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, behaviour);
+    let _ = run_with(
+        pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    );
+    journal.events.lock().unwrap().clone()
+}

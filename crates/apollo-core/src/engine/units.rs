@@ -1,0 +1,156 @@
+//! The per-unit table: where each unit of the pipeline stands in this engine run, by unit
+//! index, and the run's final counts taken from it.
+
+use std::ops::{Index, IndexMut};
+
+use super::api::UnitResult;
+use crate::event::{RunFinished, RunStatus};
+use crate::model::Pipeline;
+use crate::resume::PriorState;
+
+/// Where a unit is in the scheduler's hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// Not running: waiting for its dependencies, for its turn, or never to run (out of
+    /// scope, stopped).
+    Waiting,
+    /// An attempt is committed or running.
+    Running,
+    /// Its latest attempt failed; a retry is due later.
+    RetryWait,
+    /// Succeeded, skipped itself, or reused: its dependents may run.
+    Done,
+    /// Failed for good.
+    Failed,
+    /// Will not run: an upstream failed.
+    Skipped,
+}
+
+/// One unit's row.
+#[derive(Debug)]
+pub(super) struct UnitSlot {
+    pub(super) state: State,
+    /// Its result, once it has one (`None` ends up as [`UnitResult::NotRun`]).
+    pub(super) result: Option<UnitResult>,
+    /// The output hash it hands its dependents, once done.
+    pub(super) output_hash: Option<String>,
+    /// The last attempt number used (continues across resumes of the run).
+    pub(super) last_attempt: u32,
+    /// Attempts made by this process (the retry budget is per process).
+    pub(super) attempts_here: u32,
+    /// Its latest attempt in this process failed and it waits for a retry: if the run stops
+    /// after a failure, this is its result.
+    pub(super) last_failure: Option<UnitResult>,
+}
+
+impl UnitSlot {
+    /// Number a new attempt (after the last one of the run) and count it against this
+    /// process's retry budget.
+    pub(super) fn begin_attempt(&mut self) -> u32 {
+        self.last_attempt += 1;
+        self.attempts_here += 1;
+        self.state = State::Running;
+        self.last_attempt
+    }
+
+    /// Undo [`begin_attempt`](Self::begin_attempt) for an attempt whose `unit_started` was
+    /// never written.
+    pub(super) fn take_back_attempt(&mut self) {
+        self.last_attempt -= 1;
+        self.attempts_here -= 1;
+        self.state = if self.last_failure.is_some() {
+            State::RetryWait
+        } else {
+            State::Waiting
+        };
+    }
+}
+
+/// Every unit's row, in config order.
+#[derive(Debug)]
+pub(super) struct UnitTable {
+    slots: Vec<UnitSlot>,
+}
+
+impl UnitTable {
+    /// Every unit waiting, with attempt numbers continuing from `prior`.
+    pub(super) fn new(pipeline: &Pipeline, prior: &PriorState) -> Self {
+        let slots = pipeline
+            .units
+            .iter()
+            .map(|unit| UnitSlot {
+                state: State::Waiting,
+                result: None,
+                output_hash: None,
+                last_attempt: prior
+                    .unit(&unit.name)
+                    .map_or(0, |prior_unit| prior_unit.last_attempt),
+                attempts_here: 0,
+                last_failure: None,
+            })
+            .collect();
+        Self { slots }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether every unit is done (succeeded, skipped itself, or reused).
+    pub(super) fn all_done(&self) -> bool {
+        self.slots.iter().all(|slot| slot.state == State::Done)
+    }
+
+    /// The `run_finished` record of a run that ended with `status`.
+    pub(super) fn run_finished(&self, status: RunStatus) -> RunFinished {
+        let count = |predicate: &dyn Fn(&UnitSlot) -> bool| {
+            u32::try_from(self.slots.iter().filter(|slot| predicate(slot)).count())
+                .unwrap_or(u32::MAX)
+        };
+        RunFinished {
+            status,
+            succeeded: count(&|slot| {
+                matches!(
+                    slot.result,
+                    Some(UnitResult::Succeeded { .. } | UnitResult::Reused)
+                )
+            }),
+            failed: count(&|slot| slot.state == State::Failed),
+            skipped: count(&|slot| {
+                matches!(
+                    slot.result,
+                    Some(UnitResult::SelfSkipped { .. } | UnitResult::SkippedUpstream { .. })
+                )
+            }),
+        }
+    }
+
+    /// Each unit's result, in config order, taken out of the table.
+    pub(super) fn take_results(&mut self, pipeline: &Pipeline) -> Vec<(String, UnitResult)> {
+        pipeline
+            .units
+            .iter()
+            .zip(&mut self.slots)
+            .map(|(unit, slot)| {
+                (
+                    unit.name.clone(),
+                    slot.result.take().unwrap_or(UnitResult::NotRun),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Index<usize> for UnitTable {
+    type Output = UnitSlot;
+
+    fn index(&self, unit_idx: usize) -> &UnitSlot {
+        &self.slots[unit_idx]
+    }
+}
+
+impl IndexMut<usize> for UnitTable {
+    fn index_mut(&mut self, unit_idx: usize) -> &mut UnitSlot {
+        &mut self.slots[unit_idx]
+    }
+}
