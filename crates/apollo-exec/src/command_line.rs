@@ -222,15 +222,12 @@ pub(crate) fn in_path_but_not_executable(
         })
 }
 
+/// Whether `path` is a regular file this process may execute (what `execve` needs): one
+/// `stat`, one `access`.
 fn is_executable_file(path: &CStr) -> bool {
-    // SAFETY: `stat` is plain data, zeroed is a valid value; `path` is NUL-terminated.
-    let mut status: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers for the duration of the calls.
-    unsafe {
-        libc::stat(path.as_ptr(), &mut status) == 0
-            && status.st_mode & libc::S_IFMT == libc::S_IFREG
-            && libc::access(path.as_ptr(), libc::X_OK) == 0
-    }
+    rustix::fs::stat(path).is_ok_and(|status| {
+        rustix::fs::FileType::from_raw_mode(status.st_mode) == rustix::fs::FileType::RegularFile
+    }) && rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
 }
 
 /// The words of `script` if it has no shell syntax at all (see the module docs), else `None`.

@@ -14,10 +14,11 @@ use apollo_core::event::ExitStatus;
 use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
 
 use crate::command_line::{self, ExecPlan, ProgramCache};
+use crate::environment::Environment;
+use crate::group_leader::{GroupLeader, GroupSignal, Reaped, Wake};
 use crate::guard::{Guard, Slot};
-use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
 use crate::output::LogFile;
-use crate::spawn::{Environment, Spawn};
+use crate::spawn::Spawn;
 
 /// Everything a phase shares with the rest of its attempt.
 pub(crate) struct AttemptContext<'a> {
@@ -236,10 +237,9 @@ pub(crate) fn run_phase(
             Some(ExitStatus::Code(0)) | None => {}
             Some(ExitStatus::Code(77)) if phase == Phase::Execute => {}
             Some(ExitStatus::Code(code)) => messages.push(exit_code_message(phase, code, &plan)),
-            Some(ExitStatus::Signal(signal)) => messages.push(format!(
-                "{phase} was killed by {}",
-                linux::signal_name(signal)
-            )),
+            Some(ExitStatus::Signal(signal)) => {
+                messages.push(format!("{phase} was killed by {}", signal_name(signal)))
+            }
         },
         PhaseEnd::Broken => {}
     }
@@ -425,4 +425,40 @@ fn timeout_message(phase: Phase, limit: PhaseLimit, stage: Stage, kill_grace: Du
         "{phase} timed out after {length} ({}); its process group got {how}",
         limit.description
     )
+}
+
+/// A human name for a signal number, for messages (`SIGKILL`), or `signal N`.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names_are_readable() {
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(64), "signal 64");
+    }
 }

@@ -5,6 +5,7 @@
 //! Tests synchronise on marker files the units create, never on sleeps; the time limits below
 //! are either the behaviour under test or generous safety nets.
 
+mod host;
 mod misbehaving;
 mod phases;
 
