@@ -138,3 +138,32 @@ fn closed_standard_descriptors_get_dev_null_and_output_still_lands_in_its_files(
         },
     );
 }
+
+#[test]
+fn a_missing_requirement_skips_visibly_but_fails_under_ci() {
+    const NAME: &str = "host::a_missing_requirement_skips_visibly_but_fails_under_ci";
+    if std::env::var_os("APOLLO_EXEC_NEEDS_PROBE").is_some() {
+        // The child: a requirement this machine lacks.
+        assert!(!crate::needs("a probe that never works", false));
+        return;
+    }
+    let run = |ci: &str| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env("APOLLO_EXEC_NEEDS_PROBE", "1")
+            .env("CI", ci)
+            .output()
+            .unwrap()
+    };
+    let local = run("");
+    assert!(local.status.success(), "{local:?}");
+    assert!(
+        String::from_utf8_lossy(&local.stderr).contains("SKIPPED: needs a probe that never works"),
+        "{local:?}"
+    );
+    let ci = run("true");
+    assert!(
+        !ci.status.success(),
+        "under CI=true a skip must fail: {ci:?}"
+    );
+}

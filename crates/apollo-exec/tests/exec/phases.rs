@@ -313,7 +313,8 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
 }
 
 /// Whether `O_TMPFILE` and write leases work in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere
-/// log files are named at once and the tests of unnamed files have nothing to check.
+/// log files are named at once and the tests of unnamed files have nothing to check (they
+/// skip, see [`crate::needs`]).
 fn unnamed_files_work(dir: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -327,10 +328,10 @@ fn unnamed_files_work(dir: &std::path::Path) -> bool {
         .is_ok_and(|file| unsafe {
             libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) == 0
         });
-    if !works {
-        eprintln!("O_TMPFILE or leases are not available in {}", dir.display());
-    }
-    works
+    crate::needs(
+        &format!("O_TMPFILE and write leases in {}", dir.display()),
+        works,
+    )
 }
 
 #[test]
