@@ -7,11 +7,11 @@ use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, CancelToken, Executor, Phase};
 
 use crate::cancel_event;
-use crate::command_line::ProgramCache;
 use crate::environment::Environment;
 use crate::guard::Guard;
 use crate::output::{LogFile, LogSpares};
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
+use crate::program_search::ProgramCache;
 
 /// How [`ProcessExecutor`] runs attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]

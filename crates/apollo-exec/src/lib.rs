@@ -17,6 +17,7 @@ mod output;
 mod phase;
 mod pidfds;
 mod procfs;
+mod program_search;
 mod spawn;
 mod stdio;
 mod strays;
