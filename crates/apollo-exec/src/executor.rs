@@ -24,7 +24,7 @@ pub struct ExecOptions {
     /// all (see the crate docs). Default: `true`.
     pub direct_exec: bool,
     /// How long an attempt runs before its output files get their names even if they are
-    /// still empty (see "How a phase runs" in the crate docs). Output of an attempt younger
+    /// still empty (see "What a phase is" in the crate docs). Output of an attempt younger
     /// than this is lost if apollo is killed. Default: 100 ms.
     pub name_output_after: Duration,
 }
@@ -40,7 +40,7 @@ impl Default for ExecOptions {
 }
 
 /// Runs each attempt's phases as supervised process groups. Cheap to share between worker
-/// threads (`Send + Sync`); clones share one guard process (see "When apollo itself dies" in
+/// threads (`Send + Sync`); clones share one guard process (see "When apollo dies" in
 /// the crate docs), which the first phase starts and the last clone's drop kills and reaps.
 #[derive(Debug, Clone)]
 pub struct ProcessExecutor {

@@ -8,21 +8,10 @@
 //! into place when the attempt ends with something in it, when the attempt has run for
 //! `ExecOptions::name_output_after` (100 ms), or at once for a unit that is not idempotent (its
 //! half-done attempt is what a human reads before `apollo mark`). An attempt that is quick and
-//! silent creates nothing on disk, and its empty unnamed file is reused by the next attempt:
-//! on a busy scheduler, allocating four inodes per attempt (two folders, two files) cost more
-//! than running `true`.
-//!
-//! A file is reused only if nothing else holds it. The children get their own open of the
-//! file (not a duplicate of apollo's), so before reusing a spare apollo asks for a write lease
-//! on its own open: the kernel grants it only when no other open of the file remains. That is
-//! asked when the spare is taken, not when it is put back: right after an attempt, a sibling
-//! worker's child that is between its `clone` and its `exec` may still hold a copy of every
-//! descriptor apollo had, the children's open included. A spare that a process which escaped
-//! its attempt's group (`setsid`) still holds is skipped; one that such a process wrote to is
-//! named after the attempt it came from; and spares that are dropped (too many, or the
-//! executor is dropped) while held are named too, so what those processes write later lands in
-//! the file of the attempt they came from. Where `O_TMPFILE`, `/proc/self/fd` or leases are
-//! not available, the named files are created at once, as before.
+//! silent creates nothing on disk, and its empty unnamed file is reused by the next attempt
+//! (see `spares` for when a file counts as free). Where `O_TMPFILE`, `/proc/self/fd` or leases
+//! are not available, the named files are created at once. Why: see
+//! `docs/design/2026-11-30-exec-spawn-and-output.md`.
 
 mod spares;
 mod unnamed;
