@@ -195,10 +195,13 @@ impl<'g> GroupLeader<'g> {
 
 impl Drop for GroupLeader<'_> {
     /// A phase cut short before it reaped its leader (a panic): kill the whole group while
-    /// the unreaped leader still pins its id, then reap the leader.
+    /// the unreaped leader still pins its id, wait until its members are gone, then reap the
+    /// leader.
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
             self.signal_group(GroupSignal::Kill);
+            // Best effort: each member still seen is pinned and waited for.
+            let _ = self.kill_leftovers();
             slot.disarm();
             let _ = wait4::reap(self.pid);
         }
