@@ -238,8 +238,15 @@ fn unwrap_in_library_code(root: &Path) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-/// Test-only source files (declared `#[cfg(test)] mod NAME;`).
+/// Test-only source files (declared `#[cfg(test)] mod NAME;`), and every file of a `tests/`
+/// module folder under `src/`.
 fn is_test_file(file: &Path) -> bool {
+    if file
+        .parent()
+        .is_some_and(|parent| parent.components().any(|part| part.as_os_str() == "tests"))
+    {
+        return true;
+    }
     let name = file
         .file_stem()
         .and_then(|name| name.to_str())

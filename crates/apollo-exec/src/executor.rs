@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{AttemptOutcome, AttemptRequest, CancelLevel, Executor, Phase};
 
-use crate::command_line::ProgramCache;
+use crate::cancel_event;
+use crate::environment::Environment;
 use crate::guard::Guard;
-use crate::linux;
 use crate::output::{LogFile, LogSpares};
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
-use crate::spawn::Environment;
+use crate::program_search::ProgramCache;
 
 /// How [`ProcessExecutor`] runs attempts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub struct ExecOptions {
     /// all (see the crate docs). Default: `true`.
     pub direct_exec: bool,
     /// How long an attempt runs before its output files get their names even if they are
-    /// still empty (see "How a phase runs" in the crate docs). Output of an attempt younger
+    /// still empty (see "What a phase is" in the crate docs). Output of an attempt younger
     /// than this is lost if apollo is killed. Default: 100 ms.
     pub name_output_after: Duration,
 }
@@ -40,9 +40,9 @@ impl Default for ExecOptions {
 }
 
 /// Runs each attempt's phases as supervised process groups. Cheap to share between worker
-/// threads (`Send + Sync`); clones share one guard process (see "When apollo itself dies" in
+/// threads (`Send + Sync`); clones share one guard process (see "When apollo dies" in
 /// the crate docs), which the first phase starts and the last clone's drop kills and reaps.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProcessExecutor {
     options: ExecOptions,
     shared: Arc<Shared>,
@@ -62,9 +62,19 @@ struct Shared {
     environment: OnceLock<Environment>,
 }
 
+impl Default for ProcessExecutor {
+    /// [`ProcessExecutor::new`] with the default [`ExecOptions`].
+    fn default() -> Self {
+        ProcessExecutor::new(ExecOptions::default())
+    }
+}
+
 impl ProcessExecutor {
-    /// An executor with `options`. Starts no process yet.
+    /// An executor with `options`. Starts no process yet. Any of the standard descriptors
+    /// 0–2 that the host process has closed is opened on `/dev/null` (see "Requirements on
+    /// the host process" in the crate docs).
     pub fn new(options: ExecOptions) -> Self {
+        crate::stdio::reopen_closed_standard_descriptors();
         ProcessExecutor {
             options,
             shared: Arc::default(),
@@ -104,7 +114,7 @@ impl Executor for ProcessExecutor {
         };
         let _registration = cancel.on_cancel({
             let cancel_event = Arc::clone(&cancel_event);
-            move || linux::signal_event(&cancel_event)
+            move || cancel_event::signal(&cancel_event)
         });
         let context = AttemptContext {
             request,
@@ -335,7 +345,7 @@ fn thread_cancel_event() -> std::io::Result<Arc<std::os::fd::OwnedFd>> {
         if let Some(event) = cell.as_ref() {
             return Ok(Arc::clone(event));
         }
-        let event = Arc::new(linux::cancel_event()?);
+        let event = Arc::new(cancel_event::create()?);
         *cell = Some(Arc::clone(&event));
         Ok(event)
     })

@@ -6,9 +6,13 @@
 //! running anything again.
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use crate::linux;
+use rustix::process::{PidfdFlags, Signal};
+
+use crate::pidfds::wait_all_exited;
+use crate::procfs;
 
 /// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
 /// sleep takes more than an instant).
@@ -48,7 +52,7 @@ pub enum StrayError {
 /// through it before being signalled, so a recycled pid is never hit.
 pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
     let needle = format!("APOLLO_RUN_ID={run_id}");
-    linux::kill_processes_with_env(needle.as_bytes())
+    kill_processes_with_env(needle.as_bytes())
         .map_err(|source| StrayError::ScanProc {
             run_id: run_id.to_owned(),
             source,
@@ -58,4 +62,42 @@ pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
             run_id: run_id.to_owned(),
             source,
         })
+}
+
+/// Processes killed by [`kill_processes_with_env`], to wait for.
+struct KilledProcesses {
+    pidfds: Vec<OwnedFd>,
+}
+
+impl KilledProcesses {
+    /// Wait up to `limit` for all of them to exit; return how many there were.
+    fn wait(self, limit: Duration) -> io::Result<u32> {
+        wait_all_exited(&self.pidfds, limit)?;
+        Ok(u32::try_from(self.pidfds.len()).unwrap_or(u32::MAX))
+    }
+}
+
+/// SIGKILL every live process (but this one) whose environment holds the entry `entry`
+/// (`NAME=value`, exactly). Each candidate is pinned with a pidfd, and its environment read
+/// again after pinning, so a pid recycled between the scan and the signal is left alone.
+fn kill_processes_with_env(entry: &[u8]) -> io::Result<KilledProcesses> {
+    let own_pid = rustix::process::getpid();
+    let mut pidfds = Vec::new();
+    for pid in procfs::all_pids()? {
+        if pid == own_pid || !procfs::has_env_entry(pid, entry) {
+            continue;
+        }
+        let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
+            continue;
+        };
+        // The pidfd now names one process for good; if the pid was recycled in between, the
+        // new process will not have the entry (or is a legitimate match itself).
+        if !procfs::has_env_entry(pid, entry) || !procfs::is_alive(pid) {
+            continue;
+        }
+        if rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
+            pidfds.push(pidfd);
+        }
+    }
+    Ok(KilledProcesses { pidfds })
 }

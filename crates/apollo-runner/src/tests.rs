@@ -79,7 +79,11 @@ impl FakeExecutor {
 }
 
 impl Executor for FakeExecutor {
-    fn run_attempt(&self, request: &AttemptRequest<'_>, _context: &apollo_core::AttemptContext<'_>) -> AttemptOutcome {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        _context: &apollo_core::AttemptContext<'_>,
+    ) -> AttemptOutcome {
         if let Err(violation) = self.check_journal(request) {
             self.violations.lock().unwrap().push(violation);
         }

@@ -5,6 +5,7 @@
 //! Tests synchronise on marker files the units create, never on sleeps; the time limits below
 //! are either the behaviour under test or generous safety nets.
 
+mod host;
 mod misbehaving;
 mod phases;
 
@@ -163,6 +164,27 @@ pub(crate) fn wait_for_file(path: &Path) {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// The one policy for a test that needs something a machine may lack (`O_TMPFILE`, write
+/// leases): when `available`, go on (`true`); otherwise print a visible `SKIPPED: needs …` and
+/// pass (`false`) — except under `CI=true`, where a skip would hide a broken setup, so the test
+/// fails instead.
+pub(crate) fn needs(what: &str, available: bool) -> bool {
+    if available {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "this test needs {what}, which this machine lacks (under CI=true that is a failure, \
+         not a skip)"
+    );
+    // Straight to stderr: the test harness captures `eprintln!` of passing tests.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("SKIPPED: needs {what}\n").as_bytes(),
+    );
+    false
 }
 
 /// The process's peak resident set (`VmHWM`), in KiB.

@@ -1,23 +1,23 @@
-//! One phase of an attempt: spawn its command as a new process group, supervise it until the
-//! leader exits (or the deadline / a cancellation ends it), kill what it left in its group,
-//! reap it.
+//! One phase of an attempt: spawn its command as a new process group (`start`), supervise it
+//! until the leader exits (or the deadline / a cancellation ends it), kill what it left in its
+//! group, reap it, and say what happened in words (`messages`).
+
+mod messages;
+mod start;
 
 use std::cell::Cell;
-use std::ffi::{OsStr, OsString};
-use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
 use apollo_core::{AttemptRequest, CancelLevel, CancelToken, Command, Phase, PhaseOutcome};
 
-use crate::command_line::{self, ExecPlan, ProgramCache};
-use crate::guard::{Guard, Slot};
-use crate::linux::{self, GroupLeader, GroupSignal, Reaped, Wake};
+use crate::command_line;
+use crate::environment::Environment;
+use crate::group_leader::{GroupLeader, GroupSignal, Reaped, Wake};
+use crate::guard::Guard;
 use crate::output::LogFile;
-use crate::spawn::{Environment, Spawn};
+use crate::program_search::ProgramCache;
 
 /// Everything a phase shares with the rest of its attempt.
 pub(crate) struct AttemptContext<'a> {
@@ -129,7 +129,7 @@ pub(crate) fn run_phase(
     let phase_start = Instant::now();
     let unit = context.request.unit;
     let plan = command_line::plan(command, context.direct_exec, &unit.workdir);
-    let spawned = spawn_leader(context, phase, &plan);
+    let spawned = start::spawn_leader(context, phase, &plan);
     let leader = match spawned {
         Ok(leader) => leader,
         Err(reason) => {
@@ -223,7 +223,12 @@ pub(crate) fn run_phase(
     let exit = usage.map(|reaped| reaped.exit);
     let mut messages = Vec::new();
     match end {
-        PhaseEnd::TimedOut => messages.push(timeout_message(phase, limit, stage, unit.kill_grace)),
+        PhaseEnd::TimedOut => messages.push(messages::timeout_message(
+            phase,
+            limit,
+            stage,
+            unit.kill_grace,
+        )),
         PhaseEnd::Interrupted => messages.push(format!(
             "{phase} was interrupted: apollo is stopping{}",
             if stage == Stage::Killed {
@@ -235,10 +240,12 @@ pub(crate) fn run_phase(
         PhaseEnd::Exited => match exit {
             Some(ExitStatus::Code(0)) | None => {}
             Some(ExitStatus::Code(77)) if phase == Phase::Execute => {}
-            Some(ExitStatus::Code(code)) => messages.push(exit_code_message(phase, code, &plan)),
+            Some(ExitStatus::Code(code)) => {
+                messages.push(messages::exit_code_message(phase, code, &plan))
+            }
             Some(ExitStatus::Signal(signal)) => messages.push(format!(
                 "{phase} was killed by {}",
-                linux::signal_name(signal)
+                messages::signal_name(signal)
             )),
         },
         PhaseEnd::Broken => {}
@@ -276,153 +283,4 @@ fn escalate(
         }
         Stage::Killed => (Stage::Killed, None),
     }
-}
-
-/// Reserve a guard slot and spawn `plan` as a new group; the error is the reason in words.
-fn spawn_leader<'g>(
-    context: &AttemptContext<'g>,
-    phase: Phase,
-    plan: &ExecPlan,
-) -> Result<GroupLeader<'g>, String> {
-    let unit = context.request.unit;
-    let reserve = || {
-        context.guard.reserve().map_err(|error| {
-            format!(
-                "cannot start apollo's guard process, which kills the units if apollo dies: \
-                 {error}"
-            )
-        })
-    };
-    let child_path = match unit.env.get("PATH") {
-        Some(path) => Some(OsStr::new(path.as_str())),
-        None => context.environment.get("PATH"),
-    };
-    let found = context
-        .programs
-        .find(&plan.program, child_path, &unit.workdir);
-    if found.is_none() && !plan.program.as_bytes().contains(&b'/') {
-        // A bare name the `PATH` search did not find.
-        let errno =
-            if command_line::in_path_but_not_executable(&plan.program, child_path, &unit.workdir) {
-                libc::EACCES
-            } else {
-                libc::ENOENT
-            };
-        return Err(describe_start_error(
-            &io::Error::from_raw_os_error(errno),
-            plan,
-            &unit.workdir,
-        ));
-    }
-    let program: &OsStr = found.as_deref().map_or(&plan.program, Path::as_os_str);
-    let slot = reserve()?;
-    let error = match start(context, phase, program, &plan.args, slot) {
-        Ok(leader) => return Ok(leader),
-        Err(error) => error,
-    };
-    if error.raw_os_error() != Some(libc::ENOEXEC) {
-        return Err(describe_start_error(&error, plan, &unit.workdir));
-    }
-    // A file the kernel cannot exec (a script without `#!`): run it with the shell, as
-    // `execvp` does (`execve` does not).
-    let mut args = Vec::with_capacity(plan.args.len() + 1);
-    args.push(program.to_owned());
-    args.extend(plan.args.iter().cloned());
-    let slot = reserve()?;
-    start(context, phase, OsStr::new("/bin/sh"), &args, slot)
-        .map_err(|error| describe_start_error(&error, plan, &unit.workdir))
-}
-
-/// Spawn `program` with `args` as the phase's group leader, with the unit's environment and
-/// working directory and the attempt's output files.
-fn start<'g>(
-    context: &AttemptContext<'g>,
-    phase: Phase,
-    program: &OsStr,
-    args: &[OsString],
-    slot: Slot<'g>,
-) -> io::Result<GroupLeader<'g>> {
-    let request = context.request;
-    let opened_null;
-    let stdin = match context.dev_null {
-        Some(dev_null) => dev_null.as_fd(),
-        None => {
-            opened_null = std::fs::File::open("/dev/null")?;
-            opened_null.as_fd()
-        }
-    };
-    let attempt = request.attempt.to_string();
-    let mut overrides: Vec<(&str, &OsStr)> = request
-        .unit
-        .env
-        .iter()
-        .map(|(key, value)| (key.as_str(), OsStr::new(value.as_str())))
-        .collect();
-    overrides.extend([
-        ("APOLLO_RUN_ID", OsStr::new(request.run_id)),
-        ("APOLLO_UNIT", OsStr::new(request.unit.name.as_str())),
-        ("APOLLO_ATTEMPT", OsStr::new(attempt.as_str())),
-        ("APOLLO_PHASE", OsStr::new(phase.as_str())),
-    ]);
-    let spawn = Spawn {
-        program,
-        args,
-        workdir: &request.unit.workdir,
-        stdin,
-        stdout: context.stdout.fd(),
-        stderr: context.stderr.fd(),
-        base: context.environment,
-        overrides: &overrides,
-    };
-    GroupLeader::spawn(&spawn, slot)
-}
-
-/// Why a command could not start, in words a user can act on.
-fn describe_start_error(error: &io::Error, plan: &ExecPlan, workdir: &Path) -> String {
-    match std::fs::metadata(workdir) {
-        Err(workdir_error) => {
-            return format!(
-                "working directory {} is not usable: {workdir_error}",
-                workdir.display()
-            );
-        }
-        Ok(metadata) if !metadata.is_dir() => {
-            return format!("working directory {} is not a directory", workdir.display());
-        }
-        Ok(_) => {}
-    }
-    let program = plan.program.to_string_lossy();
-    match error.raw_os_error() {
-        Some(libc::ENOENT) => format!("command not found: {program}"),
-        Some(libc::EACCES) => format!("permission denied: {program} (is it executable?)"),
-        Some(libc::ENOEXEC) => format!("{program} is not a program this system can run"),
-        _ => format!("cannot start {program}: {error}"),
-    }
-}
-
-fn exit_code_message(phase: Phase, code: i32, plan: &ExecPlan) -> String {
-    let hint = match code {
-        // The shell's own codes for a command it could not run.
-        127 if !plan.direct => " (the shell reports \"command not found\" with 127)",
-        126 if !plan.direct => " (the shell reports \"not executable\" with 126)",
-        _ => "",
-    };
-    format!("{phase} exited with code {code}{hint}")
-}
-
-fn timeout_message(phase: Phase, limit: PhaseLimit, stage: Stage, kill_grace: Duration) -> String {
-    let length = limit
-        .length
-        .map_or_else(|| "its limit".to_owned(), |length| format!("{length:?}"));
-    let how = if stage == Stage::Killed && !kill_grace.is_zero() {
-        format!("SIGTERM, then SIGKILL after the {kill_grace:?} grace")
-    } else if stage == Stage::Killed {
-        "SIGKILL".to_owned()
-    } else {
-        "SIGTERM".to_owned()
-    };
-    format!(
-        "{phase} timed out after {length} ({}); its process group got {how}",
-        limit.description
-    )
 }

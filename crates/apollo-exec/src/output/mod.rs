@@ -1,104 +1,36 @@
 //! The attempt's `stdout` and `stderr` files: opened once per attempt in append mode, handed
 //! to every phase's processes directly (no pipe), measured by their length, and hashed by
-//! streaming a byte range back from disk.
+//! streaming a byte range back from disk. [`LogFile`] is one such file; `spares` keeps
+//! unnamed files for reuse; `unnamed` makes, reopens and names unnamed files.
 //!
 //! A file gets its name (`<log_dir>/stdout`, and the folder) only when it is worth one. It
 //! starts as an unnamed file (`O_TMPFILE`) in an existing folder above `log_dir`, and is linked
 //! into place when the attempt ends with something in it, when the attempt has run for
 //! `ExecOptions::name_output_after` (100 ms), or at once for a unit that is not idempotent (its
 //! half-done attempt is what a human reads before `apollo mark`). An attempt that is quick and
-//! silent creates nothing on disk, and its empty unnamed file is reused by the next attempt:
-//! on a busy scheduler, allocating four inodes per attempt (two folders, two files) cost more
-//! than running `true`.
-//!
-//! A file is reused only if nothing else holds it. The children get their own open of the
-//! file (not a duplicate of apollo's), so before reusing a spare apollo asks for a write lease
-//! on its own open: the kernel grants it only when no other open of the file remains. That is
-//! asked when the spare is taken, not when it is put back: right after an attempt, a sibling
-//! worker's child that is between its `clone` and its `exec` may still hold a copy of every
-//! descriptor apollo had, the children's open included. A spare that a process which escaped
-//! its attempt's group (`setsid`) still holds is skipped; one that such a process wrote to is
-//! named after the attempt it came from; and spares that are dropped (too many, or the
-//! executor is dropped) while held are named too, so what those processes write later lands in
-//! the file of the attempt they came from. Where `O_TMPFILE`, `/proc/self/fd` or leases are
-//! not available, the named files are created at once, as before.
+//! silent creates nothing on disk, and its empty unnamed file is reused by the next attempt
+//! (see `spares` for when a file counts as free). Where `O_TMPFILE`, `/proc/self/fd` or leases
+//! are not available, the named files are created at once. Why: see
+//! `docs/design/2026-11-30-exec-spawn-and-output.md`.
+
+mod spares;
+mod unnamed;
 
 use std::cell::Cell;
-use std::collections::VecDeque;
-use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::Ordering;
 
 use sha2::{Digest, Sha256};
 
-/// Bytes read at a time when hashing: memory stays flat whatever the output size.
-const HASH_CHUNK: usize = 64 * 1024;
+pub(crate) use spares::LogSpares;
+use spares::Spare;
+use unnamed::{create_unnamed, give_name, link, reopen_for_appending};
 
-/// Spare unnamed files kept for reuse, at most.
-const MAX_SPARES: usize = 64;
-
-/// Spares checked (oldest first) before a new file is made instead.
-const SPARES_CHECKED_PER_TAKE: usize = 4;
-
-/// Empty unnamed files left by quick, silent attempts, for the next attempts to reuse.
-#[derive(Debug, Default)]
-pub(crate) struct LogSpares {
-    /// Oldest first.
-    spares: Mutex<VecDeque<Spare>>,
-    /// Set once unnamed files turned out not to work here: from then on, log files are
-    /// created with their names at once.
-    unsupported: AtomicBool,
-}
-
-/// An unnamed file that was empty when its attempt ended.
-#[derive(Debug)]
-struct Spare {
-    file: File,
-    /// The folder it was created in: it can only be linked under it (same filesystem).
-    home: PathBuf,
-    /// The name it would have had in the attempt that used it last: where output that an
-    /// escaped process of that attempt writes later belongs.
-    last_path: PathBuf,
-}
-
-impl Spare {
-    /// Whether it can serve another attempt: still empty, and held by nothing else.
-    fn reusable(&self) -> Availability {
-        if !self
-            .file
-            .metadata()
-            .is_ok_and(|metadata| metadata.len() == 0)
-        {
-            return Availability::Written;
-        }
-        held_elsewhere(&self.file)
-    }
-
-    /// Dropping it: an escaped process of its attempt may still write to it (or already
-    /// did), so it gets that attempt's name first. Best effort.
-    fn retire(self) {
-        if self.reusable() != Availability::Free {
-            let _ = give_name(&self.file, &self.last_path);
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Availability {
-    /// Empty, and open nowhere else.
-    Free,
-    /// Something else has it open.
-    Held,
-    /// Something wrote to it after its attempt.
-    Written,
-    /// Leases cannot tell here.
-    Unknown,
-}
+/// Bytes read at a time when hashing and copying: memory stays flat whatever the output size.
+const CHUNK: usize = 64 * 1024;
 
 /// One output file of an attempt.
 #[derive(Debug)]
@@ -251,11 +183,10 @@ impl LogFile {
     pub(crate) fn sha256_of_range(&self, start: u64, end: u64) -> io::Result<String> {
         let mut hasher = Sha256::new();
         if start < end {
-            let mut buffer = vec![0_u8; HASH_CHUNK];
+            let mut buffer = vec![0_u8; CHUNK];
             let mut offset = start;
             while offset < end {
-                let want =
-                    usize::try_from(end - offset).map_or(HASH_CHUNK, |left| left.min(HASH_CHUNK));
+                let want = usize::try_from(end - offset).map_or(CHUNK, |left| left.min(CHUNK));
                 let read = self.file.read_at(&mut buffer[..want], offset)?;
                 if read == 0 {
                     // Truncated under us: hash what there was.
@@ -286,227 +217,36 @@ impl Drop for LogFile {
     }
 }
 
-impl LogSpares {
-    /// A spare that can be named under `log_dir` and serve another attempt. Up to
-    /// [`SPARES_CHECKED_PER_TAKE`] candidates are checked, oldest first; one that was written
-    /// to is retired, one that is held stays for later.
-    fn take(&self, log_dir: &Path) -> Option<Spare> {
-        let mut spares = self
-            .spares
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut checked = 0;
-        let mut index = 0;
-        while index < spares.len() && checked < SPARES_CHECKED_PER_TAKE {
-            if !log_dir.starts_with(&spares[index].home) {
-                index += 1;
-                continue;
-            }
-            checked += 1;
-            match spares[index].reusable() {
-                Availability::Free => return spares.remove(index),
-                Availability::Held => index += 1,
-                Availability::Written => {
-                    if let Some(spare) = spares.remove(index) {
-                        spare.retire();
-                    }
-                }
-                Availability::Unknown => {
-                    self.unsupported.store(true, Ordering::Relaxed);
-                    return None;
-                }
-            }
-        }
-        None
-    }
-
-    fn put(&self, spare: Spare) {
-        let evicted = {
-            let mut spares = self
-                .spares
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            spares.push_back(spare);
-            if spares.len() > MAX_SPARES {
-                spares.pop_front()
-            } else {
-                None
-            }
-        };
-        if let Some(spare) = evicted {
-            spare.retire();
-        }
-    }
-}
-
-impl Drop for LogSpares {
-    fn drop(&mut self) {
-        let spares = std::mem::take(
-            self.spares
-                .get_mut()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-        for spare in spares {
-            spare.retire();
-        }
-    }
-}
-
-/// A new unnamed file in the nearest existing folder at or above `log_dir`, and that folder.
-fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
-    for dir in log_dir.ancestors().take(8) {
-        let opened = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .mode(0o666)
-            .custom_flags(libc::O_TMPFILE)
-            .open(dir);
-        match opened {
-            Ok(file) => return Ok((file, dir.to_owned())),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("no folder above {} exists", log_dir.display()),
-    ))
-}
-
-/// `/proc/self/fd`, opened once (`O_PATH`), so reaching a descriptor's entry is a one-name
-/// lookup; `None` without `/proc`.
-fn proc_fd_dir() -> Option<&'static OwnedFd> {
-    static DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open("/proc/self/fd")
-            .ok()
-            .map(OwnedFd::from)
-    })
-    .as_ref()
-}
-
-/// `file`'s entry name in `/proc/self/fd`, NUL-terminated.
-fn fd_entry(file: &File) -> CString {
-    // A decimal number has no NUL byte.
-    CString::new(file.as_raw_fd().to_string()).unwrap_or_default()
-}
-
-/// A second, separate open of `file` (write-only, appending) for the children.
-fn reopen_for_appending(file: &File) -> io::Result<File> {
-    let unsupported = |detail: String| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("cannot reopen an unnamed file through /proc/self/fd: {detail}"),
-        )
-    };
-    let dir = proc_fd_dir().ok_or_else(|| unsupported("no /proc".to_owned()))?;
-    let entry = fd_entry(file);
-    // SAFETY: a valid directory descriptor and NUL-terminated name; a returned descriptor is
-    // new and ours.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            entry.as_ptr(),
-            libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(unsupported(io::Error::last_os_error().to_string()));
-    }
-    // SAFETY: the kernel just handed us this descriptor.
-    Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
-/// Whether `file` is open elsewhere: the kernel grants a write lease only when it is open
-/// nowhere but here (open descriptions, not descriptors: a `dup` of this very open does not
-/// count).
-fn held_elsewhere(file: &File) -> Availability {
-    let fd = file.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own; a granted lease is released at once.
-    unsafe {
-        if libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) == 0 {
-            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
-            return Availability::Free;
-        }
-    }
-    match io::Error::last_os_error().raw_os_error() {
-        Some(libc::EAGAIN | libc::EBUSY) => Availability::Held,
-        _ => Availability::Unknown,
-    }
-}
-
-/// Link the unnamed `file` to `path` (creating its folder). Only a link keeps a running
-/// attempt's later output in the named file.
-fn link(file: &File, path: &Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt as _;
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let dir = proc_fd_dir().ok_or_else(|| io::Error::other("no /proc to link through"))?;
-    let source = fd_entry(file);
-    let target = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: a valid directory descriptor and two NUL-terminated names for the duration of
-    // the call. Linking an `O_TMPFILE` file through its `/proc/self/fd` entry needs no
-    // privilege (see open(2)).
-    let linked = unsafe {
-        libc::linkat(
-            dir.as_raw_fd(),
-            source.as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if linked == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// Give the finished, unnamed `file` the name `path`: a link, or, when that is impossible
-/// (`path` exists, a filesystem that refuses), a copy appended to `path`.
-fn give_name(file: &File, path: &Path) -> io::Result<()> {
-    if link(file, path).is_ok() {
-        return Ok(());
-    }
-    let target = OpenOptions::new().append(true).create(true).open(path)?;
-    let mut buffer = vec![0_u8; HASH_CHUNK];
-    let mut offset = 0;
-    loop {
-        let read = file.read_at(&mut buffer, offset)?;
-        if read == 0 {
-            return Ok(());
-        }
-        io::Write::write_all(&mut &target, &buffer[..read])?;
-        offset += read as u64;
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::unnamed::held_elsewhere;
     use super::*;
+    use spares::Availability;
     use std::io::Write;
 
     fn named(dir: &Path, name: &str) -> LogFile {
         LogFile::open(&LogSpares::default(), dir, name, true).unwrap()
     }
 
-    /// Whether unnamed files work in `dir` (they do on ext4, xfs, btrfs, tmpfs; a test that
-    /// needs them says so and passes where they do not, since named files are used there).
+    /// Whether unnamed files work in `dir` (they do on ext4, xfs, btrfs, tmpfs). Where they
+    /// do not, named files are used and a test of unnamed files has nothing to check: it
+    /// prints a visible `SKIPPED: …` and passes, except under `CI=true`, where it fails.
     fn unnamed_files_work(dir: &Path) -> bool {
         let works = LogFile::open(&LogSpares::default(), dir, "probe", false)
             .is_ok_and(|log| log.home.is_some())
             && create_unnamed(dir)
                 .is_ok_and(|(file, _)| held_elsewhere(&file) == Availability::Free);
         if !works {
-            eprintln!(
-                "O_TMPFILE, /proc/self/fd or leases are not available in {}",
+            let what = format!(
+                "O_TMPFILE, /proc/self/fd and write leases in {}",
                 dir.display()
             );
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "this test needs {what} (under CI=true that is a failure, not a skip)"
+            );
+            // Straight to stderr: the test harness captures `eprintln!` of passing tests.
+            let _ = std::io::stderr().write_all(format!("SKIPPED: needs {what}\n").as_bytes());
         }
         works
     }

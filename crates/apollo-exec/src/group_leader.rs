@@ -1,0 +1,284 @@
+//! A phase's process group, from its spawn to its reaping: learn of the leader's exit through
+//! its pidfd without reaping it, signal the group while the unreaped leader pins its id, kill
+//! and count leftovers, then reap with `wait4` for the exit status and rusage.
+//!
+//! Invariants:
+//! * the group's id stays in the guard's table exactly as long as its leader is unreaped;
+//! * once the leader has exited, the group is SIGKILLed before the leader is reaped, whatever
+//!   the leftover scan found;
+//! * a [`GroupLeader`] that is dropped unreaped (a panic mid-phase) SIGKILLs its group and
+//!   reaps its leader: no live group is ever abandoned.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use apollo_core::event::ExitStatus;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, Signal};
+
+use crate::cancel_event;
+use crate::group_members::group_members;
+use crate::guard::Slot;
+use crate::pidfds::wait_all_exited;
+use crate::spawn::{Spawn, spawn_group_leader};
+use crate::sys::wait4;
+
+/// How long to wait for SIGKILLed leftovers to be gone before giving up on them. They cannot
+/// ignore SIGKILL, so this only bounds a process stuck in uninterruptible sleep.
+const LEFTOVER_EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
+
+/// A started, not yet reaped process that leads its own process group.
+pub(crate) struct GroupLeader<'g> {
+    pid: Pid,
+    pidfd: OwnedFd,
+    spawned_at: Instant,
+    /// Its group's entry in the guard's table, armed for as long as the leader is unreaped
+    /// (`None` once reaped).
+    slot: Option<Slot<'g>>,
+}
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// The leader exited (it is a zombie now, not reaped).
+    LeaderExited,
+    /// The deadline passed.
+    Deadline,
+    /// The cancel event fired.
+    Cancel,
+}
+
+/// The reaped leader's status and resource usage.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reaped {
+    pub(crate) exit: ExitStatus,
+    pub(crate) user_cpu: Duration,
+    pub(crate) sys_cpu: Duration,
+    pub(crate) max_rss_kib: u64,
+}
+
+/// Which signal to send to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GroupSignal {
+    Terminate,
+    Kill,
+}
+
+impl<'g> GroupLeader<'g> {
+    /// Start `spawn` as a new group (which comes with its pidfd) and arm `slot` with it.
+    pub(crate) fn spawn(spawn: &Spawn<'_>, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
+        let spawned_at = Instant::now();
+        let (pid, pidfd) = spawn_group_leader(spawn)?;
+        slot.arm(pid);
+        Ok(GroupLeader {
+            pid,
+            pidfd,
+            spawned_at,
+            slot: Some(slot),
+        })
+    }
+
+    /// The leader's pid (also its process group id).
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid.as_raw_nonzero().get().unsigned_abs()
+    }
+
+    /// Block until the leader exits, `cancel_event` becomes readable, or `deadline` passes.
+    /// No polling: one `poll(2)` on the pidfd and the event.
+    pub(crate) fn wait(
+        &self,
+        cancel_event: &OwnedFd,
+        deadline: Option<Instant>,
+    ) -> io::Result<Wake> {
+        loop {
+            let timeout = match deadline {
+                None => None,
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(Wake::Deadline);
+                    }
+                    Some(Timespec::try_from(left).unwrap_or(Timespec {
+                        tv_sec: i64::MAX,
+                        tv_nsec: 0,
+                    }))
+                }
+            };
+            let mut fds = [
+                PollFd::new(&self.pidfd, PollFlags::IN),
+                PollFd::new(cancel_event, PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(error) => return Err(error.into()),
+            }
+            if !fds[0].revents().is_empty() {
+                return Ok(Wake::LeaderExited);
+            }
+            if !fds[1].revents().is_empty() {
+                cancel_event::drain(cancel_event);
+                return Ok(Wake::Cancel);
+            }
+        }
+    }
+
+    /// Signal the whole group. Safe against pid reuse: the leader is not reaped yet, so its
+    /// pid, which is the group id, cannot name anything else. An error (ESRCH cannot happen
+    /// while the leader is unreaped) leaves nothing to do.
+    pub(crate) fn signal_group(&self, signal: GroupSignal) {
+        match signal {
+            GroupSignal::Terminate => {
+                let _ = rustix::process::kill_process_group(self.pid, Signal::TERM);
+                // A stopped process would keep the SIGTERM pending until the SIGKILL: wake it
+                // so it can shut down cleanly within the grace period.
+                let _ = rustix::process::kill_process_group(self.pid, Signal::CONT);
+            }
+            GroupSignal::Kill => {
+                let _ = rustix::process::kill_process_group(self.pid, Signal::KILL);
+            }
+        }
+    }
+
+    /// After the leader exited (and before reaping it): SIGKILL every other process still in
+    /// the group, wait until they are gone, and return how many there were.
+    pub(crate) fn kill_leftovers(&self) -> io::Result<u32> {
+        let mut killed: BTreeSet<i32> = BTreeSet::new();
+        // A leftover may fork between our scan and the kill; its child is killed by the group
+        // SIGKILL too, and a second scan picks it up for the count and the wait.
+        for _ in 0..8 {
+            let members = group_members(self.pid, self.spawned_at)?;
+            let fresh: Vec<Pid> = members
+                .into_iter()
+                .filter(|pid| !killed.contains(&pid.as_raw_pid()))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            // Pin each leftover's identity with a pidfd before killing, so the wait below
+            // watches exactly these processes even if their pids are recycled.
+            let pidfds: Vec<OwnedFd> = fresh
+                .iter()
+                .filter_map(|&pid| {
+                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+                })
+                .collect();
+            self.signal_group(GroupSignal::Kill);
+            killed.extend(fresh.iter().map(|pid| pid.as_raw_pid()));
+            wait_all_exited(&pidfds, LEFTOVER_EXIT_SAFETY_NET)?;
+        }
+        Ok(u32::try_from(killed.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Reap the leader (it must have exited or been SIGKILLed) and return its status and
+    /// rusage. The group gets a SIGKILL first (anything the leftover scan could not see goes
+    /// too), then leaves the guard's table: once reaped, its id may name another process.
+    pub(crate) fn reap(mut self) -> io::Result<Reaped> {
+        self.signal_group(GroupSignal::Kill);
+        if let Some(slot) = self.slot.take() {
+            slot.disarm();
+        }
+        let reaped = wait4::reap(self.pid)?;
+        Ok(Reaped {
+            exit: match (reaped.signal, reaped.code) {
+                (Some(signal), _) => ExitStatus::Signal(signal),
+                (None, code) => ExitStatus::Code(code.unwrap_or(0)),
+            },
+            user_cpu: reaped.user_cpu,
+            sys_cpu: reaped.sys_cpu,
+            max_rss_kib: reaped.max_rss_kib,
+        })
+    }
+}
+
+impl Drop for GroupLeader<'_> {
+    /// A phase cut short before it reaped its leader (a panic): kill the whole group while
+    /// the unreaped leader still pins its id, wait until its members are gone, then reap the
+    /// leader.
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.signal_group(GroupSignal::Kill);
+            // Best effort: each member still seen is pinned and waited for.
+            let _ = self.kill_leftovers();
+            slot.disarm();
+            let _ = wait4::reap(self.pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::environment::Environment;
+    use crate::guard::Guard;
+    use std::ffi::{OsStr, OsString};
+    use std::os::fd::AsFd;
+
+    fn is_gone_or_zombie(pid: Pid) -> bool {
+        match std::fs::read(format!("/proc/{}/stat", pid.as_raw_pid())) {
+            Err(_) => true,
+            Ok(stat) => matches!(
+                crate::procfs::parse_state_and_pgrp(&stat),
+                Some((b'Z' | b'X', _)) | None
+            ),
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_middle_of_a_phase_kills_its_group_and_reaps_its_leader() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = dir.path().join("started");
+        let script = format!(
+            "sleep 1000 & echo $! > {0}/grandchild; touch {0}/started; wait",
+            dir.path().display()
+        );
+        let guard = Guard::default();
+        let environment = Environment::capture();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let log = std::fs::File::create(dir.path().join("log")).unwrap();
+        let args = [OsString::from("-c"), OsString::from(script)];
+        let leader_pid = std::sync::Mutex::new(None);
+        let panicked = std::panic::catch_unwind(|| {
+            let spawn = Spawn {
+                program: OsStr::new("/bin/sh"),
+                args: &args,
+                workdir: dir.path(),
+                stdin: null.as_fd(),
+                stdout: log.as_fd(),
+                stderr: log.as_fd(),
+                base: &environment,
+                overrides: &[],
+            };
+            let leader = GroupLeader::spawn(&spawn, guard.reserve().unwrap()).unwrap();
+            *leader_pid.lock().unwrap() = Some(leader.pid);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !started.exists() {
+                assert!(Instant::now() < deadline, "the unit never started");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            panic!("a panic mid-phase, with the group running");
+        });
+        assert!(panicked.is_err());
+        let leader = leader_pid.lock().unwrap().unwrap();
+        let grandchild: i32 = std::fs::read_to_string(dir.path().join("grandchild"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            is_gone_or_zombie(Pid::from_raw(grandchild).unwrap()),
+            "the group outlived the panic"
+        );
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", leader.as_raw_pid())).exists(),
+            "the leader was not reaped"
+        );
+        assert_eq!(
+            guard.reserve().map(|_| ()).ok(),
+            Some(()),
+            "the guard is still usable"
+        );
+    }
+}
