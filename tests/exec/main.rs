@@ -25,6 +25,23 @@ fn wait_for_file(path: &Path, supervisor: &mut std::process::Child) {
     }
 }
 
+/// Waits until `pid` runs `program` (its `comm`). A process that `$!` named may still be between
+/// its shell's fork and the `execve`s of `setsid` and then `sleep`; while the kernel swaps the
+/// memory image in, `/proc/<pid>/environ` reads empty, so a stray sweep at that instant would
+/// not recognise it.
+fn wait_for_program(pid: u32, program: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let wanted = format!("{program}\n");
+    while std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .as_deref()
+        != Some(&wanted)
+    {
+        assert!(Instant::now() < deadline, "{pid} never ran {program}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
@@ -120,6 +137,7 @@ fn sigkilling_the_supervisor_kills_its_unit_s_group_and_the_strays_are_swept_on_
     let leader = Pinned::new("leader", leader_pid);
     let child = Pinned::new("child in the group", child_pid);
     let escaped = Pinned::new("child out of the group", escaped_pid);
+    wait_for_program(escaped_pid, "sleep");
     // The unit runs under the supervisor, in its own group, and so does its first child.
     let fields = stat_fields(leader_pid).expect("the unit is running");
     assert_eq!(fields[1], supervisor.id().to_string(), "parent");
