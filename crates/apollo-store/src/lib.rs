@@ -13,6 +13,7 @@ mod record;
 mod retention;
 mod run_id;
 mod runs;
+mod safe_dir;
 mod segment;
 mod state_dir;
 mod verify;

@@ -9,3 +9,4 @@ mod corruption;
 mod faults;
 mod journal;
 mod state;
+mod tamper;
