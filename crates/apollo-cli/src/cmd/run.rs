@@ -281,6 +281,7 @@ fn execute(
             let run_dir = state.create_run(&run_id)?;
             let mut journal =
                 JournalWriter::create(run_dir.path(), run_id.as_str(), writer_options)?;
+            journal.watch_lock(&lock)?;
             journal.append_batch(&[Event::RunStarted(RunStarted {
                 run_id: run_id.to_string(),
                 pipeline: pipeline.name.clone(),
@@ -308,6 +309,7 @@ fn execute(
             let run_dir = state.run_dir(&run_id)?;
             let (mut journal, recovery) =
                 JournalWriter::open_for_append(run_dir.path(), writer_options)?;
+            journal.watch_lock(&lock)?;
             state::print_warnings(&recovery.warnings, stderr);
             let mut prior = PriorState::empty();
             let mut recorded_pipeline = None;
