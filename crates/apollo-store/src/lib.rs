@@ -32,7 +32,7 @@ pub use retention::{PruneOptions, PruneReport, prune};
 pub use run_id::RunId;
 pub use runs::{RunState, RunSummary};
 pub use segment::{FORMAT_MAJOR, FORMAT_MINOR, MAGIC};
-pub use state_dir::{RunDir, StateDir};
+pub use state_dir::{RunDir, StateDir, open_regular_file};
 pub use verify::{VerifyReport, verify};
 pub use writer::{Clock, Durability, JournalWriter, RecoveryReport, TornTail, WriterOptions};
 

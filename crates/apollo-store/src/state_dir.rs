@@ -121,6 +121,30 @@ fn check_log_dir(run_dir: &Path, dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Opens a file of the state directory for reading, such as an attempt's captured `stdout` or
+/// `stderr` (`apollo logs`): only a regular file is opened, never through a symbolic link and
+/// without blocking, so a FIFO or a link to `/dev/zero` planted there is refused
+/// ([`StoreError::UnexpectedFileType`]) instead of blocking or streaming forever. `Ok(None)`:
+/// there is no such file.
+pub fn open_regular_file(path: &Path) -> Result<Option<fs::File>, StoreError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(StoreError::invalid(format!(
+            "{} is not a file name",
+            path.display()
+        )));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    match Dir::open(parent).and_then(|dir| dir.open_file(name, Access::Read)) {
+        Ok(file) => Ok(Some(file)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// Process-wide memory of the last run id made, so two ids made in the same second by this
 /// process differ even before either run's folder exists.
 static LAST_RUN_ID: Mutex<Option<RunId>> = Mutex::new(None);

@@ -412,3 +412,38 @@ fn an_untouched_state_directory_keeps_the_watched_writer_going() {
         JournalReader::open(&state.runs_dir().join(id.as_str()), ReadOptions::default()).is_ok()
     );
 }
+
+#[test]
+fn captured_output_that_is_a_fifo_or_a_link_is_refused_not_read_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("units/a/1");
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(logs.join("stdout"), "hello\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut apollo_store::open_regular_file(&logs.join("stdout"))
+            .unwrap()
+            .unwrap(),
+        &mut text,
+    )
+    .unwrap();
+    assert_eq!(text, "hello\n");
+    assert!(
+        apollo_store::open_regular_file(&logs.join("missing"))
+            .unwrap()
+            .is_none()
+    );
+    mkfifo(&logs.join("stderr"));
+    symlink("/dev/zero", logs.join("zero")).unwrap();
+    for name in ["stderr", "zero"] {
+        let path = logs.join(name);
+        let error = within_deadline("opening captured output", move || {
+            apollo_store::open_regular_file(&path).map(|_| ())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(error, StoreError::UnexpectedFileType { .. }),
+            "{error}"
+        );
+    }
+}
