@@ -147,6 +147,10 @@ impl Dir {
         if top.as_os_str().is_empty() {
             top = PathBuf::from(".");
         }
+        if create && !top.exists() {
+            // Above the checked components: created as named (the caller's own path).
+            crate::fsutil::create_dir_all_durable(&top)?;
+        }
         let mut dir = Self::open(&top)?;
         for component in &components[split..] {
             let name = component.as_os_str();
@@ -385,5 +389,57 @@ pub(crate) fn explain_efbig(error: std::io::Error) -> std::io::Error {
         )
     } else {
         error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checked_tail_is_created_below_missing_parents_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/runs/r1/journal");
+        let opened = Dir::open_checked_tail(&deep, 3, true, false).unwrap();
+        assert_eq!(opened.path(), deep);
+        assert!(deep.is_dir());
+
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.path().join("a/b/runs/r2")).unwrap();
+        let error = Dir::open_checked_tail(&dir.path().join("a/b/runs/r2/journal"), 3, true, false)
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                StoreError::UnexpectedFileType {
+                    found: "a symbolic link",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(!outside.join("journal").exists());
+    }
+
+    #[test]
+    fn files_are_written_atomically_and_links_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("name")).unwrap();
+        let opened = Dir::open(dir.path()).unwrap();
+        assert!(opened.open_file("name", Access::Read).is_err());
+        assert!(opened.create_new_file("name", false).is_err());
+        opened.write_file_atomic("name", b"new", true).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("name")).unwrap(),
+            "new"
+        );
+        assert_eq!(
+            opened.entry_type("name").unwrap(),
+            Some(FileType::RegularFile)
+        );
     }
 }
