@@ -10,3 +10,4 @@ mod replay;
 mod resume;
 mod run;
 mod signals;
+mod state_dir;

@@ -183,15 +183,19 @@ fn help_lines(error: &CliError) -> Vec<String> {
 /// names apollo's commands and flags lives here.
 fn store_help(error: &apollo_store::StoreError) -> Vec<String> {
     use apollo_store::ErrorKind;
-    let advice: &[&str] = match error.kind() {
-        ErrorKind::Corruption => &[
+    let advice: &[&str] = match (error.kind(), error) {
+        (_, apollo_store::StoreError::StateChanged { .. }) => &[
+            "something removed or replaced apollo's state directory while this run was active (a `git clean`, an `rm -rf .apollo`?); nothing was started after it was noticed",
+            "keep the state directory out of clean-ups; units already started may have kept running: check what they did before the next `apollo run`",
+        ],
+        (ErrorKind::Corruption, _) => &[
             "`apollo verify` gives a full report; `apollo replay --salvage` reads past bad records",
         ],
-        ErrorKind::Locked => &[
+        (ErrorKind::Locked, _) => &[
             "wait for it to finish, or pass --wait to `apollo run` to wait for the lock",
             "or use another state directory with `--state-dir`",
         ],
-        ErrorKind::Io => &[
+        (ErrorKind::Io, _) => &[
             "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded",
         ],
         _ => &[],

@@ -18,6 +18,13 @@ use clap::Parser;
 use crate::exit::Exit;
 
 fn main() -> ExitCode {
+    // A write over the file size limit (`ulimit -f`) must fail with EFBIG (a journal I/O
+    // error, exit 6, with its message) instead of killing apollo with SIGXFSZ. Caught rather
+    // than ignored: apollo-exec resets caught signals to their default in units.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     // The handles are not held locked: the signal watcher and the progress line write to
     // stderr from other threads while a run is in progress.
     run(

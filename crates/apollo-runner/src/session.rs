@@ -216,6 +216,9 @@ impl<'a> RunSession<'a> {
                     run_id.as_str(),
                     self.writer_options.clone(),
                 )?;
+                // Every commit from now on checks that the lock file and the run folder are still
+                // the ones this session opened (a `git clean` of the state directory mid-run).
+                journal.watch_lock(&lock)?;
                 journal.append_batch(&[Event::RunStarted(RunStarted {
                     run_id: run_id.to_string(),
                     pipeline: pipeline.name.clone(),
@@ -234,6 +237,7 @@ impl<'a> RunSession<'a> {
                 let run_dir = state.run_dir(&run_id)?;
                 let (mut journal, recovery) =
                     JournalWriter::open_for_append(run_dir.path(), self.writer_options.clone())?;
+                journal.watch_lock(&lock)?;
                 report_warnings(&recovery.warnings, observer);
                 let (prior, recorded_pipeline) = fold_prior(&state, &run_id, observer)?;
                 if let Some(recorded) =

@@ -113,6 +113,28 @@ pub enum StoreError {
         /// What is wrong with it.
         what: String,
     },
+    /// Something in the state directory is not of the type apollo keeps there (a symbolic
+    /// link, a FIFO or a device where a regular file or a folder belongs); nothing was
+    /// written through it.
+    #[error("refusing to use {path}: it is {found}, not {expected}", path = .path.display())]
+    UnexpectedFileType {
+        /// The file or folder.
+        path: PathBuf,
+        /// What apollo keeps there ("a regular file", "a folder").
+        expected: &'static str,
+        /// What is there ("a symbolic link", "a FIFO"...).
+        found: &'static str,
+    },
+    /// While a run was active, the lock file or the run's folder was deleted or replaced
+    /// under the running apollo: its records would go to files nobody reads, or a second
+    /// apollo may be writing the same run.
+    #[error("the state directory changed under the running apollo: {path} {what}", path = .path.display())]
+    StateChanged {
+        /// The lock file or folder that changed.
+        path: PathBuf,
+        /// What happened to it ("was deleted", "was replaced").
+        what: &'static str,
+    },
 }
 
 fn fmt_seq(seq: Option<u64>) -> String {
@@ -139,7 +161,10 @@ impl StoreError {
             StoreError::Locked { .. } => ErrorKind::Locked,
             StoreError::Io { .. } | StoreError::Poisoned { .. } => ErrorKind::Io,
             StoreError::NotFound { .. } => ErrorKind::NotFound,
-            StoreError::InvalidInput { .. } => ErrorKind::InvalidInput,
+            StoreError::InvalidInput { .. } | StoreError::UnexpectedFileType { .. } => {
+                ErrorKind::InvalidInput
+            }
+            StoreError::StateChanged { .. } => ErrorKind::Io,
         }
     }
 

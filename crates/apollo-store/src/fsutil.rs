@@ -1,8 +1,7 @@
-//! Small durable-filesystem helpers: fsync a directory, create a directory durably, write a
-//! file atomically.
+//! Small durable-filesystem helpers: fsync a directory, create a directory durably.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File};
+use std::io;
 use std::path::Path;
 
 use crate::error::StoreError;
@@ -34,36 +33,6 @@ pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<(), StoreError> {
         fsync_dir(parent)?;
     }
     Ok(())
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory: write, fsync,
-/// rename, fsync the directory. A reader never sees a half-written file.
-pub(crate) fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| StoreError::invalid(format!("{} has no parent", path.display())))?;
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{file_name}.tmp-{}", random_hex(4)));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|source| StoreError::io("create", &temp, source))?;
-        file.write_all(bytes)
-            .map_err(|source| StoreError::io("write to", &temp, source))?;
-        file.sync_all()
-            .map_err(|source| StoreError::io("fsync", &temp, source))?;
-        fs::rename(&temp, path).map_err(|source| StoreError::io("rename into", path, source))?;
-        fsync_dir(dir)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
 }
 
 /// `n_bytes` random bytes as lowercase hex. Falls back to a time-and-pid mix if the system

@@ -1,11 +1,11 @@
 //! The single-writer lock: `flock(2)` on the state directory's `lock` file.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
+use crate::safe_dir::{Access, Dir, held_state, path_id};
 
 /// Who holds (or last held) the lock, as written into the lock file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,22 +50,18 @@ enum Attempt {
 }
 
 fn flock(file: &File, path: &Path, wait: bool) -> Result<Attempt, StoreError> {
+    use rustix::fs::FlockOperation;
     let operation = if wait {
-        libc::LOCK_EX
+        FlockOperation::LockExclusive
     } else {
-        libc::LOCK_EX | libc::LOCK_NB
+        FlockOperation::NonBlockingLockExclusive
     };
     loop {
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        let result = unsafe { libc::flock(file.as_raw_fd(), operation) };
-        if result == 0 {
-            return Ok(Attempt::Acquired);
-        }
-        let error = std::io::Error::last_os_error();
-        match error.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(Attempt::Busy),
-            _ => return Err(StoreError::io("lock", path, error)),
+        match rustix::fs::flock(file, operation) {
+            Ok(()) => return Ok(Attempt::Acquired),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(Attempt::Busy),
+            Err(errno) => return Err(StoreError::io("lock", path, errno.into())),
         }
     }
 }
@@ -92,36 +88,69 @@ fn host_name() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// Opens (creating it when missing) the lock file at `path`: never through a symbolic link,
+/// and only if it is a regular file, so nothing else is ever written as a lock file.
 fn open_lock_file(path: &Path) -> Result<File, StoreError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|source| StoreError::io("open lock file", path, source))
+    let (parent, name) = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => (parent, name),
+        _ => {
+            return Err(StoreError::invalid(format!(
+                "{} cannot be a lock file",
+                path.display()
+            )));
+        }
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    Dir::open(parent)?.open_file(name, Access::ReadWriteCreate)
 }
 
-/// Reads the holder information from the lock file.
-pub(crate) fn read_holder(path: &Path) -> LockHolder {
-    let mut text = String::new();
-    match File::open(path).and_then(|mut file| file.read_to_string(&mut text)) {
-        Ok(_) => LockHolder::parse(&text),
-        Err(_) => LockHolder::default(),
+/// Reads the holder information from the open lock file.
+fn read_holder(file: &File) -> LockHolder {
+    use std::os::unix::fs::FileExt;
+    // The holder writes a few short lines; more than this is not a holder's.
+    let mut buffer = vec![0u8; 4096];
+    let mut n_read = 0;
+    while n_read < buffer.len() {
+        match file.read_at(&mut buffer[n_read..], n_read as u64) {
+            Ok(0) => break,
+            Ok(n) => n_read += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
+    LockHolder::parse(&String::from_utf8_lossy(&buffer[..n_read]))
+}
+
+/// Whether the lock file at `path` is still the file `file` (not deleted, not replaced).
+fn still_named(file: &File, path: &Path) -> Result<bool, StoreError> {
+    let held = held_state(file, path)?;
+    Ok(held.n_links > 0 && path_id(path)? == Some(held.id))
 }
 
 impl StateLock {
     /// Takes the lock at `path`. With `wait`, blocks until it is free; without, fails at once
     /// with [`StoreError::Locked`] naming the holder.
     pub(crate) fn acquire(path: &Path, wait: bool) -> Result<Self, StoreError> {
-        let file = open_lock_file(path)?;
+        let mut file = open_lock_file(path)?;
         let mut stale_until = None;
         loop {
             match flock(&file, path, wait)? {
-                Attempt::Acquired => break,
+                Attempt::Acquired => {
+                    // The file may have been deleted (or replaced) between the open and the
+                    // lock: a lock on a file nobody else can open excludes nobody. Lock the
+                    // file the path names now instead.
+                    if still_named(&file, path)? {
+                        break;
+                    }
+                    file = open_lock_file(path)?;
+                    continue;
+                }
                 Attempt::Busy => {
-                    let holder = read_holder(path);
+                    let holder = read_holder(&file);
                     // The holder named in the file is gone, yet the lock is still held: a
                     // process it was starting still has the descriptor for the moment between
                     // its fork and its exec (the descriptor is close-on-exec). That clears in
@@ -159,7 +188,7 @@ impl StateLock {
         let file = open_lock_file(path)?;
         match flock(&file, path, false)? {
             Attempt::Acquired => Ok(None),
-            Attempt::Busy => Ok(Some(read_holder(path))),
+            Attempt::Busy => Ok(Some(read_holder(&file))),
         }
     }
 
@@ -186,6 +215,56 @@ impl StateLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Checks that the lock file is still the one this lock holds: not deleted (a deleted
+    /// lock file lets a second apollo create and lock a new one) and not replaced. Two
+    /// `stat` calls; [`JournalWriter::watch_lock`](crate::JournalWriter::watch_lock) makes the
+    /// writer run it before each commit.
+    pub fn check_held(&self) -> Result<(), StoreError> {
+        check_lock_file(&self.file, &self.path)
+    }
+
+    /// A second descriptor of the held lock file (it shares the lock), for the writer's checks.
+    pub(crate) fn watch(&self) -> Result<LockWatch, StoreError> {
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|source| StoreError::io("duplicate descriptor of", &self.path, source))?;
+        Ok(LockWatch {
+            file,
+            path: self.path.clone(),
+        })
+    }
+}
+
+/// What a writer keeps to check, before each commit, that its lock file is still in place.
+#[derive(Debug)]
+pub(crate) struct LockWatch {
+    file: File,
+    path: PathBuf,
+}
+
+impl LockWatch {
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
+        check_lock_file(&self.file, &self.path)
+    }
+}
+
+fn check_lock_file(file: &File, path: &Path) -> Result<(), StoreError> {
+    let held = held_state(file, path)?;
+    if held.n_links == 0 {
+        return Err(StoreError::StateChanged {
+            path: path.to_path_buf(),
+            what: "was deleted",
+        });
+    }
+    if path_id(path)? != Some(held.id) {
+        return Err(StoreError::StateChanged {
+            path: path.to_path_buf(),
+            what: "was replaced by another file",
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! Streaming a run's records across its segments, in order, in constant memory.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -9,7 +8,10 @@ use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::FrameReader;
 use crate::record::decode_record;
-use crate::segment::{SegmentFile, SegmentHeader, check_numbering, list_segment_files};
+use crate::segment::{
+    SegmentFile, SegmentHeader, check_last_segment, check_numbering, list_segment_files,
+    open_segment_for_read,
+};
 
 /// How to read a journal.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,6 +114,13 @@ impl JournalReader {
                 return Err(error);
             }
             warnings.push(salvage_warning(error));
+        }
+        match check_last_segment(&journal_dir, &files) {
+            Err(error @ StoreError::Corruption { .. }) if options.salvage => {
+                warnings.push(salvage_warning(error));
+            }
+            Err(error) => return Err(error),
+            Ok(()) => {}
         }
         let n_files = files.len();
         let mut segments = Vec::with_capacity(n_files);
@@ -287,11 +296,17 @@ impl JournalReader {
         self.next_segment += 1;
         let entry = &self.segments[index];
         let path = entry.file.path.clone();
-        let file = File::open(&path).map_err(|source| StoreError::io("open", &path, source))?;
-        let file_len = file
-            .metadata()
-            .map_err(|source| StoreError::io("stat", &path, source))?
-            .len();
+        // A segment without records to read is not opened (it may not even be a file).
+        if matches!(
+            entry.header,
+            HeaderState::Torn | HeaderState::Salvaged(None)
+        ) {
+            if matches!(entry.header, HeaderState::Salvaged(None)) {
+                self.expected_seq = None;
+            }
+            return Ok(true);
+        }
+        let (file, file_len) = open_segment_for_read(&path)?;
         let mut frames = FrameReader::new(file, file_len);
         match &entry.header {
             HeaderState::Torn => return Ok(true),
@@ -535,11 +550,12 @@ fn probe_header(
 ) -> Result<Result<SegmentHeader, Option<HeaderProblem>>, StoreError> {
     let path = &segment.path;
     let io_error = |source| StoreError::io("read", path, source);
-    let file = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
-    let file_len = file
-        .metadata()
-        .map_err(|source| StoreError::io("stat", path, source))?
-        .len();
+    let (file, file_len) = match open_segment_for_read(path) {
+        Ok(opened) => opened,
+        // Not a regular file: a problem of this segment (salvage reads past it), never a read.
+        Err(error @ StoreError::Corruption { .. }) => return Ok(Err(Some((error, None)))),
+        Err(error) => return Err(error),
+    };
     let mut frames = FrameReader::new(file, file_len);
     let mut payload = Vec::new();
     let bad = match frames.next_frame(&mut payload).map_err(io_error)? {

@@ -1,7 +1,6 @@
 //! Listing runs with their status, derived from each run's journal (no second source of truth).
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
 use apollo_core::Event;
@@ -15,7 +14,7 @@ use crate::lock::LockHolder;
 use crate::reader::{JournalReader, ReadOptions};
 use crate::record::decode_record;
 use crate::run_id::RunId;
-use crate::segment::list_segment_files;
+use crate::segment::{list_segment_files, open_segment_for_read};
 use crate::state_dir::StateDir;
 
 /// Where a run stands, as its journal tells it.
@@ -99,12 +98,7 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
     const TAIL: u64 = 64 * 1024;
     let segments = list_segment_files(&run_dir.join("journal"))?;
     if let Some(last) = segments.last() {
-        let file =
-            File::open(&last.path).map_err(|source| StoreError::io("open", &last.path, source))?;
-        let len = file
-            .metadata()
-            .map_err(|source| StoreError::io("stat", &last.path, source))?
-            .len();
+        let (file, len) = open_segment_for_read(&last.path)?;
         if len > TAIL {
             let mut frames = FrameReader::new(file, len);
             let io_error = |source| StoreError::io("read", &last.path, source);

@@ -1,6 +1,6 @@
 //! Segment files: naming, listing, and the header record each one starts with.
 
-use std::fs;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -61,6 +61,107 @@ pub(crate) fn list_segment_files(journal_dir: &Path) -> Result<Vec<SegmentFile>,
     }
     segments.sort_by_key(|segment| segment.number);
     Ok(segments)
+}
+
+/// Opens a segment for reading, with its length: only a regular file is read. A segment that
+/// is a symbolic link, a FIFO, a device or a folder is a corruption naming the file, found
+/// without blocking (the file is opened with `O_NOFOLLOW | O_NONBLOCK` and checked with
+/// `fstat` before any read): a FIFO or `/dev/zero` would otherwise block or never end.
+pub(crate) fn open_segment_for_read(path: &Path) -> Result<(File, u64), StoreError> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let not_regular = |found: &str| {
+        StoreError::corruption(
+            path,
+            0,
+            None,
+            format!("the segment is {found}, not a regular file"),
+        )
+    };
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| match errno {
+        rustix::io::Errno::LOOP => not_regular("a symbolic link"),
+        rustix::io::Errno::NOENT => StoreError::NotFound {
+            what: format!("segment {}", path.display()),
+        },
+        errno => StoreError::io("open", path, errno.into()),
+    })?;
+    let stat =
+        rustix::fs::fstat(&fd).map_err(|errno| StoreError::io("stat", path, errno.into()))?;
+    let file_type = FileType::from_raw_mode(stat.st_mode);
+    if file_type != FileType::RegularFile {
+        return Err(not_regular(crate::safe_dir::describe(file_type)));
+    }
+    let len = u64::try_from(stat.st_size).unwrap_or(0);
+    Ok((File::from(fd), len))
+}
+
+/// The file in a journal folder that records the highest segment number the writer started
+/// (written at each rotation, once the new segment's header is durable; absent while the
+/// journal has one segment). A journal whose segments stop below it lost its last segments.
+pub(crate) const LAST_SEGMENT_FILE: &str = "last_segment";
+
+/// A corruption naming the first missing segment when the journal recorded more segments
+/// (`journal/last_segment`) than are present: a deleted last segment is not mistaken for a
+/// journal that simply ends there.
+pub(crate) fn check_last_segment(
+    journal_dir: &Path,
+    segments: &[SegmentFile],
+) -> Result<(), StoreError> {
+    use crate::safe_dir::{Access, Dir};
+    use std::io::Read;
+    let path = journal_dir.join(LAST_SEGMENT_FILE);
+    let opened =
+        Dir::open(journal_dir).and_then(|dir| dir.open_file(LAST_SEGMENT_FILE, Access::Read));
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(StoreError::NotFound { .. }) => return Ok(()),
+        Err(StoreError::UnexpectedFileType { found, .. }) => {
+            return Err(StoreError::corruption(
+                &path,
+                0,
+                None,
+                format!("the record of the journal's last segment is {found}, not a regular file"),
+            ));
+        }
+        Err(error) => return Err(error),
+    };
+    let mut text = String::new();
+    (&mut file)
+        .take(64)
+        .read_to_string(&mut text)
+        .map_err(|source| StoreError::io("read", &path, source))?;
+    let Ok(recorded) = text.trim().parse::<u64>() else {
+        return Err(StoreError::corruption(
+            &path,
+            0,
+            None,
+            format!("the record of the journal's last segment ({text:?}) is not a number"),
+        ));
+    };
+    let highest = segments.last().map_or(0, |segment| segment.number);
+    if recorded > highest {
+        let missing = highest + 1;
+        return Err(StoreError::corruption(
+            journal_dir.join(segment_file_name(missing)),
+            0,
+            None,
+            format!(
+                "segment {} is missing: the journal was written up to segment {} but ends with {}; the records after it are lost, so the run is not finished and cannot be resumed",
+                segment_file_name(missing),
+                segment_file_name(recorded),
+                if highest == 0 {
+                    "no segment".to_owned()
+                } else {
+                    segment_file_name(highest)
+                },
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The first gap in the numbering 1..=n of `segments`, as a corruption error.

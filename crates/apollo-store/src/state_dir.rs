@@ -1,7 +1,7 @@
 //! The state directory: its layout, runs, attempt log folders and content-addressed blobs.
 
 use std::fs;
-use std::io::{self, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -9,9 +9,12 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
-use crate::fsutil::{create_dir_all_durable, fsync_dir, random_hex, write_file_atomic};
+use rustix::fs::FileType;
+
+use crate::fsutil::{create_dir_all_durable, random_hex};
 use crate::lock::{LockHolder, StateLock};
 use crate::run_id::RunId;
+use crate::safe_dir::{Access, Dir, describe};
 
 /// An Apollo state directory (by default `.apollo/` beside the config):
 ///
@@ -75,7 +78,70 @@ impl RunDir {
         let mut dir = self.path.join("units");
         dir.push(unit);
         dir.push(attempt.to_string());
+        check_log_dir(&self.path, &dir)?;
         Ok(dir)
+    }
+}
+
+/// Checks the attempt log folder `dir` before the executor creates or writes it: each of
+/// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` below `run_dir` is missing or a real
+/// folder, and the attempt's `stdout` and `stderr` are missing or regular files. A symbolic
+/// link there would send the unit's output (and apollo's writes) outside the state directory.
+/// A few `lstat` calls per attempt.
+fn check_log_dir(run_dir: &Path, dir: &Path) -> Result<(), StoreError> {
+    let lstat_type = |path: &Path| match rustix::fs::lstat(path) {
+        Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+        Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(errno) => Err(StoreError::io("stat", path, errno.into())),
+    };
+    let mut expected = Vec::new();
+    for ancestor in dir.ancestors() {
+        if ancestor == run_dir {
+            break;
+        }
+        expected.push((ancestor.to_path_buf(), FileType::Directory));
+    }
+    expected.reverse();
+    expected.push((dir.join("stdout"), FileType::RegularFile));
+    expected.push((dir.join("stderr"), FileType::RegularFile));
+    for (path, want) in expected {
+        match lstat_type(&path)? {
+            None if want == FileType::Directory => return Ok(()),
+            None => {}
+            Some(found) if found == want => {}
+            Some(found) => {
+                return Err(StoreError::UnexpectedFileType {
+                    path,
+                    expected: describe(want),
+                    found: describe(found),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Opens a file of the state directory for reading, such as an attempt's captured `stdout` or
+/// `stderr` (`apollo logs`): only a regular file is opened, never through a symbolic link and
+/// without blocking, so a FIFO or a link to `/dev/zero` planted there is refused
+/// ([`StoreError::UnexpectedFileType`]) instead of blocking or streaming forever. `Ok(None)`:
+/// there is no such file.
+pub fn open_regular_file(path: &Path) -> Result<Option<fs::File>, StoreError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(StoreError::invalid(format!(
+            "{} is not a file name",
+            path.display()
+        )));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    match Dir::open(parent).and_then(|dir| dir.open_file(name, Access::Read)) {
+        Ok(file) => Ok(Some(file)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
@@ -105,8 +171,12 @@ fn has_records(journal_dir: &Path) -> bool {
     };
     // The header and the first record are short lines: two newlines within the first 64 KiB
     // (a record is at most 16 MiB, so read on until a second newline or the end).
-    let Ok(mut file) = fs::File::open(&first_segment) else {
-        return false;
+    let mut file = match crate::segment::open_segment_for_read(&first_segment) {
+        Ok((file, _)) => file,
+        // Something that is not a regular file where the first segment belongs: not an empty
+        // run creation but damage, which the reader reports (never hidden, never read).
+        Err(StoreError::Corruption { .. }) => return true,
+        Err(_) => return false,
     };
     let mut buffer = vec![0u8; 64 * 1024];
     let mut newlines = 0;
@@ -137,19 +207,47 @@ impl StateDir {
                 root.display()
             )));
         }
-        create_dir_all_durable(&root.join("runs"))?;
-        create_dir_all_durable(&root.join("blobs").join("sha256"))?;
-        let lock = root.join("lock");
-        if !lock.exists() {
-            fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&lock)
-                .map_err(|source| StoreError::io("create lock file", &lock, source))?;
-            fsync_dir(&root)?;
+        create_dir_all_durable(&root)?;
+        // Below the root nothing is followed: `runs`, `blobs`, `blobs/sha256` must be folders
+        // and `lock` a regular file, or apollo refuses before writing anything.
+        let root_dir = Dir::open(&root)?;
+        root_dir.create_subdir("runs", true)?;
+        root_dir
+            .create_subdir("blobs", true)?
+            .create_subdir("sha256", true)?;
+        match root_dir.entry_type("lock")? {
+            None => {
+                root_dir.open_file("lock", Access::ReadWriteCreate)?;
+                root_dir.sync()?;
+            }
+            Some(FileType::RegularFile) => {}
+            Some(found) => {
+                return Err(StoreError::UnexpectedFileType {
+                    path: root.join("lock"),
+                    expected: "a regular file",
+                    found: describe(found),
+                });
+            }
         }
         Ok(Self { root })
+    }
+
+    /// The `runs/` folder, opened (never through a symbolic link).
+    fn open_runs_dir(&self) -> Result<Dir, StoreError> {
+        Dir::open(&self.root)?.subdir("runs")
+    }
+
+    /// The folder of blobs whose hash starts with `prefix`, opened (and created with
+    /// `create`), never through a symbolic link.
+    fn open_blob_dir(&self, prefix: &str, create: bool) -> Result<Dir, StoreError> {
+        let root = Dir::open(&self.root)?;
+        if create {
+            root.create_subdir("blobs", true)?
+                .create_subdir("sha256", true)?
+                .create_subdir(prefix, true)
+        } else {
+            root.subdir("blobs")?.subdir("sha256")?.subdir(prefix)
+        }
     }
 
     /// Opens an existing state directory without creating anything (read-only commands).
@@ -246,42 +344,47 @@ impl StateDir {
     /// Fails if the run exists already.
     pub fn create_run(&self, id: &RunId) -> Result<RunDir, StoreError> {
         let path = self.runs_dir().join(id.as_str());
-        if path.exists() {
+        let runs = self.open_runs_dir()?;
+        if runs.entry_type(id.as_str())?.is_some() {
             return Err(StoreError::invalid(format!("run {id} already exists")));
         }
         // Built under a temporary name and renamed into place, so a kill at any moment leaves
         // either no run or a run folder with its `journal/` and `units/` folders. (A hidden
         // name never parses as a run id: readers skip it.)
-        let staging = self.runs_dir().join(format!(".new-{id}"));
-        if staging.exists() {
+        let staging_name = format!(".new-{id}");
+        let staging = self.runs_dir().join(&staging_name);
+        if runs.entry_type(&staging_name)?.is_some() {
+            // (remove_dir_all removes a symbolic link itself, never what it points to.)
             fs::remove_dir_all(&staging)
                 .map_err(|source| StoreError::io("remove stale run folder", &staging, source))?;
         }
-        create_dir_all_durable(&staging.join("journal"))?;
-        create_dir_all_durable(&staging.join("units"))?;
-        match fs::rename(&staging, &path) {
-            Ok(()) => {}
-            Err(source) => return Err(StoreError::io("create run folder", &path, source)),
-        }
-        fsync_dir(&self.runs_dir())?;
+        let staged = runs.create_subdir(&staging_name, true)?;
+        staged.create_subdir("journal", true)?;
+        staged.create_subdir("units", true)?;
+        runs.rename(&staging_name, id.as_str())?;
+        runs.sync()?;
         Ok(RunDir {
             id: id.clone(),
             path,
         })
     }
 
-    /// An existing run's folder.
+    /// An existing run's folder. A symbolic link or a file where the folder belongs is refused.
     pub fn run_dir(&self, id: &RunId) -> Result<RunDir, StoreError> {
         let path = self.runs_dir().join(id.as_str());
-        if !path.is_dir() {
-            return Err(StoreError::NotFound {
+        match self
+            .open_runs_dir()
+            .and_then(|runs| runs.subdir(id.as_str()))
+        {
+            Ok(_) => Ok(RunDir {
+                id: id.clone(),
+                path,
+            }),
+            Err(StoreError::NotFound { .. }) => Err(StoreError::NotFound {
                 what: format!("run {id} (no folder {})", path.display()),
-            });
+            }),
+            Err(error) => Err(error),
         }
-        Ok(RunDir {
-            id: id.clone(),
-            path,
-        })
     }
 
     /// The ids of every run, oldest first (folders whose name is not a run id are ignored).
@@ -341,29 +444,40 @@ impl StateDir {
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash = apollo_core::hash::to_hex(&Sha256::digest(bytes));
         let path = self.blob_path(&hash)?;
-        if path.is_file() {
-            return Ok(hash);
+        let dir = self.open_blob_dir(&hash[..2], true)?;
+        match dir.entry_type(&hash[2..])? {
+            Some(FileType::RegularFile) => return Ok(hash),
+            Some(found) => {
+                return Err(StoreError::UnexpectedFileType {
+                    path,
+                    expected: "a regular file",
+                    found: describe(found),
+                });
+            }
+            None => {}
         }
-        if let Some(parent) = path.parent() {
-            create_dir_all_durable(parent)?;
-        }
-        write_file_atomic(&path, bytes)?;
+        dir.write_file_atomic(&hash[2..], bytes, true)?;
         Ok(hash)
     }
 
-    /// Reads the blob with this SHA-256, checking that its content still has that hash.
+    /// Reads the blob with this SHA-256, checking that its content still has that hash. Only
+    /// a regular file is read.
     pub fn read_blob(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
         let path = self.blob_path(hash)?;
+        let not_found = || StoreError::NotFound {
+            what: format!("blob {hash}"),
+        };
+        let mut file = match self
+            .open_blob_dir(&hash[..2], false)
+            .and_then(|dir| dir.open_file(&hash[2..], Access::Read))
+        {
+            Ok(file) => file,
+            Err(StoreError::NotFound { .. }) => return Err(not_found()),
+            Err(error) => return Err(error),
+        };
         let mut bytes = Vec::new();
-        match fs::File::open(&path).and_then(|mut file| file.read_to_end(&mut bytes)) {
-            Ok(_) => {}
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound {
-                    what: format!("blob {hash}"),
-                });
-            }
-            Err(source) => return Err(StoreError::io("read", &path, source)),
-        }
+        file.read_to_end(&mut bytes)
+            .map_err(|source| StoreError::io("read", &path, source))?;
         let actual = apollo_core::hash::to_hex(&Sha256::digest(&bytes));
         if actual != hash {
             return Err(StoreError::corruption(
@@ -376,10 +490,15 @@ impl StateDir {
         Ok(bytes)
     }
 
-    /// The path of a blob, if it is stored.
+    /// The path of a blob, if it is stored (as a regular file).
     pub fn blob_file(&self, hash: &str) -> Result<Option<PathBuf>, StoreError> {
         let path = self.blob_path(hash)?;
-        Ok(path.is_file().then_some(path))
+        let stored = match self.open_blob_dir(&hash[..2], false) {
+            Ok(dir) => dir.entry_type(&hash[2..])? == Some(FileType::RegularFile),
+            Err(StoreError::NotFound { .. }) => false,
+            Err(error) => return Err(error),
+        };
+        Ok(stored.then_some(path))
     }
 }
 

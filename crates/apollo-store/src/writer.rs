@@ -1,6 +1,6 @@
 //! The journal writer: frames records, writes them, makes them durable, rotates segments.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,10 +10,11 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::fault::{FaultInjector, FaultPlan};
 use crate::frame::encode_frame;
-use crate::fsutil::{create_dir_all_durable, write_file_atomic};
+use crate::lock::LockWatch;
 use crate::reader::{HeaderState, JournalReader};
 use crate::record::EncodedEvent;
-use crate::segment::{SegmentHeader, list_segment_files, segment_file_name};
+use crate::safe_dir::{Access, Dir, explain_efbig, held_state, path_id};
+use crate::segment::{LAST_SEGMENT_FILE, SegmentHeader, list_segment_files, segment_file_name};
 
 /// Whether appends wait for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -117,6 +118,11 @@ pub struct RecoveryReport {
 /// may have dropped the dirty pages, so a retry that succeeds would lie).
 pub struct JournalWriter {
     journal_dir: PathBuf,
+    /// The journal folder, held open: segments are created under it (never through a
+    /// symbolic link), and its identity is checked before each commit.
+    journal: Dir,
+    /// The lock file to check before each commit ([`JournalWriter::watch_lock`]).
+    lock: Option<LockWatch>,
     run_id: String,
     durability: Durability,
     segment_max_bytes: u64,
@@ -153,19 +159,26 @@ impl JournalWriter {
         options: WriterOptions,
     ) -> Result<Self, StoreError> {
         let journal_dir = run_dir.join("journal");
-        create_dir_all_durable(&journal_dir)?;
+        // `runs/<id>/journal` is walked without following symbolic links.
+        let journal = Dir::open_checked_tail(
+            &journal_dir,
+            3,
+            true,
+            options.durability == Durability::Fsync,
+        )?;
         if !list_segment_files(&journal_dir)?.is_empty() {
             return Err(StoreError::invalid(format!(
                 "{} already holds a journal; open it for append instead",
                 journal_dir.display()
             )));
         }
-        Self::start(journal_dir, run_id.to_owned(), options, 1, 0)
+        Self::start(journal_dir, journal, run_id.to_owned(), options, 1, 0)
     }
 
     /// A writer whose first segment is `number`, after seq `prev_seq`.
     fn start(
         journal_dir: PathBuf,
+        journal: Dir,
         run_id: String,
         options: WriterOptions,
         number: u64,
@@ -175,7 +188,7 @@ impl JournalWriter {
         let faults = FaultInjector::new(options.faults.clone());
         let now = clock();
         let (file, path, len) = new_segment(
-            &journal_dir,
+            &journal,
             &run_id,
             number,
             prev_seq,
@@ -185,6 +198,8 @@ impl JournalWriter {
         )?;
         Ok(Self {
             journal_dir,
+            journal,
+            lock: None,
             run_id,
             durability: options.durability,
             segment_max_bytes: options.segment_max_bytes,
@@ -228,6 +243,7 @@ impl JournalWriter {
             }
             let warnings = reader.take_warnings();
             let journal_dir = reader.journal_dir().to_path_buf();
+            let journal = Dir::open_checked_tail(&journal_dir, 3, false, false)?;
             let n_segments = reader.n_segments();
             let Some(last) = reader.segment_entries().last() else {
                 // No segment at all: the run folder was created but its first segment never
@@ -236,21 +252,25 @@ impl JournalWriter {
                     .file_name()
                     .map(|name| name.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                let writer = Self::start(journal_dir, run_id, options, 1, 0)?;
+                let writer = Self::start(journal_dir, journal, run_id, options, 1, 0)?;
                 report.n_segments = 1;
                 report.warnings.extend(warnings);
                 return Ok((writer, report));
             };
             let segment_path = last.file.path.clone();
+            let segment_name = segment_file_name(last.file.number);
             match &last.header {
                 HeaderState::Torn => {
-                    let saved_to = free_torn_path(&segment_path);
-                    let n_bytes = fs::metadata(&segment_path)
+                    // Only a regular file is moved aside (the reader refuses anything else).
+                    let n_bytes = journal
+                        .open_file(&segment_name, Access::Read)?
+                        .metadata()
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
-                    fs::rename(&segment_path, &saved_to)
-                        .map_err(|source| StoreError::io("rename", &segment_path, source))?;
-                    crate::fsutil::fsync_dir(&journal_dir)?;
+                    let saved_name = free_torn_name(&journal, &segment_name)?;
+                    let saved_to = journal_dir.join(&saved_name);
+                    journal.rename(&segment_name, &saved_name)?;
+                    journal.sync()?;
                     report.torn.push(TornTail {
                         segment: segment_path,
                         offset: 0,
@@ -271,7 +291,10 @@ impl JournalWriter {
                 }
                 HeaderState::Good(header) => {
                     let header = header.clone();
-                    let mut segment_len = fs::metadata(&segment_path)
+                    // Never through a symbolic link, only a regular file.
+                    let file = journal.open_file(&segment_name, Access::Append)?;
+                    let mut segment_len = file
+                        .metadata()
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
                     let last_seq = last_seq.unwrap_or(header.prev_seq);
@@ -287,7 +310,8 @@ impl JournalWriter {
                         .iter()
                         .find(|warning| warning.kind == WarningKind::TornTail)
                     {
-                        let tail = cut_torn_tail(&segment_path, torn.offset, segment_len)?;
+                        let tail =
+                            cut_torn_tail(&journal, &segment_name, torn.offset, segment_len)?;
                         report.torn.push(TornTail {
                             last_kept_seq: Some(last_seq).filter(|&seq| seq > 0),
                             ..tail
@@ -295,10 +319,6 @@ impl JournalWriter {
                         segment_len = torn.offset;
                     }
                     report.warnings.extend(warnings);
-                    let file = OpenOptions::new()
-                        .append(true)
-                        .open(&segment_path)
-                        .map_err(|source| StoreError::io("open", &segment_path, source))?;
                     let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
                     let segment_day = header
                         .created_at()
@@ -308,6 +328,8 @@ impl JournalWriter {
                     report.last_seq = last_seq;
                     let writer = Self {
                         journal_dir,
+                        journal,
+                        lock: None,
                         run_id: header.run_id.clone(),
                         durability: options.durability,
                         segment_max_bytes: options.segment_max_bytes,
@@ -339,6 +361,46 @@ impl JournalWriter {
             .map(EncodedEvent::new)
             .collect::<Result<Vec<_>, _>>()?;
         self.write_encoded(&encoded)
+    }
+
+    /// Makes the writer check, before each commit, that `lock` still holds the state
+    /// directory's lock file (not deleted, not replaced: else a second apollo may have taken
+    /// the state directory over). The writer already checks its own journal folder and
+    /// segment. A failed check is a [`StoreError::StateChanged`] and poisons the writer.
+    pub fn watch_lock(&mut self, lock: &crate::StateLock) -> Result<(), StoreError> {
+        let watch = lock.watch()?;
+        watch.check()?;
+        self.lock = Some(watch);
+        Ok(())
+    }
+
+    /// Checks that what this writer writes is still where readers look: the lock file (when
+    /// watched), the journal folder and the segment are not deleted or replaced. Called once
+    /// per commit: two `fstat` and one `lstat` calls, two more with a watched lock.
+    fn check_in_place(&self) -> Result<(), StoreError> {
+        let journal = self.journal.held_state()?;
+        if journal.n_links == 0 {
+            return Err(StoreError::StateChanged {
+                path: self.journal_dir.clone(),
+                what: "was deleted",
+            });
+        }
+        if path_id(&self.journal_dir)? != Some(journal.id) {
+            return Err(StoreError::StateChanged {
+                path: self.journal_dir.clone(),
+                what: "was replaced or moved",
+            });
+        }
+        if held_state(&self.file, &self.segment_path)?.n_links == 0 {
+            return Err(StoreError::StateChanged {
+                path: self.segment_path.clone(),
+                what: "was deleted",
+            });
+        }
+        if let Some(lock) = &self.lock {
+            lock.check()?;
+        }
+        Ok(())
     }
 
     /// The seq the next record will get.
@@ -384,6 +446,7 @@ impl JournalWriter {
     }
 
     fn write_encoded_inner(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+        self.check_in_place()?;
         self.batch.clear();
         for event in events {
             let now = (self.clock)();
@@ -410,7 +473,11 @@ impl JournalWriter {
         let acknowledged_len = self.segment_len;
         if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
             self.cut_back(acknowledged_len);
-            return Err(StoreError::io("write to", &self.segment_path, source));
+            return Err(StoreError::io(
+                "write to",
+                &self.segment_path,
+                explain_efbig(source),
+            ));
         }
         self.segment_len += self.batch.len() as u64;
         self.segment_has_records = true;
@@ -438,7 +505,7 @@ impl JournalWriter {
     fn rotate(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
         let number = self.segment_number + 1;
         let (file, path, len) = new_segment(
-            &self.journal_dir,
+            &self.journal,
             &self.run_id,
             number,
             self.next_seq - 1,
@@ -452,6 +519,10 @@ impl JournalWriter {
         self.segment_len = len;
         self.segment_day = now.date_naive();
         self.segment_has_records = false;
+        // Only now that the new segment's header is durable: the journal records that it has
+        // this many segments, so a missing last segment is told from a journal that ends
+        // (`verify`, the reader and recovery refuse it).
+        write_last_segment(&self.journal, number, self.durability)?;
         Ok(())
     }
 }
@@ -467,7 +538,7 @@ impl Journal for JournalWriter {
 /// Creates segment `number` with its header, durably: the header is fdatasynced and the new
 /// file's directory entry fsynced. Returns the file (opened for append), its path, its length.
 fn new_segment(
-    journal_dir: &Path,
+    journal: &Dir,
     run_id: &str,
     number: u64,
     prev_seq: u64,
@@ -475,12 +546,14 @@ fn new_segment(
     durability: Durability,
     faults: &FaultInjector,
 ) -> Result<(File, PathBuf, u64), StoreError> {
-    let path = journal_dir.join(segment_file_name(number));
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|source| StoreError::io("create segment", &path, source))?;
+    let name = segment_file_name(number);
+    let path = journal.path().join(&name);
+    let mut file = journal
+        .create_new_file(&name, true)
+        .map_err(|error| match error {
+            StoreError::Io { error, .. } => StoreError::io("create segment", &path, error),
+            other => other,
+        })?;
     let mut frame = Vec::new();
     encode_frame(
         &SegmentHeader::new(run_id, number, prev_seq, now).to_payload(),
@@ -488,56 +561,70 @@ fn new_segment(
     );
     faults
         .write_all(&mut file, &frame)
-        .map_err(|source| StoreError::io("write to", &path, source))?;
+        .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
     if durability == Durability::Fsync {
         faults
             .sync(|| file.sync_data())
             .map_err(|source| StoreError::io("fdatasync", &path, source))?;
         faults
-            .sync(|| File::open(journal_dir).and_then(|dir| dir.sync_all()))
-            .map_err(|source| StoreError::io("fsync directory", journal_dir, source))?;
+            .sync(|| rustix::fs::fsync(journal.fd()).map_err(Into::into))
+            .map_err(|source| StoreError::io("fsync directory", journal.path(), source))?;
     }
     Ok((file, path, frame.len() as u64))
 }
 
-/// `<segment>.torn`, or `.torn.2`, `.torn.3`... if earlier recoveries kept one already.
-fn free_torn_path(segment: &Path) -> PathBuf {
-    let base = segment.as_os_str().to_string_lossy().into_owned();
-    let mut candidate = PathBuf::from(format!("{base}.torn"));
-    let mut n = 2;
-    while candidate.exists() {
-        candidate = PathBuf::from(format!("{base}.torn.{n}"));
-        n += 1;
-    }
-    candidate
+/// Records in `journal/last_segment` that the journal's segments go up to `number`.
+fn write_last_segment(
+    journal: &Dir,
+    number: u64,
+    durability: Durability,
+) -> Result<(), StoreError> {
+    journal.write_file_atomic(
+        LAST_SEGMENT_FILE,
+        format!("{number}\n").as_bytes(),
+        durability == Durability::Fsync,
+    )
 }
 
-/// Keeps bytes `offset..len` of `segment` in a `.torn` file (durably), then truncates the
-/// segment to `offset` (durably).
-fn cut_torn_tail(segment: &Path, offset: u64, len: u64) -> Result<TornTail, StoreError> {
+/// `<segment>.torn`, or `.torn.2`, `.torn.3`... if earlier recoveries kept one already.
+fn free_torn_name(journal: &Dir, segment_name: &str) -> Result<String, StoreError> {
+    let mut candidate = format!("{segment_name}.torn");
+    let mut n = 2;
+    while journal.entry_type(&candidate)?.is_some() {
+        candidate = format!("{segment_name}.torn.{n}");
+        n += 1;
+    }
+    Ok(candidate)
+}
+
+/// Keeps bytes `offset..len` of the segment `segment_name` in a `.torn` file (durably), then
+/// truncates the segment to `offset` (durably).
+fn cut_torn_tail(
+    journal: &Dir,
+    segment_name: &str,
+    offset: u64,
+    len: u64,
+) -> Result<TornTail, StoreError> {
     use std::io::{Read, Seek, SeekFrom};
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(segment)
-        .map_err(|source| StoreError::io("open", segment, source))?;
+    let segment = journal.path().join(segment_name);
+    let mut file = journal.open_file(segment_name, Access::ReadWrite)?;
     // A torn tail is at most one batch of records (each at most 16 MiB): reading it whole is
     // bounded.
     let mut cut = Vec::new();
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.read_to_end(&mut cut))
-        .map_err(|source| StoreError::io("read", segment, source))?;
-    let saved_to = free_torn_path(segment);
-    write_file_atomic(&saved_to, &cut)?;
+        .map_err(|source| StoreError::io("read", &segment, source))?;
+    let saved_name = free_torn_name(journal, segment_name)?;
+    journal.write_file_atomic(&saved_name, &cut, true)?;
     file.set_len(offset)
-        .map_err(|source| StoreError::io("truncate", segment, source))?;
+        .map_err(|source| StoreError::io("truncate", &segment, source))?;
     file.sync_all()
-        .map_err(|source| StoreError::io("fsync", segment, source))?;
+        .map_err(|source| StoreError::io("fsync", &segment, source))?;
     Ok(TornTail {
-        segment: segment.to_path_buf(),
+        segment: segment.clone(),
         offset,
         n_bytes: len.saturating_sub(offset),
-        saved_to,
+        saved_to: journal.path().join(saved_name),
         last_kept_seq: None,
     })
 }

@@ -32,7 +32,22 @@ fn multi_segment_run(dir: &Path, n: u64) -> u64 {
         writer.append_batch(&[event(i)]).unwrap();
     }
     drop(writer);
-    fs::read_dir(dir.join("journal")).unwrap().count() as u64
+    n_segment_files(dir)
+}
+
+/// The segment files (`*.log`) of a journal.
+fn n_segment_files(dir: &Path) -> u64 {
+    fs::read_dir(dir.join("journal"))
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .count() as u64
 }
 
 fn expect_corruption(result: Result<impl std::fmt::Debug, StoreError>, needle: &str) -> StoreError {
@@ -278,13 +293,32 @@ fn a_missing_segment_is_corruption() {
 }
 
 #[test]
-fn a_missing_last_segment_leaves_a_consistent_prefix() {
-    // A deleted *last* segment cannot be told from a shorter journal (nothing names it); this
-    // documents the limit: what is left reads as a consistent prefix.
+fn a_missing_last_segment_is_corruption_not_a_shorter_journal() {
+    // The journal records how many segments it started (`journal/last_segment`), so a deleted
+    // *last* segment is told from a journal that ends there.
     let dir = tempfile::tempdir().unwrap();
     let n = multi_segment_run(dir.path(), 12);
     fs::remove_file(segment(dir.path(), n)).unwrap();
-    let records = read_all(dir.path(), ReadOptions::default()).0.unwrap();
+    let missing = format!("{n:06}.log is missing");
+    expect_corruption(read_all(dir.path(), ReadOptions::default()).0, &missing);
+    expect_corruption(
+        JournalWriter::open_for_append(dir.path(), fast()).map(|_| ()),
+        &missing,
+    );
+    let report = verify(dir.path()).unwrap();
+    assert!(
+        report
+            .corruptions
+            .iter()
+            .any(|c| c.message.contains(&missing) && c.message.contains("cannot be resumed")),
+        "{report:?}"
+    );
+    // Salvage still reads what is left, a consistent prefix.
+    let salvage = ReadOptions {
+        salvage: true,
+        ..ReadOptions::default()
+    };
+    let records = read_all(dir.path(), salvage).0.unwrap();
     assert!(records.windows(2).all(|w| w[1].seq == w[0].seq + 1));
 }
 

@@ -10,3 +10,4 @@ mod faults;
 mod journal;
 mod lock_wait;
 mod state;
+mod tamper;

@@ -261,11 +261,12 @@ pub(crate) fn logs(
     } else {
         "stdout"
     });
-    let mut file = match std::fs::File::open(&path) {
-        Ok(file) => file,
+    // Only a regular file: a FIFO or a link to /dev/zero there must not block or stream forever.
+    let mut file = match apollo_store::open_regular_file(&path) {
+        Ok(Some(file)) => file,
         // The attempt wrote nothing (a quick, silent attempt leaves no file), or apollo died
         // before its first process started.
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+        Ok(None) => {
             let _ = writeln!(
                 stderr,
                 "apollo: attempt {attempt} of `{}` wrote nothing to {}",
@@ -274,11 +275,7 @@ pub(crate) fn logs(
             );
             return Ok(Exit::Success);
         }
-        Err(error) => {
-            return Err(CliError::Usage {
-                message: format!("cannot read {}: {error}", path.display()),
-            });
-        }
+        Err(error) => return Err(error.into()),
     };
     std::io::copy(&mut file, stdout).map_err(output)?;
     stdout.flush().map_err(output)?;

@@ -1,0 +1,445 @@
+//! Files and folders inside the state directory, opened under a directory descriptor and never
+//! through a symbolic link.
+//!
+//! Everything apollo creates or writes in its state directory goes through a [`Dir`]: each
+//! path component below the state directory's root is opened with `O_NOFOLLOW` (and
+//! `O_DIRECTORY` for folders) relative to its parent's descriptor, and each file is checked to
+//! be of the expected type before a byte is written. A symbolic link, a FIFO or a device where
+//! apollo keeps a file or a folder is refused with [`StoreError::UnexpectedFileType`], and
+//! nothing is written through it. (The root itself is opened as named: a `--state-dir` that is
+//! a symbolic link to another disk is the user's choice.)
+//!
+//! [`FileId`] is the (device, inode) pair the writer compares while a run is active, to notice
+//! a lock file or run folder deleted or replaced under it.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use crate::error::StoreError;
+
+/// A file's identity on this machine: (device, inode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileId {
+    device: u64,
+    inode: u64,
+}
+
+/// What an `fstat` of a held descriptor says: its identity and whether a name still links it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeldState {
+    pub(crate) id: FileId,
+    /// `st_nlink`: 0 once the file or folder was deleted (the descriptor keeps it alive).
+    pub(crate) n_links: u64,
+}
+
+// The `stat` field types differ between platforms (`st_nlink` is 32 bits on some).
+#[allow(clippy::useless_conversion)]
+fn stat_id(stat: &rustix::fs::Stat) -> FileId {
+    FileId {
+        device: u64::from(stat.st_dev),
+        inode: u64::from(stat.st_ino),
+    }
+}
+
+/// The state of an open descriptor (`fstat`).
+#[allow(clippy::useless_conversion)] // See `stat_id`.
+pub(crate) fn held_state(fd: impl AsFd, path: &Path) -> Result<HeldState, StoreError> {
+    let stat = rustix::fs::fstat(fd).map_err(|errno| StoreError::io("stat", path, errno.into()))?;
+    Ok(HeldState {
+        id: stat_id(&stat),
+        n_links: u64::from(stat.st_nlink),
+    })
+}
+
+/// The identity of what `path` names now, without following a final symbolic link; `None`
+/// when nothing is there.
+pub(crate) fn path_id(path: &Path) -> Result<Option<FileId>, StoreError> {
+    match rustix::fs::lstat(path) {
+        Ok(stat) => Ok(Some(stat_id(&stat))),
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => Ok(None),
+        Err(errno) => Err(StoreError::io("stat", path, errno.into())),
+    }
+}
+
+/// A type as named in messages: "a symbolic link", "a FIFO"...
+pub(crate) fn describe(file_type: FileType) -> &'static str {
+    match file_type {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a folder",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "a file of unknown type",
+    }
+}
+
+/// How a regular file is opened by [`Dir::open_file`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// Read only.
+    Read,
+    /// Read and write, creating the file when missing (never through a symbolic link).
+    ReadWriteCreate,
+    /// Append only.
+    Append,
+    /// Read and write.
+    ReadWrite,
+}
+
+/// An open folder inside (or at the root of) the state directory.
+#[derive(Debug)]
+pub(crate) struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl Dir {
+    /// Opens the folder at `path` as named (following symbolic links): the state directory's
+    /// root, or the ancestor a walk starts from.
+    pub(crate) fn open(path: &Path) -> Result<Self, StoreError> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| match errno {
+            rustix::io::Errno::NOENT => StoreError::NotFound {
+                what: format!("folder {}", path.display()),
+            },
+            rustix::io::Errno::NOTDIR => StoreError::UnexpectedFileType {
+                path: path.to_path_buf(),
+                expected: "a folder",
+                found: rustix::fs::stat(path)
+                    .map(|stat| describe(FileType::from_raw_mode(stat.st_mode)))
+                    .unwrap_or("not a folder"),
+            },
+            errno => StoreError::io("open", path, errno.into()),
+        })?;
+        Ok(Self {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens `path`, following symbolic links only above its last `n_checked` components,
+    /// which must be real folders. With `create`, missing ones among them are created (each
+    /// fsynced into its parent when `durable`).
+    pub(crate) fn open_checked_tail(
+        path: &Path,
+        n_checked: usize,
+        create: bool,
+        durable: bool,
+    ) -> Result<Self, StoreError> {
+        let components: Vec<_> = path.components().collect();
+        // The root (`/`) and a leading `.` are never walked as names.
+        let n_leading = components
+            .iter()
+            .take_while(|component| !matches!(component, std::path::Component::Normal(_)))
+            .count();
+        let split = components.len().saturating_sub(n_checked).max(n_leading);
+        let mut top: PathBuf = components[..split].iter().collect();
+        if top.as_os_str().is_empty() {
+            top = PathBuf::from(".");
+        }
+        if create && !top.exists() {
+            // Above the checked components: created as named (the caller's own path).
+            crate::fsutil::create_dir_all_durable(&top)?;
+        }
+        let mut dir = Self::open(&top)?;
+        for component in &components[split..] {
+            let name = component.as_os_str();
+            dir = if create {
+                dir.create_subdir(name, durable)?
+            } else {
+                dir.subdir(name)?
+            };
+        }
+        Ok(dir)
+    }
+
+    /// The folder's path, for messages.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder's descriptor.
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// The type of the entry `name`, without following it (`None`: there is none).
+    pub(crate) fn entry_type(
+        &self,
+        name: impl AsRef<Path>,
+    ) -> Result<Option<FileType>, StoreError> {
+        let name = name.as_ref();
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(errno) => Err(StoreError::io("stat", self.path.join(name), errno.into())),
+        }
+    }
+
+    fn wrong_type(&self, name: &Path, expected: &'static str) -> StoreError {
+        let found = match self.entry_type(name) {
+            Ok(Some(found)) => describe(found),
+            _ => "of another type",
+        };
+        StoreError::UnexpectedFileType {
+            path: self.path.join(name),
+            expected,
+            found,
+        }
+    }
+
+    /// Opens the existing sub-folder `name`; a symbolic link or a non-folder is refused.
+    pub(crate) fn subdir(&self, name: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let name = name.as_ref();
+        let path = self.path.join(name);
+        match rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => Ok(Self { fd, path }),
+            Err(rustix::io::Errno::NOENT) => Err(StoreError::NotFound {
+                what: format!("folder {}", path.display()),
+            }),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
+                Err(self.wrong_type(name, "a folder"))
+            }
+            Err(errno) => Err(StoreError::io("open", path, errno.into())),
+        }
+    }
+
+    /// Opens the sub-folder `name`, creating it when missing (fsynced into this folder when
+    /// `durable`); a symbolic link or a non-folder is refused.
+    pub(crate) fn create_subdir(
+        &self,
+        name: impl AsRef<Path>,
+        durable: bool,
+    ) -> Result<Self, StoreError> {
+        let name = name.as_ref();
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) => {
+                let dir = self.subdir(name)?;
+                if durable {
+                    dir.sync()?;
+                    self.sync()?;
+                }
+                Ok(dir)
+            }
+            Err(rustix::io::Errno::EXIST) => self.subdir(name),
+            Err(errno) => Err(StoreError::io(
+                "create directory",
+                self.path.join(name),
+                errno.into(),
+            )),
+        }
+    }
+
+    /// Creates the new file `name` (it must not exist: a symbolic link there counts as
+    /// existing) for writing, or for appending with `append`.
+    pub(crate) fn create_new_file(
+        &self,
+        name: impl AsRef<Path>,
+        append: bool,
+    ) -> Result<File, StoreError> {
+        let name = name.as_ref();
+        let mut flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if append {
+            flags |= OFlags::APPEND;
+        }
+        rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666))
+            .map(File::from)
+            .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
+    }
+
+    /// Opens the file `name`, which must be a regular file (never a symbolic link, a FIFO or a
+    /// device: it is opened non-blocking and checked before any byte is read or written).
+    pub(crate) fn open_file(
+        &self,
+        name: impl AsRef<Path>,
+        access: Access,
+    ) -> Result<File, StoreError> {
+        let name = name.as_ref();
+        let path = self.path.join(name);
+        // Refused before it is opened at all: opening some devices has effects of its own.
+        if let Some(found) = self.entry_type(name)?
+            && found != FileType::RegularFile
+        {
+            return Err(StoreError::UnexpectedFileType {
+                path,
+                expected: "a regular file",
+                found: describe(found),
+            });
+        }
+        let base = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let flags = base
+            | match access {
+                Access::Read => OFlags::RDONLY,
+                Access::ReadWriteCreate => OFlags::RDWR | OFlags::CREATE,
+                Access::Append => OFlags::WRONLY | OFlags::APPEND,
+                Access::ReadWrite => OFlags::RDWR,
+            };
+        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666)) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => {
+                return Err(StoreError::NotFound {
+                    what: format!("file {}", path.display()),
+                });
+            }
+            // A symbolic link (ELOOP); a FIFO nobody reads opened for writing (ENXIO); a
+            // folder opened for writing (EISDIR).
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::NXIO | rustix::io::Errno::ISDIR) => {
+                return Err(self.wrong_type(name, "a regular file"));
+            }
+            Err(errno) => return Err(StoreError::io("open", path, errno.into())),
+        };
+        let stat =
+            rustix::fs::fstat(&fd).map_err(|errno| StoreError::io("stat", &path, errno.into()))?;
+        let file_type = FileType::from_raw_mode(stat.st_mode);
+        if file_type != FileType::RegularFile {
+            return Err(StoreError::UnexpectedFileType {
+                path,
+                expected: "a regular file",
+                found: describe(file_type),
+            });
+        }
+        Ok(File::from(fd))
+    }
+
+    /// Renames `from` to `to`, both in this folder (a symbolic link is renamed, not followed).
+    pub(crate) fn rename(
+        &self,
+        from: impl AsRef<Path>,
+        to: impl AsRef<Path>,
+    ) -> Result<(), StoreError> {
+        rustix::fs::renameat(&self.fd, from.as_ref(), &self.fd, to.as_ref()).map_err(|errno| {
+            StoreError::io("rename into", self.path.join(to.as_ref()), errno.into())
+        })
+    }
+
+    /// Removes the file `name` (best effort callers ignore the error).
+    pub(crate) fn remove_file(&self, name: impl AsRef<Path>) -> Result<(), StoreError> {
+        rustix::fs::unlinkat(&self.fd, name.as_ref(), AtFlags::empty())
+            .map_err(|errno| StoreError::io("remove", self.path.join(name.as_ref()), errno.into()))
+    }
+
+    /// fsyncs the folder, so entries created or renamed in it survive a power loss.
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        rustix::fs::fsync(&self.fd)
+            .map_err(|errno| StoreError::io("fsync directory", &self.path, errno.into()))
+    }
+
+    /// Writes `bytes` to `name` through a temporary file in this folder: write, fsync, rename,
+    /// fsync the folder. A reader never sees a half-written file, and nothing is written
+    /// through a symbolic link (the rename replaces a link named `name`, never its target).
+    /// Without `durable`, nothing is fsynced (the writer's `Durability::None`).
+    pub(crate) fn write_file_atomic(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        durable: bool,
+    ) -> Result<(), StoreError> {
+        let temp = format!(".{name}.tmp-{}", crate::fsutil::random_hex(4));
+        let temp_path = self.path.join(&temp);
+        let result = (|| {
+            let mut file = self.create_new_file(&temp, false)?;
+            file.write_all(bytes)
+                .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
+            if durable {
+                file.sync_all()
+                    .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
+            }
+            self.rename(&temp, name)?;
+            if durable {
+                self.sync()?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = self.remove_file(&temp);
+        }
+        result
+    }
+
+    /// The state of this folder's descriptor.
+    pub(crate) fn held_state(&self) -> Result<HeldState, StoreError> {
+        held_state(&self.fd, &self.path)
+    }
+}
+
+/// A write that failed with `EFBIG` hit the process's file size limit (`ulimit -f`,
+/// `RLIMIT_FSIZE`; the apollo binary catches `SIGXFSZ`, so the write fails instead of killing
+/// it): say so.
+pub(crate) fn explain_efbig(error: std::io::Error) -> std::io::Error {
+    if error.raw_os_error() == Some(libc::EFBIG) {
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            "file too large: the process's file size limit (RLIMIT_FSIZE, `ulimit -f`) was reached",
+        )
+    } else {
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checked_tail_is_created_below_missing_parents_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/runs/r1/journal");
+        let opened = Dir::open_checked_tail(&deep, 3, true, false).unwrap();
+        assert_eq!(opened.path(), deep);
+        assert!(deep.is_dir());
+
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.path().join("a/b/runs/r2")).unwrap();
+        let error = Dir::open_checked_tail(&dir.path().join("a/b/runs/r2/journal"), 3, true, false)
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                StoreError::UnexpectedFileType {
+                    found: "a symbolic link",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(!outside.join("journal").exists());
+    }
+
+    #[test]
+    fn files_are_written_atomically_and_links_replaced_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("name")).unwrap();
+        let opened = Dir::open(dir.path()).unwrap();
+        assert!(opened.open_file("name", Access::Read).is_err());
+        assert!(opened.create_new_file("name", false).is_err());
+        opened.write_file_atomic("name", b"new", true).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("name")).unwrap(),
+            "new"
+        );
+        assert_eq!(
+            opened.entry_type("name").unwrap(),
+            Some(FileType::RegularFile)
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! The state directory is apollo's and checked (issue 12): a symlinked lock file, a segment
+//! that is a FIFO, the state directory or lock file deleted mid-run, a file size limit.
+
+use std::path::Path;
+
+use crate::support::{Apollo, SAFETY_TIMEOUT};
+
+const TWO_UNITS: &str = "units:
+  - name: a
+    execute: bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b
+";
+
+fn mkfifo(path: &Path) {
+    let text = std::ffi::CString::new(path.to_string_lossy().into_owned()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path we own.
+    let result = unsafe { libc::mkfifo(text.as_ptr(), 0o600) };
+    assert_eq!(result, 0, "mkfifo failed");
+}
+
+#[test]
+fn a_lock_file_that_is_a_symlink_is_refused_and_its_target_never_written() {
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    std::fs::write(apollo.path("precious"), "keep me\n").unwrap();
+    std::fs::remove_file(apollo.path(".apollo/lock")).unwrap();
+    std::os::unix::fs::symlink(apollo.path("precious"), apollo.path(".apollo/lock")).unwrap();
+    let output = apollo.args(&["run", "--fresh"]).run();
+    output.code(2);
+    assert!(output.stderr.contains("symbolic link"), "{}", output.stderr);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("precious")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 1));
+}
+
+#[test]
+fn a_segment_that_is_a_fifo_makes_read_commands_fail_not_hang() {
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    let run = apollo.run_ids().pop().unwrap();
+    let segment = apollo.path(&format!(".apollo/runs/{run}/journal/000001.log"));
+    std::fs::remove_file(&segment).unwrap();
+    mkfifo(&segment);
+    // Each invocation is bounded by the helper's safety timeout (it kills a hung apollo, and
+    // the exit code is then `None`).
+    let output = apollo.args(&["verify"]).run();
+    output.code(3);
+    assert!(
+        output.stdout.contains("not a regular file")
+            || output.stderr.contains("not a regular file"),
+        "{output:?}"
+    );
+    let output = apollo.args(&["runs"]).run();
+    assert!(output.code.is_some(), "apollo runs hung");
+    assert!(output.stdout.contains("corrupt"), "{output:?}");
+    let output = apollo.args(&["replay", &run]).run();
+    output.code(3);
+}
+
+#[test]
+fn deleting_the_state_directory_mid_run_stops_apollo_before_the_next_unit() {
+    // `git clean -xdf` on an ignored `.apollo` while a run is active.
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: rm -rf .apollo && bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(6);
+    assert!(
+        output.stderr.contains("state directory changed"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 0));
+    assert!(!output.stdout.contains(" ok"), "{}", output.stdout);
+}
+
+#[test]
+fn deleting_the_lock_file_mid_run_stops_apollo_before_the_next_unit() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: rm .apollo/lock && bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(6);
+    assert!(output.stderr.contains("lock"), "{}", output.stderr);
+    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 0));
+}
+
+#[test]
+fn a_file_size_limit_is_a_journal_io_error_not_a_silent_death() {
+    let apollo = Apollo::new();
+    let mut units = String::from("units:\n");
+    for n in 0..40 {
+        units.push_str(&format!(
+            "  - name: unit_with_a_rather_long_name_{n:03}\n    execute: \"true\"\n"
+        ));
+    }
+    apollo.config(&units);
+    // `ulimit -f 1`: 512 or 1024 bytes, whatever the shell's block; the run's first records
+    // need more than that.
+    #[allow(clippy::disallowed_methods)] // The test spawns the binary under test.
+    let mut child = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg("ulimit -f 1 && exec \"$0\" run")
+        .arg(crate::support::apollo_bin())
+        .current_dir(apollo.root())
+        .env("NO_COLOR", "1")
+        .env_remove("APOLLO_STATE_DIR")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let captured = apollo_tests::wait_captured(&mut child, SAFETY_TIMEOUT);
+    assert_eq!(captured.code, Some(6), "{}", captured.stderr);
+    assert!(
+        captured.stderr.contains("file size limit"),
+        "{}",
+        captured.stderr
+    );
+}
