@@ -135,6 +135,24 @@ pub enum StoreError {
         /// What happened to it ("was deleted", "was replaced").
         what: &'static str,
     },
+    /// A record whose checksum holds but whose kind this build does not know: a newer apollo
+    /// (a newer format minor) wrote it. Refused, never skipped, even in salvage mode.
+    #[error(
+        "cannot read {path} at byte {offset}: record kind `{kind}` was written by a newer apollo (journal format {found}; this apollo reads up to {supported})",
+        path = .path.display()
+    )]
+    NewerRecordKind {
+        /// The segment.
+        path: PathBuf,
+        /// Byte offset of the record in the file.
+        offset: u64,
+        /// The unknown kind.
+        kind: String,
+        /// The version in the segment's header (`major.minor`).
+        found: String,
+        /// The newest version this build writes.
+        supported: String,
+    },
 }
 
 fn fmt_seq(seq: Option<u64>) -> String {
@@ -165,6 +183,7 @@ impl StoreError {
                 ErrorKind::InvalidInput
             }
             StoreError::StateChanged { .. } => ErrorKind::Io,
+            StoreError::NewerRecordKind { .. } => ErrorKind::NewerVersion,
         }
     }
 

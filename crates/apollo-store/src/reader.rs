@@ -7,10 +7,10 @@ use chrono::{DateTime, Utc};
 use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::FrameReader;
-use crate::record::decode_record;
+use crate::record::{DecodeError, decode_record};
 use crate::segment::{
-    SegmentFile, SegmentHeader, check_last_segment, check_numbering, list_segment_files,
-    open_segment_for_read,
+    FORMAT_MAJOR, FORMAT_MINOR, SegmentFile, SegmentHeader, check_last_segment, check_numbering,
+    list_segment_files, open_segment_for_read,
 };
 
 /// How to read a journal.
@@ -391,7 +391,23 @@ impl JournalReader {
                 Ok(Some(offset)) => {
                     let record = match decode_record(&self.payload) {
                         Ok(record) => record,
-                        Err(what) => {
+                        Err(DecodeError::UnknownKind(kind)) => {
+                            // Refused even in salvage mode: skipping it would silently drop
+                            // whatever the newer apollo recorded.
+                            let found = match &self.segments[index].header {
+                                HeaderState::Good(header) => header.format.clone(),
+                                _ => "unknown".to_owned(),
+                            };
+                            self.finish();
+                            return Some(Err(StoreError::NewerRecordKind {
+                                path,
+                                offset,
+                                kind,
+                                found,
+                                supported: format!("{FORMAT_MAJOR}.{FORMAT_MINOR}"),
+                            }));
+                        }
+                        Err(DecodeError::Malformed(what)) => {
                             let error =
                                 StoreError::corruption(&path, offset, self.expected_seq, what);
                             match self.problem(error) {

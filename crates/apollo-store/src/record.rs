@@ -63,18 +63,53 @@ struct RecordWire {
     event: Event,
 }
 
-/// Decodes a record payload; the error text says what is wrong.
-pub(crate) fn decode_record(payload: &[u8]) -> Result<Record, String> {
-    let wire: RecordWire = serde_json::from_slice(payload)
-        .map_err(|error| format!("the record does not decode: {error}"))?;
+/// Why a record payload did not decode.
+#[derive(Debug)]
+pub(crate) enum DecodeError {
+    /// Its `kind` is one this build does not know: a newer apollo wrote it (its checksum held,
+    /// so it is not damage). Never skipped: DESIGN §17, a reader refuses what it cannot read.
+    UnknownKind(String),
+    /// Anything else: the text says what is wrong.
+    Malformed(String),
+}
+
+/// Decodes a record payload.
+pub(crate) fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
+    let wire: RecordWire =
+        serde_json::from_slice(payload).map_err(|error| match unknown_kind(payload) {
+            Some(kind) => DecodeError::UnknownKind(kind),
+            None => DecodeError::Malformed(format!("the record does not decode: {error}")),
+        })?;
     let ts = DateTime::parse_from_rfc3339(&wire.ts)
-        .map_err(|error| format!("the record's ts {:?} is not RFC 3339: {error}", wire.ts))?
+        .map_err(|error| {
+            DecodeError::Malformed(format!(
+                "the record's ts {:?} is not RFC 3339: {error}",
+                wire.ts
+            ))
+        })?
         .with_timezone(&Utc);
     Ok(Record {
         seq: wire.seq,
         ts,
         event: wire.event,
     })
+}
+
+/// The record's `kind`, when it is a string that names no [`Event`] this build knows.
+fn unknown_kind(payload: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Probe {
+        kind: String,
+    }
+    // An internally tagged enum reports an unknown tag as "unknown variant" whatever the other
+    // fields are; a known tag with bad fields reports something else. Decoding only the tag
+    // against the real enum keeps the list of kinds in one place (the enum).
+    let probe: Probe = serde_json::from_slice(payload).ok()?;
+    let tag_only = serde_json::json!({ "kind": probe.kind });
+    match serde_json::from_value::<Event>(tag_only) {
+        Err(error) if error.to_string().starts_with("unknown variant") => Some(probe.kind),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +138,26 @@ mod tests {
         );
         let record = decode_record(&payload).unwrap();
         assert_eq!((record.seq, record.ts, record.event), (42, ts, event));
+    }
+
+    #[test]
+    fn a_kind_this_build_does_not_know_is_told_apart_from_a_malformed_record() {
+        let newer =
+            br#"{"seq":3,"ts":"2026-11-30T02:15:07.123456Z","kind":"unit_teleported","unit":"a"}"#;
+        assert!(matches!(
+            decode_record(newer),
+            Err(DecodeError::UnknownKind(kind)) if kind == "unit_teleported"
+        ));
+        // A known kind with a missing field is damage (or a bug), not a newer apollo.
+        let broken = br#"{"seq":3,"ts":"2026-11-30T02:15:07.123456Z","kind":"run_finished"}"#;
+        assert!(matches!(
+            decode_record(broken),
+            Err(DecodeError::Malformed(_))
+        ));
+        let no_kind = br#"{"seq":3,"ts":"2026-11-30T02:15:07.123456Z"}"#;
+        assert!(matches!(
+            decode_record(no_kind),
+            Err(DecodeError::Malformed(_))
+        ));
     }
 }

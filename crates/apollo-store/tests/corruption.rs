@@ -413,6 +413,36 @@ fn a_newer_major_version_is_refused_with_a_clear_message() {
 }
 
 #[test]
+fn a_record_kind_of_a_newer_apollo_is_refused_not_skipped() {
+    // DESIGN §17: a newer minor may add record kinds; an apollo that meets one it does not know
+    // refuses ("written by a newer apollo"), in salvage mode too, and never drops it silently.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = one_segment_run(dir.path(), 2);
+    bytes.extend_from_slice(&frame(
+        r#"{"seq":3,"ts":"2026-11-30T02:15:07.123456Z","kind":"unit_teleported","unit":"a"}"#,
+    ));
+    fs::write(segment(dir.path(), 1), &bytes).unwrap();
+    for error in [
+        read_all(
+            dir.path(),
+            ReadOptions {
+                salvage: true,
+                ..ReadOptions::default()
+            },
+        )
+        .0
+        .unwrap_err(),
+        read_all(dir.path(), ReadOptions::default()).0.unwrap_err(),
+        verify(dir.path()).unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::NewerVersion, "{error}");
+        let message = error.to_string();
+        assert!(message.contains("unit_teleported"), "{message}");
+        assert!(message.contains("newer apollo"), "{message}");
+    }
+}
+
+#[test]
 fn a_torn_segment_header_from_an_interrupted_rotation_is_moved_aside() {
     let dir = tempfile::tempdir().unwrap();
     let n = multi_segment_run(dir.path(), 12);
