@@ -5,6 +5,7 @@
 
 mod support;
 
+mod compat;
 mod corruption;
 mod faults;
 mod journal;
