@@ -120,7 +120,7 @@ pub enum EngineError {
     #[error(transparent)]
     Graph(#[from] DagError),
     /// `only` names a unit that does not exist.
-    #[error("`--only {unit}`: the pipeline has no unit `{unit}`")]
+    #[error("the units selected to run include `{unit}`, which the pipeline does not have")]
     UnknownUnit {
         /// The name given.
         unit: String,
