@@ -214,8 +214,9 @@ fn prune_deletes_by_age_and_count_but_keeps_the_latest_of_each_pipeline() {
     )
     .unwrap();
     assert_eq!(report.deleted, [a3]);
+    // Listed in creation order (a4 was made before b1), not by the time in their ids.
     let left: Vec<_> = state.run_ids().unwrap();
-    assert_eq!(left, [b1, a4]);
+    assert_eq!(left, [a4, b1]);
     assert!(
         fs::read_dir(state.runs_dir()).unwrap().all(|e| !e
             .unwrap()
@@ -230,6 +231,13 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
     let blob = state.put_blob(b"definition").unwrap();
+    // Made first: the oldest run of `etl` (runs are ordered by creation).
+    let old = make_run(
+        &state,
+        "20261001T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
     let id: RunId = "20261129T010000Z-0001".parse().unwrap();
     let run = state.create_run(&id).unwrap();
     let clock = ManualClock::new();
@@ -248,12 +256,6 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
         .unwrap();
     drop(writer);
     let open = make_run(&state, "20261130T010000Z-0001", "etl", None);
-    let old = make_run(
-        &state,
-        "20261001T010000Z-0001",
-        "etl",
-        Some(RunStatus::Succeeded),
-    );
     let dest_path = dir.path().join("backup");
     let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
     let report = backup(&state, &dest_path, Some(30), now).unwrap();
