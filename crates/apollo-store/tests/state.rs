@@ -289,3 +289,54 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
     );
     assert!(!old_copy.exists());
 }
+
+#[test]
+fn backup_refreshes_the_copy_of_a_run_resumed_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
+    let id = make_run(
+        &state,
+        "20261129T010000Z-0001",
+        "etl",
+        Some(RunStatus::Failed),
+    );
+    let dest_path = dir.path().join("backup");
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let first = backup(&state, &dest_path, None, now).unwrap();
+    assert_eq!(first.copied, std::slice::from_ref(&id));
+    let dest = StateDir::open_existing(&dest_path).unwrap();
+    assert_eq!(dest.run_summary(&id).unwrap().state, RunState::Failed);
+
+    // The run is resumed and succeeds; a rotation gives it a second segment too.
+    let run_dir = state.run_dir(&id).unwrap();
+    let options = apollo_store::WriterOptions {
+        segment_max_bytes: 1,
+        ..fast()
+    };
+    let (mut writer, _) = JournalWriter::open_for_append(run_dir.path(), options).unwrap();
+    writer.append_batch(&[event(2)]).unwrap();
+    writer
+        .append_batch(&[run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    drop(writer);
+
+    let second = backup(&state, &dest_path, None, now).unwrap();
+    assert_eq!(second.copied, std::slice::from_ref(&id));
+    assert_eq!(second.refreshed, std::slice::from_ref(&id));
+    assert!(second.already_there.is_empty());
+    assert_eq!(dest.run_summary(&id).unwrap().state, RunState::Succeeded);
+    let copy = dest_path.join("runs").join(id.as_str());
+    assert!(apollo_store::verify(&copy).unwrap().is_clean());
+    assert!(
+        fs::read_dir(dest.runs_dir()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')),
+        "no temporary or old copy is left behind"
+    );
+    // Unchanged since: nothing to do.
+    let third = backup(&state, &dest_path, None, now).unwrap();
+    assert!(third.copied.is_empty());
+    assert_eq!(third.already_there, [id]);
+}
