@@ -181,13 +181,19 @@ fn refuse_if_still_running(state: &StateDir, run: &RunId) -> Result<(), RunnerEr
     for record in reader {
         let Ok(record) = record else { break };
         match record.event {
-            Event::RunStarted(started) => last_opener = Some((started.host, started.pid)),
-            Event::RunResumed(resumed) => last_opener = Some((resumed.host, resumed.pid)),
+            Event::RunStarted(started) => {
+                last_opener = Some((started.host, started.pid, record.ts.timestamp()));
+            }
+            Event::RunResumed(resumed) => {
+                last_opener = Some((resumed.host, resumed.pid, record.ts.timestamp()));
+            }
             _ => {}
         }
     }
     match last_opener {
-        Some((host, pid)) if host == host_name() && is_live_apollo(pid) => {
+        Some((host, pid, recorded_at))
+            if host == host_name() && is_live_apollo(pid, recorded_at) =>
+        {
             Err(RunnerError::RunInUse {
                 run: run.clone(),
                 pid,
