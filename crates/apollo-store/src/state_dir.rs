@@ -434,10 +434,12 @@ impl StateDir {
         let mut max = None;
         for entry in entries {
             let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
+            // Only real folders (a symbolic link there is refused where the run is used).
             if let Some(id) = entry
                 .file_name()
                 .to_str()
                 .and_then(|name| name.parse::<RunId>().ok())
+                && entry.file_type().is_ok_and(|kind| kind.is_dir())
                 && let Some(sequence) = self.run_sequence(&id)?
             {
                 max = max.max(Some(sequence));
@@ -468,7 +470,15 @@ impl StateDir {
                 && entry.path().is_dir()
                 && has_records(&entry.path().join("journal"))
             {
-                ids.push((self.run_sequence(&id)?, id));
+                // A symbolic link where a run folder belongs is listed (opening the run
+                // refuses it) but has no place in the order.
+                let real_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+                let sequence = if real_dir {
+                    self.run_sequence(&id)?
+                } else {
+                    None
+                };
+                ids.push((sequence, id));
             }
         }
         ids.sort();
