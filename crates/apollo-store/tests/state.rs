@@ -340,3 +340,34 @@ fn backup_refreshes_the_copy_of_a_run_resumed_since() {
     assert!(third.copied.is_empty());
     assert_eq!(third.already_there, [id]);
 }
+
+#[test]
+fn a_run_of_format_1_1_without_identity_or_sequence_still_reads_and_comes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    // Written as an apollo of format 1.1 wrote it: no identity, no sequence file.
+    let old = make_run(&state, "20261130T010000Z-0001", "etl", None);
+    let run_dir = state.runs_dir().join(old.as_str());
+    fs::remove_file(run_dir.join("sequence")).unwrap();
+    let segment = run_dir.join("journal/000001.log");
+    let text = fs::read_to_string(&segment).unwrap();
+    assert!(!text.contains("identity"), "{text}");
+    let (header, rest) = text.split_once('\n').unwrap();
+    let payload = header
+        .splitn(3, ' ')
+        .nth(2)
+        .unwrap()
+        .replace(r#""format":"1.2""#, r#""format":"1.1""#);
+    let mut bytes = frame(&payload);
+    bytes.extend_from_slice(rest.as_bytes());
+    fs::write(&segment, bytes).unwrap();
+    // A newer run made earlier by the clock.
+    let new = make_run(&state, "20261129T010000Z-0001", "etl", None);
+
+    assert_eq!(state.run_ids().unwrap(), [old.clone(), new.clone()]);
+    let summary = state.run_summary(&old).unwrap();
+    assert_eq!(summary.state, RunState::Incomplete, "{:?}", summary.problem);
+    assert_eq!(summary.pipeline.as_deref(), Some("etl"));
+    assert_eq!(summary.identity, None);
+    assert!(apollo_store::verify(&run_dir).unwrap().is_clean());
+}
