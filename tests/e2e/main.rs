@@ -6,6 +6,7 @@
 mod support;
 
 mod example;
+mod identity;
 mod replay;
 mod resume;
 mod run;

@@ -62,6 +62,12 @@ pub(crate) enum CliError {
         /// What is wrong and what to do.
         message: String,
     },
+    /// The run to resume is still being run by another apollo (its lock file was deleted).
+    #[error("{message}")]
+    RunInUse {
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// The run to resume cannot be read.
     #[error("{message}")]
     CorruptRun {
@@ -116,6 +122,7 @@ impl CliError {
             }
             CliError::Store(error) => store_exit(error),
             CliError::CorruptRun { .. } => Exit::Corruption,
+            CliError::RunInUse { .. } => Exit::Locked,
             CliError::NeedsVerdict { .. } | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
             CliError::Journal(_) => Exit::JournalIo,
         }

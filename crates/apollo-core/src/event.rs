@@ -82,6 +82,11 @@ pub struct RunStarted {
     pub pid: u32,
     /// The pipeline's units, in config order.
     pub units: Vec<String>,
+    /// The pipeline's stable identity in its state directory (since journal format 1.2): `id:`
+    /// and the config's `id`, or the name, `@`, and the config path relative to the state
+    /// directory. `None` in older journals, whose runs are identified by their name alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// Payload of `run_resumed`.

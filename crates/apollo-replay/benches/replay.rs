@@ -63,6 +63,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 host: "bench-host".into(),
                 pid: 4242,
                 units: units.clone(),
+                identity: None,
             })
         } else if next_finish >= n_attempts {
             if seq > n_attempts * 2 + 2 {

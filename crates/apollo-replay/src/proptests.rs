@@ -82,6 +82,7 @@ fn event() -> impl Strategy<Value = Event> {
                 host: "<h>".into(),
                 pid: 1,
                 units,
+                identity: None,
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

@@ -64,6 +64,7 @@ impl RunBuilder {
                 host: "build-01".into(),
                 pid: 4242,
                 units: units.iter().map(|unit| (*unit).to_owned()).collect(),
+                identity: None,
             }),
         );
         builder

@@ -48,6 +48,33 @@ pub enum RunnerError {
         /// The pipeline the session was given.
         pipeline: String,
     },
+    /// No run of the session's pipeline identity exists, but an unfinished run of a pipeline
+    /// with the same name and another identity (another config file, or an `id:`) does: it is
+    /// neither resumed nor started over without a human saying which.
+    #[error(
+        "run {run} of a pipeline named `{pipeline}` is unfinished, but it was started from {recorded_config}, not from {config}"
+    )]
+    IdentityMismatch {
+        /// The unfinished run.
+        run: RunId,
+        /// The pipeline's name.
+        pipeline: String,
+        /// The config file its `run_started` names.
+        recorded_config: String,
+        /// The config file the session was given.
+        config: String,
+    },
+    /// The run to resume is still being run by another apollo on this host (its lock file was
+    /// deleted or replaced, so the lock did not stop this session).
+    #[error("run {run} is still being run by apollo pid {pid} on {host}")]
+    RunInUse {
+        /// The run.
+        run: RunId,
+        /// The process id of the apollo running it.
+        pid: u32,
+        /// This host.
+        host: String,
+    },
     /// The pipeline definition could not be serialized for its snapshot.
     #[error("cannot snapshot the pipeline definition")]
     Snapshot(#[source] serde_json::Error),

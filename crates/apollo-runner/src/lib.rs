@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod identity;
 mod logs;
 mod mark;
 mod notice;
@@ -13,9 +14,12 @@ mod state;
 mod sweep;
 
 #[cfg(test)]
+mod identity_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::RunnerError;
+pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};

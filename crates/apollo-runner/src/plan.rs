@@ -43,9 +43,10 @@ impl RunSession<'_> {
             .is_dir()
             .then(|| StateDir::open_existing(self.state_dir()))
             .transpose()?;
+        let identity = self.identity();
         let resumes = match &state {
             None => None,
-            Some(state) => match select(state, self.target_ref(), &pipeline.name)? {
+            Some(state) => match select(state, self.target_ref(), self.key(&identity))? {
                 Selection::New => None,
                 Selection::Resume(run) | Selection::Succeeded(run) => Some(run),
             },

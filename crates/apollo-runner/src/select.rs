@@ -2,17 +2,24 @@
 //! one. Shared by [`RunSession::open`](crate::RunSession::open) and the dry-run planner so
 //! both choose alike.
 
+use std::collections::HashSet;
+use std::path::Path;
+
 use apollo_core::Event;
+use apollo_core::event::RunStarted;
 use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir};
 
 use crate::error::RunnerError;
+use crate::identity::{host_name, is_live_apollo};
 
 /// The run a session opens.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum RunTarget {
     /// The pipeline's latest run if it is incomplete (no `run_finished`, or finished failed or
-    /// interrupted), else a new run: what `apollo run` does.
+    /// interrupted), else a new run: what `apollo run` does. "The pipeline" is its stable
+    /// identity ([`pipeline_identity`](crate::pipeline_identity)) and "latest" is by the state
+    /// directory's creation order, not by the clock.
     #[default]
     LatestIfIncomplete,
     /// Always a new run.
@@ -32,21 +39,45 @@ pub(crate) enum Selection {
     Succeeded(RunId),
 }
 
-/// Resolves `target` for `pipeline` in `state`.
+/// The pipeline a session runs, as run selection sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PipelineKey<'a> {
+    /// Its name.
+    pub(crate) name: &'a str,
+    /// Its stable identity (see [`pipeline_identity`](crate::pipeline_identity)).
+    pub(crate) identity: &'a str,
+    /// Its config file, as given (for messages).
+    pub(crate) config_path: &'a Path,
+}
+
+impl PipelineKey<'_> {
+    /// Whether a run that recorded this `run_started` is a run of this pipeline: same
+    /// identity, or, for a run recorded before identities (format 1.0/1.1), same name.
+    pub(crate) fn owns(&self, started: &RunStarted) -> bool {
+        match &started.identity {
+            Some(identity) => identity == self.identity,
+            None => started.pipeline == self.name,
+        }
+    }
+}
+
+/// Resolves `target` for `pipeline` in `state`. A run to resume that another apollo on this
+/// host is still running (its lock file deleted, so the lock did not stop this one) is
+/// [`RunnerError::RunInUse`].
 pub(crate) fn select(
     state: &StateDir,
     target: &RunTarget,
-    pipeline: &str,
+    pipeline: PipelineKey<'_>,
 ) -> Result<Selection, RunnerError> {
-    match target {
-        RunTarget::Fresh => Ok(Selection::New),
+    let selection = match target {
+        RunTarget::Fresh => Selection::New,
         RunTarget::Named(run) => {
             let summary = state.run_summary(run)?;
-            Ok(if summary.state == RunState::Succeeded {
+            if summary.state == RunState::Succeeded {
                 Selection::Succeeded(run.clone())
             } else {
                 Selection::Resume(run.clone())
-            })
+            }
         }
         RunTarget::LatestIfIncomplete => {
             let Some(run) = latest_run(state, pipeline)? else {
@@ -54,27 +85,41 @@ pub(crate) fn select(
             };
             let summary = state.run_summary(&run)?;
             match summary.state {
-                RunState::Succeeded => Ok(Selection::New),
-                RunState::Corrupt => Err(RunnerError::UnreadableRun {
-                    run,
-                    pipeline: pipeline.to_owned(),
-                    problem: summary.problem.unwrap_or_default(),
-                }),
-                _ => Ok(Selection::Resume(run)),
+                RunState::Succeeded => Selection::New,
+                RunState::Corrupt => {
+                    return Err(RunnerError::UnreadableRun {
+                        run,
+                        pipeline: pipeline.name.to_owned(),
+                        problem: summary.problem.unwrap_or_default(),
+                    });
+                }
+                _ => Selection::Resume(run),
             }
         }
+    };
+    if let Selection::Resume(run) = &selection {
+        refuse_if_still_running(state, run)?;
     }
+    Ok(selection)
 }
 
-/// The newest run of `pipeline`, newest first by id. A newer run whose start cannot be read
-/// is an error, not a run to skip: it may be this pipeline's incomplete run, and skipping it
-/// would start over what it left half done. A run with no record at all (apollo died between
-/// creating it and writing `run_started`) did nothing and is skipped.
-fn latest_run(state: &StateDir, pipeline: &str) -> Result<Option<RunId>, RunnerError> {
+/// The newest run of `pipeline` in the state directory's creation order (never by the
+/// clock: see [`StateDir::run_ids`]). A newer run whose start cannot be read is an error, not
+/// a run to skip: it may be this pipeline's incomplete run, and skipping it would start over
+/// what it left half done. A run with no record at all (apollo died between creating it and
+/// writing `run_started`) did nothing and is skipped.
+///
+/// When no run of this identity exists but the newest run of another identity with the same
+/// name is unfinished (another config file of that name, or this one moved away from its state
+/// directory), that is [`RunnerError::IdentityMismatch`]: neither resumed nor started over
+/// silently.
+fn latest_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Result<Option<RunId>, RunnerError> {
+    let mut seen_identities = HashSet::new();
+    let mut same_name_unfinished: Option<(RunId, String)> = None;
     for run in state.run_ids()?.into_iter().rev() {
         let unidentified = |problem: String| RunnerError::UnidentifiedRun {
             run: run.clone(),
-            pipeline: pipeline.to_owned(),
+            pipeline: pipeline.name.to_owned(),
             problem,
         };
         let first = state
@@ -87,8 +132,18 @@ fn latest_run(state: &StateDir, pipeline: &str) -> Result<Option<RunId>, RunnerE
                 event: Event::RunStarted(started),
                 ..
             })) => {
-                if started.pipeline == pipeline {
+                if pipeline.owns(&started) {
                     return Ok(Some(run));
+                }
+                if same_name_unfinished.is_none()
+                    && started.pipeline == pipeline.name
+                    && seen_identities.insert(started.identity.clone())
+                    && matches!(
+                        state.run_summary(&run)?.state,
+                        RunState::Incomplete | RunState::Failed | RunState::Interrupted
+                    )
+                {
+                    same_name_unfinished = Some((run.clone(), started.config_path.clone()));
                 }
             }
             Ok(Some(record)) => {
@@ -100,5 +155,51 @@ fn latest_run(state: &StateDir, pipeline: &str) -> Result<Option<RunId>, RunnerE
             Err(error) => return Err(unidentified(error.to_string())),
         }
     }
-    Ok(None)
+    match same_name_unfinished {
+        Some((run, recorded_config)) => Err(RunnerError::IdentityMismatch {
+            run,
+            pipeline: pipeline.name.to_owned(),
+            recorded_config,
+            config: pipeline.config_path.display().to_string(),
+        }),
+        None => Ok(None),
+    }
+}
+
+/// Refuses to resume `run` while the apollo that last started or resumed it, on this host,
+/// is still alive. The lock normally says so; this catches a lock file deleted under a live
+/// apollo (which notices only at its next commit), so two apollos never run one run's units.
+fn refuse_if_still_running(state: &StateDir, run: &RunId) -> Result<(), RunnerError> {
+    let Ok(run_dir) = state.run_dir(run) else {
+        return Ok(());
+    };
+    let Ok(reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
+        // What cannot be read is reported by the steps that need it.
+        return Ok(());
+    };
+    let mut last_opener = None;
+    for record in reader {
+        let Ok(record) = record else { break };
+        match record.event {
+            Event::RunStarted(started) => {
+                last_opener = Some((started.host, started.pid, record.ts.timestamp()));
+            }
+            Event::RunResumed(resumed) => {
+                last_opener = Some((resumed.host, resumed.pid, record.ts.timestamp()));
+            }
+            _ => {}
+        }
+    }
+    match last_opener {
+        Some((host, pid, recorded_at))
+            if host == host_name() && is_live_apollo(pid, recorded_at) =>
+        {
+            Err(RunnerError::RunInUse {
+                run: run.clone(),
+                pid,
+                host,
+            })
+        }
+        _ => Ok(()),
+    }
 }

@@ -8,13 +8,15 @@ use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
 use apollo_core::{Loaded, PriorState, hash};
 use apollo_store::{
-    Durability, ErrorKind, JournalWriter, RunId, StateDir, StateLock, WriterOptions,
+    Durability, ErrorKind, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir,
+    StateLock, WriterOptions,
 };
 
 use crate::error::RunnerError;
+use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
-use crate::select::{RunTarget, Selection, select};
+use crate::select::{PipelineKey, RunTarget, Selection, select};
 use crate::state::fold_prior;
 use crate::sweep::{StraySweep, SweepReason};
 
@@ -152,6 +154,20 @@ impl<'a> RunSession<'a> {
         &self.target
     }
 
+    /// The pipeline's stable identity in the state directory (see [`pipeline_identity`]).
+    pub fn identity(&self) -> String {
+        pipeline_identity(&self.state_dir, &self.config_path, self.loaded)
+    }
+
+    /// The pipeline as run selection sees it, for `identity` (from [`Self::identity`]).
+    pub(crate) fn key<'s>(&'s self, identity: &'s str) -> PipelineKey<'s> {
+        PipelineKey {
+            name: &self.loaded.pipeline.name,
+            identity,
+            config_path: &self.config_path,
+        }
+    }
+
     /// The engine options for `run_id` (empty for a plan of a new run).
     pub(crate) fn engine_options(&self, run_id: &str) -> EngineOptions {
         let pipeline = &self.loaded.pipeline;
@@ -180,7 +196,8 @@ impl<'a> RunSession<'a> {
         let pipeline = &self.loaded.pipeline;
         let state = StateDir::open_or_create(&self.state_dir)?;
         let mut lock = acquire_lock(&state, self.wait_for_lock, observer)?;
-        let resume = match select(&state, &self.target, &pipeline.name)? {
+        let identity = self.identity();
+        let resume = match select(&state, &self.target, self.key(&identity))? {
             Selection::New => None,
             Selection::Resume(run) => Some(run),
             Selection::Succeeded(run) => return Ok(Opened::NothingToResume(run)),
@@ -206,7 +223,7 @@ impl<'a> RunSession<'a> {
                     .map_err(|source| RunnerError::NotStarted { source })?;
                 // What units of the pipeline's previous run left running must not race the
                 // new run's units.
-                if let Some(previous) = state.latest_run(&pipeline.name)? {
+                if let Some(previous) = previous_run(&state, self.key(&identity)) {
                     sweep_and_report(self.sweep, &previous, SweepReason::PreviousRun, observer);
                 }
                 let run_id = state.new_run_id();
@@ -229,6 +246,7 @@ impl<'a> RunSession<'a> {
                     host,
                     pid: std::process::id(),
                     units,
+                    identity: Some(identity.clone()),
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)
@@ -318,11 +336,15 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// This machine's name, recorded in `run_started`/`run_resumed`.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
+/// The newest run of this pipeline (by identity, in creation order), whose strays a new
+/// run sweeps first. Runs that cannot be read are passed over here: selection has already
+/// refused what it could not read, and this is only about processes to kill.
+fn previous_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Option<RunId> {
+    state.run_ids().ok()?.into_iter().rev().find(|run| {
+        let first = state
+            .run_dir(run)
+            .and_then(|run_dir| JournalReader::open(run_dir.path(), ReadOptions::default()))
+            .and_then(|mut reader| reader.next().transpose());
+        matches!(first, Ok(Some(Record { event: Event::RunStarted(started), .. })) if pipeline.owns(&started))
+    })
 }

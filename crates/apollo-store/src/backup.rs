@@ -18,9 +18,12 @@ use crate::verify::verify;
 /// What [`backup`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BackupReport {
-    /// Runs copied now.
+    /// Runs copied now (new ones, and the [`refreshed`](Self::refreshed) ones).
     pub copied: Vec<RunId>,
-    /// Finished runs already present at the destination.
+    /// Runs whose copy at the destination was replaced because the run changed since it was
+    /// copied (resumed and finished again); also in [`copied`](Self::copied).
+    pub refreshed: Vec<RunId>,
+    /// Finished runs already present, unchanged, at the destination.
     pub already_there: Vec<RunId>,
     /// Runs not copied because they are not finished (running or incomplete).
     pub unfinished: Vec<RunId>,
@@ -36,12 +39,17 @@ pub struct BackupReport {
 }
 
 /// Copies every finished run of `state` that `dest` (a state directory, created if missing)
-/// does not have yet, with the blobs its journal names, then prunes `dest` with
+/// does not have yet, or has a copy of that is out of date (the run was resumed since: its
+/// journal's files differ in name or size), with the blobs its journal names, then prunes
+/// `dest` with
 /// `keep_days` (the latest run of each pipeline is always kept). Runs that pruning would
 /// delete at once are not copied.
 ///
 /// Each run is copied into `dest/runs/.backup-…`, every file and folder fsynced, then renamed
-/// to its id and the parent fsynced: a run in `dest/runs/` is always complete. A run whose
+/// to its id and the parent fsynced: a run in `dest/runs/` is always complete. An out-of-date
+/// copy is swapped with the new one in one `renameat2(RENAME_EXCHANGE)` (two renames where the
+/// filesystem cannot exchange; a crash between them leaves the run to copy again next time),
+/// then deleted. A run whose
 /// journal is corrupt is not copied and is listed in [`BackupReport::failed`].
 pub fn backup(
     state: &StateDir,
@@ -77,11 +85,13 @@ pub fn backup(
             report.too_old.push(id);
             continue;
         }
-        if dest.runs_dir().join(id.as_str()).exists() {
+        let run_dir = state.runs_dir().join(id.as_str());
+        let final_path = dest.runs_dir().join(id.as_str());
+        let stale = final_path.exists();
+        if stale && journal_files(&final_path)? == journal_files(&run_dir)? {
             report.already_there.push(id);
             continue;
         }
-        let run_dir = state.runs_dir().join(id.as_str());
         let verified = verify(&run_dir)?;
         if let Some(corruption) = verified.corruptions.first() {
             report.failed.push((id, corruption.to_string()));
@@ -102,10 +112,14 @@ pub fn backup(
             .runs_dir()
             .join(format!(".backup-{id}-{}", random_hex(4)));
         report.copied_bytes += copy_tree_durable(&run_dir, &temp)?;
-        let final_path = dest.runs_dir().join(id.as_str());
-        fs::rename(&temp, &final_path)
-            .map_err(|source| StoreError::io("rename into", &final_path, source))?;
-        fsync_dir(&dest.runs_dir())?;
+        if stale {
+            replace_copy(&dest.runs_dir(), &temp, &final_path)?;
+            report.refreshed.push(id.clone());
+        } else {
+            fs::rename(&temp, &final_path)
+                .map_err(|source| StoreError::io("rename into", &final_path, source))?;
+            fsync_dir(&dest.runs_dir())?;
+        }
         report.copied.push(id);
     }
     if keep_days.is_some() {
@@ -119,6 +133,51 @@ pub fn backup(
         )?;
     }
     Ok(report)
+}
+
+/// The names and sizes of the files in a run's `journal/` folder, sorted: what tells a copy
+/// from a run that was resumed since (a journal only grows, by appends and new segments).
+fn journal_files(run_dir: &Path) -> Result<Vec<(std::ffi::OsString, u64)>, StoreError> {
+    let journal = run_dir.join("journal");
+    let entries = match fs::read_dir(&journal) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(StoreError::io("list", &journal, source)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| StoreError::io("list", &journal, source))?;
+        let meta = entry
+            .metadata()
+            .map_err(|source| StoreError::io("stat", entry.path(), source))?;
+        files.push((entry.file_name(), meta.len()));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Puts the fresh copy `temp` where the out-of-date copy `final_path` is (both in `runs_dir`),
+/// then deletes the old one.
+fn replace_copy(runs_dir: &Path, temp: &Path, final_path: &Path) -> Result<(), StoreError> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    match renameat_with(CWD, temp, CWD, final_path, RenameFlags::EXCHANGE) {
+        // `temp` now holds the old copy.
+        Ok(()) => {
+            fsync_dir(runs_dir)?;
+            fs::remove_dir_all(temp).map_err(|source| StoreError::io("remove", temp, source))?;
+        }
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            let old = runs_dir.join(format!(".backup-old-{}", random_hex(4)));
+            fs::rename(final_path, &old)
+                .map_err(|source| StoreError::io("rename", final_path, source))?;
+            fs::rename(temp, final_path)
+                .map_err(|source| StoreError::io("rename into", final_path, source))?;
+            fsync_dir(runs_dir)?;
+            fs::remove_dir_all(&old).map_err(|source| StoreError::io("remove", &old, source))?;
+        }
+        Err(errno) => return Err(StoreError::io("exchange", final_path, errno.into())),
+    }
+    fsync_dir(runs_dir)
 }
 
 /// The definition snapshot hashes a run's journal names (`run_started`, `run_resumed`).

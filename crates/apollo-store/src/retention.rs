@@ -1,4 +1,5 @@
-//! `apollo prune`: delete old runs, never a running one, never the latest of a pipeline.
+//! `apollo prune`: delete old runs, never a running one, never the latest of a pipeline (by
+//! creation order, not by the clock).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -65,22 +66,24 @@ pub(crate) fn remove_leftovers(state: &StateDir) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Which of `summaries` (one state dir's runs) to delete.
+/// Which of `summaries` (one state dir's runs, oldest first as [`StateDir::list_runs`] lists
+/// them: in creation order, never by the clock) to delete. A pipeline is its identity; a run
+/// recorded without one (format 1.0/1.1) counts as a run of a pipeline of its name alone.
 pub(crate) fn select(
     summaries: &[RunSummary],
     options: PruneOptions,
     now: DateTime<Utc>,
 ) -> PruneReport {
     let mut report = PruneReport::default();
-    let mut by_pipeline: BTreeMap<&str, Vec<&RunSummary>> = BTreeMap::new();
+    let mut by_pipeline: BTreeMap<(bool, &str), Vec<&RunSummary>> = BTreeMap::new();
     for summary in summaries {
-        by_pipeline
-            .entry(summary.pipeline.as_deref().unwrap_or(""))
-            .or_default()
-            .push(summary);
+        let key = match &summary.identity {
+            Some(identity) => (true, identity.as_str()),
+            None => (false, summary.pipeline.as_deref().unwrap_or("")),
+        };
+        by_pipeline.entry(key).or_default().push(summary);
     }
-    for runs in by_pipeline.values_mut() {
-        runs.sort_by(|a, b| a.id.cmp(&b.id));
+    for runs in by_pipeline.values() {
         let n_runs = runs.len();
         for (index, run) in runs.iter().enumerate() {
             let rank_from_newest = n_runs - 1 - index;

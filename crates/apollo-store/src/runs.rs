@@ -64,6 +64,9 @@ pub struct RunSummary {
     pub id: RunId,
     /// The pipeline, from `run_started`.
     pub pipeline: Option<String>,
+    /// The pipeline's stable identity, from `run_started` (`None` for a journal of format 1.0
+    /// or 1.1, whose runs are identified by their pipeline name).
+    pub identity: Option<String>,
     /// When `run_started` was written.
     pub started: Option<DateTime<Utc>>,
     /// When `run_finished` was written, if the run is finished.
@@ -195,6 +198,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
     let mut summary = RunSummary {
         id: id.clone(),
         pipeline: None,
+        identity: None,
         started: None,
         finished: None,
         last_record: None,
@@ -212,6 +216,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
             summary.started = Some(first.ts);
             if let Event::RunStarted(started) = &first.event {
                 summary.pipeline = Some(started.pipeline.clone());
+                summary.identity = started.identity.clone();
                 summary.n_units = started.units.len();
                 summary.definition_hash = Some(started.definition_hash.clone());
             }
@@ -254,7 +259,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
 }
 
 impl StateDir {
-    /// Every run, oldest first, with its state derived from its journal: the first record of
+    /// Every run, oldest first (in creation order, see [`StateDir::run_ids`]), with its state derived from its journal: the first record of
     /// the first segment and the tail of the last one (a full read only for unfinished runs,
     /// to count their units). A journal that cannot be read gives [`RunState::Corrupt`] and
     /// the reason, not an error.
@@ -274,8 +279,9 @@ impl StateDir {
         Ok(summarize(self, id, holder.as_ref()))
     }
 
-    /// The newest run of `pipeline` (by run id, i.e. start time), reading only each run's
-    /// first record, newest first.
+    /// The newest run (in creation order, see [`StateDir::run_ids`]) whose `run_started` names
+    /// the pipeline `pipeline`, whatever its identity, reading only each run's first record,
+    /// newest first.
     pub fn latest_run(&self, pipeline: &str) -> Result<Option<RunId>, StoreError> {
         for id in self.run_ids()?.into_iter().rev() {
             let run_dir = self.runs_dir().join(id.as_str());

@@ -149,6 +149,9 @@ pub fn open_regular_file(path: &Path) -> Result<Option<fs::File>, StoreError> {
 /// process differ even before either run's folder exists.
 static LAST_RUN_ID: Mutex<Option<RunId>> = Mutex::new(None);
 
+/// The file in a run's folder holding its sequence number (see [`StateDir::run_sequence`]).
+const SEQUENCE_FILE: &str = "sequence";
+
 /// Whether `journal_dir` holds at least one record after its first segment's header. A run
 /// without one recorded nothing — apollo was killed (or failed) while creating it, before its
 /// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
@@ -358,9 +361,13 @@ impl StateDir {
             fs::remove_dir_all(&staging)
                 .map_err(|source| StoreError::io("remove stale run folder", &staging, source))?;
         }
+        // The run's place in this state directory's order: one above every run here, whatever
+        // the clock says (see `run_ids`).
+        let sequence = self.max_sequence()?.map_or(1, |max| max + 1);
         let staged = runs.create_subdir(&staging_name, true)?;
         staged.create_subdir("journal", true)?;
         staged.create_subdir("units", true)?;
+        staged.write_file_atomic(SEQUENCE_FILE, format!("{sequence}\n").as_bytes(), true)?;
         runs.rename(&staging_name, id.as_str())?;
         runs.sync()?;
         Ok(RunDir {
@@ -387,7 +394,67 @@ impl StateDir {
         }
     }
 
+    /// A run's sequence number: its place in the order runs were created in this state
+    /// directory (1, 2, …), kept in `runs/<id>/sequence`. `None` for a run created by an apollo
+    /// from before sequence numbers (format 1.0/1.1). A file there that is not a regular file
+    /// holding a number is [`StoreError::Corruption`] (or `UnexpectedFileType`).
+    pub fn run_sequence(&self, id: &RunId) -> Result<Option<u64>, StoreError> {
+        let path = self.runs_dir().join(id.as_str()).join(SEQUENCE_FILE);
+        let mut file = match self
+            .open_runs_dir()
+            .and_then(|runs| runs.subdir(id.as_str()))
+            .and_then(|run| run.open_file(SEQUENCE_FILE, Access::Read))
+        {
+            Ok(file) => file,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut text = String::new();
+        (&mut file)
+            .take(64)
+            .read_to_string(&mut text)
+            .map_err(|source| StoreError::io("read", &path, source))?;
+        match text.trim_end_matches('\n').parse::<u64>() {
+            Ok(sequence) if sequence > 0 && text.ends_with('\n') => Ok(Some(sequence)),
+            _ => Err(StoreError::corruption(
+                &path,
+                0,
+                None,
+                "a run's sequence file must hold one positive decimal number and a newline",
+            )),
+        }
+    }
+
+    /// The highest sequence number of any run folder (runs that recorded nothing included,
+    /// so a number is never given twice while its folder exists).
+    fn max_sequence(&self) -> Result<Option<u64>, StoreError> {
+        let runs_dir = self.runs_dir();
+        let entries =
+            fs::read_dir(&runs_dir).map_err(|source| StoreError::io("list", &runs_dir, source))?;
+        let mut max = None;
+        for entry in entries {
+            let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
+            // Only real folders (a symbolic link there is refused where the run is used).
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.parse::<RunId>().ok())
+                && entry.file_type().is_ok_and(|kind| kind.is_dir())
+                && let Some(sequence) = self.run_sequence(&id)?
+            {
+                max = max.max(Some(sequence));
+            }
+        }
+        Ok(max)
+    }
+
     /// The ids of every run, oldest first (folders whose name is not a run id are ignored).
+    ///
+    /// "Oldest" is by creation order in this state directory, never by the clock: by each
+    /// run's sequence number (see [`StateDir::run_sequence`]), so a clock stepped back (an NTP
+    /// correction, a restored VM snapshot) cannot make an older run look newer. Runs without
+    /// a sequence number (made by an apollo from before them) come first, by id (their start
+    /// time): they were made before any run that has one.
     pub fn run_ids(&self) -> Result<Vec<RunId>, StoreError> {
         let runs_dir = self.runs_dir();
         let entries =
@@ -403,11 +470,19 @@ impl StateDir {
                 && entry.path().is_dir()
                 && has_records(&entry.path().join("journal"))
             {
-                ids.push(id);
+                // A symbolic link where a run folder belongs is listed (opening the run
+                // refuses it) but has no place in the order.
+                let real_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+                let sequence = if real_dir {
+                    self.run_sequence(&id)?
+                } else {
+                    None
+                };
+                ids.push((sequence, id));
             }
         }
         ids.sort();
-        Ok(ids)
+        Ok(ids.into_iter().map(|(_, id)| id).collect())
     }
 
     /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`); see
@@ -570,6 +645,118 @@ mod tests {
         assert_eq!(sorted, ids, "ids must be unique and increasing");
         assert!(ids.iter().all(|id| id.started_at() == now));
         assert!(state.create_run(&ids[0]).is_err());
+    }
+
+    /// A run with one `run_started` of `pipeline` (identity `identity`), durable enough for
+    /// listing.
+    fn started_run(state: &StateDir, id: &RunId, pipeline: &str, finished: bool) {
+        let run = state.create_run(id).unwrap();
+        let options = crate::WriterOptions {
+            durability: crate::Durability::None,
+            ..crate::WriterOptions::default()
+        };
+        let mut writer = crate::JournalWriter::create(run.path(), id.as_str(), options).unwrap();
+        let mut events = vec![apollo_core::Event::RunStarted(
+            apollo_core::event::RunStarted {
+                run_id: id.to_string(),
+                pipeline: pipeline.to_owned(),
+                config_path: "/p/pipeline.yaml".to_owned(),
+                config_hash: "0".repeat(64),
+                definition_hash: "0".repeat(64),
+                apollo_version: "0".to_owned(),
+                host: "h".to_owned(),
+                pid: 1,
+                units: Vec::new(),
+                identity: Some(format!("{pipeline}@../pipeline.yaml")),
+            },
+        )];
+        if finished {
+            events.push(apollo_core::Event::RunFinished(
+                apollo_core::event::RunFinished {
+                    status: apollo_core::event::RunStatus::Succeeded,
+                    succeeded: 0,
+                    failed: 0,
+                    skipped: 0,
+                },
+            ));
+        }
+        writer.append_batch(&events).unwrap();
+    }
+
+    #[test]
+    fn runs_are_ordered_by_creation_even_when_the_clock_steps_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let noon = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+        // The clock steps back an hour between the first and the second run, then a day.
+        let first = state.new_run_id_at(noon);
+        started_run(&state, &first, "etl", true);
+        let second = state.new_run_id_at(noon - chrono::Duration::hours(1));
+        started_run(&state, &second, "etl", false);
+        let third = state.new_run_id_at(noon - chrono::Duration::days(1));
+        started_run(&state, &third, "deploy", true);
+        assert!(third < second && second < first, "ids follow the clock");
+        assert_eq!(
+            state.run_ids().unwrap(),
+            [first.clone(), second.clone(), third.clone()]
+        );
+        assert_eq!(state.run_sequence(&first).unwrap(), Some(1));
+        assert_eq!(state.run_sequence(&third).unwrap(), Some(3));
+        let listed: Vec<RunId> = state
+            .list_runs()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(listed, [first.clone(), second.clone(), third]);
+        assert_eq!(state.latest_run("etl").unwrap(), Some(second.clone()));
+        // Pruning keeps the latest of a pipeline by that order: `second`, not `first`.
+        let report = crate::prune(
+            &state,
+            crate::PruneOptions {
+                keep_days: None,
+                keep_runs: Some(1),
+            },
+            noon,
+        )
+        .unwrap();
+        assert_eq!(report.deleted, [first]);
+        assert!(state.run_dir(&second).is_ok());
+    }
+
+    #[test]
+    fn runs_without_a_sequence_come_first_and_a_damaged_one_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let noon = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+        let new = state.new_run_id_at(noon - chrono::Duration::hours(2));
+        started_run(&state, &new, "etl", false);
+        // Two runs made by an older apollo: no sequence file.
+        let mut legacy = Vec::new();
+        for hours in [1, 3] {
+            let id = state.new_run_id_at(noon - chrono::Duration::hours(hours));
+            started_run(&state, &id, "etl", true);
+            fs::remove_file(state.runs_dir().join(id.as_str()).join(SEQUENCE_FILE)).unwrap();
+            assert_eq!(state.run_sequence(&id).unwrap(), None);
+            legacy.push(id);
+        }
+        assert_eq!(
+            state.run_ids().unwrap(),
+            [legacy[1].clone(), legacy[0].clone(), new.clone()]
+        );
+        // The next run still gets a number above every run's.
+        let next = state.new_run_id_at(noon - chrono::Duration::hours(5));
+        started_run(&state, &next, "etl", false);
+        assert_eq!(state.run_sequence(&next).unwrap(), Some(2));
+        assert_eq!(state.run_ids().unwrap().last(), Some(&next));
+        // A sequence file that does not hold a number is damage, never guessed around.
+        for bad in ["", "x\n", "0\n", "12"] {
+            fs::write(state.runs_dir().join(new.as_str()).join(SEQUENCE_FILE), bad).unwrap();
+            assert!(
+                matches!(state.run_ids(), Err(StoreError::Corruption { .. })),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

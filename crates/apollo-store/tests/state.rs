@@ -214,8 +214,9 @@ fn prune_deletes_by_age_and_count_but_keeps_the_latest_of_each_pipeline() {
     )
     .unwrap();
     assert_eq!(report.deleted, [a3]);
+    // Listed in creation order (a4 was made before b1), not by the time in their ids.
     let left: Vec<_> = state.run_ids().unwrap();
-    assert_eq!(left, [b1, a4]);
+    assert_eq!(left, [a4, b1]);
     assert!(
         fs::read_dir(state.runs_dir()).unwrap().all(|e| !e
             .unwrap()
@@ -230,6 +231,13 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
     let blob = state.put_blob(b"definition").unwrap();
+    // Made first: the oldest run of `etl` (runs are ordered by creation).
+    let old = make_run(
+        &state,
+        "20261001T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
     let id: RunId = "20261129T010000Z-0001".parse().unwrap();
     let run = state.create_run(&id).unwrap();
     let clock = ManualClock::new();
@@ -248,12 +256,6 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
         .unwrap();
     drop(writer);
     let open = make_run(&state, "20261130T010000Z-0001", "etl", None);
-    let old = make_run(
-        &state,
-        "20261001T010000Z-0001",
-        "etl",
-        Some(RunStatus::Succeeded),
-    );
     let dest_path = dir.path().join("backup");
     let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
     let report = backup(&state, &dest_path, Some(30), now).unwrap();
@@ -286,4 +288,86 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
         ["20260901T010000Z-0001".parse::<RunId>().unwrap()]
     );
     assert!(!old_copy.exists());
+}
+
+#[test]
+fn backup_refreshes_the_copy_of_a_run_resumed_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
+    let id = make_run(
+        &state,
+        "20261129T010000Z-0001",
+        "etl",
+        Some(RunStatus::Failed),
+    );
+    let dest_path = dir.path().join("backup");
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let first = backup(&state, &dest_path, None, now).unwrap();
+    assert_eq!(first.copied, std::slice::from_ref(&id));
+    let dest = StateDir::open_existing(&dest_path).unwrap();
+    assert_eq!(dest.run_summary(&id).unwrap().state, RunState::Failed);
+
+    // The run is resumed and succeeds; a rotation gives it a second segment too.
+    let run_dir = state.run_dir(&id).unwrap();
+    let options = apollo_store::WriterOptions {
+        segment_max_bytes: 1,
+        ..fast()
+    };
+    let (mut writer, _) = JournalWriter::open_for_append(run_dir.path(), options).unwrap();
+    writer.append_batch(&[event(2)]).unwrap();
+    writer
+        .append_batch(&[run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    drop(writer);
+
+    let second = backup(&state, &dest_path, None, now).unwrap();
+    assert_eq!(second.copied, std::slice::from_ref(&id));
+    assert_eq!(second.refreshed, std::slice::from_ref(&id));
+    assert!(second.already_there.is_empty());
+    assert_eq!(dest.run_summary(&id).unwrap().state, RunState::Succeeded);
+    let copy = dest_path.join("runs").join(id.as_str());
+    assert!(apollo_store::verify(&copy).unwrap().is_clean());
+    assert!(
+        fs::read_dir(dest.runs_dir()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with('.')),
+        "no temporary or old copy is left behind"
+    );
+    // Unchanged since: nothing to do.
+    let third = backup(&state, &dest_path, None, now).unwrap();
+    assert!(third.copied.is_empty());
+    assert_eq!(third.already_there, [id]);
+}
+
+#[test]
+fn a_run_of_format_1_1_without_identity_or_sequence_still_reads_and_comes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    // Written as an apollo of format 1.1 wrote it: no identity, no sequence file.
+    let old = make_run(&state, "20261130T010000Z-0001", "etl", None);
+    let run_dir = state.runs_dir().join(old.as_str());
+    fs::remove_file(run_dir.join("sequence")).unwrap();
+    let segment = run_dir.join("journal/000001.log");
+    let text = fs::read_to_string(&segment).unwrap();
+    assert!(!text.contains("identity"), "{text}");
+    let (header, rest) = text.split_once('\n').unwrap();
+    let payload = header
+        .splitn(3, ' ')
+        .nth(2)
+        .unwrap()
+        .replace(r#""format":"1.2""#, r#""format":"1.1""#);
+    let mut bytes = frame(&payload);
+    bytes.extend_from_slice(rest.as_bytes());
+    fs::write(&segment, bytes).unwrap();
+    // A newer run made earlier by the clock.
+    let new = make_run(&state, "20261129T010000Z-0001", "etl", None);
+
+    assert_eq!(state.run_ids().unwrap(), [old.clone(), new.clone()]);
+    let summary = state.run_summary(&old).unwrap();
+    assert_eq!(summary.state, RunState::Incomplete, "{:?}", summary.problem);
+    assert_eq!(summary.pipeline.as_deref(), Some("etl"));
+    assert_eq!(summary.identity, None);
+    assert!(apollo_store::verify(&run_dir).unwrap().is_clean());
 }

@@ -52,6 +52,9 @@ pub const DEFAULT_CONFIG_NAMES: [&str; 3] =
 pub struct Loaded {
     /// The resolved pipeline.
     pub pipeline: Pipeline,
+    /// The pipeline's explicit identity (`id:` in the config), which names it in its state
+    /// directory instead of its name and config path (see apollo-runner's run selection).
+    pub id: Option<String>,
     /// Warnings found on the way (the pipeline is valid despite them), in file order.
     pub warnings: Vec<Diagnostic>,
     /// The config file's text, as read.
@@ -197,9 +200,11 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Err(invalid(diagnostics));
     }
+    let id = spec.id.as_ref().map(|id| id.value.clone());
     let pipeline = resolve::resolve(spec, config_path, base_dir);
     Ok(Loaded {
         pipeline,
+        id,
         warnings: diagnostics,
         source: text,
     })
@@ -264,6 +269,27 @@ mod tests {
                 panic!("{}", crate::diagnostic::render_all(&diagnostics))
             }
             Err(error) => panic!("{error}"),
+        }
+    }
+
+    #[test]
+    fn an_explicit_id_is_kept_and_an_empty_one_refused() {
+        let loaded = load_ok("id: nightly\nunits:\n  - name: a\n    execute: 'true'\n");
+        assert_eq!(loaded.id.as_deref(), Some("nightly"));
+        assert_eq!(loaded.pipeline.name, "daily");
+        assert_eq!(
+            load_ok("units:\n  - name: a\n    execute: 'true'\n").id,
+            None
+        );
+        for bad in ["id: ''\n", "id: [x]\n"] {
+            let text = format!("{bad}units:\n  - name: a\n    execute: 'true'\n");
+            assert!(
+                matches!(
+                    load_str(&text, Path::new("/base/dir/daily.yaml")),
+                    Err(LoadError::Invalid { .. })
+                ),
+                "{bad}"
+            );
         }
     }
 

@@ -11,7 +11,8 @@ use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
 /// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["name", "defaults", "max_parallel", "env", "units"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] =
+    &["name", "id", "defaults", "max_parallel", "env", "units"];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "timeout",
@@ -53,6 +54,8 @@ pub(crate) struct Sp<T> {
 #[derive(Debug, Default)]
 pub(crate) struct Spec {
     pub(crate) name: Option<Sp<String>>,
+    /// `id:`: the pipeline's identity in its state directory, instead of its name and path.
+    pub(crate) id: Option<Sp<String>>,
     pub(crate) defaults: Settings,
     pub(crate) max_parallel: Option<Sp<usize>>,
     pub(crate) env: BTreeMap<String, String>,
@@ -138,6 +141,7 @@ impl Walker<'_, '_> {
         for (key, value) in entries {
             match key {
                 "name" => spec.name = self.non_empty_string(value, "the pipeline `name`"),
+                "id" => spec.id = self.non_empty_string(value, "the pipeline `id`"),
                 "defaults" => spec.defaults = self.defaults(value),
                 "max_parallel" => spec.max_parallel = self.max_parallel(value),
                 "env" => spec.env = self.env(value, "the pipeline `env`"),

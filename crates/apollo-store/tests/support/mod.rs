@@ -31,6 +31,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         host: "test".to_owned(),
         pid: 1,
         units: vec!["a".to_owned(), "b".to_owned()],
+        identity: None,
     })
 }
 

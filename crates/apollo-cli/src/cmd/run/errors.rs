@@ -37,6 +37,21 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
                 "run {run} is a run of pipeline `{recorded}`, not `{pipeline}`; pass its config with `--config`"
             ),
         },
+        RunnerError::IdentityMismatch {
+            run,
+            pipeline,
+            recorded_config,
+            config,
+        } => CliError::Usage {
+            message: format!(
+                "run {run} of a pipeline named `{pipeline}` is unfinished, but it was started from {recorded_config}, not from {config}; to continue it with this config: `apollo resume {run}`; to start a new run of this config: `apollo run --fresh`"
+            ),
+        },
+        RunnerError::RunInUse { .. } => CliError::RunInUse {
+            message: format!(
+                "{error}; its lock file was deleted or replaced: wait for it to finish (or stop it) before running again"
+            ),
+        },
         RunnerError::Snapshot(error) => CliError::Usage {
             message: format!("cannot snapshot the pipeline definition: {error}"),
         },
