@@ -93,6 +93,8 @@ pub(crate) struct PhaseResult {
     pub(crate) outcome: PhaseOutcome,
     pub(crate) end: PhaseEnd,
     pub(crate) usage: Option<Reaped>,
+    /// The phase created no process besides its leader: nothing can have escaped its group.
+    pub(crate) forked_nothing: bool,
 }
 
 impl PhaseResult {
@@ -145,6 +147,7 @@ pub(crate) fn run_phase(
                 },
                 end: PhaseEnd::Broken,
                 usage: None,
+                forked_nothing: true,
             };
         }
     };
@@ -204,12 +207,12 @@ pub(crate) fn run_phase(
 
     // The leader has exited (or, after a failed wait, been SIGKILLed) but is not reaped: its pid
     // still pins the group id, so killing the group cannot hit an unrelated process.
-    let leftovers_killed = match leader.kill_leftovers() {
-        Ok(count) => count,
+    let (leftovers_killed, forked_nothing) = match leader.kill_leftovers() {
+        Ok(leftovers) => (leftovers.killed, leftovers.forked_nothing),
         Err(error) => {
             trouble.push(format!("cannot clear {phase}'s process group: {error}"));
             leader.signal_group(GroupSignal::Kill);
-            0
+            (0, false)
         }
     };
     let usage = match leader.reap() {
@@ -263,6 +266,7 @@ pub(crate) fn run_phase(
         },
         end,
         usage,
+        forked_nothing,
     }
 }
 
