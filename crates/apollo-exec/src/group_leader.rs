@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
@@ -48,6 +48,8 @@ pub(crate) enum Wake {
     Deadline,
     /// The cancel event fired.
     Cancel,
+    /// The guard's helper died (see [`GroupLeader::rearm_guard`]).
+    GuardDied,
 }
 
 /// The reaped leader's status and resource usage.
@@ -115,11 +117,18 @@ impl<'g> GroupLeader<'g> {
                     }))
                 }
             };
+            let guard = self.slot.as_ref().and_then(Slot::watch);
             let mut fds = [
                 PollFd::new(&self.pidfd, PollFlags::IN),
                 PollFd::new(cancel_event, PollFlags::IN),
+                // Watched while there is a helper to watch; the poll stops at the first two.
+                PollFd::from_borrowed_fd(
+                    guard.unwrap_or_else(|| cancel_event.as_fd()),
+                    PollFlags::IN,
+                ),
             ];
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            let watched = if guard.is_some() { 3 } else { 2 };
+            match rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(error) => return Err(error.into()),
@@ -131,6 +140,19 @@ impl<'g> GroupLeader<'g> {
                 cancel_event::drain(cancel_event);
                 return Ok(Wake::Cancel);
             }
+            if watched == 3 && !fds[2].revents().is_empty() {
+                return Ok(Wake::GuardDied);
+            }
+        }
+    }
+
+    /// The guard's helper died: start another, which guards this group (and every other armed
+    /// one) again. On failure this phase runs on unguarded, and no new phase starts without a
+    /// guard.
+    pub(crate) fn rearm_guard(&mut self) -> io::Result<()> {
+        match self.slot.as_mut() {
+            Some(slot) => slot.rearm(),
+            None => Ok(()),
         }
     }
 

@@ -132,7 +132,7 @@ pub(crate) fn run_phase(
     let unit = context.request.unit;
     let plan = command_line::plan(command, context.direct_exec, &unit.workdir);
     let spawned = start::spawn_leader(context, phase, &plan);
-    let leader = match spawned {
+    let mut leader = match spawned {
         Ok(leader) => leader,
         Err(reason) => {
             return PhaseResult {
@@ -177,6 +177,14 @@ pub(crate) fn run_phase(
         };
         match wake {
             Wake::LeaderExited => break,
+            Wake::GuardDied => {
+                if let Err(error) = leader.rearm_guard() {
+                    trouble.push(format!(
+                        "apollo's guard process died and no other could be started, so this \
+                         phase ran unguarded (no unit is started without one): {error}"
+                    ));
+                }
+            }
             Wake::Deadline if deadline.is_none_or(|deadline| Instant::now() < deadline) => {
                 // Only the naming was due.
                 context.name_logs();
