@@ -27,8 +27,8 @@ fn wait_for_file(path: &Path, supervisor: &mut std::process::Child) {
 
 /// Waits until `pid` runs `program` (its `comm`). A process that `$!` named may still be between
 /// its shell's fork and the `execve`s of `setsid` and then `sleep`; while the kernel swaps the
-/// memory image in, `/proc/<pid>/environ` reads empty, so a stray sweep at that instant would
-/// not recognise it.
+/// memory image in, `/proc/<pid>/environ` reads empty (the sweep looks at such processes again,
+/// but the checks below want the process as it will stay).
 fn wait_for_program(pid: u32, program: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let wanted = format!("{program}\n");

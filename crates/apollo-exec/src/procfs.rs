@@ -65,11 +65,6 @@ pub(crate) fn env_match(pid: Pid, entries: &[&[u8]]) -> EnvMatch {
     }
 }
 
-/// Whether `pid`'s environment holds exactly the entry `entry` (`NAME=value`).
-pub(crate) fn has_env_entry(pid: Pid, entry: &[u8]) -> bool {
-    env_match(pid, &[entry]) == EnvMatch::All
-}
-
 /// The head of `/proc/<pid>/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StatHead {

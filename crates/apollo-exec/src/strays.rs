@@ -7,12 +7,12 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rustix::process::{PidfdFlags, Signal};
+use rustix::process::{Pid, PidfdFlags, Signal};
 
 use crate::pidfds::wait_all_exited;
-use crate::procfs;
+use crate::procfs::{self, EnvMatch};
 
 /// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
 /// sleep takes more than an instant).
@@ -77,27 +77,120 @@ impl KilledProcesses {
     }
 }
 
+/// How long processes whose environment read empty are looked at again: one caught between
+/// `execve`s shows its environment within microseconds (see [`procfs::EnvMatch::Empty`]); one
+/// with an empty environment never does.
+const EMPTY_ENVIRONMENT_PATIENCE: Duration = Duration::from_millis(50);
+
 /// SIGKILL every live process (but this one) whose environment holds the entry `entry`
 /// (`NAME=value`, exactly). Each candidate is pinned with a pidfd, and its environment read
-/// again after pinning, so a pid recycled between the scan and the signal is left alone.
+/// again after pinning, so a pid recycled between the scan and the signal is left alone. A
+/// live process (not a kernel thread) whose environment reads empty may be between `execve`s
+/// at that instant: it is looked at again after the scan, for a while.
 fn kill_processes_with_env(entry: &[u8]) -> io::Result<KilledProcesses> {
+    kill_processes_with_env_read_by(entry, &|pid, entries| procfs::env_match(pid, entries))
+}
+
+/// [`kill_processes_with_env`], reading environments with `read` (tests stand in for the
+/// kernel's timing with it).
+fn kill_processes_with_env_read_by(
+    entry: &[u8],
+    read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
+) -> io::Result<KilledProcesses> {
     let own_pid = rustix::process::getpid();
     let mut pidfds = Vec::new();
+    let mut empty = Vec::new();
     for pid in procfs::all_pids()? {
-        if pid == own_pid || !procfs::has_env_entry(pid, entry) {
-            continue;
+        if pid != own_pid {
+            look_at(pid, entry, read, &mut pidfds, &mut empty);
         }
-        let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
-            continue;
-        };
-        // The pidfd now names one process for good; if the pid was recycled in between, the
-        // new process will not have the entry (or is a legitimate match itself).
-        if !procfs::has_env_entry(pid, entry) || !procfs::is_alive(pid) {
-            continue;
-        }
-        if rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
-            pidfds.push(pidfd);
+    }
+    let start = Instant::now();
+    while !empty.is_empty() && start.elapsed() < EMPTY_ENVIRONMENT_PATIENCE {
+        std::thread::sleep(Duration::from_micros(200));
+        for pid in std::mem::take(&mut empty) {
+            look_at(pid, entry, read, &mut pidfds, &mut empty);
         }
     }
     Ok(KilledProcesses { pidfds })
+}
+
+/// Kill `pid` (pinned in `pidfds`) if its environment holds `entry`; add it to `empty` if that
+/// read empty and it is a live process that has an environment.
+fn look_at(
+    pid: Pid,
+    entry: &[u8],
+    read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
+    pidfds: &mut Vec<OwnedFd>,
+    empty: &mut Vec<Pid>,
+) {
+    let entries = [entry];
+    let mut retry_if_live = |pid| {
+        if procfs::read_stat_head(pid).is_some_and(|head| !head.is_dead() && !head.kernel_thread) {
+            empty.push(pid);
+        }
+    };
+    match read(pid, &entries) {
+        EnvMatch::All => {}
+        EnvMatch::Empty => return retry_if_live(pid),
+        EnvMatch::Not | EnvMatch::Unreadable => return,
+    }
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
+        return;
+    };
+    // The pidfd now names one process for good; if the pid was recycled in between, the new
+    // process will not have the entry (or is a legitimate match itself).
+    match read(pid, &entries) {
+        EnvMatch::All => {}
+        EnvMatch::Empty => return retry_if_live(pid),
+        EnvMatch::Not | EnvMatch::Unreadable => return,
+    }
+    if procfs::is_alive(pid) && rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
+        pidfds.push(pidfd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt as _;
+
+    #[test]
+    fn a_process_whose_environment_reads_empty_during_the_scan_is_looked_at_again() {
+        // A stray whose `/proc/<pid>/environ` reads empty the first time, as it does for a
+        // process between `execve`s (the kernel's timing, stood in for by the reader).
+        let run_id = format!("strays-unit-test-{}", std::process::id());
+        #[allow(clippy::disallowed_methods)]
+        let mut child = std::process::Command::new("sleep")
+            .arg("1000")
+            .env("APOLLO_RUN_ID", &run_id)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_child(&child);
+        let needle = format!("APOLLO_RUN_ID={run_id}");
+        // Wait until it runs `sleep` (until then it carries the test's environment too).
+        while procfs::env_match(pid, &[needle.as_bytes()]) != EnvMatch::All {
+            std::thread::yield_now();
+        }
+        let first_read = std::sync::atomic::AtomicBool::new(true);
+        let read = |candidate: Pid, entries: &[&[u8]]| {
+            if candidate == pid && first_read.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return EnvMatch::Empty;
+            }
+            procfs::env_match(candidate, entries)
+        };
+        let killed = kill_processes_with_env_read_by(needle.as_bytes(), &read)
+            .unwrap()
+            .wait(STRAY_EXIT_SAFETY_NET)
+            .unwrap();
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        assert_eq!(killed, 1, "the stray was missed");
+        assert!(!first_read.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+    }
 }
