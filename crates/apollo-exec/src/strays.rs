@@ -49,7 +49,9 @@ pub enum StrayError {
 /// process starts carry the same id. Every process a unit starts inherits the variable, in its
 /// group or not (`setsid`, daemons), unless it deliberately cleared its environment; only
 /// processes of the same user are visible. Each match is pinned with a pidfd and checked again
-/// through it before being signalled, so a recycled pid is never hit.
+/// through it before being signalled, so a recycled pid is never hit. A live process whose
+/// environment reads empty (as it does for an instant between `execve`s) is looked at again
+/// for up to 50 ms after the scan.
 pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
     let needle = format!("APOLLO_RUN_ID={run_id}");
     kill_processes_with_env(needle.as_bytes())
