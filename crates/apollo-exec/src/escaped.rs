@@ -12,7 +12,8 @@
 //! attempt's `APOLLO_RUN_ID`, `APOLLO_UNIT` and `APOLLO_ATTEMPT` (and their process group, when
 //! they lead one), reaps them, and repeats for the orphans these hand over. Zombies among
 //! apollo's children that are in another session (orphans of a `setsid` that exited on their
-//! own; a phase's leader never leaves apollo's session) are reaped on the way.
+//! own; a phase's leader never leaves apollo's session), or in one of the attempt's groups (a
+//! background job its shell never waited for), are reaped on the way.
 //!
 //! Cost: nothing when no phase of the attempt forked anything (the leftover probe saw no pid
 //! allocated after its leader); otherwise one read of that small file, plus an `environ` read
@@ -63,6 +64,9 @@ pub(crate) struct Attempt<'a> {
     pub(crate) run_id: &'a str,
     pub(crate) unit: &'a str,
     pub(crate) attempt: u32,
+    /// The process groups its phases ran in (their leaders' pids; 0 for none). The leaders are
+    /// reaped, but a group's id is not reused while a member, even a zombie, is left.
+    pub(crate) groups: &'a [i32],
 }
 
 /// SIGKILL and reap the attempt's escaped processes (see the module docs); return how many.
@@ -92,8 +96,16 @@ pub(crate) fn kill_escaped(attempt: &Attempt<'_>) -> u32 {
                 continue;
             };
             if head.is_dead() {
-                if Some(head.session) != own_session {
-                    reap_orphan_zombie(child, own, own_session);
+                // Not a group leader in our session: that may be another phase's leader, which
+                // its phase reaps (its pid may even be a recycled group id of this attempt's).
+                let of_the_attempt = |head: &procfs::StatHead| {
+                    Some(head.session) != own_session
+                        || (head.group > 0
+                            && head.group != child.as_raw_pid()
+                            && attempt.groups.contains(&head.group))
+                };
+                if of_the_attempt(&head) {
+                    reap_orphan_zombie(child, own, of_the_attempt);
                 }
                 continue;
             }
@@ -152,9 +164,9 @@ fn carries(pid: Pid, markers: &[&[u8]]) -> bool {
     }
 }
 
-/// Reap the zombie `pid`, an orphan handed to us that is in another session than ours, unless
-/// it is a guard helper (whose executor reaps it).
-fn reap_orphan_zombie(pid: Pid, own: i32, own_session: Option<i32>) {
+/// Reap the zombie `pid`, an orphan handed to us for which `ours` holds, unless it is a guard
+/// helper (whose executor reaps it).
+fn reap_orphan_zombie(pid: Pid, own: i32, ours: impl Fn(&procfs::StatHead) -> bool) {
     let is_guard = std::fs::read(format!("/proc/{}/comm", pid.as_raw_pid()))
         .is_ok_and(|comm| comm == b"apollo-guard\n");
     if is_guard {
@@ -163,9 +175,9 @@ fn reap_orphan_zombie(pid: Pid, own: i32, own_session: Option<i32>) {
     let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
         return;
     };
-    if procfs::read_stat_head(pid).is_some_and(|head| {
-        head.is_dead() && head.parent == own && Some(head.session) != own_session
-    }) {
+    if procfs::read_stat_head(pid)
+        .is_some_and(|head| head.is_dead() && head.parent == own && ours(&head))
+    {
         reap_if_child(&pidfd);
     }
 }

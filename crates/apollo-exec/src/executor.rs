@@ -256,10 +256,19 @@ fn kill_escaped(request: &AttemptRequest<'_>, results: &mut [PhaseResult]) {
     if results.iter().all(|result| result.forked_nothing) {
         return;
     }
+    // At most a few phases (and an ENOEXEC retry each): no allocation.
+    let mut groups = [0_i32; 8];
+    for (slot, group) in groups
+        .iter_mut()
+        .zip(results.iter().filter_map(|result| result.group))
+    {
+        *slot = group;
+    }
     let killed = crate::escaped::kill_escaped(&crate::escaped::Attempt {
         run_id: request.run_id,
         unit: &request.unit.name,
         attempt: request.attempt,
+        groups: &groups,
     });
     if let Some(last) = results.last_mut() {
         last.outcome.leftovers_killed = last.outcome.leftovers_killed.saturating_add(killed);

@@ -95,6 +95,8 @@ pub(crate) struct PhaseResult {
     pub(crate) usage: Option<Reaped>,
     /// The phase created no process besides its leader: nothing can have escaped its group.
     pub(crate) forked_nothing: bool,
+    /// Its process group (the leader's pid), if it started.
+    pub(crate) group: Option<i32>,
 }
 
 impl PhaseResult {
@@ -148,6 +150,7 @@ pub(crate) fn run_phase(
                 end: PhaseEnd::Broken,
                 usage: None,
                 forked_nothing: true,
+                group: None,
             };
         }
     };
@@ -215,6 +218,7 @@ pub(crate) fn run_phase(
 
     // The leader has exited (or, after a failed wait, been SIGKILLed) but is not reaped: its pid
     // still pins the group id, so killing the group cannot hit an unrelated process.
+    let group = i32::try_from(leader.pid()).ok();
     let (leftovers_killed, forked_nothing) = match leader.kill_leftovers() {
         Ok(leftovers) => (leftovers.killed, leftovers.forked_nothing),
         Err(error) => {
@@ -275,6 +279,7 @@ pub(crate) fn run_phase(
         end,
         usage,
         forked_nothing,
+        group,
     }
 }
 

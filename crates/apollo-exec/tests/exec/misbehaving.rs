@@ -467,3 +467,16 @@ fn a_process_that_drops_its_unit_s_marker_escapes_the_attempt_but_not_kill_stray
         0
     );
 }
+
+#[test]
+fn a_background_job_the_unit_never_waited_for_is_reaped_not_left_a_zombie() {
+    // The job exits (almost always) before the unit, whose shell became `sleep`, which never
+    // waits for it: it stays a zombie of the unit, which is handed to apollo (the child
+    // subreaper) when the unit exits. (Should it still run then, it is a leftover, killed and
+    // reaped as such.)
+    let fixture = Fixture::new("true & echo $! > job.pid; exec sleep 0.3");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    let job: u32 = fixture.read("job.pid").trim().parse().unwrap();
+    assert!(is_reaped(job), "the unit's zombie was left to apollo");
+}
