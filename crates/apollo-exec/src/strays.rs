@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, PidfdFlags, Signal};
 
-use crate::pidfds::wait_all_exited;
+use crate::pidfds::{reap_if_child, wait_all_exited};
 use crate::procfs::{self, EnvMatch};
 
 /// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
@@ -72,9 +72,13 @@ struct KilledProcesses {
 }
 
 impl KilledProcesses {
-    /// Wait up to `limit` for all of them to exit; return how many there were.
+    /// Wait up to `limit` for all of them to exit, reap those that are our children (orphans
+    /// handed to this process, the child subreaper); return how many there were.
     fn wait(self, limit: Duration) -> io::Result<u32> {
         wait_all_exited(&self.pidfds, limit)?;
+        for pidfd in &self.pidfds {
+            reap_if_child(pidfd);
+        }
         Ok(u32::try_from(self.pidfds.len()).unwrap_or(u32::MAX))
     }
 }
@@ -163,13 +167,17 @@ mod tests {
         // process between `execve`s (the kernel's timing, stood in for by the reader).
         let run_id = format!("strays-unit-test-{}", std::process::id());
         #[allow(clippy::disallowed_methods)]
-        let mut child = std::process::Command::new("sleep")
+        let child = std::process::Command::new("sleep")
             .arg("1000")
             .env("APOLLO_RUN_ID", &run_id)
             .process_group(0)
             .spawn()
             .unwrap();
         let pid = Pid::from_child(&child);
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).unwrap();
+        // Not waited for by `child`: the sweep reaps it.
+        drop(child);
+        let own = || rustix::process::getpid().as_raw_pid();
         let needle = format!("APOLLO_RUN_ID={run_id}");
         // Wait until it runs `sleep` (until then it carries the test's environment too).
         while procfs::env_match(pid, &[needle.as_bytes()]) != EnvMatch::All {
@@ -186,13 +194,16 @@ mod tests {
             .unwrap()
             .wait(STRAY_EXIT_SAFETY_NET)
             .unwrap();
-        let _ = child.kill();
-        let status = child.wait().unwrap();
+        // The sweep reaped it (our child); whatever happened, it is gone after this, through
+        // the pidfd (its pid may be free already).
+        let _ = rustix::process::pidfd_send_signal(&pidfd, Signal::KILL);
+        crate::pidfds::reap_if_child(&pidfd);
         assert_eq!(killed, 1, "the stray was missed");
         assert!(!first_read.load(std::sync::atomic::Ordering::SeqCst));
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(libc::SIGKILL)
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", pid.as_raw_pid())).exists()
+                || procfs::read_stat_head(pid).is_some_and(|head| head.parent != own()),
+            "the killed stray was left a zombie"
         );
     }
 }
