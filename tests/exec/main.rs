@@ -172,10 +172,10 @@ fn a_killed_guard_is_replaced_while_the_unit_runs_and_the_new_one_kills_the_unit
         "child in the group",
         read_pid(&dir.path().join("child.pid")),
     );
-    let escaped = Pinned::new(
-        "child out of the group",
-        read_pid(&dir.path().join("escaped.pid")),
-    );
+    let escaped_pid = read_pid(&dir.path().join("escaped.pid"));
+    let escaped = Pinned::new("child out of the group", escaped_pid);
+    // Out of the group for good (not still in `setsid`, before its `setsid()`).
+    wait_for_program(escaped_pid, "sleep");
     let first = guards_of(supervisor.id());
     assert_eq!(first.len(), 1, "{first:?}");
     let first_guard = Pinned::new("first guard", first[0]);
