@@ -27,8 +27,8 @@ fn wait_for_file(path: &Path, supervisor: &mut std::process::Child) {
 
 /// Waits until `pid` runs `program` (its `comm`). A process that `$!` named may still be between
 /// its shell's fork and the `execve`s of `setsid` and then `sleep`; while the kernel swaps the
-/// memory image in, `/proc/<pid>/environ` reads empty, so a stray sweep at that instant would
-/// not recognise it.
+/// memory image in, `/proc/<pid>/environ` reads empty (the sweep looks at such processes again,
+/// but the checks below want the process as it will stay).
 fn wait_for_program(pid: u32, program: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let wanted = format!("{program}\n");
@@ -118,6 +118,110 @@ impl Drop for Pinned {
             )
         };
     }
+}
+
+impl Pinned {
+    /// SIGKILL it now.
+    fn kill(&self) {
+        // SAFETY: the pidfd pins the process; this kills exactly it (or nothing, if gone).
+        let sent = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                0,
+                0,
+            )
+        };
+        assert_eq!(sent, 0, "{}", std::io::Error::last_os_error());
+    }
+}
+
+/// The supervisor's children named `apollo-guard`.
+fn guards_of(supervisor: u32) -> Vec<u32> {
+    children(supervisor)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .as_deref()
+                == Some("apollo-guard\n")
+        })
+        .collect()
+}
+
+/// Start the supervisor and wait until its unit runs.
+fn start_supervisor(dir: &Path, run_id: &str) -> std::process::Child {
+    let mut supervisor = std::process::Command::new(env!("CARGO_BIN_EXE_exec_supervisor"))
+        .arg(dir)
+        .arg(run_id)
+        .spawn()
+        .expect("start the supervisor");
+    wait_for_file(&dir.join("leader.pid"), &mut supervisor);
+    supervisor
+}
+
+#[test]
+fn a_killed_guard_is_replaced_while_the_unit_runs_and_the_new_one_kills_the_unit_with_apollo() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_id = format!("guard-test-{}", std::process::id());
+    let mut supervisor = start_supervisor(dir.path(), &run_id);
+    let leader_pid = read_pid(&dir.path().join("leader.pid"));
+    let leader = Pinned::new("leader", leader_pid);
+    let child = Pinned::new(
+        "child in the group",
+        read_pid(&dir.path().join("child.pid")),
+    );
+    let escaped_pid = read_pid(&dir.path().join("escaped.pid"));
+    let escaped = Pinned::new("child out of the group", escaped_pid);
+    // Out of the group for good (not still in `setsid`, before its `setsid()`).
+    wait_for_program(escaped_pid, "sleep");
+    let first = guards_of(supervisor.id());
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first_guard = Pinned::new("first guard", first[0]);
+
+    // Someone kills the guard while the unit runs (a `kill -9` by hand, the OOM killer).
+    first_guard.kill();
+    assert!(first_guard.exits_within(30_000));
+    // apollo notices at once (the running phase polls the guard's pidfd) and starts another.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let second = loop {
+        let guards: Vec<u32> = guards_of(supervisor.id())
+            .into_iter()
+            .filter(|&pid| pid != first[0])
+            .collect();
+        if let Some(&guard) = guards.first() {
+            break guard;
+        }
+        if let Ok(Some(status)) = supervisor.try_wait() {
+            panic!("the supervisor ended early with {status}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new guard: the unit runs unsupervised"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let second_guard = Pinned::new("second guard", second);
+
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+
+    // The new guard knows the unit's group (the table carried over).
+    assert!(
+        leader.exits_within(30_000),
+        "the unit outlived its SIGKILLed supervisor after its guard was replaced"
+    );
+    assert!(
+        child.exits_within(30_000),
+        "the unit's child outlived its supervisor"
+    );
+    assert!(
+        second_guard.exits_within(30_000),
+        "the guard outlived its supervisor"
+    );
+    assert_eq!(apollo_exec::kill_stray_processes(&run_id).unwrap(), 1);
+    assert!(escaped.exits_within(30_000));
 }
 
 #[test]

@@ -75,6 +75,7 @@ impl ProcessExecutor {
     /// the host process" in the crate docs).
     pub fn new(options: ExecOptions) -> Self {
         crate::stdio::reopen_closed_standard_descriptors();
+        crate::escaped::become_subreaper();
         ProcessExecutor {
             options,
             shared: Arc::default(),
@@ -195,6 +196,14 @@ impl Executor for ProcessExecutor {
                 }
                 results.push(result);
             }
+            // A unit that ran out of time loses what escaped its groups now; otherwise cleanup
+            // may still need it (a server that execute started and cleanup stops).
+            if results
+                .iter()
+                .any(|result| result.end == PhaseEnd::TimedOut)
+            {
+                kill_escaped(request, &mut results);
+            }
             // Cleanup runs whenever prepare or execute was started, whatever happened, with its
             // own limit, and is only cut short by a cancellation stronger than the one (if any)
             // already in force when it started.
@@ -210,6 +219,7 @@ impl Executor for ProcessExecutor {
             }
         }
 
+        kill_escaped(request, &mut results);
         summarise(&mut outcome, &results, not_started);
         let stdout_end = stdout_after_execute.map_or_else(|| stdout.len(), Ok);
         let stderr_end = if results.is_empty() {
@@ -240,7 +250,35 @@ impl Executor for ProcessExecutor {
     }
 }
 
-/// Fill status, exit, failed phase, resource usage and error from the phases' results.
+/// Kill what escaped the groups of the phases in `results` (see `escaped`), unless none of them
+/// created any process; the count joins the last phase's leftovers.
+fn kill_escaped(request: &AttemptRequest<'_>, results: &mut [PhaseResult]) {
+    if results.iter().all(|result| result.forked_nothing) {
+        return;
+    }
+    // At most a few phases (and an ENOEXEC retry each): no allocation.
+    let mut groups = [0_i32; 8];
+    for (slot, group) in groups
+        .iter_mut()
+        .zip(results.iter().filter_map(|result| result.group))
+    {
+        *slot = group;
+    }
+    let killed = crate::escaped::kill_escaped(&crate::escaped::Attempt {
+        run_id: request.run_id,
+        unit: &request.unit.name,
+        attempt: request.attempt,
+        groups: &groups,
+    });
+    if let Some(last) = results.last_mut() {
+        last.outcome.leftovers_killed = last.outcome.leftovers_killed.saturating_add(killed);
+        // Swept: the next sweep need not look again unless a later phase forks.
+        for result in results.iter_mut() {
+            result.forked_nothing = true;
+        }
+    }
+}
+
 /// Why a phase that should have run was not started.
 struct NotStarted {
     status: AttemptStatus,
@@ -259,6 +297,7 @@ impl NotStarted {
     }
 }
 
+/// Fill status, exit, failed phase, resource usage and error from the phases' results.
 fn summarise(
     outcome: &mut AttemptOutcome,
     results: &[PhaseResult],

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use apollo_core::event::ExitStatus;
@@ -21,7 +21,7 @@ use rustix::process::{Pid, Signal};
 use crate::cancel_event;
 use crate::group_members::group_members;
 use crate::guard::Slot;
-use crate::pidfds::wait_all_exited;
+use crate::pidfds::{reap_if_child, wait_all_exited};
 use crate::spawn::{Spawn, spawn_group_leader};
 use crate::sys::wait4;
 
@@ -48,6 +48,8 @@ pub(crate) enum Wake {
     Deadline,
     /// The cancel event fired.
     Cancel,
+    /// The guard's helper died (see [`GroupLeader::rearm_guard`]).
+    GuardDied,
 }
 
 /// The reaped leader's status and resource usage.
@@ -57,6 +59,15 @@ pub(crate) struct Reaped {
     pub(crate) user_cpu: Duration,
     pub(crate) sys_cpu: Duration,
     pub(crate) max_rss_kib: u64,
+}
+
+/// What [`GroupLeader::kill_leftovers`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leftovers {
+    /// Processes killed in the group (besides the leader).
+    pub(crate) killed: u32,
+    /// The phase created no process at all besides its leader (so none escaped its group).
+    pub(crate) forked_nothing: bool,
 }
 
 /// Which signal to send to a group.
@@ -106,11 +117,18 @@ impl<'g> GroupLeader<'g> {
                     }))
                 }
             };
+            let guard = self.slot.as_ref().and_then(Slot::watch);
             let mut fds = [
                 PollFd::new(&self.pidfd, PollFlags::IN),
                 PollFd::new(cancel_event, PollFlags::IN),
+                // Watched while there is a helper to watch; the poll stops at the first two.
+                PollFd::from_borrowed_fd(
+                    guard.unwrap_or_else(|| cancel_event.as_fd()),
+                    PollFlags::IN,
+                ),
             ];
-            match rustix::event::poll(&mut fds, timeout.as_ref()) {
+            let watched = if guard.is_some() { 3 } else { 2 };
+            match rustix::event::poll(&mut fds[..watched], timeout.as_ref()) {
                 Ok(_) => {}
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(error) => return Err(error.into()),
@@ -122,6 +140,19 @@ impl<'g> GroupLeader<'g> {
                 cancel_event::drain(cancel_event);
                 return Ok(Wake::Cancel);
             }
+            if watched == 3 && !fds[2].revents().is_empty() {
+                return Ok(Wake::GuardDied);
+            }
+        }
+    }
+
+    /// The guard's helper died: start another, which guards this group (and every other armed
+    /// one) again. On failure this phase runs on unguarded, and no new phase starts without a
+    /// guard.
+    pub(crate) fn rearm_guard(&mut self) -> io::Result<()> {
+        match self.slot.as_mut() {
+            Some(slot) => slot.rearm(),
+            None => Ok(()),
         }
     }
 
@@ -143,14 +174,20 @@ impl<'g> GroupLeader<'g> {
     }
 
     /// After the leader exited (and before reaping it): SIGKILL every other process still in
-    /// the group, wait until they are gone, and return how many there were.
-    pub(crate) fn kill_leftovers(&self) -> io::Result<u32> {
+    /// the group, wait until they are gone, reap those handed to apollo (the child subreaper:
+    /// see `escaped`), and say how many there were.
+    pub(crate) fn kill_leftovers(&self) -> io::Result<Leftovers> {
         let mut killed: BTreeSet<i32> = BTreeSet::new();
+        let mut forked_nothing = false;
         // A leftover may fork between our scan and the kill; its child is killed by the group
         // SIGKILL too, and a second scan picks it up for the count and the wait.
-        for _ in 0..8 {
+        for round in 0..8 {
             let members = group_members(self.pid, self.spawned_at)?;
+            if round == 0 {
+                forked_nothing = members.forked_nothing;
+            }
             let fresh: Vec<Pid> = members
+                .pids
                 .into_iter()
                 .filter(|pid| !killed.contains(&pid.as_raw_pid()))
                 .collect();
@@ -168,8 +205,16 @@ impl<'g> GroupLeader<'g> {
             self.signal_group(GroupSignal::Kill);
             killed.extend(fresh.iter().map(|pid| pid.as_raw_pid()));
             wait_all_exited(&pidfds, LEFTOVER_EXIT_SAFETY_NET)?;
+            // Those whose parent died first were handed to apollo: reap them (exactly them,
+            // through their pidfds), or they stay zombies.
+            for pidfd in &pidfds {
+                reap_if_child(pidfd);
+            }
         }
-        Ok(u32::try_from(killed.len()).unwrap_or(u32::MAX))
+        Ok(Leftovers {
+            killed: u32::try_from(killed.len()).unwrap_or(u32::MAX),
+            forked_nothing,
+        })
     }
 
     /// Reap the leader (it must have exited or been SIGKILLed) and return its status and

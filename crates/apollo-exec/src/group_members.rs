@@ -23,23 +23,41 @@ const RANGE_PROBE_MAX_AGE: Duration = Duration::from_millis(100);
 /// Above this many candidate pids, one `/proc` directory scan is cheaper than probing each.
 const RANGE_PROBE_MAX_PIDS: u32 = 512;
 
+/// What [`group_members`] found.
+pub(crate) struct Members {
+    /// Live processes (not zombies) in the group, other than its leader.
+    pub(crate) pids: Vec<Pid>,
+    /// No pid at all was allocated after the leader's: it (and its group) created no process,
+    /// so nothing can have left the group either.
+    pub(crate) forked_nothing: bool,
+}
+
 /// Live processes (not zombies) in process group `pgid`, other than its leader.
-pub(crate) fn group_members(pgid: Pid, spawned_at: Instant) -> io::Result<Vec<Pid>> {
+pub(crate) fn group_members(pgid: Pid, spawned_at: Instant) -> io::Result<Members> {
     if spawned_at.elapsed() < RANGE_PROBE_MAX_AGE
         && let Some(candidates) = pids_allocated_after(pgid.as_raw_pid())
     {
-        return Ok(candidates
+        let mut forked_nothing = true;
+        let pids = candidates
+            .inspect(|_| forked_nothing = false)
             .filter_map(Pid::from_raw)
             .filter(|&pid| is_live_member(pid, pgid))
-            .collect());
+            .collect();
+        return Ok(Members {
+            pids,
+            forked_nothing,
+        });
     }
-    let mut members = Vec::new();
+    let mut pids = Vec::new();
     for pid in procfs::all_pids()? {
         if pid != pgid && is_live_member(pid, pgid) {
-            members.push(pid);
+            pids.push(pid);
         }
     }
-    Ok(members)
+    Ok(Members {
+        pids,
+        forked_nothing: false,
+    })
 }
 
 /// The pids allocated after `first` (exclusive) up to the last one allocated, cyclically, or

@@ -12,17 +12,21 @@
 //!   when apollo is gone, however it died. The helper then sends SIGKILL to every armed group
 //!   and exits.
 //!
-//! The helper is started lazily, by the first phase that needs it. Before every spawn apollo
-//! checks it with one `waitpid(WNOHANG)`: one that died (killed by hand, OOM) is reaped and
-//! replaced, and the table, which apollo owns, carries over. Dropping the guard kills and reaps
-//! the helper.
+//! The helper is started lazily, by the first phase that needs it. Its pidfd is part of every
+//! running phase's `poll` (no extra syscall): when the helper dies (killed by hand, OOM) the
+//! first phase to wake starts a replacement ([`Slot::rearm`]), and the table, which apollo owns,
+//! carries over, so every running group is guarded again at once. Before every spawn apollo
+//! also checks it (one `waitid(WNOHANG)` on its pidfd); a phase that cannot get a helper is
+//! not started. Dropping the guard kills and reaps the helper.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use rustix::process::{Pid, Signal, WaitOptions};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, WaitOptions};
+
+use crate::pidfds::reap_if_child;
 
 use crate::sys::guard_helper;
 use crate::sys::shared_table::{SLOTS, Table};
@@ -33,6 +37,9 @@ const RESERVED: i32 = -1;
 /// The running helper process.
 struct Helper {
     pid: Pid,
+    /// Pins the helper: it becomes readable when the helper dies, which the running phases
+    /// watch (see [`Guard::rearm`]), and every wait and signal goes through it.
+    pidfd: Arc<OwnedFd>,
     /// The pipe's write end: the helper sees EOF when this (and apollo) is gone.
     _lifeline: OwnedFd,
 }
@@ -40,19 +47,21 @@ struct Helper {
 impl Helper {
     /// Whether it already exited (then it is reaped here).
     fn has_exited(&self) -> bool {
-        // An error (ECHILD) would mean someone else reaped it: gone as well.
+        // An error (ECHILD) would mean someone else reaped it: gone as well. Through the pidfd,
+        // so a recycled pid is never waited for.
         !matches!(
-            rustix::process::waitpid(Some(self.pid), WaitOptions::NOHANG),
+            rustix::process::waitid(
+                WaitId::PidFd(self.pidfd.as_fd()),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG
+            ),
             Ok(None)
         )
     }
 
     /// Kill and reap it.
     fn stop(self) {
-        // `pid` is our unreaped child (the caller has not seen it exit), so it cannot name
-        // another process.
-        let _ = rustix::process::kill_process(self.pid, Signal::KILL);
-        reap_quietly(self.pid);
+        let _ = rustix::process::pidfd_send_signal(&*self.pidfd, Signal::KILL);
+        reap_if_child(&self.pidfd);
     }
 }
 
@@ -89,7 +98,11 @@ impl std::fmt::Debug for Guard {
 
 /// A phase's place in the guard's table.
 pub(crate) struct Slot<'g> {
+    guard: &'g Guard,
     entry: &'g AtomicI32,
+    /// The pidfd of the helper that watches the table, for the phase to notice its death
+    /// (`None` once it died and no other could be started).
+    watch: Option<Arc<OwnedFd>>,
 }
 
 impl Slot<'_> {
@@ -102,6 +115,27 @@ impl Slot<'_> {
     pub(crate) fn disarm(self) {
         drop(self);
     }
+
+    /// A descriptor that becomes readable when the guard's helper dies.
+    pub(crate) fn watch(&self) -> Option<BorrowedFd<'_>> {
+        self.watch.as_deref().map(AsFd::as_fd)
+    }
+
+    /// The helper died (its [`Slot::watch`] is readable): start another, which sees the same
+    /// table, so every armed group is guarded again. On failure the slot stops watching (the
+    /// next spawn tries again, and is not started without a guard).
+    pub(crate) fn rearm(&mut self) -> io::Result<()> {
+        match self.guard.current_helper() {
+            Ok(pidfd) => {
+                self.watch = Some(pidfd);
+                Ok(())
+            }
+            Err(error) => {
+                self.watch = None;
+                Err(error)
+            }
+        }
+    }
 }
 
 impl Drop for Slot<'_> {
@@ -111,22 +145,22 @@ impl Drop for Slot<'_> {
 }
 
 impl Guard {
-    /// Make sure a helper is watching and take a slot for one phase.
-    pub(crate) fn reserve(&self) -> io::Result<Slot<'_>> {
-        let mut helper = self
-            .helper
-            .lock()
-            .map_err(|_| io::Error::other("the guard's lock is poisoned"))?;
-        let table = match self.table.get() {
-            Some(table) => table,
+    /// The guard's table, created on first use (call under the helper's lock).
+    fn table(&self) -> io::Result<&Table> {
+        match self.table.get() {
+            Some(table) => Ok(table),
             None => {
                 // Only set under the lock, so nobody else sets it in between.
                 let _ = self.table.set(Table::new()?);
                 self.table
                     .get()
-                    .ok_or_else(|| io::Error::other("the guard's table is missing"))?
+                    .ok_or_else(|| io::Error::other("the guard's table is missing"))
             }
-        };
+        }
+    }
+
+    /// Replace a helper that died (reaping it), start one if there is none, and return it.
+    fn live_helper<'h>(helper: &'h mut Option<Helper>, table: &Table) -> io::Result<&'h Helper> {
         if helper.as_ref().is_some_and(Helper::has_exited) {
             // Reaped by `has_exited`; the table carries over to its replacement.
             *helper = None;
@@ -134,6 +168,29 @@ impl Guard {
         if helper.is_none() {
             *helper = Some(start_helper(table)?);
         }
+        helper
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the guard's helper is missing"))
+    }
+
+    /// The pidfd of a live helper, started anew if the last one died.
+    fn current_helper(&self) -> io::Result<Arc<OwnedFd>> {
+        let mut helper = self
+            .helper
+            .lock()
+            .map_err(|_| io::Error::other("the guard's lock is poisoned"))?;
+        let table = self.table()?;
+        Ok(Arc::clone(&Guard::live_helper(&mut helper, table)?.pidfd))
+    }
+
+    /// Make sure a helper is watching and take a slot for one phase.
+    pub(crate) fn reserve(&self) -> io::Result<Slot<'_>> {
+        let mut helper = self
+            .helper
+            .lock()
+            .map_err(|_| io::Error::other("the guard's lock is poisoned"))?;
+        let table = self.table()?;
+        let watch = Arc::clone(&Guard::live_helper(&mut helper, table)?.pidfd);
         // Slots are taken under the lock and freed by a plain store, so a free one is 0.
         let entries = table.entries();
         let high_water = table.high_water();
@@ -146,7 +203,11 @@ impl Guard {
                     let mark = i32::try_from(index + 1).unwrap_or(i32::MAX);
                     entries[0].store(mark, Ordering::Release);
                 }
-                return Ok(Slot { entry });
+                return Ok(Slot {
+                    guard: self,
+                    entry,
+                    watch: Some(watch),
+                });
             }
         }
         Err(io::Error::other(format!(
@@ -165,7 +226,7 @@ impl Guard {
     #[cfg(test)]
     fn cut_lifeline(&self) {
         let helper = self.helper.lock().ok().and_then(|mut helper| helper.take());
-        if let Some(Helper { pid, _lifeline }) = helper {
+        if let Some(Helper { pid, _lifeline, .. }) = helper {
             drop(_lifeline);
             let status = loop {
                 match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
@@ -209,10 +270,19 @@ fn start_helper(table: &Table) -> io::Result<Helper> {
     crate::stdio::reopen_closed_standard_descriptors();
     let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let pid = guard_helper::fork(read_end, table)?;
-    Ok(Helper {
-        pid,
-        _lifeline: write_end,
-    })
+    match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+        Ok(pidfd) => Ok(Helper {
+            pid,
+            pidfd: Arc::new(pidfd),
+            _lifeline: write_end,
+        }),
+        Err(error) => {
+            // Our unreaped child: its pid names it.
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+            reap_quietly(pid);
+            Err(error.into())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ compile_error!("apollo-exec supervises processes with Linux interfaces (pidfd, c
 mod cancel_event;
 mod command_line;
 mod environment;
+mod escaped;
 mod executor;
 mod group_leader;
 mod group_members;

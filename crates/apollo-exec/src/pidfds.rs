@@ -35,3 +35,19 @@ pub(crate) fn wait_all_exited(pidfds: &[OwnedFd], limit: Duration) -> io::Result
     }
     Ok(())
 }
+
+/// Reap the process `pidfd` names, once it has exited, if it is this process's child (an
+/// orphan handed to apollo as child subreaper). Through the pidfd (`waitid(P_PIDFD)`), so a
+/// recycled pid cannot make this reap anything else. `false` when it is not our child (or
+/// someone reaped it first).
+pub(crate) fn reap_if_child(pidfd: &OwnedFd) -> bool {
+    use rustix::process::{WaitId, WaitIdOptions};
+    use std::os::fd::AsFd;
+    loop {
+        match rustix::process::waitid(WaitId::PidFd(pidfd.as_fd()), WaitIdOptions::EXITED) {
+            Ok(_) => return true,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}

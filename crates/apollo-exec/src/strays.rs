@@ -7,12 +7,12 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use rustix::process::{PidfdFlags, Signal};
+use rustix::process::{Pid, PidfdFlags, Signal};
 
-use crate::pidfds::wait_all_exited;
-use crate::procfs;
+use crate::pidfds::{reap_if_child, wait_all_exited};
+use crate::procfs::{self, EnvMatch};
 
 /// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
 /// sleep takes more than an instant).
@@ -49,7 +49,9 @@ pub enum StrayError {
 /// process starts carry the same id. Every process a unit starts inherits the variable, in its
 /// group or not (`setsid`, daemons), unless it deliberately cleared its environment; only
 /// processes of the same user are visible. Each match is pinned with a pidfd and checked again
-/// through it before being signalled, so a recycled pid is never hit.
+/// through it before being signalled, so a recycled pid is never hit. A live process whose
+/// environment reads empty (as it does for an instant between `execve`s) is looked at again
+/// for up to 50 ms after the scan.
 pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
     let needle = format!("APOLLO_RUN_ID={run_id}");
     kill_processes_with_env(needle.as_bytes())
@@ -70,34 +72,138 @@ struct KilledProcesses {
 }
 
 impl KilledProcesses {
-    /// Wait up to `limit` for all of them to exit; return how many there were.
+    /// Wait up to `limit` for all of them to exit, reap those that are our children (orphans
+    /// handed to this process, the child subreaper); return how many there were.
     fn wait(self, limit: Duration) -> io::Result<u32> {
         wait_all_exited(&self.pidfds, limit)?;
+        for pidfd in &self.pidfds {
+            reap_if_child(pidfd);
+        }
         Ok(u32::try_from(self.pidfds.len()).unwrap_or(u32::MAX))
     }
 }
 
+/// How long processes whose environment read empty are looked at again: one caught between
+/// `execve`s shows its environment within microseconds (see [`procfs::EnvMatch::Empty`]); one
+/// with an empty environment never does.
+const EMPTY_ENVIRONMENT_PATIENCE: Duration = Duration::from_millis(50);
+
 /// SIGKILL every live process (but this one) whose environment holds the entry `entry`
 /// (`NAME=value`, exactly). Each candidate is pinned with a pidfd, and its environment read
-/// again after pinning, so a pid recycled between the scan and the signal is left alone.
+/// again after pinning, so a pid recycled between the scan and the signal is left alone. A
+/// live process (not a kernel thread) whose environment reads empty may be between `execve`s
+/// at that instant: it is looked at again after the scan, for a while.
 fn kill_processes_with_env(entry: &[u8]) -> io::Result<KilledProcesses> {
+    kill_processes_with_env_read_by(entry, &|pid, entries| procfs::env_match(pid, entries))
+}
+
+/// [`kill_processes_with_env`], reading environments with `read` (tests stand in for the
+/// kernel's timing with it).
+fn kill_processes_with_env_read_by(
+    entry: &[u8],
+    read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
+) -> io::Result<KilledProcesses> {
     let own_pid = rustix::process::getpid();
     let mut pidfds = Vec::new();
+    let mut empty = Vec::new();
     for pid in procfs::all_pids()? {
-        if pid == own_pid || !procfs::has_env_entry(pid, entry) {
-            continue;
+        if pid != own_pid {
+            look_at(pid, entry, read, &mut pidfds, &mut empty);
         }
-        let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
-            continue;
-        };
-        // The pidfd now names one process for good; if the pid was recycled in between, the
-        // new process will not have the entry (or is a legitimate match itself).
-        if !procfs::has_env_entry(pid, entry) || !procfs::is_alive(pid) {
-            continue;
-        }
-        if rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
-            pidfds.push(pidfd);
+    }
+    let start = Instant::now();
+    while !empty.is_empty() && start.elapsed() < EMPTY_ENVIRONMENT_PATIENCE {
+        std::thread::sleep(Duration::from_micros(200));
+        for pid in std::mem::take(&mut empty) {
+            look_at(pid, entry, read, &mut pidfds, &mut empty);
         }
     }
     Ok(KilledProcesses { pidfds })
+}
+
+/// Kill `pid` (pinned in `pidfds`) if its environment holds `entry`; add it to `empty` if that
+/// read empty and it is a live process that has an environment.
+fn look_at(
+    pid: Pid,
+    entry: &[u8],
+    read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
+    pidfds: &mut Vec<OwnedFd>,
+    empty: &mut Vec<Pid>,
+) {
+    let entries = [entry];
+    let mut retry_if_live = |pid| {
+        if procfs::read_stat_head(pid).is_some_and(|head| !head.is_dead() && !head.kernel_thread) {
+            empty.push(pid);
+        }
+    };
+    match read(pid, &entries) {
+        EnvMatch::All => {}
+        EnvMatch::Empty => return retry_if_live(pid),
+        EnvMatch::Not | EnvMatch::Unreadable => return,
+    }
+    let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
+        return;
+    };
+    // The pidfd now names one process for good; if the pid was recycled in between, the new
+    // process will not have the entry (or is a legitimate match itself).
+    match read(pid, &entries) {
+        EnvMatch::All => {}
+        EnvMatch::Empty => return retry_if_live(pid),
+        EnvMatch::Not | EnvMatch::Unreadable => return,
+    }
+    if procfs::is_alive(pid) && rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
+        pidfds.push(pidfd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt as _;
+
+    #[test]
+    fn a_process_whose_environment_reads_empty_during_the_scan_is_looked_at_again() {
+        // A stray whose `/proc/<pid>/environ` reads empty the first time, as it does for a
+        // process between `execve`s (the kernel's timing, stood in for by the reader).
+        let run_id = format!("strays-unit-test-{}", std::process::id());
+        #[allow(clippy::disallowed_methods)]
+        let child = std::process::Command::new("sleep")
+            .arg("1000")
+            .env("APOLLO_RUN_ID", &run_id)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_child(&child);
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).unwrap();
+        // Not waited for by `child`: the sweep reaps it.
+        drop(child);
+        let own = || rustix::process::getpid().as_raw_pid();
+        let needle = format!("APOLLO_RUN_ID={run_id}");
+        // Wait until it runs `sleep` (until then it carries the test's environment too).
+        while procfs::env_match(pid, &[needle.as_bytes()]) != EnvMatch::All {
+            std::thread::yield_now();
+        }
+        let first_read = std::sync::atomic::AtomicBool::new(true);
+        let read = |candidate: Pid, entries: &[&[u8]]| {
+            if candidate == pid && first_read.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return EnvMatch::Empty;
+            }
+            procfs::env_match(candidate, entries)
+        };
+        let killed = kill_processes_with_env_read_by(needle.as_bytes(), &read)
+            .unwrap()
+            .wait(STRAY_EXIT_SAFETY_NET)
+            .unwrap();
+        // The sweep reaped it (our child); whatever happened, it is gone after this, through
+        // the pidfd (its pid may be free already).
+        let _ = rustix::process::pidfd_send_signal(&pidfd, Signal::KILL);
+        crate::pidfds::reap_if_child(&pidfd);
+        assert_eq!(killed, 1, "the stray was missed");
+        assert!(!first_read.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", pid.as_raw_pid())).exists()
+                || procfs::read_stat_head(pid).is_some_and(|head| head.parent != own()),
+            "the killed stray was left a zombie"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! A stand-in for apollo in tests: runs one attempt through `apollo_exec::ProcessExecutor`
 //! whose `execute` starts a background child in its group (pid in `<dir>/child.pid`) and one
 //! that leaves the group with `setsid` (pid in `<dir>/escaped.pid`), records its own pid in
-//! `<dir>/leader.pid` and then sleeps for ever. The exec tests SIGKILL this process and check
-//! that the unit's whole group dies with it (the executor's guard process) and that
+//! `<dir>/leader.pid` and then sleeps for ever. The exec tests SIGKILL this process (in one test
+//! after killing its guard process, which it must replace) and check that the unit's whole
+//! group dies with it (the executor's guard process) and that
 //! `apollo_exec::kill_stray_processes` finds the escaped child.
 //!
 //! Usage: `exec_supervisor <dir> <run-id>` (the unit's workdir and log dir, and its run id).

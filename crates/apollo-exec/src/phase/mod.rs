@@ -93,6 +93,10 @@ pub(crate) struct PhaseResult {
     pub(crate) outcome: PhaseOutcome,
     pub(crate) end: PhaseEnd,
     pub(crate) usage: Option<Reaped>,
+    /// The phase created no process besides its leader: nothing can have escaped its group.
+    pub(crate) forked_nothing: bool,
+    /// Its process group (the leader's pid), if it started.
+    pub(crate) group: Option<i32>,
 }
 
 impl PhaseResult {
@@ -130,7 +134,7 @@ pub(crate) fn run_phase(
     let unit = context.request.unit;
     let plan = command_line::plan(command, context.direct_exec, &unit.workdir);
     let spawned = start::spawn_leader(context, phase, &plan);
-    let leader = match spawned {
+    let mut leader = match spawned {
         Ok(leader) => leader,
         Err(reason) => {
             return PhaseResult {
@@ -145,6 +149,8 @@ pub(crate) fn run_phase(
                 },
                 end: PhaseEnd::Broken,
                 usage: None,
+                forked_nothing: true,
+                group: None,
             };
         }
     };
@@ -174,6 +180,14 @@ pub(crate) fn run_phase(
         };
         match wake {
             Wake::LeaderExited => break,
+            Wake::GuardDied => {
+                if let Err(error) = leader.rearm_guard() {
+                    trouble.push(format!(
+                        "apollo's guard process died and no other could be started, so this \
+                         phase ran unguarded (no unit is started without one): {error}"
+                    ));
+                }
+            }
             Wake::Deadline if deadline.is_none_or(|deadline| Instant::now() < deadline) => {
                 // Only the naming was due.
                 context.name_logs();
@@ -204,12 +218,13 @@ pub(crate) fn run_phase(
 
     // The leader has exited (or, after a failed wait, been SIGKILLed) but is not reaped: its pid
     // still pins the group id, so killing the group cannot hit an unrelated process.
-    let leftovers_killed = match leader.kill_leftovers() {
-        Ok(count) => count,
+    let group = i32::try_from(leader.pid()).ok();
+    let (leftovers_killed, forked_nothing) = match leader.kill_leftovers() {
+        Ok(leftovers) => (leftovers.killed, leftovers.forked_nothing),
         Err(error) => {
             trouble.push(format!("cannot clear {phase}'s process group: {error}"));
             leader.signal_group(GroupSignal::Kill);
-            0
+            (0, false)
         }
     };
     let usage = match leader.reap() {
@@ -263,6 +278,8 @@ pub(crate) fn run_phase(
         },
         end,
         usage,
+        forked_nothing,
+        group,
     }
 }
 

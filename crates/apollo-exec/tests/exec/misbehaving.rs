@@ -335,12 +335,121 @@ fn a_stopped_unit_is_woken_to_handle_its_sigterm_within_the_grace() {
     assert!(fixture.path("got-term").exists());
 }
 
+/// A script that starts a process out of the unit's group and session (`setsid`), records its
+/// pid in `escaped.pid` once it runs `sleep` (so no sweep meets it between `execve`s), then
+/// goes on with `rest`.
+fn escaping(rest: &str) -> String {
+    format!(
+        "setsid sh -c 'echo $$ > escaped.tmp; exec sleep 1000' & \
+         while [ ! -s escaped.tmp ] || [ \"$(cat /proc/$(cat escaped.tmp)/comm)\" != sleep ]; \
+         do sleep 0.01; done; mv escaped.tmp escaped.pid; {rest}"
+    )
+}
+
+/// Whether `pid` is gone for good: dead and reaped (not a zombie waiting for this process,
+/// which is the child subreaper its orphans fall to).
+fn is_reaped(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("");
+            let parent = fields.next().unwrap_or("");
+            // A zombie of someone else (a recycled pid is alive, or not ours) is not our leak.
+            !(state == "Z" && parent == std::process::id().to_string())
+        }
+    }
+}
+
 #[test]
-fn a_process_that_leaves_the_group_escapes_the_attempt_but_not_kill_stray_processes() {
-    // `setsid` takes the background process out of the unit's group (and session); the unit
-    // waits until it has, so the attempt's leftover sweep cannot catch it first.
+fn a_process_that_leaves_the_group_is_killed_at_the_attempt_s_end_after_cleanup() {
+    let mut fixture = Fixture::new(&escaping("true"));
+    fixture.unit.cleanup = Some(Command::Shell(
+        "if kill -0 \"$(cat escaped.pid)\"; then touch alive-at-cleanup; fi".to_owned(),
+    ));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert!(
+        fixture.path("alive-at-cleanup").exists(),
+        "cleanup may still talk to what execute left running"
+    );
+    let escaped: u32 = fixture.read("escaped.pid").trim().parse().unwrap();
+    assert!(is_dead(escaped));
+    assert!(is_reaped(escaped), "the escaped process is left a zombie");
+    // Counted with the last phase's leftovers.
+    assert_eq!(
+        outcome.phases.last().unwrap().leftovers_killed,
+        1,
+        "{outcome:?}"
+    );
+    // Nothing left for the run's sweep.
+    assert_eq!(
+        apollo_exec::kill_stray_processes(&fixture.run_id).unwrap(),
+        0
+    );
+}
+
+#[test]
+fn a_process_that_leaves_the_group_is_killed_at_the_unit_s_timeout_before_cleanup() {
+    let mut fixture = Fixture::new(&escaping("exec sleep 1000"));
+    fixture.unit.timeout = Some(Duration::from_secs(3));
+    fixture.unit.kill_grace = Duration::ZERO;
+    fixture.unit.cleanup = Some(Command::Shell(
+        "if kill -0 \"$(cat escaped.pid)\"; then touch alive-at-cleanup; fi".to_owned(),
+    ));
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::TimedOut, "{outcome:?}");
+    let escaped: u32 = fixture.read("escaped.pid").trim().parse().unwrap();
+    assert!(
+        !fixture.path("alive-at-cleanup").exists(),
+        "the escaped process outlived its unit's timeout"
+    );
+    assert!(is_reaped(escaped), "the escaped process is left a zombie");
+}
+
+#[test]
+fn an_attempt_s_end_kills_only_its_own_escaped_processes() {
+    // Two attempts of one executor: the first ends while the second's escaped process runs.
+    let executor = apollo_exec::ProcessExecutor::new(apollo_exec::ExecOptions::default());
+    let first = Fixture::new(&escaping("true"));
+    let mut second = Fixture::new(&escaping(
+        "touch ready; while [ ! -e release ]; do sleep 0.01; done",
+    ));
+    second.unit.name = "the_other_unit".to_owned();
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| second.run_on(&executor, second.dir.path()));
+        wait_for_file(&second.path("ready"));
+        let outcome = first.run_on(&executor, first.dir.path());
+        let first_left = crate::processes_of_run(&first.run_id);
+        let others: u32 = second.read("escaped.pid").trim().parse().unwrap();
+        let still_running = !is_dead(others);
+        // Let the second attempt end before any assertion, so a failure cannot hang the test.
+        std::fs::write(second.path("release"), "").unwrap();
+        let other_outcome = other.join().unwrap();
+        crate::assert_no_survivors(&first.run_id);
+        assert!(first_left.is_empty(), "{first_left:?}");
+        assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+        assert!(
+            still_running,
+            "another attempt's escaped process was killed"
+        );
+        assert_eq!(
+            other_outcome.status,
+            AttemptStatus::Succeeded,
+            "{other_outcome:?}"
+        );
+    });
+    crate::assert_no_survivors(&second.run_id);
+}
+
+#[test]
+fn a_process_that_drops_its_unit_s_marker_escapes_the_attempt_but_not_kill_stray_processes() {
+    // The attempt's end kills the escaped processes that still carry its unit's and attempt's
+    // variables; one that removed them (but kept `APOLLO_RUN_ID`) is left to the run's sweep.
     let fixture = Fixture::new(
-        "setsid sh -c 'touch escaped; exec sleep 1000' & while [ ! -e escaped ]; do sleep 0.01; done",
+        "setsid env -u APOLLO_UNIT sh -c 'touch escaped; exec sleep 1000' & \
+         while [ ! -e escaped ]; do sleep 0.01; done",
     );
     let outcome = fixture.run_unchecked(&CancelToken::new());
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
@@ -357,4 +466,17 @@ fn a_process_that_leaves_the_group_escapes_the_attempt_but_not_kill_stray_proces
         apollo_exec::kill_stray_processes(&fixture.run_id).unwrap(),
         0
     );
+}
+
+#[test]
+fn a_background_job_the_unit_never_waited_for_is_reaped_not_left_a_zombie() {
+    // The job exits (almost always) before the unit, whose shell became `sleep`, which never
+    // waits for it: it stays a zombie of the unit, which is handed to apollo (the child
+    // subreaper) when the unit exits. (Should it still run then, it is a leftover, killed and
+    // reaped as such.)
+    let fixture = Fixture::new("true & echo $! > job.pid; exec sleep 0.3");
+    let outcome = fixture.run();
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    let job: u32 = fixture.read("job.pid").trim().parse().unwrap();
+    assert!(is_reaped(job), "the unit's zombie was left to apollo");
 }

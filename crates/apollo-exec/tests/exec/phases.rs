@@ -347,9 +347,10 @@ fn silent_attempts_reuse_files_but_not_one_an_escaped_process_still_writes_to() 
     );
 
     // This attempt leaves a process outside its group (it ends once that process has left the
-    // group) that writes once `go` exists.
+    // group) that writes once `go` exists. It drops `APOLLO_UNIT`, so the attempt's end does not
+    // kill it (see `escaped`): the run's stray sweep does.
     fixture.unit.execute = Command::Shell(
-        "setsid sh -c 'touch escaped; while [ ! -e go ]; do sleep 0.01; done; echo late; \
+        "setsid env -u APOLLO_UNIT sh -c 'touch escaped; while [ ! -e go ]; do sleep 0.01; done; echo late; \
          touch wrote' & while [ ! -e escaped ]; do sleep 0.01; done"
             .to_owned(),
     );
