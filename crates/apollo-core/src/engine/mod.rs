@@ -75,7 +75,7 @@ use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 use scheduler::{Channels, Scheduler};
-use workers::{FromWorker, Job, WorkerShared};
+use workers::{FromWorker, HashJob, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
 /// new run). Writes unit records and `run_finished` to `journal`; the caller writes
@@ -116,9 +116,31 @@ pub fn run(
             halt: &halt,
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
+        // Declared input files are hashed on threads of their own, never on the engine
+        // thread (a file can take long, or forever, to read). A pipeline without any gets
+        // none of them.
+        let n_with_inputs = pipeline
+            .units
+            .iter()
+            .filter(|unit| !unit.inputs.is_empty())
+            .count();
+        let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
+        for _ in 0..n_workers.min(n_with_inputs) {
+            let hash_rx = hash_rx.clone();
+            let to_scheduler = to_scheduler.clone();
+            scope.spawn(move || workers::hasher(shared, &hash_rx, &to_scheduler));
+        }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(
-            pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
+            pipeline,
+            &dag,
+            prior,
+            options,
+            in_scope,
+            cancel,
+            &halt,
+            acks,
+            (n_with_inputs > 0).then_some(&hash_tx),
         );
         let channels = Channels {
             job_tx: &job_tx,
@@ -130,6 +152,7 @@ pub fn run(
         // them.
         drop(job_tx);
         drop(scheduler);
+        drop(hash_tx);
         result
     })
 }
