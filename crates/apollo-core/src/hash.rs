@@ -551,4 +551,63 @@ mod tests {
             ]
         );
     }
+
+    fn unit_with(inputs: &[&str], outputs: &[&str]) -> Unit {
+        let yaml = "units:\n  - name: u\n    execute: \"true\"\n";
+        let mut unit = crate::config::load_str(yaml, Path::new("/p/pipeline.yaml"))
+            .unwrap()
+            .pipeline
+            .units
+            .remove(0);
+        unit.inputs = inputs.iter().map(|input| (*input).to_owned()).collect();
+        unit.outputs = outputs.iter().map(|output| (*output).to_owned()).collect();
+        unit
+    }
+
+    #[test]
+    fn special_files_and_directories_are_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = output_hash(&unit_with(&[], &["/dev/zero"]), dir.path()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "output file `/dev/zero`: it is a character device, not a regular file"
+        );
+        let error = input_components(&unit_with(&["."], &[]), dir.path(), &[]).unwrap_err();
+        assert!(matches!(error.problem, Problem::NotRegular("a directory")));
+        assert_eq!(
+            special_declared_files(&unit_with(&["/dev/null", "*.csv"], &["out"]), dir.path()),
+            vec![(
+                "input file",
+                PathBuf::from("/dev/null"),
+                "a character device"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_cancellation_or_a_spent_budget_stops_hashing_before_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("data"), b"abc").unwrap();
+        let unit = unit_with(&["data"], &[]);
+        let cancel = CancelToken::new();
+        let spent = Limits::new(&cancel, Some(Duration::ZERO), Some(Duration::from_secs(5)));
+        let error = input_components_within(&unit, dir.path(), &[], &spent).unwrap_err();
+        assert!(error.timed_out());
+        assert!(
+            error
+                .to_string()
+                .ends_with("within the unit's timeout of 5s"),
+            "{error}"
+        );
+        cancel.cancel(crate::CancelLevel::Graceful);
+        let limits = Limits::new(&cancel, None, None);
+        let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
+        assert!(error.cancelled());
+        let halt = AtomicBool::new(true);
+        let limits = Limits::NONE.with_halt(&halt);
+        let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
+        assert!(error.cancelled());
+        let components = input_components(&unit, dir.path(), &[]).unwrap();
+        assert!(components.iter().any(|c| c.hash == sha256_hex(b"abc")));
+    }
 }

@@ -12,6 +12,60 @@ fn huge_file(dir: &Path) -> PathBuf {
     path
 }
 
+/// What [`run_guarded`] saw: the report, the journal's events, the attempts the executor ran.
+type Ran = (RunReport, Vec<Event>, Vec<(String, u32)>);
+
+/// Run `pipeline` with `behaviour` on a thread of its own, and fail (not hang) if the engine
+/// has not returned within a generous safety net: an engine that blocks on a file must make
+/// this test fail, not wedge the suite.
+fn run_guarded(
+    pipeline: Pipeline,
+    keep_going: bool,
+    behaviour: impl Fn(&str, u32, &CancelToken) -> (AttemptStatus, Option<ExitStatus>)
+    + Send
+    + Sync
+    + 'static,
+) -> Ran {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let engine = std::thread::spawn(move || {
+        let mut journal = SharedJournal::default();
+        let executor = FakeExecutor::new(&journal, behaviour);
+        let mut options = EngineOptions::new("r", &pipeline);
+        options.keep_going = keep_going;
+        let report = run_with(
+            &pipeline,
+            &PriorState::empty(),
+            &options,
+            &mut journal,
+            &executor,
+            &CancelToken::new(),
+        )
+        .unwrap();
+        let events = journal.events.lock().unwrap().clone();
+        let _ = tx.send((report, events, executor.ran()));
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(ran) => ran,
+        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+            std::panic::resume_unwind(engine.join().unwrap_err())
+        }
+        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+            panic!("the engine did not return within 120 s: it blocks on a file")
+        }
+    }
+}
+
+fn kinds_of(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .map(|event| {
+            format!("{} {}", event.kind(), event.unit().unwrap_or(""))
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
 fn with_inputs(name: &str, inputs: &[&str]) -> Unit {
     Unit {
         inputs: inputs.iter().map(|input| (*input).to_owned()).collect(),
@@ -47,21 +101,8 @@ fn a_device_or_socket_as_input_or_output_fails_its_unit_with_a_clear_error() {
         2,
     );
     pipeline.base_dir = dir.path().to_owned();
-    let mut journal = SharedJournal::default();
-    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
-    let mut options = EngineOptions::new("r", &pipeline);
-    options.keep_going = true;
-    let report = run_with(
-        &pipeline,
-        &PriorState::empty(),
-        &options,
-        &mut journal,
-        &executor,
-        &CancelToken::new(),
-    )
-    .unwrap();
+    let (report, events, ran) = run_guarded(pipeline, true, |_, _, _| ok());
     assert_eq!(report.status, Some(RunStatus::Failed));
-    let events = journal.events.lock().unwrap().clone();
     let error = |unit| finished(&events, unit).error.clone().unwrap_or_default();
     assert_eq!(finished(&events, "zero").status, AttemptStatus::Failed);
     assert_eq!(
@@ -84,7 +125,7 @@ fn a_device_or_socket_as_input_or_output_fails_its_unit_with_a_clear_error() {
     );
     assert_eq!(finished(&events, "other").status, AttemptStatus::Succeeded);
     // Refused inputs never get a process.
-    let mut ran: Vec<String> = executor.ran().into_iter().map(|(unit, _)| unit).collect();
+    let mut ran: Vec<String> = ran.into_iter().map(|(unit, _)| unit).collect();
     ran.sort();
     assert_eq!(ran, vec!["other", "writes_zero"]);
 }
@@ -104,19 +145,8 @@ fn inputs_not_hashed_within_the_timeout_time_the_unit_out_while_others_commit() 
         2,
     );
     pipeline.base_dir = dir.path().to_owned();
-    let mut journal = SharedJournal::default();
-    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
-    let report = run_with(
-        &pipeline,
-        &PriorState::empty(),
-        &EngineOptions::new("r", &pipeline),
-        &mut journal,
-        &executor,
-        &CancelToken::new(),
-    )
-    .unwrap();
+    let (report, events, ran) = run_guarded(pipeline, false, |_, _, _| ok());
     assert_eq!(report.status, Some(RunStatus::Failed));
-    let events = journal.events.lock().unwrap().clone();
     let huge = finished(&events, "huge");
     assert_eq!(huge.status, AttemptStatus::TimedOut);
     assert!(huge.timed_out);
@@ -131,7 +161,7 @@ fn inputs_not_hashed_within_the_timeout_time_the_unit_out_while_others_commit() 
     // `other` was started, ran and committed while `huge` was being hashed: the hashing
     // blocked no one. (The unit hashed first in config order is `huge`.)
     assert_eq!(
-        kinds(&journal),
+        kinds_of(&events),
         vec![
             "unit_started other",
             "unit_finished other",
@@ -140,7 +170,7 @@ fn inputs_not_hashed_within_the_timeout_time_the_unit_out_while_others_commit() 
             "run_finished"
         ]
     );
-    assert_eq!(executor.ran(), vec![("other".into(), 1)]);
+    assert_eq!(ran, vec![("other".into(), 1)]);
 }
 
 #[test]
@@ -152,28 +182,16 @@ fn a_cancellation_stops_hashing_at_once() {
         2,
     );
     pipeline.base_dir = dir.path().to_owned();
-    let mut journal = SharedJournal::default();
     // No timeout: only the cancellation, raised while `huge` is being hashed, ends it.
-    let executor = FakeExecutor::new(&journal, |_, _, cancel| {
+    let (report, events, _) = run_guarded(pipeline, false, |_, _, cancel| {
         cancel.cancel(CancelLevel::Graceful);
         ok()
     });
-    let started = std::time::Instant::now();
-    let report = run_with(
-        &pipeline,
-        &PriorState::empty(),
-        &EngineOptions::new("r", &pipeline),
-        &mut journal,
-        &executor,
-        &CancelToken::new(),
-    )
-    .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(report.status, Some(RunStatus::Interrupted));
     assert_eq!(report.units[0].1, UnitResult::NotRun);
     // A unit stopped while hashing was never started: no record of it.
     assert_eq!(
-        kinds(&journal),
+        kinds_of(&events),
         vec![
             "unit_started canceller",
             "unit_finished canceller",
@@ -224,4 +242,57 @@ fn an_input_file_hashed_off_the_engine_thread_is_recorded_in_unit_started() {
         finished(&events, "without").status,
         AttemptStatus::Succeeded
     );
+}
+
+/// Records the timeout each attempt was given.
+#[derive(Default)]
+struct SeesTimeouts(std::sync::Mutex<Vec<(String, Option<Duration>)>>);
+
+impl Executor for SeesTimeouts {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, _: &AttemptContext<'_>) -> AttemptOutcome {
+        let seen = (request.unit.name.clone(), request.unit.timeout);
+        self.0.lock().unwrap().push(seen);
+        AttemptOutcome::nothing_ran(AttemptStatus::Succeeded)
+    }
+}
+
+#[test]
+fn the_time_spent_hashing_inputs_is_taken_off_the_attempt_s_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small"), b"data").unwrap();
+    let hour = Some(Duration::from_secs(3600));
+    let mut pipeline = pipeline(
+        vec![
+            Unit {
+                timeout: hour,
+                ..with_inputs("with", &["small"])
+            },
+            Unit {
+                timeout: hour,
+                ..unit("without", &["with"])
+            },
+        ],
+        1,
+    );
+    pipeline.base_dir = dir.path().to_owned();
+    let executor = SeesTimeouts::default();
+    let report = run(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut crate::journal::MemoryJournal::default(),
+        &executor,
+        &TempLogs,
+        &CancelToken::new(),
+        &mut NoObserver,
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    let seen = executor.0.into_inner().unwrap();
+    assert_eq!(seen[0].0, "with");
+    assert!(
+        seen[0].1 < hour && seen[0].1 > Some(Duration::from_secs(3000)),
+        "{seen:?}"
+    );
+    assert_eq!(seen[1], ("without".to_owned(), hour));
 }
