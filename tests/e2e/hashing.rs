@@ -120,3 +120,35 @@ fn sigterm_stops_apollo_while_it_hashes_a_huge_input() {
     assert!(!apollo.journal_text().contains(r#""unit":"huge""#));
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn check_warns_about_a_declared_file_that_is_not_a_regular_file() {
+    let mut apollo = Apollo::new();
+    mkfifo(&apollo.path("pipe"));
+    apollo.config(
+        "units:
+  - name: reads
+    inputs: [pipe, missing.csv]
+    outputs: [/dev/null]
+    execute: bin/count reads
+",
+    );
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    assert!(
+        output.stderr.contains("input file `")
+            && output
+                .stderr
+                .contains("pipe` of unit `reads` is a FIFO, not a regular file"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output
+            .stderr
+            .contains("output file `/dev/null` of unit `reads` is a character device"),
+        "{}",
+        output.stderr
+    );
+    assert!(!output.stderr.contains("missing.csv"), "{}", output.stderr);
+}
