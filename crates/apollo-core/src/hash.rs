@@ -40,9 +40,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))
 }
 
-/// SHA-256 of a file's content, streamed in 64 KiB blocks, without limits. A declared input
-/// or output is hashed with [`sha256_file_within`] instead, which also refuses what is not a
-/// regular file.
+/// SHA-256 of a file's content, streamed in 64 KiB blocks, without limits. Declared inputs
+/// and outputs are hashed by [`input_components_within`] and [`output_hash_within`] instead,
+/// within [`Limits`], and only if they are regular files.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
     let file = File::open(path)?;
     stream_sha256(file, &Limits::NONE).map_err(|problem| match problem {

@@ -3,7 +3,8 @@
 //!
 //! Everything an attempt needs beyond its durable `unit_started` — its log folder, its
 //! processes, its output hash — happens on a worker, so the engine thread only decides and
-//! journals.
+//! journals. What it needs *before* — its input files' hashes — happens on a hashing thread
+//! ([`hasher`]): the engine decides once they come back.
 //!
 //! **Halt.** A shared flag, raised by the scheduler when it stops starting units, and by a
 //! worker itself when its attempt failed for good under fail-fast ([`Job::halt_on_failure`])
