@@ -12,6 +12,7 @@
 //! own thread, within [`Limits`] (the unit's timeout and the run's cancellation, checked
 //! before every read).
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::cancel::CancelToken;
+use crate::cancel::{CancelLevel, CancelToken};
 use crate::event::{InputComponent, InputKind};
 use crate::model::{Command, Phase, Unit};
 
@@ -45,7 +46,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// within [`Limits`], and only if they are regular files.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
     let file = File::open(path)?;
-    stream_sha256(file, &Limits::NONE).map_err(|problem| match problem {
+    stream_sha256(file, &Limits::none()).map_err(|problem| match problem {
         Problem::Io(error) => error,
         other => io::Error::other(other.to_string()),
     })
@@ -54,22 +55,30 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
 /// How long hashing may take and what stops it: a deadline (the unit's timeout) and a
 /// cancellation, both checked before every read, so hashing a huge file or a slow disk ends
 /// promptly when either comes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits<'a> {
     /// When hashing must have ended, and the timeout it came from (for the message).
     deadline: Option<(Instant, Duration)>,
     cancel: Option<&'a CancelToken>,
     /// A flag that, raised, stops hashing like a cancellation (the engine's "start nothing").
     halt: Option<&'a AtomicBool>,
+    /// How long hashing may go on after a graceful cancellation (`None`: it stops at once).
+    grace: Option<Duration>,
+    /// When a graceful cancellation was first seen.
+    cancel_seen: Cell<Option<Instant>>,
 }
 
 impl<'a> Limits<'a> {
     /// No deadline, no cancellation.
-    pub const NONE: Limits<'static> = Limits {
-        deadline: None,
-        cancel: None,
-        halt: None,
-    };
+    pub const fn none() -> Limits<'static> {
+        Limits {
+            deadline: None,
+            cancel: None,
+            halt: None,
+            grace: None,
+            cancel_seen: Cell::new(None),
+        }
+    }
 
     /// Hashing that stops when `cancel` is raised or once `budget` (if any) has passed from
     /// now. `timeout` is what the error names (the unit's timeout, of which `budget` is what
@@ -81,15 +90,10 @@ impl<'a> Limits<'a> {
     ) -> Self {
         let now = Instant::now();
         Self {
-            deadline: budget.map(|budget| {
-                (
-                    now.checked_add(budget)
-                        .unwrap_or(now + Duration::from_secs(1 << 40)),
-                    timeout.unwrap_or(budget),
-                )
-            }),
+            deadline: budget
+                .and_then(|budget| Some((now.checked_add(budget)?, timeout.unwrap_or(budget)))),
             cancel: Some(cancel),
-            halt: None,
+            ..Limits::none()
         }
     }
 
@@ -101,12 +105,31 @@ impl<'a> Limits<'a> {
         }
     }
 
+    /// The same limits, going on for `grace` after a graceful cancellation (as a unit's
+    /// process gets its kill grace); an immediate one still stops hashing at once.
+    pub fn with_grace(self, grace: Duration) -> Self {
+        Self {
+            grace: Some(grace),
+            ..self
+        }
+    }
+
     /// `Err` when hashing must stop now.
     fn check(&self) -> Result<(), Problem> {
-        if self.cancel.is_some_and(CancelToken::is_cancelled)
-            || self.halt.is_some_and(|halt| halt.load(Ordering::SeqCst))
-        {
+        if self.halt.is_some_and(|halt| halt.load(Ordering::SeqCst)) {
             return Err(Problem::Cancelled);
+        }
+        match self.cancel.map(CancelToken::level) {
+            None | Some(CancelLevel::None) => {}
+            Some(CancelLevel::Graceful) if self.grace.is_some() => {
+                let now = Instant::now();
+                let seen = *self.cancel_seen.get().get_or_insert(now);
+                self.cancel_seen.set(Some(seen));
+                if now.duration_since(seen) >= self.grace.unwrap_or_default() {
+                    return Err(Problem::Cancelled);
+                }
+            }
+            Some(_) => return Err(Problem::Cancelled),
         }
         match self.deadline {
             Some((deadline, timeout)) if Instant::now() >= deadline => {
@@ -370,7 +393,7 @@ pub fn input_components(
     base_dir: &Path,
     upstream_outputs: &[(&str, &str)],
 ) -> Result<Vec<InputComponent>, HashError> {
-    input_components_within(unit, base_dir, upstream_outputs, &Limits::NONE)
+    input_components_within(unit, base_dir, upstream_outputs, &Limits::none())
 }
 
 /// Every input component of `unit`, hashing its input files within `limits`. An input file
@@ -439,7 +462,7 @@ pub fn input_components_within(
 /// does not exist is an error: exit 0 alone is not proof of work. Without limits (see
 /// [`output_hash_within`]).
 pub fn output_hash(unit: &Unit, base_dir: &Path) -> Result<Option<String>, HashError> {
-    output_hash_within(unit, base_dir, &Limits::NONE)
+    output_hash_within(unit, base_dir, &Limits::none())
 }
 
 /// [`output_hash`] within `limits`. A declared output that is not a regular file is refused.
@@ -603,9 +626,14 @@ mod tests {
         let limits = Limits::new(&cancel, None, None);
         let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
         assert!(error.cancelled());
+        let graceful = Limits::new(&cancel, None, None).with_grace(Duration::from_secs(3600));
+        assert!(input_components_within(&unit, dir.path(), &[], &graceful).is_ok());
         let halt = AtomicBool::new(true);
-        let limits = Limits::NONE.with_halt(&halt);
+        let limits = Limits::none().with_halt(&halt);
         let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
+        assert!(error.cancelled());
+        cancel.cancel(crate::CancelLevel::Immediate);
+        let error = input_components_within(&unit, dir.path(), &[], &graceful).unwrap_err();
         assert!(error.cancelled());
         let components = input_components(&unit, dir.path(), &[]).unwrap();
         assert!(components.iter().any(|c| c.hash == sha256_hex(b"abc")));

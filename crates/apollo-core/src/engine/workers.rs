@@ -310,10 +310,12 @@ pub(super) fn worker(
     }
 }
 
-/// The limits of hashing `unit`'s declared outputs after `outcome`: the run's cancellation,
-/// and what the attempt left of the unit's timeout (`left`: the timeout less the time its
-/// inputs took to hash), counting prepare and execute. Nothing is left for a unit
-/// without a declared output.
+/// The limits of hashing `unit`'s declared outputs after `outcome`: what the attempt left of
+/// the unit's timeout (`left`: the timeout less the time its inputs took to hash), counting
+/// prepare and execute; and the run's cancellation, after the unit's kill grace for a graceful
+/// one (a success that ended as the user pressed Ctrl-C is still recorded, as its process
+/// would have been given that grace), at once for an immediate one. No limit for a unit
+/// without a declared output (nothing to read).
 fn output_limits<'a>(
     unit: &Unit,
     outcome: &AttemptOutcome,
@@ -321,7 +323,7 @@ fn output_limits<'a>(
     cancel: &'a CancelToken,
 ) -> Limits<'a> {
     if unit.outputs.is_empty() {
-        return Limits::NONE;
+        return Limits::none();
     }
     // The timeout covers prepare + execute; cleanup has its own limit.
     let used = outcome
@@ -336,6 +338,7 @@ fn output_limits<'a>(
         left.map(|left| left.saturating_sub(used)),
         unit.timeout,
     )
+    .with_grace(unit.kill_grace)
 }
 
 /// One hashing thread: hashes the declared input files of the units handed to it, within
