@@ -221,6 +221,8 @@ fn stream_sha256(mut file: File, limits: &Limits<'_>) -> Result<String, Problem>
         };
         hasher.update(&buffer[..n_read]);
     }
+    // A file whose last read ended past the deadline was not hashed in time either.
+    limits.check()?;
     Ok(to_hex(&hasher.finalize()))
 }
 

@@ -48,7 +48,10 @@ pub(super) fn settle(
                     AttemptStatus::Failed
                 };
                 error = Some(if hash_error.not_found() {
-                    format!("execute exited 0 but a declared output is missing: {hash_error}")
+                    format!(
+                        "execute exited 0 but a declared output is missing: `{}`",
+                        hash_error.path.display()
+                    )
                 } else {
                     format!("execute exited 0 but its {hash_error}")
                 });

@@ -235,9 +235,19 @@ pub(super) fn worker(
                 Ok(log_dir) => {
                     // Hashing the inputs took part of the timeout: the attempt gets the rest
                     // (a copy of the unit only for a unit with input files and a timeout).
-                    let left = unit
-                        .timeout
-                        .map(|timeout| timeout.saturating_sub(job.spent));
+                    let timeout = unit.timeout;
+                    let left = timeout.map(|timeout| timeout.saturating_sub(job.spent));
+                    if left == Some(Duration::ZERO) {
+                        // Spawning only to kill at once could leave half-done side effects.
+                        let mut outcome = failed_to_start(format!(
+                            "not started: hashing its input files used up the unit's timeout \
+                             of {:?}",
+                            timeout.unwrap_or_default()
+                        ));
+                        outcome.status = AttemptStatus::TimedOut;
+                        outcome.timed_out = true;
+                        return (log_dir, outcome, None);
+                    }
                     let shortened;
                     let unit = if left == unit.timeout {
                         unit
@@ -257,7 +267,7 @@ pub(super) fn worker(
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
                     let outcome = executor.run_attempt(&request, &context);
                     let outputs = outcome.status.satisfies_dependents().then(|| {
-                        let limits = output_limits(unit, &outcome, left, cancel);
+                        let limits = output_limits(unit, &outcome, left, timeout, cancel);
                         hash::output_hash_within(unit, &pipeline.base_dir, &limits)
                     });
                     (log_dir, outcome, outputs)
@@ -311,7 +321,7 @@ pub(super) fn worker(
 }
 
 /// The limits of hashing `unit`'s declared outputs after `outcome`: what the attempt left of
-/// the unit's timeout (`left`: the timeout less the time its inputs took to hash), counting
+/// the unit's `timeout` (`left`: the timeout less the time its inputs took to hash), counting
 /// prepare and execute; and the run's cancellation, after the unit's kill grace for a graceful
 /// one (a success that ended as the user pressed Ctrl-C is still recorded, as its process
 /// would have been given that grace), at once for an immediate one. No limit for a unit
@@ -320,6 +330,7 @@ fn output_limits<'a>(
     unit: &Unit,
     outcome: &AttemptOutcome,
     left: Option<Duration>,
+    timeout: Option<Duration>,
     cancel: &'a CancelToken,
 ) -> Limits<'a> {
     if unit.outputs.is_empty() {
@@ -333,12 +344,8 @@ fn output_limits<'a>(
         .map(|phase| phase.offset + phase.wall_time)
         .max()
         .unwrap_or(outcome.wall_time);
-    Limits::new(
-        cancel,
-        left.map(|left| left.saturating_sub(used)),
-        unit.timeout,
-    )
-    .with_grace(unit.kill_grace)
+    Limits::new(cancel, left.map(|left| left.saturating_sub(used)), timeout)
+        .with_grace(unit.kill_grace)
 }
 
 /// One hashing thread: hashes the declared input files of the units handed to it, within
