@@ -6,6 +6,7 @@
 mod support;
 
 mod example;
+mod hashing;
 mod identity;
 mod replay;
 mod resume;

@@ -6,18 +6,25 @@
 //! hash is recorded too, so a diff can name what changed. Its **output hash** covers the
 //! declared output files (sorted by path), or `execute`'s stdout when none are declared.
 //!
-//! Files are hashed by streaming; nothing loads a whole file into memory.
+//! Files are hashed by streaming; nothing loads a whole file into memory. Only regular files
+//! are read: a FIFO, a device or a socket may never end, so a declared file that is one is
+//! refused with an error naming it and what it is. The engine hashes declared files off its
+//! own thread, within [`Limits`] (the unit's timeout and the run's cancellation, checked
+//! before every read).
 
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
+use crate::cancel::{CancelLevel, CancelToken};
 use crate::event::{InputComponent, InputKind};
 use crate::model::{Command, Phase, Unit};
 
-/// Lower-case hex of a digest.
 /// Lower-case hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -34,20 +41,195 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))
 }
 
-/// SHA-256 of a file's content, streamed in 64 KiB blocks.
+/// SHA-256 of a file's content, streamed in 64 KiB blocks, without limits. Declared inputs
+/// and outputs are hashed by [`input_components_within`] and [`output_hash_within`] instead,
+/// within [`Limits`], and only if they are regular files.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut file = File::open(path)?;
+    let file = File::open(path)?;
+    stream_sha256(file, &Limits::none()).map_err(|problem| match problem {
+        Problem::Io(error) => error,
+        other => io::Error::other(other.to_string()),
+    })
+}
+
+/// How long hashing may take and what stops it: a deadline (the unit's timeout) and a
+/// cancellation, both checked before every read, so hashing a huge file or a slow disk ends
+/// promptly when either comes.
+#[derive(Debug, Clone)]
+pub struct Limits<'a> {
+    /// When hashing must have ended, and the timeout it came from (for the message).
+    deadline: Option<(Instant, Duration)>,
+    cancel: Option<&'a CancelToken>,
+    /// A flag that, raised, stops hashing like a cancellation (the engine's "start nothing").
+    halt: Option<&'a AtomicBool>,
+    /// How long hashing may go on after a graceful cancellation (`None`: it stops at once).
+    grace: Option<Duration>,
+    /// When a graceful cancellation was first seen.
+    cancel_seen: Cell<Option<Instant>>,
+}
+
+impl<'a> Limits<'a> {
+    /// No deadline, no cancellation.
+    pub const fn none() -> Limits<'static> {
+        Limits {
+            deadline: None,
+            cancel: None,
+            halt: None,
+            grace: None,
+            cancel_seen: Cell::new(None),
+        }
+    }
+
+    /// Hashing that stops when `cancel` is raised or once `budget` (if any) has passed from
+    /// now. `timeout` is what the error names (the unit's timeout, of which `budget` is what
+    /// is left).
+    pub fn new(
+        cancel: &'a CancelToken,
+        budget: Option<Duration>,
+        timeout: Option<Duration>,
+    ) -> Self {
+        let now = Instant::now();
+        Self {
+            deadline: budget
+                .and_then(|budget| Some((now.checked_add(budget)?, timeout.unwrap_or(budget)))),
+            cancel: Some(cancel),
+            ..Limits::none()
+        }
+    }
+
+    /// The same limits, also stopping (as cancelled) once `halt` is raised.
+    pub fn with_halt(self, halt: &'a AtomicBool) -> Self {
+        Self {
+            halt: Some(halt),
+            ..self
+        }
+    }
+
+    /// The same limits, going on for `grace` after a graceful cancellation (as a unit's
+    /// process gets its kill grace); an immediate one still stops hashing at once.
+    pub fn with_grace(self, grace: Duration) -> Self {
+        Self {
+            grace: Some(grace),
+            ..self
+        }
+    }
+
+    /// `Err` when hashing must stop now.
+    fn check(&self) -> Result<(), Problem> {
+        if self.halt.is_some_and(|halt| halt.load(Ordering::SeqCst)) {
+            return Err(Problem::Cancelled);
+        }
+        match self.cancel.map(CancelToken::level) {
+            None | Some(CancelLevel::None) => {}
+            Some(CancelLevel::Graceful) if self.grace.is_some() => {
+                let now = Instant::now();
+                let seen = *self.cancel_seen.get().get_or_insert(now);
+                self.cancel_seen.set(Some(seen));
+                if now.duration_since(seen) >= self.grace.unwrap_or_default() {
+                    return Err(Problem::Cancelled);
+                }
+            }
+            Some(_) => return Err(Problem::Cancelled),
+        }
+        match self.deadline {
+            Some((deadline, timeout)) if Instant::now() >= deadline => {
+                Err(Problem::TimedOut(timeout))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a declared file could not be hashed.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// Opening or reading it failed.
+    #[error("cannot read it: {0}")]
+    Io(io::Error),
+    /// It is not a regular file (a FIFO, a device, a socket): its content may never end, so
+    /// it is not read.
+    #[error("it is {0}, not a regular file")]
+    NotRegular(&'static str),
+    /// The unit's timeout ran out while hashing.
+    #[error("hashing it did not finish within the unit's timeout of {0:?}")]
+    TimedOut(Duration),
+    /// The run was cancelled while hashing.
+    #[error("hashing it was cancelled")]
+    Cancelled,
+}
+
+/// What a file is, when it is not a regular file or a directory ("a FIFO", "a character
+/// device", …); `None` for a regular file or a directory.
+pub fn special_file_kind(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        Some("a FIFO")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
+/// Open `path` for hashing: only a regular file (symlinks followed). A special file is refused
+/// before it is opened (opening a device can have effects), and the open itself does not
+/// block (`O_NONBLOCK`: a FIFO put in its place meanwhile would otherwise wait for a writer
+/// forever); what was opened is checked again.
+fn open_regular(path: &Path) -> Result<File, Problem> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |file_type: std::fs::FileType| {
+        if file_type.is_file() {
+            Ok(())
+        } else if file_type.is_dir() {
+            Err(Problem::NotRegular("a directory"))
+        } else {
+            Err(Problem::NotRegular(
+                special_file_kind(file_type).unwrap_or("not a regular file"),
+            ))
+        }
+    };
+    refuse(std::fs::metadata(path).map_err(Problem::Io)?.file_type())?;
+    // Non-blocking, so that a file swapped for a FIFO after the check cannot block the open;
+    // no controlling terminal from a tty.
+    fn open_flags() -> i32 {
+        use rustix::fs::OFlags;
+        // The flags are small positive bits; the cast cannot truncate.
+        (OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(open_flags())
+        .open(path)
+        .map_err(Problem::Io)?;
+    refuse(file.metadata().map_err(Problem::Io)?.file_type())?;
+    Ok(file)
+}
+
+/// SHA-256 of a regular file's content, streamed in 64 KiB blocks, within `limits`.
+fn sha256_file_within(path: &Path, limits: &Limits<'_>) -> Result<String, Problem> {
+    limits.check()?;
+    stream_sha256(open_regular(path)?, limits)
+}
+
+fn stream_sha256(mut file: File, limits: &Limits<'_>) -> Result<String, Problem> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
+        limits.check()?;
         let n_read = match file.read(&mut buffer) {
             Ok(0) => break,
             Ok(n_read) => n_read,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
+            Err(error) => return Err(Problem::Io(error)),
         };
         hasher.update(&buffer[..n_read]);
     }
+    // A file whose last read ended past the deadline was not hashed in time either.
+    limits.check()?;
     Ok(to_hex(&hasher.finalize()))
 }
 
@@ -119,19 +301,60 @@ pub fn combine_components(components: &[InputComponent]) -> String {
     canonical.finish()
 }
 
-/// Reading a declared input or output file failed.
+/// A declared input or output file could not be hashed.
 ///
-/// The operating system's error is part of the message (the engine records the message as the
-/// attempt's error), so it is not also returned by `source()`.
+/// The cause is part of the message (the engine records the message as the attempt's error),
+/// so it is not also returned by `source()`.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot read {what} `{}`: {error}", path.display())]
+#[error("{what} `{}`: {problem}", path.display())]
 pub struct HashError {
     /// "input file" or "output file".
     pub what: &'static str,
     /// The file.
     pub path: PathBuf,
-    /// The cause.
-    pub error: io::Error,
+    /// What went wrong.
+    pub problem: Problem,
+}
+
+impl HashError {
+    /// Whether the unit's timeout ran out while hashing.
+    pub fn timed_out(&self) -> bool {
+        matches!(self.problem, Problem::TimedOut(_))
+    }
+
+    /// Whether the run was cancelled while hashing.
+    pub fn cancelled(&self) -> bool {
+        matches!(self.problem, Problem::Cancelled)
+    }
+
+    /// Whether the file does not exist.
+    pub fn not_found(&self) -> bool {
+        matches!(&self.problem, Problem::Io(error) if error.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// The declared inputs (literal paths, not globs: a glob only matches regular files) and
+/// outputs of `unit` that exist now and are neither regular files nor directories: each
+/// with "input file" or "output file" and what it is. `apollo check` warns about them; a run
+/// refuses them.
+pub fn special_declared_files(
+    unit: &Unit,
+    base_dir: &Path,
+) -> Vec<(&'static str, PathBuf, &'static str)> {
+    let inputs = unit
+        .inputs
+        .iter()
+        .filter(|pattern| !is_glob(pattern))
+        .map(|pattern| ("input file", pattern));
+    let outputs = unit.outputs.iter().map(|output| ("output file", output));
+    inputs
+        .chain(outputs)
+        .filter_map(|(what, declared)| {
+            let path = base_dir.join(declared);
+            let kind = special_file_kind(std::fs::metadata(&path).ok()?.file_type())?;
+            Some((what, path, kind))
+        })
+        .collect()
 }
 
 /// Whether a pattern has glob syntax.
@@ -170,13 +393,25 @@ pub fn expand_inputs(unit: &Unit, base_dir: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// Every input component of `unit`: commands, declared env, input files, upstream outputs.
+/// Every input component of `unit`: commands, declared env, input files, upstream outputs,
+/// without limits (see [`input_components_within`]).
 ///
 /// `upstream_outputs` gives each dependency's name and output hash.
 pub fn input_components(
     unit: &Unit,
     base_dir: &Path,
     upstream_outputs: &[(&str, &str)],
+) -> Result<Vec<InputComponent>, HashError> {
+    input_components_within(unit, base_dir, upstream_outputs, &Limits::none())
+}
+
+/// Every input component of `unit`, hashing its input files within `limits`. An input file
+/// that is not a regular file is refused (it may never end).
+pub fn input_components_within(
+    unit: &Unit,
+    base_dir: &Path,
+    upstream_outputs: &[(&str, &str)],
+    limits: &Limits<'_>,
 ) -> Result<Vec<InputComponent>, HashError> {
     let mut components = Vec::new();
     let phases = [
@@ -201,14 +436,16 @@ pub fn input_components(
         });
     }
     for path in expand_inputs(unit, base_dir) {
-        let hash = match sha256_file(&path) {
+        let hash = match sha256_file_within(&path, limits) {
             Ok(hash) => hash,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => missing_file_hash(),
-            Err(source) => {
+            Err(Problem::Io(error)) if error.kind() == io::ErrorKind::NotFound => {
+                missing_file_hash()
+            }
+            Err(problem) => {
                 return Err(HashError {
                     what: "input file",
                     path,
-                    error: source,
+                    problem,
                 });
             }
         };
@@ -231,8 +468,18 @@ pub fn input_components(
 
 /// The output hash over a unit's declared outputs (sorted by path). `Ok(None)` when the
 /// unit declares no outputs (the caller then uses the stdout hash). A declared output that
-/// does not exist is an error: exit 0 alone is not proof of work.
+/// does not exist is an error: exit 0 alone is not proof of work. Without limits (see
+/// [`output_hash_within`]).
 pub fn output_hash(unit: &Unit, base_dir: &Path) -> Result<Option<String>, HashError> {
+    output_hash_within(unit, base_dir, &Limits::none())
+}
+
+/// [`output_hash`] within `limits`. A declared output that is not a regular file is refused.
+pub fn output_hash_within(
+    unit: &Unit,
+    base_dir: &Path,
+    limits: &Limits<'_>,
+) -> Result<Option<String>, HashError> {
     if unit.outputs.is_empty() {
         return Ok(None);
     }
@@ -246,10 +493,10 @@ pub fn output_hash(unit: &Unit, base_dir: &Path) -> Result<Option<String>, HashE
     let mut canonical = Canonical::default();
     canonical.field(b"apollo-output-v1");
     for path in paths {
-        let hash = sha256_file(&path).map_err(|source| HashError {
+        let hash = sha256_file_within(&path, limits).map_err(|problem| HashError {
             what: "output file",
             path: path.clone(),
-            error: source,
+            problem,
         })?;
         canonical
             .field(display_name(&path, base_dir).as_bytes())
@@ -335,5 +582,69 @@ mod tests {
                 "upstream fetch output removed"
             ]
         );
+    }
+
+    fn unit_with(inputs: &[&str], outputs: &[&str]) -> Unit {
+        let yaml = "units:\n  - name: u\n    execute: \"true\"\n";
+        let mut unit = crate::config::load_str(yaml, Path::new("/p/pipeline.yaml"))
+            .unwrap()
+            .pipeline
+            .units
+            .remove(0);
+        unit.inputs = inputs.iter().map(|input| (*input).to_owned()).collect();
+        unit.outputs = outputs.iter().map(|output| (*output).to_owned()).collect();
+        unit
+    }
+
+    #[test]
+    fn special_files_and_directories_are_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = output_hash(&unit_with(&[], &["/dev/zero"]), dir.path()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "output file `/dev/zero`: it is a character device, not a regular file"
+        );
+        let error = input_components(&unit_with(&["."], &[]), dir.path(), &[]).unwrap_err();
+        assert!(matches!(error.problem, Problem::NotRegular("a directory")));
+        assert_eq!(
+            special_declared_files(&unit_with(&["/dev/null", "*.csv"], &["out"]), dir.path()),
+            vec![(
+                "input file",
+                PathBuf::from("/dev/null"),
+                "a character device"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_cancellation_or_a_spent_budget_stops_hashing_before_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("data"), b"abc").unwrap();
+        let unit = unit_with(&["data"], &[]);
+        let cancel = CancelToken::new();
+        let spent = Limits::new(&cancel, Some(Duration::ZERO), Some(Duration::from_secs(5)));
+        let error = input_components_within(&unit, dir.path(), &[], &spent).unwrap_err();
+        assert!(error.timed_out());
+        assert!(
+            error
+                .to_string()
+                .ends_with("within the unit's timeout of 5s"),
+            "{error}"
+        );
+        cancel.cancel(crate::CancelLevel::Graceful);
+        let limits = Limits::new(&cancel, None, None);
+        let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
+        assert!(error.cancelled());
+        let graceful = Limits::new(&cancel, None, None).with_grace(Duration::from_secs(3600));
+        assert!(input_components_within(&unit, dir.path(), &[], &graceful).is_ok());
+        let halt = AtomicBool::new(true);
+        let limits = Limits::none().with_halt(&halt);
+        let error = input_components_within(&unit, dir.path(), &[], &limits).unwrap_err();
+        assert!(error.cancelled());
+        cancel.cancel(crate::CancelLevel::Immediate);
+        let error = input_components_within(&unit, dir.path(), &[], &graceful).unwrap_err();
+        assert!(error.cancelled());
+        let components = input_components(&unit, dir.path(), &[]).unwrap();
+        assert!(components.iter().any(|c| c.hash == sha256_hex(b"abc")));
     }
 }

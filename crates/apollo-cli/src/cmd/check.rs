@@ -57,11 +57,14 @@ pub(crate) fn run(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let path = args.config.resolve()?;
-    let (pipeline, diagnostics) = match config::load(&path) {
+    let (pipeline, mut diagnostics) = match config::load(&path) {
         Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),
         Err(LoadError::Invalid { diagnostics, .. }) => (None, diagnostics),
         Err(error) => return Err(error.into()),
     };
+    if let Some(pipeline) = &pipeline {
+        diagnostics.extend(special_files(pipeline, &path));
+    }
     let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let n_warnings = diagnostics.len() - n_errors;
     let plan = match (&pipeline, args.plan) {
@@ -159,4 +162,31 @@ fn render_plan(pipeline: &Pipeline, plan: &[Vec<&str>]) -> String {
 
 fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
+}
+
+/// A warning for each declared input or output that exists now and is a FIFO, a device or a
+/// socket: its content may never end, so a run refuses it (the unit fails).
+fn special_files(pipeline: &Pipeline, config: &Path) -> Vec<Diagnostic> {
+    let mut warnings = Vec::new();
+    for unit in &pipeline.units {
+        for (what, path, kind) in
+            apollo_core::hash::special_declared_files(unit, &pipeline.base_dir)
+        {
+            let message = format!(
+                "{what} `{}` of unit `{}` is {kind}, not a regular file",
+                path.display(),
+                unit.name
+            );
+            warnings.push(
+                Diagnostic::new(
+                    apollo_core::Severity::Warning,
+                    "special-file",
+                    config,
+                    message,
+                )
+                .with_hint("a run refuses it and fails the unit: its content may never end"),
+            );
+        }
+    }
+    warnings
 }

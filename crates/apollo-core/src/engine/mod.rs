@@ -9,7 +9,9 @@
 //! 1. takes ready units from the [`ReadyQueue`](crate::ReadyQueue) (config order), decides
 //!    for each whether it must run (resume rules) and, if so, queues its `unit_started` — up
 //!    to `max_parallel` attempts, plus a few per worker committed ahead (idempotent units
-//!    only; more while attempts are very short: see `pacer.rs`);
+//!    only; more while attempts are very short: see `pacer.rs`). A unit that declares input
+//!    files is first hashed on a hashing thread (see below) and decided when its hash comes
+//!    back;
 //! 2. appends everything queued — the `unit_finished` and `unit_skipped` records of attempts
 //!    that just ended and the `unit_started` records of new ones — as **one** batch, with one
 //!    fsync; whatever ends during that fsync goes with the next batch (group commit).
@@ -21,6 +23,19 @@
 //!    reports, and every worker whose attempt failed waits for the engine to take the outcome
 //!    in before its next attempt: attempts committed ahead are halted at once, even while the
 //!    engine is in an fsync.
+//!
+//! **No file is read on the engine thread.** Reading can take long or forever (`/dev/zero`,
+//! a FIFO, a slow mount), and a blocked engine thread would stall every unit's commits and
+//! miss SIGTERM. So declared input files are hashed on hashing threads (spawned only when some
+//! unit declares inputs; a unit without input files is hashed inline, with no I/O and no
+//! round trip), declared outputs on the worker after the attempt. Both count against the
+//! unit's timeout (the attempt gets what input hashing left, output hashing what prepare and
+//! execute left), check the cancellation (and, for inputs, the halt flag) before every read,
+//! and refuse files that are not regular (see [`crate::hash`]). A unit whose files cannot be
+//! hashed fails, or times out, without a process; a unit being hashed when the run stops is
+//! never started. The resume policy's re-hash of a human-marked unit's outputs
+//! (`policy::reused_output_hash`) and the dry-run planner still hash on the calling thread,
+//! without a timeout (non-regular files are refused there too).
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
 //! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
@@ -37,14 +52,17 @@
 //!   back until their record is durable.
 //! * `policy.rs` — the resume rules as pure functions ([`Decision`]), shared with the dry-run
 //!   planner in `plan.rs` ([`dry_run`]).
-//! * `scheduler.rs` — the loop above, on the engine thread.
+//! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
+//!   attempts, handing units with input files to the hashing threads; `finish.rs`: taking
+//!   outcomes in).
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
 //! * `units.rs` — the per-unit table and the final counts.
 //! * `record.rs` — an attempt's outcome turned into its `unit_finished` record.
 //! * `retry.rs` — backoff and the units waiting for a retry.
-//! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol.
+//! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol; the
+//!   hashing threads.
 
 mod api;
 mod batch;
@@ -75,7 +93,7 @@ use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 use scheduler::{Channels, Scheduler};
-use workers::{FromWorker, Job, WorkerShared};
+use workers::{FromWorker, HashJob, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
 /// new run). Writes unit records and `run_finished` to `journal`; the caller writes
@@ -116,9 +134,31 @@ pub fn run(
             halt: &halt,
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
+        // Declared input files are hashed on threads of their own, never on the engine
+        // thread (a file can take long, or forever, to read). A pipeline without any gets
+        // none of them.
+        let n_with_inputs = pipeline
+            .units
+            .iter()
+            .filter(|unit| !unit.inputs.is_empty())
+            .count();
+        let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
+        for _ in 0..n_workers.min(n_with_inputs) {
+            let hash_rx = hash_rx.clone();
+            let to_scheduler = to_scheduler.clone();
+            scope.spawn(move || workers::hasher(shared, &hash_rx, &to_scheduler));
+        }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(
-            pipeline, &dag, prior, options, in_scope, cancel, &halt, acks,
+            pipeline,
+            &dag,
+            prior,
+            options,
+            in_scope,
+            cancel,
+            &halt,
+            acks,
+            (n_with_inputs > 0).then_some(&hash_tx),
         );
         let channels = Channels {
             job_tx: &job_tx,
@@ -130,6 +170,7 @@ pub fn run(
         // them.
         drop(job_tx);
         drop(scheduler);
+        drop(hash_tx);
         result
     })
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::event::{AttemptStatus, PhaseRecord, UnitFinished};
 use crate::executor::AttemptOutcome;
-use crate::hash;
+use crate::hash::{self, HashError};
 use crate::model::Unit;
 
 /// What an attempt's outcome means for the run, once its declared outputs are checked.
@@ -16,12 +16,13 @@ pub(super) struct Settled {
 }
 
 /// Settle `outcome`, given the declared outputs' hash computed on the worker (`None`: not
-/// computed; `Ok(None)`: none declared). A success whose declared output is missing fails:
-/// exit 0 alone is not proof of work. Without declared outputs, execute's stdout stands for
-/// them.
+/// computed; `Ok(None)`: none declared). A success whose declared output is missing or not a
+/// regular file fails: exit 0 alone is not proof of work; one whose outputs could not be
+/// hashed within the unit's timeout timed out; one whose hashing the run's cancellation
+/// stopped was interrupted. Without declared outputs, execute's stdout stands for them.
 pub(super) fn settle(
     outcome: &AttemptOutcome,
-    outputs: Option<Result<Option<String>, String>>,
+    outputs: Option<Result<Option<String>, HashError>>,
 ) -> Settled {
     let mut status = outcome.status;
     let mut error = outcome.error.clone();
@@ -38,11 +39,22 @@ pub(super) fn settle(
             Some(Ok(None)) | None => output_hash = Some(stdout_hash()),
             // A unit that skipped itself need not have produced its outputs.
             Some(Err(_)) if status == AttemptStatus::Skipped => output_hash = Some(stdout_hash()),
-            Some(Err(message)) => {
-                status = AttemptStatus::Failed;
-                error = Some(format!(
-                    "execute exited 0 but a declared output is missing: {message}"
-                ));
+            Some(Err(hash_error)) => {
+                status = if hash_error.timed_out() {
+                    AttemptStatus::TimedOut
+                } else if hash_error.cancelled() {
+                    AttemptStatus::Interrupted
+                } else {
+                    AttemptStatus::Failed
+                };
+                error = Some(if hash_error.not_found() {
+                    format!(
+                        "execute exited 0 but a declared output is missing: `{}`",
+                        hash_error.path.display()
+                    )
+                } else {
+                    format!("execute exited 0 but its {hash_error}")
+                });
             }
         }
     }
@@ -68,7 +80,7 @@ pub(super) fn unit_finished(
         status: settled.status,
         exit: outcome.exit,
         failed_phase: outcome.failed_phase,
-        timed_out: outcome.timed_out,
+        timed_out: outcome.timed_out || settled.status == AttemptStatus::TimedOut,
         duration_ms: millis(outcome.wall_time),
         queued_ms: millis(queued),
         output_hash: settled.output_hash.clone(),
@@ -114,7 +126,13 @@ mod tests {
     #[test]
     fn a_success_with_a_missing_declared_output_fails_but_a_self_skip_does_not() {
         let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
-        let missing = || Some(Err("data/out.csv: not found".to_owned()));
+        let missing = || {
+            Some(Err(HashError {
+                what: "output file",
+                path: "data/out.csv".into(),
+                problem: hash::Problem::Io(std::io::ErrorKind::NotFound.into()),
+            }))
+        };
         let settled = settle(&outcome, missing());
         assert_eq!(settled.status, AttemptStatus::Failed);
         assert_eq!(settled.output_hash, None);
@@ -123,6 +141,31 @@ mod tests {
         let settled = settle(&outcome, missing());
         assert_eq!(settled.status, AttemptStatus::Skipped);
         assert_eq!(settled.output_hash, Some(hash::sha256_hex(b"")));
+    }
+
+    #[test]
+    fn outputs_not_hashed_in_time_time_out_and_a_fifo_output_fails() {
+        let outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
+        let problem = |problem| {
+            Some(Err(HashError {
+                what: "output file",
+                path: "out".into(),
+                problem,
+            }))
+        };
+        let timeout = Duration::from_secs(2);
+        let settled = settle(&outcome, problem(hash::Problem::TimedOut(timeout)));
+        assert_eq!(settled.status, AttemptStatus::TimedOut);
+        let record = unit_finished(&unit("u", &[]), 1, &settled, &outcome, Duration::ZERO);
+        assert!(record.timed_out);
+        let settled = settle(&outcome, problem(hash::Problem::NotRegular("a FIFO")));
+        assert_eq!(settled.status, AttemptStatus::Failed);
+        assert_eq!(
+            settled.error.as_deref(),
+            Some("execute exited 0 but its output file `out`: it is a FIFO, not a regular file")
+        );
+        let settled = settle(&outcome, problem(hash::Problem::Cancelled));
+        assert_eq!(settled.status, AttemptStatus::Interrupted);
     }
 
     #[test]

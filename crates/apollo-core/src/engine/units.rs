@@ -14,6 +14,8 @@ pub(super) enum State {
     /// Not running: waiting for its dependencies, for its turn, or never to run (out of
     /// scope, stopped).
     Waiting,
+    /// Its input files are being hashed, before its attempt is decided and committed.
+    Hashing,
     /// An attempt is committed or running.
     Running,
     /// Its latest attempt failed; a retry is due later.

@@ -3,7 +3,8 @@
 //!
 //! Everything an attempt needs beyond its durable `unit_started` — its log folder, its
 //! processes, its output hash — happens on a worker, so the engine thread only decides and
-//! journals.
+//! journals. What it needs *before* — its input files' hashes — happens on a hashing thread
+//! ([`hasher`]): the engine decides once they come back.
 //!
 //! **Halt.** A shared flag, raised by the scheduler when it stops starting units, and by a
 //! worker itself when its attempt failed for good under fail-fast ([`Job::halt_on_failure`])
@@ -28,11 +29,12 @@ use crossbeam_channel::{Receiver, Sender};
 use super::api::AttemptLogs;
 use crate::cancel::CancelToken;
 use crate::event::AttemptStatus;
+use crate::event::InputComponent;
 use crate::executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
 };
-use crate::hash;
-use crate::model::Pipeline;
+use crate::hash::{self, HashError, Limits};
+use crate::model::{Pipeline, Unit};
 
 /// An attempt whose `unit_started` is durable, for a worker to run.
 pub(super) struct Job {
@@ -44,6 +46,24 @@ pub(super) struct Job {
     /// Whether this attempt failing stops new starts (fail-fast, and no retry left): then
     /// the worker itself raises `halt` before reporting.
     pub(super) halt_on_failure: bool,
+    /// The part of the unit's timeout its input files took to hash (zero when it declares
+    /// none): the attempt and its output hashing get what is left.
+    pub(super) spent: Duration,
+}
+
+/// A unit whose declared input files are to be hashed, for a hashing thread.
+pub(super) struct HashJob {
+    pub(super) unit_idx: usize,
+    /// Each dependency's name and output hash.
+    pub(super) upstream: Vec<(String, String)>,
+}
+
+/// A unit's input components, hashed off the engine thread.
+pub(super) struct Hashed {
+    pub(super) unit_idx: usize,
+    pub(super) inputs: Result<Vec<InputComponent>, HashError>,
+    /// How long hashing took: it counts against the unit's timeout.
+    pub(super) took: Duration,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -58,7 +78,7 @@ pub(super) struct Done {
     pub(super) log_dir: PathBuf,
     pub(super) outcome: AttemptOutcome,
     /// The declared outputs' hash (`Ok(None)`: none declared), computed on the worker.
-    pub(super) outputs: Option<Result<Option<String>, String>>,
+    pub(super) outputs: Option<Result<Option<String>, HashError>>,
     /// Whether the worker waits for an acknowledgement before its next job.
     pub(super) awaits_ack: bool,
 }
@@ -78,6 +98,8 @@ pub(super) enum FromWorker {
     },
     /// An attempt ended.
     Done(Done),
+    /// A unit's input files were hashed (or could not be).
+    Hashed(Hashed),
 }
 
 /// Passes a running attempt's reports to the scheduler. It lives on the worker's stack for
@@ -211,6 +233,31 @@ pub(super) fn worker(
         let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             match logs.log_dir(&unit.name, job.attempt) {
                 Ok(log_dir) => {
+                    // Hashing the inputs took part of the timeout: the attempt gets the rest
+                    // (a copy of the unit only for a unit with input files and a timeout).
+                    let timeout = unit.timeout;
+                    let left = timeout.map(|timeout| timeout.saturating_sub(job.spent));
+                    if left == Some(Duration::ZERO) {
+                        // Spawning only to kill at once could leave half-done side effects.
+                        let mut outcome = failed_to_start(format!(
+                            "not started: hashing its input files used up the unit's timeout \
+                             of {:?}",
+                            timeout.unwrap_or_default()
+                        ));
+                        outcome.status = AttemptStatus::TimedOut;
+                        outcome.timed_out = true;
+                        return (log_dir, outcome, None);
+                    }
+                    let shortened;
+                    let unit = if left == unit.timeout {
+                        unit
+                    } else {
+                        shortened = Unit {
+                            timeout: left,
+                            ..unit.clone()
+                        };
+                        &shortened
+                    };
                     let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir);
                     let reporter = WorkerReporter {
                         to_scheduler,
@@ -220,8 +267,8 @@ pub(super) fn worker(
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
                     let outcome = executor.run_attempt(&request, &context);
                     let outputs = outcome.status.satisfies_dependents().then(|| {
-                        hash::output_hash(unit, &pipeline.base_dir)
-                            .map_err(|error| error.to_string())
+                        let limits = output_limits(unit, &outcome, left, timeout, cancel);
+                        hash::output_hash_within(unit, &pipeline.base_dir, &limits)
                     });
                     (log_dir, outcome, outputs)
                 }
@@ -243,12 +290,13 @@ pub(super) fn worker(
         });
         // Only an attempt that did not go well can make the engine stop starting units.
         let awaits_ack = !outcome.status.satisfies_dependents() || matches!(outputs, Some(Err(_)));
-        // A missing declared output fails a success, not a self-skip (see `record::settle`).
+        // A declared output that is missing or not hashed in time fails a success, not a
+        // self-skip (see `record::settle`); a cancelled hashing only interrupts it.
         let failed = matches!(
             outcome.status,
             AttemptStatus::Failed | AttemptStatus::TimedOut
         ) || (outcome.status == AttemptStatus::Succeeded
-            && matches!(outputs, Some(Err(_))));
+            && matches!(&outputs, Some(Err(error)) if !error.cancelled()));
         if failed && job.halt_on_failure {
             // Fail-fast: stop the other workers' attempts committed ahead now, not once the
             // engine (perhaps in an fsync) has read this outcome.
@@ -267,6 +315,72 @@ pub(super) fn worker(
         if to_scheduler.send(FromWorker::Done(message)).is_err()
             || (awaits_ack && ack.recv().is_err())
         {
+            return;
+        }
+    }
+}
+
+/// The limits of hashing `unit`'s declared outputs after `outcome`: what the attempt left of
+/// the unit's `timeout` (`left`: the timeout less the time its inputs took to hash), counting
+/// prepare and execute; and the run's cancellation, after the unit's kill grace for a graceful
+/// one (a success that ended as the user pressed Ctrl-C is still recorded, as its process
+/// would have been given that grace), at once for an immediate one. No limit for a unit
+/// without a declared output (nothing to read).
+fn output_limits<'a>(
+    unit: &Unit,
+    outcome: &AttemptOutcome,
+    left: Option<Duration>,
+    timeout: Option<Duration>,
+    cancel: &'a CancelToken,
+) -> Limits<'a> {
+    if unit.outputs.is_empty() {
+        return Limits::none();
+    }
+    // The timeout covers prepare + execute; cleanup has its own limit.
+    let used = outcome
+        .phases
+        .iter()
+        .filter(|phase| phase.phase != crate::model::Phase::Cleanup)
+        .map(|phase| phase.offset + phase.wall_time)
+        .max()
+        .unwrap_or(outcome.wall_time);
+    Limits::new(cancel, left.map(|left| left.saturating_sub(used)), timeout)
+        .with_grace(unit.kill_grace)
+}
+
+/// One hashing thread: hashes the declared input files of the units handed to it, within
+/// each unit's timeout, until the run's cancellation or `halt` (checked before every read),
+/// and reports each result to the scheduler. It runs until the job channel closes.
+pub(super) fn hasher(
+    shared: WorkerShared<'_>,
+    jobs: &Receiver<HashJob>,
+    to_scheduler: &Sender<FromWorker>,
+) {
+    for job in jobs {
+        let unit = &shared.pipeline.units[job.unit_idx];
+        let started = Instant::now();
+        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+        let upstream: Vec<(&str, &str)> = job
+            .upstream
+            .iter()
+            .map(|(name, hash)| (name.as_str(), hash.as_str()))
+            .collect();
+        let inputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            hash::input_components_within(unit, &shared.pipeline.base_dir, &upstream, &limits)
+        }))
+        .unwrap_or_else(|_| {
+            Err(HashError {
+                what: "input file",
+                path: shared.pipeline.base_dir.clone(),
+                problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
+            })
+        });
+        let message = Hashed {
+            unit_idx: job.unit_idx,
+            inputs,
+            took: started.elapsed(),
+        };
+        if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;
         }
     }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::Scheduler;
 use crate::engine::api::UnitResult;
-use crate::engine::observer::HeldNotice;
+use crate::engine::observer::{HeldNotice, Observer};
 use crate::engine::record::{self, first_line};
 use crate::engine::retry::backoff;
 use crate::engine::units::State;
@@ -15,10 +15,11 @@ use crate::event::{AttemptStatus, SkipReason, UnitSkipped, UnitSubmitted};
 use crate::executor::AttemptEvent;
 
 impl Scheduler<'_> {
-    /// Take a worker's message in.
-    pub(super) fn take_in(&mut self, message: FromWorker) {
+    /// Take a worker's (or a hashing thread's) message in.
+    pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
         match message {
             FromWorker::Done(done) => self.finish_attempt(done),
+            FromWorker::Hashed(hashed) => self.take_hashed(hashed, observer),
             FromWorker::Report {
                 unit_idx,
                 attempt,
@@ -150,7 +151,7 @@ impl Scheduler<'_> {
     }
 
     /// Record every unit downstream of a failed unit as skipped.
-    fn skip_downstream(&mut self, failed_idx: usize) {
+    pub(super) fn skip_downstream(&mut self, failed_idx: usize) {
         let upstream = &self.pipeline.units[failed_idx].name;
         for unit_idx in self.dag.downstream(failed_idx) {
             if !self.in_scope[unit_idx] || self.units[unit_idx].state != State::Waiting {

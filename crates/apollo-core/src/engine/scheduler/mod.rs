@@ -19,7 +19,7 @@ use super::observer::{Notice, Observer};
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
 use super::units::{State, UnitTable};
-use super::workers::{Acks, FromWorker, Job};
+use super::workers::{Acks, FromWorker, HashJob, Job};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::dag::{Dag, ReadyQueue};
 use crate::event::{Event, RunStatus};
@@ -61,8 +61,13 @@ pub(super) struct Scheduler<'a> {
     queue: ReadyQueue,
     retries: RetryQueue,
     batch: Batch,
-    /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in.
+    /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in, and
+    /// units whose inputs are being hashed.
     running: usize,
+    /// Units declaring input files are hashed on these threads (`None`: no unit declares any).
+    hash_tx: Option<&'a Sender<HashJob>>,
+    /// Non-idempotent units whose inputs are being hashed (nothing is committed ahead then).
+    hashing_non_idempotent: usize,
     /// Attempts handed to workers and not yet taken back in.
     at_workers: usize,
     /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
@@ -87,6 +92,7 @@ impl<'a> Scheduler<'a> {
         cancel: &'a CancelToken,
         halt: &'a AtomicBool,
         acks: Acks,
+        hash_tx: Option<&'a Sender<HashJob>>,
     ) -> Self {
         let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
         Self {
@@ -104,6 +110,8 @@ impl<'a> Scheduler<'a> {
             retries: RetryQueue::default(),
             batch: Batch::default(),
             running: 0,
+            hash_tx,
+            hashing_non_idempotent: 0,
             at_workers: 0,
             stop_starting: false,
             failed_any: false,
@@ -160,10 +168,10 @@ impl<'a> Scheduler<'a> {
             crossbeam_channel::select! {
                 recv(channels.from_workers) -> message => {
                     if let Ok(message) = message {
-                        self.take_in(message);
+                        self.take_in(message, observer);
                         // Take every other attempt that ended meanwhile: one batch for all.
                         while let Ok(message) = channels.from_workers.try_recv() {
-                            self.take_in(message);
+                            self.take_in(message, observer);
                         }
                         self.acks.send_due();
                     }
@@ -285,7 +293,7 @@ impl<'a> Scheduler<'a> {
         while self.at_workers > 0 {
             match from_workers.recv() {
                 Ok(FromWorker::Done(_)) => self.at_workers -= 1,
-                Ok(FromWorker::Report { .. }) => {}
+                Ok(FromWorker::Report { .. } | FromWorker::Hashed(_)) => {}
                 Err(_) => break,
             }
         }

@@ -10,8 +10,8 @@ use crate::engine::api::{EngineError, OnInputChange, UnitResult};
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, decide, reused_output_hash};
 use crate::engine::units::State;
-use crate::engine::workers::{Done, Job, failed_to_start};
-use crate::event::UnitStarted;
+use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
+use crate::event::{AttemptStatus, InputComponent, UnitStarted};
 use crate::hash;
 
 impl Scheduler<'_> {
@@ -19,9 +19,20 @@ impl Scheduler<'_> {
     /// (`max_parallel` running plus a lookahead per worker). The attempts go into the batch at
     /// once, so a stop during this very call (a unit whose inputs changed, an input that
     /// cannot be read) takes them back with the rest.
+    ///
+    /// A unit that declares input files is handed to a hashing thread first (reading files can
+    /// take long, or forever): it holds its place among the running until its hash comes back
+    /// ([`take_hashed`](Self::take_hashed)). A unit without is hashed here: its commands, env
+    /// and upstream outputs are in memory, so that costs no I/O and no round trip.
     pub(super) fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
-        let limit = self.pacer.commit_limit(max_parallel);
+        // While a non-idempotent unit is being hashed nothing is committed ahead, so that
+        // once hashed it still finds a free worker (see below).
+        let limit = if self.hashing_non_idempotent > 0 {
+            max_parallel
+        } else {
+            self.pacer.commit_limit(max_parallel)
+        };
         // A worker raises `halt` itself when an attempt fails for good (see `Job`).
         while !self.stop_starting && !self.halt.load(Ordering::SeqCst) && self.running < limit {
             let Some(unit_idx) = self.queue.peek() else {
@@ -36,6 +47,29 @@ impl Scheduler<'_> {
             }
             self.queue.pop();
             let unit = &self.pipeline.units[unit_idx];
+            if !unit.inputs.is_empty()
+                && let Some(hash_tx) = self.hash_tx
+            {
+                let upstream = self
+                    .dag
+                    .deps(unit_idx)
+                    .iter()
+                    .map(|&dep_idx| {
+                        (
+                            self.pipeline.units[dep_idx].name.clone(),
+                            self.units[dep_idx].output_hash.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                self.running += 1;
+                if !unit.idempotent {
+                    self.hashing_non_idempotent += 1;
+                }
+                self.units[unit_idx].state = State::Hashing;
+                // The hashing threads outlive this loop (the scope joins them).
+                let _ = hash_tx.send(HashJob { unit_idx, upstream });
+                continue;
+            }
             let upstream: Vec<(&str, &str)> = self
                 .dag
                 .deps(unit_idx)
@@ -47,73 +81,135 @@ impl Scheduler<'_> {
                     )
                 })
                 .collect();
-            let components = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            let (inputs, hash_error) = match components {
-                Ok(inputs) => (inputs, None),
-                Err(error) => (Vec::new(), Some(error.to_string())),
+            let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
+            if !self.admit(unit_idx, inputs, Duration::ZERO, observer) {
+                break;
+            }
+        }
+    }
+
+    /// Take a unit's hashed inputs in: admit it, unless the run stopped starting units
+    /// meanwhile (then it stays unstarted, as if never taken from the queue).
+    pub(super) fn take_hashed(&mut self, hashed: Hashed, observer: &mut dyn Observer) {
+        let Hashed {
+            unit_idx,
+            inputs,
+            took,
+        } = hashed;
+        self.running -= 1;
+        if !self.pipeline.units[unit_idx].idempotent {
+            self.hashing_non_idempotent -= 1;
+        }
+        let stopped = self.stop_starting
+            || self.halt.load(Ordering::SeqCst)
+            || matches!(&inputs, Err(error) if error.cancelled());
+        if stopped {
+            let slot = &mut self.units[unit_idx];
+            slot.state = if slot.last_failure.is_some() {
+                State::RetryWait
+            } else {
+                State::Waiting
             };
-            let input_hash = hash::combine_components(&inputs);
-            if self.units[unit_idx].attempts_here == 0 && hash_error.is_none() {
-                let decision = decide(self.prior, unit, &input_hash, &inputs);
-                observer.notice(&Notice::Decided {
-                    unit: &unit.name,
-                    decision: &decision,
-                });
-                match decision {
-                    Decision::Reuse { .. } => {
-                        self.reuse(unit_idx);
-                        continue;
-                    }
-                    Decision::InputsChanged(changes)
-                        if self.options.on_input_change == OnInputChange::Fail =>
-                    {
-                        self.input_change_error = Some(EngineError::InputsChanged {
-                            unit: unit.name.clone(),
-                            changes,
-                        });
-                        self.stop();
-                        break;
-                    }
-                    _ => {}
+            // A retry cut off by fail-fast: the unit's last real attempt failed.
+            if self.failed_any
+                && !self.options.keep_going
+                && !self.cancel.is_cancelled()
+                && let Some(result) = slot.last_failure.take()
+            {
+                slot.state = State::Failed;
+                slot.result = Some(result);
+                self.skip_downstream(unit_idx);
+            }
+            return;
+        }
+        self.admit(unit_idx, inputs, took, observer);
+    }
+
+    /// Decide whether a unit whose input components are known runs (resume policy) and, if
+    /// so, queue its `unit_started`. `spent`: the part of its timeout hashing took. An input
+    /// that could not be hashed records an attempt that failed (or timed out) without a
+    /// process. Returns `false` when the run stopped starting units.
+    fn admit(
+        &mut self,
+        unit_idx: usize,
+        components: Result<Vec<InputComponent>, hash::HashError>,
+        spent: Duration,
+        observer: &mut dyn Observer,
+    ) -> bool {
+        let unit = &self.pipeline.units[unit_idx];
+        let (inputs, hash_error) = match components {
+            Ok(inputs) => (inputs, None),
+            Err(error) => (Vec::new(), Some(error)),
+        };
+        let input_hash = hash::combine_components(&inputs);
+        if self.units[unit_idx].attempts_here == 0 && hash_error.is_none() {
+            let decision = decide(self.prior, unit, &input_hash, &inputs);
+            observer.notice(&Notice::Decided {
+                unit: &unit.name,
+                decision: &decision,
+            });
+            match decision {
+                Decision::Reuse { .. } => {
+                    self.reuse(unit_idx);
+                    return true;
                 }
+                Decision::InputsChanged(changes)
+                    if self.options.on_input_change == OnInputChange::Fail =>
+                {
+                    self.input_change_error = Some(EngineError::InputsChanged {
+                        unit: unit.name.clone(),
+                        changes,
+                    });
+                    self.stop();
+                    return false;
+                }
+                _ => {}
             }
-            let attempt = self.units[unit_idx].begin_attempt();
-            let started = UnitStarted {
-                unit: unit.name.clone(),
+        }
+        let attempt = self.units[unit_idx].begin_attempt();
+        let started = UnitStarted {
+            unit: unit.name.clone(),
+            attempt,
+            input_hash,
+            inputs,
+        };
+        self.running += 1;
+        if let Some(error) = hash_error {
+            // The attempt cannot start: record it as failed (or timed out) without spawning.
+            self.batch.push_start(started, None);
+            observer.notice(&Notice::Started {
+                unit: &unit.name,
                 attempt,
-                input_hash,
-                inputs,
-            };
-            self.running += 1;
-            if let Some(error) = hash_error {
-                // The attempt cannot start: record it as failed without spawning.
-                self.batch.push_start(started, None);
-                observer.notice(&Notice::Started {
-                    unit: &unit.name,
-                    attempt,
-                });
-                self.finish_attempt(Done {
-                    worker: None,
-                    unit_idx,
-                    attempt,
-                    queued: Duration::ZERO,
-                    log_dir: PathBuf::new(),
-                    outcome: failed_to_start(error),
-                    outputs: None,
-                    awaits_ack: false,
-                });
-                continue;
+            });
+            let mut outcome = failed_to_start(error.to_string());
+            if error.timed_out() {
+                outcome.status = AttemptStatus::TimedOut;
+                outcome.timed_out = true;
+                outcome.wall_time = spent;
             }
-            let halt_on_failure =
-                !self.options.keep_going && self.units[unit_idx].attempts_here > unit.retries;
-            let job = Job {
+            self.finish_attempt(Done {
+                worker: None,
                 unit_idx,
                 attempt,
-                committed_at: Instant::now(),
-                halt_on_failure,
-            };
-            self.batch.push_start(started, Some(job));
+                queued: Duration::ZERO,
+                log_dir: PathBuf::new(),
+                outcome,
+                outputs: None,
+                awaits_ack: false,
+            });
+            return !self.stop_starting;
         }
+        let halt_on_failure =
+            !self.options.keep_going && self.units[unit_idx].attempts_here > unit.retries;
+        let job = Job {
+            unit_idx,
+            attempt,
+            committed_at: Instant::now(),
+            halt_on_failure,
+            spent,
+        };
+        self.batch.push_start(started, Some(job));
+        true
     }
 
     fn reuse(&mut self, unit_idx: usize) {

@@ -3,6 +3,7 @@
 
 mod durability;
 mod failures;
+mod hashing;
 mod resume;
 mod scheduling;
 mod worker_protocol;

@@ -2,7 +2,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::engine::workers::{Done, FromWorker, Job, WorkerShared, worker};
@@ -37,6 +37,7 @@ fn next_done(messages: &crossbeam_channel::Receiver<FromWorker>) -> Done {
     match messages.recv().unwrap() {
         FromWorker::Done(done) => done,
         FromWorker::Report { .. } => panic!("this executor reports nothing"),
+        FromWorker::Hashed(_) => panic!("a worker hashes no inputs"),
     }
 }
 
@@ -58,6 +59,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 attempt: 1,
                 committed_at: Instant::now(),
                 halt_on_failure,
+                spent: Duration::ZERO,
             })
             .unwrap();
     }

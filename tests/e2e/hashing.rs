@@ -1,0 +1,154 @@
+//! Declared inputs and outputs that never end — `/dev/zero`, a FIFO — or that take longer to
+//! hash than the unit's timeout: a unit failure with a clear message, never a hang, and
+//! SIGTERM still stops apollo at once (issue 12, "nothing blocks outside a timeout").
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::support::Apollo;
+
+fn mkfifo(path: &Path) {
+    let path = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// A sparse file of 1 TiB: hashing it takes many minutes, reading it costs no disk.
+fn huge_file(apollo: &Apollo, relative: &str) {
+    let file = std::fs::File::create(apollo.path(relative)).unwrap();
+    file.set_len(1 << 40).unwrap();
+}
+
+#[test]
+fn an_input_that_never_ends_fails_its_unit_and_the_others_run() {
+    let mut apollo = Apollo::new();
+    mkfifo(&apollo.path("pipe"));
+    apollo.config(
+        "units:
+  - name: zero
+    inputs: [/dev/zero]
+    execute: bin/count zero
+  - name: fifo
+    inputs: [pipe]
+    execute: bin/count fifo
+  - name: other
+    execute: bin/count other
+",
+    );
+    let output = apollo.args(&["run", "--keep-going"]).run();
+    output.code(1);
+    let journal = apollo.journal_text();
+    assert!(
+        journal.contains("input file `/dev/zero`: it is a character device, not a regular file"),
+        "{journal}"
+    );
+    assert!(
+        journal.contains("pipe`: it is a FIFO, not a regular file"),
+        "{journal}"
+    );
+    assert_eq!((apollo.count("zero"), apollo.count("fifo")), (0, 0));
+    assert_eq!(apollo.count("other"), 1);
+    apollo.assert_no_processes_left();
+}
+
+#[test]
+fn an_output_that_never_ends_fails_its_unit() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: makes_fifo
+    outputs: [out.fifo]
+    execute: mkfifo out.fifo
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(1);
+    let journal = apollo.journal_text();
+    assert!(
+        journal.contains("out.fifo`: it is a FIFO, not a regular file"),
+        "{journal}"
+    );
+    apollo.assert_no_processes_left();
+}
+
+#[test]
+fn inputs_that_take_longer_than_the_timeout_to_hash_time_the_unit_out() {
+    let mut apollo = Apollo::new();
+    huge_file(&apollo, "huge.bin");
+    apollo.config(
+        "units:
+  - name: huge
+    timeout: 1s
+    inputs: [huge.bin]
+    execute: bin/count huge
+  - name: other
+    execute: bin/count other
+",
+    );
+    let output = apollo.args(&["run", "--keep-going"]).run();
+    output.code(1);
+    let journal = apollo.journal_text();
+    assert!(journal.contains(r#""status":"timed_out""#), "{journal}");
+    assert!(
+        journal.contains("huge.bin`: hashing it did not finish within the unit's timeout of 1s"),
+        "{journal}"
+    );
+    assert_eq!((apollo.count("huge"), apollo.count("other")), (0, 1));
+}
+
+#[test]
+fn sigterm_stops_apollo_while_it_hashes_a_huge_input() {
+    let mut apollo = Apollo::new();
+    huge_file(&apollo, "huge.bin");
+    // `huge` comes first: hashing it on the engine thread would keep `side` from ever
+    // starting (and SIGTERM from being heard).
+    apollo.config(
+        "units:
+  - name: huge
+    inputs: [huge.bin]
+    execute: bin/count huge
+  - name: side
+    execute: bin/block side
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("side.started");
+    running.signal(libc::SIGTERM);
+    running.wait().code(130);
+    assert_eq!(apollo.count("huge"), 0);
+    assert!(!apollo.journal_text().contains(r#""unit":"huge""#));
+    apollo.assert_no_processes_left();
+}
+
+#[test]
+fn check_warns_about_a_declared_file_that_is_not_a_regular_file() {
+    let mut apollo = Apollo::new();
+    mkfifo(&apollo.path("pipe"));
+    apollo.config(
+        "units:
+  - name: reads
+    inputs: [pipe, missing.csv]
+    outputs: [/dev/null]
+    execute: bin/count reads
+",
+    );
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    assert!(
+        output.stderr.contains("input file `")
+            && output
+                .stderr
+                .contains("pipe` of unit `reads` is a FIFO, not a regular file"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output
+            .stderr
+            .contains("output file `/dev/null` of unit `reads` is a character device"),
+        "{}",
+        output.stderr
+    );
+    assert!(!output.stderr.contains("missing.csv"), "{}", output.stderr);
+}
