@@ -1,8 +1,9 @@
 //! [`RunDiff`]: two runs of a pipeline compared unit by unit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
+use apollo_core::Record;
 use apollo_core::event::{InputComponent, InputKind};
 use serde::Serialize;
 
@@ -167,18 +168,18 @@ pub struct UnitDiff {
 }
 
 impl UnitDiff {
-    fn new(unit: &str, a: Option<&UnitTimeline>, b: Option<&UnitTimeline>) -> Self {
+    fn new(unit: &str, a: Option<&UnitSide>, b: Option<&UnitSide>) -> Self {
         let presence = match (a, b) {
             (Some(_), Some(_)) | (None, None) => Presence::Both,
             (Some(_), None) => Presence::OnlyA,
             (None, Some(_)) => Presence::OnlyB,
         };
-        let last_a = a.and_then(UnitTimeline::last_attempt);
-        let last_b = b.and_then(UnitTimeline::last_attempt);
+        let last_a = a.and_then(|side| side.last.as_ref());
+        let last_b = b.and_then(|side| side.last.as_ref());
         let input_hash_a = last_a.and_then(|attempt| attempt.input_hash.clone());
         let input_hash_b = last_b.and_then(|attempt| attempt.input_hash.clone());
-        let output_hash_a = last_a.and_then(|attempt| attempt.output_hash().map(str::to_owned));
-        let output_hash_b = last_b.and_then(|attempt| attempt.output_hash().map(str::to_owned));
+        let output_hash_a = last_a.and_then(|attempt| attempt.output_hash.clone());
+        let output_hash_b = last_b.and_then(|attempt| attempt.output_hash.clone());
         let input = Change::of(input_hash_a.as_deref(), input_hash_b.as_deref());
         let input_changes = match (input, last_a, last_b) {
             (Change::Changed, Some(last_a), Some(last_b)) => {
@@ -186,8 +187,8 @@ impl UnitDiff {
             }
             _ => Vec::new(),
         };
-        let duration_a_ms = last_a.map(|attempt| attempt.duration_ms());
-        let duration_b_ms = last_b.map(|attempt| attempt.duration_ms());
+        let duration_a_ms = last_a.map(|attempt| attempt.duration_ms);
+        let duration_b_ms = last_b.map(|attempt| attempt.duration_ms);
         let duration_delta_ms = match (duration_a_ms, duration_b_ms) {
             (Some(a), Some(b)) => Some(signed(b) - signed(a)),
             _ => None,
@@ -207,7 +208,7 @@ impl UnitDiff {
             duration_a_ms,
             duration_b_ms,
             duration_delta_ms,
-            detail_b: b.and_then(detail),
+            detail_b: b.and_then(|side| side.detail.clone()),
         }
     }
 
@@ -261,6 +262,71 @@ impl UnitDiff {
     }
 }
 
+/// What the diff needs of one unit of one run: its final status, its last attempt, and why
+/// it ended as it did. Everything else a [`UnitTimeline`] holds (earlier attempts, phases,
+/// marks) is left behind, so a diff holds one of these per unit, whatever the journals' length.
+#[derive(Debug)]
+struct UnitSide {
+    status: UnitStatus,
+    last: Option<LastAttempt>,
+    detail: Option<String>,
+}
+
+/// The parts of a unit's last attempt the diff compares.
+#[derive(Debug)]
+struct LastAttempt {
+    input_hash: Option<String>,
+    inputs: Vec<InputComponent>,
+    output_hash: Option<String>,
+    duration_ms: u64,
+}
+
+impl UnitSide {
+    fn of(unit: &UnitTimeline) -> Self {
+        UnitSide {
+            status: unit.status,
+            last: unit.last_attempt().map(|attempt| LastAttempt {
+                input_hash: attempt.input_hash.clone(),
+                inputs: attempt.inputs.clone(),
+                output_hash: attempt.output_hash().map(str::to_owned),
+                duration_ms: attempt.duration_ms(),
+            }),
+            detail: detail(unit),
+        }
+    }
+}
+
+/// One run reduced to what the diff compares, indexed by unit name.
+struct RunSummary {
+    side: RunSide,
+    /// In the run's unit order.
+    units: Vec<(String, UnitSide)>,
+    /// Unit name → index in `units`.
+    index: HashMap<String, usize>,
+}
+
+impl RunSummary {
+    fn of(timeline: &Timeline) -> Self {
+        let units: Vec<(String, UnitSide)> = (timeline.units.iter())
+            .map(|unit| (unit.name.clone(), UnitSide::of(unit)))
+            .collect();
+        let index = (units.iter().enumerate())
+            .map(|(unit_idx, (name, _))| (name.clone(), unit_idx))
+            .collect();
+        RunSummary {
+            side: RunSide::of(timeline),
+            units,
+            index,
+        }
+    }
+
+    fn unit(&self, name: &str) -> Option<&UnitSide> {
+        self.index
+            .get(name)
+            .map(|&unit_idx| &self.units[unit_idx].1)
+    }
+}
+
 /// Why a unit ended as it did: its skip reason, or its last attempt's first error line.
 fn detail(unit: &UnitTimeline) -> Option<String> {
     match unit.status {
@@ -299,11 +365,11 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
             change,
         });
     }
+    let in_b: HashSet<(InputKind, &str)> = (b.iter())
+        .map(|component| (component.kind, component.name.as_str()))
+        .collect();
     for component in a {
-        let in_b = b
-            .iter()
-            .any(|other| other.kind == component.kind && other.name == component.name);
-        if !in_b {
+        if !in_b.contains(&(component.kind, component.name.as_str())) {
             changes.push(InputChange {
                 kind: component.kind,
                 name: component.name.clone(),
@@ -317,19 +383,39 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
 impl RunDiff {
     /// Compares run A (before) with run B (after).
     pub fn new(a: &Timeline, b: &Timeline) -> RunDiff {
-        let mut names: Vec<&str> = b.units.iter().map(|unit| unit.name.as_str()).collect();
-        names.extend(
-            (a.units.iter())
-                .map(|unit| unit.name.as_str())
-                .filter(|name| b.unit(name).is_none()),
-        );
+        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b))
+    }
+
+    /// Builds both runs' timelines one after the other and compares them, holding only one
+    /// timeline at a time (each is reduced to its units' last attempts before the next is
+    /// read). A read error from either run stops the diff.
+    pub(crate) fn from_records<A, B, E>(run_a: A, run_b: B) -> Result<RunDiff, E>
+    where
+        A: IntoIterator<Item = Result<Record, E>>,
+        B: IntoIterator<Item = Result<Record, E>>,
+    {
+        let a = RunSummary::of(&Timeline::from_records(run_a)?);
+        let b = RunSummary::of(&Timeline::from_records(run_b)?);
+        Ok(RunDiff::compare(&a, &b))
+    }
+
+    /// Units in B's order, then those only A has: one hash lookup per unit, so the diff is
+    /// linear in the number of units.
+    fn compare(a: &RunSummary, b: &RunSummary) -> RunDiff {
+        let only_a = (a.units.iter())
+            .map(|(name, _)| name.as_str())
+            .filter(|name| b.unit(name).is_none());
+        let names: Vec<&str> = (b.units.iter())
+            .map(|(name, _)| name.as_str())
+            .chain(only_a)
+            .collect();
         let units = names
             .into_iter()
             .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name)))
             .collect();
         RunDiff {
-            run_a: RunSide::of(a),
-            run_b: RunSide::of(b),
+            run_a: a.side.clone(),
+            run_b: b.side.clone(),
             units,
         }
     }

@@ -171,7 +171,5 @@ where
     A: IntoIterator<Item = Result<Record, E>>,
     B: IntoIterator<Item = Result<Record, E>>,
 {
-    let timeline_a = Timeline::from_records(run_a)?;
-    let timeline_b = Timeline::from_records(run_b)?;
-    Ok(RunDiff::new(&timeline_a, &timeline_b))
+    RunDiff::from_records(run_a, run_b)
 }
