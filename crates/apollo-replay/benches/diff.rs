@@ -60,7 +60,7 @@ fn synthetic_run(
         } else if body < 2 * n_units as u64 {
             let unit_idx = (body / 2) as usize;
             let seed = unit_idx as u64 * 10;
-            if body % 2 == 0 {
+            if body.is_multiple_of(2) {
                 let file_seed = seed + 3 + u64::from(changed(unit_idx));
                 let inputs = vec![
                     InputComponent {
