@@ -84,6 +84,7 @@ fn synthetic_run(
                     attempt: 1,
                     input_hash: hash(file_seed + 5),
                     inputs,
+                    inputs_manifest: None,
                 })
             } else {
                 let failed = failed(unit_idx);

@@ -100,6 +100,7 @@ fn event() -> impl Strategy<Value = Event> {
                 attempt,
                 input_hash,
                 inputs,
+                inputs_manifest: None,
             })
         }),
         (

@@ -149,6 +149,7 @@ impl RunBuilder {
                 attempt,
                 input_hash: fake_hash(&seed),
                 inputs,
+                inputs_manifest: None,
             }),
         );
         self
