@@ -6,6 +6,7 @@
 mod support;
 
 mod example;
+mod records;
 mod replay;
 mod resume;
 mod run;

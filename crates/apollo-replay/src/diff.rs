@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use apollo_core::Record;
-use apollo_core::event::{InputComponent, InputKind};
+use apollo_core::event::{InputComponent, InputKind, InputManifestRef};
 use serde::Serialize;
 
 use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
@@ -150,6 +150,10 @@ pub struct UnitDiff {
     pub input: Change,
     /// Which input components changed (empty when the input is the same or unknown).
     pub input_changes: Vec<InputChange>,
+    /// Why the components could not be compared although the input changed: a run keeps
+    /// them in an input manifest that was not or could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_unknown: Option<String>,
     /// Output hash of its last attempt in run A.
     pub output_hash_a: Option<String>,
     /// Output hash of its last attempt in run B.
@@ -168,7 +172,12 @@ pub struct UnitDiff {
 }
 
 impl UnitDiff {
-    fn new(unit: &str, a: Option<&UnitSide>, b: Option<&UnitSide>) -> Self {
+    fn new(
+        unit: &str,
+        a: Option<&UnitSide>,
+        b: Option<&UnitSide>,
+        manifests: &dyn ManifestLoader,
+    ) -> Self {
         let presence = match (a, b) {
             (Some(_), Some(_)) | (None, None) => Presence::Both,
             (Some(_), None) => Presence::OnlyA,
@@ -181,11 +190,17 @@ impl UnitDiff {
         let output_hash_a = last_a.and_then(|attempt| attempt.output_hash.clone());
         let output_hash_b = last_b.and_then(|attempt| attempt.output_hash.clone());
         let input = Change::of(input_hash_a.as_deref(), input_hash_b.as_deref());
-        let input_changes = match (input, last_a, last_b) {
+        let (input_changes, input_unknown) = match (input, last_a, last_b) {
             (Change::Changed, Some(last_a), Some(last_b)) => {
-                compare_inputs(&last_a.inputs, &last_b.inputs)
+                match (
+                    last_a.components(Side::A, manifests),
+                    last_b.components(Side::B, manifests),
+                ) {
+                    (Ok(inputs_a), Ok(inputs_b)) => (compare_inputs(&inputs_a, &inputs_b), None),
+                    (Err(why), _) | (_, Err(why)) => (Vec::new(), Some(why)),
+                }
             }
-            _ => Vec::new(),
+            _ => (Vec::new(), None),
         };
         let duration_a_ms = last_a.map(|attempt| attempt.duration_ms);
         let duration_b_ms = last_b.map(|attempt| attempt.duration_ms);
@@ -200,6 +215,7 @@ impl UnitDiff {
             status_b: b.map(|unit| unit.status),
             input,
             input_changes,
+            input_unknown,
             output: Change::of(output_hash_a.as_deref(), output_hash_b.as_deref()),
             input_hash_a,
             input_hash_b,
@@ -242,7 +258,9 @@ impl UnitDiff {
             reasons.push(reason);
         }
         if self.input == Change::Changed {
-            if self.input_changes.is_empty() {
+            if let Some(why) = &self.input_unknown {
+                reasons.push(format!("input hash changed ({why})"));
+            } else if self.input_changes.is_empty() {
                 reasons.push("input hash changed (no recorded component differs)".to_owned());
             }
             reasons.extend(self.input_changes.iter().map(InputChange::describe));
@@ -277,8 +295,82 @@ struct UnitSide {
 struct LastAttempt {
     input_hash: Option<String>,
     inputs: Vec<InputComponent>,
+    inputs_manifest: Option<InputManifestRef>,
     output_hash: Option<String>,
     duration_ms: u64,
+}
+
+impl LastAttempt {
+    /// The input components: from the record, or read from its input manifest.
+    fn components(
+        &self,
+        side: Side,
+        manifests: &dyn ManifestLoader,
+    ) -> Result<std::borrow::Cow<'_, [InputComponent]>, String> {
+        let Some(reference) = &self.inputs_manifest else {
+            return Ok(std::borrow::Cow::Borrowed(&self.inputs));
+        };
+        let run = match side {
+            Side::A => "A",
+            Side::B => "B",
+        };
+        manifests
+            .load(side, reference)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|why| {
+                format!(
+                    "run {run}'s input list of {} components cannot be read: {why}",
+                    reference.count
+                )
+            })
+    }
+}
+
+/// Which run of a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Side {
+    /// Run A (before).
+    A,
+    /// Run B (after).
+    B,
+}
+
+/// Reads the input manifests a diff needs: a unit whose input list was too large for a
+/// record keeps it in a manifest file of its run (see `apollo_core::input_manifest`), which
+/// this crate, reading records only, cannot open. The caller that knows where runs live
+/// (the CLI, through apollo-store) implements it; a diff reads a manifest only for a unit
+/// whose input hash changed.
+pub trait ManifestLoader {
+    /// The components of `reference` in run `side`, or why they cannot be read.
+    fn load(&self, side: Side, reference: &InputManifestRef)
+    -> Result<Vec<InputComponent>, String>;
+}
+
+impl<F> ManifestLoader for F
+where
+    F: Fn(Side, &InputManifestRef) -> Result<Vec<InputComponent>, String>,
+{
+    fn load(
+        &self,
+        side: Side,
+        reference: &InputManifestRef,
+    ) -> Result<Vec<InputComponent>, String> {
+        self(side, reference)
+    }
+}
+
+/// No manifest can be read (a diff built from timelines alone).
+pub(crate) struct NoManifests;
+
+impl ManifestLoader for NoManifests {
+    fn load(
+        &self,
+        _side: Side,
+        reference: &InputManifestRef,
+    ) -> Result<Vec<InputComponent>, String> {
+        Err(format!("input manifest {} was not read", reference.sha256))
+    }
 }
 
 impl UnitSide {
@@ -288,6 +380,7 @@ impl UnitSide {
             last: unit.last_attempt().map(|attempt| LastAttempt {
                 input_hash: attempt.input_hash.clone(),
                 inputs: attempt.inputs.clone(),
+                inputs_manifest: attempt.inputs_manifest.clone(),
                 output_hash: attempt.output_hash().map(str::to_owned),
                 duration_ms: attempt.duration_ms(),
             }),
@@ -382,26 +475,39 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
 
 impl RunDiff {
     /// Compares run A (before) with run B (after).
+    ///
+    /// A unit whose input list is in an input manifest is compared by its hashes only (see
+    /// [`RunDiff::with_manifests`]).
     pub fn new(a: &Timeline, b: &Timeline) -> RunDiff {
-        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b))
+        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b), &NoManifests)
+    }
+
+    /// Compares run A with run B, reading with `manifests` the input lists kept in input
+    /// manifests, for the units whose input changed.
+    pub fn with_manifests(a: &Timeline, b: &Timeline, manifests: &dyn ManifestLoader) -> RunDiff {
+        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b), manifests)
     }
 
     /// Builds both runs' timelines one after the other and compares them, holding only one
     /// timeline at a time (each is reduced to its units' last attempts before the next is
     /// read). A read error from either run stops the diff.
-    pub(crate) fn from_records<A, B, E>(run_a: A, run_b: B) -> Result<RunDiff, E>
+    pub(crate) fn from_records<A, B, E>(
+        run_a: A,
+        run_b: B,
+        manifests: &dyn ManifestLoader,
+    ) -> Result<RunDiff, E>
     where
         A: IntoIterator<Item = Result<Record, E>>,
         B: IntoIterator<Item = Result<Record, E>>,
     {
         let a = RunSummary::of(&Timeline::from_records(run_a)?);
         let b = RunSummary::of(&Timeline::from_records(run_b)?);
-        Ok(RunDiff::compare(&a, &b))
+        Ok(RunDiff::compare(&a, &b, manifests))
     }
 
     /// Units in B's order, then those only A has: one hash lookup per unit, so the diff is
     /// linear in the number of units.
-    fn compare(a: &RunSummary, b: &RunSummary) -> RunDiff {
+    fn compare(a: &RunSummary, b: &RunSummary, manifests: &dyn ManifestLoader) -> RunDiff {
         let only_a = (a.units.iter())
             .map(|(name, _)| name.as_str())
             .filter(|name| b.unit(name).is_none());
@@ -411,7 +517,7 @@ impl RunDiff {
             .collect();
         let units = names
             .into_iter()
-            .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name)))
+            .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name), manifests))
             .collect();
         RunDiff {
             run_a: a.side.clone(),
@@ -566,4 +672,75 @@ pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut out, &document)?;
     out.write_all(b"\n")?;
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use apollo_core::event::Event;
+    use apollo_core::input_manifest;
+
+    use super::*;
+    use crate::testkit::RunBuilder;
+
+    /// A run of `big` and `small` where `big`'s input list is moved into a manifest kept in
+    /// `manifests`, as the engine does for a list too large for a record.
+    fn run(run_id: &str, big_file: &str, manifests: &mut HashMap<String, Vec<u8>>) -> Timeline {
+        let mut run = RunBuilder::new(run_id, &["big", "small"]);
+        run.file("big", "data/a.csv", "a")
+            .file("big", "data/b.csv", big_file)
+            .start(10, "big", 1)
+            .start(10, "small", 1)
+            .succeed(20, "big", 1)
+            .succeed(20, "small", 1);
+        let mut records = run.records();
+        for record in &mut records {
+            if let Event::UnitStarted(started) = &mut record.event
+                && started.unit == "big"
+            {
+                let manifest = input_manifest::encode(&started.inputs).unwrap();
+                manifests.insert(manifest.reference.sha256.clone(), manifest.bytes);
+                started.inputs.clear();
+                started.inputs_manifest = Some(manifest.reference);
+            }
+        }
+        Timeline::from_records(records.into_iter().map(Ok::<_, std::convert::Infallible>)).unwrap()
+    }
+
+    #[test]
+    fn a_diff_reads_input_manifests_only_where_the_input_changed_and_says_when_it_cannot() {
+        let mut manifests = HashMap::new();
+        let a = run("20261130T021507Z-aaaa", "b1", &mut manifests);
+        let b = run("20261130T031507Z-bbbb", "b2", &mut manifests);
+        let reads = std::cell::Cell::new(0);
+        let loader = |_side: Side, reference: &InputManifestRef| {
+            reads.set(reads.get() + 1);
+            let bytes = manifests.get(&reference.sha256).ok_or("no such file")?;
+            input_manifest::decode(reference, bytes).map_err(|error| error.to_string())
+        };
+        let diff = RunDiff::with_manifests(&a, &b, &loader);
+        let big = &diff.units[0];
+        assert_eq!(big.reasons(), ["input file data/b.csv changed"]);
+        assert_eq!(
+            reads.get(),
+            2,
+            "one manifest per run, for the changed unit only"
+        );
+        assert!(diff.units[1].is_same());
+
+        let diff = RunDiff::new(&a, &b);
+        let reasons = diff.units[0].reasons();
+        assert!(reasons[0].contains("was not read"), "{reasons:?}");
+
+        let missing = |side: Side, _: &InputManifestRef| match side {
+            Side::A => Err("no file runs/a/manifests/x.json".to_owned()),
+            Side::B => Ok(Vec::new()),
+        };
+        let diff = RunDiff::with_manifests(&a, &b, &missing);
+        assert_eq!(
+            diff.units[0].reasons()[0],
+            "input hash changed (run A's input list of 3 components cannot be read: no file runs/a/manifests/x.json)"
+        );
+    }
 }
