@@ -4,10 +4,16 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use apollo_core::Record;
-use apollo_core::event::{InputComponent, InputKind, InputManifestRef};
+use apollo_core::event::{
+    Event, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason, UnitFinished,
+    Verdict,
+};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
+use crate::display::{
+    first_line, format_delta, format_duration, offset_ms, skip_reason_text, terminal_safe,
+};
 use crate::{Timeline, UnitStatus, UnitTimeline};
 
 /// Two runs compared unit by unit: status, input (and which of its components changed),
@@ -283,7 +289,7 @@ impl UnitDiff {
 /// What the diff needs of one unit of one run: its final status, its last attempt, and why
 /// it ended as it did. Everything else a [`UnitTimeline`] holds (earlier attempts, phases,
 /// marks) is left behind, so a diff holds one of these per unit, whatever the journals' length.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 struct UnitSide {
     status: UnitStatus,
     last: Option<LastAttempt>,
@@ -291,7 +297,7 @@ struct UnitSide {
 }
 
 /// The parts of a unit's last attempt the diff compares.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 struct LastAttempt {
     input_hash: Option<String>,
     inputs: Vec<InputComponent>,
@@ -390,7 +396,8 @@ impl UnitSide {
 }
 
 /// One run reduced to what the diff compares, indexed by unit name.
-struct RunSummary {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RunSummary {
     side: RunSide,
     /// In the run's unit order.
     units: Vec<(String, UnitSide)>,
@@ -399,7 +406,7 @@ struct RunSummary {
 }
 
 impl RunSummary {
-    fn of(timeline: &Timeline) -> Self {
+    pub(crate) fn of(timeline: &Timeline) -> Self {
         let units: Vec<(String, UnitSide)> = (timeline.units.iter())
             .map(|unit| (unit.name.clone(), UnitSide::of(unit)))
             .collect();
@@ -417,6 +424,223 @@ impl RunSummary {
         self.index
             .get(name)
             .map(|&unit_idx| &self.units[unit_idx].1)
+    }
+
+    /// The summary of a run read record by record, holding per unit only its status, its
+    /// last attempt and its last skip: memory grows with the units, not with the records.
+    /// It agrees with [`RunSummary::of`] the run's [`Timeline`] (a property test checks it).
+    pub(crate) fn fold<I, E>(records: I) -> Result<RunSummary, E>
+    where
+        I: IntoIterator<Item = Result<Record, E>>,
+    {
+        let mut fold = Fold::default();
+        for record in records {
+            fold.push(record?);
+        }
+        Ok(fold.finish())
+    }
+}
+
+/// What [`RunSummary::fold`] keeps per unit while reading.
+struct FoldUnit {
+    name: String,
+    status: UnitStatus,
+    last: Option<FoldAttempt>,
+    last_skip: Option<SkipReason>,
+}
+
+/// A unit's last attempt so far (the one that started last, as in a [`Timeline`]).
+struct FoldAttempt {
+    number: u32,
+    input_hash: Option<String>,
+    inputs: Vec<InputComponent>,
+    inputs_manifest: Option<InputManifestRef>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    /// Still open (no finish, not closed by a later start or a resume).
+    open: bool,
+    outcome: Option<UnitFinished>,
+}
+
+/// The state of [`RunSummary::fold`]: the timeline builder's rules, keeping less.
+#[derive(Default)]
+struct Fold {
+    run_id: Option<String>,
+    pipeline: Option<String>,
+    finished: Option<RunStatus>,
+    units: Vec<FoldUnit>,
+    index: HashMap<String, usize>,
+    /// Open attempts of every unit, as the timeline builder tracks them.
+    open: HashSet<(usize, u32)>,
+    last_alive_ts: Option<DateTime<Utc>>,
+}
+
+impl Fold {
+    fn unit_idx(&mut self, name: &str) -> usize {
+        if let Some(&unit_idx) = self.index.get(name) {
+            return unit_idx;
+        }
+        self.index.insert(name.to_owned(), self.units.len());
+        self.units.push(FoldUnit {
+            name: name.to_owned(),
+            status: UnitStatus::NotRun,
+            last: None,
+            last_skip: None,
+        });
+        self.units.len() - 1
+    }
+
+    /// Ends the open attempt `attempt` of `unit_idx` at `end`, if it is the unit's last.
+    fn close(&mut self, unit_idx: usize, attempt: u32, end: DateTime<Utc>) {
+        if let Some(last) = &mut self.units[unit_idx].last
+            && last.open
+            && last.number == attempt
+        {
+            last.open = false;
+            last.end = end.max(last.start);
+        }
+    }
+
+    fn close_all(&mut self, end: DateTime<Utc>) {
+        for (unit_idx, attempt) in std::mem::take(&mut self.open) {
+            self.close(unit_idx, attempt, end);
+        }
+    }
+
+    fn push(&mut self, record: Record) {
+        let Record { ts, event, .. } = record;
+        let previous_alive_ts = self.last_alive_ts;
+        if !matches!(event, Event::UnitMarked(_)) {
+            self.last_alive_ts = Some(ts);
+        }
+        match event {
+            Event::RunStarted(started) => {
+                if self.run_id.is_none() {
+                    self.run_id = Some(started.run_id);
+                    self.pipeline = Some(started.pipeline);
+                }
+                for name in &started.units {
+                    self.unit_idx(name);
+                }
+            }
+            Event::RunResumed(resumed) => {
+                self.close_all(previous_alive_ts.unwrap_or(ts));
+                self.finished = None;
+                for name in &resumed.units {
+                    self.unit_idx(name);
+                }
+            }
+            Event::UnitStarted(started) => {
+                let unit_idx = self.unit_idx(&started.unit);
+                if self.open.remove(&(unit_idx, started.attempt)) {
+                    self.close(unit_idx, started.attempt, ts);
+                }
+                self.open.insert((unit_idx, started.attempt));
+                let unit = &mut self.units[unit_idx];
+                unit.status = UnitStatus::Unfinished;
+                unit.last = Some(FoldAttempt {
+                    number: started.attempt,
+                    input_hash: Some(started.input_hash),
+                    inputs: started.inputs,
+                    inputs_manifest: started.inputs_manifest,
+                    start: ts,
+                    end: ts,
+                    open: true,
+                    outcome: None,
+                });
+            }
+            Event::UnitFinished(finished) => {
+                let unit_idx = self.unit_idx(&finished.unit);
+                let was_open = self.open.remove(&(unit_idx, finished.attempt));
+                let unit = &mut self.units[unit_idx];
+                unit.status = UnitStatus::from_attempt(finished.status);
+                if !was_open {
+                    // No start on record: the timeline adds the attempt as it finished.
+                    unit.last = Some(FoldAttempt {
+                        number: finished.attempt,
+                        input_hash: None,
+                        inputs: Vec::new(),
+                        inputs_manifest: None,
+                        start: ts,
+                        end: ts,
+                        open: false,
+                        outcome: Some(finished),
+                    });
+                } else if let Some(last) = &mut unit.last
+                    && last.open
+                    && last.number == finished.attempt
+                {
+                    last.open = false;
+                    last.end = ts;
+                    last.outcome = Some(finished);
+                }
+            }
+            Event::UnitSkipped(skipped) => {
+                let unit_idx = self.unit_idx(&skipped.unit);
+                let unit = &mut self.units[unit_idx];
+                unit.status = match skipped.reason {
+                    SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
+                    _ => UnitStatus::NotStarted,
+                };
+                unit.last_skip = Some(skipped.reason);
+            }
+            Event::UnitMarked(marked) => {
+                let unit_idx = self.unit_idx(&marked.unit);
+                self.units[unit_idx].status = match marked.verdict {
+                    Verdict::Succeeded => UnitStatus::MarkedSucceeded,
+                    Verdict::Failed => UnitStatus::MarkedFailed,
+                };
+            }
+            Event::RunFinished(finished) => self.finished = Some(finished.status),
+            // A kind this version does not know (a newer minor format): nothing to compare.
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> RunSummary {
+        if let Some(last_ts) = self.last_alive_ts {
+            self.close_all(last_ts);
+        }
+        let units: Vec<(String, UnitSide)> = (self.units.into_iter())
+            .map(|unit| {
+                let detail = match unit.status {
+                    UnitStatus::UpstreamFailed | UnitStatus::NotStarted => {
+                        unit.last_skip.as_ref().map(skip_reason_text)
+                    }
+                    _ => (unit.last.as_ref())
+                        .and_then(|last| last.outcome.as_ref()?.error.as_deref())
+                        .map(first_line)
+                        .filter(|line| !line.is_empty())
+                        .map(str::to_owned),
+                };
+                let last = unit.last.map(|last| LastAttempt {
+                    output_hash: (last.outcome.as_ref())
+                        .and_then(|outcome| outcome.output_hash.clone()),
+                    duration_ms: match &last.outcome {
+                        Some(outcome) => outcome.duration_ms,
+                        None => offset_ms(last.start, last.end),
+                    },
+                    input_hash: last.input_hash,
+                    inputs: last.inputs,
+                    inputs_manifest: last.inputs_manifest,
+                });
+                let side = UnitSide {
+                    status: unit.status,
+                    last,
+                    detail,
+                };
+                (unit.name, side)
+            })
+            .collect();
+        RunSummary {
+            side: RunSide {
+                run_id: self.run_id,
+                pipeline: self.pipeline,
+                status: self.finished.map_or("incomplete", RunStatus::as_str),
+            },
+            units,
+            index: self.index,
+        }
     }
 }
 
@@ -488,9 +712,9 @@ impl RunDiff {
         RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b), manifests)
     }
 
-    /// Builds both runs' timelines one after the other and compares them, holding only one
-    /// timeline at a time (each is reduced to its units' last attempts before the next is
-    /// read). A read error from either run stops the diff.
+    /// Reads both runs and compares them, holding per unit only what the diff compares (no
+    /// timeline): memory grows with the units, not with the records. A read error from
+    /// either run stops the diff.
     pub(crate) fn from_records<A, B, E>(
         run_a: A,
         run_b: B,
@@ -500,8 +724,8 @@ impl RunDiff {
         A: IntoIterator<Item = Result<Record, E>>,
         B: IntoIterator<Item = Result<Record, E>>,
     {
-        let a = RunSummary::of(&Timeline::from_records(run_a)?);
-        let b = RunSummary::of(&Timeline::from_records(run_b)?);
+        let a = RunSummary::fold(run_a)?;
+        let b = RunSummary::fold(run_b)?;
         Ok(RunDiff::compare(&a, &b, manifests))
     }
 

@@ -290,7 +290,7 @@ impl UnitStatus {
         }
     }
 
-    fn from_attempt(status: AttemptStatus) -> Self {
+    pub(crate) fn from_attempt(status: AttemptStatus) -> Self {
         match status {
             AttemptStatus::Succeeded => UnitStatus::Succeeded,
             AttemptStatus::Failed => UnitStatus::Failed,
