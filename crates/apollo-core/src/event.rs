@@ -140,8 +140,26 @@ pub struct UnitStarted {
     pub attempt: u32,
     /// SHA-256 (hex) over the components below.
     pub input_hash: String,
-    /// Every component of the input hash, sorted by kind then name.
+    /// Every component of the input hash, sorted by kind then name — empty when they are in
+    /// an input manifest instead (`inputs_manifest`).
     pub inputs: Vec<InputComponent>,
+    /// Where the components are when they would not fit in a record (format 1.2): a unit
+    /// whose input list (a glob of 100,000 files) would make the record larger than
+    /// [`MAX_RECORD_BYTES`](crate::journal::MAX_RECORD_BYTES) keeps it in a manifest file of
+    /// the run, written durably before this record. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_manifest: Option<InputManifestRef>,
+}
+
+/// A unit's input components kept outside the journal (see
+/// [`input_manifest`](crate::input_manifest)): the manifest's name and how many components it
+/// holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputManifestRef {
+    /// SHA-256 (hex) of the manifest's bytes: its name in the run's `manifests/` folder.
+    pub sha256: String,
+    /// How many components it holds.
+    pub count: u64,
 }
 
 /// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was

@@ -13,6 +13,7 @@
 //! before every read).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -517,11 +518,22 @@ pub fn describe_input_changes(before: &[InputComponent], after: &[InputComponent
             InputKind::Upstream => format!("upstream {} output", component.name),
         }
     }
-    let key = |component: &InputComponent| (component.kind, component.name.clone());
+    // Indexed by (kind, name): an input list can hold 100,000 files.
+    fn index(components: &[InputComponent]) -> HashMap<(InputKind, &str), &str> {
+        (components.iter())
+            .map(|component| {
+                (
+                    (component.kind, component.name.as_str()),
+                    component.hash.as_str(),
+                )
+            })
+            .collect()
+    }
+    let (before_index, after_index) = (index(before), index(after));
     let mut changes = Vec::new();
     for component in after {
-        match before.iter().find(|old| key(old) == key(component)) {
-            Some(old) if old.hash != component.hash => {
+        match before_index.get(&(component.kind, component.name.as_str())) {
+            Some(old_hash) if *old_hash != component.hash => {
                 changes.push(format!("{} changed", label(component)))
             }
             Some(_) => {}
@@ -529,7 +541,7 @@ pub fn describe_input_changes(before: &[InputComponent], after: &[InputComponent
         }
     }
     for component in before {
-        if !after.iter().any(|new| key(new) == key(component)) {
+        if !after_index.contains_key(&(component.kind, component.name.as_str())) {
             changes.push(format!("{} removed", label(component)));
         }
     }

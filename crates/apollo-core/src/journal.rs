@@ -3,7 +3,16 @@
 //! apollo-store implements [`Journal`] with its checksummed, fsynced segments; tests implement
 //! it in memory. The engine is the only caller, from its own thread, between its turns.
 
+use std::collections::BTreeMap;
+
 use crate::event::Event;
+
+/// The largest record the engine writes, in bytes of JSON: the one bound on a unit's records
+/// (the journal format docs of apollo-store state it). A unit's input components that would
+/// make its `unit_started` larger go to an input manifest
+/// ([`Journal::store_input_manifest`]); a record that still would not fit fails its unit,
+/// never the journal.
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 
 /// An append-only, durable event log.
 pub trait Journal {
@@ -12,6 +21,20 @@ pub trait Journal {
     ///
     /// An error is final for the run: the engine stops starting units and reports it.
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError>;
+
+    /// Store a unit's input manifest (`bytes`, whose SHA-256 is `sha256`, see
+    /// [`input_manifest`](crate::input_manifest)) durably beside the journal. The engine calls
+    /// it before appending the `unit_started` that names the manifest, and returns only once
+    /// the manifest is durable. An error fails that unit's attempt, not the run.
+    ///
+    /// The default refuses: a journal that cannot keep manifests fails the (rare) units whose
+    /// input list is too large for a record.
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        let _ = bytes;
+        Err(JournalError::msg(format!(
+            "this journal cannot store input manifest {sha256}"
+        )))
+    }
 }
 
 /// Appending to the journal failed; nothing after the last successful append may be assumed durable.
@@ -68,11 +91,19 @@ impl JournalError {
 pub struct MemoryJournal {
     /// Every event appended so far, in order.
     pub events: Vec<Event>,
+    /// Input manifests stored so far, by SHA-256.
+    pub input_manifests: BTreeMap<String, Vec<u8>>,
 }
 
 impl Journal for MemoryJournal {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.events.extend_from_slice(events);
+        Ok(())
+    }
+
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        self.input_manifests
+            .insert(sha256.to_owned(), bytes.to_vec());
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod event;
 pub mod executor;
 pub mod hash;
+pub mod input_manifest;
 pub mod journal;
 pub mod model;
 pub mod record;
@@ -26,7 +27,7 @@ pub use executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
     PhaseOutcome,
 };
-pub use journal::{Journal, JournalError, MemoryJournal};
+pub use journal::{Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
 pub use record::Record;
 pub use resume::PriorState;

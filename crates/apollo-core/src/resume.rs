@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::event::{AttemptStatus, Event, InputComponent, Verdict};
+use crate::event::{AttemptStatus, Event, InputComponent, InputManifestRef, Verdict};
 
 /// What the journal says about one unit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +55,26 @@ pub struct PriorUnit {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PriorState {
     units: HashMap<String, PriorUnit>,
-    started: HashMap<(String, u32), (String, Vec<InputComponent>)>,
+    started: HashMap<(String, u32), StartedInputs>,
+    /// Done units whose recorded inputs are in an input manifest not (successfully) read
+    /// yet: their `Done::inputs` is empty until [`PriorState::load_input_manifests`].
+    manifest_inputs: HashMap<String, ManifestInputs>,
+}
+
+/// What a `unit_started` recorded about its inputs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StartedInputs {
+    input_hash: String,
+    inputs: Vec<InputComponent>,
+    manifest: Option<InputManifestRef>,
+}
+
+/// A done unit's inputs kept in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ManifestInputs {
+    reference: InputManifestRef,
+    /// Why it could not be read, once a read failed.
+    unreadable: Option<String>,
 }
 
 impl PriorState {
@@ -79,7 +98,11 @@ impl PriorState {
             Event::UnitStarted(started) => {
                 self.started.insert(
                     (started.unit.clone(), started.attempt),
-                    (started.input_hash.clone(), started.inputs.clone()),
+                    StartedInputs {
+                        input_hash: started.input_hash.clone(),
+                        inputs: started.inputs.clone(),
+                        manifest: started.inputs_manifest.clone(),
+                    },
                 );
                 let unit = self.unit_mut(&started.unit);
                 unit.last_attempt = unit.last_attempt.max(started.attempt);
@@ -92,13 +115,18 @@ impl PriorState {
                     .started
                     .get(&(finished.unit.clone(), finished.attempt))
                     .cloned();
+                self.note_manifest(
+                    &finished.unit,
+                    recorded.as_ref(),
+                    finished.status.satisfies_dependents(),
+                );
                 let unit = self.unit_mut(&finished.unit);
                 unit.last_attempt = unit.last_attempt.max(finished.attempt);
                 unit.state = match (finished.status.satisfies_dependents(), recorded) {
-                    (true, Some((input_hash, inputs))) => PriorUnitState::Done {
+                    (true, Some(recorded)) => PriorUnitState::Done {
                         attempt: finished.attempt,
-                        input_hash,
-                        inputs,
+                        input_hash: recorded.input_hash,
+                        inputs: recorded.inputs,
                         output_hash: finished.output_hash.clone(),
                         status: finished.status,
                         marked: false,
@@ -107,6 +135,7 @@ impl PriorState {
                 };
             }
             Event::UnitSkipped(skipped) => {
+                self.manifest_inputs.remove(&skipped.unit);
                 self.unit_mut(&skipped.unit).state = PriorUnitState::NotDone;
             }
             Event::UnitMarked(marked) => {
@@ -114,12 +143,17 @@ impl PriorState {
                     .started
                     .get(&(marked.unit.clone(), marked.attempt))
                     .cloned();
+                self.note_manifest(
+                    &marked.unit,
+                    recorded.as_ref(),
+                    marked.verdict == Verdict::Succeeded,
+                );
                 let unit = self.unit_mut(&marked.unit);
                 unit.state = match (marked.verdict, recorded) {
-                    (Verdict::Succeeded, Some((input_hash, inputs))) => PriorUnitState::Done {
+                    (Verdict::Succeeded, Some(recorded)) => PriorUnitState::Done {
                         attempt: marked.attempt,
-                        input_hash,
-                        inputs,
+                        input_hash: recorded.input_hash,
+                        inputs: recorded.inputs,
                         output_hash: None,
                         status: AttemptStatus::Succeeded,
                         marked: true,
@@ -133,6 +167,74 @@ impl PriorState {
             | Event::UnitSubmitted(_)
             | Event::RunFinished(_) => {}
         }
+    }
+
+    /// Keep track of whether `unit`, now done (`done`) by the attempt that recorded
+    /// `recorded`, has its inputs in a manifest.
+    fn note_manifest(&mut self, unit: &str, recorded: Option<&StartedInputs>, done: bool) {
+        match recorded.and_then(|recorded| recorded.manifest.as_ref()) {
+            Some(reference) if done => {
+                self.manifest_inputs.insert(
+                    unit.to_owned(),
+                    ManifestInputs {
+                        reference: reference.clone(),
+                        unreadable: None,
+                    },
+                );
+            }
+            _ => {
+                self.manifest_inputs.remove(unit);
+            }
+        }
+    }
+
+    /// Read the input manifests of done units (their recorded inputs, kept outside the
+    /// journal because they were too large for a record) with `load`, which reads a manifest
+    /// of this run or says why it cannot. A manifest that cannot be read leaves the unit's
+    /// recorded inputs unknown: a change of its input hash is then explained by that
+    /// ([`PriorState::unknown_inputs`]) rather than component by component.
+    pub fn load_input_manifests(
+        &mut self,
+        mut load: impl FnMut(&InputManifestRef) -> Result<Vec<InputComponent>, String>,
+    ) {
+        let names: Vec<String> = (self.manifest_inputs.iter())
+            .filter(|(_, manifest)| manifest.unreadable.is_none())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in names {
+            let Some(manifest) = self.manifest_inputs.get_mut(&name) else {
+                continue;
+            };
+            match load(&manifest.reference) {
+                Ok(inputs) => {
+                    self.manifest_inputs.remove(&name);
+                    if let Some(PriorUnit {
+                        state: PriorUnitState::Done { inputs: done, .. },
+                        ..
+                    }) = self.units.get_mut(&name)
+                    {
+                        *done = inputs;
+                    }
+                }
+                Err(error) => manifest.unreadable = Some(error),
+            }
+        }
+    }
+
+    /// Why a done unit's recorded input components are not known, when they are in an input
+    /// manifest that was not read or could not be.
+    pub fn unknown_inputs(&self, unit: &str) -> Option<String> {
+        let manifest = self.manifest_inputs.get(unit)?;
+        Some(match &manifest.unreadable {
+            Some(error) => format!(
+                "its recorded input list ({} components) cannot be read: {error}",
+                manifest.reference.count
+            ),
+            None => format!(
+                "its recorded input list ({} components, input manifest {}) was not read",
+                manifest.reference.count, manifest.reference.sha256
+            ),
+        })
     }
 
     fn unit_mut(&mut self, name: &str) -> &mut PriorUnit {
@@ -180,6 +282,7 @@ mod tests {
             attempt,
             input_hash: format!("in{attempt}"),
             inputs: vec![],
+            inputs_manifest: None,
         })
     }
 

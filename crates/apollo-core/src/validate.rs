@@ -23,8 +23,20 @@ const MAX_SUGGESTED_DEPS: usize = 50;
 /// How many distinct cycles are reported before giving up.
 const MAX_CYCLES: usize = 10;
 
-/// Whether `name` can be a unit name: `[A-Za-z0-9_.-]+`, and not `.` or `..`.
+/// The longest unit name, in bytes: a unit name becomes a folder name
+/// (`runs/<id>/units/<unit>/`), and common filesystems (ext4, XFS, btrfs, APFS, NTFS) allow at
+/// most 255 bytes in one path component.
+pub const MAX_UNIT_NAME_BYTES: usize = 255;
+
+/// Whether `name` can be a unit name: `[A-Za-z0-9_.-]+`, at most [`MAX_UNIT_NAME_BYTES`]
+/// bytes, not starting with `-` (a folder name that reads as an option to every tool given
+/// it), and not `.` or `..`.
 pub fn is_valid_unit_name(name: &str) -> bool {
+    has_valid_unit_name_chars(name) && !name.starts_with('-') && name.len() <= MAX_UNIT_NAME_BYTES
+}
+
+/// The character rule alone: `[A-Za-z0-9_.-]+`, and not `.` or `..`.
+fn has_valid_unit_name_chars(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."
@@ -53,30 +65,7 @@ fn check_names<'s>(
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.units.len());
     for (unit_idx, unit) in spec.units.iter().enumerate() {
         let Some(name) = &unit.name else { continue };
-        if !is_valid_unit_name(&name.value) {
-            let mut diagnostic = source
-                .error(
-                    "invalid-name",
-                    name.loc,
-                    format!("`{}` is not a valid unit name", name.value.escape_debug()),
-                )
-                .with_hint(
-                    "a unit name becomes a folder name: use only letters, digits, `_`, `.` and `-`, and not `.` or `..`",
-                );
-            let suggestion: String = name
-                .value
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            if is_valid_unit_name(&suggestion) {
-                diagnostic = diagnostic.with_note(format!("for example `{suggestion}`"));
-            }
+        if let Some(diagnostic) = check_name(&name.value, name.loc, source) {
             diagnostics.push(diagnostic);
         }
         match index.get(name.value.as_str()) {
@@ -105,6 +94,71 @@ fn check_names<'s>(
         }
     }
     index
+}
+
+/// The error for an invalid unit name, if it is one. The character rule comes first: a name
+/// with a `/` in it is wrong whatever its length.
+fn check_name(name: &str, loc: Loc, source: &SourceFile<'_>) -> Option<Diagnostic> {
+    if !has_valid_unit_name_chars(name) {
+        let mut diagnostic = source
+            .error(
+                "invalid-name",
+                loc,
+                format!("`{}` is not a valid unit name", name.escape_debug()),
+            )
+            .with_hint(
+                "a unit name becomes a folder name: use only letters, digits, `_`, `.` and `-`, and not `.` or `..`",
+            );
+        let suggestion: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if is_valid_unit_name(&suggestion) {
+            diagnostic = diagnostic.with_note(format!("for example `{suggestion}`"));
+        }
+        return Some(diagnostic);
+    }
+    if name.len() > MAX_UNIT_NAME_BYTES {
+        // The name is ASCII here (the character rule held), so any byte index is a boundary.
+        let shown = &name[..32];
+        return Some(
+            source
+                .error(
+                    "invalid-name",
+                    loc,
+                    format!(
+                        "the unit name `{shown}…` is {} bytes long, more than {MAX_UNIT_NAME_BYTES}",
+                        name.len()
+                    ),
+                )
+                .with_hint(format!(
+                    "a unit name becomes a folder name, and common filesystems allow at most {MAX_UNIT_NAME_BYTES} bytes in one: shorten it"
+                )),
+        );
+    }
+    if name.starts_with('-') {
+        let suggestion = format!("_{}", name.trim_start_matches('-'));
+        let mut diagnostic = source
+            .error(
+                "invalid-name",
+                loc,
+                format!("the unit name `{name}` starts with `-`"),
+            )
+            .with_hint(
+                "a unit name becomes a folder name, which tools would read as an option: start it with a letter, digit, `_` or `.`",
+            );
+        if is_valid_unit_name(&suggestion) {
+            diagnostic = diagnostic.with_note(format!("for example `{suggestion}`"));
+        }
+        return Some(diagnostic);
+    }
+    None
 }
 
 fn check_dependencies(
@@ -365,9 +419,18 @@ mod tests {
         for good in ["fetch_data", "a", "v1.2-rc", "_", "..."] {
             assert!(is_valid_unit_name(good), "{good}");
         }
-        for bad in ["", ".", "..", "a/b", "a b", "é", "a\0"] {
+        for bad in [
+            "", ".", "..", "a/b", "a b", "é", "a\0", "-rf", "--help", "-",
+        ] {
             assert!(!is_valid_unit_name(bad), "{bad:?}");
         }
+        let longest = "a".repeat(MAX_UNIT_NAME_BYTES);
+        assert!(is_valid_unit_name(&longest));
+        assert!(!is_valid_unit_name(&format!("{longest}a")));
+        assert!(
+            is_valid_unit_name("a-"),
+            "a `-` after the first byte is fine"
+        );
     }
 
     #[test]

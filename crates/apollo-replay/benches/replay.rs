@@ -95,6 +95,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                         hash: hash(attempt + 2),
                     },
                 ],
+                inputs_manifest: None,
             })
         } else {
             let attempt = next_finish;

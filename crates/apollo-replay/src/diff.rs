@@ -1,12 +1,19 @@
 //! [`RunDiff`]: two runs of a pipeline compared unit by unit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use apollo_core::event::{InputComponent, InputKind};
+use apollo_core::Record;
+use apollo_core::event::{
+    Event, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason, UnitFinished,
+    Verdict,
+};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
+use crate::display::{
+    first_line, format_delta, format_duration, offset_ms, skip_reason_text, terminal_safe,
+};
 use crate::{Timeline, UnitStatus, UnitTimeline};
 
 /// Two runs compared unit by unit: status, input (and which of its components changed),
@@ -149,6 +156,10 @@ pub struct UnitDiff {
     pub input: Change,
     /// Which input components changed (empty when the input is the same or unknown).
     pub input_changes: Vec<InputChange>,
+    /// Why the components could not be compared although the input changed: a run keeps
+    /// them in an input manifest that was not or could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_unknown: Option<String>,
     /// Output hash of its last attempt in run A.
     pub output_hash_a: Option<String>,
     /// Output hash of its last attempt in run B.
@@ -167,27 +178,38 @@ pub struct UnitDiff {
 }
 
 impl UnitDiff {
-    fn new(unit: &str, a: Option<&UnitTimeline>, b: Option<&UnitTimeline>) -> Self {
+    fn new(
+        unit: &str,
+        a: Option<&UnitSide>,
+        b: Option<&UnitSide>,
+        manifests: &dyn ManifestLoader,
+    ) -> Self {
         let presence = match (a, b) {
             (Some(_), Some(_)) | (None, None) => Presence::Both,
             (Some(_), None) => Presence::OnlyA,
             (None, Some(_)) => Presence::OnlyB,
         };
-        let last_a = a.and_then(UnitTimeline::last_attempt);
-        let last_b = b.and_then(UnitTimeline::last_attempt);
+        let last_a = a.and_then(|side| side.last.as_ref());
+        let last_b = b.and_then(|side| side.last.as_ref());
         let input_hash_a = last_a.and_then(|attempt| attempt.input_hash.clone());
         let input_hash_b = last_b.and_then(|attempt| attempt.input_hash.clone());
-        let output_hash_a = last_a.and_then(|attempt| attempt.output_hash().map(str::to_owned));
-        let output_hash_b = last_b.and_then(|attempt| attempt.output_hash().map(str::to_owned));
+        let output_hash_a = last_a.and_then(|attempt| attempt.output_hash.clone());
+        let output_hash_b = last_b.and_then(|attempt| attempt.output_hash.clone());
         let input = Change::of(input_hash_a.as_deref(), input_hash_b.as_deref());
-        let input_changes = match (input, last_a, last_b) {
+        let (input_changes, input_unknown) = match (input, last_a, last_b) {
             (Change::Changed, Some(last_a), Some(last_b)) => {
-                compare_inputs(&last_a.inputs, &last_b.inputs)
+                match (
+                    last_a.components(Side::A, manifests),
+                    last_b.components(Side::B, manifests),
+                ) {
+                    (Ok(inputs_a), Ok(inputs_b)) => (compare_inputs(&inputs_a, &inputs_b), None),
+                    (Err(why), _) | (_, Err(why)) => (Vec::new(), Some(why)),
+                }
             }
-            _ => Vec::new(),
+            _ => (Vec::new(), None),
         };
-        let duration_a_ms = last_a.map(|attempt| attempt.duration_ms());
-        let duration_b_ms = last_b.map(|attempt| attempt.duration_ms());
+        let duration_a_ms = last_a.map(|attempt| attempt.duration_ms);
+        let duration_b_ms = last_b.map(|attempt| attempt.duration_ms);
         let duration_delta_ms = match (duration_a_ms, duration_b_ms) {
             (Some(a), Some(b)) => Some(signed(b) - signed(a)),
             _ => None,
@@ -199,6 +221,7 @@ impl UnitDiff {
             status_b: b.map(|unit| unit.status),
             input,
             input_changes,
+            input_unknown,
             output: Change::of(output_hash_a.as_deref(), output_hash_b.as_deref()),
             input_hash_a,
             input_hash_b,
@@ -207,7 +230,7 @@ impl UnitDiff {
             duration_a_ms,
             duration_b_ms,
             duration_delta_ms,
-            detail_b: b.and_then(detail),
+            detail_b: b.and_then(|side| side.detail.clone()),
         }
     }
 
@@ -241,7 +264,9 @@ impl UnitDiff {
             reasons.push(reason);
         }
         if self.input == Change::Changed {
-            if self.input_changes.is_empty() {
+            if let Some(why) = &self.input_unknown {
+                reasons.push(format!("input hash changed ({why})"));
+            } else if self.input_changes.is_empty() {
                 reasons.push("input hash changed (no recorded component differs)".to_owned());
             }
             reasons.extend(self.input_changes.iter().map(InputChange::describe));
@@ -258,6 +283,364 @@ impl UnitDiff {
             reasons.push("hashes recorded in only one run".to_owned());
         }
         reasons
+    }
+}
+
+/// What the diff needs of one unit of one run: its final status, its last attempt, and why
+/// it ended as it did. Everything else a [`UnitTimeline`] holds (earlier attempts, phases,
+/// marks) is left behind, so a diff holds one of these per unit, whatever the journals' length.
+#[derive(Debug, PartialEq, Eq)]
+struct UnitSide {
+    status: UnitStatus,
+    last: Option<LastAttempt>,
+    detail: Option<String>,
+}
+
+/// The parts of a unit's last attempt the diff compares.
+#[derive(Debug, PartialEq, Eq)]
+struct LastAttempt {
+    input_hash: Option<String>,
+    inputs: Vec<InputComponent>,
+    inputs_manifest: Option<InputManifestRef>,
+    output_hash: Option<String>,
+    duration_ms: u64,
+}
+
+impl LastAttempt {
+    /// The input components: from the record, or read from its input manifest.
+    fn components(
+        &self,
+        side: Side,
+        manifests: &dyn ManifestLoader,
+    ) -> Result<std::borrow::Cow<'_, [InputComponent]>, String> {
+        let Some(reference) = &self.inputs_manifest else {
+            return Ok(std::borrow::Cow::Borrowed(&self.inputs));
+        };
+        let run = match side {
+            Side::A => "A",
+            Side::B => "B",
+        };
+        manifests
+            .load(side, reference)
+            .map(std::borrow::Cow::Owned)
+            .map_err(|why| {
+                format!(
+                    "run {run}'s input list of {} components cannot be read: {why}",
+                    reference.count
+                )
+            })
+    }
+}
+
+/// Which run of a diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Side {
+    /// Run A (before).
+    A,
+    /// Run B (after).
+    B,
+}
+
+/// Reads the input manifests a diff needs: a unit whose input list was too large for a
+/// record keeps it in a manifest file of its run (see `apollo_core::input_manifest`), which
+/// this crate, reading records only, cannot open. The caller that knows where runs live
+/// (the CLI, through apollo-store) implements it; a diff reads a manifest only for a unit
+/// whose input hash changed.
+pub trait ManifestLoader {
+    /// The components of `reference` in run `side`, or why they cannot be read.
+    fn load(&self, side: Side, reference: &InputManifestRef)
+    -> Result<Vec<InputComponent>, String>;
+}
+
+impl<F> ManifestLoader for F
+where
+    F: Fn(Side, &InputManifestRef) -> Result<Vec<InputComponent>, String>,
+{
+    fn load(
+        &self,
+        side: Side,
+        reference: &InputManifestRef,
+    ) -> Result<Vec<InputComponent>, String> {
+        self(side, reference)
+    }
+}
+
+/// No manifest can be read (a diff built from timelines alone).
+pub(crate) struct NoManifests;
+
+impl ManifestLoader for NoManifests {
+    fn load(
+        &self,
+        _side: Side,
+        reference: &InputManifestRef,
+    ) -> Result<Vec<InputComponent>, String> {
+        Err(format!("input manifest {} was not read", reference.sha256))
+    }
+}
+
+impl UnitSide {
+    fn of(unit: &UnitTimeline) -> Self {
+        UnitSide {
+            status: unit.status,
+            last: unit.last_attempt().map(|attempt| LastAttempt {
+                input_hash: attempt.input_hash.clone(),
+                inputs: attempt.inputs.clone(),
+                inputs_manifest: attempt.inputs_manifest.clone(),
+                output_hash: attempt.output_hash().map(str::to_owned),
+                duration_ms: attempt.duration_ms(),
+            }),
+            detail: detail(unit),
+        }
+    }
+}
+
+/// One run reduced to what the diff compares, indexed by unit name.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RunSummary {
+    side: RunSide,
+    /// In the run's unit order.
+    units: Vec<(String, UnitSide)>,
+    /// Unit name → index in `units`.
+    index: HashMap<String, usize>,
+}
+
+impl RunSummary {
+    pub(crate) fn of(timeline: &Timeline) -> Self {
+        let units: Vec<(String, UnitSide)> = (timeline.units.iter())
+            .map(|unit| (unit.name.clone(), UnitSide::of(unit)))
+            .collect();
+        let index = (units.iter().enumerate())
+            .map(|(unit_idx, (name, _))| (name.clone(), unit_idx))
+            .collect();
+        RunSummary {
+            side: RunSide::of(timeline),
+            units,
+            index,
+        }
+    }
+
+    fn unit(&self, name: &str) -> Option<&UnitSide> {
+        self.index
+            .get(name)
+            .map(|&unit_idx| &self.units[unit_idx].1)
+    }
+
+    /// The summary of a run read record by record, holding per unit only its status, its
+    /// last attempt and its last skip: memory grows with the units, not with the records.
+    /// It agrees with [`RunSummary::of`] the run's [`Timeline`] (a property test checks it).
+    pub(crate) fn fold<I, E>(records: I) -> Result<RunSummary, E>
+    where
+        I: IntoIterator<Item = Result<Record, E>>,
+    {
+        let mut fold = Fold::default();
+        for record in records {
+            fold.push(record?);
+        }
+        Ok(fold.finish())
+    }
+}
+
+/// What [`RunSummary::fold`] keeps per unit while reading.
+struct FoldUnit {
+    name: String,
+    status: UnitStatus,
+    last: Option<FoldAttempt>,
+    last_skip: Option<SkipReason>,
+}
+
+/// A unit's last attempt so far (the one that started last, as in a [`Timeline`]).
+struct FoldAttempt {
+    number: u32,
+    input_hash: Option<String>,
+    inputs: Vec<InputComponent>,
+    inputs_manifest: Option<InputManifestRef>,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    /// Still open (no finish, not closed by a later start or a resume).
+    open: bool,
+    outcome: Option<UnitFinished>,
+}
+
+/// The state of [`RunSummary::fold`]: the timeline builder's rules, keeping less.
+#[derive(Default)]
+struct Fold {
+    run_id: Option<String>,
+    pipeline: Option<String>,
+    finished: Option<RunStatus>,
+    units: Vec<FoldUnit>,
+    index: HashMap<String, usize>,
+    /// Open attempts of every unit, as the timeline builder tracks them.
+    open: HashSet<(usize, u32)>,
+    last_alive_ts: Option<DateTime<Utc>>,
+}
+
+impl Fold {
+    fn unit_idx(&mut self, name: &str) -> usize {
+        if let Some(&unit_idx) = self.index.get(name) {
+            return unit_idx;
+        }
+        self.index.insert(name.to_owned(), self.units.len());
+        self.units.push(FoldUnit {
+            name: name.to_owned(),
+            status: UnitStatus::NotRun,
+            last: None,
+            last_skip: None,
+        });
+        self.units.len() - 1
+    }
+
+    /// Ends the open attempt `attempt` of `unit_idx` at `end`, if it is the unit's last.
+    fn close(&mut self, unit_idx: usize, attempt: u32, end: DateTime<Utc>) {
+        if let Some(last) = &mut self.units[unit_idx].last
+            && last.open
+            && last.number == attempt
+        {
+            last.open = false;
+            last.end = end.max(last.start);
+        }
+    }
+
+    fn close_all(&mut self, end: DateTime<Utc>) {
+        for (unit_idx, attempt) in std::mem::take(&mut self.open) {
+            self.close(unit_idx, attempt, end);
+        }
+    }
+
+    fn push(&mut self, record: Record) {
+        let Record { ts, event, .. } = record;
+        let previous_alive_ts = self.last_alive_ts;
+        if !matches!(event, Event::UnitMarked(_)) {
+            self.last_alive_ts = Some(ts);
+        }
+        match event {
+            Event::RunStarted(started) => {
+                if self.run_id.is_none() {
+                    self.run_id = Some(started.run_id);
+                    self.pipeline = Some(started.pipeline);
+                }
+                for name in &started.units {
+                    self.unit_idx(name);
+                }
+            }
+            Event::RunResumed(resumed) => {
+                self.close_all(previous_alive_ts.unwrap_or(ts));
+                self.finished = None;
+                for name in &resumed.units {
+                    self.unit_idx(name);
+                }
+            }
+            Event::UnitStarted(started) => {
+                let unit_idx = self.unit_idx(&started.unit);
+                if self.open.remove(&(unit_idx, started.attempt)) {
+                    self.close(unit_idx, started.attempt, ts);
+                }
+                self.open.insert((unit_idx, started.attempt));
+                let unit = &mut self.units[unit_idx];
+                unit.status = UnitStatus::Unfinished;
+                unit.last = Some(FoldAttempt {
+                    number: started.attempt,
+                    input_hash: Some(started.input_hash),
+                    inputs: started.inputs,
+                    inputs_manifest: started.inputs_manifest,
+                    start: ts,
+                    end: ts,
+                    open: true,
+                    outcome: None,
+                });
+            }
+            Event::UnitFinished(finished) => {
+                let unit_idx = self.unit_idx(&finished.unit);
+                let was_open = self.open.remove(&(unit_idx, finished.attempt));
+                let unit = &mut self.units[unit_idx];
+                unit.status = UnitStatus::from_attempt(finished.status);
+                if !was_open {
+                    // No start on record: the timeline adds the attempt as it finished.
+                    unit.last = Some(FoldAttempt {
+                        number: finished.attempt,
+                        input_hash: None,
+                        inputs: Vec::new(),
+                        inputs_manifest: None,
+                        start: ts,
+                        end: ts,
+                        open: false,
+                        outcome: Some(finished),
+                    });
+                } else if let Some(last) = &mut unit.last
+                    && last.open
+                    && last.number == finished.attempt
+                {
+                    last.open = false;
+                    last.end = ts;
+                    last.outcome = Some(finished);
+                }
+            }
+            Event::UnitSkipped(skipped) => {
+                let unit_idx = self.unit_idx(&skipped.unit);
+                let unit = &mut self.units[unit_idx];
+                unit.status = match skipped.reason {
+                    SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
+                    _ => UnitStatus::NotStarted,
+                };
+                unit.last_skip = Some(skipped.reason);
+            }
+            Event::UnitMarked(marked) => {
+                let unit_idx = self.unit_idx(&marked.unit);
+                self.units[unit_idx].status = match marked.verdict {
+                    Verdict::Succeeded => UnitStatus::MarkedSucceeded,
+                    Verdict::Failed => UnitStatus::MarkedFailed,
+                };
+            }
+            Event::RunFinished(finished) => self.finished = Some(finished.status),
+            // A kind this version does not know (a newer minor format): nothing to compare.
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> RunSummary {
+        if let Some(last_ts) = self.last_alive_ts {
+            self.close_all(last_ts);
+        }
+        let units: Vec<(String, UnitSide)> = (self.units.into_iter())
+            .map(|unit| {
+                let detail = match unit.status {
+                    UnitStatus::UpstreamFailed | UnitStatus::NotStarted => {
+                        unit.last_skip.as_ref().map(skip_reason_text)
+                    }
+                    _ => (unit.last.as_ref())
+                        .and_then(|last| last.outcome.as_ref()?.error.as_deref())
+                        .map(first_line)
+                        .filter(|line| !line.is_empty())
+                        .map(str::to_owned),
+                };
+                let last = unit.last.map(|last| LastAttempt {
+                    output_hash: (last.outcome.as_ref())
+                        .and_then(|outcome| outcome.output_hash.clone()),
+                    duration_ms: match &last.outcome {
+                        Some(outcome) => outcome.duration_ms,
+                        None => offset_ms(last.start, last.end),
+                    },
+                    input_hash: last.input_hash,
+                    inputs: last.inputs,
+                    inputs_manifest: last.inputs_manifest,
+                });
+                let side = UnitSide {
+                    status: unit.status,
+                    last,
+                    detail,
+                };
+                (unit.name, side)
+            })
+            .collect();
+        RunSummary {
+            side: RunSide {
+                run_id: self.run_id,
+                pipeline: self.pipeline,
+                status: self.finished.map_or("incomplete", RunStatus::as_str),
+            },
+            units,
+            index: self.index,
+        }
     }
 }
 
@@ -299,11 +682,11 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
             change,
         });
     }
+    let in_b: HashSet<(InputKind, &str)> = (b.iter())
+        .map(|component| (component.kind, component.name.as_str()))
+        .collect();
     for component in a {
-        let in_b = b
-            .iter()
-            .any(|other| other.kind == component.kind && other.name == component.name);
-        if !in_b {
+        if !in_b.contains(&(component.kind, component.name.as_str())) {
             changes.push(InputChange {
                 kind: component.kind,
                 name: component.name.clone(),
@@ -316,20 +699,53 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
 
 impl RunDiff {
     /// Compares run A (before) with run B (after).
+    ///
+    /// A unit whose input list is in an input manifest is compared by its hashes only (see
+    /// [`RunDiff::with_manifests`]).
     pub fn new(a: &Timeline, b: &Timeline) -> RunDiff {
-        let mut names: Vec<&str> = b.units.iter().map(|unit| unit.name.as_str()).collect();
-        names.extend(
-            (a.units.iter())
-                .map(|unit| unit.name.as_str())
-                .filter(|name| b.unit(name).is_none()),
-        );
+        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b), &NoManifests)
+    }
+
+    /// Compares run A with run B, reading with `manifests` the input lists kept in input
+    /// manifests, for the units whose input changed.
+    pub fn with_manifests(a: &Timeline, b: &Timeline, manifests: &dyn ManifestLoader) -> RunDiff {
+        RunDiff::compare(&RunSummary::of(a), &RunSummary::of(b), manifests)
+    }
+
+    /// Reads both runs and compares them, holding per unit only what the diff compares (no
+    /// timeline): memory grows with the units, not with the records. A read error from
+    /// either run stops the diff.
+    pub(crate) fn from_records<A, B, E>(
+        run_a: A,
+        run_b: B,
+        manifests: &dyn ManifestLoader,
+    ) -> Result<RunDiff, E>
+    where
+        A: IntoIterator<Item = Result<Record, E>>,
+        B: IntoIterator<Item = Result<Record, E>>,
+    {
+        let a = RunSummary::fold(run_a)?;
+        let b = RunSummary::fold(run_b)?;
+        Ok(RunDiff::compare(&a, &b, manifests))
+    }
+
+    /// Units in B's order, then those only A has: one hash lookup per unit, so the diff is
+    /// linear in the number of units.
+    fn compare(a: &RunSummary, b: &RunSummary, manifests: &dyn ManifestLoader) -> RunDiff {
+        let only_a = (a.units.iter())
+            .map(|(name, _)| name.as_str())
+            .filter(|name| b.unit(name).is_none());
+        let names: Vec<&str> = (b.units.iter())
+            .map(|(name, _)| name.as_str())
+            .chain(only_a)
+            .collect();
         let units = names
             .into_iter()
-            .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name)))
+            .map(|name| UnitDiff::new(name, a.unit(name), b.unit(name), manifests))
             .collect();
         RunDiff {
-            run_a: RunSide::of(a),
-            run_b: RunSide::of(b),
+            run_a: a.side.clone(),
+            run_b: b.side.clone(),
             units,
         }
     }
@@ -480,4 +896,75 @@ pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut out, &document)?;
     out.write_all(b"\n")?;
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use apollo_core::event::Event;
+    use apollo_core::input_manifest;
+
+    use super::*;
+    use crate::testkit::RunBuilder;
+
+    /// A run of `big` and `small` where `big`'s input list is moved into a manifest kept in
+    /// `manifests`, as the engine does for a list too large for a record.
+    fn run(run_id: &str, big_file: &str, manifests: &mut HashMap<String, Vec<u8>>) -> Timeline {
+        let mut run = RunBuilder::new(run_id, &["big", "small"]);
+        run.file("big", "data/a.csv", "a")
+            .file("big", "data/b.csv", big_file)
+            .start(10, "big", 1)
+            .start(10, "small", 1)
+            .succeed(20, "big", 1)
+            .succeed(20, "small", 1);
+        let mut records = run.records();
+        for record in &mut records {
+            if let Event::UnitStarted(started) = &mut record.event
+                && started.unit == "big"
+            {
+                let manifest = input_manifest::encode(&started.inputs).unwrap();
+                manifests.insert(manifest.reference.sha256.clone(), manifest.bytes);
+                started.inputs.clear();
+                started.inputs_manifest = Some(manifest.reference);
+            }
+        }
+        Timeline::from_records(records.into_iter().map(Ok::<_, std::convert::Infallible>)).unwrap()
+    }
+
+    #[test]
+    fn a_diff_reads_input_manifests_only_where_the_input_changed_and_says_when_it_cannot() {
+        let mut manifests = HashMap::new();
+        let a = run("20261130T021507Z-aaaa", "b1", &mut manifests);
+        let b = run("20261130T031507Z-bbbb", "b2", &mut manifests);
+        let reads = std::cell::Cell::new(0);
+        let loader = |_side: Side, reference: &InputManifestRef| {
+            reads.set(reads.get() + 1);
+            let bytes = manifests.get(&reference.sha256).ok_or("no such file")?;
+            input_manifest::decode(reference, bytes).map_err(|error| error.to_string())
+        };
+        let diff = RunDiff::with_manifests(&a, &b, &loader);
+        let big = &diff.units[0];
+        assert_eq!(big.reasons(), ["input file data/b.csv changed"]);
+        assert_eq!(
+            reads.get(),
+            2,
+            "one manifest per run, for the changed unit only"
+        );
+        assert!(diff.units[1].is_same());
+
+        let diff = RunDiff::new(&a, &b);
+        let reasons = diff.units[0].reasons();
+        assert!(reasons[0].contains("was not read"), "{reasons:?}");
+
+        let missing = |side: Side, _: &InputManifestRef| match side {
+            Side::A => Err("no file runs/a/manifests/x.json".to_owned()),
+            Side::B => Ok(Vec::new()),
+        };
+        let diff = RunDiff::with_manifests(&a, &b, &missing);
+        assert_eq!(
+            diff.units[0].reasons()[0],
+            "input hash changed (run A's input list of 3 components cannot be read: no file runs/a/manifests/x.json)"
+        );
+    }
 }

@@ -27,8 +27,8 @@ use apollo_core::Record;
 
 pub use chrome::write_chrome_trace;
 pub use diff::{
-    Change, ComponentChange, InputChange, Presence, RunDiff, RunSide, UnitDiff, write_diff_json,
-    write_diff_text,
+    Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
+    UnitDiff, write_diff_json, write_diff_text,
 };
 pub use error::ReplayError;
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
@@ -171,7 +171,19 @@ where
     A: IntoIterator<Item = Result<Record, E>>,
     B: IntoIterator<Item = Result<Record, E>>,
 {
-    let timeline_a = Timeline::from_records(run_a)?;
-    let timeline_b = Timeline::from_records(run_b)?;
-    Ok(RunDiff::new(&timeline_a, &timeline_b))
+    RunDiff::from_records(run_a, run_b, &diff::NoManifests)
+}
+
+/// [`diff_records`], reading with `manifests` the input lists of units whose input changed
+/// and whose records keep them in an input manifest (as `apollo diff` does).
+pub fn diff_records_with_manifests<A, B, E>(
+    run_a: A,
+    run_b: B,
+    manifests: &dyn ManifestLoader,
+) -> Result<RunDiff, E>
+where
+    A: IntoIterator<Item = Result<Record, E>>,
+    B: IntoIterator<Item = Result<Record, E>>,
+{
+    RunDiff::from_records(run_a, run_b, manifests)
 }

@@ -101,6 +101,7 @@ fn event() -> impl Strategy<Value = Event> {
                 attempt,
                 input_hash,
                 inputs,
+                inputs_manifest: None,
             })
         }),
         (
@@ -201,6 +202,15 @@ fn reads(records: &[Record]) -> impl Iterator<Item = Result<Record, std::convert
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_diff_s_streaming_fold_agrees_with_the_timeline(a in records()) {
+        let timeline = Timeline::from_records(reads(&a)).unwrap();
+        prop_assert_eq!(
+            crate::diff::RunSummary::fold(reads(&a)).unwrap(),
+            crate::diff::RunSummary::of(&timeline)
+        );
+    }
 
     #[test]
     fn no_renderer_panics_on_any_journal(a in records(), b in records()) {

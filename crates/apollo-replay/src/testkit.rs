@@ -150,6 +150,7 @@ impl RunBuilder {
                 attempt,
                 input_hash: fake_hash(&seed),
                 inputs,
+                inputs_manifest: None,
             }),
         );
         self

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use apollo_core::Record;
 use apollo_core::event::{
-    AttemptStatus, Event, ExitStatus, InputComponent, PhaseRecord, RunStatus, SkipReason,
-    UnitFinished, Verdict,
+    AttemptStatus, Event, ExitStatus, InputComponent, InputManifestRef, PhaseRecord, RunStatus,
+    SkipReason, UnitFinished, Verdict,
 };
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
@@ -145,8 +145,12 @@ pub struct Attempt {
     pub state: AttemptState,
     /// Its input hash, from `unit_started`.
     pub input_hash: Option<String>,
-    /// The components of its input hash, from `unit_started`.
+    /// The components of its input hash, from `unit_started` (empty when they are in an
+    /// input manifest).
     pub inputs: Vec<InputComponent>,
+    /// The input manifest holding its components, when they were too large for the record
+    /// (read it with the store; this crate reads records only).
+    pub inputs_manifest: Option<InputManifestRef>,
     /// Its `unit_finished` payload, when it finished.
     pub outcome: Option<UnitFinished>,
 }
@@ -286,7 +290,7 @@ impl UnitStatus {
         }
     }
 
-    fn from_attempt(status: AttemptStatus) -> Self {
+    pub(crate) fn from_attempt(status: AttemptStatus) -> Self {
         match status {
             AttemptStatus::Succeeded => UnitStatus::Succeeded,
             AttemptStatus::Failed => UnitStatus::Failed,
@@ -485,6 +489,7 @@ impl TimelineBuilder {
                     state: AttemptState::Unfinished,
                     input_hash: Some(started.input_hash),
                     inputs: started.inputs,
+                    inputs_manifest: started.inputs_manifest,
                     outcome: None,
                 });
                 unit.status = UnitStatus::Unfinished;
@@ -510,6 +515,7 @@ impl TimelineBuilder {
                             state: AttemptState::Unfinished,
                             input_hash: None,
                             inputs: Vec::new(),
+                            inputs_manifest: None,
                             outcome: None,
                         });
                         unit.attempts.len() - 1

@@ -26,5 +26,11 @@ pub(crate) fn fold_prior(
         prior.apply(&record.event);
     }
     report_warnings(&reader.take_warnings(), observer);
+    // Done units whose input lists were too large for a record: read so a changed input
+    // can be explained component by component (an unreadable one is explained as such).
+    prior.load_input_manifests(|reference| {
+        apollo_store::read_input_manifest(run_dir.path(), reference)
+            .map_err(|error| error.to_string())
+    });
     Ok((prior, pipeline))
 }

@@ -312,6 +312,7 @@ fn run_with_b_in_flight(project: &Project) -> RunId {
             attempt: 1,
             input_hash: "00".repeat(32),
             inputs: Vec::new(),
+            inputs_manifest: None,
         })])
         .unwrap();
     run_id

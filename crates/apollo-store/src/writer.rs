@@ -533,6 +533,14 @@ impl Journal for JournalWriter {
             .map(|_| ())
             .map_err(JournalError::caused_by)
     }
+
+    /// Writes `runs/<id>/manifests/<sha256>.json` (see `input_manifest.rs`); the writer's own
+    /// state is untouched, so a failure fails one unit, not the journal.
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        let run_dir = self.journal_dir.parent().unwrap_or(&self.journal_dir);
+        crate::input_manifest::write_input_manifest(run_dir, sha256, bytes, self.durability)
+            .map_err(JournalError::caused_by)
+    }
 }
 
 /// Creates segment `number` with its header, durably: the header is fdatasynced and the new

@@ -4,6 +4,7 @@
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::Path;
 
+use apollo_core::event::InputManifestRef;
 use apollo_replay::{Filter, Format, ReplayError, ReplayOptions, TimeBound};
 use apollo_store::{ReadOptions, StoreError};
 use serde::Serialize;
@@ -326,7 +327,17 @@ pub(crate) fn diff(
     let run_b = state::resolve_run(&state, &args.run_b)?;
     let (mut reader_a, _) = state::read_records(&state, &run_a, ReadOptions::default())?;
     let (mut reader_b, _) = state::read_records(&state, &run_b, ReadOptions::default())?;
-    let diff = apollo_replay::diff_records(&mut reader_a, &mut reader_b)?;
+    // Input lists too large for a record are in their run's manifest files.
+    let run_dirs = [&run_a, &run_b].map(|run| state.runs_dir().join(run.as_str()));
+    let manifests = |side: apollo_replay::Side, reference: &InputManifestRef| {
+        let run_dir = match side {
+            apollo_replay::Side::A => &run_dirs[0],
+            _ => &run_dirs[1],
+        };
+        apollo_store::read_input_manifest(run_dir, reference).map_err(|error| error.to_string())
+    };
+    let diff =
+        apollo_replay::diff_records_with_manifests(&mut reader_a, &mut reader_b, &manifests)?;
     state::print_warnings(&reader_a.take_warnings(), stderr);
     state::print_warnings(&reader_b.take_warnings(), stderr);
     let mut out = BufWriter::new(stdout);

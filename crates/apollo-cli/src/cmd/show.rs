@@ -158,7 +158,27 @@ pub(crate) fn show(
         if let Some(input_hash) = &attempt.input_hash {
             text.push_str(&format!("  input hash  {input_hash}\n"));
         }
-        for component in &attempt.inputs {
+        let from_manifest;
+        let mut inputs = attempt.inputs.as_slice();
+        if let Some(reference) = &attempt.inputs_manifest {
+            // An input list too large for a record: in the run's manifest file.
+            let run_dir = state.runs_dir().join(run_id.as_str());
+            match apollo_store::read_input_manifest(&run_dir, reference) {
+                Ok(components) => {
+                    text.push_str(&format!(
+                        "  inputs      {} components, from input manifest {}\n",
+                        reference.count, reference.sha256
+                    ));
+                    from_manifest = components;
+                    inputs = &from_manifest;
+                }
+                Err(error) => text.push_str(&format!(
+                    "  inputs      {} components in input manifest {}, which cannot be read: {error}\n",
+                    reference.count, reference.sha256
+                )),
+            }
+        }
+        for component in inputs {
             let kind = match component.kind {
                 InputKind::Command => "command",
                 InputKind::Env => "env",

@@ -5,6 +5,8 @@
 use super::observer::HeldNotice;
 use super::workers::Job;
 use crate::event::{Event, UnitFinished, UnitSkipped, UnitStarted, UnitSubmitted};
+use crate::input_manifest;
+use crate::journal::{Journal, MAX_RECORD_BYTES};
 use crate::model::Pipeline;
 
 /// The next batch. Only the scheduler fills and commits it.
@@ -19,6 +21,18 @@ pub(super) struct Batch {
     /// stop and ask a human). Routine records — starts and successes — may wait (see
     /// [`Pacer::may_hold_back`](super::pacer::Pacer::may_hold_back)).
     urgent: bool,
+    /// The batch holds a `unit_started` whose input list does not fit in a record: it goes to
+    /// an input manifest before the commit ([`Batch::store_input_manifests`]).
+    oversized: bool,
+}
+
+/// An attempt whose `unit_started` cannot be recorded whole: it is recorded without its
+/// input list and fails without a process.
+pub(super) struct Unrecordable {
+    pub(super) unit_idx: usize,
+    pub(super) attempt: u32,
+    /// Why, for the attempt's error.
+    pub(super) error: String,
 }
 
 /// What a commit takes out of the batch.
@@ -41,6 +55,7 @@ impl Batch {
     /// An attempt's `unit_started`, and the attempt that starts once it is durable (`None`
     /// for one the engine fails itself without spawning).
     pub(super) fn push_start(&mut self, started: UnitStarted, job: Option<Job>) {
+        self.oversized |= !input_manifest::fits_in_record(&started);
         self.events.push(Event::UnitStarted(started));
         self.jobs.extend(job);
     }
@@ -86,13 +101,94 @@ impl Batch {
         jobs
     }
 
+    /// Move the input list of every `unit_started` too large for a record into an input
+    /// manifest stored through `journal` (durable when this returns, so before the record
+    /// naming it is appended). An attempt whose manifest cannot be stored keeps its record,
+    /// without the list, loses its job, and is returned: it fails without a process. The
+    /// journal's own state is not touched, so other units' records go out as usual.
+    pub(super) fn store_input_manifests(
+        &mut self,
+        journal: &mut dyn Journal,
+        pipeline: &Pipeline,
+    ) -> Vec<Unrecordable> {
+        if !std::mem::take(&mut self.oversized) {
+            return Vec::new();
+        }
+        let mut unrecordable = Vec::new();
+        for event in &mut self.events {
+            let Event::UnitStarted(started) = event else {
+                continue;
+            };
+            if started.inputs_manifest.is_some() || input_manifest::fits_in_record(started) {
+                continue;
+            }
+            let inputs = std::mem::take(&mut started.inputs);
+            let stored = input_manifest::encode(&inputs)
+                .map_err(|error| error.to_string())
+                .and_then(|manifest| {
+                    journal
+                        .store_input_manifest(&manifest.reference.sha256, &manifest.bytes)
+                        // The journal's "failed to append" says nothing here: its cause does.
+                        .map_err(|error| match std::error::Error::source(&error) {
+                            Some(cause) => error_chain(cause),
+                            None => error.to_string(),
+                        })
+                        .map(|()| manifest.reference)
+                });
+            let error = match stored {
+                Ok(reference) => {
+                    started.inputs_manifest = Some(reference);
+                    if input_manifest::fits_in_record(started) {
+                        continue;
+                    }
+                    // Only a record with no input list left can get here; unit names are
+                    // short (validated), so this is a defence, not a path.
+                    started.inputs_manifest = None;
+                    format!(
+                        "the attempt's unit_started record is larger than a journal record may be ({MAX_RECORD_BYTES} bytes) even without its input list"
+                    )
+                }
+                Err(cause) => format!(
+                    "the attempt's {} input components do not fit in a journal record ({MAX_RECORD_BYTES} bytes), and storing them as an input manifest failed: {cause}",
+                    inputs.len()
+                ),
+            };
+            let Some(job_idx) = self.jobs.iter().position(|job| {
+                job.attempt == started.attempt && pipeline.units[job.unit_idx].name == started.unit
+            }) else {
+                // An attempt that already fails without a process: its list goes unrecorded.
+                continue;
+            };
+            let job = self.jobs.remove(job_idx);
+            unrecordable.push(Unrecordable {
+                unit_idx: job.unit_idx,
+                attempt: job.attempt,
+                error,
+            });
+        }
+        unrecordable
+    }
+
     /// Everything in the batch, leaving it empty.
     pub(super) fn take(&mut self) -> Committing {
         self.urgent = false;
+        self.oversized = false;
         Committing {
             events: std::mem::take(&mut self.events),
             jobs: std::mem::take(&mut self.jobs),
             notices: std::mem::take(&mut self.notices),
         }
     }
+}
+
+/// An error and its causes on one line, for an attempt's recorded error.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

@@ -145,7 +145,10 @@ pub(super) fn decide(
                     marked: *marked,
                 }
             } else {
-                let mut changes = hash::describe_input_changes(old_inputs, inputs);
+                let mut changes = match prior.unknown_inputs(&unit.name) {
+                    Some(why) => vec![format!("input hash changed ({why})")],
+                    None => hash::describe_input_changes(old_inputs, inputs),
+                };
                 if changes.is_empty() {
                     changes.push("input hash changed".to_owned());
                 }

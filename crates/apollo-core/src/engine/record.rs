@@ -105,8 +105,29 @@ pub(super) fn unit_finished(
                 timed_out: phase.timed_out,
             })
             .collect(),
-        error: settled.error.clone(),
+        error: settled.error.as_deref().map(bounded_error),
     }
+}
+
+/// The most of an attempt's error text a record keeps: with the unit name (at most 255
+/// bytes) and three phases, a `unit_finished` stays far below
+/// [`MAX_RECORD_BYTES`](crate::journal::MAX_RECORD_BYTES) whatever an executor reports.
+const MAX_ERROR_BYTES: usize = 16 * 1024;
+
+/// `error`, cut to [`MAX_ERROR_BYTES`] at a character boundary, saying how much was cut.
+fn bounded_error(error: &str) -> String {
+    if error.len() <= MAX_ERROR_BYTES {
+        return error.to_owned();
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes not recorded)",
+        &error[..end],
+        error.len() - end
+    )
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -122,6 +143,7 @@ pub(super) fn first_line(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::engine::tests::unit;
+    use crate::journal::MAX_RECORD_BYTES;
 
     #[test]
     fn a_success_with_a_missing_declared_output_fails_but_a_self_skip_does_not() {
@@ -166,6 +188,18 @@ mod tests {
         );
         let settled = settle(&outcome, problem(hash::Problem::Cancelled));
         assert_eq!(settled.status, AttemptStatus::Interrupted);
+    }
+
+    #[test]
+    fn a_huge_error_text_is_cut_so_the_record_stays_bounded() {
+        let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
+        outcome.error = Some("é".repeat(MAX_RECORD_BYTES));
+        let settled = settle(&outcome, None);
+        let record = unit_finished(&unit("u", &[]), 1, &settled, &outcome, Duration::ZERO);
+        let len = crate::input_manifest::encoded_len(&crate::Event::UnitFinished(record.clone()));
+        assert!(len.unwrap() < MAX_ERROR_BYTES + 4096, "{len:?}");
+        assert!(record.error.unwrap().ends_with("more bytes not recorded)"));
+        assert_eq!(bounded_error("short"), "short");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::observer::{Notice, Observer};
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
 use super::units::{State, UnitTable};
-use super::workers::{Acks, FromWorker, HashJob, Job};
+use super::workers::{Acks, Done, FromWorker, HashJob, Job, failed_to_start};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::dag::{Dag, ReadyQueue};
 use crate::event::{Event, RunStatus};
@@ -209,6 +209,24 @@ impl<'a> Scheduler<'a> {
     ) -> Result<(), JournalError> {
         if self.batch.is_empty() {
             return Ok(());
+        }
+        // Input lists too large for a record go to manifests, durable before the records
+        // naming them; an attempt whose list cannot be stored fails without a process.
+        for unrecordable in self.batch.store_input_manifests(journal, self.pipeline) {
+            observer.notice(&Notice::Started {
+                unit: &self.pipeline.units[unrecordable.unit_idx].name,
+                attempt: unrecordable.attempt,
+            });
+            self.finish_attempt(Done {
+                worker: None,
+                unit_idx: unrecordable.unit_idx,
+                attempt: unrecordable.attempt,
+                queued: Duration::ZERO,
+                log_dir: std::path::PathBuf::new(),
+                outcome: failed_to_start(unrecordable.error),
+                outputs: None,
+                awaits_ack: false,
+            });
         }
         let mut committing = self.batch.take();
         let started = Instant::now();

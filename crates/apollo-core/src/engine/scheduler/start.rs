@@ -172,6 +172,7 @@ impl Scheduler<'_> {
             attempt,
             input_hash,
             inputs,
+            inputs_manifest: None,
         };
         self.running += 1;
         if let Some(error) = hash_error {

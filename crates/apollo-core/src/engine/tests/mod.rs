@@ -4,6 +4,7 @@
 mod durability;
 mod failures;
 mod hashing;
+mod records;
 mod resume;
 mod scheduling;
 mod worker_protocol;
@@ -58,6 +59,10 @@ pub(super) struct SharedJournal {
     /// Fail the append with this index (0-based), and every later one.
     fail_from: Option<usize>,
     appends: usize,
+    /// Input manifests stored, by SHA-256.
+    manifests: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+    /// Refuse to store input manifests.
+    refuse_manifests: bool,
 }
 
 impl Journal for SharedJournal {
@@ -68,8 +73,37 @@ impl Journal for SharedJournal {
         {
             return Err(JournalError::msg("injected failure"));
         }
+        // A record naming an input manifest comes after the manifest is durable.
+        for event in events {
+            if let Event::UnitStarted(started) = event
+                && let Some(manifest) = &started.inputs_manifest
+                && !self
+                    .manifests
+                    .lock()
+                    .unwrap()
+                    .contains_key(&manifest.sha256)
+            {
+                return Err(JournalError::msg(format!(
+                    "unit_started of {} names input manifest {} before it was stored",
+                    started.unit, manifest.sha256
+                )));
+            }
+        }
         self.appends += 1;
         self.events.lock().unwrap().extend_from_slice(events);
+        Ok(())
+    }
+
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        if self.refuse_manifests {
+            return Err(JournalError::caused_by(std::io::Error::other(
+                "no space left on device (injected)",
+            )));
+        }
+        self.manifests
+            .lock()
+            .unwrap()
+            .insert(sha256.to_owned(), bytes.to_vec());
         Ok(())
     }
 }

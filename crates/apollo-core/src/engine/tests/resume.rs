@@ -41,6 +41,7 @@ fn an_in_flight_idempotent_unit_reruns_and_a_non_idempotent_one_needs_a_verdict(
             attempt: 1,
             input_hash: "x".into(),
             inputs: vec![],
+            inputs_manifest: None,
         })
     };
     let prior = PriorState::from_events(&[in_flight("a"), in_flight("careful")]);
