@@ -6,11 +6,16 @@
 //! * `succeeded` (or skipped itself, or marked succeeded by a human) and the input hash
 //!   recomputed now is the same → not run again;
 //! * succeeded but the input hash changed → run again (or stop, with `--on-input-change=fail`);
-//! * started with no finish (apollo died mid-unit) → run again when `idempotent: true`; when
-//!   `idempotent: false`, nothing runs until a human records a verdict (`apollo mark`);
+//!   For an `idempotent: false` unit the default is to stop and ask a human (see
+//!   `OnInputChange::Auto`); a done unit whose declared outputs are missing or changed is
+//!   treated the same way;
+//! * cut off mid-attempt — started with no finish (apollo died mid-unit), or ended
+//!   `interrupted` (Ctrl-C, SIGTERM) or `timed_out` after its processes started → run again
+//!   when `idempotent: true`; when `idempotent: false`, nothing runs until a human records a
+//!   verdict (`apollo mark`): its side effects may be half done, however it was cut off;
 //! * failed, skipped for an upstream failure, or never started → run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::event::{AttemptStatus, Event, InputComponent, Verdict};
 
@@ -32,11 +37,22 @@ pub enum PriorUnitState {
         status: AttemptStatus,
         /// Whether the verdict came from `apollo mark`.
         marked: bool,
+        /// Whether a human allowed it to run again (`apollo mark --rerun`) although it is not
+        /// idempotent, should its inputs or outputs have changed. Used up by its next attempt.
+        rerun_allowed: bool,
     },
     /// An attempt started and never finished: apollo died while the unit ran.
     InFlight {
         /// That attempt.
         attempt: u32,
+    },
+    /// An attempt was cut off after its processes started: it ended `interrupted` (apollo was
+    /// stopped by Ctrl-C or SIGTERM) or `timed_out`. As half done as one in flight.
+    CutOff {
+        /// That attempt.
+        attempt: u32,
+        /// How it ended: [`AttemptStatus::Interrupted`] or [`AttemptStatus::TimedOut`].
+        status: AttemptStatus,
     },
     /// It failed, was interrupted, or skipped for an upstream failure: it runs again.
     NotDone,
@@ -56,6 +72,9 @@ pub struct PriorUnit {
 pub struct PriorState {
     units: HashMap<String, PriorUnit>,
     started: HashMap<(String, u32), (String, Vec<InputComponent>)>,
+    /// Attempts handed to an external scheduler: they may have run even with no phase
+    /// recorded.
+    submitted: HashSet<(String, u32)>,
 }
 
 impl PriorState {
@@ -92,17 +111,32 @@ impl PriorState {
                     .started
                     .get(&(finished.unit.clone(), finished.attempt))
                     .cloned();
+                // An attempt with no phase and no submission never started a process: whatever
+                // stopped it, nothing of it can be half done.
+                let ran = !finished.phases.is_empty()
+                    || self
+                        .submitted
+                        .contains(&(finished.unit.clone(), finished.attempt));
                 let unit = self.unit_mut(&finished.unit);
                 unit.last_attempt = unit.last_attempt.max(finished.attempt);
-                unit.state = match (finished.status.satisfies_dependents(), recorded) {
-                    (true, Some((input_hash, inputs))) => PriorUnitState::Done {
-                        attempt: finished.attempt,
-                        input_hash,
-                        inputs,
-                        output_hash: finished.output_hash.clone(),
-                        status: finished.status,
-                        marked: false,
-                    },
+                unit.state = match (finished.status, recorded) {
+                    (status, Some((input_hash, inputs))) if status.satisfies_dependents() => {
+                        PriorUnitState::Done {
+                            attempt: finished.attempt,
+                            input_hash,
+                            inputs,
+                            output_hash: finished.output_hash.clone(),
+                            status,
+                            marked: false,
+                            rerun_allowed: false,
+                        }
+                    }
+                    (status @ (AttemptStatus::Interrupted | AttemptStatus::TimedOut), _) if ran => {
+                        PriorUnitState::CutOff {
+                            attempt: finished.attempt,
+                            status,
+                        }
+                    }
                     _ => PriorUnitState::NotDone,
                 };
             }
@@ -115,23 +149,39 @@ impl PriorState {
                     .get(&(marked.unit.clone(), marked.attempt))
                     .cloned();
                 let unit = self.unit_mut(&marked.unit);
-                unit.state = match (marked.verdict, recorded) {
-                    (Verdict::Succeeded, Some((input_hash, inputs))) => PriorUnitState::Done {
+                unit.state = match (marked.verdict, recorded, &mut unit.state) {
+                    // Allowing a rerun of a done unit keeps it done (nothing to redo if nothing
+                    // changed) and lets it run again if something did.
+                    (
+                        Verdict::Rerun,
+                        _,
+                        PriorUnitState::Done {
+                            attempt,
+                            rerun_allowed,
+                            ..
+                        },
+                    ) if *attempt == marked.attempt => {
+                        *rerun_allowed = true;
+                        return;
+                    }
+                    (Verdict::Succeeded, Some((input_hash, inputs)), _) => PriorUnitState::Done {
                         attempt: marked.attempt,
                         input_hash,
                         inputs,
                         output_hash: None,
                         status: AttemptStatus::Succeeded,
                         marked: true,
+                        rerun_allowed: false,
                     },
                     _ => PriorUnitState::NotDone,
                 };
             }
             // A submission changes nothing: the attempt stays in flight until it finishes.
-            Event::RunStarted(_)
-            | Event::RunResumed(_)
-            | Event::UnitSubmitted(_)
-            | Event::RunFinished(_) => {}
+            Event::UnitSubmitted(submitted) => {
+                self.submitted
+                    .insert((submitted.unit.clone(), submitted.attempt));
+            }
+            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => {}
         }
     }
 

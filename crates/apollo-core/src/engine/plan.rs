@@ -6,7 +6,7 @@
 //! upstream's output — so the plan says which upstream it waits for.
 
 use super::api::{EngineError, EngineOptions};
-use super::policy::{Decision, check_in_flight, decide, reused_output_hash, scope};
+use super::policy::{Decision, check_in_flight, decide, output_changes, reused_output_hash, scope};
 use crate::dag::Dag;
 use crate::hash;
 use crate::model::Pipeline;
@@ -55,7 +55,7 @@ impl Planned {
     /// Whether the unit would (or may) run.
     pub fn runs(&self) -> bool {
         match self {
-            Planned::Decided(decision) => !matches!(decision, Decision::Reuse { .. }),
+            Planned::Decided(decision) => decision.runs(),
             Planned::AfterUpstream { .. } => true,
             Planned::OutOfScope => false,
         }
@@ -113,13 +113,23 @@ pub fn dry_run(
             })
             .collect();
         let decision = match hash::input_components(unit, &pipeline.base_dir, &upstream) {
-            Ok(inputs) => decide(prior, unit, &hash::combine_components(&inputs), &inputs),
+            Ok(inputs) => decide(
+                prior,
+                unit,
+                &hash::combine_components(&inputs),
+                &inputs,
+                &output_changes(prior, unit, &pipeline.base_dir),
+                options.on_input_change,
+            ),
             Err(_) => Decision::FirstRun,
         };
-        if let Decision::Reuse { .. } = decision {
-            output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, &pipeline.base_dir));
-        } else {
-            will_run[unit_idx] = true;
+        match decision {
+            Decision::Reuse { .. } => {
+                output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, &pipeline.base_dir));
+            }
+            // The run would stop here: what depends on it would not run.
+            Decision::ChangedNeedsVerdict { .. } => {}
+            _ => will_run[unit_idx] = true,
         }
         plan.push((unit.name.clone(), Planned::Decided(decision)));
     }
