@@ -6,6 +6,7 @@
 mod support;
 
 mod example;
+mod needs_human;
 mod replay;
 mod resume;
 mod run;

@@ -3,12 +3,13 @@
 //! Built by folding the run's journal events in order ([`PriorState::from_events`]); the rules
 //! of DESIGN §7 are then applied per unit by the engine:
 //!
-//! * `succeeded` (or skipped itself, or marked succeeded by a human) and the input hash
-//!   recomputed now is the same → not run again;
-//! * succeeded but the input hash changed → run again (or stop, with `--on-input-change=fail`);
-//!   For an `idempotent: false` unit the default is to stop and ask a human (see
-//!   `OnInputChange::Auto`); a done unit whose declared outputs are missing or changed is
-//!   treated the same way;
+//! * `succeeded` (or skipped itself, or marked succeeded by a human), the input hash
+//!   recomputed now is the same, and its declared outputs are still there with the recorded
+//!   hashes → not run again;
+//! * succeeded but the input hash changed, or a declared output is missing or changed → run
+//!   again when idempotent; an `idempotent: false` unit stops the run for a human
+//!   (`OnInputChange::Auto`, the default) unless a `rerun` verdict allowed it; `Rerun` and
+//!   `Fail` rerun or stop for every unit;
 //! * cut off mid-attempt — started with no finish (apollo died mid-unit), or ended
 //!   `interrupted` (Ctrl-C, SIGTERM) or `timed_out` after its processes started → run again
 //!   when `idempotent: true`; when `idempotent: false`, nothing runs until a human records a

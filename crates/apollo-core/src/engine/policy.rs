@@ -216,48 +216,60 @@ pub(super) fn check_changed(
         if !in_scope[unit_idx] || unit.idempotent {
             continue;
         }
-        let Some(PriorUnitState::Done { .. }) =
-            prior.unit(&unit.name).map(|prior_unit| &prior_unit.state)
-        else {
-            continue;
-        };
-        let mut upstream = Vec::with_capacity(dag.deps(unit_idx).len());
-        for &dep_idx in dag.deps(unit_idx) {
-            let dep = &pipeline.units[dep_idx];
-            match prior.unit(&dep.name).map(|prior_unit| &prior_unit.state) {
-                Some(PriorUnitState::Done { .. }) => upstream.push((
-                    dep.name.as_str(),
-                    reused_output_hash(prior, dep, &pipeline.base_dir),
-                )),
-                // The dependency runs first: the engine decides once its output is known.
-                _ => break,
-            }
-        }
-        if upstream.len() != dag.deps(unit_idx).len() {
-            continue;
-        }
-        let upstream: Vec<(&str, &str)> = upstream
-            .iter()
-            .map(|(name, hash)| (*name, hash.as_str()))
-            .collect();
-        // An input that cannot be read now is the engine's to report (a failed attempt).
-        let Ok(inputs) = hash::input_components(unit, &pipeline.base_dir, &upstream) else {
-            continue;
-        };
-        let output_changes = output_changes(prior, unit, &pipeline.base_dir);
-        let decision = decide(
-            prior,
-            unit,
-            &hash::combine_components(&inputs),
-            &inputs,
-            &output_changes,
-            on_input_change,
-        );
-        if let Some(error) = decision.stop_error(&unit.name) {
+        if let Some(error) = known_change(pipeline, dag, prior, unit_idx, on_input_change)
+            .and_then(|decision| decision.stop_error(&unit.name))
+        {
             return Err(error);
         }
     }
     Ok(())
+}
+
+/// The decision for a done unit from what is known before anything runs: its own components,
+/// its declared outputs, and the outputs its dependencies recorded. `None` when it is not done
+/// or a dependency is not done (it runs first; the engine decides once its output is known).
+pub(super) fn known_change(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    prior: &PriorState,
+    unit_idx: usize,
+    on_input_change: OnInputChange,
+) -> Option<Decision> {
+    let unit = &pipeline.units[unit_idx];
+    let is_done = |name: &str| {
+        matches!(
+            prior.unit(name).map(|prior_unit| &prior_unit.state),
+            Some(PriorUnitState::Done { .. })
+        )
+    };
+    if !is_done(&unit.name) {
+        return None;
+    }
+    let mut upstream = Vec::with_capacity(dag.deps(unit_idx).len());
+    for &dep_idx in dag.deps(unit_idx) {
+        let dep = &pipeline.units[dep_idx];
+        if !is_done(&dep.name) {
+            return None;
+        }
+        upstream.push((
+            dep.name.as_str(),
+            reused_output_hash(prior, dep, &pipeline.base_dir),
+        ));
+    }
+    let upstream: Vec<(&str, &str)> = upstream
+        .iter()
+        .map(|(name, hash)| (*name, hash.as_str()))
+        .collect();
+    // An input that cannot be read now is the engine's to report (a failed attempt).
+    let inputs = hash::input_components(unit, &pipeline.base_dir, &upstream).ok()?;
+    Some(decide(
+        prior,
+        unit,
+        &hash::combine_components(&inputs),
+        &inputs,
+        &output_changes(prior, unit, &pipeline.base_dir),
+        on_input_change,
+    ))
 }
 
 /// What became of a done unit's declared outputs since it succeeded, as phrases ("output
