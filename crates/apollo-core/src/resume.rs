@@ -291,4 +291,123 @@ mod tests {
             PriorUnitState::Done { marked: true, .. }
         ));
     }
+
+    fn with_phase(event: Event) -> Event {
+        let Event::UnitFinished(mut finished) = event else {
+            return event;
+        };
+        finished.phases.push(crate::event::PhaseRecord {
+            phase: crate::model::Phase::Execute,
+            offset_ms: 0,
+            duration_ms: 5,
+            exit: None,
+            timed_out: finished.status == AttemptStatus::TimedOut,
+        });
+        Event::UnitFinished(finished)
+    }
+
+    #[test]
+    fn an_attempt_cut_off_after_its_processes_started_is_cut_off_not_merely_not_done() {
+        for status in [AttemptStatus::Interrupted, AttemptStatus::TimedOut] {
+            let state =
+                PriorState::from_events(&[started("a", 1), with_phase(finished("a", 1, status))]);
+            assert_eq!(
+                state.unit("a").unwrap().state,
+                PriorUnitState::CutOff { attempt: 1, status }
+            );
+        }
+        // Halted before its turn: no phase, no submission — nothing of it ran.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            finished("a", 1, AttemptStatus::Interrupted),
+        ]);
+        assert_eq!(state.unit("a").unwrap().state, PriorUnitState::NotDone);
+        // Handed to a cluster: it may have run even with no phase recorded.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            Event::UnitSubmitted(crate::event::UnitSubmitted {
+                unit: "a".into(),
+                attempt: 1,
+                executor: "slurm".into(),
+                job_id: "7".into(),
+            }),
+            finished("a", 1, AttemptStatus::Interrupted),
+        ]);
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::CutOff { attempt: 1, .. }
+        ));
+        // A failure is the unit's own verdict: it is not a cut-off.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            with_phase(finished("a", 1, AttemptStatus::Failed)),
+        ]);
+        assert_eq!(state.unit("a").unwrap().state, PriorUnitState::NotDone);
+    }
+
+    #[test]
+    fn a_rerun_verdict_keeps_a_done_unit_done_until_its_next_attempt() {
+        let rerun = |attempt| {
+            Event::UnitMarked(UnitMarked {
+                unit: "a".into(),
+                attempt,
+                verdict: Verdict::Rerun,
+                by: "ops".into(),
+                note: None,
+            })
+        };
+        let mut state = PriorState::from_events(&[
+            started("a", 1),
+            finished("a", 1, AttemptStatus::Succeeded),
+            rerun(1),
+        ]);
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::Done {
+                rerun_allowed: true,
+                ..
+            }
+        ));
+        state.apply(&started("a", 2));
+        state.apply(&finished("a", 2, AttemptStatus::Succeeded));
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::Done {
+                attempt: 2,
+                rerun_allowed: false,
+                ..
+            }
+        ));
+        // On a cut-off attempt it means: run it again.
+        let state = PriorState::from_events(&[started("b", 1), {
+            let mut marked = rerun(1);
+            if let Event::UnitMarked(event) = &mut marked {
+                event.unit = "b".into();
+            }
+            marked
+        }]);
+        assert_eq!(state.unit("b").unwrap().state, PriorUnitState::NotDone);
+    }
+
+    #[test]
+    fn verdicts_of_format_1_1_still_read_and_rerun_is_written_as_rerun() {
+        for (text, verdict) in [
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"succeeded","by":"ops","note":null}"#,
+                Verdict::Succeeded,
+            ),
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"failed","by":"ops","note":null}"#,
+                Verdict::Failed,
+            ),
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"rerun","by":"ops","note":null}"#,
+                Verdict::Rerun,
+            ),
+        ] {
+            let event: Event = serde_json::from_str(text).unwrap();
+            assert!(matches!(&event, Event::UnitMarked(marked) if marked.verdict == verdict));
+            assert_eq!(serde_json::to_string(&event).unwrap(), text);
+        }
+    }
 }

@@ -58,7 +58,7 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
             previous,
         } => CliError::Usage {
             message: format!(
-                "unit `{unit}` of run {run} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run; to override a recorded outcome anyway, add --force"
+                "unit `{unit}` of run {run} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run (and `--rerun` for a unit that succeeded); to override a recorded outcome anyway, add --force"
             ),
         },
         other => CliError::Usage {
