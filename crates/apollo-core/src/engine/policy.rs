@@ -1,7 +1,12 @@
-//! The resume policy of DESIGN §7 as pure functions: which units take part, whether a unit
-//! cut off mid-attempt stops the run, and whether a unit runs again. The scheduler applies
-//! them as units become ready; the dry-run planner ([`super::dry_run`]) applies the same
-//! functions to say what a run would do, so the two cannot disagree.
+//! The resume policy of DESIGN §7 and §17 as functions: which units take part, whether a unit
+//! cut off mid-attempt stops the run, whether a done unit runs again, is reused, or stops the
+//! run for a human (its inputs or declared outputs changed and it is not idempotent), and
+//! whether a failed attempt may be retried. The scheduler applies them as units become ready;
+//! the preflight and the dry-run planner ([`super::dry_run`]) apply the same functions to say
+//! what a run would do, so they cannot disagree.
+//!
+//! [`decide`] is pure; what it needs from the file system — the input components and
+//! [`output_changes`] — is computed by the caller, where input files are hashed.
 
 use std::path::Path;
 
