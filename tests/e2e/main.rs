@@ -8,6 +8,7 @@ mod support;
 mod example;
 mod hashing;
 mod identity;
+mod needs_human;
 mod records;
 mod replay;
 mod resume;

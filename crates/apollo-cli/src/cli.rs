@@ -52,7 +52,7 @@ pub(crate) enum Command {
     /// Resume a run that stopped half-way (failed, interrupted, or apollo was killed)
     #[command(after_long_help = Exit::help_table())]
     Resume(cmd::run::ResumeArgs),
-    /// Record a human's verdict on a unit that was cut off mid-attempt
+    /// Record a human's verdict on a unit that was cut off mid-attempt, or allow a changed one to run again
     #[command(after_long_help = Exit::help_table())]
     Mark(cmd::mark::MarkArgs),
     /// List the recorded runs: id, pipeline, start, duration, status, unit counts

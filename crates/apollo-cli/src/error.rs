@@ -77,11 +77,10 @@ pub(crate) enum CliError {
     /// The journal or state directory failed (corrupt, locked, I/O).
     #[error(transparent)]
     Store(#[from] apollo_store::StoreError),
-    /// A non-idempotent unit was in flight when apollo stopped.
+    /// A non-idempotent unit was cut off mid-attempt (crash, Ctrl-C, SIGTERM, timeout).
     #[error(
-        "unit `{unit}` (attempt {attempt}) of run {run} was running when apollo stopped, and it is \
-         `idempotent: false`: its side effects may be half done, so apollo will not run anything \
-         until you decide"
+        "unit `{unit}` (attempt {attempt}) of run {run} {how}, and it is `idempotent: false`: its \
+         side effects may be half done, so apollo will not run anything until you decide"
     )]
     NeedsVerdict {
         /// The run.
@@ -90,9 +89,27 @@ pub(crate) enum CliError {
         unit: String,
         /// The attempt cut off.
         attempt: u32,
+        /// How it was cut off ("was running when apollo stopped", "was cut off by its timeout").
+        how: String,
     },
-    /// `--on-input-change=fail` and a succeeded unit's inputs changed.
-    #[error("unit `{unit}` succeeded earlier in run {run}, but its inputs changed: {}", changes.join(", "))]
+    /// A done non-idempotent unit's inputs or outputs changed (`--on-input-change=auto`).
+    #[error(
+        "unit `{unit}` succeeded earlier in run {run} (attempt {attempt}) and is `idempotent: false`, \
+         but since then: {}; apollo will not run it again without your say-so",
+        changes.join(", ")
+    )]
+    ChangedNeedsVerdict {
+        /// The run.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// The attempt that succeeded.
+        attempt: u32,
+        /// What changed.
+        changes: Vec<String>,
+    },
+    /// `--on-input-change=fail` and a succeeded unit's inputs (or outputs) changed.
+    #[error("unit `{unit}` succeeded earlier in run {run}, but since then: {}", changes.join(", "))]
     InputsChanged {
         /// The run.
         run: String,
@@ -123,7 +140,9 @@ impl CliError {
             CliError::Store(error) => store_exit(error),
             CliError::CorruptRun { .. } => Exit::Corruption,
             CliError::RunInUse { .. } => Exit::Locked,
-            CliError::NeedsVerdict { .. } | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
+            CliError::NeedsVerdict { .. }
+            | CliError::ChangedNeedsVerdict { .. }
+            | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
             CliError::Journal(_) => Exit::JournalIo,
         }
     }
@@ -171,11 +190,16 @@ fn help_lines(error: &CliError) -> Vec<String> {
         CliError::NeedsVerdict { run, unit, .. } => vec![
             format!("look at what it did: `apollo logs {run} {unit}`"),
             format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
-            format!("if it must run again:      `apollo mark {run} {unit} --failed`"),
+            format!("if it must run again:      `apollo mark {run} {unit} --failed` (or --rerun)"),
             "then `apollo run` proceeds from your verdict".to_owned(),
         ],
+        CliError::ChangedNeedsVerdict { run, unit, .. } => vec![
+            format!("to let this unit run again: `apollo mark {run} {unit} --rerun`, then `apollo run`"),
+            "to let every changed unit run again: `apollo run --on-input-change=rerun`".to_owned(),
+            "or restore what it had, or start over with `apollo run --fresh`".to_owned(),
+        ],
         CliError::InputsChanged { .. } => vec![
-            "to run it again with the new inputs: `apollo run --on-input-change=rerun`".to_owned(),
+            "to run it again with the new inputs: `apollo run --on-input-change=rerun` (or `auto`: rerun what is idempotent)".to_owned(),
             "or restore the inputs it had, or start over with `apollo run --fresh`".to_owned(),
         ],
         CliError::Store(store) => store_help(store),

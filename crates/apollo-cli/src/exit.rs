@@ -14,8 +14,9 @@ pub(crate) enum Exit {
     Corruption,
     /// 4: the state directory is locked by another apollo (the message names its pid).
     Locked,
-    /// 5: a human decision is needed (a non-idempotent unit was in flight, see `apollo mark`;
-    /// or `--on-input-change=fail` found changed inputs).
+    /// 5: a human decision is needed (a non-idempotent unit was cut off mid-attempt, or its
+    /// inputs or outputs changed since it succeeded, see `apollo mark`; or
+    /// `--on-input-change=fail` found changes).
     VerdictNeeded,
     /// 6: I/O failure writing the journal (disk full, EIO, fsync failed); nothing acknowledged
     /// was lost.
@@ -60,7 +61,7 @@ impl Exit {
             Exit::Corruption => "journal corruption",
             Exit::Locked => "state directory locked by another apollo (the message names its pid)",
             Exit::VerdictNeeded => {
-                "a human decision is needed (a non-idempotent unit was in flight, see `apollo mark`; or --on-input-change=fail found changed inputs)"
+                "a human decision is needed (a non-idempotent unit was cut off, or changed since it succeeded: see `apollo mark`; or --on-input-change=fail found changes)"
             }
             Exit::JournalIo => {
                 "I/O failure writing the journal (disk full, EIO, fsync failed); nothing acknowledged was lost"

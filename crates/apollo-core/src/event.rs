@@ -315,6 +315,23 @@ pub enum Verdict {
     Succeeded,
     /// Treat the unit as failed: run it again.
     Failed,
+    /// (Format 1.2.) Allow the unit to run again on the next resume. On a unit that succeeded
+    /// and whose inputs or outputs changed since, it lets exactly that unit rerun although it
+    /// is not idempotent (its success stays recorded, and if nothing changed it is not run
+    /// again); on an attempt that was cut off, it means "run it again", like `Failed` without
+    /// claiming that the attempt failed. The allowance is used up by the unit's next attempt.
+    Rerun,
+}
+
+impl Verdict {
+    /// The verdict as written in the journal and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Succeeded => "succeeded",
+            Verdict::Failed => "failed",
+            Verdict::Rerun => "rerun",
+        }
+    }
 }
 
 /// Payload of `unit_marked`.

@@ -3,14 +3,20 @@
 //! Built by folding the run's journal events in order ([`PriorState::from_events`]); the rules
 //! of DESIGN §7 are then applied per unit by the engine:
 //!
-//! * `succeeded` (or skipped itself, or marked succeeded by a human) and the input hash
-//!   recomputed now is the same → not run again;
-//! * succeeded but the input hash changed → run again (or stop, with `--on-input-change=fail`);
-//! * started with no finish (apollo died mid-unit) → run again when `idempotent: true`; when
-//!   `idempotent: false`, nothing runs until a human records a verdict (`apollo mark`);
+//! * `succeeded` (or skipped itself, or marked succeeded by a human), the input hash
+//!   recomputed now is the same, and its declared outputs are still there with the recorded
+//!   hashes → not run again;
+//! * succeeded but the input hash changed, or a declared output is missing or changed → run
+//!   again when idempotent; an `idempotent: false` unit stops the run for a human
+//!   (`OnInputChange::Auto`, the default) unless a `rerun` verdict allowed it; `Rerun` and
+//!   `Fail` rerun or stop for every unit;
+//! * cut off mid-attempt — started with no finish (apollo died mid-unit), or ended
+//!   `interrupted` (Ctrl-C, SIGTERM) or `timed_out` after its processes started → run again
+//!   when `idempotent: true`; when `idempotent: false`, nothing runs until a human records a
+//!   verdict (`apollo mark`): its side effects may be half done, however it was cut off;
 //! * failed, skipped for an upstream failure, or never started → run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::event::{AttemptStatus, Event, InputComponent, InputManifestRef, Verdict};
 
@@ -32,11 +38,22 @@ pub enum PriorUnitState {
         status: AttemptStatus,
         /// Whether the verdict came from `apollo mark`.
         marked: bool,
+        /// Whether a human allowed it to run again (`apollo mark --rerun`) although it is not
+        /// idempotent, should its inputs or outputs have changed. Used up by its next attempt.
+        rerun_allowed: bool,
     },
     /// An attempt started and never finished: apollo died while the unit ran.
     InFlight {
         /// That attempt.
         attempt: u32,
+    },
+    /// An attempt was cut off after its processes started: it ended `interrupted` (apollo was
+    /// stopped by Ctrl-C or SIGTERM) or `timed_out`. As half done as one in flight.
+    CutOff {
+        /// That attempt.
+        attempt: u32,
+        /// How it ended: [`AttemptStatus::Interrupted`] or [`AttemptStatus::TimedOut`].
+        status: AttemptStatus,
     },
     /// It failed, was interrupted, or skipped for an upstream failure: it runs again.
     NotDone,
@@ -59,6 +76,9 @@ pub struct PriorState {
     /// Done units whose recorded inputs are in an input manifest not (successfully) read
     /// yet: their `Done::inputs` is empty until [`PriorState::load_input_manifests`].
     manifest_inputs: HashMap<String, ManifestInputs>,
+    /// Attempts handed to an external scheduler: they may have run even with no phase
+    /// recorded.
+    submitted: HashSet<(String, u32)>,
 }
 
 /// What a `unit_started` recorded about its inputs.
@@ -120,17 +140,32 @@ impl PriorState {
                     recorded.as_ref(),
                     finished.status.satisfies_dependents(),
                 );
+                // An attempt with no phase and no submission never started a process: whatever
+                // stopped it, nothing of it can be half done.
+                let ran = !finished.phases.is_empty()
+                    || self
+                        .submitted
+                        .contains(&(finished.unit.clone(), finished.attempt));
                 let unit = self.unit_mut(&finished.unit);
                 unit.last_attempt = unit.last_attempt.max(finished.attempt);
-                unit.state = match (finished.status.satisfies_dependents(), recorded) {
-                    (true, Some(recorded)) => PriorUnitState::Done {
-                        attempt: finished.attempt,
-                        input_hash: recorded.input_hash,
-                        inputs: recorded.inputs,
-                        output_hash: finished.output_hash.clone(),
-                        status: finished.status,
-                        marked: false,
-                    },
+                unit.state = match (finished.status, recorded) {
+                    (status, Some(recorded)) if status.satisfies_dependents() => {
+                        PriorUnitState::Done {
+                            attempt: finished.attempt,
+                            input_hash: recorded.input_hash,
+                            inputs: recorded.inputs,
+                            output_hash: finished.output_hash.clone(),
+                            status,
+                            marked: false,
+                            rerun_allowed: false,
+                        }
+                    }
+                    (status @ (AttemptStatus::Interrupted | AttemptStatus::TimedOut), _) if ran => {
+                        PriorUnitState::CutOff {
+                            attempt: finished.attempt,
+                            status,
+                        }
+                    }
                     _ => PriorUnitState::NotDone,
                 };
             }
@@ -143,29 +178,54 @@ impl PriorState {
                     .started
                     .get(&(marked.unit.clone(), marked.attempt))
                     .cloned();
-                self.note_manifest(
-                    &marked.unit,
-                    recorded.as_ref(),
-                    marked.verdict == Verdict::Succeeded,
-                );
+                // A `rerun` verdict on the done attempt keeps the unit done (below), and with
+                // it the manifest of its recorded inputs.
+                let stays_done = marked.verdict == Verdict::Rerun
+                    && matches!(
+                        self.units.get(&marked.unit).map(|unit| &unit.state),
+                        Some(PriorUnitState::Done { attempt, .. }) if *attempt == marked.attempt
+                    );
+                if !stays_done {
+                    self.note_manifest(
+                        &marked.unit,
+                        recorded.as_ref(),
+                        marked.verdict == Verdict::Succeeded,
+                    );
+                }
                 let unit = self.unit_mut(&marked.unit);
-                unit.state = match (marked.verdict, recorded) {
-                    (Verdict::Succeeded, Some(recorded)) => PriorUnitState::Done {
+                unit.state = match (marked.verdict, recorded, &mut unit.state) {
+                    // Allowing a rerun of a done unit keeps it done (nothing to redo if nothing
+                    // changed) and lets it run again if something did.
+                    (
+                        Verdict::Rerun,
+                        _,
+                        PriorUnitState::Done {
+                            attempt,
+                            rerun_allowed,
+                            ..
+                        },
+                    ) if *attempt == marked.attempt => {
+                        *rerun_allowed = true;
+                        return;
+                    }
+                    (Verdict::Succeeded, Some(recorded), _) => PriorUnitState::Done {
                         attempt: marked.attempt,
                         input_hash: recorded.input_hash,
                         inputs: recorded.inputs,
                         output_hash: None,
                         status: AttemptStatus::Succeeded,
                         marked: true,
+                        rerun_allowed: false,
                     },
                     _ => PriorUnitState::NotDone,
                 };
             }
             // A submission changes nothing: the attempt stays in flight until it finishes.
-            Event::RunStarted(_)
-            | Event::RunResumed(_)
-            | Event::UnitSubmitted(_)
-            | Event::RunFinished(_) => {}
+            Event::UnitSubmitted(submitted) => {
+                self.submitted
+                    .insert((submitted.unit.clone(), submitted.attempt));
+            }
+            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => {}
         }
     }
 
@@ -342,5 +402,124 @@ mod tests {
             state.unit("b").unwrap().state,
             PriorUnitState::Done { marked: true, .. }
         ));
+    }
+
+    fn with_phase(event: Event) -> Event {
+        let Event::UnitFinished(mut finished) = event else {
+            return event;
+        };
+        finished.phases.push(crate::event::PhaseRecord {
+            phase: crate::model::Phase::Execute,
+            offset_ms: 0,
+            duration_ms: 5,
+            exit: None,
+            timed_out: finished.status == AttemptStatus::TimedOut,
+        });
+        Event::UnitFinished(finished)
+    }
+
+    #[test]
+    fn an_attempt_cut_off_after_its_processes_started_is_cut_off_not_merely_not_done() {
+        for status in [AttemptStatus::Interrupted, AttemptStatus::TimedOut] {
+            let state =
+                PriorState::from_events(&[started("a", 1), with_phase(finished("a", 1, status))]);
+            assert_eq!(
+                state.unit("a").unwrap().state,
+                PriorUnitState::CutOff { attempt: 1, status }
+            );
+        }
+        // Halted before its turn: no phase, no submission — nothing of it ran.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            finished("a", 1, AttemptStatus::Interrupted),
+        ]);
+        assert_eq!(state.unit("a").unwrap().state, PriorUnitState::NotDone);
+        // Handed to a cluster: it may have run even with no phase recorded.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            Event::UnitSubmitted(crate::event::UnitSubmitted {
+                unit: "a".into(),
+                attempt: 1,
+                executor: "slurm".into(),
+                job_id: "7".into(),
+            }),
+            finished("a", 1, AttemptStatus::Interrupted),
+        ]);
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::CutOff { attempt: 1, .. }
+        ));
+        // A failure is the unit's own verdict: it is not a cut-off.
+        let state = PriorState::from_events(&[
+            started("a", 1),
+            with_phase(finished("a", 1, AttemptStatus::Failed)),
+        ]);
+        assert_eq!(state.unit("a").unwrap().state, PriorUnitState::NotDone);
+    }
+
+    #[test]
+    fn a_rerun_verdict_keeps_a_done_unit_done_until_its_next_attempt() {
+        let rerun = |attempt| {
+            Event::UnitMarked(UnitMarked {
+                unit: "a".into(),
+                attempt,
+                verdict: Verdict::Rerun,
+                by: "ops".into(),
+                note: None,
+            })
+        };
+        let mut state = PriorState::from_events(&[
+            started("a", 1),
+            finished("a", 1, AttemptStatus::Succeeded),
+            rerun(1),
+        ]);
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::Done {
+                rerun_allowed: true,
+                ..
+            }
+        ));
+        state.apply(&started("a", 2));
+        state.apply(&finished("a", 2, AttemptStatus::Succeeded));
+        assert!(matches!(
+            state.unit("a").unwrap().state,
+            PriorUnitState::Done {
+                attempt: 2,
+                rerun_allowed: false,
+                ..
+            }
+        ));
+        // On a cut-off attempt it means: run it again.
+        let state = PriorState::from_events(&[started("b", 1), {
+            let mut marked = rerun(1);
+            if let Event::UnitMarked(event) = &mut marked {
+                event.unit = "b".into();
+            }
+            marked
+        }]);
+        assert_eq!(state.unit("b").unwrap().state, PriorUnitState::NotDone);
+    }
+
+    #[test]
+    fn verdicts_of_format_1_1_still_read_and_rerun_is_written_as_rerun() {
+        for (text, verdict) in [
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"succeeded","by":"ops","note":null}"#,
+                Verdict::Succeeded,
+            ),
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"failed","by":"ops","note":null}"#,
+                Verdict::Failed,
+            ),
+            (
+                r#"{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"rerun","by":"ops","note":null}"#,
+                Verdict::Rerun,
+            ),
+        ] {
+            let event: Event = serde_json::from_str(text).unwrap();
+            assert!(matches!(&event, Event::UnitMarked(marked) if marked.verdict == verdict));
+            assert_eq!(serde_json::to_string(&event).unwrap(), text);
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use apollo_core::Record;
-use apollo_core::event::{Event, ExitStatus, UnitFinished, Verdict};
+use apollo_core::event::{Event, ExitStatus, UnitFinished};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
@@ -161,10 +161,7 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                 }))?;
             }
             Event::UnitMarked(marked) if self.filter.keeps(record, origin) => {
-                let verdict = match marked.verdict {
-                    Verdict::Succeeded => "succeeded",
-                    Verdict::Failed => "failed",
-                };
+                let verdict = marked.verdict.as_str();
                 self.events.event(&json!({
                     "name": format!("marked {} {verdict}", marked.unit), "cat": "mark",
                     "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK, "ts": at_us,

@@ -586,9 +586,12 @@ impl Fold {
             }
             Event::UnitMarked(marked) => {
                 let unit_idx = self.unit_idx(&marked.unit);
-                self.units[unit_idx].status = match marked.verdict {
+                let unit = &mut self.units[unit_idx];
+                unit.status = match marked.verdict {
                     Verdict::Succeeded => UnitStatus::MarkedSucceeded,
                     Verdict::Failed => UnitStatus::MarkedFailed,
+                    // Allowing a rerun leaves the unit where it was (as the timeline does).
+                    Verdict::Rerun => unit.status,
                 };
             }
             Event::RunFinished(finished) => self.finished = Some(finished.status),

@@ -12,7 +12,6 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use apollo_core::event::Verdict;
 use chrono::SecondsFormat;
 
 use crate::display::{
@@ -247,10 +246,7 @@ fn write_row(
     }
     for mark in &unit.marks {
         let x = scale.x(offset_ms(origin, mark.ts));
-        let verdict = match mark.verdict {
-            Verdict::Succeeded => "succeeded",
-            Verdict::Failed => "failed",
-        };
+        let verdict = mark.verdict.as_str();
         let cy = bar_y + BAR_HEIGHT / 2.0;
         let _ = writeln!(
             page,

@@ -254,6 +254,7 @@ impl<W: Write> TextRenderer<W> {
                     let status = match marked.verdict {
                         Verdict::Succeeded => "marked_succeeded",
                         Verdict::Failed => "marked_failed",
+                        Verdict::Rerun => "marked_rerun",
                     };
                     let mut detail = format!("by {}", marked.by);
                     if let Some(note) = &marked.note {

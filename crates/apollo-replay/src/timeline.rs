@@ -552,6 +552,8 @@ impl TimelineBuilder {
                 unit.status = match marked.verdict {
                     Verdict::Succeeded => UnitStatus::MarkedSucceeded,
                     Verdict::Failed => UnitStatus::MarkedFailed,
+                    // Allowing a rerun leaves the unit where it was (done, or cut off).
+                    Verdict::Rerun => unit.status,
                 };
                 unit.marks.push(Mark {
                     seq,

@@ -1,7 +1,8 @@
-//! [`mark`]: record a human's verdict on a unit whose attempt was cut off (DESIGN §7), so the
-//! next resume proceeds.
+//! [`mark`]: record a human's verdict on a unit whose attempt was cut off (DESIGN §7), or
+//! allow a done non-idempotent unit whose inputs changed to run again (§17), so the next
+//! resume proceeds.
 
-use apollo_core::event::{Event, UnitMarked, Verdict};
+use apollo_core::event::{AttemptStatus, Event, UnitMarked, Verdict};
 use apollo_core::resume::PriorUnitState;
 use apollo_store::{JournalWriter, RunId, StateDir, WriterOptions};
 
@@ -21,7 +22,8 @@ pub struct MarkRequest {
     pub note: Option<String>,
     /// Who decided (default: `$USER`, else `$LOGNAME`, else `unknown`).
     pub by: String,
-    /// Record the verdict even though the unit's last attempt has a recorded outcome.
+    /// Record the verdict even though the unit's last attempt has a recorded outcome (a
+    /// [`Verdict::Rerun`] on a unit that succeeded needs no force: that is what it is for).
     pub force: bool,
 }
 
@@ -65,6 +67,10 @@ impl MarkRequest {
 pub enum PreviousOutcome {
     /// Its last attempt was in flight when apollo stopped (what a verdict is for).
     InFlight,
+    /// Its last attempt was interrupted (Ctrl-C, SIGTERM) after its processes started.
+    Interrupted,
+    /// Its last attempt was cut off by its timeout.
+    TimedOut,
     /// A human had already marked it succeeded.
     MarkedSucceeded,
     /// It had succeeded (or skipped itself).
@@ -77,6 +83,8 @@ impl std::fmt::Display for PreviousOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             PreviousOutcome::InFlight => "was in flight when apollo stopped",
+            PreviousOutcome::Interrupted => "was interrupted when apollo was stopped",
+            PreviousOutcome::TimedOut => "was cut off by its timeout",
             PreviousOutcome::MarkedSucceeded => "was already marked succeeded",
             PreviousOutcome::Succeeded => "had succeeded",
             PreviousOutcome::NotDone => "had not succeeded",
@@ -96,7 +104,8 @@ pub struct Marked {
 
 /// Appends `request`'s verdict on the unit's last attempt to `run`'s journal (durably), under
 /// the state directory's lock. Refuses a unit the run has no record of, and — unless forced —
-/// a unit whose last attempt has a recorded outcome. Store warnings go to `observer`.
+/// a unit whose last attempt has a recorded outcome, except [`Verdict::Rerun`] on a unit that
+/// succeeded. Store warnings go to `observer`.
 pub fn mark(
     state: &StateDir,
     run: &RunId,
@@ -114,11 +123,25 @@ pub fn mark(
     let attempt = unit.last_attempt;
     let previous = match &unit.state {
         PriorUnitState::InFlight { .. } => PreviousOutcome::InFlight,
+        PriorUnitState::CutOff {
+            status: AttemptStatus::TimedOut,
+            ..
+        } => PreviousOutcome::TimedOut,
+        PriorUnitState::CutOff { .. } => PreviousOutcome::Interrupted,
         PriorUnitState::Done { marked: true, .. } => PreviousOutcome::MarkedSucceeded,
         PriorUnitState::Done { .. } => PreviousOutcome::Succeeded,
         PriorUnitState::NotDone => PreviousOutcome::NotDone,
     };
-    if previous != PreviousOutcome::InFlight && !request.force {
+    let cut_off = matches!(
+        previous,
+        PreviousOutcome::InFlight | PreviousOutcome::Interrupted | PreviousOutcome::TimedOut
+    );
+    let rerun_of_done = request.verdict == Verdict::Rerun
+        && matches!(
+            previous,
+            PreviousOutcome::Succeeded | PreviousOutcome::MarkedSucceeded
+        );
+    if !cut_off && !rerun_of_done && !request.force {
         return Err(RunnerError::OutcomeRecorded {
             run: run.clone(),
             unit: request.unit.clone(),

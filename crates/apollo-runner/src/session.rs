@@ -60,7 +60,7 @@ impl<'a> RunSession<'a> {
     /// of earlier runs left running; it must match the executor the session will run with.
     ///
     /// Defaults: [`RunTarget::LatestIfIncomplete`], fail at once if the state directory is
-    /// locked, fsync'd journal, fail-fast, rerun units whose inputs changed, every unit, the
+    /// locked, fsync'd journal, fail-fast, `OnInputChange::Auto`, every unit, the
     /// pipeline's `max_parallel`.
     pub fn new(
         state_dir: impl Into<PathBuf>,
@@ -77,7 +77,7 @@ impl<'a> RunSession<'a> {
             wait_for_lock: false,
             writer_options: WriterOptions::default(),
             keep_going: false,
-            on_input_change: OnInputChange::Rerun,
+            on_input_change: OnInputChange::Auto,
             only: Vec::new(),
             max_parallel: None,
             max_retry_delay: None,

@@ -120,21 +120,27 @@ struct Project {
 impl Project {
     /// `a` then `b` (which depends on `a`); `b` is `idempotent: false` when asked.
     fn new(b_idempotent: bool) -> Self {
+        Self::with_config(&format!(
+            "units:\n  - name: a\n    execute: 'true'\n  - name: b\n    deps: [a]\n    execute: 'true'\n    idempotent: {b_idempotent}\n"
+        ))
+    }
+
+    fn with_config(yaml: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config_path = dir.path().join("pipe.yaml");
-        std::fs::write(
-            &config_path,
-            format!(
-                "units:\n  - name: a\n    execute: 'true'\n  - name: b\n    deps: [a]\n    execute: 'true'\n    idempotent: {b_idempotent}\n"
-            ),
-        )
-        .unwrap();
+        std::fs::write(&config_path, yaml).unwrap();
         let loaded = config::load(&config_path).unwrap();
         Self {
             dir,
             config_path,
             loaded,
         }
+    }
+
+    /// The config replaced by `yaml` (same file, same state directory).
+    fn reconfigure(&mut self, yaml: &str) {
+        std::fs::write(&self.config_path, yaml).unwrap();
+        self.loaded = config::load(&self.config_path).unwrap();
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -293,7 +299,9 @@ fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
     );
 }
 
-/// A run whose non-idempotent `b` was cut off mid-attempt (apollo died).
+/// A run whose non-idempotent `b` was cut off mid-attempt (apollo died). Its recorded input
+/// hash is the one `b` has once `a` ran (the fake executor's `a` prints nothing), so a
+/// verdict that `b` succeeded leaves nothing changed to run it again for.
 fn run_with_b_in_flight(project: &Project) -> RunId {
     let run = ready(
         project
@@ -306,12 +314,18 @@ fn run_with_b_in_flight(project: &Project) -> RunId {
     let run_dir = project.state_dir().join("runs").join(run_id.as_str());
     let (mut journal, _) =
         JournalWriter::open_for_append(&run_dir, WriterOptions::default()).unwrap();
+    let pipeline = &project.loaded.pipeline;
+    let b = &pipeline.units[1];
+    let empty_stdout = apollo_core::hash::sha256_hex(b"");
+    let inputs =
+        apollo_core::hash::input_components(b, &pipeline.base_dir, &[("a", &empty_stdout)])
+            .unwrap();
     journal
         .append_batch(&[Event::UnitStarted(UnitStarted {
             unit: "b".to_owned(),
             attempt: 1,
-            input_hash: "00".repeat(32),
-            inputs: Vec::new(),
+            input_hash: apollo_core::hash::combine_components(&inputs),
+            inputs,
             inputs_manifest: None,
         })])
         .unwrap();
@@ -332,7 +346,7 @@ fn the_sweep_runs_before_preflight_refuses_and_a_refusal_records_nothing() {
         .unwrap_err();
     let RunnerError::Engine {
         run,
-        source: EngineError::NeedsVerdict { unit, attempt },
+        source: EngineError::NeedsVerdict { unit, attempt, .. },
     } = &error
     else {
         panic!("expected a verdict to be needed, got {error:?}");
@@ -370,8 +384,15 @@ fn the_sweep_runs_before_preflight_refuses_and_a_refusal_records_nothing() {
         )
         .unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
-    // The verdict was on attempt 1; nothing ran it again under that number.
-    assert!(!log.lock().unwrap().iter().any(|line| line == "attempt b 1"));
+    // The verdict was that `b`'s work is done: it did not run again.
+    assert!(
+        !log.lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.starts_with("attempt b")),
+        "{:?}",
+        log.lock().unwrap()
+    );
 }
 
 #[test]
@@ -542,4 +563,201 @@ fn an_unknown_only_unit_is_refused_before_a_run_exists() {
     );
     let state = StateDir::open_existing(project.state_dir()).unwrap();
     assert_eq!(state.run_ids().unwrap(), Vec::<RunId>::new());
+}
+
+/// `a` writes nothing itself (the fake executor runs nothing): its declared output `a.out` is
+/// put in place by the test. `b`, not idempotent, depends on it; `gate` fails until told.
+fn changing_upstream_config(a_command: &str, gate_fails: bool) -> String {
+    format!(
+        "units:\n  - name: a\n    execute: '{a_command}'\n    outputs: [a.out]\n  - name: b\n    deps: [a]\n    execute: 'true'\n    idempotent: false\n  - name: gate\n    deps: [b]\n    execute: '{}'\n",
+        if gate_fails { "false" } else { "true" }
+    )
+}
+
+#[test]
+fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
+    let mut project = Project::with_config(&changing_upstream_config("true", true));
+    std::fs::write(project.dir.path().join("a.out"), "v1").unwrap();
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let executor = FakeExecutor::new(&project.state_dir(), &["gate"], &log);
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    let finished = run
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Failed));
+    log.lock().unwrap().clear();
+
+    // 1. Known before anything runs (b's own command changed): the preflight refuses, after
+    //    the sweep, and records nothing.
+    project.reconfigure(&changing_upstream_config("true", false).replacen(
+        "execute: 'true'\n    idempotent",
+        "execute: 'true # v2'\n    idempotent",
+        1,
+    ));
+    let n_events = project.events(&run_id).len();
+    let error = project
+        .session(&sweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.engine_error(),
+            Some(EngineError::ChangedNeedsVerdict { unit, changes, .. })
+                if unit == "b" && changes == &["command execute changed"]
+        ),
+        "{error:?}"
+    );
+    assert_eq!(*log.lock().unwrap(), [format!("sweep {run_id}")]);
+    assert_eq!(project.events(&run_id).len(), n_events, "no run_resumed");
+    log.lock().unwrap().clear();
+
+    // 2. Found by the engine once `a` ran again with another output: the run stops before
+    //    `b`, and the last sweep comes before the error is returned.
+    project.reconfigure(&changing_upstream_config("true # v2", false));
+    std::fs::write(project.dir.path().join("a.out"), "v2").unwrap();
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let error = run
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.engine_error(),
+            Some(EngineError::ChangedNeedsVerdict { unit, changes, .. })
+                if unit == "b" && changes == &["upstream a output changed"]
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            format!("sweep {run_id}"),
+            "attempt a 2".to_owned(),
+            format!("sweep {run_id}")
+        ]
+    );
+    log.lock().unwrap().clear();
+
+    // 3. A human allows exactly `b` to run again: no force needed for a unit that succeeded.
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    let marked = mark(
+        &state,
+        &run_id,
+        &MarkRequest::new("b", Verdict::Rerun).by("tester"),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    assert_eq!(
+        (marked.attempt, marked.previous),
+        (1, PreviousOutcome::Succeeded)
+    );
+    let run = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let finished = run
+        .run(
+            &executor,
+            &mut NoObserver,
+            &CancelToken::new(),
+            &mut NoSessionObserver,
+        )
+        .unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            format!("sweep {run_id}"),
+            "attempt b 2".to_owned(),
+            "attempt gate 2".to_owned(),
+            format!("sweep {run_id}")
+        ]
+    );
+}
+
+#[test]
+fn a_timed_out_non_idempotent_unit_is_swept_and_refused_until_marked() {
+    let project = Project::new(false);
+    let run = ready(
+        project
+            .session(&crate::NoStraySweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = run.run_id().clone();
+    drop(run);
+    let run_dir = project.state_dir().join("runs").join(run_id.as_str());
+    let (mut journal, _) =
+        JournalWriter::open_for_append(&run_dir, WriterOptions::default()).unwrap();
+    let finished: Event = serde_json::from_value(serde_json::json!({
+        "kind": "unit_finished", "unit": "b", "attempt": 1, "status": "timed_out",
+        "exit": {"signal": 15}, "failed_phase": "execute", "timed_out": true,
+        "duration_ms": 30000, "output_hash": null, "stdout_bytes": 0, "stderr_bytes": 0,
+        "user_cpu_ms": 0, "sys_cpu_ms": 0, "max_rss_kib": 0, "leftovers_killed": 0,
+        "phases": [{"phase": "execute", "offset_ms": 0, "duration_ms": 30000,
+                    "exit": {"signal": 15}, "timed_out": true}],
+        "error": "timed out after 30s"
+    }))
+    .unwrap();
+    journal
+        .append_batch(&[
+            Event::UnitStarted(UnitStarted {
+                unit: "b".to_owned(),
+                attempt: 1,
+                input_hash: "00".repeat(32),
+                inputs: Vec::new(),
+                inputs_manifest: None,
+            }),
+            finished,
+        ])
+        .unwrap();
+    drop(journal);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let error = project
+        .session(&sweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.engine_error(),
+            Some(EngineError::NeedsVerdict { unit, attempt: 1, ended: Some(AttemptStatus::TimedOut) })
+                if unit == "b"
+        ),
+        "{error:?}"
+    );
+    assert_eq!(*log.lock().unwrap(), [format!("sweep {run_id}")]);
+    let state = StateDir::open_existing(project.state_dir()).unwrap();
+    let marked = mark(
+        &state,
+        &run_id,
+        &MarkRequest::new("b", Verdict::Failed),
+        &mut NoSessionObserver,
+    )
+    .unwrap();
+    assert_eq!(marked.previous, PreviousOutcome::TimedOut);
 }

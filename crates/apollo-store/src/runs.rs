@@ -165,6 +165,8 @@ fn count_units(run_dir: &Path) -> Result<(u32, u32, u32), StoreError> {
             Event::UnitMarked(marked) => match marked.verdict {
                 Verdict::Succeeded => Outcome::Succeeded,
                 Verdict::Failed => Outcome::Failed,
+                // Allowing a rerun changes no outcome until the unit runs again.
+                Verdict::Rerun => continue,
             },
             _ => continue,
         };

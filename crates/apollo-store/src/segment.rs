@@ -13,9 +13,9 @@ pub const MAGIC: &str = "apollo-journal";
 /// The format major version this build writes and reads. A reader refuses a newer major.
 pub const FORMAT_MAJOR: u32 = 1;
 /// The format minor version this build writes. Newer minors are read (they only add optional
-/// fields and record kinds). 1.1 added the `unit_submitted` record; 1.2 the pipeline
-/// `identity` of `run_started` and the `inputs_manifest` of `unit_started` (an input list too
-/// large for a record).
+/// fields, record kinds and variants). 1.1 added the `unit_submitted` record; 1.2 the pipeline
+/// `identity` of `run_started`, the `inputs_manifest` of `unit_started` (an input list too
+/// large for a record) and the `rerun` verdict of `unit_marked`.
 pub const FORMAT_MINOR: u32 = 2;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

@@ -1,12 +1,13 @@
-//! `apollo mark RUN UNIT --succeeded|--failed`: record a human's verdict on a unit whose
-//! attempt was cut off, so the next `apollo run` can proceed (DESIGN §7). The verdict itself is
+//! `apollo mark RUN UNIT --succeeded|--failed|--rerun`: record a human's verdict on a unit
+//! whose attempt was cut off, or allow a done `idempotent: false` unit whose inputs changed to
+//! run again, so the next `apollo run` can proceed (DESIGN §7, §17). The verdict itself is
 //! apollo-runner's [`apollo_runner::mark`]; this maps the arguments and says what it did.
 
 use std::io::Write;
 use std::path::Path;
 
 use apollo_core::event::Verdict;
-use apollo_runner::MarkRequest;
+use apollo_runner::{MarkRequest, PreviousOutcome};
 
 use crate::cmd::run::notices::StderrNotices;
 use crate::cmd::run::runner_error;
@@ -16,7 +17,7 @@ use crate::state;
 
 /// Arguments of `apollo mark`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("verdict").required(true).args(["succeeded", "failed"])))]
+#[command(group(clap::ArgGroup::new("verdict").required(true).args(["succeeded", "failed", "rerun"])))]
 pub(crate) struct MarkArgs {
     /// The run: an id, a unique prefix, `latest` or `latest~N`
     #[arg(value_name = "RUN")]
@@ -30,6 +31,9 @@ pub(crate) struct MarkArgs {
     /// It must run again
     #[arg(long)]
     pub(crate) failed: bool,
+    /// Allow it to run again on the next resume: for a unit that succeeded and is not idempotent but whose inputs or outputs changed (the run stopped with exit 5), or a cut-off attempt to run again without calling it failed
+    #[arg(long)]
+    pub(crate) rerun: bool,
     /// Why, for whoever reads the journal later
     #[arg(long, value_name = "TEXT")]
     pub(crate) note: Option<String>,
@@ -50,6 +54,8 @@ pub(crate) fn run(
     let run_id = state::resolve_run(&state, &args.run)?;
     let verdict = if args.succeeded {
         Verdict::Succeeded
+    } else if args.rerun {
+        Verdict::Rerun
     } else {
         Verdict::Failed
     };
@@ -58,10 +64,18 @@ pub(crate) fn run(
         .force(args.force);
     let marked = apollo_runner::mark(&state, &run_id, &request, &mut StderrNotices::new(stderr))
         .map_err(runner_error)?;
-    let (verdict_text, next) = if args.succeeded {
-        ("succeeded", "it will not run again")
-    } else {
-        ("failed", "it will run again")
+    let done = matches!(
+        marked.previous,
+        PreviousOutcome::Succeeded | PreviousOutcome::MarkedSucceeded
+    );
+    let (verdict_text, next) = match verdict {
+        Verdict::Succeeded => ("succeeded", "it will not run again"),
+        Verdict::Rerun if done => (
+            "allowed to run again",
+            "it runs again (once) if its inputs or outputs changed",
+        ),
+        Verdict::Rerun => ("allowed to run again", "it will run again"),
+        _ => ("failed", "it will run again"),
     };
     writeln!(
         stdout,

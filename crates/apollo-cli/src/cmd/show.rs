@@ -3,7 +3,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use apollo_core::event::{ExitStatus, InputKind, SkipReason, Verdict};
+use apollo_core::event::{ExitStatus, InputKind, SkipReason};
 use apollo_replay::{AttemptState, Timeline};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
@@ -220,10 +220,7 @@ pub(crate) fn show(
         }
     }
     for mark in &unit.marks {
-        let verdict = match mark.verdict {
-            Verdict::Succeeded => "succeeded",
-            Verdict::Failed => "failed",
-        };
+        let verdict = mark.verdict.as_str();
         text.push_str(&format!(
             "\nattempt {} marked {verdict} by {} at {}{}\n",
             mark.attempt,

@@ -6,17 +6,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::dag::DagError;
-use crate::event::RunStatus;
+use crate::event::{AttemptStatus, RunStatus};
 use crate::journal::JournalError;
 use crate::model::Pipeline;
 
-/// What to do when a unit that succeeded earlier in the run has different inputs now.
+/// What to do when a unit that succeeded earlier in the run has different inputs now (or its
+/// declared outputs are missing or changed) — DESIGN §17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnInputChange {
-    /// Run it again (the default).
+    /// Run an idempotent unit again; stop before a non-idempotent one
+    /// ([`EngineError::ChangedNeedsVerdict`]) unless a human allowed its rerun (a `rerun`
+    /// verdict). The default.
     #[default]
+    Auto,
+    /// Run it again, idempotent or not.
     Rerun,
-    /// Stop before running it, explaining what changed.
+    /// Stop before running it, explaining what changed, whatever the unit.
     Fail,
 }
 
@@ -39,13 +44,13 @@ pub struct EngineOptions {
 }
 
 impl EngineOptions {
-    /// Defaults for a run: the pipeline's `max_parallel`, fail-fast, rerun on input change.
+    /// Defaults for a run: the pipeline's `max_parallel`, fail-fast, [`OnInputChange::Auto`].
     pub fn new(run_id: impl Into<String>, pipeline: &Pipeline) -> Self {
         Self {
             run_id: run_id.into(),
             max_parallel: pipeline.max_parallel.max(1),
             keep_going: false,
-            on_input_change: OnInputChange::Rerun,
+            on_input_change: OnInputChange::Auto,
             only: None,
             max_retry_delay: Duration::from_secs(300),
         }
@@ -125,26 +130,55 @@ pub enum EngineError {
         /// The name given.
         unit: String,
     },
-    /// A non-idempotent unit was running when apollo stopped: a human must decide.
+    /// A non-idempotent unit was cut off mid-attempt (apollo died, was stopped, or the unit
+    /// timed out): a human must decide.
     #[error(
-        "unit `{unit}` (attempt {attempt}) was running when apollo stopped, and it is not idempotent: \
-         its side effects may be half done"
+        "unit `{unit}` (attempt {attempt}) {}, and it is not idempotent: its side effects may be half done",
+        cut_off_text(*ended)
     )]
     NeedsVerdict {
         /// The unit.
         unit: String,
         /// The attempt that was cut off.
         attempt: u32,
+        /// How it ended: `None` — it never did (apollo died while it ran);
+        /// [`AttemptStatus::Interrupted`] or [`AttemptStatus::TimedOut`].
+        ended: Option<AttemptStatus>,
     },
-    /// With `--on-input-change=fail`: a unit that succeeded has different inputs now.
-    #[error("unit `{unit}` succeeded earlier in this run but its inputs changed: {}", changes.join(", "))]
+    /// With [`OnInputChange::Fail`]: a unit that succeeded has different inputs (or outputs)
+    /// now.
+    #[error("unit `{unit}` succeeded earlier in this run but {}", changes.join(", "))]
     InputsChanged {
         /// The unit.
         unit: String,
         /// What changed.
         changes: Vec<String>,
     },
+    /// With [`OnInputChange::Auto`]: a non-idempotent unit that succeeded has different inputs
+    /// (or outputs) now; running it again needs a human's permission.
+    #[error(
+        "unit `{unit}` succeeded earlier in this run (attempt {attempt}) and is not idempotent, but {}",
+        changes.join(", ")
+    )]
+    ChangedNeedsVerdict {
+        /// The unit.
+        unit: String,
+        /// The attempt that succeeded.
+        attempt: u32,
+        /// What changed ("env FOO added", "upstream fetch output changed", "output x is
+        /// missing").
+        changes: Vec<String>,
+    },
     /// Appending to the journal failed; running units were stopped.
     #[error(transparent)]
     Journal(#[from] JournalError),
+}
+
+/// How a cut-off attempt ended, as words after "unit `x` (attempt n)".
+fn cut_off_text(ended: Option<AttemptStatus>) -> &'static str {
+    match ended {
+        None => "was running when apollo stopped",
+        Some(AttemptStatus::TimedOut) => "was cut off by its timeout",
+        Some(_) => "was interrupted when apollo was stopped (Ctrl-C or SIGTERM)",
+    }
 }

@@ -112,6 +112,7 @@ pub fn run(
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
     policy::check_in_flight(pipeline, prior, &in_scope)?;
+    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)?;
 
     let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
     let (to_scheduler, from_workers) = crossbeam_channel::unbounded::<FromWorker>();
@@ -176,8 +177,9 @@ pub fn run(
 }
 
 /// The checks [`run`] makes before anything runs — an unknown `--only` unit, a broken
-/// graph, a non-idempotent unit cut off mid-attempt — without running anything: so a caller
-/// can refuse before it records that the run resumed.
+/// graph, a non-idempotent unit cut off mid-attempt, a done non-idempotent unit whose inputs
+/// or outputs are known to have changed already — without running anything: so a caller can
+/// refuse before it records that the run resumed.
 pub fn preflight(
     pipeline: &Pipeline,
     prior: &PriorState,
@@ -185,5 +187,6 @@ pub fn preflight(
 ) -> Result<(), EngineError> {
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
-    policy::check_in_flight(pipeline, prior, &in_scope)
+    policy::check_in_flight(pipeline, prior, &in_scope)?;
+    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)
 }

@@ -5,8 +5,10 @@
 //! now. A unit downstream of one that will run cannot be decided yet — its inputs include that
 //! upstream's output — so the plan says which upstream it waits for.
 
-use super::api::{EngineError, EngineOptions};
-use super::policy::{Decision, check_in_flight, decide, reused_output_hash, scope};
+use super::api::{EngineError, EngineOptions, OnInputChange};
+use super::policy::{
+    Decision, check_in_flight, decide, known_change, output_changes, reused_output_hash, scope,
+};
 use crate::dag::Dag;
 use crate::hash;
 use crate::model::Pipeline;
@@ -23,6 +25,9 @@ pub enum Planned {
         upstream: Vec<String>,
         /// Whether the unit succeeded earlier: then it runs only if an upstream output changes.
         done_before: bool,
+        /// Whether a change of those outputs stops the run for a human instead (a done
+        /// non-idempotent unit under `OnInputChange::Auto`, or any done unit under `Fail`).
+        stops_if_changed: bool,
     },
     /// Not part of this run (`--only` leaves it out).
     OutOfScope,
@@ -35,6 +40,7 @@ impl std::fmt::Display for Planned {
             Planned::AfterUpstream {
                 upstream,
                 done_before: true,
+                stops_if_changed: false,
             } => write!(
                 f,
                 "succeeded earlier; runs again only if the output of {} changes",
@@ -42,7 +48,17 @@ impl std::fmt::Display for Planned {
             ),
             Planned::AfterUpstream {
                 upstream,
+                done_before: true,
+                stops_if_changed: true,
+            } => write!(
+                f,
+                "succeeded earlier; if the output of {} changes, the run stops for a human's verdict",
+                upstream.join(", ")
+            ),
+            Planned::AfterUpstream {
+                upstream,
                 done_before: false,
+                ..
             } => {
                 write!(f, "runs after {}", upstream.join(", "))
             }
@@ -52,10 +68,15 @@ impl std::fmt::Display for Planned {
 }
 
 impl Planned {
+    /// Whether the run would stop at this unit for a human's verdict (exit 5).
+    pub fn stops_run(&self) -> bool {
+        matches!(self, Planned::Decided(decision) if decision.stops_run())
+    }
+
     /// Whether the unit would (or may) run.
     pub fn runs(&self) -> bool {
         match self {
-            Planned::Decided(decision) => !matches!(decision, Decision::Reuse { .. }),
+            Planned::Decided(decision) => decision.runs(),
             Planned::AfterUpstream { .. } => true,
             Planned::OutOfScope => false,
         }
@@ -92,12 +113,27 @@ pub fn dry_run(
             Some(PriorUnitState::Done { .. })
         );
         if !running_upstream.is_empty() {
+            // A non-idempotent unit may already be known to stop the run (its own inputs or
+            // outputs changed): the preflight refuses before its upstream runs.
+            if !unit.idempotent
+                && let Some(decision) =
+                    known_change(pipeline, &dag, prior, unit_idx, options.on_input_change)
+                && decision.stops_run()
+            {
+                plan.push((unit.name.clone(), Planned::Decided(decision)));
+                continue;
+            }
             will_run[unit_idx] = true;
             plan.push((
                 unit.name.clone(),
                 Planned::AfterUpstream {
                     upstream: running_upstream,
                     done_before,
+                    stops_if_changed: match options.on_input_change {
+                        OnInputChange::Auto => !unit.idempotent && !rerun_allowed(prior, unit),
+                        OnInputChange::Rerun => false,
+                        OnInputChange::Fail => true,
+                    },
                 },
             ));
             continue;
@@ -113,15 +149,35 @@ pub fn dry_run(
             })
             .collect();
         let decision = match hash::input_components(unit, &pipeline.base_dir, &upstream) {
-            Ok(inputs) => decide(prior, unit, &hash::combine_components(&inputs), &inputs),
+            Ok(inputs) => decide(
+                prior,
+                unit,
+                &hash::combine_components(&inputs),
+                &inputs,
+                &output_changes(prior, unit, &pipeline.base_dir),
+                options.on_input_change,
+            ),
             Err(_) => Decision::FirstRun,
         };
-        if let Decision::Reuse { .. } = decision {
-            output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, &pipeline.base_dir));
-        } else {
-            will_run[unit_idx] = true;
+        match decision {
+            Decision::Reuse { .. } => {
+                output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, &pipeline.base_dir));
+            }
+            // The run would stop here: what depends on it would not run.
+            Decision::ChangedNeedsVerdict { .. } => {}
+            _ => will_run[unit_idx] = true,
         }
         plan.push((unit.name.clone(), Planned::Decided(decision)));
     }
     Ok(plan)
+}
+
+fn rerun_allowed(prior: &PriorState, unit: &crate::model::Unit) -> bool {
+    matches!(
+        prior.unit(&unit.name).map(|prior_unit| &prior_unit.state),
+        Some(PriorUnitState::Done {
+            rerun_allowed: true,
+            ..
+        })
+    )
 }

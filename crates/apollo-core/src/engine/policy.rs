@@ -1,13 +1,18 @@
-//! The resume policy of DESIGN §7 as pure functions: which units take part, whether a unit
-//! cut off mid-attempt stops the run, and whether a unit runs again. The scheduler applies
-//! them as units become ready; the dry-run planner ([`super::dry_run`]) applies the same
-//! functions to say what a run would do, so the two cannot disagree.
+//! The resume policy of DESIGN §7 and §17 as functions: which units take part, whether a unit
+//! cut off mid-attempt stops the run, whether a done unit runs again, is reused, or stops the
+//! run for a human (its inputs or declared outputs changed and it is not idempotent), and
+//! whether a failed attempt may be retried. The scheduler applies them as units become ready;
+//! the preflight and the dry-run planner ([`super::dry_run`]) apply the same functions to say
+//! what a run would do, so they cannot disagree.
+//!
+//! [`decide`] is pure; what it needs from the file system — the input components and
+//! [`output_changes`] — is computed by the caller, where input files are hashed.
 
 use std::path::Path;
 
-use super::api::EngineError;
+use super::api::{EngineError, OnInputChange};
 use crate::dag::Dag;
-use crate::event::InputComponent;
+use crate::event::{AttemptStatus, InputComponent};
 use crate::hash;
 use crate::model::{Pipeline, Unit};
 use crate::resume::{PriorState, PriorUnitState};
@@ -24,8 +29,22 @@ pub enum Decision {
     },
     /// It never ran in this run.
     FirstRun,
-    /// It succeeded earlier but its inputs changed (the phrases name what).
+    /// It succeeded earlier but its inputs, or its declared outputs, changed (the phrases
+    /// name what: "env FOO added", "upstream fetch output changed", "output data/x.csv is
+    /// missing"): it runs again.
     InputsChanged(Vec<String>),
+    /// It succeeded earlier and its inputs or declared outputs changed, but it may not run
+    /// again without a human: it is not idempotent (under [`OnInputChange::Auto`]), or
+    /// [`OnInputChange::Fail`] stops for every unit. The run stops before it.
+    ChangedNeedsVerdict {
+        /// The attempt that succeeded.
+        attempt: u32,
+        /// What changed, as for [`Decision::InputsChanged`].
+        changes: Vec<String>,
+        /// Why it may not run: `true` — it is not idempotent; `false` — changes stop every
+        /// unit ([`OnInputChange::Fail`]).
+        not_idempotent: bool,
+    },
     /// It was running when apollo stopped, and is idempotent.
     WasInFlight {
         /// The attempt that was cut off.
@@ -62,6 +81,24 @@ impl std::fmt::Display for Decision {
             }
             Decision::FirstRun => f.write_str("has not run yet in this run"),
             Decision::InputsChanged(changes) => write!(f, "runs again: {}", changes.join(", ")),
+            Decision::ChangedNeedsVerdict {
+                changes,
+                not_idempotent: true,
+                ..
+            } => write!(
+                f,
+                "succeeded earlier, not idempotent, and {}: the run stops for a human's verdict",
+                changes.join(", ")
+            ),
+            Decision::ChangedNeedsVerdict {
+                changes,
+                not_idempotent: false,
+                ..
+            } => write!(
+                f,
+                "succeeded earlier, and {}: the run stops (on input change: fail)",
+                changes.join(", ")
+            ),
             Decision::WasInFlight { attempt } => write!(
                 f,
                 "was running (attempt {attempt}) when apollo stopped; idempotent → runs again"
@@ -96,7 +133,46 @@ pub(super) fn scope(
     Ok(in_scope)
 }
 
-/// DESIGN §7: a non-idempotent unit cut off mid-attempt stops the run before anything runs.
+impl Decision {
+    /// Whether the unit runs (now or once its upstream ran).
+    pub fn runs(&self) -> bool {
+        !matches!(
+            self,
+            Decision::Reuse { .. } | Decision::ChangedNeedsVerdict { .. }
+        )
+    }
+
+    /// Whether the decision stops the run for a human.
+    pub fn stops_run(&self) -> bool {
+        matches!(self, Decision::ChangedNeedsVerdict { .. })
+    }
+
+    /// The error a stopping decision ends the run with.
+    pub(super) fn stop_error(&self, unit: &str) -> Option<EngineError> {
+        match self {
+            Decision::ChangedNeedsVerdict {
+                attempt,
+                changes,
+                not_idempotent: true,
+            } => Some(EngineError::ChangedNeedsVerdict {
+                unit: unit.to_owned(),
+                attempt: *attempt,
+                changes: changes.clone(),
+            }),
+            Decision::ChangedNeedsVerdict { changes, .. } => Some(EngineError::InputsChanged {
+                unit: unit.to_owned(),
+                changes: changes.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// DESIGN §7: a non-idempotent unit cut off mid-attempt — apollo died while it ran, or it was
+/// interrupted (Ctrl-C, SIGTERM) or timed out after its processes started — stops the run
+/// before anything runs, until a human records a verdict. No `--on-input-change` mode
+/// overrides this: the question is not whether its inputs changed but whether its side
+/// effects happened.
 pub(super) fn check_in_flight(
     pipeline: &Pipeline,
     prior: &PriorState,
@@ -108,25 +184,147 @@ pub(super) fn check_in_flight(
         .zip(in_scope)
         .filter(|(_, in_scope)| **in_scope)
     {
-        if let Some(prior_unit) = prior.unit(&unit.name)
-            && let PriorUnitState::InFlight { attempt } = prior_unit.state
-            && !unit.idempotent
+        if unit.idempotent {
+            continue;
+        }
+        let ended = match prior.unit(&unit.name).map(|prior_unit| &prior_unit.state) {
+            Some(PriorUnitState::InFlight { attempt }) => (*attempt, None),
+            Some(PriorUnitState::CutOff { attempt, status }) => (*attempt, Some(*status)),
+            _ => continue,
+        };
+        return Err(EngineError::NeedsVerdict {
+            unit: unit.name.clone(),
+            attempt: ended.0,
+            ended: ended.1,
+        });
+    }
+    Ok(())
+}
+
+/// DESIGN §17: a done non-idempotent unit whose inputs or outputs changed, found before
+/// anything runs. Only what can be known now is checked: the unit's own components (commands,
+/// env, input files), its declared outputs, and the outputs its done dependencies recorded. A
+/// change that comes from an upstream unit that runs in this session is found by the engine
+/// when the unit becomes ready (and the run stops then). Under [`OnInputChange::Rerun`] there
+/// is nothing to check.
+pub(super) fn check_changed(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    prior: &PriorState,
+    in_scope: &[bool],
+    on_input_change: OnInputChange,
+) -> Result<(), EngineError> {
+    if on_input_change == OnInputChange::Rerun {
+        return Ok(());
+    }
+    for (unit_idx, unit) in pipeline.units.iter().enumerate() {
+        if !in_scope[unit_idx] || unit.idempotent {
+            continue;
+        }
+        if let Some(error) = known_change(pipeline, dag, prior, unit_idx, on_input_change)
+            .and_then(|decision| decision.stop_error(&unit.name))
         {
-            return Err(EngineError::NeedsVerdict {
-                unit: unit.name.clone(),
-                attempt,
-            });
+            return Err(error);
         }
     }
     Ok(())
 }
 
-/// The resume rules of DESIGN §7 for one unit whose input hash is known.
+/// The decision for a done unit from what is known before anything runs: its own components,
+/// its declared outputs, and the outputs its dependencies recorded. `None` when it is not done
+/// or a dependency is not done (it runs first; the engine decides once its output is known).
+pub(super) fn known_change(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    prior: &PriorState,
+    unit_idx: usize,
+    on_input_change: OnInputChange,
+) -> Option<Decision> {
+    let unit = &pipeline.units[unit_idx];
+    let is_done = |name: &str| {
+        matches!(
+            prior.unit(name).map(|prior_unit| &prior_unit.state),
+            Some(PriorUnitState::Done { .. })
+        )
+    };
+    if !is_done(&unit.name) {
+        return None;
+    }
+    let mut upstream = Vec::with_capacity(dag.deps(unit_idx).len());
+    for &dep_idx in dag.deps(unit_idx) {
+        let dep = &pipeline.units[dep_idx];
+        if !is_done(&dep.name) {
+            return None;
+        }
+        upstream.push((
+            dep.name.as_str(),
+            reused_output_hash(prior, dep, &pipeline.base_dir),
+        ));
+    }
+    let upstream: Vec<(&str, &str)> = upstream
+        .iter()
+        .map(|(name, hash)| (*name, hash.as_str()))
+        .collect();
+    // An input that cannot be read now is the engine's to report (a failed attempt).
+    let inputs = hash::input_components(unit, &pipeline.base_dir, &upstream).ok()?;
+    Some(decide(
+        prior,
+        unit,
+        &hash::combine_components(&inputs),
+        &inputs,
+        &output_changes(prior, unit, &pipeline.base_dir),
+        on_input_change,
+    ))
+}
+
+/// What became of a done unit's declared outputs since it succeeded, as phrases ("output
+/// data/x.csv is missing", "output data/x.csv changed"); empty when they are as recorded, or
+/// when there is nothing to compare (no declared outputs — its stdout stood for them —, or it
+/// skipped itself). A unit a human marked succeeded has no recorded hash: only missing outputs
+/// count. Reads the files: call it where input files are hashed.
+pub(super) fn output_changes(prior: &PriorState, unit: &Unit, base_dir: &Path) -> Vec<String> {
+    let Some(PriorUnitState::Done {
+        output_hash,
+        status: AttemptStatus::Succeeded,
+        ..
+    }) = prior.unit(&unit.name).map(|prior_unit| &prior_unit.state)
+    else {
+        return Vec::new();
+    };
+    if unit.outputs.is_empty() {
+        return Vec::new();
+    }
+    let mut outputs: Vec<&str> = unit.outputs.iter().map(String::as_str).collect();
+    outputs.sort();
+    outputs.dedup();
+    let missing: Vec<String> = outputs
+        .iter()
+        .filter(|output| std::fs::symlink_metadata(base_dir.join(output)).is_err())
+        .map(|output| format!("output {output} is missing"))
+        .collect();
+    if !missing.is_empty() {
+        return missing;
+    }
+    let Some(recorded) = output_hash else {
+        return Vec::new();
+    };
+    match hash::output_hash(unit, base_dir) {
+        Ok(Some(now)) if &now == recorded => Vec::new(),
+        Ok(_) if outputs.len() == 1 => vec![format!("output {} changed", outputs[0])],
+        Ok(_) => vec![format!("outputs changed (one of {})", outputs.join(", "))],
+        Err(error) => vec![format!("outputs cannot be read: {error}")],
+    }
+}
+
+/// The resume rules of DESIGN §7 and §17 for one unit whose input hash is known:
+/// `output_changes` are what [`output_changes`] found.
 pub(super) fn decide(
     prior: &PriorState,
     unit: &Unit,
     input_hash: &str,
     inputs: &[InputComponent],
+    output_changes: &[String],
+    on_input_change: OnInputChange,
 ) -> Decision {
     let Some(prior_unit) = prior.unit(&unit.name) else {
         return Decision::FirstRun;
@@ -137,30 +335,58 @@ pub(super) fn decide(
             input_hash: old_hash,
             inputs: old_inputs,
             marked,
+            rerun_allowed,
             ..
         } => {
-            if old_hash == input_hash {
-                Decision::Reuse {
+            if old_hash == input_hash && output_changes.is_empty() {
+                return Decision::Reuse {
                     attempt: *attempt,
                     marked: *marked,
-                }
+                };
+            }
+            let mut changes = if old_hash == input_hash {
+                Vec::new()
             } else {
-                let mut changes = match prior.unknown_inputs(&unit.name) {
+                match prior.unknown_inputs(&unit.name) {
                     Some(why) => vec![format!("input hash changed ({why})")],
                     None => hash::describe_input_changes(old_inputs, inputs),
-                };
-                if changes.is_empty() {
-                    changes.push("input hash changed".to_owned());
                 }
+            };
+            if changes.is_empty() && old_hash != input_hash {
+                changes.push("input hash changed".to_owned());
+            }
+            changes.extend_from_slice(output_changes);
+            let stops = match on_input_change {
+                OnInputChange::Rerun => false,
+                OnInputChange::Fail => true,
+                OnInputChange::Auto => !unit.idempotent && !rerun_allowed,
+            };
+            if stops {
+                Decision::ChangedNeedsVerdict {
+                    attempt: *attempt,
+                    changes,
+                    not_idempotent: on_input_change == OnInputChange::Auto,
+                }
+            } else {
                 Decision::InputsChanged(changes)
             }
         }
         PriorUnitState::InFlight { attempt } => Decision::WasInFlight { attempt: *attempt },
+        PriorUnitState::CutOff { attempt, .. } => Decision::PreviouslyNotDone { attempt: *attempt },
         PriorUnitState::NotDone if prior_unit.last_attempt == 0 => Decision::FirstRun,
         PriorUnitState::NotDone => Decision::PreviouslyNotDone {
             attempt: prior_unit.last_attempt,
         },
     }
+}
+
+/// Whether a failed attempt of `unit` that ended `status` may be retried within the run (its
+/// `retries`). A timeout cuts a non-idempotent unit off half done, as a crash would: it is not
+/// retried behind a human's back — it fails for good, and the next run asks for a verdict. A
+/// non-zero exit is the unit's own verdict on itself, so its retries apply (`apollo check`
+/// warns about `idempotent: false` with `retries`).
+pub(super) fn may_retry(unit: &Unit, status: AttemptStatus) -> bool {
+    unit.idempotent || status != AttemptStatus::TimedOut
 }
 
 /// The output hash a reused unit hands its dependents: the recorded one, or — for a human's

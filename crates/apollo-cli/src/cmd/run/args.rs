@@ -11,12 +11,15 @@ use apollo_store::{Durability, WriterOptions};
 use crate::cmd::ConfigArg;
 use crate::error::CliError;
 
-/// What to do when a succeeded unit's inputs changed.
+/// What to do when a succeeded unit's inputs changed (or its declared outputs are missing or
+/// changed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum InputChange {
-    /// Run it again with the new inputs
+    /// Run an idempotent unit again; stop before an `idempotent: false` one and say what changed (exit 5): `apollo mark RUN UNIT --rerun` allows it
+    Auto,
+    /// Run it again with the new inputs, idempotent or not
     Rerun,
-    /// Stop before running anything and say what changed (exit 5)
+    /// Stop before running it and say what changed (exit 5), whatever the unit
     Fail,
 }
 
@@ -35,8 +38,8 @@ pub(crate) struct ExecutionArgs {
     /// Keep running every unit that does not depend on a failed one (like `make -k`)
     #[arg(long, short = 'k')]
     pub(crate) keep_going: bool,
-    /// When a unit that already succeeded in this run has different inputs now
-    #[arg(long, value_enum, default_value_t = InputChange::Rerun, value_name = "WHAT")]
+    /// When a unit that already succeeded in this run has different inputs now, or its declared outputs are missing or changed
+    #[arg(long, value_enum, default_value_t = InputChange::Auto, value_name = "WHAT")]
     pub(crate) on_input_change: InputChange,
     /// Run only these units, and whatever of their upstream has not succeeded
     #[arg(long, value_name = "UNIT", num_args = 1..)]
@@ -93,6 +96,7 @@ impl ExecutionArgs {
         let mut session = session
             .keep_going(self.keep_going)
             .on_input_change(match self.on_input_change {
+                InputChange::Auto => OnInputChange::Auto,
                 InputChange::Rerun => OnInputChange::Rerun,
                 InputChange::Fail => OnInputChange::Fail,
             })

@@ -2,6 +2,7 @@
 //! or a command (which the library leaves out).
 
 use apollo_core::EngineError;
+use apollo_core::event::AttemptStatus;
 use apollo_runner::RunnerError;
 
 use crate::error::CliError;
@@ -72,7 +73,7 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
             previous,
         } => CliError::Usage {
             message: format!(
-                "unit `{unit}` of run {run} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run; to override a recorded outcome anyway, add --force"
+                "unit `{unit}` of run {run} {previous} (attempt {attempt}): `apollo mark` is for an attempt that was cut off mid-run (and `--rerun` for a unit that succeeded); to override a recorded outcome anyway, add --force"
             ),
         },
         other => CliError::Usage {
@@ -83,10 +84,30 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
 
 fn engine_error(error: EngineError, run_id: &str) -> CliError {
     match error {
-        EngineError::NeedsVerdict { unit, attempt } => CliError::NeedsVerdict {
+        EngineError::NeedsVerdict {
+            unit,
+            attempt,
+            ended,
+        } => CliError::NeedsVerdict {
             run: run_id.to_owned(),
             unit,
             attempt,
+            how: match ended {
+                None => "was running when apollo stopped",
+                Some(AttemptStatus::TimedOut) => "was cut off by its timeout",
+                Some(_) => "was interrupted when apollo was stopped (Ctrl-C or SIGTERM)",
+            }
+            .to_owned(),
+        },
+        EngineError::ChangedNeedsVerdict {
+            unit,
+            attempt,
+            changes,
+        } => CliError::ChangedNeedsVerdict {
+            run: run_id.to_owned(),
+            unit,
+            attempt,
+            changes,
         },
         EngineError::InputsChanged { unit, changes } => CliError::InputsChanged {
             run: run_id.to_owned(),
@@ -137,11 +158,16 @@ mod tests {
             source: EngineError::NeedsVerdict {
                 unit: "deploy".to_owned(),
                 attempt: 2,
+                ended: Some(AttemptStatus::TimedOut),
             },
         });
         assert_eq!(error.exit(), Exit::VerdictNeeded);
         assert!(
-            matches!(&error, CliError::NeedsVerdict { run: r, unit, attempt: 2 } if r == run.as_str() && unit == "deploy")
+            matches!(&error, CliError::NeedsVerdict { run: r, unit, attempt: 2, .. } if r == run.as_str() && unit == "deploy")
+        );
+        assert!(
+            error.to_string().contains("cut off by its timeout"),
+            "{error}"
         );
     }
 }

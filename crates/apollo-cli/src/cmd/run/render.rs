@@ -122,7 +122,13 @@ pub(crate) fn dry_run(
         .max()
         .unwrap_or(0);
     for (name, planned) in &plan.units {
-        let verb = if planned.runs() { "run" } else { "skip" };
+        let verb = if planned.stops_run() {
+            "stop"
+        } else if planned.runs() {
+            "run"
+        } else {
+            "skip"
+        };
         writeln!(stdout, "  {verb:<4}  {name:<width$}  {planned}").map_err(output)?;
     }
     writeln!(
@@ -132,5 +138,20 @@ pub(crate) fn dry_run(
         plan.units.len(),
         plural(plan.units.len())
     )
-    .map_err(output)
+    .map_err(output)?;
+    let stops: Vec<&str> = plan
+        .units
+        .iter()
+        .filter(|(_, planned)| planned.stops_run())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !stops.is_empty() {
+        writeln!(
+            stdout,
+            "the run would stop for a human's verdict (exit 5) at {}: `apollo mark RUN UNIT --rerun` allows a rerun",
+            stops.join(", ")
+        )
+        .map_err(output)?;
+    }
+    Ok(())
 }

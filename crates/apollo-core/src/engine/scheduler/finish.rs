@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::Scheduler;
 use crate::engine::api::UnitResult;
 use crate::engine::observer::{HeldNotice, Observer};
+use crate::engine::policy;
 use crate::engine::record::{self, first_line};
 use crate::engine::retry::backoff;
 use crate::engine::units::State;
@@ -116,7 +117,8 @@ impl Scheduler<'_> {
                     log_dir: log_dir.clone(),
                     error: error.as_deref().map(first_line),
                 };
-                let retries_left = slot.attempts_here <= unit.retries;
+                let retries_left =
+                    slot.attempts_here <= unit.retries && policy::may_retry(unit, status);
                 if retries_left && !self.stop_starting && !self.cancel.is_cancelled() {
                     let delay = backoff(unit, slot.attempts_here, self.options.max_retry_delay);
                     self.retries.schedule(unit_idx, Instant::now() + delay);

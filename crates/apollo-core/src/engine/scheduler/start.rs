@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Scheduler;
-use crate::engine::api::{EngineError, OnInputChange, UnitResult};
+use crate::engine::api::UnitResult;
 use crate::engine::observer::{Notice, Observer};
-use crate::engine::policy::{Decision, decide, reused_output_hash};
+use crate::engine::policy::{Decision, decide, output_changes, reused_output_hash};
 use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
 use crate::event::{AttemptStatus, InputComponent, UnitStarted};
@@ -143,7 +143,15 @@ impl Scheduler<'_> {
         };
         let input_hash = hash::combine_components(&inputs);
         if self.units[unit_idx].attempts_here == 0 && hash_error.is_none() {
-            let decision = decide(self.prior, unit, &input_hash, &inputs);
+            let output_changes = output_changes(self.prior, unit, &self.pipeline.base_dir);
+            let decision = decide(
+                self.prior,
+                unit,
+                &input_hash,
+                &inputs,
+                &output_changes,
+                self.options.on_input_change,
+            );
             observer.notice(&Notice::Decided {
                 unit: &unit.name,
                 decision: &decision,
@@ -153,13 +161,8 @@ impl Scheduler<'_> {
                     self.reuse(unit_idx);
                     return true;
                 }
-                Decision::InputsChanged(changes)
-                    if self.options.on_input_change == OnInputChange::Fail =>
-                {
-                    self.input_change_error = Some(EngineError::InputsChanged {
-                        unit: unit.name.clone(),
-                        changes,
-                    });
+                Decision::ChangedNeedsVerdict { .. } => {
+                    self.input_change_error = decision.stop_error(&unit.name);
                     self.stop();
                     return false;
                 }

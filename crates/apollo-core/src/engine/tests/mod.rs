@@ -4,6 +4,7 @@
 mod durability;
 mod failures;
 mod hashing;
+mod needs_human;
 mod records;
 mod resume;
 mod scheduling;
@@ -222,6 +223,16 @@ impl Executor for FakeExecutor {
         let mut outcome = failed_to_start(String::new());
         outcome.status = status;
         outcome.exit = exit;
+        // The attempt's process ran (an attempt with no phase never started anything).
+        outcome.phases.push(crate::executor::PhaseOutcome {
+            phase: crate::model::Phase::Execute,
+            offset: Duration::ZERO,
+            wall_time: Duration::ZERO,
+            exit,
+            timed_out: status == AttemptStatus::TimedOut,
+            leftovers_killed: 0,
+            error: None,
+        });
         outcome.error = (status != AttemptStatus::Succeeded).then(|| format!("{status:?}"));
         outcome.stdout_sha256 = Some(hash::sha256_hex(request.unit.name.as_bytes()));
         outcome

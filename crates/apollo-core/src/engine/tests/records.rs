@@ -163,14 +163,14 @@ fn a_resume_reads_the_manifest_to_say_which_input_changed() {
 
     // Not read (or unreadable): the change is explained by that, not by 10,000 "added".
     let mut prior = PriorState::from_events(&events);
-    let decision = policy::decide(&prior, big, &input_hash, &inputs);
+    let decision = policy::decide(&prior, big, &input_hash, &inputs, &[], OnInputChange::Auto);
     assert!(
         matches!(&decision, policy::Decision::InputsChanged(changes)
             if changes.len() == 1 && changes[0].contains("was not read")),
         "{decision:?}"
     );
     prior.load_input_manifests(|_: &InputManifestRef| Err("no file here".to_owned()));
-    let decision = policy::decide(&prior, big, &input_hash, &inputs);
+    let decision = policy::decide(&prior, big, &input_hash, &inputs, &[], OnInputChange::Auto);
     assert_eq!(
         decision.to_string(),
         format!(
@@ -184,7 +184,7 @@ fn a_resume_reads_the_manifest_to_say_which_input_changed() {
         input_manifest::decode(reference, &manifests[&reference.sha256])
             .map_err(|error| error.to_string())
     });
-    let decision = policy::decide(&prior, big, &input_hash, &inputs);
+    let decision = policy::decide(&prior, big, &input_hash, &inputs, &[], OnInputChange::Auto);
     assert_eq!(
         decision,
         policy::Decision::InputsChanged(vec!["input file data/part-00007.csv changed".to_owned()])

@@ -57,7 +57,7 @@ fn an_in_flight_idempotent_unit_reruns_and_a_non_idempotent_one_needs_a_verdict(
     )
     .unwrap_err();
     assert!(
-        matches!(error, EngineError::NeedsVerdict { ref unit, attempt: 1 } if unit == "careful"),
+        matches!(error, EngineError::NeedsVerdict { ref unit, attempt: 1, ended: None } if unit == "careful"),
         "{error}"
     );
     assert!(
