@@ -16,10 +16,7 @@ fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus
     // Records are stamped at the run id's time, as a real run's would be.
     let clock = ManualClock::new();
     clock.set(id.started_at());
-    let options = apollo_store::WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     writer
         .append_batch(&[run_started(id.as_str(), pipeline)])
@@ -242,10 +239,7 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
     let run = state.create_run(&id).unwrap();
     let clock = ManualClock::new();
     clock.set(id.started_at());
-    let options = apollo_store::WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     let mut started = run_started(id.as_str(), "etl");
     if let apollo_core::Event::RunStarted(s) = &mut started {
@@ -309,10 +303,7 @@ fn backup_refreshes_the_copy_of_a_run_resumed_since() {
 
     // The run is resumed and succeeds; a rotation gives it a second segment too.
     let run_dir = state.run_dir(&id).unwrap();
-    let options = apollo_store::WriterOptions {
-        segment_max_bytes: 1,
-        ..fast()
-    };
+    let options = fast().segment_max_bytes(1);
     let (mut writer, _) = JournalWriter::open_for_append(run_dir.path(), options).unwrap();
     writer.append_batch(&[event(2)]).unwrap();
     writer
