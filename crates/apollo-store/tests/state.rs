@@ -146,10 +146,7 @@ fn a_run_being_written_by_another_apollo_is_running_and_never_pruned() {
     let now = Utc.with_ymd_and_hms(2026, 12, 30, 0, 0, 0).unwrap();
     let report = prune(
         &state,
-        PruneOptions {
-            keep_days: Some(1),
-            keep_runs: Some(0),
-        },
+        PruneOptions::default().keep_days(1).keep_runs(0),
         now,
     )
     .unwrap();
@@ -188,28 +185,12 @@ fn prune_deletes_by_age_and_count_but_keeps_the_latest_of_each_pipeline() {
         Some(RunStatus::Succeeded),
     );
     let now = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
-    let report = prune(
-        &state,
-        PruneOptions {
-            keep_days: Some(7),
-            keep_runs: None,
-        },
-        now,
-    )
-    .unwrap();
+    let report = prune(&state, PruneOptions::default().keep_days(7), now).unwrap();
     assert_eq!(report.deleted, [a1.clone(), a2.clone()]);
     assert_eq!(report.kept_latest, vec![b1.clone()]);
     assert!(report.freed_bytes > 0);
     assert!(!state.runs_dir().join(a1.as_str()).exists());
-    let report = prune(
-        &state,
-        PruneOptions {
-            keep_days: None,
-            keep_runs: Some(1),
-        },
-        now,
-    )
-    .unwrap();
+    let report = prune(&state, PruneOptions::default().keep_runs(1), now).unwrap();
     assert_eq!(report.deleted, [a3]);
     // Listed in creation order (a4 was made before b1), not by the time in their ids.
     let left: Vec<_> = state.run_ids().unwrap();
