@@ -54,11 +54,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let salvage = mode & 2 == 2;
-    if let Ok(reader) = JournalReader::open(&dir, ReadOptions { salvage, ..ReadOptions::default() }) {
+    if let Ok(reader) = JournalReader::open(&dir, ReadOptions::default().salvage(salvage)) {
         for _record in reader {}
     }
     let _ = verify(&dir);
-    let options = WriterOptions { durability: Durability::None, ..WriterOptions::default() };
+    let options = WriterOptions::default().durability(Durability::None);
     if let Ok((writer, _report)) = JournalWriter::open_for_append(&dir, options) {
         drop(writer);
         // After recovery the journal must read cleanly to the end.

@@ -97,10 +97,7 @@ fn main() {
     let out = std::fs::File::create(dir.path().join("out")).expect("out file");
     let cancel = CancelToken::new();
     let direct = ProcessExecutor::new(ExecOptions::default());
-    let via_shell = ProcessExecutor::new(ExecOptions {
-        direct_exec: false,
-        ..ExecOptions::default()
-    });
+    let via_shell = ProcessExecutor::new(ExecOptions::default().direct_exec(false));
     let true_shell = unit(apollo_core::Command::Shell("true".to_owned()), dir.path());
     let run = |executor: &ProcessExecutor, unit: &Unit| {
         let request = AttemptRequest::new("bench", unit, 1, &log_dir);

@@ -14,7 +14,22 @@ use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase}
 use crate::program_search::ProgramCache;
 
 /// How [`ProcessExecutor`] runs attempts.
+///
+/// Start from [`ExecOptions::default`] and change what you need with the chainable setters;
+/// new options may be added in any release, so the struct cannot be built with a literal
+/// outside this crate:
+///
+/// ```
+/// use std::time::Duration;
+/// use apollo_exec::ExecOptions;
+///
+/// let options = ExecOptions::default()
+///     .cleanup_timeout(Duration::from_secs(10))
+///     .direct_exec(false);
+/// assert!(!options.direct_exec);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExecOptions {
     /// Time limit of the `cleanup` phase, which does not count against the unit's `timeout`
     /// (that one covers `prepare` + `execute`). When it passes, cleanup's group gets SIGTERM,
@@ -36,6 +51,27 @@ impl Default for ExecOptions {
             direct_exec: true,
             name_output_after: Duration::from_millis(100),
         }
+    }
+}
+
+impl ExecOptions {
+    /// With this time limit for the `cleanup` phase.
+    pub fn cleanup_timeout(mut self, cleanup_timeout: Duration) -> Self {
+        self.cleanup_timeout = cleanup_timeout;
+        self
+    }
+
+    /// With string commands without shell syntax exec'd directly (`true`) or always run
+    /// through `/bin/sh -c` (`false`).
+    pub fn direct_exec(mut self, direct_exec: bool) -> Self {
+        self.direct_exec = direct_exec;
+        self
+    }
+
+    /// With output files named once an attempt has run this long, even if still empty.
+    pub fn name_output_after(mut self, name_output_after: Duration) -> Self {
+        self.name_output_after = name_output_after;
+        self
     }
 }
 

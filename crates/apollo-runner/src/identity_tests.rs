@@ -43,10 +43,7 @@ fn write_finished_run(
 ) {
     let state = StateDir::open_or_create(state_dir).unwrap();
     let run = state.create_run(id).unwrap();
-    let options = WriterOptions {
-        durability: Durability::None,
-        ..WriterOptions::default()
-    };
+    let options = WriterOptions::default().durability(Durability::None);
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     let mut events = vec![Event::RunStarted(RunStarted {
         run_id: id.to_string(),

@@ -152,10 +152,7 @@ fn reset_hwm() -> bool {
 
 fn read_million(dir: &Path, n_records: u64) {
     let run = dir.join("read");
-    let options = WriterOptions {
-        durability: Durability::None,
-        ..WriterOptions::default()
-    };
+    let options = WriterOptions::default().durability(Durability::None);
     let mut writer = JournalWriter::create(&run, "bench", options).unwrap();
     let write_start = Instant::now();
     let mut batch = Vec::with_capacity(1000);
@@ -226,10 +223,7 @@ fn main() {
     // The size of a framed record, so the baseline writes lines of the same size.
     let line_len = {
         let probe = dir.path().join("probe");
-        let options = WriterOptions {
-            durability: Durability::None,
-            ..WriterOptions::default()
-        };
+        let options = WriterOptions::default().durability(Durability::None);
         let mut writer = JournalWriter::create(&probe, "bench", options).unwrap();
         let before = std::fs::metadata(writer.segment_path()).unwrap().len();
         writer.append_batch(&[event(1234)]).unwrap();

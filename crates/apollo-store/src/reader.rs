@@ -14,7 +14,19 @@ use crate::segment::{
 };
 
 /// How to read a journal.
+///
+/// Start from [`ReadOptions::default`] (strict: stop at the first corruption; every record)
+/// and change what you need with the chainable setters; new options may be added in any
+/// release, so the struct cannot be built with a literal outside this crate:
+///
+/// ```
+/// use apollo_store::ReadOptions;
+///
+/// let options = ReadOptions::default().salvage(true);
+/// assert!(options.salvage);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// Read past bad records, bad headers, sequence gaps and missing segments, with a
     /// [`Warning`] for each, instead of stopping with a [`StoreError::Corruption`].
@@ -24,6 +36,27 @@ pub struct ReadOptions {
     pub since: Option<DateTime<Utc>>,
     /// Only records with `ts <= until`; segments that start after it are not opened.
     pub until: Option<DateTime<Utc>>,
+}
+
+impl ReadOptions {
+    /// With salvage mode on or off: on, damage is read past with a [`Warning`] for each
+    /// instead of ending the read with an error.
+    pub fn salvage(mut self, salvage: bool) -> Self {
+        self.salvage = salvage;
+        self
+    }
+
+    /// Only records written at or after `since`.
+    pub fn since(mut self, since: DateTime<Utc>) -> Self {
+        self.since = Some(since);
+        self
+    }
+
+    /// Only records written at or before `until`.
+    pub fn until(mut self, until: DateTime<Utc>) -> Self {
+        self.until = Some(until);
+        self
+    }
 }
 
 /// What the reader found at the start of a segment.

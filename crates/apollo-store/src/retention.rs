@@ -16,12 +16,31 @@ use crate::state_dir::StateDir;
 /// Which runs to keep. A run is deleted when it is older than `keep_days` **or** beyond the
 /// `keep_runs` newest of its pipeline, unless it is running or the latest of its pipeline.
 /// With neither set, nothing is deleted.
+///
+/// Built from [`PruneOptions::default`] with the chainable setters (new criteria may be added
+/// in any release, so the struct cannot be built with a literal outside this crate):
+/// `PruneOptions::default().keep_days(30).keep_runs(10)`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PruneOptions {
     /// Keep runs started less than this many days before `now`.
     pub keep_days: Option<u32>,
     /// Keep the newest this many runs of each pipeline.
     pub keep_runs: Option<usize>,
+}
+
+impl PruneOptions {
+    /// Keeping runs started less than `keep_days` days before `now`.
+    pub fn keep_days(mut self, keep_days: u32) -> Self {
+        self.keep_days = Some(keep_days);
+        self
+    }
+
+    /// Keeping the newest `keep_runs` runs of each pipeline.
+    pub fn keep_runs(mut self, keep_runs: usize) -> Self {
+        self.keep_runs = Some(keep_runs);
+        self
+    }
 }
 
 /// What [`prune`] did.

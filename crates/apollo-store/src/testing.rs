@@ -29,7 +29,7 @@
 //! assert_eq!(plan, FaultPlan::fail(FaultOp::Write, 2, FaultErrno::Enospc));
 //!
 //! // The segment header is write 1, so the first append is the write that fails.
-//! let options = WriterOptions { faults: plan, ..WriterOptions::default() };
+//! let options = WriterOptions::default().faults(plan);
 //! let mut writer = JournalWriter::create(temp.path(), "20261130T021507Z-3f9a", options)?;
 //! let event = Event::RunFinished(RunFinished {
 //!     status: RunStatus::Succeeded, succeeded: 0, failed: 0, skipped: 0,

@@ -31,7 +31,24 @@ pub enum Durability {
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 /// How a [`JournalWriter`] behaves.
+///
+/// Start from [`WriterOptions::default`] (fsync every append, 64 MiB segments, no faults, the
+/// system clock) and change what you need with the chainable setters; new options may be
+/// added in any release, so the struct cannot be built with a literal outside this crate:
+///
+/// ```
+/// use apollo_store::{Durability, WriterOptions};
+///
+/// let options = WriterOptions::default()
+///     .durability(Durability::None)
+///     .segment_max_bytes(1024 * 1024);
+/// assert_eq!(options.segment_max_bytes, 1024 * 1024);
+/// ```
+///
+/// [`durability`](Self::durability) `None`, [`faults`](Self::faults) and
+/// [`clock`](Self::clock) are test hooks (see [`testing`](crate::testing)).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct WriterOptions {
     /// fsync or not.
     pub durability: Durability,
@@ -52,6 +69,34 @@ impl Default for WriterOptions {
             faults: FaultPlan::default(),
             clock: None,
         }
+    }
+}
+
+impl WriterOptions {
+    /// With this durability. [`Durability::None`] is for tests and benchmarks only.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// With segments closed once they hold `segment_max_bytes` bytes (a segment may end up
+    /// one record larger: records are never split).
+    pub fn segment_max_bytes(mut self, segment_max_bytes: u64) -> Self {
+        self.segment_max_bytes = segment_max_bytes;
+        self
+    }
+
+    /// With these faults injected (tests; see [`FaultPlan`](crate::testing::FaultPlan)).
+    pub fn faults(mut self, faults: FaultPlan) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    /// With records timestamped by `clock` instead of the system clock (tests; see
+    /// [`Clock`]).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
     }
 }
 

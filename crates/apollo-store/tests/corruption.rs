@@ -4,9 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use apollo_store::{
-    ErrorKind, JournalWriter, ReadOptions, StoreError, WarningKind, WriterOptions, verify,
-};
+use apollo_store::{ErrorKind, JournalWriter, ReadOptions, StoreError, WarningKind, verify};
 use proptest::prelude::*;
 
 use crate::support::*;
@@ -23,10 +21,7 @@ fn one_segment_run(dir: &Path, n: u64) -> Vec<u8> {
 
 /// A run with several sealed segments; returns the number of segments.
 fn multi_segment_run(dir: &Path, n: u64) -> u64 {
-    let options = WriterOptions {
-        segment_max_bytes: 500,
-        ..fast()
-    };
+    let options = fast().segment_max_bytes(500);
     let mut writer = JournalWriter::create(dir, "20261130T021507Z-3f9a", options).unwrap();
     for i in 1..=n {
         writer.append_batch(&[event(i)]).unwrap();
@@ -222,13 +217,7 @@ fn a_bad_record_followed_by_good_ones_is_corruption_not_a_torn_tail() {
     );
 
     // Salvage reads past it with a warning.
-    let (records, warnings) = read_all(
-        dir.path(),
-        ReadOptions {
-            salvage: true,
-            ..ReadOptions::default()
-        },
-    );
+    let (records, warnings) = read_all(dir.path(), ReadOptions::default().salvage(true));
     let seqs: Vec<u64> = records.unwrap().iter().map(|r| r.seq).collect();
     assert_eq!(seqs, [1, 3, 4, 5]);
     assert_eq!(warnings.len(), 1);
@@ -314,10 +303,7 @@ fn a_missing_last_segment_is_corruption_not_a_shorter_journal() {
         "{report:?}"
     );
     // Salvage still reads what is left, a consistent prefix.
-    let salvage = ReadOptions {
-        salvage: true,
-        ..ReadOptions::default()
-    };
+    let salvage = ReadOptions::default().salvage(true);
     let records = read_all(dir.path(), salvage).0.unwrap();
     assert!(records.windows(2).all(|w| w[1].seq == w[0].seq + 1));
 }
@@ -392,15 +378,9 @@ fn a_newer_major_version_is_refused_with_a_clear_message() {
     newer.extend_from_slice(rest.as_bytes());
     fs::write(segment(dir.path(), 1), &newer).unwrap();
     for error in [
-        read_all(
-            dir.path(),
-            ReadOptions {
-                salvage: true,
-                ..ReadOptions::default()
-            },
-        )
-        .0
-        .unwrap_err(),
+        read_all(dir.path(), ReadOptions::default().salvage(true))
+            .0
+            .unwrap_err(),
         JournalWriter::open_for_append(dir.path(), fast())
             .map(|_| ())
             .unwrap_err(),
@@ -423,15 +403,9 @@ fn a_record_kind_of_a_newer_apollo_is_refused_not_skipped() {
     ));
     fs::write(segment(dir.path(), 1), &bytes).unwrap();
     for error in [
-        read_all(
-            dir.path(),
-            ReadOptions {
-                salvage: true,
-                ..ReadOptions::default()
-            },
-        )
-        .0
-        .unwrap_err(),
+        read_all(dir.path(), ReadOptions::default().salvage(true))
+            .0
+            .unwrap_err(),
         read_all(dir.path(), ReadOptions::default()).0.unwrap_err(),
         verify(dir.path()).unwrap_err(),
     ] {
@@ -482,13 +456,7 @@ fn never_panics(bytes: &[u8], with_header: bool) {
     contents.extend_from_slice(bytes);
     fs::write(journal.join("000001.log"), &contents).unwrap();
     for salvage in [false, true] {
-        let _ = read_all(
-            dir.path(),
-            ReadOptions {
-                salvage,
-                ..ReadOptions::default()
-            },
-        );
+        let _ = read_all(dir.path(), ReadOptions::default().salvage(salvage));
     }
     let _ = verify(dir.path());
     let _ = JournalWriter::open_for_append(dir.path(), fast());
@@ -532,13 +500,7 @@ fn salvage_reads_past_a_missing_segment_and_a_bad_header() {
     bytes[12] ^= 0x01; // inside the header's length or payload
     fs::write(&third, &bytes).unwrap();
     expect_corruption(read_all(dir.path(), ReadOptions::default()).0, "missing");
-    let (records, warnings) = read_all(
-        dir.path(),
-        ReadOptions {
-            salvage: true,
-            ..ReadOptions::default()
-        },
-    );
+    let (records, warnings) = read_all(dir.path(), ReadOptions::default().salvage(true));
     let records = records.unwrap();
     // Everything but segment 2's records is read, in order (segment 3's despite its header).
     let expected: Vec<_> = all

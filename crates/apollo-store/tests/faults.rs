@@ -13,12 +13,10 @@ fn workload(
     run_dir: &std::path::Path,
     faults: FaultPlan,
 ) -> (Vec<apollo_core::Event>, Option<StoreError>) {
-    let options = WriterOptions {
-        durability: Durability::Fsync,
-        segment_max_bytes: 400,
-        faults,
-        ..WriterOptions::default()
-    };
+    let options = WriterOptions::default()
+        .durability(Durability::Fsync)
+        .segment_max_bytes(400)
+        .faults(faults);
     let mut writer = match JournalWriter::create(run_dir, "20261130T021507Z-3f9a", options) {
         Ok(writer) => writer,
         Err(error) => return (Vec::new(), Some(error)),
@@ -119,10 +117,7 @@ fn a_failed_fsync_poisons_every_appender_of_a_shared_writer() {
     let writer = JournalWriter::create(
         dir.path(),
         "r",
-        WriterOptions {
-            faults: "fsync:4:EIO".parse().unwrap(),
-            ..WriterOptions::default()
-        },
+        WriterOptions::default().faults("fsync:4:EIO".parse().unwrap()),
     )
     .unwrap();
     let shared = writer.into_shared();

@@ -54,10 +54,7 @@ fn segment_lines_are_inspectable_json_after_two_fields() {
 #[test]
 fn segments_rotate_at_the_size_limit_and_seq_continues() {
     let dir = tempfile::tempdir().unwrap();
-    let options = WriterOptions {
-        segment_max_bytes: 600,
-        ..fast()
-    };
+    let options = fast().segment_max_bytes(600);
     let mut writer = JournalWriter::create(dir.path(), "r", options.clone()).unwrap();
     for n in 1..=40 {
         writer.append_batch(&[event(n)]).unwrap();
@@ -104,10 +101,7 @@ fn segments_rotate_at_the_size_limit_and_seq_continues() {
 fn segments_rotate_at_the_utc_day_change() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(); // 23:00 UTC
-    let options = WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(dir.path(), "r", options).unwrap();
     writer.append_batch(&[event(1)]).unwrap();
     clock.set(clock.now() + Duration::minutes(59));
@@ -128,10 +122,7 @@ fn since_and_until_open_only_the_segments_that_cover_the_interval() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new();
     let start = clock.now();
-    let options = WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(dir.path(), "r", options).unwrap();
     // Three days, 4 records each (one hour apart): three segments.
     for day in 0..3 {
@@ -166,14 +157,7 @@ fn since_and_until_open_only_the_segments_that_cover_the_interval() {
 
     let since = start + Duration::days(1) + Duration::hours(1);
     let until = start + Duration::days(1) + Duration::hours(2) + Duration::minutes(1);
-    let (records, _) = read_all(
-        dir.path(),
-        ReadOptions {
-            since: Some(since),
-            until: Some(until),
-            ..ReadOptions::default()
-        },
-    );
+    let (records, _) = read_all(dir.path(), ReadOptions::default().since(since).until(until));
     let records = records.unwrap();
     assert_eq!(records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6, 7]);
     assert!(records.iter().all(|r| r.ts >= since && r.ts <= until));
@@ -185,11 +169,9 @@ fn group_commit_serves_many_threads_with_unique_ordered_seqs() {
     let writer = JournalWriter::create(
         dir.path(),
         "r",
-        WriterOptions {
-            durability: Durability::Fsync,
-            segment_max_bytes: 4096,
-            ..WriterOptions::default()
-        },
+        WriterOptions::default()
+            .durability(Durability::Fsync)
+            .segment_max_bytes(4096),
     )
     .unwrap();
     let shared = Arc::new(writer.into_shared());
@@ -300,14 +282,7 @@ fn appends_queued_during_a_commit_share_the_next_one() {
         }
         chrono::Utc::now()
     });
-    let (writer, _) = JournalWriter::open_for_append(
-        dir.path(),
-        WriterOptions {
-            clock: Some(clock),
-            ..fast()
-        },
-    )
-    .unwrap();
+    let (writer, _) = JournalWriter::open_for_append(dir.path(), fast().clock(clock)).unwrap();
     let shared = Arc::new(writer.into_shared());
     let first = {
         let shared = Arc::clone(&shared);
@@ -369,10 +344,7 @@ fn the_documented_example_segment_is_byte_exact() {
             .with_ymd_and_hms(2026, 11, 30, 2, 15, 7)
             .unwrap(),
     );
-    let options = WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(dir.path(), "20261130T021507Z-3f9a", options).unwrap();
     clock.set(clock.now() + Duration::microseconds(1));
     writer

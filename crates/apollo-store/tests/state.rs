@@ -16,10 +16,7 @@ fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus
     // Records are stamped at the run id's time, as a real run's would be.
     let clock = ManualClock::new();
     clock.set(id.started_at());
-    let options = apollo_store::WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     writer
         .append_batch(&[run_started(id.as_str(), pipeline)])
@@ -149,10 +146,7 @@ fn a_run_being_written_by_another_apollo_is_running_and_never_pruned() {
     let now = Utc.with_ymd_and_hms(2026, 12, 30, 0, 0, 0).unwrap();
     let report = prune(
         &state,
-        PruneOptions {
-            keep_days: Some(1),
-            keep_runs: Some(0),
-        },
+        PruneOptions::default().keep_days(1).keep_runs(0),
         now,
     )
     .unwrap();
@@ -191,28 +185,12 @@ fn prune_deletes_by_age_and_count_but_keeps_the_latest_of_each_pipeline() {
         Some(RunStatus::Succeeded),
     );
     let now = Utc.with_ymd_and_hms(2026, 11, 30, 0, 0, 0).unwrap();
-    let report = prune(
-        &state,
-        PruneOptions {
-            keep_days: Some(7),
-            keep_runs: None,
-        },
-        now,
-    )
-    .unwrap();
+    let report = prune(&state, PruneOptions::default().keep_days(7), now).unwrap();
     assert_eq!(report.deleted, [a1.clone(), a2.clone()]);
     assert_eq!(report.kept_latest, vec![b1.clone()]);
     assert!(report.freed_bytes > 0);
     assert!(!state.runs_dir().join(a1.as_str()).exists());
-    let report = prune(
-        &state,
-        PruneOptions {
-            keep_days: None,
-            keep_runs: Some(1),
-        },
-        now,
-    )
-    .unwrap();
+    let report = prune(&state, PruneOptions::default().keep_runs(1), now).unwrap();
     assert_eq!(report.deleted, [a3]);
     // Listed in creation order (a4 was made before b1), not by the time in their ids.
     let left: Vec<_> = state.run_ids().unwrap();
@@ -242,10 +220,7 @@ fn backup_copies_finished_runs_once_and_prunes_the_destination() {
     let run = state.create_run(&id).unwrap();
     let clock = ManualClock::new();
     clock.set(id.started_at());
-    let options = apollo_store::WriterOptions {
-        clock: Some(clock.clock()),
-        ..fast()
-    };
+    let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     let mut started = run_started(id.as_str(), "etl");
     if let apollo_core::Event::RunStarted(s) = &mut started {
@@ -309,10 +284,7 @@ fn backup_refreshes_the_copy_of_a_run_resumed_since() {
 
     // The run is resumed and succeeds; a rotation gives it a second segment too.
     let run_dir = state.run_dir(&id).unwrap();
-    let options = apollo_store::WriterOptions {
-        segment_max_bytes: 1,
-        ..fast()
-    };
+    let options = fast().segment_max_bytes(1);
     let (mut writer, _) = JournalWriter::open_for_append(run_dir.path(), options).unwrap();
     writer.append_batch(&[event(2)]).unwrap();
     writer

@@ -10,7 +10,7 @@ use std::time::Duration;
 use apollo_core::event::RunStatus;
 use apollo_store::{
     ErrorKind, JournalReader, JournalWriter, ReadOptions, RunId, RunState, StateDir, StoreError,
-    WriterOptions, verify,
+    verify,
 };
 
 use crate::support::*;
@@ -42,10 +42,7 @@ fn mkfifo(path: &Path) {
 fn three_segment_run(state: &StateDir, finish: bool) -> RunId {
     let id = state.new_run_id();
     let run = state.create_run(&id).unwrap();
-    let options = WriterOptions {
-        segment_max_bytes: 400,
-        ..fast()
-    };
+    let options = fast().segment_max_bytes(400);
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     writer
         .append_batch(&[run_started(id.as_str(), "p")])

@@ -59,10 +59,13 @@ pub(crate) fn prune(
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
-    let options = PruneOptions {
-        keep_days: args.keep_days,
-        keep_runs: args.keep_runs,
-    };
+    let mut options = PruneOptions::default();
+    if let Some(keep_days) = args.keep_days {
+        options = options.keep_days(keep_days);
+    }
+    if let Some(keep_runs) = args.keep_runs {
+        options = options.keep_runs(keep_runs);
+    }
     let report = apollo_store::prune(&state, options, chrono::Utc::now())?;
     print_prune(&report, stdout).map_err(output)?;
     Ok(Exit::Success)

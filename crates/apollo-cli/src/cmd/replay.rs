@@ -282,10 +282,7 @@ pub(crate) fn replay(
     let options = ReplayOptions::new(format)
         .filter(filter)
         .color(format == Format::Text && color_stdout());
-    let read_options = ReadOptions {
-        salvage: args.salvage,
-        ..ReadOptions::default()
-    };
+    let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {
         let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
@@ -300,9 +297,9 @@ pub(crate) fn replay(
     let first = reader.next().transpose()?;
     state::print_warnings(&reader.take_warnings(), stderr);
     drop(reader);
-    let window = ReadOptions {
-        since: first.as_ref().map(|first| since.resolve(first.ts)),
-        ..read_options
+    let window = match &first {
+        Some(first) => read_options.since(since.resolve(first.ts)),
+        None => read_options,
     };
     let (mut reader, _) = state::read_records(&state, &run_id, window)?;
     let first_seq = first.as_ref().map_or(0, |first| first.seq);

@@ -26,7 +26,12 @@ pub enum OnInputChange {
 }
 
 /// How the engine runs.
+///
+/// Built with [`EngineOptions::new`] and the chainable setters; new options may be added in
+/// any release, so the struct cannot be built with a literal outside this crate. The fields
+/// stay public for reading and adjusting.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct EngineOptions {
     /// The run's id (passed to units as `APOLLO_RUN_ID`).
     pub run_id: String,
@@ -54,6 +59,36 @@ impl EngineOptions {
             only: None,
             max_retry_delay: Duration::from_secs(300),
         }
+    }
+
+    /// With at most `max_parallel` units running at once (0 is taken as 1).
+    pub fn max_parallel(mut self, max_parallel: usize) -> Self {
+        self.max_parallel = max_parallel;
+        self
+    }
+
+    /// With `keep_going` on (run what does not depend on a failure) or off (fail fast).
+    pub fn keep_going(mut self, keep_going: bool) -> Self {
+        self.keep_going = keep_going;
+        self
+    }
+
+    /// With this policy for succeeded units whose inputs changed.
+    pub fn on_input_change(mut self, on_input_change: OnInputChange) -> Self {
+        self.on_input_change = on_input_change;
+        self
+    }
+
+    /// Running only `units` and whatever of their upstream is not done.
+    pub fn only(mut self, units: Vec<String>) -> Self {
+        self.only = Some(units);
+        self
+    }
+
+    /// With at most `max_retry_delay` between two attempts of a unit.
+    pub fn max_retry_delay(mut self, max_retry_delay: Duration) -> Self {
+        self.max_retry_delay = max_retry_delay;
+        self
     }
 }
 

@@ -46,10 +46,7 @@ pub(crate) fn run_finished(status: RunStatus) -> Event {
 
 /// Fast writer options: no fsync.
 pub(crate) fn fast() -> WriterOptions {
-    WriterOptions {
-        durability: Durability::None,
-        ..WriterOptions::default()
-    }
+    WriterOptions::default().durability(Durability::None)
 }
 
 /// A clock the test moves by hand.

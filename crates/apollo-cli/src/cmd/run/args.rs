@@ -106,14 +106,15 @@ impl ExecutionArgs {
             session = session.max_parallel(usize::try_from(max_parallel).unwrap_or(usize::MAX));
         }
         if !self.dry_run {
-            session = session.writer_options(WriterOptions {
-                durability: match self.durability {
-                    DurabilityArg::Fsync => Durability::Fsync,
-                    DurabilityArg::None => Durability::None,
-                },
-                faults: fault_plan_from_env()?,
-                ..WriterOptions::default()
-            });
+            let durability = match self.durability {
+                DurabilityArg::Fsync => Durability::Fsync,
+                DurabilityArg::None => Durability::None,
+            };
+            session = session.writer_options(
+                WriterOptions::default()
+                    .durability(durability)
+                    .faults(fault_plan_from_env()?),
+            );
         }
         Ok(session)
     }
