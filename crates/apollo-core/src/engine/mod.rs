@@ -112,7 +112,14 @@ pub fn run(
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
     policy::check_in_flight(pipeline, prior, &in_scope)?;
-    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)?;
+    policy::check_changed(
+        pipeline,
+        &dag,
+        prior,
+        &in_scope,
+        options.on_input_change,
+        cancel,
+    )?;
 
     let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
     let (to_scheduler, from_workers) = crossbeam_channel::unbounded::<FromWorker>();
@@ -136,18 +143,19 @@ pub fn run(
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
         // Declared input files are hashed on threads of their own, never on the engine
-        // thread (a file can take long, or forever, to read). A pipeline without any gets
-        // none of them.
+        // thread (a file can take long, or forever, to read); so are the declared outputs of
+        // units done in the prior state, checked before they are reused. A pipeline without
+        // any gets none of them.
         let n_with_inputs = pipeline
             .units
             .iter()
-            .filter(|unit| !unit.inputs.is_empty())
+            .filter(|unit| !unit.inputs.is_empty() || policy::needs_output_check(prior, unit))
             .count();
         let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
         for _ in 0..n_workers.min(n_with_inputs) {
             let hash_rx = hash_rx.clone();
             let to_scheduler = to_scheduler.clone();
-            scope.spawn(move || workers::hasher(shared, &hash_rx, &to_scheduler));
+            scope.spawn(move || workers::hasher(shared, prior, &hash_rx, &to_scheduler));
         }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(
@@ -180,13 +188,25 @@ pub fn run(
 /// graph, a non-idempotent unit cut off mid-attempt, a done non-idempotent unit whose inputs
 /// or outputs are known to have changed already — without running anything: so a caller can
 /// refuse before it records that the run resumed.
+///
+/// The files it hashes are hashed on the calling thread, within each unit's timeout and
+/// `cancel`: a raised `cancel` ends it at once with `Ok` (nothing more known; [`run`], given
+/// the same token, then starts nothing).
 pub fn preflight(
     pipeline: &Pipeline,
     prior: &PriorState,
     options: &EngineOptions,
+    cancel: &CancelToken,
 ) -> Result<(), EngineError> {
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
     policy::check_in_flight(pipeline, prior, &in_scope)?;
-    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)
+    policy::check_changed(
+        pipeline,
+        &dag,
+        prior,
+        &in_scope,
+        options.on_input_change,
+        cancel,
+    )
 }
