@@ -6,7 +6,15 @@
 //! what a run would do, so they cannot disagree.
 //!
 //! [`decide`] is pure; what it needs from the file system — the input components and
-//! [`output_changes`] — is computed by the caller, where input files are hashed.
+//! [`check_outputs`] — is computed by the caller, where files are hashed: the engine on its
+//! hashing threads, the preflight and the planner on the calling thread, always within the
+//! unit's timeout and the run's cancellation ([`unit_limits`]).
+//!
+//! **A done unit's outputs that cannot be hashed in time count as changed.** They are not
+//! known to be intact, so the unit is not reused: an idempotent unit runs again (its attempt
+//! gets the full timeout: the check is not taken off it), a non-idempotent one stops the run
+//! for a human's verdict ("outputs cannot be read: … did not finish within the unit's
+//! timeout"). A cancellation leaves the unit undecided; the engine then never starts it.
 
 use std::path::Path;
 
