@@ -276,9 +276,21 @@ pub(super) fn known_change(
         if !is_done(&dep.name) {
             return None;
         }
-        let marked_hash = check_outputs(prior, dep, &pipeline.base_dir, &unit_limits(dep, cancel))
-            .ok()?
-            .marked_hash;
+        // Only a human's verdict, which recorded no output hash, needs the outputs read.
+        let recorded = matches!(
+            prior.unit(&dep.name).map(|prior_unit| &prior_unit.state),
+            Some(PriorUnitState::Done {
+                output_hash: Some(_),
+                ..
+            })
+        );
+        let marked_hash = if recorded {
+            None
+        } else {
+            check_outputs(prior, dep, &pipeline.base_dir, &unit_limits(dep, cancel))
+                .ok()?
+                .marked_hash
+        };
         upstream.push((
             dep.name.as_str(),
             reused_output_hash(prior, dep, marked_hash),
