@@ -152,3 +152,30 @@ fn check_warns_about_a_declared_file_that_is_not_a_regular_file() {
     );
     assert!(!output.stderr.contains("missing.csv"), "{}", output.stderr);
 }
+
+#[test]
+fn sigterm_stops_apollo_while_it_rehashes_a_done_unit_s_huge_output() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: writer
+    outputs: [out.bin]
+    execute: bin/count writer && echo small > out.bin
+  - name: side
+    execute: test -e go && bin/block side
+",
+    );
+    // First run: `writer` succeeds, `side` fails; the resume re-checks `writer`'s output.
+    apollo.args(&["run", "--keep-going"]).run().code(1);
+    huge_file(&apollo, "out.bin");
+    std::fs::write(apollo.path("go"), b"").unwrap();
+    // `writer` comes first: re-hashing its output on the engine thread would keep `side`
+    // from ever starting (and SIGTERM from being heard).
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("side.started");
+    running.signal(libc::SIGTERM);
+    running.wait().code(130);
+    // Stopped while its output was being checked: neither reused nor run again.
+    assert_eq!(apollo.count("writer"), 1);
+    apollo.assert_no_processes_left();
+}

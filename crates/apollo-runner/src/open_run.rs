@@ -94,13 +94,19 @@ impl<'a> OpenRun<'a> {
         if self.parts.options.only.is_none() {
             return pipeline.units.len();
         }
-        engine::dry_run(pipeline, &self.parts.prior, &self.parts.options)
-            .map(|plan| {
-                plan.iter()
-                    .filter(|(_, planned)| !matches!(planned, Planned::OutOfScope))
-                    .count()
-            })
-            .unwrap_or(pipeline.units.len())
+        // Only the scope is wanted; the hashing it does is bounded by each unit's timeout.
+        engine::dry_run(
+            pipeline,
+            &self.parts.prior,
+            &self.parts.options,
+            &CancelToken::new(),
+        )
+        .map(|plan| {
+            plan.iter()
+                .filter(|(_, planned)| !matches!(planned, Planned::OutOfScope))
+                .count()
+        })
+        .unwrap_or(pipeline.units.len())
     }
 
     /// The options the engine will run with (its `run_id` is this run's).

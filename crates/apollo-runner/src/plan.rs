@@ -1,8 +1,8 @@
 //! [`RunSession::plan`]: what opening and running the session would do, decided without
 //! taking the lock, recovering or writing anything.
 
-use apollo_core::PriorState;
 use apollo_core::engine::{self, Planned};
+use apollo_core::{CancelToken, PriorState};
 use apollo_store::{RunId, StateDir};
 
 use crate::error::RunnerError;
@@ -57,7 +57,9 @@ impl RunSession<'_> {
         };
         let options = self.engine_options(resumes.as_ref().map_or("", RunId::as_str));
         let units =
-            engine::dry_run(pipeline, &prior, &options).map_err(|source| RunnerError::Plan {
+            // Hashes within each unit's timeout; SIGTERM and Ctrl-C end `--dry-run` by their
+            // default action (no handlers are installed for it), so the token stays down.
+            engine::dry_run(pipeline, &prior, &options, &CancelToken::new()).map_err(|source| RunnerError::Plan {
                 run: resumes.clone(),
                 source,
             })?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
-use apollo_core::{Loaded, PriorState, hash};
+use apollo_core::{CancelToken, Loaded, PriorState, hash};
 use apollo_store::{
     Durability, ErrorKind, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir,
     StateLock, WriterOptions,
@@ -218,9 +218,17 @@ impl<'a> RunSession<'a> {
         let (run_id, journal, prior, opening) = match resume {
             None => {
                 // Refuse what the engine would refuse before a run exists: an unknown unit
-                // in `only` must not leave an empty run behind to be resumed.
-                engine::preflight(pipeline, &PriorState::empty(), &self.engine_options(""))
-                    .map_err(|source| RunnerError::NotStarted { source })?;
+                // in `only` must not leave an empty run behind to be resumed. (The preflight
+                // hashes within each unit's timeout; it runs before the CLI installs its
+                // signal handlers, so SIGTERM and Ctrl-C end apollo here by their default
+                // action, and its token is never raised.)
+                engine::preflight(
+                    pipeline,
+                    &PriorState::empty(),
+                    &self.engine_options(""),
+                    &CancelToken::new(),
+                )
+                .map_err(|source| RunnerError::NotStarted { source })?;
                 // What units of the pipeline's previous run left running must not race the
                 // new run's units.
                 if let Some(previous) = previous_run(&state, self.key(&identity)) {
@@ -272,11 +280,16 @@ impl<'a> RunSession<'a> {
                 sweep_and_report(self.sweep, &run_id, SweepReason::BeforeResume, observer);
                 // Refuse before recording a resume that cannot proceed (a human verdict is
                 // needed, say): each refusal would otherwise add a `run_resumed` record.
-                engine::preflight(pipeline, &prior, &self.engine_options(run_id.as_str()))
-                    .map_err(|source| RunnerError::Engine {
-                        run: run_id.clone(),
-                        source,
-                    })?;
+                engine::preflight(
+                    pipeline,
+                    &prior,
+                    &self.engine_options(run_id.as_str()),
+                    &CancelToken::new(),
+                )
+                .map_err(|source| RunnerError::Engine {
+                    run: run_id.clone(),
+                    source,
+                })?;
                 lock.set_run(&run_id)?;
                 journal.append_batch(&[Event::RunResumed(RunResumed {
                     config_hash,

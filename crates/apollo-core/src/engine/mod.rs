@@ -26,16 +26,20 @@
 //!
 //! **No file is read on the engine thread.** Reading can take long or forever (`/dev/zero`,
 //! a FIFO, a slow mount), and a blocked engine thread would stall every unit's commits and
-//! miss SIGTERM. So declared input files are hashed on hashing threads (spawned only when some
-//! unit declares inputs; a unit without input files is hashed inline, with no I/O and no
-//! round trip), declared outputs on the worker after the attempt. Both count against the
-//! unit's timeout (the attempt gets what input hashing left, output hashing what prepare and
-//! execute left), check the cancellation (and, for inputs, the halt flag) before every read,
-//! and refuse files that are not regular (see [`crate::hash`]). A unit whose files cannot be
-//! hashed fails, or times out, without a process; a unit being hashed when the run stops is
-//! never started. The resume policy's re-hash of a human-marked unit's outputs
-//! (`policy::reused_output_hash`) and the dry-run planner still hash on the calling thread,
-//! without a timeout (non-regular files are refused there too).
+//! miss SIGTERM. So declared input files, and on resume the declared outputs of units done in
+//! the prior state (re-hashed to tell whether they are missing or changed), are hashed on
+//! hashing threads (spawned only when some unit needs one; any other unit is hashed inline,
+//! with no I/O, no allocation and no round trip), and a new attempt's declared outputs on the
+//! worker after it. All count against the unit's timeout (the attempt gets what input hashing
+//! left, output hashing what prepare and execute left; a done unit's output check gets the
+//! unit's timeout of its own, as it decides whether an attempt happens at all), check the
+//! cancellation (and, on hashing threads, the halt flag) before every read, and refuse files
+//! that are not regular (see [`crate::hash`]). A unit whose input files cannot be hashed
+//! fails, or times out, without a process; a done unit whose outputs cannot be hashed in time
+//! counts as changed (see `policy::check_outputs`); a unit being hashed when the run stops is
+//! never started. The checks before the engine starts ([`preflight`], and the same in [`run`])
+//! and the dry-run planner ([`dry_run`]) hash on the calling thread, within each unit's timeout
+//! and the token they are given.
 //!
 //! A failed attempt is retried after a capped exponential backoff. A unit that fails for good
 //! marks its downstream `skipped` and, unless `keep_going`, stops new starts while running
@@ -53,8 +57,8 @@
 //! * `policy.rs` — the resume rules as pure functions ([`Decision`]), shared with the dry-run
 //!   planner in `plan.rs` ([`dry_run`]).
 //! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
-//!   attempts, handing units with input files to the hashing threads; `finish.rs`: taking
-//!   outcomes in).
+//!   attempts, handing units with input files or done outputs to the hashing threads;
+//!   `finish.rs`: taking outcomes in).
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
@@ -112,7 +116,14 @@ pub fn run(
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
     policy::check_in_flight(pipeline, prior, &in_scope)?;
-    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)?;
+    policy::check_changed(
+        pipeline,
+        &dag,
+        prior,
+        &in_scope,
+        options.on_input_change,
+        cancel,
+    )?;
 
     let (job_tx, job_rx) = crossbeam_channel::unbounded::<Job>();
     let (to_scheduler, from_workers) = crossbeam_channel::unbounded::<FromWorker>();
@@ -136,18 +147,19 @@ pub fn run(
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
         // Declared input files are hashed on threads of their own, never on the engine
-        // thread (a file can take long, or forever, to read). A pipeline without any gets
-        // none of them.
+        // thread (a file can take long, or forever, to read); so are the declared outputs of
+        // units done in the prior state, checked before they are reused. A pipeline without
+        // any gets none of them.
         let n_with_inputs = pipeline
             .units
             .iter()
-            .filter(|unit| !unit.inputs.is_empty())
+            .filter(|unit| !unit.inputs.is_empty() || policy::needs_output_check(prior, unit))
             .count();
         let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
         for _ in 0..n_workers.min(n_with_inputs) {
             let hash_rx = hash_rx.clone();
             let to_scheduler = to_scheduler.clone();
-            scope.spawn(move || workers::hasher(shared, &hash_rx, &to_scheduler));
+            scope.spawn(move || workers::hasher(shared, prior, &hash_rx, &to_scheduler));
         }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(
@@ -180,13 +192,25 @@ pub fn run(
 /// graph, a non-idempotent unit cut off mid-attempt, a done non-idempotent unit whose inputs
 /// or outputs are known to have changed already — without running anything: so a caller can
 /// refuse before it records that the run resumed.
+///
+/// The files it hashes are hashed on the calling thread, within each unit's timeout and
+/// `cancel`: a raised `cancel` ends it at once with `Ok` (nothing more known; [`run`], given
+/// the same token, then starts nothing).
 pub fn preflight(
     pipeline: &Pipeline,
     prior: &PriorState,
     options: &EngineOptions,
+    cancel: &CancelToken,
 ) -> Result<(), EngineError> {
     let dag = Dag::new(pipeline)?;
     let in_scope = policy::scope(pipeline, &dag, options.only.as_deref())?;
     policy::check_in_flight(pipeline, prior, &in_scope)?;
-    policy::check_changed(pipeline, &dag, prior, &in_scope, options.on_input_change)
+    policy::check_changed(
+        pipeline,
+        &dag,
+        prior,
+        &in_scope,
+        options.on_input_change,
+        cancel,
+    )
 }

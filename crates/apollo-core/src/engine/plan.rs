@@ -7,8 +7,10 @@
 
 use super::api::{EngineError, EngineOptions, OnInputChange};
 use super::policy::{
-    Decision, check_in_flight, decide, known_change, output_changes, reused_output_hash, scope,
+    Decision, check_in_flight, check_outputs, decide, known_change, reused_output_hash, scope,
+    unit_limits,
 };
+use crate::cancel::CancelToken;
 use crate::dag::Dag;
 use crate::hash;
 use crate::model::Pipeline;
@@ -85,10 +87,17 @@ impl Planned {
 
 /// The plan for every unit, in topological order. Fails as the run would before starting
 /// anything (a non-idempotent unit in flight, an unknown `--only` unit).
+///
+/// Input files and done units' outputs are hashed here, on the calling thread, within each
+/// unit's timeout and `cancel`, as the engine's hashing threads do: a file that cannot be
+/// hashed in time is decided as the engine would (an input: the unit runs and fails; an
+/// output: it changed). Once `cancel` is raised the units not yet decided are planned as runs
+/// ([`Decision::FirstRun`] or their prior reason) without reading anything more.
 pub fn dry_run(
     pipeline: &Pipeline,
     prior: &PriorState,
     options: &EngineOptions,
+    cancel: &CancelToken,
 ) -> Result<Vec<(String, Planned)>, EngineError> {
     let dag = Dag::new(pipeline)?;
     let in_scope = scope(pipeline, &dag, options.only.as_deref())?;
@@ -116,8 +125,14 @@ pub fn dry_run(
             // A non-idempotent unit may already be known to stop the run (its own inputs or
             // outputs changed): the preflight refuses before its upstream runs.
             if !unit.idempotent
-                && let Some(decision) =
-                    known_change(pipeline, &dag, prior, unit_idx, options.on_input_change)
+                && let Some(decision) = known_change(
+                    pipeline,
+                    &dag,
+                    prior,
+                    unit_idx,
+                    options.on_input_change,
+                    cancel,
+                )
                 && decision.stops_run()
             {
                 plan.push((unit.name.clone(), Planned::Decided(decision)));
@@ -148,20 +163,30 @@ pub fn dry_run(
                 )
             })
             .collect();
-        let decision = match hash::input_components(unit, &pipeline.base_dir, &upstream) {
-            Ok(inputs) => decide(
-                prior,
-                unit,
-                &hash::combine_components(&inputs),
-                &inputs,
-                &output_changes(prior, unit, &pipeline.base_dir),
-                options.on_input_change,
+        let limits = unit_limits(unit, cancel);
+        let inputs = hash::input_components_within(unit, &pipeline.base_dir, &upstream, &limits);
+        let outputs = inputs
+            .as_ref()
+            .ok()
+            .map(|_| check_outputs(prior, unit, &pipeline.base_dir, &limits));
+        let (decision, marked_hash) = match (inputs, outputs) {
+            (Ok(inputs), Some(Ok(outputs))) => (
+                decide(
+                    prior,
+                    unit,
+                    &hash::combine_components(&inputs),
+                    &inputs,
+                    &outputs.changes,
+                    options.on_input_change,
+                ),
+                outputs.marked_hash,
             ),
-            Err(_) => Decision::FirstRun,
+            // Not hashed (an input that cannot be, or a cancellation): it would run.
+            _ => (Decision::FirstRun, None),
         };
         match decision {
             Decision::Reuse { .. } => {
-                output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, &pipeline.base_dir));
+                output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, marked_hash));
             }
             // The run would stop here: what depends on it would not run.
             Decision::ChangedNeedsVerdict { .. } => {}

@@ -6,11 +6,20 @@
 //! what a run would do, so they cannot disagree.
 //!
 //! [`decide`] is pure; what it needs from the file system — the input components and
-//! [`output_changes`] — is computed by the caller, where input files are hashed.
+//! [`check_outputs`] — is computed by the caller, where files are hashed: the engine on its
+//! hashing threads, the preflight and the planner on the calling thread, always within the
+//! unit's timeout and the run's cancellation ([`unit_limits`]).
+//!
+//! **A done unit's outputs that cannot be hashed in time count as changed.** They are not
+//! known to be intact, so the unit is not reused: an idempotent unit runs again (its attempt
+//! gets the full timeout: the check is not taken off it), a non-idempotent one stops the run
+//! for a human's verdict ("outputs cannot be read: … did not finish within the unit's
+//! timeout"). A cancellation leaves the unit undecided; the engine then never starts it.
 
 use std::path::Path;
 
 use super::api::{EngineError, OnInputChange};
+use crate::cancel::CancelToken;
 use crate::dag::Dag;
 use crate::event::{AttemptStatus, InputComponent};
 use crate::hash;
@@ -207,12 +216,18 @@ pub(super) fn check_in_flight(
 /// change that comes from an upstream unit that runs in this session is found by the engine
 /// when the unit becomes ready (and the run stops then). Under [`OnInputChange::Rerun`] there
 /// is nothing to check.
+///
+/// It runs on the calling thread, before the engine starts, so it hashes within each unit's
+/// [`unit_limits`]: a file that never ends takes at most the unit's timeout, and `cancel`
+/// (SIGTERM, Ctrl-C) stops it at once — then nothing is decided here and the engine, seeing
+/// the same cancellation, starts nothing.
 pub(super) fn check_changed(
     pipeline: &Pipeline,
     dag: &Dag,
     prior: &PriorState,
     in_scope: &[bool],
     on_input_change: OnInputChange,
+    cancel: &CancelToken,
 ) -> Result<(), EngineError> {
     if on_input_change == OnInputChange::Rerun {
         return Ok(());
@@ -221,7 +236,10 @@ pub(super) fn check_changed(
         if !in_scope[unit_idx] || unit.idempotent {
             continue;
         }
-        if let Some(error) = known_change(pipeline, dag, prior, unit_idx, on_input_change)
+        if cancel.is_cancelled() {
+            return Ok(());
+        }
+        if let Some(error) = known_change(pipeline, dag, prior, unit_idx, on_input_change, cancel)
             .and_then(|decision| decision.stop_error(&unit.name))
         {
             return Err(error);
@@ -232,13 +250,15 @@ pub(super) fn check_changed(
 
 /// The decision for a done unit from what is known before anything runs: its own components,
 /// its declared outputs, and the outputs its dependencies recorded. `None` when it is not done
-/// or a dependency is not done (it runs first; the engine decides once its output is known).
+/// or a dependency is not done (it runs first; the engine decides once its output is known),
+/// and when `cancel` stopped the hashing. Files are hashed within each unit's [`unit_limits`].
 pub(super) fn known_change(
     pipeline: &Pipeline,
     dag: &Dag,
     prior: &PriorState,
     unit_idx: usize,
     on_input_change: OnInputChange,
+    cancel: &CancelToken,
 ) -> Option<Decision> {
     let unit = &pipeline.units[unit_idx];
     let is_done = |name: &str| {
@@ -256,9 +276,24 @@ pub(super) fn known_change(
         if !is_done(&dep.name) {
             return None;
         }
+        // Only a human's verdict, which recorded no output hash, needs the outputs read.
+        let recorded = matches!(
+            prior.unit(&dep.name).map(|prior_unit| &prior_unit.state),
+            Some(PriorUnitState::Done {
+                output_hash: Some(_),
+                ..
+            })
+        );
+        let marked_hash = if recorded {
+            None
+        } else {
+            check_outputs(prior, dep, &pipeline.base_dir, &unit_limits(dep, cancel))
+                .ok()?
+                .marked_hash
+        };
         upstream.push((
             dep.name.as_str(),
-            reused_output_hash(prior, dep, &pipeline.base_dir),
+            reused_output_hash(prior, dep, marked_hash),
         ));
     }
     let upstream: Vec<(&str, &str)> = upstream
@@ -266,58 +301,129 @@ pub(super) fn known_change(
         .map(|(name, hash)| (*name, hash.as_str()))
         .collect();
     // An input that cannot be read now is the engine's to report (a failed attempt).
-    let inputs = hash::input_components(unit, &pipeline.base_dir, &upstream).ok()?;
+    let limits = unit_limits(unit, cancel);
+    let inputs =
+        hash::input_components_within(unit, &pipeline.base_dir, &upstream, &limits).ok()?;
+    let outputs = check_outputs(prior, unit, &pipeline.base_dir, &limits).ok()?;
     Some(decide(
         prior,
         unit,
         &hash::combine_components(&inputs),
         &inputs,
-        &output_changes(prior, unit, &pipeline.base_dir),
+        &outputs.changes,
         on_input_change,
     ))
 }
 
-/// What became of a done unit's declared outputs since it succeeded, as phrases ("output
-/// data/x.csv is missing", "output data/x.csv changed"); empty when they are as recorded, or
-/// when there is nothing to compare (no declared outputs — its stdout stood for them —, or it
-/// skipped itself). A unit a human marked succeeded has no recorded hash: only missing outputs
-/// count. Reads the files: call it where input files are hashed.
-pub(super) fn output_changes(prior: &PriorState, unit: &Unit, base_dir: &Path) -> Vec<String> {
+/// What the output check of a done unit found (see [`check_outputs`]).
+#[derive(Debug, Default)]
+pub(super) struct OutputCheck {
+    /// What became of its declared outputs, as phrases ("output data/x.csv is missing",
+    /// "output data/x.csv changed", "outputs cannot be read: … did not finish within the
+    /// unit's timeout of 2s"); empty when they are as recorded.
+    pub(super) changes: Vec<String>,
+    /// For a unit a human marked succeeded (no recorded output hash): its declared outputs'
+    /// hash as they are now, which its dependents are handed (see [`reused_output_hash`]).
+    pub(super) marked_hash: Option<String>,
+}
+
+/// Whether `unit` needs an output check before it is decided: it is done in `prior` and
+/// declares outputs. Cheap (no I/O, no allocation): the engine asks it of every unit it starts,
+/// and only a unit that needs one goes to a hashing thread for it.
+pub(super) fn needs_output_check(prior: &PriorState, unit: &Unit) -> bool {
+    !unit.outputs.is_empty()
+        && matches!(
+            prior.unit(&unit.name).map(|prior_unit| &prior_unit.state),
+            Some(PriorUnitState::Done { .. })
+        )
+}
+
+/// What became of a done unit's declared outputs since it succeeded, hashed within `limits`
+/// (the unit's timeout and the run's cancellation). Nothing to compare when it declares no
+/// outputs (its stdout stood for them) or skipped itself. A unit a human marked succeeded has
+/// no recorded hash: only missing outputs count, and its outputs are hashed for its dependents
+/// ([`OutputCheck::marked_hash`]).
+///
+/// **Outputs that cannot be hashed in time count as changed.** A done unit whose outputs are
+/// not hashed within its timeout (or cannot be read) is not known to be intact, so it is not
+/// reused: an idempotent unit runs again, a non-idempotent one stops the run for a human's
+/// verdict (as any change does under [`OnInputChange::Auto`]). For a marked unit, only a
+/// timeout counts so (an output that cannot be read leaves the verdict's fixed hash, as
+/// before). A cancellation is `Err`: the unit is then not decided at all.
+///
+/// Reads the files: the engine calls it on a hashing thread, never on its own thread.
+pub(super) fn check_outputs(
+    prior: &PriorState,
+    unit: &Unit,
+    base_dir: &Path,
+    limits: &hash::Limits<'_>,
+) -> Result<OutputCheck, hash::HashError> {
     let Some(PriorUnitState::Done {
         output_hash,
-        status: AttemptStatus::Succeeded,
+        status,
         ..
     }) = prior.unit(&unit.name).map(|prior_unit| &prior_unit.state)
     else {
-        return Vec::new();
+        return Ok(OutputCheck::default());
     };
     if unit.outputs.is_empty() {
-        return Vec::new();
+        return Ok(OutputCheck::default());
     }
     let mut outputs: Vec<&str> = unit.outputs.iter().map(String::as_str).collect();
     outputs.sort();
     outputs.dedup();
-    let missing: Vec<String> = outputs
-        .iter()
-        .filter(|output| std::fs::symlink_metadata(base_dir.join(output)).is_err())
-        .map(|output| format!("output {output} is missing"))
-        .collect();
-    if !missing.is_empty() {
-        return missing;
+    let succeeded = *status == AttemptStatus::Succeeded;
+    if !succeeded && output_hash.is_some() {
+        // A self-skip recorded its stdout's hash: nothing of its outputs to compare.
+        return Ok(OutputCheck::default());
     }
-    let Some(recorded) = output_hash else {
-        return Vec::new();
+    if succeeded {
+        let missing: Vec<String> = outputs
+            .iter()
+            .filter(|output| std::fs::symlink_metadata(base_dir.join(output)).is_err())
+            .map(|output| format!("output {output} is missing"))
+            .collect();
+        if !missing.is_empty() {
+            return Ok(OutputCheck {
+                changes: missing,
+                marked_hash: None,
+            });
+        }
+    }
+    let now = match hash::output_hash_within(unit, base_dir, limits) {
+        Err(error) if error.cancelled() => return Err(error),
+        now => now,
     };
-    match hash::output_hash(unit, base_dir) {
-        Ok(Some(now)) if &now == recorded => Vec::new(),
-        Ok(_) if outputs.len() == 1 => vec![format!("output {} changed", outputs[0])],
-        Ok(_) => vec![format!("outputs changed (one of {})", outputs.join(", "))],
-        Err(error) => vec![format!("outputs cannot be read: {error}")],
-    }
+    let changes = match (output_hash, now) {
+        (Some(recorded), Ok(Some(now))) if &now == recorded => Vec::new(),
+        (Some(_), Ok(_)) if outputs.len() == 1 => vec![format!("output {} changed", outputs[0])],
+        (Some(_), Ok(_)) => vec![format!("outputs changed (one of {})", outputs.join(", "))],
+        (Some(_), Err(error)) => vec![format!("outputs cannot be read: {error}")],
+        (None, Ok(now)) => {
+            return Ok(OutputCheck {
+                changes: Vec::new(),
+                marked_hash: now,
+            });
+        }
+        (None, Err(error)) if error.timed_out() => {
+            vec![format!("outputs cannot be read: {error}")]
+        }
+        (None, Err(_)) => Vec::new(),
+    };
+    Ok(OutputCheck {
+        changes,
+        marked_hash: None,
+    })
+}
+
+/// The limits of checking `unit`'s outputs or hashing its inputs before it is decided: its
+/// timeout, and `cancel`.
+pub(super) fn unit_limits<'a>(unit: &Unit, cancel: &'a CancelToken) -> hash::Limits<'a> {
+    hash::Limits::new(cancel, unit.timeout, unit.timeout)
 }
 
 /// The resume rules of DESIGN §7 and §17 for one unit whose input hash is known:
-/// `output_changes` are what [`output_changes`] found.
+/// `output_changes` are what [`check_outputs`] found.
 pub(super) fn decide(
     prior: &PriorState,
     unit: &Unit,
@@ -390,18 +496,21 @@ pub(super) fn may_retry(unit: &Unit, status: AttemptStatus) -> bool {
 }
 
 /// The output hash a reused unit hands its dependents: the recorded one, or — for a human's
-/// verdict, which measured nothing — the declared outputs as they are now, else a fixed value
-/// standing for the verdict.
-pub(super) fn reused_output_hash(prior: &PriorState, unit: &Unit, base_dir: &Path) -> String {
+/// verdict, which measured nothing — its declared outputs' hash as [`check_outputs`] found it
+/// (`marked_hash`), else a fixed value standing for the verdict. Reads nothing.
+pub(super) fn reused_output_hash(
+    prior: &PriorState,
+    unit: &Unit,
+    marked_hash: Option<String>,
+) -> String {
     match prior.unit(&unit.name).map(|prior_unit| &prior_unit.state) {
         Some(PriorUnitState::Done {
             output_hash: Some(output_hash),
             ..
         }) => output_hash.clone(),
-        Some(PriorUnitState::Done { attempt, .. }) => hash::output_hash(unit, base_dir)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| hash::sha256_hex(format!("marked {attempt}").as_bytes())),
+        Some(PriorUnitState::Done { attempt, .. }) => {
+            marked_hash.unwrap_or_else(|| hash::sha256_hex(format!("marked {attempt}").as_bytes()))
+        }
         _ => String::new(),
     }
 }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
+use super::policy::{self, OutputCheck};
 use crate::cancel::CancelToken;
 use crate::event::AttemptStatus;
 use crate::event::InputComponent;
@@ -35,6 +36,7 @@ use crate::executor::{
 };
 use crate::hash::{self, HashError, Limits};
 use crate::model::{Pipeline, Unit};
+use crate::resume::PriorState;
 
 /// An attempt whose `unit_started` is durable, for a worker to run.
 pub(super) struct Job {
@@ -51,19 +53,24 @@ pub(super) struct Job {
     pub(super) spent: Duration,
 }
 
-/// A unit whose declared input files are to be hashed, for a hashing thread.
+/// A unit whose declared input files are to be hashed, or whose declared outputs are to be
+/// checked before it is decided (it is done in the prior state), for a hashing thread.
 pub(super) struct HashJob {
     pub(super) unit_idx: usize,
     /// Each dependency's name and output hash.
     pub(super) upstream: Vec<(String, String)>,
+    /// Whether to check its declared outputs too ([`policy::check_outputs`]).
+    pub(super) check_outputs: bool,
 }
 
-/// A unit's input components, hashed off the engine thread.
+/// A unit's input components, hashed off the engine thread, and what its output check found.
 pub(super) struct Hashed {
     pub(super) unit_idx: usize,
     pub(super) inputs: Result<Vec<InputComponent>, HashError>,
-    /// How long hashing took: it counts against the unit's timeout.
+    /// How long hashing its inputs took: it counts against the attempt's timeout.
     pub(super) took: Duration,
+    /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
+    pub(super) outputs: Option<Result<OutputCheck, HashError>>,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -348,14 +355,26 @@ fn output_limits<'a>(
         .with_grace(unit.kill_grace)
 }
 
-/// One hashing thread: hashes the declared input files of the units handed to it, within
-/// each unit's timeout, until the run's cancellation or `halt` (checked before every read),
-/// and reports each result to the scheduler. It runs until the job channel closes.
+/// One hashing thread: hashes the declared input files of the units handed to it, and checks
+/// the declared outputs of those done in `prior`, within each unit's timeout, until the run's
+/// cancellation or `halt` (checked before every read), and reports each result to the
+/// scheduler. It runs until the job channel closes.
+///
+/// The output check gets a timeout of its own (the unit's, from when the inputs were hashed):
+/// it decides whether the unit runs at all, so it is not taken off the attempt that may follow
+/// (a rerun after outputs that took the whole timeout to hash would otherwise time out
+/// without a process).
 pub(super) fn hasher(
     shared: WorkerShared<'_>,
+    prior: &PriorState,
     jobs: &Receiver<HashJob>,
     to_scheduler: &Sender<FromWorker>,
 ) {
+    let internal_error = |what| HashError {
+        what,
+        path: shared.pipeline.base_dir.clone(),
+        problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
+    };
     for job in jobs {
         let unit = &shared.pipeline.units[job.unit_idx];
         let started = Instant::now();
@@ -368,17 +387,26 @@ pub(super) fn hasher(
         let inputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             hash::input_components_within(unit, &shared.pipeline.base_dir, &upstream, &limits)
         }))
-        .unwrap_or_else(|_| {
-            Err(HashError {
-                what: "input file",
-                path: shared.pipeline.base_dir.clone(),
-                problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
+        .unwrap_or_else(|_| Err(internal_error("input file")));
+        let took = started.elapsed();
+        let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
+            let limits =
+                Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                policy::check_outputs(prior, unit, &shared.pipeline.base_dir, &limits)
+            }))
+            .unwrap_or_else(|_| {
+                Ok(OutputCheck {
+                    changes: vec!["outputs cannot be read: internal error while hashing".into()],
+                    marked_hash: None,
+                })
             })
         });
         let message = Hashed {
             unit_idx: job.unit_idx,
             inputs,
-            took: started.elapsed(),
+            took,
+            outputs,
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;

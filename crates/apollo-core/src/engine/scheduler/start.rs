@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use super::Scheduler;
 use crate::engine::api::UnitResult;
 use crate::engine::observer::{Notice, Observer};
-use crate::engine::policy::{Decision, decide, output_changes, reused_output_hash};
+use crate::engine::policy::{
+    Decision, OutputCheck, decide, needs_output_check, reused_output_hash,
+};
 use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
 use crate::event::{AttemptStatus, InputComponent, UnitStarted};
@@ -20,10 +22,13 @@ impl Scheduler<'_> {
     /// once, so a stop during this very call (a unit whose inputs changed, an input that
     /// cannot be read) takes them back with the rest.
     ///
-    /// A unit that declares input files is handed to a hashing thread first (reading files can
-    /// take long, or forever): it holds its place among the running until its hash comes back
-    /// ([`take_hashed`](Self::take_hashed)). A unit without is hashed here: its commands, env
-    /// and upstream outputs are in memory, so that costs no I/O and no round trip.
+    /// A unit that declares input files, or is done in the prior state and declares outputs
+    /// (they are checked before it is reused), is handed to a hashing thread first (reading
+    /// files can take long, or forever): it holds its place among the running until its hash
+    /// comes back ([`take_hashed`](Self::take_hashed)). Any other unit is hashed here: its
+    /// commands, env and upstream outputs are in memory, so that costs no I/O and no round
+    /// trip (deciding so costs one emptiness test, or for a unit with outputs a look-up in the
+    /// prior state).
     pub(super) fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
         // While a non-idempotent unit is being hashed nothing is committed ahead, so that
@@ -47,7 +52,10 @@ impl Scheduler<'_> {
             }
             self.queue.pop();
             let unit = &self.pipeline.units[unit_idx];
-            if !unit.inputs.is_empty()
+            // Only the first decision looks at the outputs: a retry reruns anyway.
+            let check_outputs =
+                self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
+            if (check_outputs || !unit.inputs.is_empty())
                 && let Some(hash_tx) = self.hash_tx
             {
                 let upstream = self
@@ -67,7 +75,11 @@ impl Scheduler<'_> {
                 }
                 self.units[unit_idx].state = State::Hashing;
                 // The hashing threads outlive this loop (the scope joins them).
-                let _ = hash_tx.send(HashJob { unit_idx, upstream });
+                let _ = hash_tx.send(HashJob {
+                    unit_idx,
+                    upstream,
+                    check_outputs,
+                });
                 continue;
             }
             let upstream: Vec<(&str, &str)> = self
@@ -82,19 +94,21 @@ impl Scheduler<'_> {
                 })
                 .collect();
             let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            if !self.admit(unit_idx, inputs, Duration::ZERO, observer) {
+            if !self.admit(unit_idx, inputs, None, Duration::ZERO, observer) {
                 break;
             }
         }
     }
 
-    /// Take a unit's hashed inputs in: admit it, unless the run stopped starting units
-    /// meanwhile (then it stays unstarted, as if never taken from the queue).
+    /// Take a unit's hashed inputs (and output check) in: admit it, unless the run stopped
+    /// starting units meanwhile or the hashing was cancelled (then it stays unstarted, as if
+    /// never taken from the queue).
     pub(super) fn take_hashed(&mut self, hashed: Hashed, observer: &mut dyn Observer) {
         let Hashed {
             unit_idx,
             inputs,
             took,
+            outputs,
         } = hashed;
         self.running -= 1;
         if !self.pipeline.units[unit_idx].idempotent {
@@ -102,7 +116,8 @@ impl Scheduler<'_> {
         }
         let stopped = self.stop_starting
             || self.halt.load(Ordering::SeqCst)
-            || matches!(&inputs, Err(error) if error.cancelled());
+            || matches!(&inputs, Err(error) if error.cancelled())
+            || matches!(&outputs, Some(Err(error)) if error.cancelled());
         if stopped {
             let slot = &mut self.units[unit_idx];
             slot.state = if slot.last_failure.is_some() {
@@ -122,17 +137,26 @@ impl Scheduler<'_> {
             }
             return;
         }
-        self.admit(unit_idx, inputs, took, observer);
+        self.admit(
+            unit_idx,
+            inputs,
+            outputs.and_then(Result::ok),
+            took,
+            observer,
+        );
     }
 
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
-    /// so, queue its `unit_started`. `spent`: the part of its timeout hashing took. An input
-    /// that could not be hashed records an attempt that failed (or timed out) without a
-    /// process. Returns `false` when the run stopped starting units.
+    /// so, queue its `unit_started`. `outputs`: what the check of its declared outputs found
+    /// (`None`: it needed none, see [`needs_output_check`]). `spent`: the part of its timeout
+    /// hashing its inputs took. An input that could not be hashed records an attempt that
+    /// failed (or timed out) without a process. Returns `false` when the run stopped starting
+    /// units.
     fn admit(
         &mut self,
         unit_idx: usize,
         components: Result<Vec<InputComponent>, hash::HashError>,
+        outputs: Option<OutputCheck>,
         spent: Duration,
         observer: &mut dyn Observer,
     ) -> bool {
@@ -143,7 +167,10 @@ impl Scheduler<'_> {
         };
         let input_hash = hash::combine_components(&inputs);
         if self.units[unit_idx].attempts_here == 0 && hash_error.is_none() {
-            let output_changes = output_changes(self.prior, unit, &self.pipeline.base_dir);
+            let OutputCheck {
+                changes: output_changes,
+                marked_hash,
+            } = outputs.unwrap_or_default();
             let decision = decide(
                 self.prior,
                 unit,
@@ -158,7 +185,7 @@ impl Scheduler<'_> {
             });
             match decision {
                 Decision::Reuse { .. } => {
-                    self.reuse(unit_idx);
+                    self.reuse(unit_idx, marked_hash);
                     return true;
                 }
                 Decision::ChangedNeedsVerdict { .. } => {
@@ -216,14 +243,10 @@ impl Scheduler<'_> {
         true
     }
 
-    fn reuse(&mut self, unit_idx: usize) {
+    fn reuse(&mut self, unit_idx: usize, marked_hash: Option<String>) {
         let unit = &self.pipeline.units[unit_idx];
         let slot = &mut self.units[unit_idx];
-        slot.output_hash = Some(reused_output_hash(
-            self.prior,
-            unit,
-            &self.pipeline.base_dir,
-        ));
+        slot.output_hash = Some(reused_output_hash(self.prior, unit, marked_hash));
         slot.state = State::Done;
         slot.result = Some(UnitResult::Reused);
         self.queue.complete(self.dag, unit_idx);

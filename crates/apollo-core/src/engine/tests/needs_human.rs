@@ -310,7 +310,7 @@ fn a_done_unit_whose_declared_output_is_missing_or_changed_runs_again() {
 
     std::fs::remove_file(base.join("data/a.csv")).unwrap();
     let prior = PriorState::from_events(&events);
-    let plan = dry_run(&pipeline, &prior, &options).unwrap();
+    let plan = dry_run(&pipeline, &prior, &options, &CancelToken::new()).unwrap();
     assert!(matches!(
         &plan[0].1,
         Planned::Decided(Decision::InputsChanged(_))
@@ -319,7 +319,7 @@ fn a_done_unit_whose_declared_output_is_missing_or_changed_runs_again() {
     assert_eq!(ran, vec![("a".into(), 2), ("gate".into(), 2)]);
 
     std::fs::write(base.join("data/a.csv"), "edited by hand\n").unwrap();
-    let plan = dry_run(&pipeline, &prior, &options).unwrap();
+    let plan = dry_run(&pipeline, &prior, &options, &CancelToken::new()).unwrap();
     assert_eq!(
         plan[0].1.to_string(),
         "runs again: output data/a.csv changed"
@@ -328,7 +328,7 @@ fn a_done_unit_whose_declared_output_is_missing_or_changed_runs_again() {
     assert_eq!(ran, vec![("a".into(), 2), ("gate".into(), 2)]);
 
     std::fs::remove_file(base.join("data/a.csv")).unwrap();
-    let plan = dry_run(&pipeline, &prior, &options).unwrap();
+    let plan = dry_run(&pipeline, &prior, &options, &CancelToken::new()).unwrap();
     assert_eq!(
         plan[0].1.to_string(),
         "runs again: output data/a.csv is missing"
