@@ -281,8 +281,8 @@ impl FrameReader {
         let mut zero_run: Option<u64> = None;
         let (mut n_runs, mut n_unwritten_runs) = (0u32, 0u32);
         let unwritten = |start: u64, end: u64, file_len: u64| {
-            (start == bad.offset || start % UNWRITTEN_ALIGN == 0)
-                && (end == file_len || end % UNWRITTEN_ALIGN == 0)
+            (start == bad.offset || start.is_multiple_of(UNWRITTEN_ALIGN))
+                && (end == file_len || end.is_multiple_of(UNWRITTEN_ALIGN))
         };
         'scan: while self.offset < self.file_len {
             let used = {
