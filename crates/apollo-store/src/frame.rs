@@ -2,7 +2,8 @@
 //!
 //! The checksum covers the length field, the space and the payload, so a flipped bit anywhere in
 //! a frame (the checksum itself included) makes the frame fail, and the explicit length finds
-//! the end of a payload without trusting the newline.
+//! the end of a payload without trusting the newline. [`FrameReader::classify_bad_tail`] tells
+//! a torn write from a damaged record at the end of a journal.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};

@@ -54,9 +54,11 @@ struct Current {
 /// `Result<Record, StoreError>`.
 ///
 /// Memory does not grow with the journal: one segment is open at a time and one record is
-/// decoded at a time. A torn tail (an incomplete or checksum-failing last record of the last
-/// segment) ends the iteration with a [`Warning`], not an error; anything else that is wrong
-/// ends it with a [`StoreError::Corruption`] unless [`ReadOptions::salvage`] is set.
+/// decoded at a time. A torn tail (a bad last record of the last segment whose bytes are what
+/// an unfinished write leaves: a prefix of a frame, or zeros in whole blocks) ends the
+/// iteration with a [`Warning`], not an error; anything else that is wrong — a damaged last
+/// record that was written whole included — ends it with a [`StoreError::Corruption`] unless
+/// [`ReadOptions::salvage`] is set.
 /// Readers never modify files: only [`JournalWriter::open_for_append`](crate::JournalWriter::open_for_append)
 /// cuts a torn tail off.
 pub struct JournalReader {
