@@ -395,4 +395,48 @@ mod tests {
         let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
         assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(second));
     }
+
+    fn verdict_of_last(bytes: &[u8]) -> TailVerdict {
+        let (_dir, mut reader) = reader_over(bytes);
+        let mut payload = Vec::new();
+        loop {
+            match reader.next_frame(&mut payload).unwrap() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("no bad frame"),
+                Err(bad) => return reader.classify_bad_tail(&bad).unwrap(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_torn_write_and_a_damaged_frame_are_told_apart() {
+        let mut good = Vec::new();
+        encode_frame(b"first", &mut good);
+        let mut last = Vec::new();
+        encode_frame(&[b'x'; 1200], &mut last);
+        let torn = |bytes: Vec<u8>| matches!(verdict_of_last(&bytes), TailVerdict::Torn(_));
+        let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut bytes = good.clone();
+            bytes.extend_from_slice(&last);
+            edit(&mut bytes);
+            bytes
+        };
+        // A prefix, zeros to the end, a lost aligned block: torn.
+        assert!(torn(with(&|b| b.truncate(b.len() - 1))));
+        assert!(torn(with(&|b| b.truncate(good.len() + 20))));
+        assert!(torn(with(&|b| b[good.len()..].fill(0))));
+        assert!(torn(with(&|b| b[512..1024].fill(0))));
+        assert!(torn(with(&|b| b[512..].fill(0))));
+        assert!(torn(with(&|b| b[good.len()..512].fill(0))));
+        // Written whole and damaged: a flipped payload bit, newline, or a lone zero byte
+        // (aligned on one side only), or a zero run that is not block-aligned.
+        assert!(!torn(with(&|b| b[100] ^= 1)));
+        let end = good.len() + last.len() - 1;
+        assert!(!torn(with(&|b| b[end] ^= 1)));
+        assert!(!torn(with(&|b| b[511] = 0)));
+        assert!(!torn(with(&|b| b[512] = 0)));
+        assert!(!torn(with(&|b| b[300..700].fill(0))));
+        // A length that runs past the end of the file with the newline present.
+        assert!(!torn(with(&|b| b[good.len() + 9] = b'9')));
+    }
 }
