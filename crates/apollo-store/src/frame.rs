@@ -2,7 +2,8 @@
 //!
 //! The checksum covers the length field, the space and the payload, so a flipped bit anywhere in
 //! a frame (the checksum itself included) makes the frame fail, and the explicit length finds
-//! the end of a payload without trusting the newline.
+//! the end of a payload without trusting the newline. [`FrameReader::classify_bad_tail`] tells
+//! a torn write from a damaged record at the end of a journal.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
@@ -244,6 +245,95 @@ impl FrameReader {
     }
 }
 
+/// Unwritten data comes back from a crash in whole disk sectors or filesystem blocks, all
+/// multiples of this: a run of zero bytes that a crash left ends on such a boundary (or at the
+/// end of the file) and starts on one (or where the unfinished write started).
+pub(crate) const UNWRITTEN_ALIGN: u64 = 512;
+
+/// What a bad last frame of the last segment, with no good frame after it, is (see the
+/// recovery rules in the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TailVerdict {
+    /// What a write that never completed leaves: a prefix of a frame (the file ends inside it
+    /// and no newline follows), or a frame holding data that never reached the disk, read back
+    /// as zeros. Never acknowledged: it is cut off.
+    Torn(&'static str),
+    /// A frame that was written whole (its newline is there, no zeros a crash could leave) and
+    /// is damaged since: it may have been acknowledged, so this is corruption.
+    Damaged,
+}
+
+impl FrameReader {
+    /// Classifies the bad frame `bad`, which has no good frame after it, by the bytes from its
+    /// start to its line's end (its first newline, or the end of the file). Reads them in
+    /// constant memory; leaves the reader at an unspecified position.
+    ///
+    /// The writer never writes a zero byte, and each frame holds exactly one newline, its last
+    /// byte. A torn write leaves either a prefix of the batch (the last frame then has no
+    /// newline and the file ends inside it: [`BadFrame::incomplete`]) or, after a power loss
+    /// with delayed allocation, runs of zeros where blocks were never written; a run of zeros
+    /// a crash left starts at a block boundary or where the write started (this frame, the
+    /// first bad one) and ends at a block boundary or at the end of the file. A single flipped
+    /// bit makes neither: the line keeps its newline, and a flip to zero is one zero byte
+    /// between non-zero ones, never such a run.
+    pub(crate) fn classify_bad_tail(&mut self, bad: &BadFrame) -> io::Result<TailVerdict> {
+        self.seek(bad.offset)?;
+        let mut newline = false;
+        let mut zero_run: Option<u64> = None;
+        let (mut n_runs, mut n_unwritten_runs) = (0u32, 0u32);
+        let unwritten = |start: u64, end: u64, file_len: u64| {
+            (start == bad.offset || start.is_multiple_of(UNWRITTEN_ALIGN))
+                && (end == file_len || end.is_multiple_of(UNWRITTEN_ALIGN))
+        };
+        'scan: while self.offset < self.file_len {
+            let used = {
+                let buf = self.input.fill_buf()?;
+                if buf.is_empty() {
+                    break;
+                }
+                let wanted = usize::try_from(self.file_len - self.offset).unwrap_or(usize::MAX);
+                let buf = &buf[..buf.len().min(wanted)];
+                let mut used = buf.len();
+                for (index, &byte) in buf.iter().enumerate() {
+                    let at = self.offset + index as u64;
+                    if byte == 0 {
+                        zero_run.get_or_insert(at);
+                        continue;
+                    }
+                    if let Some(start) = zero_run.take() {
+                        n_runs += 1;
+                        n_unwritten_runs += u32::from(unwritten(start, at, self.file_len));
+                    }
+                    if byte == b'\n' {
+                        newline = true;
+                        used = index + 1;
+                        break;
+                    }
+                }
+                used
+            };
+            self.input.consume(used);
+            self.offset += used as u64;
+            if newline {
+                break 'scan;
+            }
+        }
+        if let Some(start) = zero_run.take() {
+            n_runs += 1;
+            n_unwritten_runs += u32::from(unwritten(start, self.file_len, self.file_len));
+        }
+        if bad.incomplete && !newline {
+            return Ok(TailVerdict::Torn("a write cut short"));
+        }
+        if n_runs > 0 && n_runs == n_unwritten_runs {
+            return Ok(TailVerdict::Torn(
+                "zeros where a crash left the write's blocks unwritten",
+            ));
+        }
+        Ok(TailVerdict::Damaged)
+    }
+}
+
 fn hex_value(byte: u8) -> Option<u32> {
     match byte {
         b'0'..=b'9' => Some(u32::from(byte - b'0')),
@@ -304,5 +394,49 @@ mod tests {
         let mut payload = Vec::new();
         let bad = reader.next_frame(&mut payload).unwrap().unwrap_err();
         assert_eq!(reader.next_good_frame(&bad).unwrap(), Some(second));
+    }
+
+    fn verdict_of_last(bytes: &[u8]) -> TailVerdict {
+        let (_dir, mut reader) = reader_over(bytes);
+        let mut payload = Vec::new();
+        loop {
+            match reader.next_frame(&mut payload).unwrap() {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("no bad frame"),
+                Err(bad) => return reader.classify_bad_tail(&bad).unwrap(),
+            }
+        }
+    }
+
+    #[test]
+    fn a_torn_write_and_a_damaged_frame_are_told_apart() {
+        let mut good = Vec::new();
+        encode_frame(b"first", &mut good);
+        let mut last = Vec::new();
+        encode_frame(&[b'x'; 1200], &mut last);
+        let torn = |bytes: Vec<u8>| matches!(verdict_of_last(&bytes), TailVerdict::Torn(_));
+        let with = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut bytes = good.clone();
+            bytes.extend_from_slice(&last);
+            edit(&mut bytes);
+            bytes
+        };
+        // A prefix, zeros to the end, a lost aligned block: torn.
+        assert!(torn(with(&|b| b.truncate(b.len() - 1))));
+        assert!(torn(with(&|b| b.truncate(good.len() + 20))));
+        assert!(torn(with(&|b| b[good.len()..].fill(0))));
+        assert!(torn(with(&|b| b[512..1024].fill(0))));
+        assert!(torn(with(&|b| b[512..].fill(0))));
+        assert!(torn(with(&|b| b[good.len()..512].fill(0))));
+        // Written whole and damaged: a flipped payload bit, newline, or a lone zero byte
+        // (aligned on one side only), or a zero run that is not block-aligned.
+        assert!(!torn(with(&|b| b[100] ^= 1)));
+        let end = good.len() + last.len() - 1;
+        assert!(!torn(with(&|b| b[end] ^= 1)));
+        assert!(!torn(with(&|b| b[511] = 0)));
+        assert!(!torn(with(&|b| b[512] = 0)));
+        assert!(!torn(with(&|b| b[300..700].fill(0))));
+        // A length that runs past the end of the file with the newline present.
+        assert!(!torn(with(&|b| b[good.len() + 9] = b'9')));
     }
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
-use crate::frame::FrameReader;
+use crate::frame::{FrameReader, TailVerdict};
 use crate::record::{DecodeError, decode_record};
 use crate::segment::{
     FORMAT_MAJOR, FORMAT_MINOR, SegmentFile, SegmentHeader, check_last_segment, check_numbering,
@@ -87,9 +87,11 @@ struct Current {
 /// `Result<Record, StoreError>`.
 ///
 /// Memory does not grow with the journal: one segment is open at a time and one record is
-/// decoded at a time. A torn tail (an incomplete or checksum-failing last record of the last
-/// segment) ends the iteration with a [`Warning`], not an error; anything else that is wrong
-/// ends it with a [`StoreError::Corruption`] unless [`ReadOptions::salvage`] is set.
+/// decoded at a time. A torn tail (a bad last record of the last segment whose bytes are what
+/// an unfinished write leaves: a prefix of a frame, or zeros in whole blocks) ends the
+/// iteration with a [`Warning`], not an error; anything else that is wrong — a damaged last
+/// record that was written whole included — ends it with a [`StoreError::Corruption`] unless
+/// [`ReadOptions::salvage`] is set.
 /// Readers never modify files: only [`JournalWriter::open_for_append`](crate::JournalWriter::open_for_append)
 /// cuts a torn tail off.
 pub struct JournalReader {
@@ -492,15 +494,28 @@ impl JournalReader {
                         }
                     };
                     let file_len = current.frames.file_len();
-                    match good_after {
-                        None if is_last => {
+                    // The last segment's last frame: torn only if its bytes are what an
+                    // unfinished write leaves; a frame written whole and damaged since may
+                    // have been acknowledged.
+                    let tail = match good_after {
+                        None if is_last => match current.frames.classify_bad_tail(&bad) {
+                            Ok(verdict) => Some(verdict),
+                            Err(source) => {
+                                self.finish();
+                                return Some(Err(StoreError::io("read", &path, source)));
+                            }
+                        },
+                        _ => None,
+                    };
+                    match tail {
+                        Some(TailVerdict::Torn(why)) => {
                             self.warnings.push(Warning {
                                 kind: WarningKind::TornTail,
                                 path: path.clone(),
                                 offset: bad.offset,
                                 seq: self.expected_seq,
                                 message: format!(
-                                    "torn tail: the last {} bytes ({}) were never acknowledged; the next writer cuts them off",
+                                    "torn tail: the last {} bytes ({}: {why}) were never acknowledged; the next writer cuts them off",
                                     file_len - bad.offset,
                                     bad.what
                                 ),
@@ -509,12 +524,16 @@ impl JournalReader {
                             return None;
                         }
                         _ => {
-                            let what = match good_after {
-                                Some(good) => format!(
+                            let what = match (good_after, tail) {
+                                (Some(good), _) => format!(
                                     "bad record ({}) followed by a good record at byte {good}",
                                     bad.what
                                 ),
-                                None => format!(
+                                (None, Some(_)) => format!(
+                                    "the last record is damaged ({}) but was written whole (its newline is there, and no zeros a crash leaves), so it may have been acknowledged: corruption, not a torn write",
+                                    bad.what
+                                ),
+                                (None, None) => format!(
                                     "bad record ({}) at the end of a sealed segment",
                                     bad.what
                                 ),
@@ -625,9 +644,16 @@ fn probe_header(
         Err(bad) => bad,
     };
     let good_after = frames.next_good_frame(&bad).map_err(io_error)?;
+    let mut what = format!("bad segment header: {}", bad.what);
     if is_last && good_after.is_none() {
-        return Ok(Err(None));
+        // Torn only if the bytes are what an unfinished rotation leaves (as for records).
+        match frames.classify_bad_tail(&bad).map_err(io_error)? {
+            TailVerdict::Torn(_) => return Ok(Err(None)),
+            TailVerdict::Damaged => what.push_str(
+                " (the header was written whole, so the rotation finished: corruption, not a torn write)",
+            ),
+        }
     }
-    let error = StoreError::corruption(path, 0, None, format!("bad segment header: {}", bad.what));
+    let error = StoreError::corruption(path, 0, None, what);
     Ok(Err(Some((error, good_after))))
 }

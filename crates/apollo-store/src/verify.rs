@@ -14,7 +14,8 @@ pub struct VerifyReport {
     pub n_records: u64,
     /// The last good record's seq.
     pub last_seq: Option<u64>,
-    /// A torn tail (a warning: the record was never acknowledged; the next writer cuts it).
+    /// A torn tail (a warning: what an unfinished write leaves, never acknowledged; the next
+    /// writer cuts it). A damaged last record that was written whole is a corruption instead.
     pub torn_tail: Option<Warning>,
     /// Every corruption found (bad records, gaps, missing or misnumbered segments, bad
     /// headers), each with file, offset and seq.

@@ -267,11 +267,13 @@ impl JournalWriter {
     ///
     /// * every segment's header is checked (numbering, run id, format version), and the last
     ///   segment is read in full;
-    /// * a torn tail of the last segment (an incomplete or checksum-failing last record with
-    ///   nothing good after it) is cut off and kept as `<segment>.torn`; a last segment whose
-    ///   very header is torn is moved aside whole as `<segment>.torn`;
-    /// * anything else that is wrong is a [`StoreError::Corruption`] naming file, offset and
-    ///   seq, and nothing is modified.
+    /// * a torn tail of the last segment (a bad last record with nothing good after it, whose
+    ///   bytes are what an unfinished write leaves: a prefix of a frame, or zeros in whole
+    ///   blocks) is cut off and kept as `<segment>.torn`; a last segment whose very header is
+    ///   torn is moved aside whole as `<segment>.torn`;
+    /// * anything else that is wrong — a damaged last record that was written whole (it may
+    ///   have been acknowledged) included — is a [`StoreError::Corruption`] naming file,
+    ///   offset and seq, and nothing is modified.
     ///
     /// Sealed segments are not read record by record here (that is what
     /// [`verify`](crate::verify) and the reader do).

@@ -12,3 +12,4 @@ mod journal;
 mod lock_wait;
 mod state;
 mod tamper;
+mod torn;

@@ -1,0 +1,273 @@
+//! Torn write or damaged record: what a crash can leave at the end of the last segment (a
+//! prefix of the last batch, zeros where delayed allocation left blocks unwritten) is cut off;
+//! a last record that was written whole and damaged since is corruption (README, recovery).
+
+use std::fs;
+use std::path::Path;
+
+use apollo_core::event::{Event, SkipReason, UnitSkipped};
+use apollo_store::{ErrorKind, JournalWriter, ReadOptions, WarningKind, verify};
+
+use crate::support::*;
+
+const RUN_ID: &str = "20261130T021507Z-3f9a";
+
+/// A run whose acknowledged records are `acked` (one batch each); then `unacked` is written as
+/// one more batch. Returns the segment's bytes and where the unacknowledged batch starts.
+fn run_with_batch(dir: &Path, acked: &[Event], unacked: &[Event]) -> (Vec<u8>, usize) {
+    let mut writer = JournalWriter::create(dir, RUN_ID, fast()).unwrap();
+    for event in acked {
+        writer.append_batch(std::slice::from_ref(event)).unwrap();
+    }
+    let batch_start = fs::metadata(segment(dir, 1)).unwrap().len() as usize;
+    if !unacked.is_empty() {
+        writer.append_batch(unacked).unwrap();
+    }
+    drop(writer);
+    (fs::read(segment(dir, 1)).unwrap(), batch_start)
+}
+
+/// A record that spans several 512-byte blocks.
+fn big_event(n: u64) -> Event {
+    Event::UnitSkipped(UnitSkipped {
+        unit: format!("unit_{n}"),
+        reason: SkipReason::UpstreamFailed {
+            upstream: "u".repeat(1500),
+        },
+    })
+}
+
+/// The tail from `offset` is a torn write: the reader warns, recovery cuts exactly it (kept in
+/// `.torn`), keeps `kept` records and appends after them; `verify` is clean.
+fn assert_torn_at(dir: &Path, bytes: &[u8], offset: usize, kept: u64) {
+    fs::write(segment(dir, 1), bytes).unwrap();
+    let (records, warnings) = read_all(dir, ReadOptions::default());
+    assert_eq!(records.unwrap().len() as u64, kept);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind, WarningKind::TornTail);
+    assert_eq!(warnings[0].offset, offset as u64);
+    let report = verify(dir).unwrap();
+    assert!(
+        report.is_clean() && report.torn_tail.is_some(),
+        "{report:?}"
+    );
+    let (mut writer, report) = JournalWriter::open_for_append(dir, fast()).unwrap();
+    assert_eq!(report.last_seq, kept);
+    assert_eq!(report.torn.len(), 1);
+    assert_eq!(report.torn[0].offset, offset as u64);
+    assert_eq!(
+        fs::read(&report.torn[0].saved_to).unwrap(),
+        &bytes[offset..]
+    );
+    assert_eq!(fs::read(segment(dir, 1)).unwrap(), &bytes[..offset]);
+    assert_eq!(writer.append_batch(&[event(99)]).unwrap(), kept + 1);
+    drop(writer);
+    assert!(verify(dir).unwrap().is_clean());
+}
+
+/// The tail from `offset` is corruption everywhere, and nothing is modified.
+fn assert_corrupt_at(dir: &Path, bytes: &[u8], offset: usize, needle: &str) {
+    fs::write(segment(dir, 1), bytes).unwrap();
+    let error = read_all(dir, ReadOptions::default()).0.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains(needle), "{error}");
+    assert!(
+        error.to_string().contains(&format!("at byte {offset}")),
+        "{error}"
+    );
+    let error = JournalWriter::open_for_append(dir, fast())
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert_eq!(fs::read(segment(dir, 1)).unwrap(), bytes);
+    let report = verify(dir).unwrap();
+    assert!(
+        report.corruptions.len() == 1 && report.torn_tail.is_none(),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn zeros_appended_after_the_last_record_are_a_torn_tail_whatever_their_length() {
+    // Delayed allocation: after a crash the file was extended but the batch's blocks were
+    // never written; they read back as zeros.
+    for n_zeros in [1, 7, 100, 511, 512, 513, 4096, 4096 + 7] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut bytes, end) = run_with_batch(dir.path(), &[event(1), event(2)], &[]);
+        bytes.resize(end + n_zeros, 0);
+        assert_torn_at(dir.path(), &bytes, end, 2);
+    }
+}
+
+#[test]
+fn a_batch_written_as_zeros_or_as_a_prefix_then_zeros_is_a_torn_tail() {
+    let unacked = [event(3), big_event(4), event(5)];
+    let base = tempfile::tempdir().unwrap();
+    let (full, start) = run_with_batch(base.path(), &[event(1), event(2)], &unacked);
+    let zeroed = |from: usize, to: usize| {
+        let mut bytes = full.clone();
+        bytes[from..to].fill(0);
+        bytes
+    };
+    let lines = line_ranges(&full);
+    let batch_end = full.len();
+    let blocks = |offset: usize| offset.next_multiple_of(512);
+    // The frame holding `offset`: where the cut starts, and the records kept before it.
+    let cut_at = |offset: usize| {
+        let index = lines.iter().position(|line| offset < line.end).unwrap();
+        (lines[index].start, index as u64 - 1)
+    };
+    let first_boundary = blocks(start + 1);
+    let cases = [
+        // No block of the batch reached the disk.
+        (zeroed(start, batch_end), start, 2),
+        // Up to the first block boundary written, the rest zeros.
+        (
+            zeroed(first_boundary, batch_end),
+            cut_at(first_boundary).0,
+            cut_at(first_boundary).1,
+        ),
+        // A prefix of the batch, then zeros up to a block boundary past the old end.
+        (
+            {
+                let mut bytes = full[..lines[3].end + 40].to_vec();
+                bytes.resize(blocks(bytes.len()), 0);
+                bytes
+            },
+            lines[3].end,
+            3,
+        ),
+        // The batch's last block written, an earlier one of the big record never: the big
+        // record's newline is there but a whole block of it is zeros, and nothing good
+        // follows once the last record is cut.
+        (
+            {
+                let mut bytes = full[..lines[4].end].to_vec();
+                let block = blocks(lines[4].start + 30);
+                assert!(block + 512 < lines[4].end - 1);
+                bytes[block..block + 512].fill(0);
+                bytes
+            },
+            lines[4].start,
+            3,
+        ),
+    ];
+    for (index, (bytes, offset, kept)) in cases.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        eprintln!("case {index}");
+        assert_torn_at(dir.path(), &bytes, offset, kept);
+    }
+}
+
+#[test]
+fn a_batch_cut_at_every_byte_is_a_torn_tail_from_its_first_incomplete_record() {
+    let base = tempfile::tempdir().unwrap();
+    let (full, start) = run_with_batch(base.path(), &[event(1)], &[event(2), event(3), event(4)]);
+    let lines = line_ranges(&full);
+    for cut in start + 1..full.len() {
+        let Some(torn) = lines.iter().find(|line| line.start < cut && cut < line.end) else {
+            continue; // a frame boundary: nothing torn
+        };
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        let kept = lines.iter().filter(|line| line.end <= cut).count() as u64 - 1;
+        assert_torn_at(dir.path(), &full[..cut], torn.start, kept);
+    }
+}
+
+#[test]
+fn a_damaged_last_record_with_zeros_after_it_is_still_corruption() {
+    // A flip in the acknowledged last record, then a crash leaves zeros after it: the zeros
+    // are cut as a torn tail only if they start right after a good record; here the damaged
+    // record was written whole, so it is corruption.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bytes, end) = run_with_batch(dir.path(), &[event(1), event(2)], &[]);
+    let last = line_ranges(&bytes).last().unwrap().clone();
+    bytes[last.start + 30] ^= 0x01;
+    bytes.resize(end + 4096, 0);
+    assert_corrupt_at(dir.path(), &bytes, last.start, "may have been acknowledged");
+}
+
+#[test]
+fn a_single_zero_byte_in_the_last_record_is_corruption_not_unwritten_data() {
+    // A flipped bit can make a zero byte (a space, 0x20, loses bit 5), but only a lone one:
+    // unwritten data is a run of zeros ending on a block boundary or at the end of the file.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bytes, _) = run_with_batch(dir.path(), &[event(1), big_event(2)], &[]);
+    let last = line_ranges(&bytes).last().unwrap().clone();
+    let space = last.start + 8; // the space after the checksum
+    assert_eq!(bytes[space], b' ');
+    bytes[space] = 0;
+    assert_corrupt_at(dir.path(), &bytes, last.start, "not a torn write");
+    // The same for a zero byte just before a block boundary inside the record.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bytes, _) = run_with_batch(dir.path(), &[event(1), big_event(2)], &[]);
+    let last = line_ranges(&bytes).last().unwrap().clone();
+    let before_boundary = (last.start + 100).next_multiple_of(512) - 1;
+    bytes[before_boundary] = 0;
+    assert_corrupt_at(dir.path(), &bytes, last.start, "not a torn write");
+}
+
+#[test]
+fn a_flipped_length_that_runs_past_the_end_is_corruption_not_a_cut_write() {
+    // The file ends inside the frame by its (damaged) length, but the frame's newline is
+    // there: a write cut short never leaves a newline, so this was written whole.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut bytes, _) = run_with_batch(dir.path(), &[event(1), event(2)], &[]);
+    let last = line_ranges(&bytes).last().unwrap().clone();
+    let length = last.start + 9;
+    assert!(bytes[length].is_ascii_digit() && bytes[length] < b'8');
+    bytes[length] += 2; // e.g. "118" -> "318": past the end of the file
+    assert_corrupt_at(dir.path(), &bytes, last.start, "may have been acknowledged");
+}
+
+#[test]
+fn a_header_written_whole_and_damaged_is_corruption_not_a_torn_rotation() {
+    // A last segment holding only its header (a rotation that finished): a flipped bit in the
+    // header used to move the segment aside as torn.
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = fast();
+    options.segment_max_bytes = 300;
+    let mut writer = JournalWriter::create(dir.path(), RUN_ID, options).unwrap();
+    for n in 1..=6 {
+        writer.append_batch(&[event(n)]).unwrap();
+    }
+    drop(writer);
+    let n = fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .filter(|entry| {
+            let name = entry.as_ref().unwrap().file_name();
+            name.to_string_lossy().ends_with(".log")
+        })
+        .count() as u64;
+    let next = segment(dir.path(), n + 1);
+    let mut header = frame(&format!(
+        r#"{{"magic":"apollo-journal","format":"1.2","run_id":"{RUN_ID}","segment":{},"prev_seq":6,"created":"2026-11-30T02:15:07.000000Z"}}"#,
+        n + 1
+    ));
+    let intact = header.clone();
+    header[40] ^= 0x02;
+    fs::write(&next, &header).unwrap();
+    let error = read_all(dir.path(), ReadOptions::default()).0.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(error.to_string().contains("not a torn write"), "{error}");
+    let error = JournalWriter::open_for_append(dir.path(), fast())
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert_eq!(fs::read(&next).unwrap(), header, "nothing moved aside");
+    assert!(!verify(dir.path()).unwrap().is_clean());
+
+    // The same header cut short, or never written (zeros), is a rotation torn by a crash.
+    for torn in [intact[..intact.len() - 1].to_vec(), vec![0; intact.len()]] {
+        fs::write(&next, &torn).unwrap();
+        let (records, warnings) = read_all(dir.path(), ReadOptions::default());
+        assert_eq!(records.unwrap().len(), 6);
+        assert_eq!(warnings[0].kind, WarningKind::TornTail);
+        let (_, report) = JournalWriter::open_for_append(dir.path(), fast()).unwrap();
+        assert_eq!((report.last_seq, report.torn.len()), (6, 1));
+        assert!(!next.exists());
+        fs::remove_file(&report.torn[0].saved_to).unwrap();
+    }
+}
