@@ -142,7 +142,10 @@ fn clock_from_env() -> Result<Option<apollo_store::testing::Clock>, CliError> {
         message: format!("APOLLO_CLOCK_OFFSET: expected SECONDS[,STEP], got `{text}`"),
     };
     let mut parts = text.split(',');
-    let offset: i64 = parts.next().and_then(|part| part.trim().parse().ok()).ok_or_else(usage)?;
+    let offset: i64 = parts
+        .next()
+        .and_then(|part| part.trim().parse().ok())
+        .ok_or_else(usage)?;
     let step: i64 = match parts.next() {
         Some(part) => part.trim().parse().map_err(|_| usage())?,
         None => 0,
