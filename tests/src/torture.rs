@@ -152,6 +152,8 @@ pub struct Summary {
     pub run_folder_moves: u64,
     /// Run folders recreated (by an attempt's log folder) while the real one was moved away.
     pub recreated_run_folders: u64,
+    /// Run folders moved away before apollo had opened them (exit 2, the run not found).
+    pub tampered_before_open: u64,
     /// Mid-run tamperings that landed after the run's last commit (apollo rightly finished).
     pub tampered_after_finish: u64,
     /// Invocations whose journal clock was stepped back (hours, often across a UTC day) from
@@ -397,6 +399,7 @@ fn iteration(
             }
         }
         let status = wait_bounded(&mut child)?;
+        let moved_back = moved.is_some();
         if let Some((run, to)) = moved.take() {
             if std::fs::symlink_metadata(&run).is_ok() {
                 // apollo-exec creates an attempt's log folders by path: a unit whose
@@ -415,6 +418,12 @@ fn iteration(
             match status.code() {
                 // Stopped, as it must be: resume.
                 Some(6) => continue,
+                // The run folder went away before apollo had opened it (it was still choosing
+                // the run): refused, nothing started (the final check sees any fresh run).
+                Some(2) if moved_back && stderr.contains("not found") => {
+                    totals.tampered_before_open += 1;
+                    continue;
+                }
                 // The tampering came after the run's last commit: apollo rightly finished.
                 Some(0 | 1) if latest_run_finished(dir)? => totals.tampered_after_finish += 1,
                 other => {
@@ -1075,7 +1084,7 @@ impl std::fmt::Display for Summary {
             f,
             "iterations {}, kills {}, resumes {}, human verdicts {}, killed after success {}, \
              stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
-             run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered after finish {}, clock steps back {}, \
+             run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, clock steps back {}, \
              stepping clocks {}, \
              run creations cut short (ignored) {}, violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
@@ -1091,6 +1100,7 @@ impl std::fmt::Display for Summary {
             self.run_folder_moves,
             self.recreated_run_folders,
             self.unchecked_at_start,
+            self.tampered_before_open,
             self.tampered_after_finish,
             self.clock_steps,
             self.stepping_clocks,
