@@ -43,6 +43,10 @@ fn a_rotated_run_whose_first_segment_lost_its_records_is_reported_not_skipped() 
         "units:\n  - name: a\n    execute: bin/count a\n  - name: b\n    deps: [a]\n    execute: bin/count b\n",
     );
     // Every reading of the journal's clock is half a day earlier: the journal rotates.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test spawns the binary under test"
+    )]
     let status = Command::new(apollo_bin())
         .arg("run")
         .current_dir(project.path(""))

@@ -17,6 +17,25 @@
 //! 4. `apollo verify` passes (torn tails allowed: apollo was killed);
 //! 5. no unit process is alive (every process carries the iteration's environment tag).
 //!
+//! State-dir tampering and clock steps (issue 12), drawn from a generator of their own (so a
+//! seed's pipelines and kill delays stay those of the kill-only harness), each with its check:
+//!
+//! 6. **lock symlink**: between invocations `.apollo/lock` becomes a symbolic link to a victim
+//!    file: `apollo run` exits 2 and the victim is never written (checked at the end too);
+//! 7. **plants**: a FIFO or a link to `/dev/zero` as the next segment or as
+//!    `journal/last_segment` of the latest run: `run`, `verify` and `replay` each end within
+//!    a deadline with a non-zero exit and a message, `runs` lists the run as corrupt; then the
+//!    plant is removed and the run resumes (checks 1–4 see no redone success);
+//! 8. **deletion mid-run**: instead of a SIGKILL, the lock file is deleted or the run folder
+//!    moved away (and back once apollo exited) while apollo runs: apollo exits 6 (or 0/1 when
+//!    the tampering came after its last commit; 2 when the folder went before apollo opened
+//!    it), starts nothing unrecorded (check 1) and the next run redoes no success (check 2);
+//! 9. **clock steps**: every invocation's journal clock (`APOLLO_CLOCK_OFFSET`) is stepped back
+//!    by 1–30 hours from the previous one with 35% chance (often across a UTC day), and with
+//!    20% chance keeps stepping back by 1–120 minutes at every reading during the run (the
+//!    journal rotates at each UTC day it crosses): the incomplete run is still the one resumed
+//!    (check 3: no run abandoned with attempts in it), nothing is redone, `verify` passes.
+//!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
 //! iteration I alone.
@@ -381,7 +400,8 @@ fn iteration(
                     totals.run_folder_moves += 1;
                     kills += 1;
                 } else {
-                    std::fs::remove_file(dir.join("moving")).map_err(io)?;
+                    std::fs::remove_file(dir.join("moving"))
+                        .map_err(|error| format!("removing the `moving` marker: {error}"))?;
                 }
             } else {
                 let _ = child.kill();
@@ -407,11 +427,13 @@ fn iteration(
                 // Keep it aside for inspection and put the real run folder back.
                 totals.recreated_run_folders += 1;
                 let stray = to.with_extension(format!("recreated-{invocation}"));
-                std::fs::rename(&run, &stray).map_err(io)?;
+                std::fs::rename(&run, &stray)
+                    .map_err(|error| format!("moving the recreated {}: {error}", run.display()))?;
             }
             std::fs::rename(&to, &run)
                 .map_err(|error| format!("cannot move {} back: {error}", to.display()))?;
-            std::fs::remove_file(dir.join("moving")).map_err(io)?;
+            std::fs::remove_file(dir.join("moving"))
+                .map_err(|error| format!("removing the `moving` marker: {error}"))?;
         }
         let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
         if let Some(what) = tampered_mid_run {
@@ -663,7 +685,8 @@ fn tamper_between(
                 status.code()
             )),
         }
-        std::fs::remove_file(&lock).map_err(io)?;
+        std::fs::remove_file(&lock)
+            .map_err(|error| format!("removing the lock symlink {}: {error}", lock.display()))?;
         return Ok(());
     }
     if action >= 30 {
@@ -673,6 +696,7 @@ fn tamper_between(
         return Ok(());
     };
     let journal = run.join("journal");
+    let io = |error: std::io::Error| format!("{}: {error}", journal.display());
     // Where: the segment after the last one, or `journal/last_segment`.
     let (plant, place) = if trng.chance(50) {
         let last = std::fs::read_dir(&journal)
@@ -694,7 +718,8 @@ fn tamper_between(
     let aside = journal.join("last_segment.torture-aside");
     let had_original = plant.exists();
     if had_original {
-        std::fs::rename(&plant, &aside).map_err(io)?;
+        std::fs::rename(&plant, &aside)
+            .map_err(|error| format!("moving {} aside: {error}", plant.display()))?;
     }
     let fifo = trng.chance(50);
     if fifo {
@@ -768,9 +793,11 @@ fn tamper_between(
             }
         }
     }
-    std::fs::remove_file(&plant).map_err(io)?;
+    std::fs::remove_file(&plant)
+        .map_err(|error| format!("removing the plant {} ({what}): {error}", plant.display()))?;
     if had_original {
-        std::fs::rename(&aside, &plant).map_err(io)?;
+        std::fs::rename(&aside, &plant)
+            .map_err(|error| format!("putting {} back: {error}", plant.display()))?;
     }
     Ok(())
 }
