@@ -171,7 +171,7 @@ pub struct Summary {
     pub run_folder_moves: u64,
     /// Run folders recreated (by an attempt's log folder) while the real one was moved away.
     pub recreated_run_folders: u64,
-    /// Run folders moved away before apollo had opened them (exit 2, the run not found).
+    /// Run folders moved away before apollo had opened them (exit 2 or 3, the run not found).
     pub tampered_before_open: u64,
     /// Mid-run tamperings that landed after the run's last commit (apollo rightly finished).
     pub tampered_after_finish: u64,
@@ -440,9 +440,10 @@ fn iteration(
             match status.code() {
                 // Stopped, as it must be: resume.
                 Some(6) => continue,
-                // The run folder went away before apollo had opened it (it was still choosing
-                // the run): refused, nothing started (the final check sees any fresh run).
-                Some(2) if moved_back && stderr.contains("not found") => {
+                // The run folder went away before apollo had opened it (it was still choosing the
+                // run): refused, exit 2 or 3 (the latest run cannot be read), nothing started
+                // (the final check sees any fresh run).
+                Some(2 | 3) if moved_back && stderr.contains("not found") => {
                     totals.tampered_before_open += 1;
                     continue;
                 }
