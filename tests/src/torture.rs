@@ -1035,7 +1035,23 @@ fn tagged_processes(dir: &Path) -> Vec<(u32, String)> {
                 return None;
             }
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+            // The name (`comm`) and parent tell a forked, not yet exec'd child or a guard
+            // from apollo itself, whose command line they share.
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("?");
+            Some((
+                pid,
+                format!(
+                    "{} (comm {}, ppid {ppid}, state {state})",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
+                    comm.trim()
+                ),
+            ))
         })
         .collect()
 }
