@@ -30,3 +30,53 @@ fn killed_at_random_moments_and_resumed() {
         "the harness never killed apollo: {summary}"
     );
 }
+
+/// Found by the torture harness's clock steps (2026-12-01): a journal that rotated (here at
+/// the UTC days a stepping clock crosses) and whose first segment then lost its records was
+/// taken for a run whose creation was cut short: `runs` said "no runs yet", `verify` passed,
+/// and `apollo run` started a new run that executed every unit again.
+#[test]
+fn a_rotated_run_whose_first_segment_lost_its_records_is_reported_not_skipped() {
+    use std::process::{Command, Stdio};
+
+    let project = crate::support::Project::new(
+        "units:\n  - name: a\n    execute: bin/count a\n  - name: b\n    deps: [a]\n    execute: bin/count b\n",
+    );
+    // Every reading of the journal's clock is half a day earlier: the journal rotates.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the test spawns the binary under test"
+    )]
+    let status = Command::new(apollo_bin())
+        .arg("run")
+        .current_dir(project.path(""))
+        .env("CI", "true")
+        .env_remove("APOLLO_STATE_DIR")
+        .env_remove("APOLLO_FAULTS")
+        .env("APOLLO_CLOCK_OFFSET", "0,-43200")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run apollo");
+    assert!(status.success(), "{status}");
+    let run = project.runs().pop().expect("a run");
+    let journal = run.join("journal");
+    assert!(
+        journal.join("000002.log").exists(),
+        "the journal did not rotate"
+    );
+    // The first segment keeps its header line only.
+    let first = std::fs::read_to_string(journal.join("000001.log")).expect("segment");
+    let header_end = first.find('\n').expect("a header line") + 1;
+    std::fs::write(journal.join("000001.log"), &first[..header_end]).expect("truncate");
+
+    let verify = project.apollo(&["verify"], None);
+    assert_eq!(verify.code, Some(3), "{verify:?}");
+    let runs = project.apollo(&["runs"], None);
+    assert!(runs.stdout.contains("corrupt"), "{runs:?}");
+    let again = project.apollo(&["run"], None);
+    assert_eq!(again.code, Some(3), "{again:?}");
+    assert_eq!(project.executions("a"), vec![1], "a ran again");
+    assert_eq!(project.executions("b"), vec![1], "b ran again");
+}

@@ -17,6 +17,25 @@
 //! 4. `apollo verify` passes (torn tails allowed: apollo was killed);
 //! 5. no unit process is alive (every process carries the iteration's environment tag).
 //!
+//! State-dir tampering and clock steps (issue 12), drawn from a generator of their own (so a
+//! seed's pipelines and kill delays stay those of the kill-only harness), each with its check:
+//!
+//! 6. **lock symlink**: between invocations `.apollo/lock` becomes a symbolic link to a victim
+//!    file: `apollo run` exits 2 and the victim is never written (checked at the end too);
+//! 7. **plants**: a FIFO or a link to `/dev/zero` as the next segment or as
+//!    `journal/last_segment` of the latest run: `run`, `verify` and `replay` each end within
+//!    a deadline with a non-zero exit and a message, `runs` lists the run as corrupt; then the
+//!    plant is removed and the run resumes (checks 1–4 see no redone success);
+//! 8. **deletion mid-run**: instead of a SIGKILL, the lock file is deleted or the run folder
+//!    moved away (and back once apollo exited) while apollo runs: apollo exits 6 (or 0/1 when
+//!    the tampering came after its last commit; 2 when the folder went before apollo opened
+//!    it), starts nothing unrecorded (check 1) and the next run redoes no success (check 2);
+//! 9. **clock steps**: every invocation's journal clock (`APOLLO_CLOCK_OFFSET`) is stepped back
+//!    by 1–30 hours from the previous one with 35% chance (often across a UTC day), and with
+//!    20% chance keeps stepping back by 1–120 minutes at every reading during the run (the
+//!    journal rotates at each UTC day it crosses): the incomplete run is still the one resumed
+//!    (check 3: no run abandoned with attempts in it), nothing is redone, `verify` passes.
+//!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
 //! iteration I alone.
@@ -136,6 +155,31 @@ pub struct Summary {
     /// Run folders a kill left before their first segment existed: apollo ignores them
     /// (they recorded nothing), which `apollo verify` passing confirms.
     pub journal_less_runs: u64,
+    /// Lock files replaced by a symbolic link to a victim file before an `apollo run`.
+    pub lock_symlinks: u64,
+    /// FIFOs or links to `/dev/zero` planted as a segment or as `journal/last_segment`, each
+    /// met by `run`, `runs`, `verify` and `replay`.
+    pub plants: u64,
+    /// Commands run against a plant (each within its deadline).
+    pub plant_commands: u64,
+    /// Attempts that began while the run folder was moved away: their write-ahead check at
+    /// start could not see the journal, so only the final journal checks them.
+    pub unchecked_at_start: u64,
+    /// Lock files deleted while apollo ran.
+    pub lock_deletions: u64,
+    /// Run folders moved away (then back) while apollo ran.
+    pub run_folder_moves: u64,
+    /// Run folders recreated (by an attempt's log folder) while the real one was moved away.
+    pub recreated_run_folders: u64,
+    /// Run folders moved away before apollo had opened them (exit 2 or 3, the run not found).
+    pub tampered_before_open: u64,
+    /// Mid-run tamperings that landed after the run's last commit (apollo rightly finished).
+    pub tampered_after_finish: u64,
+    /// Invocations whose journal clock was stepped back (hours, often across a UTC day) from
+    /// the previous invocation's.
+    pub clock_steps: u64,
+    /// Invocations whose journal clock kept stepping back during the run (at every reading).
+    pub stepping_clocks: u64,
     /// Every invariant violated, with the iteration that broke it.
     pub violations: Vec<String>,
 }
@@ -147,9 +191,18 @@ name=$1; mode=$2; ms=$3
 dir=$(cd "$(dirname "$0")/.." && pwd)
 echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.start"
 # Write-ahead, checked at the moment of execution: unit_started must already be in the journal.
-if ! cat "$dir"/.apollo/runs/*/journal/*.log 2>/dev/null \
+# (Regular files only: the harness plants FIFOs and links to /dev/zero as segments.)
+if ! for f in "$dir"/.apollo/runs/*/journal/*.log "$dir"/.apollo-moved/*/journal/*.log; do
+      if [ -f "$f" ]; then cat "$f"; fi
+    done 2>/dev/null \
     | grep -qF "\"kind\":\"unit_started\",\"unit\":\"$name\",\"attempt\":$APOLLO_ATTEMPT,"; then
-  echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.unlogged"
+  # While the harness moves the run folder away and back, the globs above can miss it: such an
+  # attempt is only checked against the final journal (it must hold its unit_started).
+  if [ -e "$dir/moving" ]; then
+    echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.unchecked"
+  else
+    echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.unlogged"
+  fi
 fi
 case "$mode" in
   flaky)   if [ $((APOLLO_ATTEMPT % 2)) -eq 1 ]; then exit 1; fi ;;
@@ -270,6 +323,13 @@ fn iteration(
             .map_err(io)?;
     }
     let names = generate(rng, dir).map_err(io)?;
+    // The state-dir tampering and clock steps draw from their own generator, so the pipeline
+    // and the kill delays of a seed stay those of the kill-only harness.
+    let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
+    let mut violations = Vec::new();
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, VICTIM).map_err(io)?;
+    let mut clock_offset: i64 = 0;
     let max_kills = 1 + rng.below(4);
     let mut kills = 0;
     let mut invocation = 0u32;
@@ -280,10 +340,28 @@ fn iteration(
             return Err("the run did not complete within 300 s".into());
         }
         invocation += 1;
+        // Clock steps: back by hours (often across a UTC day) from the last invocation's, and
+        // sometimes stepping back at every reading during the run.
+        if invocation > 1 && trng.chance(35) {
+            clock_offset -= 3600 * (1 + trng.below(30) as i64);
+            totals.clock_steps += 1;
+        }
+        let clock_step: i64 = if trng.chance(20) {
+            totals.stepping_clocks += 1;
+            -(60 + trng.below(7200) as i64)
+        } else {
+            0
+        };
+        let clock = format!("{clock_offset},{clock_step}");
+        // State-dir tampering between invocations (the run is incomplete here).
+        if invocation > 1 {
+            tamper_between(args, &mut trng, dir, &clock, totals, &mut violations)?;
+        }
         // stderr to a file: nothing to drain while the harness sleeps before its kill.
         let stderr_path = dir.join(format!("apollo-{invocation:03}.stderr"));
         let stderr_file = std::fs::File::create(&stderr_path).map_err(io)?;
         let mut child = apollo(args, dir)
+            .env(CLOCK_VAR, &clock)
             .arg("run")
             .stdout(Stdio::null())
             .stderr(stderr_file)
@@ -292,10 +370,40 @@ fn iteration(
         if invocation > 1 {
             totals.resumes += 1;
         }
+        let mut tampered_mid_run = None;
+        let mut moved = None;
         if kills < max_kills {
             // The attack: a random moment, not a synchronisation.
             std::thread::sleep(Duration::from_millis(rng.below(400)));
-            if child.try_wait().map_err(io)?.is_none() {
+            let action = trng.below(100);
+            if child.try_wait().map_err(io)?.is_some() {
+                // Already done: nothing to attack.
+            } else if action < 12 {
+                // Delete the lock file under the running apollo.
+                if std::fs::remove_file(dir.join(".apollo/lock")).is_ok() {
+                    tampered_mid_run = Some("its lock file was deleted");
+                    totals.lock_deletions += 1;
+                    kills += 1;
+                }
+            } else if action < 24
+                && let Some(run) = latest_run_dir(dir)?
+            {
+                // Move the whole run folder away (as `git clean` or a careless `mv` would);
+                // it comes back once apollo exited, so the journal's promises stay checkable.
+                let aside = dir.join(".apollo-moved");
+                std::fs::create_dir_all(&aside).map_err(io)?;
+                std::fs::write(dir.join("moving"), b"").map_err(io)?;
+                let to = aside.join(run.file_name().unwrap_or_default());
+                if std::fs::rename(&run, &to).is_ok() {
+                    moved = Some((run, to));
+                    tampered_mid_run = Some("its run folder was moved away");
+                    totals.run_folder_moves += 1;
+                    kills += 1;
+                } else {
+                    std::fs::remove_file(dir.join("moving"))
+                        .map_err(|error| format!("removing the `moving` marker: {error}"))?;
+                }
+            } else {
                 let _ = child.kill();
                 let _ = child.wait();
                 kills += 1;
@@ -311,7 +419,46 @@ fn iteration(
             }
         }
         let status = wait_bounded(&mut child)?;
+        let moved_back = moved.is_some();
+        if let Some((run, to)) = moved.take() {
+            if std::fs::symlink_metadata(&run).is_ok() {
+                // apollo-exec creates an attempt's log folders by path: a unit whose
+                // `unit_started` was committed just before the move recreated the folder.
+                // Keep it aside for inspection and put the real run folder back.
+                totals.recreated_run_folders += 1;
+                let stray = to.with_extension(format!("recreated-{invocation}"));
+                std::fs::rename(&run, &stray)
+                    .map_err(|error| format!("moving the recreated {}: {error}", run.display()))?;
+            }
+            std::fs::rename(&to, &run)
+                .map_err(|error| format!("cannot move {} back: {error}", to.display()))?;
+            std::fs::remove_file(dir.join("moving"))
+                .map_err(|error| format!("removing the `moving` marker: {error}"))?;
+        }
         let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        if let Some(what) = tampered_mid_run {
+            match status.code() {
+                // Stopped, as it must be: resume.
+                Some(6) => continue,
+                // The run folder went away before apollo had opened it (it was still choosing the
+                // run): refused, exit 2 or 3 (the latest run cannot be read), nothing started
+                // (the final check sees any fresh run).
+                Some(2 | 3) if moved_back && stderr.contains("not found") => {
+                    totals.tampered_before_open += 1;
+                    continue;
+                }
+                // The tampering came after the run's last commit: apollo rightly finished.
+                Some(0 | 1) if latest_run_finished(dir)? => totals.tampered_after_finish += 1,
+                other => {
+                    violations.push(format!(
+                        "apollo run exited {other:?} after {what} mid-run, not 6:\n{stderr}"
+                    ));
+                    if other != Some(0) && other != Some(1) {
+                        continue;
+                    }
+                }
+            }
+        }
         match status.code() {
             Some(0) => break,
             // A unit failed for good: make the failing units pass, and resume.
@@ -377,7 +524,283 @@ fn iteration(
             }
         }
     }
-    check(args, dir, &names, totals)
+    violations.extend(check(args, dir, &names, totals)?);
+    if std::fs::read(&victim).map_err(io)? != VICTIM.as_bytes() {
+        violations.push(format!(
+            "{} (a lock file's link target) was written",
+            victim.display()
+        ));
+    }
+    Ok(violations)
+}
+
+/// What the lock file's victim holds: it must never change.
+const VICTIM: &str = "a file that is not apollo's\n";
+
+/// The testing hook that offsets apollo's journal clock (`SECONDS,STEP`).
+const CLOCK_VAR: &str = "APOLLO_CLOCK_OFFSET";
+
+/// How long a command run against a planted FIFO or `/dev/zero` may take before it counts as
+/// hung (a safety net on a loaded machine: apollo refuses such a file at once).
+const PLANT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs `command` to its end or until `deadline` (then kills it): its status and output
+/// (stdout and stderr together), `None` when it hung.
+fn run_bounded(
+    mut command: Command,
+    deadline: Duration,
+) -> Result<Option<(ExitStatus, String)>, String> {
+    let io = |error: std::io::Error| error.to_string();
+    let stderr = tempfile_in_memory()?;
+    let mut child = command
+        .stdout(stderr.try_clone().map_err(io)?)
+        .stderr(stderr.try_clone().map_err(io)?)
+        .spawn()
+        .map_err(io)?;
+    let until = Instant::now() + deadline;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(io)? {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    use std::io::{Read, Seek};
+    let mut stderr = stderr;
+    let mut text = String::new();
+    stderr.rewind().map_err(io)?;
+    let _ = stderr.read_to_string(&mut text);
+    Ok(Some((status, text)))
+}
+
+/// An anonymous file for a child's stderr (no pipe to drain while polling).
+fn tempfile_in_memory() -> Result<std::fs::File, String> {
+    let name = c"torture-stderr";
+    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned by the File.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// The latest run folder that has a journal (by name, as the rest of the harness orders).
+fn latest_run_dir(dir: &Path) -> Result<Option<PathBuf>, String> {
+    let runs_dir = dir.join(".apollo/runs");
+    let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|run| has_segment(run) && has_record(run))
+            .collect(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
+    };
+    runs.sort();
+    Ok(runs.pop())
+}
+
+/// Whether `run` has a segment file (a run whose creation a kill cut short has none, and
+/// apollo ignores it).
+fn has_segment(run: &Path) -> bool {
+    std::fs::read_dir(run.join("journal")).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
+    })
+}
+
+/// Whether `run`'s journal holds a record (a run killed before its `run_started` was written
+/// holds a header only, and apollo does not count it as a run).
+fn has_record(run: &Path) -> bool {
+    JournalReader::open(run, ReadOptions::default()).is_ok_and(|mut reader| reader.next().is_some())
+}
+
+/// Whether the latest run's journal ends with a `run_finished` (of any status).
+fn latest_run_finished(dir: &Path) -> Result<bool, String> {
+    let Some(latest) = latest_run_dir(dir)? else {
+        return Ok(false);
+    };
+    let reader = JournalReader::open(&latest, ReadOptions::default())
+        .map_err(|error| format!("{}: {error}", latest.display()))?;
+    let mut finished = false;
+    for record in reader {
+        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
+        match record.event {
+            Event::RunFinished(_) => finished = true,
+            Event::RunResumed(_) => finished = false,
+            _ => {}
+        }
+    }
+    Ok(finished)
+}
+
+fn mkfifo(path: &Path) -> Result<(), String> {
+    let text = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|error| error.to_string())?;
+    // SAFETY: mkfifo with a NUL-terminated path the harness owns.
+    if unsafe { libc::mkfifo(text.as_ptr(), 0o600) } != 0 {
+        return Err(format!(
+            "mkfifo {}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// Between two invocations of an incomplete run, maybe tamper with the state directory and
+/// check what apollo does about it; then undo the tampering (the run goes on from there).
+fn tamper_between(
+    args: &Options,
+    trng: &mut Rng,
+    dir: &Path,
+    clock: &str,
+    totals: &mut Summary,
+    violations: &mut Vec<String>,
+) -> Result<(), String> {
+    let io = |error: std::io::Error| error.to_string();
+    let action = trng.below(100);
+    let lock = dir.join(".apollo/lock");
+    if action < 10 {
+        // The lock file is a symbolic link to a file that is not apollo's.
+        let _ = std::fs::remove_file(&lock);
+        std::os::unix::fs::symlink(dir.join("victim.txt"), &lock).map_err(io)?;
+        totals.lock_symlinks += 1;
+        let mut command = apollo(args, dir);
+        command.env(CLOCK_VAR, clock).arg("run");
+        match run_bounded(command, PLANT_DEADLINE)? {
+            None => violations.push(format!(
+                "apollo run did not end within {PLANT_DEADLINE:?} with .apollo/lock a symlink"
+            )),
+            Some((status, _)) if status.code() == Some(2) => {}
+            Some((status, stderr)) => violations.push(format!(
+                "apollo run exited {:?} with .apollo/lock a symlink, not 2:
+{stderr}",
+                status.code()
+            )),
+        }
+        std::fs::remove_file(&lock)
+            .map_err(|error| format!("removing the lock symlink {}: {error}", lock.display()))?;
+        return Ok(());
+    }
+    if action >= 30 {
+        return Ok(());
+    }
+    let Some(run) = latest_run_dir(dir)? else {
+        return Ok(());
+    };
+    let journal = run.join("journal");
+    let io = |error: std::io::Error| format!("{}: {error}", journal.display());
+    // Where: the segment after the last one, or `journal/last_segment`.
+    let (plant, place) = if trng.chance(50) {
+        let last = std::fs::read_dir(&journal)
+            .map_err(io)?
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".log")?.parse::<u64>().ok()
+            })
+            .max()
+            .unwrap_or(0);
+        (
+            journal.join(format!("{:06}.log", last + 1)),
+            "the next segment",
+        )
+    } else {
+        (journal.join("last_segment"), "journal/last_segment")
+    };
+    let aside = journal.join("last_segment.torture-aside");
+    let had_original = plant.exists();
+    if had_original {
+        std::fs::rename(&plant, &aside)
+            .map_err(|error| format!("moving {} aside: {error}", plant.display()))?;
+    }
+    let fifo = trng.chance(50);
+    if fifo {
+        mkfifo(&plant)?;
+    } else {
+        std::os::unix::fs::symlink("/dev/zero", &plant).map_err(io)?;
+    }
+    let what = if fifo {
+        "a FIFO"
+    } else {
+        "a symlink to /dev/zero"
+    };
+    totals.plants += 1;
+    let run_id = run
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    for command_args in [
+        vec!["run"],
+        vec!["runs"],
+        vec!["verify"],
+        vec!["replay", run_id.as_str()],
+    ] {
+        let mut command = apollo(args, dir);
+        command.env(CLOCK_VAR, clock).args(&command_args);
+        let shown = command_args.join(" ");
+        let result = run_bounded(command, PLANT_DEADLINE)?;
+        totals.plant_commands += 1;
+        let record = dir.join(format!(
+            "plant-{:03}-{}.out",
+            totals.plants, command_args[0]
+        ));
+        let _ = std::fs::write(
+            &record,
+            match &result {
+                Some((status, output)) => {
+                    format!("{place} {what} in {}\n{status}\n{output}", run.display())
+                }
+                None => format!("{place} {what} in {}\nhung\n", run.display()),
+            },
+        );
+        match result {
+            None => violations.push(format!(
+                "apollo {shown} did not end within {PLANT_DEADLINE:?} with {place} {what}"
+            )),
+            // A listing: it exits 0 and shows the run as corrupt (DESIGN: `runs` lists every
+            // run, damaged ones included).
+            Some((status, output)) if command_args == ["runs"] => {
+                if status.code() != Some(0) || !output.contains("corrupt") {
+                    violations.push(format!(
+                        "apollo runs exited {:?} with {place} {what} without listing the run as \
+                         corrupt:\n{output}",
+                        status.code()
+                    ));
+                }
+            }
+            Some((status, stderr)) => {
+                if status.code().is_none_or(|code| code == 0) {
+                    violations.push(format!(
+                        "apollo {shown} exited {:?} with {place} {what}, expected a non-zero exit:
+{stderr}",
+                        status.code()
+                    ));
+                } else if stderr.trim().is_empty() {
+                    violations.push(format!(
+                        "apollo {shown} exited {:?} with {place} {what} and said nothing",
+                        status.code()
+                    ));
+                }
+            }
+        }
+    }
+    std::fs::remove_file(&plant)
+        .map_err(|error| format!("removing the plant {} ({what}): {error}", plant.display()))?;
+    if had_original {
+        std::fs::rename(&aside, &plant)
+            .map_err(|error| format!("putting {} back: {error}", plant.display()))?;
+    }
+    Ok(())
 }
 
 /// Whether the latest run's journal ends with `run_finished` succeeded (read without
@@ -463,13 +886,6 @@ fn check(
     // A kill while apollo created a run leaves a folder with no segment: it recorded
     // nothing, apollo ignores it (`apollo verify` below must still pass), and so does this
     // check.
-    let has_segment = |run: &PathBuf| {
-        std::fs::read_dir(run.join("journal")).is_ok_and(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .any(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
-        })
-    };
     let (runs, journal_less): (Vec<PathBuf>, Vec<PathBuf>) =
         runs.into_iter().partition(|run| has_segment(run));
     totals.journal_less_runs += journal_less.len() as u64;
@@ -533,6 +949,8 @@ fn check(
     for name in names {
         let counts = dir.join("counts");
         let executed = lines_of(&counts.join(format!("{name}.start")));
+        totals.unchecked_at_start +=
+            lines_of(&counts.join(format!("{name}.unchecked"))).len() as u64;
         for attempt in lines_of(&counts.join(format!("{name}.unlogged"))) {
             violations.push(format!(
                 "{name}: attempt {attempt} executed before its unit_started was in the journal"
@@ -617,7 +1035,23 @@ fn tagged_processes(dir: &Path) -> Vec<(u32, String)> {
                 return None;
             }
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+            // The name (`comm`) and parent tell a forked, not yet exec'd child or a guard
+            // from apollo itself, whose command line they share.
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("?");
+            Some((
+                pid,
+                format!(
+                    "{} (comm {}, ppid {ppid}, state {state})",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
+                    comm.trim()
+                ),
+            ))
         })
         .collect()
 }
@@ -693,7 +1127,9 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "iterations {}, kills {}, resumes {}, human verdicts {}, killed after success {}, \
-             stale-lock refusals {}, \
+             stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
+             run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, clock steps back {}, \
+             stepping clocks {}, \
              run creations cut short (ignored) {}, violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
             self.kills,
@@ -701,6 +1137,17 @@ impl std::fmt::Display for Summary {
             self.verdicts,
             self.killed_after_success,
             self.stale_lock_refusals,
+            self.lock_symlinks,
+            self.plants,
+            self.plant_commands,
+            self.lock_deletions,
+            self.run_folder_moves,
+            self.recreated_run_folders,
+            self.unchecked_at_start,
+            self.tampered_before_open,
+            self.tampered_after_finish,
+            self.clock_steps,
+            self.stepping_clocks,
             self.journal_less_runs,
             self.violations.len(),
             self.failed_iterations,

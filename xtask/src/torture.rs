@@ -3,7 +3,10 @@
 //! Builds `apollo` and the `torture` harness (release: the attack is on apollo's logic, not on
 //! a debug build's slowness), then runs the harness, which SIGKILLs apollo at random moments,
 //! resumes it until each generated pipeline completes, and checks the invariants (see
-//! `tests/src/torture.rs`). The harness prints iterations, kills, resumes and violations;
+//! `tests/src/torture.rs`). Mixed into the same schedule, from a generator of their own: state
+//! directory tampering (the lock file a symbolic link, FIFOs and links to `/dev/zero` planted as
+//! segments, the lock file deleted or the run folder moved away while apollo runs) and journal
+//! clock steps back (`APOLLO_CLOCK_OFFSET`), each with the invariant it checks. The harness prints iterations, kills, resumes and violations;
 //! this command fails when it reports any violation.
 
 use std::path::Path;

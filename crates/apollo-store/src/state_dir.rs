@@ -160,7 +160,7 @@ fn has_records(journal_dir: &Path) -> bool {
     let Ok(entries) = fs::read_dir(journal_dir) else {
         return false;
     };
-    let first_segment = entries
+    let segments: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|entry| entry.path())
         .filter(|path| {
@@ -168,8 +168,16 @@ fn has_records(journal_dir: &Path) -> bool {
                 .and_then(|name| name.to_str())
                 .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
         })
-        .min();
-    let Some(first_segment) = first_segment else {
+        .collect();
+    // A journal rotates only after records were acknowledged, and `last_segment` is written
+    // only at a rotation: a second segment or that file means the run recorded something,
+    // whatever its first segment holds now (a damaged start is reported, never skipped).
+    if segments.len() > 1
+        || fs::symlink_metadata(journal_dir.join(crate::segment::LAST_SEGMENT_FILE)).is_ok()
+    {
+        return true;
+    }
+    let Some(first_segment) = segments.into_iter().min() else {
         return false;
     };
     // The header and the first record are short lines: two newlines within the first 64 KiB

@@ -110,11 +110,13 @@ impl ExecutionArgs {
                 DurabilityArg::Fsync => Durability::Fsync,
                 DurabilityArg::None => Durability::None,
             };
-            session = session.writer_options(
-                WriterOptions::default()
-                    .durability(durability)
-                    .faults(fault_plan_from_env()?),
-            );
+            let mut options = WriterOptions::default()
+                .durability(durability)
+                .faults(fault_plan_from_env()?);
+            if let Some(clock) = clock_from_env()? {
+                options = options.clock(clock);
+            }
+            session = session.writer_options(options);
         }
         Ok(session)
     }
@@ -129,4 +131,35 @@ fn fault_plan_from_env() -> Result<FaultPlan, CliError> {
         }),
         _ => Ok(FaultPlan::default()),
     }
+}
+
+/// `APOLLO_CLOCK_OFFSET=SECONDS[,STEP]` shifts the journal's clock by SECONDS (signed), and then
+/// by STEP more seconds at each reading: a testing hook for the torture harness, which steps the
+/// clock back between invocations and during a run. Record times only; nothing orders runs by it.
+fn clock_from_env() -> Result<Option<apollo_store::testing::Clock>, CliError> {
+    let Ok(text) = std::env::var("APOLLO_CLOCK_OFFSET") else {
+        return Ok(None);
+    };
+    let usage = || CliError::Usage {
+        message: format!("APOLLO_CLOCK_OFFSET: expected SECONDS[,STEP], got `{text}`"),
+    };
+    let mut parts = text.split(',');
+    let offset: i64 = parts
+        .next()
+        .and_then(|part| part.trim().parse().ok())
+        .ok_or_else(usage)?;
+    let step: i64 = match parts.next() {
+        Some(part) => part.trim().parse().map_err(|_| usage())?,
+        None => 0,
+    };
+    if parts.next().is_some() {
+        return Err(usage());
+    }
+    let readings = std::sync::atomic::AtomicI64::new(0);
+    Ok(Some(std::sync::Arc::new(move || {
+        let n = readings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seconds = offset.saturating_add(step.saturating_mul(n));
+        chrono::Utc::now()
+            + chrono::TimeDelta::try_seconds(seconds).unwrap_or(chrono::TimeDelta::zero())
+    })))
 }
