@@ -71,6 +71,7 @@
 mod api;
 mod batch;
 mod observer;
+mod outputs;
 mod pacer;
 mod plan;
 mod policy;

@@ -6,6 +6,7 @@ mod failures;
 mod hashing;
 mod needs_human;
 mod records;
+mod rehash;
 mod resume;
 mod scheduling;
 mod worker_protocol;
