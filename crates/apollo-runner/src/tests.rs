@@ -161,6 +161,19 @@ impl Project {
     }
 }
 
+/// Runs `run` with `executor`, no observers and a cancel token nobody raises.
+fn run_quietly(
+    run: crate::OpenRun<'_>,
+    executor: &dyn apollo_core::Executor,
+) -> Result<crate::FinishedRun, crate::RunnerError> {
+    run.run(
+        executor,
+        &mut NoObserver,
+        &CancelToken::new(),
+        &mut NoSessionObserver,
+    )
+}
+
 fn ready(opened: Opened<'_>) -> crate::OpenRun<'_> {
     match opened {
         Opened::Ready(run) => run,
@@ -190,14 +203,7 @@ fn run_started_is_durable_before_the_first_attempt_and_the_last_sweep_follows_th
     ));
     assert!(log.lock().unwrap().is_empty());
 
-    let finished = run
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(run, &executor).unwrap();
     assert_eq!(executor.violations(), Vec::<String>::new());
     assert_eq!(finished.run_id, run_id);
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
@@ -220,14 +226,7 @@ fn a_new_run_sweeps_the_previous_run_before_it_records_run_started() {
             .unwrap(),
     );
     let first_id = first.run_id().clone();
-    first
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    run_quietly(first, &executor).unwrap();
     log.lock().unwrap().clear();
 
     // The first run succeeded: `LatestIfIncomplete` starts a new one, after sweeping the old.
@@ -254,14 +253,7 @@ fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
             .unwrap(),
     );
     let run_id = first.run_id().clone();
-    let finished = first
-        .run(
-            &failing_b,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(first, &failing_b).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Failed));
     log.lock().unwrap().clear();
 
@@ -279,14 +271,7 @@ fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
         project.events(&run_id).last(),
         Some(Event::RunResumed(_))
     ));
-    let finished = resumed
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(resumed, &executor).unwrap();
     assert_eq!(executor.violations(), Vec::<String>::new());
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
     assert_eq!(
@@ -375,14 +360,7 @@ fn the_sweep_runs_before_preflight_refuses_and_a_refusal_records_nothing() {
             .open(&mut NoSessionObserver)
             .unwrap(),
     );
-    let finished = resumed
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(resumed, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
     // The verdict was that `b`'s work is done: it did not run again.
     assert!(
@@ -588,14 +566,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
             .unwrap(),
     );
     let run_id = run.run_id().clone();
-    let finished = run
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(run, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Failed));
     log.lock().unwrap().clear();
 
@@ -634,14 +605,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
             .open(&mut NoSessionObserver)
             .unwrap(),
     );
-    let error = run
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap_err();
+    let error = run_quietly(run, &executor).unwrap_err();
     assert!(
         matches!(
             error.engine_error(),
@@ -679,14 +643,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
             .open(&mut NoSessionObserver)
             .unwrap(),
     );
-    let finished = run
-        .run(
-            &executor,
-            &mut NoObserver,
-            &CancelToken::new(),
-            &mut NoSessionObserver,
-        )
-        .unwrap();
+    let finished = run_quietly(run, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
     assert_eq!(
         *log.lock().unwrap(),
