@@ -323,3 +323,40 @@ fn the_summary_of_a_silent_failure_says_it_wrote_nothing() {
         output.stdout
     );
 }
+
+/// In a container, apollo's session leader often lives outside its pid namespace, so
+/// `getsid` answers 0 (CI machines run like this). The end-of-attempt sweep for escaped
+/// processes once asserted a positive session id and failed every attempt there.
+#[test]
+fn a_run_in_a_pid_namespace_whose_session_leader_is_outside_it_works() {
+    const UNSHARE: [&str; 4] = ["unshare", "--pid", "--fork", "--mount-proc"];
+    #[allow(clippy::disallowed_methods)] // Probing for the tool the test needs.
+    let unshare_works = std::process::Command::new(UNSHARE[0])
+        .args(&UNSHARE[1..])
+        .arg("true")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !apollo_core::testing::require(
+        unshare_works,
+        "`unshare --pid --fork --mount-proc` (util-linux, run as root)",
+        "apt-get install util-linux and run the tests as root; CI runs as root",
+    ) {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: bin/count a && (sleep 0.01 &)
+  - name: b
+    deps: [a]
+    execute: bin/count b
+",
+    );
+    let output = apollo.args(&["run"]).run_under(&UNSHARE);
+    output.code(0);
+    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 1));
+    apollo.assert_no_processes_left();
+}

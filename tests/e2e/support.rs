@@ -120,7 +120,20 @@ impl Apollo {
     }
 
     fn command(&self) -> Command {
-        let mut command = Command::new(apollo_bin());
+        self.command_under(&[])
+    }
+
+    /// The invocation, started through `prefix` (a program and its arguments that then run
+    /// apollo, like `unshare --pid --fork`); an empty prefix starts apollo itself.
+    fn command_under(&self, prefix: &[&str]) -> Command {
+        let mut command = match prefix.split_first() {
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(apollo_bin());
+                command
+            }
+            None => Command::new(apollo_bin()),
+        };
         command
             .args(&self.args)
             .current_dir(self.dir.path())
@@ -138,6 +151,17 @@ impl Apollo {
     pub(crate) fn run(&self) -> Output {
         let mut child = self
             .command()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn apollo");
+        wait_output(&mut child)
+    }
+
+    /// Run to completion through `prefix` (see [`Self::command_under`]) and capture the output.
+    pub(crate) fn run_under(&self, prefix: &[&str]) -> Output {
+        let mut child = self
+            .command_under(prefix)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

@@ -83,8 +83,12 @@ pub(crate) fn kill_escaped(attempt: &Attempt<'_>) -> u32 {
     let unit = format!("APOLLO_UNIT={}", attempt.unit);
     let number = format!("APOLLO_ATTEMPT={}", attempt.attempt);
     let markers: [&[u8]; 3] = [run.as_bytes(), unit.as_bytes(), number.as_bytes()];
-    let own = rustix::process::getpid().as_raw_pid();
-    let own_session = rustix::process::getsid(None).map(Pid::as_raw_pid).ok();
+    let own = rustix::process::getpid();
+    // From `/proc`, not `getsid`: in a container the session leader is often outside our pid
+    // namespace, the answer is then 0, and rustix's `getsid` asserts a positive one. `/proc`
+    // says 0 too, for us and for the children that share our session, so they still compare.
+    let own_session = procfs::read_stat_head(own).map(|head| head.session);
+    let own = own.as_raw_pid();
     let mut killed = 0_u32;
     for _ in 0..ROUNDS {
         let Ok(children) = procfs::children_of_main_thread() else {
