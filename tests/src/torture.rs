@@ -45,6 +45,14 @@
 //! was violated (the iteration's folder is kept for inspection), 2 on bad usage.
 #![allow(clippy::disallowed_methods)] // A harness that runs the binary under test.
 
+/// An I/O error of the harness itself, with the line it happened on: "could not complete:
+/// No such file or directory" alone says nothing about what was missing.
+macro_rules! io {
+    () => {
+        |error: std::io::Error| format!("torture.rs:{}: {error}", line!())
+    };
+}
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -312,23 +320,22 @@ fn iteration(
     dir: &Path,
     totals: &mut Summary,
 ) -> Result<Vec<String>, String> {
-    let io = |error: std::io::Error| error.to_string();
     for sub in ["bin", "counts", "fail"] {
-        std::fs::create_dir_all(dir.join(sub)).map_err(io)?;
+        std::fs::create_dir_all(dir.join(sub)).map_err(io!())?;
     }
-    std::fs::write(dir.join("bin/unit"), UNIT_SCRIPT).map_err(io)?;
+    std::fs::write(dir.join("bin/unit"), UNIT_SCRIPT).map_err(io!())?;
     {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755))
-            .map_err(io)?;
+            .map_err(io!())?;
     }
-    let names = generate(rng, dir).map_err(io)?;
+    let names = generate(rng, dir).map_err(io!())?;
     // The state-dir tampering and clock steps draw from their own generator, so the pipeline
     // and the kill delays of a seed stay those of the kill-only harness.
     let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
     let mut violations = Vec::new();
     let victim = dir.join("victim.txt");
-    std::fs::write(&victim, VICTIM).map_err(io)?;
+    std::fs::write(&victim, VICTIM).map_err(io!())?;
     let mut clock_offset: i64 = 0;
     let max_kills = 1 + rng.below(4);
     let mut kills = 0;
@@ -359,14 +366,14 @@ fn iteration(
         }
         // stderr to a file: nothing to drain while the harness sleeps before its kill.
         let stderr_path = dir.join(format!("apollo-{invocation:03}.stderr"));
-        let stderr_file = std::fs::File::create(&stderr_path).map_err(io)?;
+        let stderr_file = std::fs::File::create(&stderr_path).map_err(io!())?;
         let mut child = apollo(args, dir)
             .env(CLOCK_VAR, &clock)
             .arg("run")
             .stdout(Stdio::null())
             .stderr(stderr_file)
             .spawn()
-            .map_err(io)?;
+            .map_err(io!())?;
         if invocation > 1 {
             totals.resumes += 1;
         }
@@ -376,7 +383,7 @@ fn iteration(
             // The attack: a random moment, not a synchronisation.
             std::thread::sleep(Duration::from_millis(rng.below(400)));
             let action = trng.below(100);
-            if child.try_wait().map_err(io)?.is_some() {
+            if child.try_wait().map_err(io!())?.is_some() {
                 // Already done: nothing to attack.
             } else if action < 12 {
                 // Delete the lock file under the running apollo.
@@ -391,8 +398,8 @@ fn iteration(
                 // Move the whole run folder away (as `git clean` or a careless `mv` would);
                 // it comes back once apollo exited, so the journal's promises stay checkable.
                 let aside = dir.join(".apollo-moved");
-                std::fs::create_dir_all(&aside).map_err(io)?;
-                std::fs::write(dir.join("moving"), b"").map_err(io)?;
+                std::fs::create_dir_all(&aside).map_err(io!())?;
+                std::fs::write(dir.join("moving"), b"").map_err(io!())?;
                 let to = aside.join(run.file_name().unwrap_or_default());
                 if std::fs::rename(&run, &to).is_ok() {
                     moved = Some((run, to));
@@ -480,7 +487,7 @@ fn iteration(
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped())
                     .output()
-                    .map_err(io)?;
+                    .map_err(io!())?;
                 if !output.status.success() {
                     return Err(format!(
                         "apollo mark latest {unit} {verdict} failed: {}",
@@ -525,7 +532,7 @@ fn iteration(
         }
     }
     violations.extend(check(args, dir, &names, totals)?);
-    if std::fs::read(&victim).map_err(io)? != VICTIM.as_bytes() {
+    if std::fs::read(&victim).map_err(io!())? != VICTIM.as_bytes() {
         violations.push(format!(
             "{} (a lock file's link target) was written",
             victim.display()
@@ -550,16 +557,15 @@ fn run_bounded(
     mut command: Command,
     deadline: Duration,
 ) -> Result<Option<(ExitStatus, String)>, String> {
-    let io = |error: std::io::Error| error.to_string();
     let stderr = tempfile_in_memory()?;
     let mut child = command
-        .stdout(stderr.try_clone().map_err(io)?)
-        .stderr(stderr.try_clone().map_err(io)?)
+        .stdout(stderr.try_clone().map_err(io!())?)
+        .stderr(stderr.try_clone().map_err(io!())?)
         .spawn()
-        .map_err(io)?;
+        .map_err(io!())?;
     let until = Instant::now() + deadline;
     let status = loop {
-        if let Some(status) = child.try_wait().map_err(io)? {
+        if let Some(status) = child.try_wait().map_err(io!())? {
             break status;
         }
         if Instant::now() > until {
@@ -572,7 +578,7 @@ fn run_bounded(
     use std::io::{Read, Seek};
     let mut stderr = stderr;
     let mut text = String::new();
-    stderr.rewind().map_err(io)?;
+    stderr.rewind().map_err(io!())?;
     let _ = stderr.read_to_string(&mut text);
     Ok(Some((status, text)))
 }
@@ -665,13 +671,12 @@ fn tamper_between(
     totals: &mut Summary,
     violations: &mut Vec<String>,
 ) -> Result<(), String> {
-    let io = |error: std::io::Error| error.to_string();
     let action = trng.below(100);
     let lock = dir.join(".apollo/lock");
     if action < 10 {
         // The lock file is a symbolic link to a file that is not apollo's.
         let _ = std::fs::remove_file(&lock);
-        std::os::unix::fs::symlink(dir.join("victim.txt"), &lock).map_err(io)?;
+        std::os::unix::fs::symlink(dir.join("victim.txt"), &lock).map_err(io!())?;
         totals.lock_symlinks += 1;
         let mut command = apollo(args, dir);
         command.env(CLOCK_VAR, clock).arg("run");
@@ -697,11 +702,11 @@ fn tamper_between(
         return Ok(());
     };
     let journal = run.join("journal");
-    let io = |error: std::io::Error| format!("{}: {error}", journal.display());
+    let in_journal = |error: std::io::Error| format!("{}: {error}", journal.display());
     // Where: the segment after the last one, or `journal/last_segment`.
     let (plant, place) = if trng.chance(50) {
         let last = std::fs::read_dir(&journal)
-            .map_err(io)?
+            .map_err(in_journal)?
             .filter_map(Result::ok)
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -726,7 +731,7 @@ fn tamper_between(
     if fifo {
         mkfifo(&plant)?;
     } else {
-        std::os::unix::fs::symlink("/dev/zero", &plant).map_err(io)?;
+        std::os::unix::fs::symlink("/dev/zero", &plant).map_err(in_journal)?;
     }
     let what = if fifo {
         "a FIFO"
