@@ -138,3 +138,41 @@ fn a_file_size_limit_is_a_journal_io_error_not_a_silent_death() {
         captured.stderr
     );
 }
+
+#[test]
+fn a_run_folder_moved_away_mid_attempt_is_not_recreated_by_the_attempt_s_output() {
+    // A `mv` or a `git clean` of the run folder while a unit runs: the unit's output used to
+    // recreate `runs/<id>/units/<unit>/<attempt>/` at the old path, a run folder with nothing
+    // but logs in it.
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: mv .apollo/runs/$APOLLO_RUN_ID moved-run && echo output after the move && bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b
+",
+    );
+    let output = apollo.args(&["run"]).run();
+    output.code(6);
+    assert_eq!((apollo.count("a"), apollo.count("b")), (1, 0));
+    let left: Vec<_> = std::fs::read_dir(apollo.path(".apollo/runs"))
+        .expect("runs folder")
+        .map(|entry| entry.expect("entry").file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the moved run folder came back: {left:?}\n{}",
+        output.stderr
+    );
+    assert!(apollo.path("moved-run/journal").is_dir());
+    assert!(
+        output
+            .stderr
+            .contains("removed or replaced apollo's state directory")
+            && !output.stderr.contains("free space"),
+        "the advice fits a moved run folder, not a full disk: {}",
+        output.stderr
+    );
+}

@@ -429,10 +429,15 @@ fn iteration(
         let moved_back = moved.is_some();
         if let Some((run, to)) = moved.take() {
             if std::fs::symlink_metadata(&run).is_ok() {
-                // apollo-exec creates an attempt's log folders by path: a unit whose
-                // `unit_started` was committed just before the move recreated the folder.
-                // Keep it aside for inspection and put the real run folder back.
+                // An executor creates an attempt's log folder and its parent only, never the
+                // run folder above them: a run folder that came back while the real one was
+                // away is apollo writing where it has no business. Keep it aside for
+                // inspection and put the real run folder back.
                 totals.recreated_run_folders += 1;
+                violations.push(format!(
+                    "{} came back while the run folder was moved away (invocation {invocation})",
+                    run.display()
+                ));
                 let stray = to.with_extension(format!("recreated-{invocation}"));
                 std::fs::rename(&run, &stray)
                     .map_err(|error| format!("moving the recreated {}: {error}", run.display()))?;

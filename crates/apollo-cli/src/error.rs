@@ -203,9 +203,20 @@ fn help_lines(error: &CliError) -> Vec<String> {
             "or restore the inputs it had, or start over with `apollo run --fresh`".to_owned(),
         ],
         CliError::Store(store) => store_help(store),
-        CliError::Journal(_) => vec![
-            "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
-        ],
+        // The journal's own error wraps the store's: its advice is the store error's (a moved
+        // run folder is not a full disk).
+        CliError::Journal(journal) => {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(journal);
+            while let Some(error) = cause {
+                if let Some(store) = error.downcast_ref::<apollo_store::StoreError>() {
+                    return store_help(store);
+                }
+                cause = error.source();
+            }
+            vec![
+                "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded".to_owned(),
+            ]
+        }
         _ => Vec::new(),
     }
 }

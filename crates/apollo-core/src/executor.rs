@@ -30,7 +30,9 @@ pub struct AttemptRequest<'a> {
     pub attempt: u32,
     /// The folder that receives the attempt's `stdout` and `stderr` files. It need not exist:
     /// an executor creates it when there is output to keep (apollo-exec does so only when the
-    /// attempt wrote something or ran for a while).
+    /// attempt wrote something or ran for a while). An executor creates `log_dir` and its
+    /// parent at most, never a folder above them: apollo's run folder may have been moved or
+    /// deleted while the attempt ran, and must not come back with only this output in it.
     pub log_dir: &'a Path,
 }
 

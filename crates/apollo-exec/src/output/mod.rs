@@ -32,6 +32,28 @@ use unnamed::{create_unnamed, give_name, link, reopen_for_appending};
 /// Bytes read at a time when hashing and copying: memory stays flat whatever the output size.
 const CHUNK: usize = 64 * 1024;
 
+/// Creates the attempt's folder `log_dir` and its parent (`<unit>/<attempt>` in apollo's
+/// layout), never a folder above them: the grandparent (the run's `units/`) must exist.
+/// `create_dir_all` would bring back, at the old path, a run folder that was moved or deleted
+/// while the attempt ran (a `git clean` of the state directory), with nothing but this
+/// attempt's output in it; here the attempt's output is lost instead (`NotFound`) and apollo
+/// stops at its next journal commit, which finds its run folder gone.
+pub(crate) fn create_log_dir(log_dir: &Path) -> io::Result<()> {
+    let mkdir = |dir: &Path| match std::fs::create_dir(dir) {
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    };
+    match mkdir(log_dir) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = log_dir.parent() {
+                mkdir(parent)?;
+            }
+            mkdir(log_dir)
+        }
+        other => other,
+    }
+}
+
 /// One output file of an attempt.
 #[derive(Debug)]
 pub(crate) struct LogFile {
@@ -97,7 +119,7 @@ impl LogFile {
                 Err(_) => {}
             }
         }
-        std::fs::create_dir_all(log_dir)?;
+        create_log_dir(log_dir)?;
         let file = OpenOptions::new()
             .append(true)
             .read(true)
@@ -297,10 +319,11 @@ mod tests {
             return;
         };
         let spares = LogSpares::default();
+        std::fs::create_dir(root.path().join("units")).unwrap();
         let first_dir = root.path().join("units/a/1");
         let log = LogFile::open(&spares, &first_dir, "stdout", false).unwrap();
         log.finish(&spares, None).unwrap();
-        assert!(!root.path().join("units").exists(), "nothing named");
+        assert!(!root.path().join("units/a").exists(), "nothing named");
         assert_eq!(spares.spares.lock().unwrap().len(), 1);
         let second_dir = root.path().join("units/b/1");
         let log = LogFile::open(&spares, &second_dir, "stdout", false).unwrap();

@@ -88,11 +88,11 @@ pub(super) fn held_elsewhere(file: &File) -> Availability {
     }
 }
 
-/// Link the unnamed `file` to `path` (creating its folder). Only a link keeps a running
-/// attempt's later output in the named file.
+/// Link the unnamed `file` to `path` (creating its folder, see [`super::create_log_dir`]).
+/// Only a link keeps a running attempt's later output in the named file.
 pub(super) fn link(file: &File, path: &Path) -> io::Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+        super::create_log_dir(parent)?;
     }
     let dir = proc_fd_dir().ok_or_else(|| io::Error::other("no /proc to link through"))?;
     // Linking an `O_TMPFILE` file through its `/proc/self/fd` entry needs no privilege (see

@@ -31,6 +31,8 @@ impl Fixture {
     pub(crate) fn new(execute: &str) -> Fixture {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let dir = tempfile::tempdir().expect("tempdir");
+        // Executors create an attempt's log folder and its parent, never more (`logs/<unit>/1`).
+        std::fs::create_dir(dir.path().join("logs")).expect("logs dir");
         let run_id = format!(
             "exec-test-{}-{}",
             std::process::id(),
