@@ -176,3 +176,76 @@ fn a_run_folder_moved_away_mid_attempt_is_not_recreated_by_the_attempt_s_output(
         output.stderr
     );
 }
+
+#[test]
+fn a_latest_run_whose_folder_was_moved_away_is_exit_3_not_a_silent_new_run() {
+    // The run folder of an unfinished run moved away between two `apollo run`s (a `mv`, an
+    // `rm -rf` of one run): the next run must not start over what it did.
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/count b && exit 1
+",
+    );
+    apollo.args(&["run"]).run().code(1);
+    let run = apollo.run_ids().pop().expect("a run");
+    std::fs::rename(
+        apollo.path(&format!(".apollo/runs/{run}")),
+        apollo.path("moved-run"),
+    )
+    .expect("move the run folder");
+    let output = apollo.args(&["run"]).run();
+    output.code(3);
+    assert!(
+        output.stderr.contains(&run) && output.stderr.contains("--fresh"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b")),
+        (1, 1),
+        "nothing ran"
+    );
+    // Put back, it resumes; `--fresh` starts a new run instead.
+    std::fs::rename(
+        apollo.path("moved-run"),
+        apollo.path(&format!(".apollo/runs/{run}")),
+    )
+    .expect("move it back");
+    apollo.args(&["run"]).run().code(1);
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b")),
+        (1, 2),
+        "resumed: a not redone"
+    );
+    std::fs::remove_dir_all(apollo.path(&format!(".apollo/runs/{run}"))).expect("delete it");
+    apollo.args(&["run"]).run().code(3);
+    apollo.args(&["run", "--fresh"]).run().code(1);
+    assert_eq!((apollo.count("a"), apollo.count("b")), (2, 3));
+    apollo.args(&["run"]).run().code(1);
+    assert_eq!(
+        (apollo.count("a"), apollo.count("b")),
+        (2, 4),
+        "the fresh run resumed"
+    );
+}
+
+#[test]
+fn deleting_a_succeeded_run_s_folder_does_not_block_the_next_run() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: a
+    execute: bin/count a
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    std::fs::remove_dir_all(apollo.path(".apollo/runs")).expect("clean up old runs");
+    std::fs::create_dir(apollo.path(".apollo/runs")).expect("runs folder");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("a"), 2);
+}

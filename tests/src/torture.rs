@@ -297,6 +297,10 @@ fn apollo(args: &Options, dir: &Path) -> Command {
 /// for a loaded machine, far above what a generated pipeline needs.
 const HANG_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a process of an iteration may take to exit after its apollo was killed (its guard
+/// kills the units' groups asynchronously): a safety net for a loaded machine, not a delay.
+const SURVIVOR_GRACE: Duration = Duration::from_secs(30);
+
 /// Wait for `child`, killing it (and reporting a hang) after [`HANG_TIMEOUT`].
 fn wait_bounded(child: &mut Child) -> Result<ExitStatus, String> {
     let deadline = Instant::now() + HANG_TIMEOUT;
@@ -453,9 +457,12 @@ fn iteration(
                 // Stopped, as it must be: resume.
                 Some(6) => continue,
                 // The run folder went away before apollo had opened it (it was still choosing the
-                // run): refused, exit 2 or 3 (the latest run cannot be read), nothing started
-                // (the final check sees any fresh run).
-                Some(2 | 3) if moved_back && stderr.contains("not found") => {
+                // run, or had not looked yet): refused, exit 2 or 3 (the latest run cannot be
+                // read, or is missing), nothing started (the final check sees any fresh run).
+                Some(2 | 3)
+                    if moved_back
+                        && (stderr.contains("not found") || stderr.contains("is missing")) =>
+                {
                     totals.tampered_before_open += 1;
                     continue;
                 }
@@ -1005,7 +1012,16 @@ fn check(
             String::from_utf8_lossy(&verify.stderr)
         ));
     }
-    let survivors = tagged_processes(dir);
+    // A SIGKILLed apollo's guard kills the unit groups it watched and exits once it sees its
+    // lifeline break: asynchronously, and on a loaded machine it may still be runnable (not
+    // yet scheduled) here, when the harness killed apollo just before this check. What is
+    // still there after a generous wait outlived its apollo.
+    let mut survivors = tagged_processes(dir);
+    let settle = Instant::now() + SURVIVOR_GRACE;
+    while !survivors.is_empty() && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(10));
+        survivors = tagged_processes(dir);
+    }
     if !survivors.is_empty() {
         for (pid, _) in &survivors {
             // SAFETY: kill(2) on a pid that carries this iteration's tag; cleaning up after

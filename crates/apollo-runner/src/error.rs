@@ -15,6 +15,20 @@ pub enum RunnerError {
     /// The state directory or a journal failed: locked, corrupt, I/O.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The run the pipeline last started has no folder any more (moved or deleted), so
+    /// whether it must be resumed is unknown.
+    #[error(
+        "the latest run {run} of `{pipeline}` is missing: its folder {} was moved or deleted",
+        folder.display()
+    )]
+    MissingRun {
+        /// The run.
+        run: RunId,
+        /// The pipeline.
+        pipeline: String,
+        /// Where its folder was.
+        folder: std::path::PathBuf,
+    },
     /// The pipeline's latest run cannot be read, so whether it must be resumed is unknown.
     #[error("the latest run {run} of `{pipeline}` cannot be read: {problem}")]
     UnreadableRun {

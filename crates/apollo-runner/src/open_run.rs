@@ -2,6 +2,7 @@
 //! and [`FinishedRun`], what running it gave.
 
 use apollo_core::engine::{self, EngineOptions, Observer, Planned, RunReport};
+use apollo_core::event::RunStatus;
 use apollo_core::{CancelToken, Executor, Loaded, PriorState};
 use apollo_store::{JournalWriter, RunId, StateDir, StateLock};
 
@@ -30,6 +31,8 @@ pub(crate) struct OpenRunParts<'a> {
     pub(crate) prior: PriorState,
     pub(crate) options: EngineOptions,
     pub(crate) opening: Opening,
+    /// The pipeline's identity (see [`RunSession::identity`](crate::RunSession::identity)).
+    pub(crate) identity: String,
 }
 
 /// A run that is recorded as started or resumed, under the state directory's lock: the only
@@ -137,6 +140,7 @@ impl<'a> OpenRun<'a> {
             prior,
             options,
             opening,
+            identity,
         } = *self.parts;
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
@@ -155,6 +159,13 @@ impl<'a> OpenRun<'a> {
         sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
         drop(journal);
         drop(lock);
+        if let Ok(report) = &result
+            && report.status == Some(RunStatus::Succeeded)
+        {
+            // Best effort: left behind, it names a run that exists and succeeded, which the
+            // next selection passes over.
+            let _ = state.clear_latest_run(&identity, &run_id);
+        }
         match result {
             Ok(report) => Ok(FinishedRun {
                 run_id,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use apollo_core::Event;
 use apollo_core::event::RunStarted;
-use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir};
+use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir, StoreError};
 
 use crate::error::RunnerError;
 use crate::identity::{host_name, is_live_apollo};
@@ -80,6 +80,17 @@ pub(crate) fn select(
             }
         }
         RunTarget::LatestIfIncomplete => {
+            // The run this pipeline last started, whose folder went away (a `mv`, an `rm -rf`
+            // of one run): which units it did is unknown, so starting over would be silent.
+            if let Some(recorded) = state.recorded_latest_run(pipeline.identity)?
+                && let Err(StoreError::NotFound { .. }) = state.run_dir(&recorded)
+            {
+                return Err(RunnerError::MissingRun {
+                    folder: state.runs_dir().join(recorded.as_str()),
+                    run: recorded,
+                    pipeline: pipeline.name.to_owned(),
+                });
+            }
             let Some(run) = latest_run(state, pipeline)? else {
                 return Ok(Selection::New);
             };

@@ -302,6 +302,12 @@ impl<'a> RunSession<'a> {
                 (run_id, journal, prior, Opening::Resumed)
             }
         };
+        // Which run this pipeline last started, for the next selection to notice that its
+        // folder went away (the journal's `run_started` is durable by now: a crash before this
+        // leaves the previous run named, which the next selection finds and passes over).
+        if state.recorded_latest_run(&identity).ok().flatten().as_ref() != Some(&run_id) {
+            state.set_latest_run(&identity, &run_id)?;
+        }
         let options = self.engine_options(run_id.as_str());
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
@@ -313,6 +319,7 @@ impl<'a> RunSession<'a> {
             prior,
             options,
             opening,
+            identity,
         })))
     }
 }

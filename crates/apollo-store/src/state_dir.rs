@@ -149,6 +149,15 @@ pub fn open_regular_file(path: &Path) -> Result<Option<fs::File>, StoreError> {
 /// process differ even before either run's folder exists.
 static LAST_RUN_ID: Mutex<Option<RunId>> = Mutex::new(None);
 
+/// The folder of the pipelines' latest-run files (see [`StateDir::recorded_latest_run`]).
+const LATEST_DIR: &str = "latest";
+
+/// The file in [`LATEST_DIR`] for a pipeline identity: the SHA-256 of the identity, so any
+/// identity (a path, an `id:`) is a safe file name.
+fn latest_run_file(identity: &str) -> String {
+    apollo_core::hash::to_hex(&Sha256::digest(identity.as_bytes()))
+}
+
 /// The file in a run's folder holding its sequence number (see [`StateDir::run_sequence`]).
 const SEQUENCE_FILE: &str = "sequence";
 
@@ -431,6 +440,64 @@ impl StateDir {
                 "a run's sequence file must hold one positive decimal number and a newline",
             )),
         }
+    }
+
+    /// The run that the pipeline with this identity last started here, as recorded by
+    /// [`StateDir::set_latest_run`] (`latest/<sha256 of the identity>`); `None` when nothing
+    /// was recorded (no run yet, or a state directory from before this record). What it names
+    /// need not exist any more: that a pipeline's latest run folder was moved or deleted is
+    /// exactly what it is there to tell. Damage (not one run id and a newline) is
+    /// [`StoreError::Corruption`].
+    pub fn recorded_latest_run(&self, identity: &str) -> Result<Option<RunId>, StoreError> {
+        let name = latest_run_file(identity);
+        let path = self.root.join(LATEST_DIR).join(&name);
+        let mut file = match Dir::open(&self.root)
+            .and_then(|root| root.subdir(LATEST_DIR))
+            .and_then(|latest| latest.open_file(&name, Access::Read))
+        {
+            Ok(file) => file,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let mut text = String::new();
+        (&mut file)
+            .take(256)
+            .read_to_string(&mut text)
+            .map_err(|source| StoreError::io("read", &path, source))?;
+        match text.strip_suffix('\n').map(str::parse::<RunId>) {
+            Some(Ok(run)) => Ok(Some(run)),
+            _ => Err(StoreError::corruption(
+                &path,
+                0,
+                None,
+                "a pipeline's latest-run file must hold one run id and a newline",
+            )),
+        }
+    }
+
+    /// Records `run` as the run the pipeline with this identity last started (see
+    /// [`StateDir::recorded_latest_run`]): durably, by an atomic rename, after the run's `run_started`
+    /// is in its journal.
+    pub fn set_latest_run(&self, identity: &str, run: &RunId) -> Result<(), StoreError> {
+        Dir::open(&self.root)?
+            .create_subdir(LATEST_DIR, true)?
+            .write_file_atomic(
+                &latest_run_file(identity),
+                format!("{run}\n").as_bytes(),
+                true,
+            )
+    }
+
+    /// Forgets `run` as the pipeline's latest (see [`StateDir::recorded_latest_run`]) once it
+    /// succeeded: a finished run needs no resume, so its folder may then be deleted without
+    /// the next run refusing to start. Nothing happens if another run is recorded by now.
+    pub fn clear_latest_run(&self, identity: &str, run: &RunId) -> Result<(), StoreError> {
+        if self.recorded_latest_run(identity)?.as_ref() != Some(run) {
+            return Ok(());
+        }
+        Dir::open(&self.root)?
+            .subdir(LATEST_DIR)?
+            .remove_file(latest_run_file(identity))
     }
 
     /// The highest sequence number of any run folder (runs that recorded nothing included,
