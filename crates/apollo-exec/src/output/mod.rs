@@ -39,19 +39,51 @@ const CHUNK: usize = 64 * 1024;
 /// attempt's output in it; here the attempt's output is lost instead (`NotFound`) and apollo
 /// stops at its next journal commit, which finds its run folder gone.
 pub(crate) fn create_log_dir(log_dir: &Path) -> io::Result<()> {
-    let mkdir = |dir: &Path| match std::fs::create_dir(dir) {
-        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
-    };
-    match mkdir(log_dir) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            if let Some(parent) = log_dir.parent() {
-                mkdir(parent)?;
-            }
-            mkdir(log_dir)
-        }
-        other => other,
+    if let Some(parent) = log_dir.parent() {
+        ensure_real_dir(parent)?;
     }
+    ensure_real_dir(log_dir)
+}
+
+/// Creates the folder `dir` (its parent must exist), or checks that what is there is a real
+/// folder: a symbolic link would send the output (and apollo's writes) elsewhere. apollo-store
+/// checked the attempt's folders before the attempt; this is the check at the moment of use.
+fn ensure_real_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(error),
+    }
+    if std::fs::symlink_metadata(dir)?.is_dir() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{} is not a folder (a symbolic link?): refusing to write the attempt's output through it",
+            dir.display()
+        )))
+    }
+}
+
+/// Opens (creating) the named output file `path` for appending: never through a symbolic
+/// link, never a FIFO or device (refused, not blocked on).
+fn open_named(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = OpenOptions::new()
+        .append(true)
+        .read(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file: refusing to write the attempt's output to it",
+            path.display()
+        )));
+    }
+    // The children get this file as stdout or stderr: no flag of apollo's check on it.
+    let flags = rustix::fs::fcntl_getfl(&file)?;
+    rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+    Ok(file)
 }
 
 /// One output file of an attempt.
@@ -120,11 +152,7 @@ impl LogFile {
             }
         }
         create_log_dir(log_dir)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .read(true)
-            .create(true)
-            .open(&path)?;
+        let file = open_named(&path)?;
         let initial_len = file.metadata()?.len();
         Ok(LogFile {
             file,
@@ -311,6 +339,28 @@ mod tests {
         let again = named(dir.path(), "stderr");
         again.for_child().unwrap().write_all(b"two").unwrap();
         assert_eq!(std::fs::read(dir.path().join("stderr")).unwrap(), b"onetwo");
+    }
+
+    #[test]
+    fn output_is_never_written_through_a_symbolic_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let spares = LogSpares::default();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        // The file is a link.
+        let log_dir = dir.path().join("units/a/1");
+        std::fs::create_dir_all(&log_dir).unwrap();
+        std::os::unix::fs::symlink(&victim, log_dir.join("stdout")).unwrap();
+        assert!(LogFile::open(&spares, &log_dir, "stdout", true).is_err());
+        // The unit's folder is a link.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("units/b")).unwrap();
+        let error = LogFile::open(&spares, &dir.path().join("units/b/1"), "stdout", true)
+            .expect_err("a linked folder is refused");
+        assert!(error.to_string().contains("not a folder"), "{error}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub(super) fn give_name(file: &File, path: &Path) -> io::Result<()> {
     if link(file, path).is_ok() {
         return Ok(());
     }
-    let target = OpenOptions::new().append(true).create(true).open(path)?;
+    let target = super::open_named(path)?;
     let mut buffer = vec![0_u8; CHUNK];
     let mut offset = 0;
     loop {
