@@ -8,11 +8,16 @@
 //!   a C runner with 2 workers and no state;
 //! * `apollo run` with 2 workers and the default durable journal (a new state directory each
 //!   round);
-//! * `apollo run --durability none`, to show what the journal costs.
+//! * `apollo run --durability none`, to show what the journal costs;
+//! * the peers on the same graph: `make -j2` (phony targets) and `ninja -j2` (outputs never
+//!   written, its log removed before each round), when they are installed (`apt-get install
+//!   make ninja-build`; a missing one is said, and its column left out).
 //!
 //! It prints the median of each and the ratio to the floor. Then it times how long
 //! `apollo run` takes to decide that an incomplete run whose N units all succeeded has
-//! nothing left to do (the resume decision), and `apollo resume` of a finished run.
+//! nothing left to do (the resume decision), `apollo resume` of a finished run, and, for
+//! contrast, ninja deciding that nothing is left to do on the same graph (`ninja-stamp`: every
+//! unit writes its stamp, then ninja runs again).
 #![allow(clippy::disallowed_methods)] // A benchmark driver runs the programs it measures.
 
 use std::path::{Path, PathBuf};
@@ -58,6 +63,16 @@ fn run_checked(command: &mut Command, what: &str) -> Result<Duration, String> {
     Ok(elapsed)
 }
 
+/// Whether `program` is on `PATH` (it answers `--version`).
+fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples.get(samples.len() / 2).copied().unwrap_or_default()
@@ -91,8 +106,15 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         "building apollo",
     )?;
     let apollo = root.join("target/release/apollo");
+    let make = installed("make");
+    let ninja = installed("ninja");
+    for (tool, found, package) in [("make", make, "make"), ("ninja", ninja, "ninja-build")] {
+        if !found {
+            println!("{tool} is not installed (apt-get install {package}): its column is left out");
+        }
+    }
     println!(
-        "{} units, 2 workers, {} rounds, median wall time",
+        "{} units, 2 workers, {} rounds alternating between the tools, median wall time, ratio to the floor",
         options.n_units, options.rounds
     );
     for shape in &options.shapes {
@@ -118,7 +140,25 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         )
         .map_err(|error| error.to_string())?;
         let (mut floor, mut durable, mut volatile) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut make_times, mut ninja_times) = (Vec::new(), Vec::new());
         for round in 0..options.rounds {
+            if make {
+                make_times.push(run_checked(
+                    Command::new("make")
+                        .args(["-s", "-j2", "-C"])
+                        .arg(workload.join("make")),
+                    "make",
+                )?);
+            }
+            if ninja {
+                let _ = std::fs::remove_file(workload.join("ninja/.ninja_log"));
+                ninja_times.push(run_checked(
+                    Command::new("ninja")
+                        .args(["-j2", "-C"])
+                        .arg(workload.join("ninja")),
+                    "ninja",
+                )?);
+            }
             floor.push(run_checked(
                 Command::new(&dagrun)
                     .args(["-j2", "-m", "spawn"])
@@ -145,14 +185,26 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             )?);
         }
         let (floor, durable, volatile) = (median(floor), median(durable), median(volatile));
-        println!(
+        let ratio = |time: Duration| time.as_secs_f64() / floor.as_secs_f64();
+        let mut line = format!(
             "{shape:>8}: floor {:>6.2}s | apollo {:>6.2}s = {:.2}x | apollo --durability none {:>6.2}s = {:.2}x",
             floor.as_secs_f64(),
             durable.as_secs_f64(),
-            durable.as_secs_f64() / floor.as_secs_f64(),
+            ratio(durable),
             volatile.as_secs_f64(),
-            volatile.as_secs_f64() / floor.as_secs_f64()
+            ratio(volatile)
         );
+        for (tool, times) in [("make -j2", make_times), ("ninja -j2", ninja_times)] {
+            if !times.is_empty() {
+                let time = median(times);
+                line.push_str(&format!(
+                    " | {tool} {:>6.2}s = {:.2}x",
+                    time.as_secs_f64(),
+                    ratio(time)
+                ));
+            }
+        }
+        println!("{line}");
     }
     // The resume decision: an incomplete run whose units all succeeded (its run_finished
     // record removed), then `apollo run` must decide that nothing is left to do.
@@ -183,12 +235,30 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             .arg(&config),
         "apollo resume",
     )?;
-    println!(
+    let mut line = format!(
         "resume of an incomplete {shape} run whose {} units all succeeded: {:.3}s; `apollo resume` of a finished run: {:.3}s",
         options.n_units,
         decide.as_secs_f64(),
         resume_finished.as_secs_f64()
     );
+    if ninja {
+        // ninja-stamp: every unit writes its stamp, so a second ninja has nothing to do.
+        let stamps = work.join(&shape).join("ninja-stamp");
+        run_checked(
+            Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
+            "ninja (stamps)",
+        )?;
+        let no_op = run_checked(
+            Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
+            "ninja (no-op)",
+        )?;
+        line.push_str(&format!(
+            "; ninja's no-op on the same graph: {:.3}s (apollo's decision = {:.1}x)",
+            no_op.as_secs_f64(),
+            decide.as_secs_f64() / no_op.as_secs_f64()
+        ));
+    }
+    println!("{line}");
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }
