@@ -1,10 +1,13 @@
-//! `cargo xtask`: Apollo-11's development chores. Kept small: std plus apollo-core.
+//! `cargo xtask`: Apollo-11's development chores. Kept small: std plus apollo-core and
+//! apollo-store.
 //!
 //! * `cargo xtask check-config` — validate every pipeline under `config/` and `examples/`.
 //! * `cargo xtask snapshots [--accept]` — run the workspace tests, list the pending insta
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 //! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]` — the
-//!   scheduling benchmark against the C floor runner of `../shared/bench`.
+//!   scheduling benchmark against the C floor runner of `../shared/bench`, make and ninja.
+//! * `cargo xtask synth-run --from STATE_DIR --into STATE_DIR [--records N]` — a large run
+//!   made of a real run's records, for the read benchmarks (replay, verify).
 //! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
 //!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
 //!   code, READMEs are the crate docs, publish metadata); also `#[test]`s, so `cargo test`
@@ -15,6 +18,7 @@
 mod bench_sched;
 mod check_config;
 mod snapshots;
+mod synth_run;
 mod tidy;
 mod torture;
 
@@ -27,7 +31,9 @@ commands:
   check-config          validate every pipeline under config/ and examples/
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
   bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]
-                        scheduling benchmark: apollo vs the C floor runner, as ratios
+                        scheduling benchmark: apollo vs the C floor runner, make and ninja
+  synth-run --from STATE_DIR --into STATE_DIR [--records N]
+                        a large run (default 1,000,000 records) from a real one, to benchmark reads
   tidy                  check the architecture invariants (also run by `cargo test`)
   torture [--iterations N] [--seed S] [--first I]
                         kill apollo at random moments, resume, check the invariants (release)
@@ -43,6 +49,7 @@ fn main() -> ExitCode {
         ["snapshots", "--accept"] => snapshots::run(&root, true),
         ["tidy"] => tidy::run(&root),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
+        ["synth-run", rest @ ..] => synth_run::run(rest),
         ["torture", rest @ ..] => {
             torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))
         }
