@@ -14,6 +14,7 @@ mod record;
 mod retention;
 mod run_id;
 mod runs;
+mod runs_index;
 mod safe_dir;
 mod segment;
 mod state_dir;

@@ -14,6 +14,7 @@ use crate::lock::LockHolder;
 use crate::reader::{JournalReader, ReadOptions};
 use crate::record::decode_record;
 use crate::run_id::RunId;
+use crate::runs_index::RunsIndex;
 use crate::segment::{list_segment_files, open_segment_for_read};
 use crate::state_dir::StateDir;
 
@@ -265,13 +266,31 @@ impl StateDir {
     /// the first segment and the tail of the last one (a full read only for unfinished runs,
     /// to count their units). A journal that cannot be read gives [`RunState::Corrupt`] and
     /// the reason, not an error.
+    ///
+    /// A finished run whose journal is unchanged since an earlier listing comes from the runs
+    /// index (`index/runs`, see `runs_index`) without opening its journal; what a listing reads
+    /// from journals it adds there (when the state directory is writable).
     pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         let holder = self.lock_holder()?;
-        Ok(self
-            .run_ids()?
-            .iter()
-            .map(|id| summarize(self, id, holder.as_ref()))
-            .collect())
+        let mut index = RunsIndex::load(self.path());
+        let runs = self.ordered_runs(&index)?;
+        index.keep_only(&runs.iter().map(|run| run.id.clone()).collect::<Vec<_>>());
+        let summaries = runs
+            .into_iter()
+            .map(|run| match run.cached {
+                Some(summary) if !held_for(holder.as_ref(), &run.id) => summary,
+                _ => {
+                    let run_dir = self.runs_dir().join(run.id.as_str());
+                    let before = RunsIndex::stamps(&run_dir);
+                    let summary = summarize(self, &run.id, holder.as_ref());
+                    let after = RunsIndex::stamps(&run_dir);
+                    index.learn(run.sequence, &summary, before, after);
+                    summary
+                }
+            })
+            .collect();
+        index.save(self.path());
+        Ok(summaries)
     }
 
     /// The summary of one run.

@@ -14,6 +14,7 @@ use rustix::fs::FileType;
 use crate::fsutil::{create_dir_all_durable, random_hex};
 use crate::lock::{LockHolder, StateLock};
 use crate::run_id::RunId;
+use crate::runs_index::RunsIndex;
 use crate::safe_dir::{Access, Dir, describe};
 
 /// An Apollo state directory (by default `.apollo/` beside the config):
@@ -27,6 +28,14 @@ use crate::safe_dir::{Access, Dir, describe};
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+}
+
+/// A run as [`StateDir::ordered_runs`] lists it.
+pub(crate) struct ListedRun {
+    pub(crate) id: RunId,
+    pub(crate) sequence: Option<u64>,
+    /// Its summary, from the runs index, when its journal is unchanged since.
+    pub(crate) cached: Option<crate::runs::RunSummary>,
 }
 
 /// One run's folder.
@@ -531,33 +540,58 @@ impl StateDir {
     /// a sequence number (made by an apollo from before them) come first, by id (their start
     /// time): they were made before any run that has one.
     pub fn run_ids(&self) -> Result<Vec<RunId>, StoreError> {
+        let index = RunsIndex::load(&self.root);
+        Ok(self
+            .ordered_runs(&index)?
+            .into_iter()
+            .map(|run| run.id)
+            .collect())
+    }
+
+    /// The runs in creation order (see [`StateDir::run_ids`]), each with its sequence number
+    /// and, when `index` holds a fresh one, its summary (a finished run whose journal is
+    /// unchanged: no journal is opened for it).
+    pub(crate) fn ordered_runs(&self, index: &RunsIndex) -> Result<Vec<ListedRun>, StoreError> {
         let runs_dir = self.runs_dir();
         let entries =
             fs::read_dir(&runs_dir).map_err(|source| StoreError::io("list", &runs_dir, source))?;
-        let mut ids = Vec::new();
+        let mut runs = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
-            // A run that recorded nothing is not a run (see `has_records`).
-            if let Some(id) = entry
+            let Some(id) = entry
                 .file_name()
                 .to_str()
                 .and_then(|name| name.parse::<RunId>().ok())
-                && entry.path().is_dir()
-                && has_records(&entry.path().join("journal"))
-            {
-                // A symbolic link where a run folder belongs is listed (opening the run
-                // refuses it) but has no place in the order.
-                let real_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+            else {
+                continue;
+            };
+            // A symbolic link where a run folder belongs is listed (opening the run refuses
+            // it) but has no place in the order.
+            let real_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+            if real_dir && let Some((sequence, summary)) = index.get(&id, &entry.path()) {
+                runs.push(ListedRun {
+                    id,
+                    sequence,
+                    cached: Some(summary),
+                });
+                continue;
+            }
+            // A run that recorded nothing is not a run (see `has_records`).
+            if entry.path().is_dir() && has_records(&entry.path().join("journal")) {
                 let sequence = if real_dir {
                     self.run_sequence(&id)?
                 } else {
                     None
                 };
-                ids.push((sequence, id));
+                runs.push(ListedRun {
+                    id,
+                    sequence,
+                    cached: None,
+                });
             }
         }
-        ids.sort();
-        Ok(ids.into_iter().map(|(_, id)| id).collect())
+        runs.sort_by(|a, b| (a.sequence, &a.id).cmp(&(b.sequence, &b.id)));
+        Ok(runs)
     }
 
     /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`); see

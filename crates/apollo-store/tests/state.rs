@@ -343,3 +343,69 @@ fn a_run_of_format_1_1_without_identity_or_sequence_still_reads_and_comes_first(
     assert_eq!(summary.identity, None);
     assert!(apollo_store::verify(&run_dir).unwrap().is_clean());
 }
+
+/// The runs index (`index/runs`) is a cache of finished runs' summaries: a listing from it
+/// equals one from the journals, a changed journal is read again, and a missing or damaged
+/// index changes nothing but speed.
+#[test]
+fn the_runs_index_never_changes_what_a_listing_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let ok = make_run(
+        &state,
+        "20261128T010000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    let failed = make_run(
+        &state,
+        "20261129T010000Z-0001",
+        "etl",
+        Some(RunStatus::Failed),
+    );
+    make_run(&state, "20261130T010000Z-0001", "etl", None);
+    let index = dir.path().join("index/runs");
+    assert!(!index.exists());
+    let from_journals = state.list_runs().unwrap();
+    assert!(index.exists(), "the listing wrote the index");
+    let text = fs::read_to_string(&index).unwrap();
+    assert!(text.contains(ok.as_str()) && text.contains(failed.as_str()));
+    assert!(
+        !text.contains("20261130T010000Z-0001"),
+        "an unfinished run is never cached: {text}"
+    );
+    assert_eq!(state.list_runs().unwrap(), from_journals);
+    assert_eq!(
+        state.run_ids().unwrap(),
+        vec![
+            ok.clone(),
+            failed.clone(),
+            "20261130T010000Z-0001".parse().unwrap()
+        ]
+    );
+
+    // A finished run resumed: its journal grew, so it is read again.
+    let run = state.run_dir(&failed).unwrap();
+    let (mut writer, _) = JournalWriter::open_for_append(run.path(), fast()).unwrap();
+    writer.append_batch(&[event(2)]).unwrap();
+    drop(writer);
+    let after_resume = state.list_runs().unwrap();
+    assert_eq!(after_resume[1].id, failed);
+    assert_eq!(
+        after_resume[1].state,
+        RunState::Incomplete,
+        "records after run_finished: no longer the cached `failed`"
+    );
+
+    // Deleted or damaged: the same listing, and the index is written again.
+    fs::remove_file(&index).unwrap();
+    assert_eq!(state.list_runs().unwrap(), after_resume);
+    fs::write(&index, b"{not json").unwrap();
+    assert_eq!(state.list_runs().unwrap(), after_resume);
+    assert!(fs::read_to_string(&index).unwrap().contains(ok.as_str()));
+    // A pruned run's entry goes with it.
+    fs::remove_dir_all(dir.path().join("runs").join(ok.as_str())).unwrap();
+    let listed = state.list_runs().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(!fs::read_to_string(&index).unwrap().contains(ok.as_str()));
+}
