@@ -684,6 +684,11 @@ fn tamper_between(
     violations: &mut Vec<String>,
 ) -> Result<(), String> {
     let action = trng.below(100);
+    if !dir.join(".apollo").is_dir() {
+        // The first apollo was killed before it created its state directory: nothing to
+        // tamper with yet.
+        return Ok(());
+    }
     let lock = dir.join(".apollo/lock");
     if action < 10 {
         // The lock file is a symbolic link to a file that is not apollo's.
