@@ -1,0 +1,149 @@
+//! Capture (issue 13): declared input files are kept in the blob store as they are hashed,
+//! declared outputs (files, directories, globs) after a success, and each attempt's manifest is
+//! recorded in a `unit_files` record.
+
+use std::path::PathBuf;
+
+use crate::support::Apollo;
+
+/// Every blob file in the project's state directory.
+fn blobs(apollo: &Apollo) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let root = apollo.path(".apollo/blobs/sha256");
+    for prefix in std::fs::read_dir(root).unwrap() {
+        for blob in std::fs::read_dir(prefix.unwrap().path()).unwrap() {
+            found.push(blob.unwrap().path());
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The `unit_files` records of the journal, as JSON.
+fn unit_files(apollo: &Apollo) -> Vec<serde_json::Value> {
+    apollo
+        .journal_text()
+        .lines()
+        .filter_map(|line| {
+            serde_json::from_str::<serde_json::Value>(line.splitn(3, ' ').nth(2)?).ok()
+        })
+        .filter(|json| json["kind"] == "unit_files")
+        .collect()
+}
+
+#[test]
+fn the_same_input_declared_by_three_units_over_three_runs_is_one_blob() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/shared.csv", "a,b\n1,2\n");
+    apollo.config(
+        "defaults:
+  capture: inputs
+units:
+  - name: one
+    inputs: [data/shared.csv]
+    execute: \"true\"
+  - name: two
+    inputs: [data/*.csv]
+    execute: \"true\"
+  - name: three
+    inputs: [data/shared.csv]
+    execute: \"true\"
+",
+    );
+    for _ in 0..3 {
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+    // Only the definition snapshot (one for the three identical runs) and the input.
+    let sha = apollo_core::hash::sha256_hex(b"a,b\n1,2\n");
+    let input_blobs: Vec<_> = blobs(&apollo)
+        .into_iter()
+        .filter(|path| path.to_string_lossy().ends_with(&sha[2..]))
+        .collect();
+    assert_eq!(input_blobs.len(), 1, "{:?}", blobs(&apollo));
+    assert_eq!(blobs(&apollo).len(), 2, "{:?}", blobs(&apollo));
+    assert_eq!(std::fs::read(&input_blobs[0]).unwrap(), b"a,b\n1,2\n");
+    let records = unit_files(&apollo);
+    assert_eq!(records.len(), 9, "three units, three runs");
+    for record in records {
+        assert_eq!(record["side"], "inputs");
+        assert_eq!(record["files"][0]["path"], "data/shared.csv");
+        assert_eq!(record["files"][0]["sha256"], sha);
+        assert_eq!(record["files"][0]["size"], 8);
+        assert!(record["files"][0].get("not_captured").is_none(), "{record}");
+    }
+}
+
+#[test]
+fn an_input_over_the_cap_keeps_its_hash_only_and_says_so() {
+    let mut apollo = Apollo::new();
+    // Sparse: 3 MiB that cost no disk.
+    let big = std::fs::File::create(apollo.path("big.bin")).unwrap();
+    big.set_len(3 << 20).unwrap();
+    apollo.file("small.txt", "small");
+    apollo.config(
+        "units:
+  - name: read
+    inputs: [big.bin, small.txt]
+    capture_max_file: 1MiB
+    execute: \"true\"
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let records = unit_files(&apollo);
+    assert_eq!(records.len(), 1, "{records:?}");
+    let files = &records[0]["files"];
+    assert_eq!(files[0]["path"], "big.bin");
+    assert_eq!(files[0]["size"], 3 << 20);
+    assert_eq!(files[0]["not_captured"], "3 MiB > 1 MiB");
+    assert_eq!(files[1]["path"], "small.txt");
+    assert!(files[1].get("not_captured").is_none());
+    let sha_big = files[0]["sha256"].as_str().unwrap().to_owned();
+    assert!(
+        !blobs(&apollo)
+            .iter()
+            .any(|path| path.to_string_lossy().ends_with(&sha_big[2..])),
+        "the big input has no blob"
+    );
+}
+
+#[test]
+fn a_directory_and_a_glob_output_are_captured_file_by_file() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: make
+    outputs: [out/, reports/*.txt]
+    execute: mkdir -p out/sub reports && echo x > out/sub/x && echo y > out/y && echo r > reports/r.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let records = unit_files(&apollo);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["side"], "outputs");
+    let paths: Vec<&str> = records[0]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["out/sub/x", "out/y", "reports/r.txt"]);
+    for file in records[0]["files"].as_array().unwrap() {
+        let sha = file["sha256"].as_str().unwrap();
+        let blob = apollo.path(&format!(".apollo/blobs/sha256/{}/{}", &sha[..2], &sha[2..]));
+        assert!(blob.is_file(), "{file}");
+    }
+    // A glob that matches nothing is a missing output.
+    apollo.config(
+        "units:
+  - name: make
+    outputs: [reports/*.csv]
+    execute: \"true\"
+",
+    );
+    let output = apollo.args(&["run", "--fresh"]).run();
+    output.code(1);
+    assert!(
+        output.stdout.contains("missing") || output.stderr.contains("missing"),
+        "{output:?}"
+    );
+}
