@@ -147,3 +147,62 @@ fn a_directory_and_a_glob_output_are_captured_file_by_file() {
         "{output:?}"
     );
 }
+
+#[test]
+fn prune_keeps_exactly_the_blobs_kept_runs_need() {
+    let mut apollo = Apollo::new();
+    // Each run writes an output of its own (the run's number) from an input of its own.
+    apollo.config(
+        "units:
+  - name: copy
+    inputs: [data/in.txt]
+    outputs: [out.txt]
+    execute: cp data/in.txt out.txt
+",
+    );
+    for run in 1..=3 {
+        apollo.file("data/in.txt", &format!("run {run}\n"));
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+    // Per run one content (the input, copied to the output), plus one definition snapshot.
+    assert_eq!(blobs(&apollo).len(), 4, "{:?}", blobs(&apollo));
+    // A crash mid-write leaves a temporary file; prune sweeps it too.
+    apollo.file(".apollo/blobs/tmp/blob-deadbeef", "half a blob");
+    let output = apollo.args(&["prune", "--keep-runs", "1"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("deleted 2 blobs no kept run references (12 B), kept 2"),
+        "{}",
+        output.stdout
+    );
+    let kept: Vec<Vec<u8>> = blobs(&apollo)
+        .iter()
+        .map(|path| std::fs::read(path).unwrap())
+        .collect();
+    assert_eq!(kept.len(), 2);
+    assert!(
+        kept.contains(&b"run 3\n".to_vec()),
+        "the kept run's capture stays"
+    );
+    assert!(!apollo.path(".apollo/blobs/tmp/blob-deadbeef").exists());
+    // Nothing left to collect: a second prune removes nothing.
+    let output = apollo.args(&["prune", "--keep-runs", "1"]).run();
+    assert!(
+        output.stdout.contains("deleted 0 blobs"),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(blobs(&apollo).len(), 2);
+
+    // backup copies the blobs its runs reference.
+    let dest = apollo.path("backup");
+    let dest_arg = dest.to_string_lossy().into_owned();
+    apollo.args(&["backup", &dest_arg]).run().code(0);
+    let sha = apollo_core::hash::sha256_hex(b"run 3\n");
+    assert_eq!(
+        std::fs::read(dest.join(format!("blobs/sha256/{}/{}", &sha[..2], &sha[2..]))).unwrap(),
+        b"run 3\n"
+    );
+}

@@ -27,7 +27,13 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use apollo_core::capture::{BlobSink, PendingBlob};
+use std::collections::BTreeSet;
+
+use apollo_core::Event;
+use apollo_core::capture::{BlobSink, FileEntry, PendingBlob};
+
+use crate::input_manifest::read_files_manifest;
+use crate::reader::{JournalReader, ReadOptions};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
@@ -359,6 +365,75 @@ impl Drop for Pending {
             let _ = fs::remove_file(&self.temp_path);
         }
     }
+}
+
+/// The blobs the run in `run_dir` needs: its definition snapshots (`run_started`,
+/// `run_resumed`) and every captured file of its manifests (`unit_files`, also those kept in
+/// manifest files). What `prune` keeps and `backup` copies.
+pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> {
+    let mut hashes = BTreeSet::new();
+    for record in JournalReader::open(run_dir, ReadOptions::default())? {
+        match record?.event {
+            Event::RunStarted(started) => {
+                hashes.insert(started.definition_hash);
+            }
+            Event::RunResumed(resumed) => {
+                hashes.insert(resumed.definition_hash);
+            }
+            Event::UnitFiles(files) => {
+                let listed = match &files.manifest {
+                    Some(reference) => read_files_manifest(run_dir, reference)?,
+                    None => files.files,
+                };
+                hashes.extend(
+                    listed
+                        .into_iter()
+                        .filter(FileEntry::captured)
+                        .map(|file| file.sha256),
+                );
+            }
+            _ => {}
+        }
+    }
+    hashes.retain(|hash| check_name(hash).is_ok());
+    Ok(hashes)
+}
+
+/// What [`sweep_unreferenced`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlobSweep {
+    /// Blobs kept (some kept run needs them).
+    pub kept: usize,
+    /// Blobs removed.
+    pub removed: usize,
+    /// Bytes freed.
+    pub freed_bytes: u64,
+}
+
+/// Mark and sweep: removes every blob of `store` that no run in `run_dirs` references
+/// ([`referenced_blobs`]), and the temporary files a crash left. Only call it under the state
+/// directory's lock, with every run of the state directory in `run_dirs`: a running apollo's
+/// blobs are not referenced until their record is durable.
+pub fn sweep_unreferenced(
+    store: &BlobStore,
+    run_dirs: &[PathBuf],
+) -> Result<BlobSweep, StoreError> {
+    let mut marked = BTreeSet::new();
+    for run_dir in run_dirs {
+        marked.extend(referenced_blobs(run_dir)?);
+    }
+    let mut sweep = BlobSweep::default();
+    for blob in store.iter()? {
+        if marked.contains(&blob.sha256) {
+            sweep.kept += 1;
+        } else {
+            store.remove(&blob.sha256)?;
+            sweep.removed += 1;
+            sweep.freed_bytes += blob.size;
+        }
+    }
+    store.sweep_temporary()?;
+    Ok(sweep)
 }
 
 /// SHA-256 and length of everything `reader` yields, each 64 KiB block handed to `sink` too.

@@ -26,7 +26,7 @@ mod writer;
 /// crate), re-exported here because this crate produces it.
 pub use apollo_core::Record;
 pub use backup::{BackupReport, backup};
-pub use blobs::{BlobRef, BlobStore};
+pub use blobs::{BlobRef, BlobStore, BlobSweep, referenced_blobs, sweep_unreferenced};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
 pub use group::SharedWriter;
 pub use input_manifest::{
