@@ -206,3 +206,127 @@ fn prune_keeps_exactly_the_blobs_kept_runs_need() {
         b"run 3\n"
     );
 }
+
+const REPRODUCIBLE: &str = "units:
+  - name: up
+    inputs: [data/in.txt]
+    outputs: [mid.txt]
+    execute: cp data/in.txt mid.txt
+  - name: sorted
+    deps: [up]
+    inputs: [mid.txt]
+    outputs: [out/sorted.txt]
+    execute: mkdir -p out && sort -r mid.txt > out/sorted.txt
+  - name: stamp
+    outputs: [stamp.txt]
+    execute: date +%s%N > stamp.txt
+";
+
+#[test]
+fn reproduce_reruns_with_the_inputs_it_had_and_never_touches_the_originals() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\nb\nc\n");
+    apollo.config(REPRODUCIBLE);
+    apollo.args(&["run"]).run().code(0);
+    // After the run: its input is edited and its output deleted.
+    apollo.file("mid.txt", "edited since\n");
+    std::fs::remove_file(apollo.path("out/sorted.txt")).unwrap();
+    let scratch = apollo.path("scratch");
+    let scratch_arg = scratch.to_string_lossy().into_owned();
+    let output = apollo
+        .args(&["reproduce", "latest", "sorted", "--into", &scratch_arg])
+        .run();
+    output.code(0);
+    assert!(
+        output.stdout.contains("reproduced: 1 output identical"),
+        "{output:?}"
+    );
+    // The reproduction ran with the input as it was, in the scratch directory.
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("mid.txt")).unwrap(),
+        "a\nb\nc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("out/sorted.txt")).unwrap(),
+        "c\nb\na\n"
+    );
+    // The originals are as the user left them.
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("mid.txt")).unwrap(),
+        "edited since\n"
+    );
+    assert!(!apollo.path("out/sorted.txt").exists());
+    // It is a run of its own, linked to the original; `latest` still names the original.
+    let journal = apollo.journal_text();
+    assert!(journal.contains("\"kind\":\"run_reproduces\""), "{journal}");
+    assert!(journal.contains("\"identity\":\"reproduce:"), "{journal}");
+    apollo.args(&["show", "latest", "sorted"]).run().code(0);
+    let json = apollo
+        .args(&["reproduce", "latest", "sorted", "--format", "json"])
+        .run();
+    json.code(0);
+    let value: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(value["reproduced"], true);
+    assert_eq!(value["inputs"][0]["source"], "captured");
+    assert_eq!(value["kept"], false);
+    assert!(!std::path::Path::new(value["scratch"].as_str().unwrap()).exists());
+}
+
+#[test]
+fn reproduce_names_an_output_that_differs_and_shows_its_diff() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\n");
+    apollo.config(REPRODUCIBLE);
+    apollo.args(&["run"]).run().code(0);
+    let recorded = std::fs::read_to_string(apollo.path("stamp.txt")).unwrap();
+    let output = apollo.args(&["reproduce", "latest", "stamp"]).run();
+    output.code(1);
+    assert!(
+        output
+            .stdout
+            .contains("outputs differ: stamp.txt (recorded "),
+        "{output:?}"
+    );
+    assert!(
+        output.stdout.contains("--- recorded/stamp.txt"),
+        "{output:?}"
+    );
+    assert!(
+        output.stdout.contains(&format!("-{recorded}")),
+        "{output:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("stamp.txt")).unwrap(),
+        recorded,
+        "the original output is untouched"
+    );
+}
+
+#[test]
+fn reproduce_names_an_input_that_was_not_captured() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\n");
+    apollo.config(
+        "units:
+  - name: copy
+    inputs: [data/in.txt]
+    outputs: [copy.txt]
+    capture: outputs
+    execute: cp data/in.txt copy.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    apollo.file("data/in.txt", "changed\n");
+    let output = apollo.args(&["reproduce", "latest", "copy"]).run();
+    output.code(1);
+    assert!(
+        output.stderr.contains(
+            "input data/in.txt was not captured (capture: none): taken from the current disk"
+        ),
+        "{output:?}"
+    );
+    assert!(
+        output.stdout.contains("outputs differ: copy.txt"),
+        "{output:?}"
+    );
+}

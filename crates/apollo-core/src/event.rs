@@ -34,6 +34,9 @@ pub enum Event {
     /// (Format 1.3.) The manifest of an attempt's declared input files (just after its
     /// `unit_started`, in the same commit) or outputs (just before its `unit_finished`).
     UnitFiles(UnitFiles),
+    /// (Format 1.3.) This run is a reproduction of one recorded attempt (`apollo
+    /// reproduce`): written just after its `run_started`.
+    RunReproduces(RunReproduces),
 }
 
 impl Event {
@@ -49,6 +52,7 @@ impl Event {
             Event::UnitMarked(_) => "unit_marked",
             Event::RunFinished(_) => "run_finished",
             Event::UnitFiles(_) => "unit_files",
+            Event::RunReproduces(_) => "run_reproduces",
         }
     }
 
@@ -61,7 +65,10 @@ impl Event {
             Event::UnitSkipped(event) => Some(&event.unit),
             Event::UnitMarked(event) => Some(&event.unit),
             Event::UnitFiles(event) => Some(&event.unit),
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => None,
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::RunReproduces(_) => None,
         }
     }
 }
@@ -205,6 +212,21 @@ pub struct UnitFiles {
     /// is the number of files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<InputManifestRef>,
+}
+
+/// Payload of `run_reproduces` (format 1.3): the run re-runs one recorded attempt of another
+/// run in a scratch directory (its identity is `reproduce:` and the original's, so it is
+/// never resumed, never the latest run of the original pipeline).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunReproduces {
+    /// The original run.
+    pub run: String,
+    /// The unit reproduced.
+    pub unit: String,
+    /// The attempt reproduced.
+    pub attempt: u32,
+    /// The scratch directory it ran in.
+    pub scratch: String,
 }
 
 /// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was

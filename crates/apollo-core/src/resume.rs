@@ -228,7 +228,8 @@ impl PriorState {
             Event::RunStarted(_)
             | Event::RunResumed(_)
             | Event::RunFinished(_)
-            | Event::UnitFiles(_) => {}
+            | Event::UnitFiles(_)
+            | Event::RunReproduces(_) => {}
         }
     }
 

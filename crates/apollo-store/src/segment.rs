@@ -17,7 +17,7 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// `identity` of `run_started`, the `inputs_manifest` of `unit_started` (an input list too
 /// large for a record) and the `rerun` verdict of `unit_marked`; 1.3 the `unit_files` record
 /// (an attempt's manifest of declared input files or outputs, whose bytes the blob store
-/// keeps).
+/// keeps) and the `run_reproduces` record (`apollo reproduce`'s runs).
 pub const FORMAT_MINOR: u32 = 3;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
