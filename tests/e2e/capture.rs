@@ -330,3 +330,52 @@ fn reproduce_names_an_input_that_was_not_captured() {
         "{output:?}"
     );
 }
+
+#[test]
+fn diff_and_show_name_the_files() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\n");
+    apollo.config(
+        "env: { MODE: fast }
+units:
+  - name: stamp
+    inputs: [data/in.txt]
+    outputs: [out/]
+    execute: mkdir -p out && cp data/in.txt out/copy.txt && date +%s%N > out/stamp.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    apollo.file("data/in.txt", "b\n");
+    apollo.args(&["run", "--fresh"]).run().code(0);
+    let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
+    diff.code(1);
+    for reason in [
+        "input file data/in.txt changed",
+        "output file out/copy.txt changed",
+        "output file out/stamp.txt changed",
+    ] {
+        assert!(diff.stdout.contains(reason), "{reason}: {}", diff.stdout);
+    }
+    let show = apollo.args(&["show", "latest", "stamp"]).run();
+    show.code(0);
+    for expected in [
+        "execute  mkdir -p out && cp data/in.txt out/copy.txt",
+        "env      MODE=fast",
+        "input files:",
+        "data/in.txt",
+        "output files:",
+        "out/copy.txt",
+        "out/stamp.txt",
+    ] {
+        assert!(
+            show.stdout.contains(expected),
+            "{expected}: {}",
+            show.stdout
+        );
+    }
+    let definition = apollo.args(&["show", "latest", "--definition"]).run();
+    definition.code(0);
+    let value: serde_json::Value = serde_json::from_str(&definition.stdout).unwrap();
+    assert_eq!(value["units"][0]["name"], "stamp");
+    assert_eq!(value["units"][0]["env"]["MODE"], "fast");
+}

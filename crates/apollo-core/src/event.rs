@@ -175,7 +175,7 @@ pub struct InputManifestRef {
 }
 
 /// Which of an attempt's declared files a [`UnitFiles`] record lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FileSide {
     /// The input files, as hashed before the attempt started.
