@@ -379,3 +379,65 @@ units:
     assert_eq!(value["units"][0]["name"], "stamp");
     assert_eq!(value["units"][0]["env"]["MODE"], "fast");
 }
+
+#[test]
+fn a_bit_flipped_input_blob_is_detected_and_never_restored() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "recorded\n");
+    apollo.config(
+        "units:
+  - name: copy
+    inputs: [data/in.txt]
+    outputs: [copy.txt]
+    execute: cp data/in.txt copy.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let sha = apollo_core::hash::sha256_hex(b"recorded\n");
+    let blob = apollo.path(&format!(".apollo/blobs/sha256/{}/{}", &sha[..2], &sha[2..]));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[0] ^= 0x04;
+    std::fs::set_permissions(&blob, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&blob, &bytes).unwrap();
+    let scratch = apollo.path("scratch");
+    let scratch_arg = scratch.to_string_lossy().into_owned();
+    let output = apollo
+        .args(&["reproduce", "latest", "copy", "--into", &scratch_arg])
+        .run();
+    // The damaged blob is reported; the input comes from the disk, as it is now (unchanged
+    // here, so the output is reproduced).
+    output.code(0);
+    assert!(
+        output.stderr.contains("its blob cannot be restored"),
+        "{output:?}"
+    );
+    assert!(output.stderr.contains("hashes to"), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("data/in.txt")).unwrap(),
+        "recorded\n",
+        "never the damaged bytes"
+    );
+}
+
+#[test]
+fn reproduce_refuses_a_unit_that_would_write_outside_the_project() {
+    let mut apollo = Apollo::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("x.txt");
+    apollo.config(&format!(
+        "units:
+  - name: escape
+    outputs: [{}]
+    execute: echo x > {}
+",
+        target.display(),
+        target.display()
+    ));
+    apollo.args(&["run"]).run().code(0);
+    std::fs::remove_file(&target).unwrap();
+    let output = apollo.args(&["reproduce", "latest", "escape"]).run();
+    output.code(2);
+    assert!(output.stderr.contains("outside the project"), "{output:?}");
+    assert!(!target.exists(), "nothing was written outside");
+}
