@@ -321,7 +321,7 @@ fn reproduce_names_an_input_that_was_not_captured() {
     output.code(1);
     assert!(
         output.stderr.contains(
-            "input data/in.txt was not captured (capture: none): taken from the current disk"
+            "input data/in.txt was not captured (capture: outputs): taken from the current disk"
         ),
         "{output:?}"
     );

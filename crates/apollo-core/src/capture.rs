@@ -109,7 +109,8 @@ pub struct FileEntry {
     pub size: u64,
     /// Its permission bits (`st_mode & 0o7777`).
     pub mode: u32,
-    /// Why its bytes were not kept (`"3.1 GiB > 64 MiB"`, `"capture: none"`, a store error);
+    /// Why its bytes were not kept (`"3.1 GiB > 64 MiB"`, `"capture: outputs"`, `"no blob
+    /// store"`, a store error);
     /// absent when they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_captured: Option<String>,

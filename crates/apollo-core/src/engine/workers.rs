@@ -293,7 +293,8 @@ pub(super) fn worker(
                                 &limits,
                                 capture.as_ref(),
                             )?;
-                            Ok(hashed.map(|(hash, files)| {
+                            Ok(hashed.map(|(hash, mut files)| {
+                                why_not_captured(&mut files, capture.as_ref(), unit);
                                 output_files = files;
                                 hash
                             }))
@@ -420,7 +421,10 @@ pub(super) fn hasher(
         }))
         .unwrap_or_else(|_| Err(internal_error("input file")));
         let (inputs, files) = match hashed {
-            Ok((inputs, files)) => (Ok(inputs), files),
+            Ok((inputs, mut files)) => {
+                why_not_captured(&mut files, capture.as_ref(), unit);
+                (Ok(inputs), files)
+            }
             Err(error) => (Err(error), Vec::new()),
         };
         let took = started.elapsed();
@@ -462,6 +466,21 @@ fn capture_for<'a>(
         sink,
         max_file: unit.capture.max_file,
     })
+}
+
+/// Files hashed without capturing say why: the unit's capture mode excludes them
+/// (`capture: outputs`), or the run keeps no blob store.
+fn why_not_captured(files: &mut [FileEntry], capture: Option<&Capture<'_>>, unit: &Unit) {
+    if capture.is_some() || files.is_empty() {
+        return;
+    }
+    let reason = match unit.capture.mode {
+        crate::capture::CaptureMode::All => "no blob store".to_owned(),
+        mode => format!("capture: {}", mode.as_str()),
+    };
+    for file in files {
+        file.not_captured = Some(reason.clone());
+    }
 }
 
 /// A failed attempt in which nothing ran, with `error` as its reason.
