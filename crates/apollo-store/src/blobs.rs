@@ -112,7 +112,7 @@ impl BlobStore {
             )));
         }
         let mut pending = self
-            .begin_blob(&source)
+            .begin_blob(&source, meta.len())
             .map_err(|source| StoreError::io("create a blob for", path, source))?;
         let (reader, tee) = match pending.copy.take() {
             Some(copy) => (copy, false),
@@ -267,50 +267,78 @@ impl BlobStore {
         Ok(removed)
     }
 
-    /// A new temporary blob for `source`: a reflink of it where the filesystem allows.
-    fn begin_blob(&self, source: &File) -> io::Result<Pending> {
+    /// A new pending blob for `source` (`len` bytes): a reflink of it where the filesystem
+    /// allows. A small one is kept in memory until it is committed, so content the store
+    /// already has costs no file at all.
+    fn begin_blob(&self, source: &File, len: u64) -> io::Result<Pending> {
         let temp_path = self
             .root
             .join("tmp")
             .join(format!("blob-{}", random_hex(8)));
-        let temp = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&temp_path)?;
         let mut pending = Pending {
             store: self.clone(),
-            temp: Some(temp),
+            temp: None,
             temp_path,
+            buffer: Vec::new(),
             copy: None,
-            written: 0,
         };
-        if let Some(temp) = &pending.temp
-            && rustix::fs::ioctl_ficlone(temp, source).is_ok()
-        {
-            let mut copy = File::open(&pending.temp_path)?;
-            copy.rewind()?;
-            pending.copy = Some(copy);
+        if len > IN_MEMORY as u64 {
+            let temp = pending.create_temp()?;
+            if rustix::fs::ioctl_ficlone(temp, source).is_ok() {
+                let mut copy = File::open(&pending.temp_path)?;
+                copy.rewind()?;
+                pending.copy = Some(copy);
+            }
         }
         Ok(pending)
     }
 }
 
 impl BlobSink for BlobStore {
-    fn begin(&self, source: &File, _len: u64) -> io::Result<Box<dyn PendingBlob>> {
-        Ok(Box::new(self.begin_blob(source)?))
+    fn begin(&self, source: &File, len: u64) -> io::Result<Box<dyn PendingBlob>> {
+        Ok(Box::new(self.begin_blob(source, len)?))
     }
 }
 
-/// A blob being written (see [`PendingBlob`]); dropped uncommitted, its temporary file is
-/// removed.
+/// Blobs up to this size are written only once their hash is known and the store lacks them.
+const IN_MEMORY: usize = 64 * 1024;
+
+/// A blob being written (see [`PendingBlob`]): in memory while small, else in a temporary
+/// file in `blobs/tmp/`, which is removed when it is dropped uncommitted.
 struct Pending {
     store: BlobStore,
     temp: Option<File>,
     temp_path: PathBuf,
+    /// Bytes not written to the temporary file yet.
+    buffer: Vec<u8>,
     /// The reflinked copy to hash, until taken.
     copy: Option<File>,
-    written: u64,
+}
+
+impl Pending {
+    /// The temporary file, created on first need.
+    fn create_temp(&mut self) -> io::Result<&mut File> {
+        if self.temp.is_none() {
+            let temp = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&self.temp_path)?;
+            self.temp = Some(temp);
+        }
+        let Some(temp) = self.temp.as_mut() else {
+            return Err(io::Error::other("the temporary blob file was just created"));
+        };
+        Ok(temp)
+    }
+
+    /// The temporary file with every byte written so far.
+    fn spill(&mut self) -> io::Result<&mut File> {
+        let buffer = std::mem::take(&mut self.buffer);
+        let temp = self.create_temp()?;
+        temp.write_all(&buffer)?;
+        Ok(temp)
+    }
 }
 
 impl PendingBlob for Pending {
@@ -319,32 +347,27 @@ impl PendingBlob for Pending {
     }
 
     fn write(&mut self, block: &[u8]) -> io::Result<()> {
-        let temp = self
-            .temp
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the blob was already committed"))?;
-        temp.write_all(block)?;
-        self.written += block.len() as u64;
-        Ok(())
+        if self.temp.is_none() && self.buffer.len() + block.len() <= IN_MEMORY {
+            self.buffer.extend_from_slice(block);
+            return Ok(());
+        }
+        self.spill()?.write_all(block)
     }
 
     fn commit(mut self: Box<Self>, sha256: &str) -> io::Result<()> {
         let to_io = |error: StoreError| io::Error::other(error.to_string());
         let final_path = self.store.path(sha256).map_err(to_io)?;
-        let temp = self
-            .temp
-            .take()
-            .ok_or_else(|| io::Error::other("the blob was already committed"))?;
         if fs::symlink_metadata(&final_path).is_ok_and(|meta| meta.is_file()) {
-            // The same name is the same content: keep the blob there.
-            drop(temp);
-            return fs::remove_file(&self.temp_path);
+            // The same name is the same content: keep the blob there (the temporary file,
+            // if any, goes when `self` is dropped).
+            return Ok(());
         }
+        let durable = self.store.durable;
+        let temp = self.spill()?;
         temp.set_permissions(fs::Permissions::from_mode(0o444))?;
-        if self.store.durable {
+        if durable {
             temp.sync_all()?;
         }
-        drop(temp);
         let folder = final_path
             .parent()
             .ok_or_else(|| io::Error::other("a blob path has a folder"))?;
@@ -352,6 +375,8 @@ impl PendingBlob for Pending {
             create_dir_all_durable(folder).map_err(to_io)?;
         }
         fs::rename(&self.temp_path, &final_path)?;
+        // Renamed: nothing left for `drop` to remove.
+        self.temp = None;
         if self.store.durable {
             File::open(folder)?.sync_all()?;
         }
@@ -503,12 +528,33 @@ mod tests {
     }
 
     #[test]
+    fn a_small_blob_the_store_has_costs_no_file() {
+        let (dir, store) = store();
+        let path = dir.path().join("small");
+        fs::write(&path, b"seen before").unwrap();
+        let first = store.put_file(&path).unwrap();
+        let source = File::open(&path).unwrap();
+        let mut pending = store.begin_blob(&source, 11).unwrap();
+        pending.write(b"seen before").unwrap();
+        assert_eq!(
+            fs::read_dir(dir.path().join("blobs/tmp")).unwrap().count(),
+            0
+        );
+        Box::new(pending).commit(&first.sha256).unwrap();
+        assert_eq!(
+            fs::read_dir(dir.path().join("blobs/tmp")).unwrap().count(),
+            0
+        );
+        assert_eq!(store.iter().unwrap(), vec![first]);
+    }
+
+    #[test]
     fn a_crash_mid_write_leaves_no_named_blob_and_the_sweep_removes_the_rest() {
         let (dir, store) = store();
         let path = dir.path().join("input");
         fs::write(&path, vec![7u8; 200_000]).unwrap();
         let source = File::open(&path).unwrap();
-        let mut pending = store.begin_blob(&source).unwrap();
+        let mut pending = store.begin_blob(&source, 200_000).unwrap();
         if pending.copy.is_none() {
             pending.write(&[7u8; 65_536]).unwrap();
         }
