@@ -306,13 +306,30 @@ pub fn reproduce(
 
     let result = (|| -> Result<_, RunnerError> {
         let blobs = BlobStore::open_existing(state.path().join("blobs"));
-        let inputs = materialise_inputs(
-            &blobs,
-            recorded.inputs.get(&attempt).map_or(&[][..], Vec::as_slice),
-            &project,
-            &scratch,
-        )
-        .map_err(|(path, error)| io("write", &path, error))?;
+        // An attempt recorded before capture existed (journal format < 1.3) has no manifest:
+        // its declared inputs as they are now stand in, each said so.
+        let unrecorded;
+        let recorded_inputs = match recorded.inputs.get(&attempt) {
+            Some(files) => files.as_slice(),
+            None => {
+                unrecorded = (hash::expand_inputs(&unit, &project).into_iter())
+                    .map(|path| FileEntry {
+                        path: path
+                            .strip_prefix(&project)
+                            .unwrap_or(&path)
+                            .to_string_lossy()
+                            .into_owned(),
+                        sha256: String::new(),
+                        size: 0,
+                        mode: 0o644,
+                        not_captured: Some("the attempt recorded no manifest".to_owned()),
+                    })
+                    .collect::<Vec<_>>();
+                unrecorded.as_slice()
+            }
+        };
+        let inputs = materialise_inputs(&blobs, recorded_inputs, &project, &scratch)
+            .map_err(|(path, error)| io("write", &path, error))?;
         let scratch_workdir = scratch.join(&workdir);
         fs::create_dir_all(&scratch_workdir)
             .map_err(|error| io("create", &scratch_workdir, error))?;
