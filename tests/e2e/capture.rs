@@ -441,3 +441,27 @@ fn reproduce_refuses_a_unit_that_would_write_outside_the_project() {
     assert!(output.stderr.contains("outside the project"), "{output:?}");
     assert!(!target.exists(), "nothing was written outside");
 }
+
+#[test]
+fn a_failed_unit_is_reproduced_with_the_input_that_made_it_fail() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "bad row\n");
+    apollo.config(
+        "units:
+  - name: validate
+    inputs: [data/in.txt]
+    execute: \"! grep -q bad data/in.txt\"
+",
+    );
+    apollo.args(&["run"]).run().code(1);
+    // Fixed on disk since: the reproduction still sees the input the attempt had.
+    apollo.file("data/in.txt", "good row\n");
+    let output = apollo.args(&["reproduce", "latest", "validate"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("reproduced: failed again, as recorded"),
+        "{output:?}"
+    );
+}

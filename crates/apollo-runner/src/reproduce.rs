@@ -545,7 +545,11 @@ fn compare_outputs(
             }
         })
         .collect();
-    // Files the declared outputs stand for now that the recorded manifest does not list.
+    // Files the declared outputs stand for now that the recorded manifest does not list
+    // (only when there is one: a failed attempt recorded no outputs).
+    if recorded.is_empty() {
+        return comparisons;
+    }
     if let Ok(paths) = hash::expand_outputs(unit, scratch) {
         for path in paths {
             let name = path

@@ -113,11 +113,17 @@ fn render_text(
         .collect();
     if reproduction.reproduced() {
         let n = reproduction.outputs.len();
-        return writeln!(
-            stdout,
-            "reproduced: {n} output{} identical",
-            if n == 1 { "" } else { "s" }
-        );
+        let outputs = format!("{n} output{} identical", if n == 1 { "" } else { "s" });
+        return match reproduction.recorded_status {
+            Some(recorded) if recorded != apollo_core::event::AttemptStatus::Succeeded => {
+                writeln!(
+                    stdout,
+                    "reproduced: {} again, as recorded ({outputs})",
+                    recorded.as_str().replace('_', " ")
+                )
+            }
+            _ => writeln!(stdout, "reproduced: {outputs}"),
+        };
     }
     if !differing.is_empty() {
         let list: Vec<String> = differing
