@@ -5,6 +5,7 @@
 
 mod support;
 
+mod capture;
 mod example;
 mod hashing;
 mod identity;

@@ -63,6 +63,9 @@ pub(crate) enum Command {
     /// Compare two runs unit by unit: status, inputs (and which changed), outputs, durations
     #[command(after_long_help = Exit::help_table())]
     Diff(cmd::replay::DiffArgs),
+    /// Re-run one recorded attempt with the inputs it had then, in a scratch directory, and compare its outputs
+    #[command(after_long_help = Exit::help_table())]
+    Reproduce(cmd::reproduce::ReproduceArgs),
     /// Show one unit's attempts in a run: outcome, phases, hashes, log paths
     Show(cmd::show::ShowArgs),
     /// Print the captured stdout (or stderr) of a unit's attempt

@@ -71,12 +71,14 @@ pub(crate) fn resolve_run(state: &StateDir, spec: &str) -> Result<RunId, CliErro
                 .and_then(|n| n.parse::<usize>().ok())
                 .ok_or_else(|| not_found("write `latest` or `latest~N`, N a number".to_owned()))?,
         };
-        return ids
-            .iter()
-            .rev()
-            .nth(steps)
-            .cloned()
-            .ok_or_else(|| not_found(format!("there are only {} runs", ids.len())));
+        // A reproduction (`apollo reproduce`) is never "latest": name it by its id.
+        let runs: Vec<&RunId> = (ids.iter().rev())
+            .filter(|id| !is_reproduction(state, id))
+            .collect();
+        return runs
+            .get(steps)
+            .map(|id| (*id).clone())
+            .ok_or_else(|| not_found(format!("there are only {} runs", runs.len())));
     }
     let matches: Vec<&RunId> = ids
         .iter()
@@ -135,4 +137,19 @@ pub(crate) fn print_warnings(warnings: &[Warning], stderr: &mut dyn std::io::Wri
     for warning in warnings {
         let _ = writeln!(stderr, "warning: {warning}");
     }
+}
+
+/// Whether run `id` was made by `apollo reproduce` (its `run_started` identity says so).
+fn is_reproduction(state: &StateDir, id: &RunId) -> bool {
+    let Ok(run_dir) = state.run_dir(id) else {
+        return false;
+    };
+    let Ok(mut records) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
+        return false;
+    };
+    matches!(
+        records.next(),
+        Some(Ok(record)) if matches!(&record.event, Event::RunStarted(started)
+            if started.identity.as_deref().is_some_and(|identity| identity.starts_with("reproduce:")))
+    )
 }

@@ -31,6 +31,12 @@ pub enum Event {
     UnitMarked(UnitMarked),
     /// The run ended.
     RunFinished(RunFinished),
+    /// (Format 1.3.) The manifest of an attempt's declared input files (just after its
+    /// `unit_started`, in the same commit) or outputs (just before its `unit_finished`).
+    UnitFiles(UnitFiles),
+    /// (Format 1.3.) This run is a reproduction of one recorded attempt (`apollo
+    /// reproduce`): written just after its `run_started`.
+    RunReproduces(RunReproduces),
 }
 
 impl Event {
@@ -45,6 +51,8 @@ impl Event {
             Event::UnitSkipped(_) => "unit_skipped",
             Event::UnitMarked(_) => "unit_marked",
             Event::RunFinished(_) => "run_finished",
+            Event::UnitFiles(_) => "unit_files",
+            Event::RunReproduces(_) => "run_reproduces",
         }
     }
 
@@ -56,7 +64,11 @@ impl Event {
             Event::UnitFinished(event) => Some(&event.unit),
             Event::UnitSkipped(event) => Some(&event.unit),
             Event::UnitMarked(event) => Some(&event.unit),
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => None,
+            Event::UnitFiles(event) => Some(&event.unit),
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::RunReproduces(_) => None,
         }
     }
 }
@@ -160,6 +172,61 @@ pub struct InputManifestRef {
     pub sha256: String,
     /// How many components it holds.
     pub count: u64,
+}
+
+/// Which of an attempt's declared files a [`UnitFiles`] record lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileSide {
+    /// The input files, as hashed before the attempt started.
+    Inputs,
+    /// The declared outputs, as hashed after the attempt succeeded.
+    Outputs,
+}
+
+impl FileSide {
+    /// `inputs` or `outputs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileSide::Inputs => "inputs",
+            FileSide::Outputs => "outputs",
+        }
+    }
+}
+
+/// Payload of `unit_files` (format 1.3): an attempt's manifest of declared input files or
+/// outputs — each file's path, SHA-256, size and mode, and whether its bytes are in the blob
+/// store (see [`capture`](crate::capture)). Written only for a unit that declares files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitFiles {
+    /// The unit.
+    pub unit: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// Inputs or outputs.
+    pub side: FileSide,
+    /// The files, sorted by path — empty when they are in a manifest file instead.
+    pub files: Vec<crate::capture::FileEntry>,
+    /// Where the files are when they would not fit in a record (a directory of 100,000
+    /// files): a manifest file of the run, written durably before this record, whose `count`
+    /// is the number of files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<InputManifestRef>,
+}
+
+/// Payload of `run_reproduces` (format 1.3): the run re-runs one recorded attempt of another
+/// run in a scratch directory (its identity is `reproduce:` and the original's, so it is
+/// never resumed, never the latest run of the original pipeline).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunReproduces {
+    /// The original run.
+    pub run: String,
+    /// The unit reproduced.
+    pub unit: String,
+    /// The attempt reproduced.
+    pub attempt: u32,
+    /// The scratch directory it ran in.
+    pub scratch: String,
 }
 
 /// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was

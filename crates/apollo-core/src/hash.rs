@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use crate::cancel::{CancelLevel, CancelToken};
+use crate::capture::{Capture, FileEntry, PendingBlob};
 use crate::event::{InputComponent, InputKind};
 use crate::model::{Command, Phase, Unit};
 
@@ -47,7 +48,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// within [`Limits`], and only if they are regular files.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
     let file = File::open(path)?;
-    stream_sha256(file, &Limits::none()).map_err(|problem| match problem {
+    let hashed = stream_sha256(file, &Limits::none(), None).map(|(hash, _)| hash);
+    hashed.map_err(|problem| match problem {
         Problem::Io(error) => error,
         other => io::Error::other(other.to_string()),
     })
@@ -210,15 +212,94 @@ fn open_regular(path: &Path) -> Result<File, Problem> {
     Ok(file)
 }
 
-/// SHA-256 of a regular file's content, streamed in 64 KiB blocks, within `limits`.
-fn sha256_file_within(path: &Path, limits: &Limits<'_>) -> Result<String, Problem> {
-    limits.check()?;
-    stream_sha256(open_regular(path)?, limits)
+/// What hashing one declared file found: its hash, size and mode, and whether its bytes were
+/// kept (see [`crate::capture`]).
+struct Seen {
+    sha256: String,
+    size: u64,
+    mode: u32,
+    not_captured: Option<String>,
 }
 
-fn stream_sha256(mut file: File, limits: &Limits<'_>) -> Result<String, Problem> {
+/// Hash the regular file `path` within `limits` and, with `capture`, keep its bytes as they
+/// are read (one read: what was hashed is what was kept). A file over the cap, or one the
+/// store could not take, is hashed all the same and says why it was not kept.
+fn hash_and_capture(
+    path: &Path,
+    limits: &Limits<'_>,
+    capture: Option<&Capture<'_>>,
+    not_captured: &str,
+) -> Result<Seen, Problem> {
+    use std::os::unix::fs::PermissionsExt;
+    limits.check()?;
+    let file = open_regular(path)?;
+    let meta = file.metadata().map_err(Problem::Io)?;
+    let mode = meta.permissions().mode() & 0o7777;
+    let (sink, reason) = match capture {
+        Some(capture) if meta.len() > capture.max_file => (
+            None,
+            Some(format!(
+                "{} > {}",
+                crate::capture::human_size(meta.len()),
+                crate::capture::human_size(capture.max_file)
+            )),
+        ),
+        Some(capture) => match capture.sink.begin(&file, meta.len()) {
+            Ok(pending) => (Some(pending), None),
+            Err(error) => (None, Some(format!("the blob store refused it: {error}"))),
+        },
+        None => (None, Some(not_captured.to_owned())),
+    };
+    let (sha256, size, reason) = match sink {
+        None => {
+            let (sha256, size) = stream_sha256(file, limits, None)?;
+            (sha256, size, reason)
+        }
+        Some(mut pending) => {
+            // A copy the store made (a reflink) is hashed instead of the source: its bytes
+            // are the ones kept, whatever happens to the source meanwhile.
+            let (sha256, size, write_error) = match pending.take_copy() {
+                Some(copy) => {
+                    let (sha256, size) = stream_sha256(copy, limits, None)?;
+                    (sha256, size, None)
+                }
+                None => {
+                    let mut write_error = None;
+                    let (sha256, size) =
+                        stream_sha256(file, limits, Some((&mut *pending, &mut write_error)))?;
+                    (sha256, size, write_error)
+                }
+            };
+            let reason = match write_error {
+                Some(error) => Some(format!("writing its blob failed: {error}")),
+                None => pending
+                    .commit(&sha256)
+                    .err()
+                    .map(|error| format!("storing its blob failed: {error}")),
+            };
+            (sha256, size, reason)
+        }
+    };
+    Ok(Seen {
+        sha256,
+        size,
+        mode,
+        not_captured: reason,
+    })
+}
+
+/// Where the blocks read go besides the hash, and the first error writing them (after which
+/// nothing more is written, but hashing goes on).
+type Tee<'a> = (&'a mut dyn PendingBlob, &'a mut Option<std::io::Error>);
+
+fn stream_sha256(
+    mut file: File,
+    limits: &Limits<'_>,
+    mut tee: Option<Tee<'_>>,
+) -> Result<(String, u64), Problem> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
     loop {
         limits.check()?;
         let n_read = match file.read(&mut buffer) {
@@ -228,10 +309,17 @@ fn stream_sha256(mut file: File, limits: &Limits<'_>) -> Result<String, Problem>
             Err(error) => return Err(Problem::Io(error)),
         };
         hasher.update(&buffer[..n_read]);
+        size += n_read as u64;
+        if let Some((pending, write_error)) = &mut tee
+            && write_error.is_none()
+            && let Err(error) = pending.write(&buffer[..n_read])
+        {
+            **write_error = Some(error);
+        }
     }
     // A file whose last read ended past the deadline was not hashed in time either.
     limits.check()?;
-    Ok(to_hex(&hasher.finalize()))
+    Ok((to_hex(&hasher.finalize()), size))
 }
 
 /// A length-prefixed canonical encoder: every field is `u64 big-endian length || bytes`, so
@@ -414,7 +502,23 @@ pub fn input_components_within(
     upstream_outputs: &[(&str, &str)],
     limits: &Limits<'_>,
 ) -> Result<Vec<InputComponent>, HashError> {
+    input_files_within(unit, base_dir, upstream_outputs, limits, None)
+        .map(|(components, _)| components)
+}
+
+/// [`input_components_within`], and the manifest of the input files hashed: each file's
+/// bytes are kept through `capture` as they are hashed (one read), unless it is larger than
+/// the cap; without `capture` every entry says `capture: none`. A declared file that does not
+/// exist has a component (hashed as missing) and no entry.
+pub fn input_files_within(
+    unit: &Unit,
+    base_dir: &Path,
+    upstream_outputs: &[(&str, &str)],
+    limits: &Limits<'_>,
+    capture: Option<&Capture<'_>>,
+) -> Result<(Vec<InputComponent>, Vec<FileEntry>), HashError> {
     let mut components = Vec::new();
+    let mut files = Vec::new();
     let phases = [
         (Phase::Prepare, unit.prepare.as_ref()),
         (Phase::Execute, Some(&unit.execute)),
@@ -437,8 +541,19 @@ pub fn input_components_within(
         });
     }
     for path in expand_inputs(unit, base_dir) {
-        let hash = match sha256_file_within(&path, limits) {
-            Ok(hash) => hash,
+        let name = display_name(&path, base_dir);
+        let hash = match hash_and_capture(&path, limits, capture, "capture: none") {
+            Ok(seen) => {
+                let hash = seen.sha256.clone();
+                files.push(FileEntry {
+                    path: name.clone(),
+                    sha256: seen.sha256,
+                    size: seen.size,
+                    mode: seen.mode,
+                    not_captured: seen.not_captured,
+                });
+                hash
+            }
             Err(Problem::Io(error)) if error.kind() == io::ErrorKind::NotFound => {
                 missing_file_hash()
             }
@@ -452,7 +567,7 @@ pub fn input_components_within(
         };
         components.push(InputComponent {
             kind: InputKind::File,
-            name: display_name(&path, base_dir),
+            name,
             hash,
         });
     }
@@ -464,7 +579,7 @@ pub fn input_components_within(
         });
     }
     components.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-    Ok(components)
+    Ok((components, files))
 }
 
 /// The output hash over a unit's declared outputs (sorted by path). `Ok(None)` when the
@@ -475,35 +590,125 @@ pub fn output_hash(unit: &Unit, base_dir: &Path) -> Result<Option<String>, HashE
     output_hash_within(unit, base_dir, &Limits::none())
 }
 
-/// [`output_hash`] within `limits`. A declared output that is not a regular file is refused.
+/// [`output_hash`] within `limits`. A declared output that is not a regular file or a
+/// directory is refused.
 pub fn output_hash_within(
     unit: &Unit,
     base_dir: &Path,
     limits: &Limits<'_>,
 ) -> Result<Option<String>, HashError> {
+    output_files_within(unit, base_dir, limits, None).map(|hashed| hashed.map(|(hash, _)| hash))
+}
+
+/// The files a unit's declared outputs stand for, sorted, without duplicates: a file is
+/// itself, a directory every regular file under it (symbolic links to files followed, to
+/// directories not), a glob what it matches. A literal path that does not exist, and a glob
+/// that matches nothing, are errors (the declared output is missing).
+pub fn expand_outputs(unit: &Unit, base_dir: &Path) -> Result<Vec<PathBuf>, HashError> {
+    let missing = |path: PathBuf| HashError {
+        what: "output file",
+        path,
+        problem: Problem::Io(io::ErrorKind::NotFound.into()),
+    };
+    let mut paths = Vec::new();
+    for declared in &unit.outputs {
+        let absolute = base_dir.join(declared);
+        if is_glob(declared) {
+            let matches: Vec<PathBuf> = absolute
+                .to_str()
+                .and_then(|pattern| glob::glob(pattern).ok())
+                .map(|matches| matches.filter_map(Result::ok).collect())
+                .unwrap_or_default();
+            if matches.is_empty() {
+                return Err(missing(absolute));
+            }
+            for path in matches {
+                push_output(path, &mut paths)?;
+            }
+        } else {
+            match std::fs::metadata(&absolute) {
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                    return Err(missing(absolute));
+                }
+                _ => push_output(absolute, &mut paths)?,
+            }
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    Ok(paths)
+}
+
+/// `path`, or every file under it when it is a directory.
+fn push_output(path: PathBuf, paths: &mut Vec<PathBuf>) -> Result<(), HashError> {
+    let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir());
+    if !is_dir {
+        paths.push(path);
+        return Ok(());
+    }
+    let mut pending = vec![path];
+    while let Some(dir) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|error| HashError {
+            what: "output directory",
+            path: dir.clone(),
+            problem: Problem::Io(error),
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|error| HashError {
+                what: "output directory",
+                path: dir.clone(),
+                problem: Problem::Io(error),
+            })?;
+            let entry_path = entry.path();
+            if entry.file_type().is_ok_and(|file_type| file_type.is_dir()) {
+                pending.push(entry_path);
+            } else {
+                paths.push(entry_path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The output hash and the manifest of `unit`'s declared outputs (files, directories, globs:
+/// see [`expand_outputs`]), within `limits`; each file's bytes kept through `capture` as they
+/// are hashed. `Ok(None)` when the unit declares no outputs (nothing is read). The hash is
+/// the same as before directories existed for a list of plain files.
+pub fn output_files_within(
+    unit: &Unit,
+    base_dir: &Path,
+    limits: &Limits<'_>,
+    capture: Option<&Capture<'_>>,
+) -> Result<Option<(String, Vec<FileEntry>)>, HashError> {
     if unit.outputs.is_empty() {
         return Ok(None);
     }
-    let mut paths: Vec<PathBuf> = unit
-        .outputs
-        .iter()
-        .map(|output| base_dir.join(output))
-        .collect();
-    paths.sort();
-    paths.dedup();
+    let paths = expand_outputs(unit, base_dir)?;
     let mut canonical = Canonical::default();
     canonical.field(b"apollo-output-v1");
+    let mut files = Vec::with_capacity(paths.len());
     for path in paths {
-        let hash = sha256_file_within(&path, limits).map_err(|problem| HashError {
-            what: "output file",
-            path: path.clone(),
-            problem,
-        })?;
+        let seen =
+            hash_and_capture(&path, limits, capture, "capture: none").map_err(|problem| {
+                HashError {
+                    what: "output file",
+                    path: path.clone(),
+                    problem,
+                }
+            })?;
+        let name = display_name(&path, base_dir);
         canonical
-            .field(display_name(&path, base_dir).as_bytes())
-            .field(hash.as_bytes());
+            .field(name.as_bytes())
+            .field(seen.sha256.as_bytes());
+        files.push(FileEntry {
+            path: name,
+            sha256: seen.sha256,
+            size: seen.size,
+            mode: seen.mode,
+            not_captured: seen.not_captured,
+        });
     }
-    Ok(Some(canonical.finish()))
+    Ok(Some((canonical.finish(), files)))
 }
 
 /// The components that differ between two recorded input lists, as human phrases:

@@ -13,7 +13,8 @@
 
 use std::io::{self, Write};
 
-use crate::event::{Event, InputComponent, InputManifestRef, UnitStarted};
+use crate::capture::FileEntry;
+use crate::event::{Event, InputComponent, InputManifestRef, UnitFiles, UnitStarted};
 use crate::hash::sha256_hex;
 use crate::journal::MAX_RECORD_BYTES;
 
@@ -66,20 +67,26 @@ pub enum ManifestError {
 #[derive(serde::Serialize)]
 struct ManifestOut<'a> {
     inputs: &'a [InputComponent],
+    /// A file manifest (format 1.3): `{"inputs":[],"files":[…]}`.
+    #[serde(skip_serializing_if = "<[FileEntry]>::is_empty")]
+    files: &'a [FileEntry],
 }
 
 #[derive(serde::Deserialize)]
 struct ManifestIn {
     inputs: Vec<InputComponent>,
+    #[serde(default)]
+    files: Vec<FileEntry>,
 }
 
 /// The manifest of `inputs`.
 pub fn encode(inputs: &[InputComponent]) -> Result<EncodedManifest, ManifestError> {
-    let bytes =
-        serde_json::to_vec(&ManifestOut { inputs }).map_err(|error| ManifestError::Encode {
+    let bytes = serde_json::to_vec(&ManifestOut { inputs, files: &[] }).map_err(|error| {
+        ManifestError::Encode {
             count: inputs.len(),
             message: error.to_string(),
-        })?;
+        }
+    })?;
     Ok(EncodedManifest {
         reference: InputManifestRef {
             sha256: sha256_hex(&bytes),
@@ -89,12 +96,65 @@ pub fn encode(inputs: &[InputComponent]) -> Result<EncodedManifest, ManifestErro
     })
 }
 
-/// The components of the manifest `reference` names, from its `bytes`: checked against its
+/// The file manifest of `files` (a `unit_files` record's list, format 1.3): its reference's
+/// `count` is the number of files.
+pub fn encode_files(files: &[FileEntry]) -> Result<EncodedManifest, ManifestError> {
+    let bytes = serde_json::to_vec(&ManifestOut { inputs: &[], files }).map_err(|error| {
+        ManifestError::Encode {
+            count: files.len(),
+            message: error.to_string(),
+        }
+    })?;
+    Ok(EncodedManifest {
+        reference: InputManifestRef {
+            sha256: sha256_hex(&bytes),
+            count: files.len() as u64,
+        },
+        bytes,
+    })
+}
+
+/// The files of the file manifest `reference` names, from its `bytes`: checked against its
 /// hash and its count.
-pub fn decode(
+pub fn decode_files(
     reference: &InputManifestRef,
     bytes: &[u8],
-) -> Result<Vec<InputComponent>, ManifestError> {
+) -> Result<Vec<FileEntry>, ManifestError> {
+    let manifest = decode_checked(reference, bytes)?;
+    if manifest.files.len() as u64 != reference.count {
+        return Err(ManifestError::Decode {
+            sha256: reference.sha256.clone(),
+            message: format!(
+                "it holds {} files, its record says {}",
+                manifest.files.len(),
+                reference.count
+            ),
+        });
+    }
+    Ok(manifest.files)
+}
+
+/// Whether `files` fits in a record of at most [`MAX_RECORD_BYTES`] as it is; measured only
+/// when its strings could add up to half the bound.
+pub fn files_fit_in_record(files: &UnitFiles) -> bool {
+    const ENTRY_OVERHEAD: usize = 128;
+    const RECORD_OVERHEAD: usize = 256;
+    let worst_case = RECORD_OVERHEAD
+        + 6 * files.unit.len()
+        + (files.files.iter())
+            .map(|entry| {
+                ENTRY_OVERHEAD
+                    + 6 * (entry.path.len()
+                        + entry.sha256.len()
+                        + entry.not_captured.as_ref().map_or(0, String::len))
+            })
+            .sum::<usize>();
+    worst_case <= MAX_RECORD_BYTES / 2
+        || encoded_len(&Event::UnitFiles(files.clone()))
+            .is_some_and(|len| len + RECORD_OVERHEAD <= MAX_RECORD_BYTES)
+}
+
+fn decode_checked(reference: &InputManifestRef, bytes: &[u8]) -> Result<ManifestIn, ManifestError> {
     check_name(&reference.sha256)?;
     let actual = sha256_hex(bytes);
     if actual != reference.sha256 {
@@ -103,11 +163,19 @@ pub fn decode(
             actual,
         });
     }
-    let manifest: ManifestIn =
-        serde_json::from_slice(bytes).map_err(|error| ManifestError::Decode {
-            sha256: reference.sha256.clone(),
-            message: error.to_string(),
-        })?;
+    serde_json::from_slice(bytes).map_err(|error| ManifestError::Decode {
+        sha256: reference.sha256.clone(),
+        message: error.to_string(),
+    })
+}
+
+/// The components of the manifest `reference` names, from its `bytes`: checked against its
+/// hash and its count.
+pub fn decode(
+    reference: &InputManifestRef,
+    bytes: &[u8],
+) -> Result<Vec<InputComponent>, ManifestError> {
+    let manifest = decode_checked(reference, bytes)?;
     if manifest.inputs.len() as u64 != reference.count {
         return Err(ManifestError::Decode {
             sha256: reference.sha256.clone(),

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod cancel;
+pub mod capture;
 pub mod config;
 pub mod dag;
 pub mod diagnostic;

@@ -61,6 +61,11 @@ pub struct Unit {
     pub workdir: PathBuf,
     /// Whether running the unit again after a half-done attempt is safe (DESIGN §7).
     pub idempotent: bool,
+    /// Which declared files are kept in the blob store, and up to what size (`capture:`,
+    /// `capture_max_file:`). Absent from definition snapshots written before it existed: the
+    /// default then.
+    #[serde(default)]
+    pub capture: crate::capture::CapturePolicy,
 }
 
 /// A command: a shell string or an argument vector.

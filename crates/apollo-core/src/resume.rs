@@ -225,7 +225,11 @@ impl PriorState {
                 self.submitted
                     .insert((submitted.unit.clone(), submitted.attempt));
             }
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => {}
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::UnitFiles(_)
+            | Event::RunReproduces(_) => {}
         }
     }
 

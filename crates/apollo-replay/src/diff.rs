@@ -5,8 +5,8 @@ use std::io::{self, Write};
 
 use apollo_core::Record;
 use apollo_core::event::{
-    Event, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason, UnitFinished,
-    Verdict,
+    Event, FileSide, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason,
+    UnitFinished, Verdict,
 };
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -166,6 +166,11 @@ pub struct UnitDiff {
     pub output_hash_b: Option<String>,
     /// Whether the output changed.
     pub output: Change,
+    /// Which output files changed, from the attempts' recorded manifests (`unit_files`):
+    /// `output file out/x.csv changed`, `… added`, `… removed`. Empty when the output is the
+    /// same or a run recorded no manifest.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_changes: Vec<String>,
     /// Wall time of its last attempt in run A, in milliseconds.
     pub duration_a_ms: Option<u64>,
     /// Wall time of its last attempt in run B, in milliseconds.
@@ -196,6 +201,15 @@ impl UnitDiff {
         let output_hash_a = last_a.and_then(|attempt| attempt.output_hash.clone());
         let output_hash_b = last_b.and_then(|attempt| attempt.output_hash.clone());
         let input = Change::of(input_hash_a.as_deref(), input_hash_b.as_deref());
+        let output = Change::of(output_hash_a.as_deref(), output_hash_b.as_deref());
+        let output_changes = match (
+            output,
+            last_a.and_then(|last| last.output_files.as_ref()),
+            last_b.and_then(|last| last.output_files.as_ref()),
+        ) {
+            (Change::Changed, Some(files_a), Some(files_b)) => compare_files(files_a, files_b),
+            _ => Vec::new(),
+        };
         let (input_changes, input_unknown) = match (input, last_a, last_b) {
             (Change::Changed, Some(last_a), Some(last_b)) => {
                 match (
@@ -222,7 +236,8 @@ impl UnitDiff {
             input,
             input_changes,
             input_unknown,
-            output: Change::of(output_hash_a.as_deref(), output_hash_b.as_deref()),
+            output,
+            output_changes,
             input_hash_a,
             input_hash_b,
             output_hash_a,
@@ -272,11 +287,24 @@ impl UnitDiff {
             reasons.extend(self.input_changes.iter().map(InputChange::describe));
         }
         if self.output == Change::Changed {
-            reasons.push(if self.input == Change::Same {
-                "output changed with the same input".to_owned()
+            let same_input = if self.input == Change::Same {
+                " with the same input"
             } else {
-                "output changed".to_owned()
-            });
+                ""
+            };
+            if self.output_changes.is_empty() {
+                reasons.push(format!("output changed{same_input}"));
+            } else {
+                let n_changes = self.output_changes.len();
+                for (change_idx, change) in self.output_changes.iter().enumerate() {
+                    let suffix = if change_idx + 1 == n_changes {
+                        same_input
+                    } else {
+                        ""
+                    };
+                    reasons.push(format!("{change}{suffix}"));
+                }
+            }
         }
         if reasons.is_empty() && !self.is_same() {
             // Only a hash present on one side differs (e.g. one run recorded no output).
@@ -303,6 +331,8 @@ struct LastAttempt {
     inputs: Vec<InputComponent>,
     inputs_manifest: Option<InputManifestRef>,
     output_hash: Option<String>,
+    /// The recorded output manifest (path → SHA-256), when the attempt has one in the record.
+    output_files: Option<Vec<(String, String)>>,
     duration_ms: u64,
 }
 
@@ -388,6 +418,8 @@ impl UnitSide {
                 inputs: attempt.inputs.clone(),
                 inputs_manifest: attempt.inputs_manifest.clone(),
                 output_hash: attempt.output_hash().map(str::to_owned),
+                // A timeline keeps no manifests: only the streamed diff names output files.
+                output_files: None,
                 duration_ms: attempt.duration_ms(),
             }),
             detail: detail(unit),
@@ -460,6 +492,8 @@ struct FoldAttempt {
     /// Still open (no finish, not closed by a later start or a resume).
     open: bool,
     outcome: Option<UnitFinished>,
+    /// Its recorded output manifest (path → SHA-256), if any.
+    output_files: Option<Vec<(String, String)>>,
 }
 
 /// The state of [`RunSummary::fold`]: the timeline builder's rules, keeping less.
@@ -547,6 +581,7 @@ impl Fold {
                     end: ts,
                     open: true,
                     outcome: None,
+                    output_files: None,
                 });
             }
             Event::UnitFinished(finished) => {
@@ -565,6 +600,7 @@ impl Fold {
                         end: ts,
                         open: false,
                         outcome: Some(finished),
+                        output_files: None,
                     });
                 } else if let Some(last) = &mut unit.last
                     && last.open
@@ -595,6 +631,22 @@ impl Fold {
                 };
             }
             Event::RunFinished(finished) => self.finished = Some(finished.status),
+            // An attempt's outputs manifest precedes its `unit_finished`. One kept in a
+            // manifest file (a huge directory) is not read: the output hash still compares.
+            Event::UnitFiles(files)
+                if files.side == FileSide::Outputs && files.manifest.is_none() =>
+            {
+                let unit_idx = self.unit_idx(&files.unit);
+                if let Some(last) = &mut self.units[unit_idx].last
+                    && last.number == files.attempt
+                {
+                    last.output_files = Some(
+                        (files.files.into_iter())
+                            .map(|file| (file.path, file.sha256))
+                            .collect(),
+                    );
+                }
+            }
             // A kind this version does not know (a newer minor format): nothing to compare.
             _ => {}
         }
@@ -623,6 +675,7 @@ impl Fold {
                         Some(outcome) => outcome.duration_ms,
                         None => offset_ms(last.start, last.end),
                     },
+                    output_files: last.output_files,
                     input_hash: last.input_hash,
                     inputs: last.inputs,
                     inputs_manifest: last.inputs_manifest,
@@ -655,6 +708,26 @@ fn detail(unit: &UnitTimeline) -> Option<String> {
         }
         _ => unit.last_attempt()?.error_line().map(str::to_owned),
     }
+}
+
+/// The output files that differ between two recorded manifests, as phrases.
+fn compare_files(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> {
+    let index_a: HashMap<&str, &str> = a.iter().map(|(p, h)| (p.as_str(), h.as_str())).collect();
+    let index_b: HashMap<&str, &str> = b.iter().map(|(p, h)| (p.as_str(), h.as_str())).collect();
+    let mut changes = Vec::new();
+    for (path, hash) in b {
+        match index_a.get(path.as_str()) {
+            Some(before) if *before != hash => changes.push(format!("output file {path} changed")),
+            Some(_) => {}
+            None => changes.push(format!("output file {path} added")),
+        }
+    }
+    for (path, _) in a {
+        if !index_b.contains_key(path.as_str()) {
+            changes.push(format!("output file {path} removed"));
+        }
+    }
+    changes
 }
 
 fn signed(ms: u64) -> i64 {

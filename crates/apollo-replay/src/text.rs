@@ -146,6 +146,8 @@ impl<W: Write> TextRenderer<W> {
             Event::UnitSkipped(skipped) => self.write_unit_skipped(skipped, &context),
             Event::UnitMarked(marked) => self.write_unit_marked(marked, &context),
             Event::RunFinished(finished) => self.write_run_finished(finished, &context),
+            // A manifest is what an attempt saw, not a step of the timeline (`show` prints it).
+            Event::UnitFiles(_) => Ok(()),
             other => self.write_other(other, &context),
         }
     }

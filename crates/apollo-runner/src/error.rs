@@ -119,6 +119,17 @@ pub enum RunnerError {
         #[source]
         source: EngineError,
     },
+    /// A recorded attempt cannot be reproduced (no such unit or attempt, no definition
+    /// snapshot, an output outside the scratch directory…).
+    #[error("cannot reproduce unit `{unit}` of run {run}: {problem}")]
+    Reproduce {
+        /// The original run.
+        run: RunId,
+        /// The unit.
+        unit: String,
+        /// What stands in the way.
+        problem: String,
+    },
     /// A verdict names a unit of which the run has no record.
     #[error("run {run} has no record of unit `{unit}`: only a unit that started can be marked")]
     UnitNotStarted {

@@ -8,6 +8,7 @@ mod mark;
 mod notice;
 mod open_run;
 mod plan;
+mod reproduce;
 mod select;
 mod session;
 mod state;
@@ -24,6 +25,10 @@ pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};
 pub use plan::Plan;
+pub use reproduce::{
+    InputNote, InputSource, MAX_DIFF_BYTES, OutputComparison, ReproduceRequest, Reproduction,
+    describe_input, reproduce,
+};
 pub use select::RunTarget;
 pub use session::{Opened, RunSession};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

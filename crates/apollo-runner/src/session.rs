@@ -8,8 +8,8 @@ use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
 use apollo_core::{CancelToken, Loaded, PriorState, hash};
 use apollo_store::{
-    Durability, ErrorKind, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir,
-    StateLock, WriterOptions,
+    BlobStore, Durability, ErrorKind, JournalReader, JournalWriter, ReadOptions, Record, RunId,
+    StateDir, StateLock, WriterOptions,
 };
 
 use crate::error::RunnerError;
@@ -308,7 +308,12 @@ impl<'a> RunSession<'a> {
         if state.recorded_latest_run(&identity).ok().flatten().as_ref() != Some(&run_id) {
             state.set_latest_run(&identity, &run_id)?;
         }
-        let options = self.engine_options(run_id.as_str());
+        // Declared files are kept in the state directory's blob store as they are hashed
+        // (each unit's `capture:` says which).
+        let blobs = BlobStore::open(state.path().join("blobs"), self.writer_options.durability)?;
+        let options = self
+            .engine_options(run_id.as_str())
+            .capture(std::sync::Arc::new(blobs));
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
             sweep: self.sweep,

@@ -4,16 +4,16 @@ use std::fs::{self, File};
 use std::io;
 use std::path::Path;
 
-use apollo_core::Event;
 use chrono::{DateTime, Utc};
 
+use crate::blobs::{BlobStore, referenced_blobs};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
-use crate::reader::{JournalReader, ReadOptions};
 use crate::retention::{PruneOptions, PruneReport, prune, remove_leftovers, select};
 use crate::run_id::RunId;
 use crate::state_dir::StateDir;
 use crate::verify::verify;
+use crate::writer::Durability;
 
 /// What [`backup`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,15 +97,26 @@ pub fn backup(
             report.failed.push((id, corruption.to_string()));
             continue;
         }
-        for hash in definition_hashes(&run_dir)? {
-            if dest.blob_file(&hash)?.is_none() {
-                match state.read_blob(&hash) {
-                    Ok(bytes) => {
-                        dest.put_blob(&bytes)?;
-                    }
-                    Err(StoreError::NotFound { .. }) => {}
-                    Err(error) => return Err(error),
-                }
+        // The blobs the run needs (definition snapshots, captured files), before the run
+        // whose journal names them. A blob missing here is not copied (its run says so when
+        // it needs it); one whose content no longer matches its name is not copied either.
+        let source_blobs = BlobStore::open_existing(state.path().join("blobs"));
+        let dest_blobs = BlobStore::open(dest.path().join("blobs"), Durability::Fsync)?;
+        for hash in referenced_blobs(&run_dir)? {
+            let source = source_blobs.path(&hash)?;
+            if dest_blobs.contains(&hash) || !source_blobs.contains(&hash) {
+                continue;
+            }
+            let copied = dest_blobs.put_file(&source)?;
+            if copied.sha256 != hash {
+                dest_blobs.remove(&copied.sha256)?;
+                report.failed.push((
+                    id.clone(),
+                    format!(
+                        "blob {hash} is damaged: its content hashes to {}",
+                        copied.sha256
+                    ),
+                ));
             }
         }
         let temp = dest
@@ -178,22 +189,6 @@ fn replace_copy(runs_dir: &Path, temp: &Path, final_path: &Path) -> Result<(), S
         Err(errno) => return Err(StoreError::io("exchange", final_path, errno.into())),
     }
     fsync_dir(runs_dir)
-}
-
-/// The definition snapshot hashes a run's journal names (`run_started`, `run_resumed`).
-fn definition_hashes(run_dir: &Path) -> Result<Vec<String>, StoreError> {
-    let mut hashes = Vec::new();
-    for record in JournalReader::open(run_dir, ReadOptions::default())? {
-        match record?.event {
-            Event::RunStarted(started) => hashes.push(started.definition_hash),
-            Event::RunResumed(resumed) => hashes.push(resumed.definition_hash),
-            _ => {}
-        }
-    }
-    hashes.sort();
-    hashes.dedup();
-    hashes.retain(|hash| hash.len() == 64);
-    Ok(hashes)
 }
 
 /// Copies the tree at `from` to `to` (which must not exist), fsyncing every file and folder.

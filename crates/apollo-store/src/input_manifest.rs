@@ -10,6 +10,7 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use apollo_core::capture::FileEntry;
 use apollo_core::event::{InputComponent, InputManifestRef};
 use apollo_core::input_manifest;
 
@@ -64,6 +65,25 @@ pub fn read_input_manifest(
     run_dir: &Path,
     reference: &InputManifestRef,
 ) -> Result<Vec<InputComponent>, StoreError> {
+    read_manifest(run_dir, reference, "components", input_manifest::decode)
+}
+
+/// The files of the file manifest `reference` names (a `unit_files` record's list kept
+/// outside the journal, format 1.3), read from the run in `run_dir` and checked like
+/// [`read_input_manifest`].
+pub fn read_files_manifest(
+    run_dir: &Path,
+    reference: &InputManifestRef,
+) -> Result<Vec<FileEntry>, StoreError> {
+    read_manifest(run_dir, reference, "files", input_manifest::decode_files)
+}
+
+fn read_manifest<T>(
+    run_dir: &Path,
+    reference: &InputManifestRef,
+    what: &str,
+    decode: impl FnOnce(&InputManifestRef, &[u8]) -> Result<Vec<T>, input_manifest::ManifestError>,
+) -> Result<Vec<T>, StoreError> {
     let path = input_manifest_path(run_dir, &reference.sha256)?;
     let corrupt = |what: String| StoreError::Corruption {
         path: path.clone(),
@@ -76,7 +96,7 @@ pub fn read_input_manifest(
         Err(error) if error.kind() == io::ErrorKind::NotFound => {
             return Err(StoreError::NotFound {
                 what: format!(
-                    "input manifest {} ({} components; no file {})",
+                    "input manifest {} ({} {what}; no file {})",
                     reference.sha256,
                     reference.count,
                     path.display()
@@ -95,7 +115,7 @@ pub fn read_input_manifest(
     File::open(&path)
         .and_then(|file| file.take(meta.len()).read_to_end(&mut bytes))
         .map_err(|source| StoreError::io("read", &path, source))?;
-    input_manifest::decode(reference, &bytes).map_err(|error| corrupt(error.to_string()))
+    decode(reference, &bytes).map_err(|error| corrupt(error.to_string()))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod backup;
+mod blobs;
 mod error;
 mod fault;
 mod frame;
@@ -26,9 +27,12 @@ mod writer;
 /// crate), re-exported here because this crate produces it.
 pub use apollo_core::Record;
 pub use backup::{BackupReport, backup};
+pub use blobs::{BlobRef, BlobStore, BlobSweep, referenced_blobs, sweep_unreferenced};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
 pub use group::SharedWriter;
-pub use input_manifest::{MANIFESTS_DIR, input_manifest_path, read_input_manifest};
+pub use input_manifest::{
+    MANIFESTS_DIR, input_manifest_path, read_files_manifest, read_input_manifest,
+};
 pub use lock::{LockHolder, StateLock};
 pub use reader::{JournalReader, ReadOptions};
 pub use retention::{PruneOptions, PruneReport, prune};

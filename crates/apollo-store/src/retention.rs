@@ -7,6 +7,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use crate::blobs::{BlobStore, BlobSweep, sweep_unreferenced};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::run_id::RunId;
@@ -54,6 +55,10 @@ pub struct PruneReport {
     pub kept_latest: Vec<RunId>,
     /// Bytes freed.
     pub freed_bytes: u64,
+    /// The blobs no kept run references, removed (mark and sweep); `None` when another apollo
+    /// holds the state directory's lock (its running run may be capturing blobs it has not
+    /// recorded yet, so no blob is removed then).
+    pub blobs: Option<BlobSweep>,
 }
 
 fn dir_size(path: &Path) -> u64 {
@@ -141,7 +146,7 @@ pub fn prune(
     options: PruneOptions,
     now: DateTime<Utc>,
 ) -> Result<PruneReport, StoreError> {
-    let _lock = match state.lock(false) {
+    let lock = match state.lock(false) {
         Ok(lock) => Some(lock),
         Err(StoreError::Locked { .. }) => None,
         Err(error) => return Err(error),
@@ -161,6 +166,13 @@ pub fn prune(
     }
     if !report.deleted.is_empty() {
         fsync_dir(&runs_dir)?;
+    }
+    if lock.is_some() {
+        let run_dirs: Vec<_> = (state.run_ids()?.iter())
+            .map(|id| runs_dir.join(id.as_str()))
+            .collect();
+        let store = BlobStore::open_existing(state.path().join("blobs"));
+        report.blobs = Some(sweep_unreferenced(&store, &run_dirs)?);
     }
     Ok(report)
 }

@@ -76,3 +76,52 @@ fn a_format_1_0_state_directory_verifies_and_lists() {
     assert_eq!(run.state, RunState::Succeeded, "{run:?}");
     assert_eq!((run.n_units, run.succeeded, run.failed), (2, 2, 0));
 }
+
+/// Format 1.3 added capture: a definition snapshot written before it (no `capture` in its
+/// units) still reads, each unit with the default policy (capture all, 64 MiB cap), so
+/// `apollo reproduce` and `show --definition` work on old runs; and a 1.3 `unit_files`
+/// record reads back as written, while a record without `not_captured` is a captured file.
+#[test]
+fn a_format_1_0_definition_snapshot_reads_with_the_default_capture_and_unit_files_round_trip() {
+    use apollo_core::capture::{CapturePolicy, FileEntry};
+    use apollo_core::event::{FileSide, UnitFiles};
+    let dir = tempfile::tempdir().unwrap();
+    let state = fixture_state_dir(dir.path());
+    let state = StateDir::open_existing(&state).unwrap();
+    let runs = state.list_runs().unwrap();
+    let hash = runs[0]
+        .definition_hash
+        .clone()
+        .expect("a definition snapshot");
+    let pipeline: apollo_core::Pipeline =
+        serde_json::from_slice(&state.read_blob(&hash).unwrap()).unwrap();
+    assert!(!pipeline.units.is_empty());
+    for unit in &pipeline.units {
+        assert_eq!(unit.capture, CapturePolicy::default());
+    }
+
+    let json = r#"{"kind":"unit_files","unit":"a","attempt":1,"side":"outputs","files":[{"path":"out/x","sha256":"5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03","size":6,"mode":420},{"path":"big","sha256":"5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03","size":6,"mode":420,"not_captured":"3.1 GiB > 64 MiB"}]}"#;
+    let event: Event = serde_json::from_str(json).unwrap();
+    let Event::UnitFiles(UnitFiles {
+        side,
+        files,
+        manifest,
+        ..
+    }) = &event
+    else {
+        panic!("{event:?}");
+    };
+    assert_eq!((*side, manifest), (FileSide::Outputs, &None));
+    assert!(files[0].captured() && !files[1].captured());
+    assert_eq!(
+        files[1],
+        FileEntry {
+            path: "big".into(),
+            sha256: files[0].sha256.clone(),
+            size: 6,
+            mode: 0o644,
+            not_captured: Some("3.1 GiB > 64 MiB".into()),
+        }
+    );
+    assert_eq!(serde_json::to_string(&event).unwrap(), json);
+}

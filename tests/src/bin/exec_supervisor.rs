@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         env: Default::default(),
         workdir: dir.clone(),
         idempotent: true,
+        capture: Default::default(),
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

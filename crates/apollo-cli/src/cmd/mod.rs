@@ -10,6 +10,7 @@ pub(crate) mod graph;
 pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
+pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod show;
 pub(crate) mod verify;
@@ -39,6 +40,7 @@ pub(crate) fn dispatch(
         Command::Runs(args) => replay::runs(&args, state_dir, stdout),
         Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
         Command::Diff(args) => replay::diff(&args, state_dir, stdout, stderr),
+        Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),
         Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
         Command::Logs(args) => show::logs(&args, state_dir, stdout, stderr),
         Command::Verify(args) => verify::run(&args, state_dir, stdout, stderr),

@@ -49,7 +49,21 @@ fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<
         report.deleted.len(),
         if report.deleted.len() == 1 { "" } else { "s" },
         report.freed_bytes as f64 / (1024.0 * 1024.0)
-    )
+    )?;
+    match &report.blobs {
+        Some(blobs) => writeln!(
+            stdout,
+            "deleted {} blob{} no kept run references ({}), kept {}",
+            blobs.removed,
+            if blobs.removed == 1 { "" } else { "s" },
+            apollo_core::capture::human_size(blobs.freed_bytes),
+            blobs.kept
+        ),
+        None => writeln!(
+            stdout,
+            "kept every blob: another apollo is running here (its run may be capturing)"
+        ),
+    }
 }
 
 /// `apollo prune`: never a running run, never the latest run of a pipeline.

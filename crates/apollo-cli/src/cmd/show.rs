@@ -3,7 +3,11 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use apollo_core::event::{ExitStatus, InputKind, SkipReason};
+use std::collections::BTreeMap;
+
+use apollo_core::Event;
+use apollo_core::capture::{FileEntry, human_size};
+use apollo_core::event::{ExitStatus, FileSide, InputKind, SkipReason};
 use apollo_replay::{AttemptState, Timeline};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
@@ -18,9 +22,13 @@ pub(crate) struct ShowArgs {
     /// The run: an id, a unique prefix, `latest` or `latest~N`
     #[arg(value_name = "RUN")]
     pub(crate) run: String,
-    /// The unit
-    #[arg(value_name = "UNIT")]
-    pub(crate) unit: String,
+    /// The unit (omit it with --definition)
+    #[arg(value_name = "UNIT", required_unless_present = "definition")]
+    pub(crate) unit: Option<String>,
+    /// Print the run's definition snapshot (the resolved pipeline it ran: commands, env,
+    /// workdirs), as JSON
+    #[arg(long)]
+    pub(crate) definition: bool,
 }
 
 /// Arguments of `apollo logs`.
@@ -107,16 +115,25 @@ pub(crate) fn show(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
-    let Some(unit) = timeline.unit(&args.unit) else {
-        return Err(unknown_unit(&run_id, &args.unit, &timeline));
+    let Some(unit_name) = args.unit.as_deref().filter(|_| !args.definition) else {
+        return show_definition(&args.run, state_dir, stdout);
     };
+    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, unit_name, stderr)?;
+    let Some(unit) = timeline.unit(unit_name) else {
+        return Err(unknown_unit(&run_id, unit_name, &timeline));
+    };
+    let recorded = recorded_files(&state, &run_id, unit_name)?;
     let mut out = BufWriter::new(stdout);
     let mut text = format!(
         "unit {} of run {run_id}: {}\n",
         unit.name,
         unit.status.as_str().replace('_', " ")
     );
+    if let Some(definition) = &recorded.definition
+        && let Some(defined) = definition.units.iter().find(|u| u.name == unit_name)
+    {
+        text.push_str(&definition_text(defined));
+    }
     for skip in &unit.skips {
         let why = match &skip.reason {
             SkipReason::UpstreamFailed { upstream } => format!("upstream `{upstream}` failed"),
@@ -191,8 +208,14 @@ pub(crate) fn show(
                 &component.hash[..component.hash.len().min(16)]
             ));
         }
+        if let Some(files) = recorded.files.get(&(attempt.number, FileSide::Inputs)) {
+            text.push_str(&files_text("input files", files));
+        }
         if let Some(output_hash) = attempt.output_hash() {
             text.push_str(&format!("  output hash {output_hash}\n"));
+        }
+        if let Some(files) = recorded.files.get(&(attempt.number, FileSide::Outputs)) {
+            text.push_str(&files_text("output files", files));
         }
         if let Some(outcome) = &attempt.outcome {
             text.push_str(&format!(
@@ -234,6 +257,109 @@ pub(crate) fn show(
     }
     out.write_all(text.as_bytes()).map_err(output)?;
     out.flush().map_err(output)?;
+    Ok(Exit::Success)
+}
+
+/// What the journal records about a unit beyond its timeline: the definition snapshot the
+/// run last used, and its attempts' manifests.
+struct RecordedFiles {
+    definition: Option<apollo_core::Pipeline>,
+    files: BTreeMap<(u32, FileSide), Vec<FileEntry>>,
+}
+
+fn recorded_files(state: &StateDir, run_id: &RunId, unit: &str) -> Result<RecordedFiles, CliError> {
+    let (reader, run_dir) = state::read_records(state, run_id, ReadOptions::default())?;
+    let mut definition_hash = None;
+    let mut files = BTreeMap::new();
+    for record in reader {
+        match record?.event {
+            Event::RunStarted(started) => definition_hash = Some(started.definition_hash),
+            Event::RunResumed(resumed) => definition_hash = Some(resumed.definition_hash),
+            Event::UnitFiles(listed) if listed.unit == unit => {
+                let entries = match &listed.manifest {
+                    Some(reference) => {
+                        apollo_store::read_files_manifest(&run_dir, reference).unwrap_or_default()
+                    }
+                    None => listed.files,
+                };
+                files.insert((listed.attempt, listed.side), entries);
+            }
+            _ => {}
+        }
+    }
+    let definition = definition_hash
+        .and_then(|hash| state.read_blob(&hash).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    Ok(RecordedFiles { definition, files })
+}
+
+/// The unit as the run's definition snapshot recorded it: what reproducing it by hand needs.
+fn definition_text(unit: &apollo_core::Unit) -> String {
+    let mut text = String::from("  as recorded in the run's definition snapshot:\n");
+    let commands = [
+        ("prepare", unit.prepare.as_ref()),
+        ("execute", Some(&unit.execute)),
+        ("cleanup", unit.cleanup.as_ref()),
+    ];
+    for (phase, command) in commands {
+        if let Some(command) = command {
+            text.push_str(&format!("    {phase:<8} {}\n", command.display()));
+        }
+    }
+    text.push_str(&format!("    workdir  {}\n", unit.workdir.display()));
+    for (name, value) in &unit.env {
+        text.push_str(&format!("    env      {name}={value}\n"));
+    }
+    text
+}
+
+/// A manifest, one file a line: path, short hash, size, mode, and why it was not captured.
+fn files_text(what: &str, files: &[FileEntry]) -> String {
+    let mut text = format!("  {what}:\n");
+    for file in files {
+        text.push_str(&format!(
+            "    {:<32} {} {:>9} {:o}{}\n",
+            file.path,
+            &file.sha256[..file.sha256.len().min(16)],
+            human_size(file.size),
+            file.mode,
+            match &file.not_captured {
+                None => String::new(),
+                Some(reason) => format!("  not captured: {reason}"),
+            }
+        ));
+    }
+    text
+}
+
+/// `apollo show RUN --definition`: the definition snapshot the run last used (the one its
+/// latest `run_started`/`run_resumed` names).
+fn show_definition(
+    run: &str,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let run_id = state::resolve_run(&state, run)?;
+    let (reader, _) = state::read_records(&state, &run_id, ReadOptions::default())?;
+    let mut definition_hash = None;
+    for record in reader {
+        match record?.event {
+            Event::RunStarted(started) => definition_hash = Some(started.definition_hash),
+            Event::RunResumed(resumed) => definition_hash = Some(resumed.definition_hash),
+            _ => {}
+        }
+    }
+    let Some(hash) = definition_hash else {
+        return Err(CliError::Usage {
+            message: format!("run {run_id} records no definition snapshot"),
+        });
+    };
+    let bytes = state.read_blob(&hash)?;
+    stdout.write_all(&bytes).map_err(output)?;
+    if !bytes.ends_with(b"\n") {
+        writeln!(stdout).map_err(output)?;
+    }
     Ok(Exit::Success)
 }
 

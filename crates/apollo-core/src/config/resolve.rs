@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::schema::{Settings, Spec};
+use crate::capture::{CapturePolicy, DEFAULT_CAPTURE_MAX_FILE};
 use crate::model::{Pipeline, Unit};
 use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
 
@@ -65,6 +66,14 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 s.idempotent.as_ref().map(|i| i.value)
             })
             .unwrap_or(true),
+            capture: CapturePolicy {
+                mode: inherit(settings, defaults, |s| s.capture.as_ref().map(|c| c.value))
+                    .unwrap_or_default(),
+                max_file: inherit(settings, defaults, |s| {
+                    s.capture_max_file.as_ref().map(|m| m.value)
+                })
+                .unwrap_or(DEFAULT_CAPTURE_MAX_FILE),
+            },
         });
     }
     Pipeline {

@@ -21,6 +21,8 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "kill_grace",
     "idempotent",
     "workdir",
+    "capture",
+    "capture_max_file",
 ];
 /// Keys allowed in a unit.
 pub(crate) const UNIT_KEYS: &[&str] = &[
@@ -38,6 +40,8 @@ pub(crate) const UNIT_KEYS: &[&str] = &[
     "env",
     "workdir",
     "idempotent",
+    "capture",
+    "capture_max_file",
 ];
 
 const DURATION_HELP: &str =
@@ -72,6 +76,8 @@ pub(crate) struct Settings {
     pub(crate) kill_grace: Option<Sp<Duration>>,
     pub(crate) idempotent: Option<Sp<bool>>,
     pub(crate) workdir: Option<Sp<String>>,
+    pub(crate) capture: Option<Sp<crate::capture::CaptureMode>>,
+    pub(crate) capture_max_file: Option<Sp<u64>>,
 }
 
 /// One unit as written.
@@ -304,6 +310,8 @@ impl Walker<'_, '_> {
             "workdir" => {
                 settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
             }
+            "capture" => settings.capture = self.capture_mode(value, context),
+            "capture_max_file" => settings.capture_max_file = self.size(value, key, context),
             _ => {}
         }
     }
@@ -412,6 +420,72 @@ impl Walker<'_, '_> {
                     format!("invalid duration `{written}` for `{key}` {context}: {reason}"),
                 )
                 .hint(DURATION_HELP);
+                None
+            }
+        }
+    }
+
+    fn capture_mode(
+        &mut self,
+        node: &Node,
+        context: &str,
+    ) -> Option<Sp<crate::capture::CaptureMode>> {
+        const HINT: &str = "`capture` is one of `all` (the default), `inputs`, `outputs`, `none`";
+        match &node.value {
+            Value::Str(text) => match crate::capture::CaptureMode::parse(text.trim()) {
+                Some(value) => Some(Sp {
+                    value,
+                    loc: node.loc,
+                }),
+                None => {
+                    self.error(
+                        "bad-value",
+                        node.loc,
+                        format!("unknown `capture` mode `{text}` {context}"),
+                    )
+                    .hint(HINT);
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(node, &format!("`capture` {context}"), "a capture mode")
+                    .hint(HINT);
+                None
+            }
+        }
+    }
+
+    fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {
+        const HINT: &str =
+            "a size is a whole number of bytes or a string like `64MiB`, `1GiB`, `512KiB`";
+        let parsed = match &node.value {
+            Value::Int(bytes) => {
+                u64::try_from(*bytes).map_err(|_| crate::capture::SizeError::NoNumber)
+            }
+            Value::Str(text) => crate::capture::parse_size(text),
+            _ => {
+                self.wrong_type(node, &format!("`{key}` {context}"), "a size")
+                    .hint(HINT);
+                return None;
+            }
+        };
+        match parsed {
+            Ok(value) => Some(Sp {
+                value,
+                loc: node.loc,
+            }),
+            Err(reason) => {
+                let written = match &node.value {
+                    Value::Str(text) => text.to_string(),
+                    Value::Int(bytes) => bytes.to_string(),
+                    _ => String::new(),
+                };
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    format!("invalid size `{written}` for `{key}` {context}: {reason}"),
+                )
+                .hint(HINT);
                 None
             }
         }

@@ -3,8 +3,10 @@
 //! not proceed ([`EngineError`]).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::capture::BlobSink;
 use crate::dag::DagError;
 use crate::event::{AttemptStatus, RunStatus};
 use crate::journal::JournalError;
@@ -46,6 +48,9 @@ pub struct EngineOptions {
     /// The longest wait between two attempts of a unit (the backoff doubles up to this, or up
     /// to the unit's `retry_delay` when that is longer).
     pub max_retry_delay: Duration,
+    /// Where declared files' bytes are kept as they are hashed (the blob store; see
+    /// [`crate::capture`]). `None`: only hashes and manifests are recorded.
+    pub capture: Option<Arc<dyn BlobSink>>,
 }
 
 impl EngineOptions {
@@ -58,6 +63,7 @@ impl EngineOptions {
             on_input_change: OnInputChange::Auto,
             only: None,
             max_retry_delay: Duration::from_secs(300),
+            capture: None,
         }
     }
 
@@ -82,6 +88,13 @@ impl EngineOptions {
     /// Running only `units` and whatever of their upstream is not done.
     pub fn only(mut self, units: Vec<String>) -> Self {
         self.only = Some(units);
+        self
+    }
+
+    /// Keeping declared files' bytes in `sink` as they are hashed (each unit's
+    /// [`CapturePolicy`](crate::capture::CapturePolicy) says which and up to what size).
+    pub fn capture(mut self, sink: Arc<dyn BlobSink>) -> Self {
+        self.capture = Some(sink);
         self
     }
 

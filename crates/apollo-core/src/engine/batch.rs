@@ -4,7 +4,9 @@
 
 use super::observer::HeldNotice;
 use super::workers::Job;
-use crate::event::{Event, UnitFinished, UnitSkipped, UnitStarted, UnitSubmitted};
+use crate::event::{
+    Event, FileSide, UnitFiles, UnitFinished, UnitSkipped, UnitStarted, UnitSubmitted,
+};
 use crate::input_manifest;
 use crate::journal::{Journal, MAX_RECORD_BYTES};
 use crate::model::Pipeline;
@@ -73,6 +75,13 @@ impl Batch {
         self.events.push(Event::UnitFinished(record));
     }
 
+    /// An attempt's manifest of declared files (`unit_files`): for inputs, right after its
+    /// `unit_started`; for outputs, right before its `unit_finished`.
+    pub(super) fn push_files(&mut self, files: UnitFiles) {
+        self.oversized |= !input_manifest::files_fit_in_record(&files);
+        self.events.push(Event::UnitFiles(files));
+    }
+
     /// A running attempt's `unit_submitted`, shown as `notice` once durable.
     pub(super) fn push_submitted(&mut self, submitted: UnitSubmitted, notice: HeldNotice) {
         self.urgent = true;
@@ -93,9 +102,16 @@ impl Batch {
         let jobs = std::mem::take(&mut self.jobs);
         for job in &jobs {
             let unit = &pipeline.units[job.unit_idx].name;
-            self.events.retain(|event| {
-                !matches!(event, Event::UnitStarted(started)
-                    if &started.unit == unit && started.attempt == job.attempt)
+            self.events.retain(|event| match event {
+                Event::UnitStarted(started) => {
+                    !(&started.unit == unit && started.attempt == job.attempt)
+                }
+                Event::UnitFiles(files) => {
+                    !(&files.unit == unit
+                        && files.attempt == job.attempt
+                        && files.side == FileSide::Inputs)
+                }
+                _ => true,
             });
         }
         jobs
@@ -116,6 +132,10 @@ impl Batch {
         }
         let mut unrecordable = Vec::new();
         for event in &mut self.events {
+            if let Event::UnitFiles(files) = event {
+                store_files_manifest(files, journal);
+                continue;
+            }
             let Event::UnitStarted(started) = event else {
                 continue;
             };
@@ -177,6 +197,36 @@ impl Batch {
             events: std::mem::take(&mut self.events),
             jobs: std::mem::take(&mut self.jobs),
             notices: std::mem::take(&mut self.notices),
+        }
+    }
+}
+
+/// Move the file list of a `unit_files` too large for a record into a manifest stored through
+/// `journal`. When that fails, the record keeps the files that fit and says nothing of the
+/// rest: a manifest is a record of what was seen, and losing part of it must not fail a unit
+/// whose files were hashed (the hashes that matter are in `unit_started`/`unit_finished`).
+fn store_files_manifest(files: &mut UnitFiles, journal: &mut dyn Journal) {
+    if files.manifest.is_some() || input_manifest::files_fit_in_record(files) {
+        return;
+    }
+    let stored = input_manifest::encode_files(&files.files)
+        .ok()
+        .and_then(|manifest| {
+            journal
+                .store_input_manifest(&manifest.reference.sha256, &manifest.bytes)
+                .ok()
+                .map(|()| manifest.reference)
+        });
+    match stored {
+        Some(reference) => {
+            files.files.clear();
+            files.manifest = Some(reference);
+        }
+        None => {
+            while !files.files.is_empty() && !input_manifest::files_fit_in_record(files) {
+                let keep = files.files.len() / 2;
+                files.files.truncate(keep);
+            }
         }
     }
 }

@@ -145,6 +145,7 @@ pub fn run(
             logs,
             cancel,
             halt: &halt,
+            capture: options.capture.as_deref(),
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
         // Declared input files are hashed on threads of their own, never on the engine

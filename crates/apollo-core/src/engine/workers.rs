@@ -29,6 +29,7 @@ use crossbeam_channel::{Receiver, Sender};
 use super::api::AttemptLogs;
 use super::policy::{self, OutputCheck};
 use crate::cancel::CancelToken;
+use crate::capture::{BlobSink, Capture, FileEntry};
 use crate::event::AttemptStatus;
 use crate::event::InputComponent;
 use crate::executor::{
@@ -67,6 +68,8 @@ pub(super) struct HashJob {
 pub(super) struct Hashed {
     pub(super) unit_idx: usize,
     pub(super) inputs: Result<Vec<InputComponent>, HashError>,
+    /// The manifest of the input files hashed (and captured).
+    pub(super) files: Vec<FileEntry>,
     /// How long hashing its inputs took: it counts against the attempt's timeout.
     pub(super) took: Duration,
     /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
@@ -86,6 +89,8 @@ pub(super) struct Done {
     pub(super) outcome: AttemptOutcome,
     /// The declared outputs' hash (`Ok(None)`: none declared), computed on the worker.
     pub(super) outputs: Option<Result<Option<String>, HashError>>,
+    /// The declared outputs' manifest, when they were hashed (empty otherwise).
+    pub(super) output_files: Vec<FileEntry>,
     /// Whether the worker waits for an acknowledgement before its next job.
     pub(super) awaits_ack: bool,
 }
@@ -139,6 +144,8 @@ pub(super) struct WorkerShared<'a> {
     pub(super) logs: &'a dyn AttemptLogs,
     pub(super) cancel: &'a CancelToken,
     pub(super) halt: &'a AtomicBool,
+    /// Where declared files' bytes go as they are hashed, if anywhere.
+    pub(super) capture: Option<&'a dyn BlobSink>,
 }
 
 /// Start `n_workers` workers in `scope`. They end when the job sender and the returned
@@ -210,6 +217,7 @@ pub(super) fn worker(
         logs,
         cancel,
         halt,
+        capture,
     } = shared;
     for job in jobs {
         let unit = &pipeline.units[job.unit_idx];
@@ -228,6 +236,7 @@ pub(super) fn worker(
                 log_dir: PathBuf::new(),
                 outcome,
                 outputs: None,
+                output_files: Vec::new(),
                 awaits_ack: true,
             };
             if to_scheduler.send(FromWorker::Done(message)).is_err() || ack.recv().is_err() {
@@ -253,7 +262,7 @@ pub(super) fn worker(
                         ));
                         outcome.status = AttemptStatus::TimedOut;
                         outcome.timed_out = true;
-                        return (log_dir, outcome, None);
+                        return (log_dir, outcome, None, Vec::new());
                     }
                     let shortened;
                     let unit = if left == unit.timeout {
@@ -273,27 +282,42 @@ pub(super) fn worker(
                     };
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
                     let outcome = executor.run_attempt(&request, &context);
-                    let outputs = outcome.status.satisfies_dependents().then(|| {
-                        let limits = output_limits(unit, &outcome, left, timeout, cancel);
-                        hash::output_hash_within(unit, &pipeline.base_dir, &limits)
-                    });
-                    (log_dir, outcome, outputs)
+                    let mut output_files = Vec::new();
+                    let outputs = outcome.status.satisfies_dependents().then(
+                        || -> Result<Option<String>, HashError> {
+                            let limits = output_limits(unit, &outcome, left, timeout, cancel);
+                            let capture = capture_for(capture, unit, unit.capture.mode.outputs());
+                            let hashed = hash::output_files_within(
+                                unit,
+                                &pipeline.base_dir,
+                                &limits,
+                                capture.as_ref(),
+                            )?;
+                            Ok(hashed.map(|(hash, mut files)| {
+                                why_not_captured(&mut files, capture.as_ref(), unit);
+                                output_files = files;
+                                hash
+                            }))
+                        },
+                    );
+                    (log_dir, outcome, outputs, output_files)
                 }
                 Err(error) => (
                     PathBuf::new(),
                     failed_to_start(format!("cannot create the attempt's log folder: {error}")),
                     None,
+                    Vec::new(),
                 ),
             }
         }));
-        let (log_dir, outcome, outputs) = attempt.unwrap_or_else(|panic| {
+        let (log_dir, outcome, outputs, output_files) = attempt.unwrap_or_else(|panic| {
             let message = panic
                 .downcast_ref::<&str>()
                 .map(|text| (*text).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".to_owned());
             let error = format!("internal error while running the attempt: {message}");
-            (PathBuf::new(), failed_to_start(error), None)
+            (PathBuf::new(), failed_to_start(error), None, Vec::new())
         });
         // Only an attempt that did not go well can make the engine stop starting units.
         let awaits_ack = !outcome.status.satisfies_dependents() || matches!(outputs, Some(Err(_)));
@@ -317,6 +341,7 @@ pub(super) fn worker(
             log_dir,
             outcome,
             outputs,
+            output_files,
             awaits_ack,
         };
         if to_scheduler.send(FromWorker::Done(message)).is_err()
@@ -384,10 +409,24 @@ pub(super) fn hasher(
             .iter()
             .map(|(name, hash)| (name.as_str(), hash.as_str()))
             .collect();
-        let inputs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            hash::input_components_within(unit, &shared.pipeline.base_dir, &upstream, &limits)
+        let capture = capture_for(shared.capture, unit, unit.capture.mode.inputs());
+        let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            hash::input_files_within(
+                unit,
+                &shared.pipeline.base_dir,
+                &upstream,
+                &limits,
+                capture.as_ref(),
+            )
         }))
         .unwrap_or_else(|_| Err(internal_error("input file")));
+        let (inputs, files) = match hashed {
+            Ok((inputs, mut files)) => {
+                why_not_captured(&mut files, capture.as_ref(), unit);
+                (Ok(inputs), files)
+            }
+            Err(error) => (Err(error), Vec::new()),
+        };
         let took = started.elapsed();
         let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
             let limits =
@@ -405,12 +444,42 @@ pub(super) fn hasher(
         let message = Hashed {
             unit_idx: job.unit_idx,
             inputs,
+            files,
             took,
             outputs,
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;
         }
+    }
+}
+
+/// What hashing `unit`'s files keeps: everything through `sink` when there is one and the
+/// unit's capture mode covers these files (`wanted`), else nothing.
+fn capture_for<'a>(
+    sink: Option<&'a dyn BlobSink>,
+    unit: &Unit,
+    wanted: bool,
+) -> Option<Capture<'a>> {
+    let sink = sink.filter(|_| wanted)?;
+    Some(Capture {
+        sink,
+        max_file: unit.capture.max_file,
+    })
+}
+
+/// Files hashed without capturing say why: the unit's capture mode excludes them
+/// (`capture: outputs`), or the run keeps no blob store.
+fn why_not_captured(files: &mut [FileEntry], capture: Option<&Capture<'_>>, unit: &Unit) {
+    if capture.is_some() || files.is_empty() {
+        return;
+    }
+    let reason = match unit.capture.mode {
+        crate::capture::CaptureMode::All => "no blob store".to_owned(),
+        mode => format!("capture: {}", mode.as_str()),
+    };
+    for file in files {
+        file.not_captured = Some(reason.clone());
     }
 }
 

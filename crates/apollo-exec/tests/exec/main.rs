@@ -53,6 +53,7 @@ impl Fixture {
             env: Default::default(),
             workdir: dir.path().to_owned(),
             idempotent: true,
+            capture: Default::default(),
         };
         Fixture {
             dir,

@@ -12,7 +12,7 @@ use crate::engine::record::{self, first_line};
 use crate::engine::retry::backoff;
 use crate::engine::units::State;
 use crate::engine::workers::{Done, FromWorker};
-use crate::event::{AttemptStatus, SkipReason, UnitSkipped, UnitSubmitted};
+use crate::event::{AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, UnitSubmitted};
 use crate::executor::AttemptEvent;
 
 impl Scheduler<'_> {
@@ -61,6 +61,7 @@ impl Scheduler<'_> {
             log_dir,
             outcome,
             outputs,
+            output_files,
             awaits_ack,
         } = done;
         self.running -= 1;
@@ -138,6 +139,16 @@ impl Scheduler<'_> {
             retry_in,
             log_dir,
         };
+        // The outputs' manifest goes just before the record of the success it belongs to.
+        if status == AttemptStatus::Succeeded && !output_files.is_empty() {
+            self.batch.push_files(UnitFiles {
+                unit: unit.name.clone(),
+                attempt,
+                side: FileSide::Outputs,
+                files: output_files,
+                manifest: None,
+            });
+        }
         self.batch.push_finished(record, notice, unit.idempotent);
         if self.units[unit_idx].state == State::Failed {
             self.skip_downstream(unit_idx);

@@ -225,6 +225,7 @@ impl<'a> Scheduler<'a> {
                 log_dir: std::path::PathBuf::new(),
                 outcome: failed_to_start(unrecordable.error),
                 outputs: None,
+                output_files: Vec::new(),
                 awaits_ack: false,
             });
         }

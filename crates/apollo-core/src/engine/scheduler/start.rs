@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Scheduler;
+use crate::capture::FileEntry;
 use crate::engine::api::UnitResult;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{
@@ -13,7 +14,7 @@ use crate::engine::policy::{
 };
 use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
-use crate::event::{AttemptStatus, InputComponent, UnitStarted};
+use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
 use crate::hash;
 
 impl Scheduler<'_> {
@@ -94,7 +95,7 @@ impl Scheduler<'_> {
                 })
                 .collect();
             let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            if !self.admit(unit_idx, inputs, None, Duration::ZERO, observer) {
+            if !self.admit(unit_idx, inputs, Vec::new(), None, Duration::ZERO, observer) {
                 break;
             }
         }
@@ -107,6 +108,7 @@ impl Scheduler<'_> {
         let Hashed {
             unit_idx,
             inputs,
+            files,
             took,
             outputs,
         } = hashed;
@@ -140,6 +142,7 @@ impl Scheduler<'_> {
         self.admit(
             unit_idx,
             inputs,
+            files,
             outputs.and_then(Result::ok),
             took,
             observer,
@@ -147,7 +150,8 @@ impl Scheduler<'_> {
     }
 
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
-    /// so, queue its `unit_started`. `outputs`: what the check of its declared outputs found
+    /// so, queue its `unit_started` (and the manifest of its input `files`, when it declares
+    /// any, in a `unit_files` record right after it). `outputs`: what the check of its declared outputs found
     /// (`None`: it needed none, see [`needs_output_check`]). `spent`: the part of its timeout
     /// hashing its inputs took. An input that could not be hashed records an attempt that
     /// failed (or timed out) without a process. Returns `false` when the run stopped starting
@@ -156,6 +160,7 @@ impl Scheduler<'_> {
         &mut self,
         unit_idx: usize,
         components: Result<Vec<InputComponent>, hash::HashError>,
+        files: Vec<FileEntry>,
         outputs: Option<OutputCheck>,
         spent: Duration,
         observer: &mut dyn Observer,
@@ -226,6 +231,7 @@ impl Scheduler<'_> {
                 log_dir: PathBuf::new(),
                 outcome,
                 outputs: None,
+                output_files: Vec::new(),
                 awaits_ack: false,
             });
             return !self.stop_starting;
@@ -240,6 +246,15 @@ impl Scheduler<'_> {
             spent,
         };
         self.batch.push_start(started, Some(job));
+        if !files.is_empty() {
+            self.batch.push_files(UnitFiles {
+                unit: unit.name.clone(),
+                attempt,
+                side: FileSide::Inputs,
+                files,
+                manifest: None,
+            });
+        }
         true
     }
 

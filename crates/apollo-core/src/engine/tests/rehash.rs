@@ -124,6 +124,7 @@ fn a_done_unit_s_output_not_rehashed_within_its_timeout_reruns_it_while_others_c
             "unit_started other",
             "unit_finished other",
             "unit_started writer",
+            "unit_files writer",
             "unit_finished writer",
             "run_finished"
         ]
@@ -138,6 +139,7 @@ fn a_done_non_idempotent_unit_whose_output_is_not_rehashed_in_time_stops_for_a_v
     let writer = Unit {
         timeout: Some(Duration::from_secs(2)),
         idempotent: false,
+        capture: Default::default(),
         ..unit("writer", &[])
     };
     let (pipeline, prior_events) = writer_done_then_output_huge(dir.path(), writer);

@@ -1,0 +1,188 @@
+//! `apollo reproduce RUN UNIT`: re-run one recorded attempt with the inputs it had then, in a
+//! scratch directory, and compare its outputs with the recorded ones (DESIGN §12). The work is
+//! apollo-runner's [`apollo_runner::reproduce`]; this maps the arguments and renders the result.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use apollo_core::CancelToken;
+use apollo_exec::{ExecOptions, ProcessExecutor};
+use apollo_runner::{InputSource, ReproduceRequest, Reproduction, describe_input};
+
+use crate::cmd::replay::TableFormat;
+use crate::cmd::run::runner_error;
+use crate::error::{CliError, output};
+use crate::exit::Exit;
+use crate::signals::SignalWatch;
+use crate::state;
+
+/// Arguments of `apollo reproduce`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReproduceArgs {
+    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    #[arg(value_name = "RUN")]
+    pub(crate) run: String,
+    /// The unit
+    #[arg(value_name = "UNIT")]
+    pub(crate) unit: String,
+    /// The attempt to reproduce [default: the unit's last attempt in the run]
+    #[arg(long, value_name = "N")]
+    pub(crate) attempt: Option<u32>,
+    /// Run in this directory (created, must be empty) and keep it
+    #[arg(long, value_name = "DIR")]
+    pub(crate) into: Option<PathBuf>,
+    /// Keep the temporary scratch directory
+    #[arg(long)]
+    pub(crate) keep: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
+}
+
+/// Reproduces the attempt; exit 0 when it was reproduced, 1 when its outputs (or its
+/// outcome) differ.
+pub(crate) fn run(
+    args: &ReproduceArgs,
+    state_dir: Option<&Path>,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let state_path = state::state_dir_path(state_dir, None);
+    let state = state::open_existing(&state_path)?;
+    let run_id = state::resolve_run(&state, &args.run)?;
+    let request = ReproduceRequest::new(state.path(), run_id, &args.unit)
+        .attempt(args.attempt)
+        .into_dir(args.into.clone())
+        .keep(args.keep);
+    let cancel = CancelToken::new();
+    let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
+        message: format!("cannot install signal handlers: {error}"),
+    })?;
+    let executor = ProcessExecutor::new(ExecOptions::default());
+    let result = apollo_runner::reproduce(&request, &executor, &cancel);
+    drop(signals);
+    let reproduction = result.map_err(runner_error)?;
+    match args.format {
+        TableFormat::Text => render_text(&reproduction, stdout, stderr),
+        TableFormat::Json => render_json(&reproduction, stdout),
+    }
+    .map_err(output)?;
+    Ok(if reproduction.reproduced() {
+        Exit::Success
+    } else {
+        Exit::Failure
+    })
+}
+
+fn short(hash: Option<&str>) -> &str {
+    hash.map_or("none", |hash| &hash[..hash.len().min(8)])
+}
+
+fn render_text(
+    reproduction: &Reproduction,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> std::io::Result<()> {
+    for note in &reproduction.inputs {
+        if let Some(text) = describe_input(note) {
+            writeln!(stderr, "warning: {text}")?;
+        }
+    }
+    writeln!(
+        stdout,
+        "reproduction {} of {} {} attempt {} in {}{}",
+        reproduction.run_id,
+        reproduction.original,
+        reproduction.unit,
+        reproduction.attempt,
+        reproduction.scratch.display(),
+        if reproduction.kept { "" } else { " (removed)" }
+    )?;
+    if let Some(recorded) = reproduction.recorded_status
+        && recorded != reproduction.status
+    {
+        writeln!(
+            stdout,
+            "outcome differs: recorded {}, now {}",
+            recorded.as_str(),
+            reproduction.status.as_str()
+        )?;
+    }
+    let differing: Vec<_> = (reproduction.outputs.iter())
+        .filter(|output| !output.identical())
+        .collect();
+    if reproduction.reproduced() {
+        let n = reproduction.outputs.len();
+        let outputs = format!("{n} output{} identical", if n == 1 { "" } else { "s" });
+        return match reproduction.recorded_status {
+            Some(recorded) if recorded != apollo_core::event::AttemptStatus::Succeeded => {
+                writeln!(
+                    stdout,
+                    "reproduced: {} again, as recorded ({outputs})",
+                    recorded.as_str().replace('_', " ")
+                )
+            }
+            _ => writeln!(stdout, "reproduced: {outputs}"),
+        };
+    }
+    if !differing.is_empty() {
+        let list: Vec<String> = differing
+            .iter()
+            .map(|output| {
+                format!(
+                    "{} (recorded {}…, now {}…)",
+                    output.path,
+                    short(output.recorded.as_deref()),
+                    short(output.now.as_deref())
+                )
+            })
+            .collect();
+        writeln!(stdout, "outputs differ: {}", list.join(", "))?;
+        for output in differing {
+            if let Some(diff) = &output.diff {
+                write!(stdout, "{diff}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn render_json(reproduction: &Reproduction, stdout: &mut dyn Write) -> std::io::Result<()> {
+    let inputs: Vec<serde_json::Value> = (reproduction.inputs.iter())
+        .map(|note| {
+            let (source, reason) = match &note.source {
+                InputSource::Captured => ("captured", None),
+                InputSource::CurrentDisk(reason) => ("current_disk", Some(reason.as_str())),
+                InputSource::Missing(reason) => ("missing", Some(reason.as_str())),
+                InputSource::NotSandboxed => ("not_sandboxed", None),
+                _ => ("unknown", None),
+            };
+            serde_json::json!({"path": note.path, "source": source, "not_captured": reason})
+        })
+        .collect();
+    let outputs: Vec<serde_json::Value> = (reproduction.outputs.iter())
+        .map(|output| {
+            serde_json::json!({
+                "path": output.path,
+                "recorded": output.recorded,
+                "now": output.now,
+                "identical": output.identical(),
+                "diff": output.diff,
+            })
+        })
+        .collect();
+    let value = serde_json::json!({
+        "reproduced": reproduction.reproduced(),
+        "run": reproduction.run_id.as_str(),
+        "original": reproduction.original.as_str(),
+        "unit": reproduction.unit,
+        "attempt": reproduction.attempt,
+        "scratch": reproduction.scratch,
+        "kept": reproduction.kept,
+        "recorded_status": reproduction.recorded_status.map(|status| status.as_str()),
+        "status": reproduction.status.as_str(),
+        "inputs": inputs,
+        "outputs": outputs,
+    });
+    writeln!(stdout, "{value}")
+}

@@ -1,0 +1,619 @@
+//! [`reproduce`]: re-run one recorded attempt with the inputs it had then (DESIGN §12).
+//!
+//! The attempt's captured input files (upstream outputs it declared as inputs included) are
+//! restored from the blob store into a scratch directory laid out like the project (the config
+//! folder), and the unit runs there exactly as the **run's definition snapshot** recorded it —
+//! its commands, env and workdir, not today's config — through the engine, so under the same
+//! supervision (timeout, kill grace, process group) as in a run. Its outputs are then compared
+//! file by file with the attempt's recorded manifest.
+//!
+//! Nothing of the original run or project is written: inputs are restored (or, when they were
+//! not captured, copied) into the scratch directory, and a unit whose workdir or declared
+//! outputs lie outside the project is refused (it would write outside the scratch directory).
+//! The reproduction is a run of its own in the state directory (identity `reproduce:` and the
+//! original's, with a `run_reproduces` record naming the original), so `replay` and `show`
+//! work on it and `apollo run` never resumes it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use apollo_core::capture::FileEntry;
+use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
+use apollo_core::event::{AttemptStatus, Event, FileSide, RunReproduces, RunStarted, UnitFiles};
+use apollo_core::hash::{self, sha256_file};
+use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
+use apollo_store::{
+    BlobStore, Durability, JournalReader, JournalWriter, ReadOptions, RunId, StateDir,
+    WriterOptions, read_files_manifest,
+};
+
+use crate::error::RunnerError;
+use crate::logs::RunLogs;
+
+/// The largest recorded and reproduced output shown as a unified diff when they differ.
+pub const MAX_DIFF_BYTES: u64 = 64 * 1024;
+
+/// What to reproduce: build it with [`ReproduceRequest::new`] and the setters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReproduceRequest {
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// The original run.
+    pub run: RunId,
+    /// The unit.
+    pub unit: String,
+    /// The attempt (`None`: the unit's last recorded attempt).
+    pub attempt: Option<u32>,
+    /// Run in this directory (created; must be empty or absent) and keep it. `None`: a new
+    /// temporary directory, removed afterwards unless [`keep`](Self::keep).
+    pub into: Option<PathBuf>,
+    /// Keep the temporary scratch directory.
+    pub keep: bool,
+    /// How the reproduction's journal is written.
+    pub durability: Durability,
+}
+
+impl ReproduceRequest {
+    /// The last attempt of `unit` in `run`, in a temporary directory removed afterwards.
+    pub fn new(state_dir: impl Into<PathBuf>, run: RunId, unit: impl Into<String>) -> Self {
+        Self {
+            state_dir: state_dir.into(),
+            run,
+            unit: unit.into(),
+            attempt: None,
+            into: None,
+            keep: false,
+            durability: Durability::Fsync,
+        }
+    }
+
+    /// Attempt `attempt` instead of the last one.
+    pub fn attempt(mut self, attempt: Option<u32>) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// Run in `into` (kept).
+    pub fn into_dir(mut self, into: Option<PathBuf>) -> Self {
+        self.into = into;
+        self
+    }
+
+    /// Keep the temporary scratch directory.
+    pub fn keep(mut self, keep: bool) -> Self {
+        self.keep = keep;
+        self
+    }
+
+    /// With this durability for the reproduction's journal.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+}
+
+/// How one input file was brought into the scratch directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InputSource {
+    /// Restored from the blob store: the bytes the attempt had.
+    Captured,
+    /// Not captured (the reason); copied from the project as it is now.
+    CurrentDisk(String),
+    /// Not captured (the reason), and no longer on disk: absent in the scratch directory.
+    Missing(String),
+    /// An absolute path outside the project: not sandboxed, the unit reads it where it is.
+    NotSandboxed,
+}
+
+/// One recorded input file and where its bytes came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputNote {
+    /// Its path, relative to the project.
+    pub path: String,
+    /// Where its bytes came from.
+    pub source: InputSource,
+}
+
+/// One output compared with the recorded manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputComparison {
+    /// Its path, relative to the project.
+    pub path: String,
+    /// Its recorded SHA-256 (`None`: not in the recorded manifest — a new file).
+    pub recorded: Option<String>,
+    /// Its SHA-256 now (`None`: not produced).
+    pub now: Option<String>,
+    /// A unified diff, for small text files that differ and whose recorded bytes were
+    /// captured.
+    pub diff: Option<String>,
+}
+
+impl OutputComparison {
+    /// Whether the reproduced file is the recorded one.
+    pub fn identical(&self) -> bool {
+        self.recorded.is_some() && self.recorded == self.now
+    }
+}
+
+/// What [`reproduce`] found.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Reproduction {
+    /// The original run.
+    pub original: RunId,
+    /// The unit.
+    pub unit: String,
+    /// The attempt reproduced.
+    pub attempt: u32,
+    /// The reproduction's own run.
+    pub run_id: RunId,
+    /// The scratch directory (removed by now unless kept).
+    pub scratch: PathBuf,
+    /// Whether the scratch directory was kept.
+    pub kept: bool,
+    /// How the recorded attempt ended (`None`: it never ended, apollo died).
+    pub recorded_status: Option<AttemptStatus>,
+    /// How the reproduction ended.
+    pub status: AttemptStatus,
+    /// The recorded input files and where their bytes came from.
+    pub inputs: Vec<InputNote>,
+    /// Every recorded or reproduced output, compared.
+    pub outputs: Vec<OutputComparison>,
+}
+
+impl Reproduction {
+    /// Whether the attempt was reproduced: the same status, and every output identical.
+    pub fn reproduced(&self) -> bool {
+        self.recorded_status
+            .is_none_or(|recorded| recorded == self.status)
+            && self.outputs.iter().all(OutputComparison::identical)
+    }
+}
+
+/// What the original run's journal says about the attempt.
+#[derive(Default)]
+struct Recorded {
+    identity: Option<String>,
+    pipeline: String,
+    config_path: String,
+    /// The definition snapshot in effect when each attempt started.
+    definition_of_attempt: BTreeMap<u32, String>,
+    status_of_attempt: BTreeMap<u32, AttemptStatus>,
+    inputs: BTreeMap<u32, Vec<FileEntry>>,
+    outputs: BTreeMap<u32, Vec<FileEntry>>,
+}
+
+fn read_recorded(run_dir: &Path, unit: &str) -> Result<Recorded, apollo_store::StoreError> {
+    let mut recorded = Recorded::default();
+    let mut definition = String::new();
+    for record in JournalReader::open(run_dir, ReadOptions::default())? {
+        match record?.event {
+            Event::RunStarted(started) => {
+                recorded.identity = started.identity;
+                recorded.pipeline = started.pipeline;
+                recorded.config_path = started.config_path;
+                definition = started.definition_hash;
+            }
+            Event::RunResumed(resumed) => definition = resumed.definition_hash,
+            Event::UnitStarted(started) if started.unit == unit => {
+                (recorded.definition_of_attempt).insert(started.attempt, definition.clone());
+            }
+            Event::UnitFinished(finished) if finished.unit == unit => {
+                (recorded.status_of_attempt).insert(finished.attempt, finished.status);
+            }
+            Event::UnitFiles(UnitFiles {
+                unit: files_unit,
+                attempt,
+                side,
+                files,
+                manifest,
+            }) if files_unit == unit => {
+                let files = match manifest {
+                    Some(reference) => read_files_manifest(run_dir, &reference)?,
+                    None => files,
+                };
+                match side {
+                    FileSide::Inputs => recorded.inputs.insert(attempt, files),
+                    FileSide::Outputs => recorded.outputs.insert(attempt, files),
+                };
+            }
+            _ => {}
+        }
+    }
+    Ok(recorded)
+}
+
+/// Re-runs the recorded attempt `request` names through `executor` (see the module docs)
+/// and compares its outputs with the recorded manifest. `cancel` stops it like a run.
+///
+/// Takes the state directory's lock while the reproduction's run is written.
+pub fn reproduce(
+    request: &ReproduceRequest,
+    executor: &dyn Executor,
+    cancel: &CancelToken,
+) -> Result<Reproduction, RunnerError> {
+    let refuse = |problem: String| RunnerError::Reproduce {
+        run: request.run.clone(),
+        unit: request.unit.clone(),
+        problem,
+    };
+    let state = StateDir::open_existing(&request.state_dir)?;
+    let original_dir = state.run_dir(&request.run)?;
+    let recorded = read_recorded(original_dir.path(), &request.unit)?;
+    let attempt = match request.attempt {
+        Some(attempt) => attempt,
+        None => *(recorded.definition_of_attempt.keys().next_back())
+            .ok_or_else(|| refuse("the run has no attempt of it".to_owned()))?,
+    };
+    let definition_hash = recorded
+        .definition_of_attempt
+        .get(&attempt)
+        .ok_or_else(|| refuse(format!("the run has no attempt {attempt} of it")))?;
+    let snapshot = state
+        .read_blob(definition_hash)
+        .map_err(|error| refuse(format!("its definition snapshot cannot be read: {error}")))?;
+    let definition: Pipeline = serde_json::from_slice(&snapshot)
+        .map_err(|error| refuse(format!("its definition snapshot does not decode: {error}")))?;
+    let mut unit = (definition.units.iter())
+        .find(|unit| unit.name == request.unit)
+        .cloned()
+        .ok_or_else(|| refuse("the run's definition snapshot has no such unit".to_owned()))?;
+    let project = definition.base_dir.clone();
+
+    // Everything the unit writes must land in the scratch directory.
+    let workdir = inside(&project, &unit.workdir).ok_or_else(|| {
+        refuse(format!(
+            "its workdir {} is outside the project {}: it would run outside the scratch directory",
+            unit.workdir.display(),
+            project.display()
+        ))
+    })?;
+    for output in &unit.outputs {
+        if inside(&project, &project.join(output)).is_none() {
+            return Err(refuse(format!(
+                "its output `{output}` is outside the project: reproducing it would write there"
+            )));
+        }
+    }
+
+    let (scratch, temporary) = match &request.into {
+        Some(into) => {
+            if fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
+                return Err(refuse(format!("{} is not empty", into.display())));
+            }
+            (into.clone(), false)
+        }
+        None => (
+            std::env::temp_dir().join(format!(
+                "apollo-reproduce-{}-{}-{attempt}-{}",
+                request.run,
+                request.unit,
+                std::process::id()
+            )),
+            true,
+        ),
+    };
+    let io = |what: &str, path: &Path, error: std::io::Error| {
+        refuse(format!("cannot {what} {}: {error}", path.display()))
+    };
+    fs::create_dir_all(&scratch).map_err(|error| io("create", &scratch, error))?;
+    let scratch = scratch
+        .canonicalize()
+        .map_err(|error| io("resolve", &scratch, error))?;
+
+    let result = (|| -> Result<_, RunnerError> {
+        let blobs = BlobStore::open_existing(state.path().join("blobs"));
+        // An attempt recorded before capture existed (journal format < 1.3) has no manifest:
+        // its declared inputs as they are now stand in, each said so.
+        let unrecorded;
+        let recorded_inputs = match recorded.inputs.get(&attempt) {
+            Some(files) => files.as_slice(),
+            None => {
+                unrecorded = (hash::expand_inputs(&unit, &project).into_iter())
+                    .map(|path| FileEntry {
+                        path: path
+                            .strip_prefix(&project)
+                            .unwrap_or(&path)
+                            .to_string_lossy()
+                            .into_owned(),
+                        sha256: String::new(),
+                        size: 0,
+                        mode: 0o644,
+                        not_captured: Some("the attempt recorded no manifest".to_owned()),
+                    })
+                    .collect::<Vec<_>>();
+                unrecorded.as_slice()
+            }
+        };
+        let inputs = materialise_inputs(&blobs, recorded_inputs, &project, &scratch)
+            .map_err(|(path, error)| io("write", &path, error))?;
+        let scratch_workdir = scratch.join(&workdir);
+        fs::create_dir_all(&scratch_workdir)
+            .map_err(|error| io("create", &scratch_workdir, error))?;
+        // The folders the recorded outputs were in existed when the unit ran.
+        for output in recorded.outputs.get(&attempt).into_iter().flatten() {
+            if let Some(parent) = Path::new(&output.path).parent() {
+                let folder = scratch.join(parent);
+                fs::create_dir_all(&folder).map_err(|error| io("create", &folder, error))?;
+            }
+        }
+
+        // The unit alone, exactly as recorded, in the scratch directory: its upstream
+        // outputs are among its restored inputs.
+        unit.workdir = scratch_workdir;
+        unit.deps.clear();
+        let pipeline = Pipeline {
+            name: definition.name.clone(),
+            config_path: scratch
+                .join((definition.config_path.file_name()).unwrap_or("pipeline.yaml".as_ref())),
+            base_dir: scratch.clone(),
+            max_parallel: 1,
+            units: vec![unit.clone()],
+        };
+        let status = run_reproduction(
+            &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
+        )?;
+        let outputs = compare_outputs(
+            &blobs,
+            &unit,
+            recorded
+                .outputs
+                .get(&attempt)
+                .map_or(&[][..], Vec::as_slice),
+            &scratch,
+        );
+        Ok((status, inputs, outputs))
+    })();
+    let kept = !temporary || request.keep;
+    if !kept {
+        let _ = fs::remove_dir_all(&scratch);
+    }
+    let ((run_id, status), inputs, outputs) = result?;
+    Ok(Reproduction {
+        original: request.run.clone(),
+        unit: request.unit.clone(),
+        attempt,
+        run_id,
+        scratch,
+        kept,
+        recorded_status: recorded.status_of_attempt.get(&attempt).copied(),
+        status,
+        inputs,
+        outputs,
+    })
+}
+
+/// `path` relative to `project`, when it is inside it (lexically: no `..` climbing out).
+fn inside(project: &Path, path: &Path) -> Option<PathBuf> {
+    let relative = path.strip_prefix(project).ok()?;
+    let mut depth = 0usize;
+    for component in relative.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => depth = depth.checked_sub(1)?,
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(relative.to_path_buf())
+}
+
+/// Brings each recorded input into the scratch directory: from its blob when captured (and
+/// intact), else copied from the project as it is now, else noted missing.
+fn materialise_inputs(
+    blobs: &BlobStore,
+    recorded: &[FileEntry],
+    project: &Path,
+    scratch: &Path,
+) -> Result<Vec<InputNote>, (PathBuf, std::io::Error)> {
+    let mut notes = Vec::with_capacity(recorded.len());
+    for file in recorded {
+        let relative = Path::new(&file.path);
+        let Some(relative) = inside(project, &project.join(relative)) else {
+            notes.push(InputNote {
+                path: file.path.clone(),
+                source: InputSource::NotSandboxed,
+            });
+            continue;
+        };
+        let dest = scratch.join(&relative);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent).map_err(|error| (parent.to_path_buf(), error))?;
+        }
+        let reason = match &file.not_captured {
+            None => match blobs.restore(&file.sha256, &dest, file.mode) {
+                Ok(_) => {
+                    notes.push(InputNote {
+                        path: file.path.clone(),
+                        source: InputSource::Captured,
+                    });
+                    continue;
+                }
+                Err(error) => format!("its blob cannot be restored: {error}"),
+            },
+            Some(reason) => reason.clone(),
+        };
+        let source = project.join(&relative);
+        let source = match fs::copy(&source, &dest) {
+            Ok(_) => InputSource::CurrentDisk(reason),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                InputSource::Missing(reason)
+            }
+            Err(error) => return Err((source, error)),
+        };
+        notes.push(InputNote {
+            path: file.path.clone(),
+            source,
+        });
+    }
+    Ok(notes)
+}
+
+/// Writes the reproduction's run (under the state directory's lock) and runs the engine on
+/// `pipeline`: its one unit's status.
+#[allow(clippy::too_many_arguments, reason = "one private call site")]
+fn run_reproduction(
+    state: &StateDir,
+    request: &ReproduceRequest,
+    recorded: &Recorded,
+    attempt: u32,
+    pipeline: &Pipeline,
+    scratch: &Path,
+    executor: &dyn Executor,
+    cancel: &CancelToken,
+) -> Result<(RunId, AttemptStatus), RunnerError> {
+    let mut lock = state.lock(false)?;
+    let definition = serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)?;
+    let definition_hash = state.put_blob(&definition)?;
+    let run_id = state.new_run_id();
+    let run_dir = state.create_run(&run_id)?;
+    let options = WriterOptions::default().durability(request.durability);
+    let mut journal = JournalWriter::create(run_dir.path(), run_id.as_str(), options)?;
+    journal.watch_lock(&lock)?;
+    let original_identity =
+        (recorded.identity.clone()).unwrap_or_else(|| recorded.pipeline.clone());
+    journal.append_batch(&[
+        Event::RunStarted(RunStarted {
+            run_id: run_id.to_string(),
+            pipeline: pipeline.name.clone(),
+            config_path: recorded.config_path.clone(),
+            config_hash: hash::sha256_hex(&definition),
+            definition_hash,
+            apollo_version: env!("CARGO_PKG_VERSION").to_owned(),
+            host: String::new(),
+            pid: std::process::id(),
+            units: vec![request.unit.clone()],
+            identity: Some(format!("reproduce:{original_identity}")),
+        }),
+        Event::RunReproduces(RunReproduces {
+            run: request.run.to_string(),
+            unit: request.unit.clone(),
+            attempt,
+            scratch: scratch.display().to_string(),
+        }),
+    ])?;
+    lock.set_run(&run_id)?;
+    let blobs = BlobStore::open(state.path().join("blobs"), request.durability)?;
+    let options = EngineOptions::new(run_id.as_str(), pipeline).capture(std::sync::Arc::new(blobs));
+    let logs = RunLogs { run: run_dir };
+    let report = engine::run(
+        pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        executor,
+        &logs,
+        cancel,
+        &mut NoObserver,
+    )
+    .map_err(|source| RunnerError::Engine {
+        run: run_id.clone(),
+        source,
+    })?;
+    let status = match report.units.first().map(|(_, result)| result) {
+        Some(UnitResult::Succeeded { .. }) => AttemptStatus::Succeeded,
+        Some(UnitResult::SelfSkipped { .. }) => AttemptStatus::Skipped,
+        Some(UnitResult::Failed { .. }) => AttemptStatus::Failed,
+        _ => AttemptStatus::Interrupted,
+    };
+    Ok((run_id, status))
+}
+
+/// Every recorded output and every file the declared outputs stand for now, compared.
+fn compare_outputs(
+    blobs: &BlobStore,
+    unit: &apollo_core::Unit,
+    recorded: &[FileEntry],
+    scratch: &Path,
+) -> Vec<OutputComparison> {
+    let mut comparisons: Vec<OutputComparison> = recorded
+        .iter()
+        .map(|file| {
+            let now_path = scratch.join(&file.path);
+            let now = sha256_file(&now_path).ok();
+            let diff = (now.as_deref() != Some(file.sha256.as_str()) && now.is_some())
+                .then(|| text_diff(blobs, file, &now_path))
+                .flatten();
+            OutputComparison {
+                path: file.path.clone(),
+                recorded: Some(file.sha256.clone()),
+                now,
+                diff,
+            }
+        })
+        .collect();
+    // Files the declared outputs stand for now that the recorded manifest does not list
+    // (only when there is one: a failed attempt recorded no outputs).
+    if recorded.is_empty() {
+        return comparisons;
+    }
+    if let Ok(paths) = hash::expand_outputs(unit, scratch) {
+        for path in paths {
+            let name = path
+                .strip_prefix(scratch)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            if recorded.iter().all(|file| file.path != name) {
+                comparisons.push(OutputComparison {
+                    path: name,
+                    recorded: None,
+                    now: sha256_file(&path).ok(),
+                    diff: None,
+                });
+            }
+        }
+    }
+    comparisons
+}
+
+/// A unified diff of a small recorded text output (its captured bytes) and the file at
+/// `now_path`.
+fn text_diff(blobs: &BlobStore, recorded: &FileEntry, now_path: &Path) -> Option<String> {
+    if recorded.not_captured.is_some() || recorded.size > MAX_DIFF_BYTES {
+        return None;
+    }
+    let now_bytes = fs::read(now_path).ok()?;
+    if now_bytes.len() as u64 > MAX_DIFF_BYTES {
+        return None;
+    }
+    let blob_bytes = fs::read(blobs.path(&recorded.sha256).ok()?).ok()?;
+    // A damaged blob is not shown as what was recorded.
+    if hash::sha256_hex(&blob_bytes) != recorded.sha256 {
+        return None;
+    }
+    let before = String::from_utf8(blob_bytes).ok()?;
+    let after = String::from_utf8(now_bytes).ok()?;
+    let diff = similar::TextDiff::from_lines(&before, &after);
+    Some(
+        diff.unified_diff()
+            .header(
+                &format!("recorded/{}", recorded.path),
+                &format!("now/{}", recorded.path),
+            )
+            .to_string(),
+    )
+}
+
+/// The note for an input that was not restored from the blob store, for people:
+/// `"not captured (3.1 GiB > 64 MiB): taken from the current disk"`.
+pub fn describe_input(note: &InputNote) -> Option<String> {
+    match &note.source {
+        InputSource::Captured => None,
+        InputSource::CurrentDisk(reason) => Some(format!(
+            "input {} was not captured ({reason}): taken from the current disk",
+            note.path
+        )),
+        InputSource::Missing(reason) => Some(format!(
+            "input {} was not captured ({reason}) and is no longer on disk: missing",
+            note.path
+        )),
+        InputSource::NotSandboxed => Some(format!(
+            "input {} is outside the project: not sandboxed, read where it is",
+            note.path
+        )),
+    }
+}

@@ -1,0 +1,607 @@
+//! The blob store: content-addressed copies of captured files, `blobs/sha256/ab/cdef…` in the
+//! state directory (DESIGN §12).
+//!
+//! A blob's name is the SHA-256 of its content, and never lies about it:
+//!
+//! * **Writing** goes to a temporary file in `blobs/tmp/`, which is fsynced, then renamed to
+//!   its name, and the name's folder fsynced ([`Durability::None`] skips the fsyncs). A crash
+//!   at any moment leaves at most a temporary file, which [`BlobStore::sweep_temporary`]
+//!   removes; never a named blob with the wrong bytes. Where the filesystem can share
+//!   extents (`FICLONE`: btrfs, XFS, bcachefs) the temporary file is a reflink of the source,
+//!   and the caller hashes that copy (one read, and the bytes hashed are the bytes kept);
+//!   elsewhere the caller streams the source once, hashing and writing each block.
+//! * **Reading back** ([`BlobStore::restore`]) re-hashes the blob as it copies it to a
+//!   temporary file beside the destination, and renames that into place only when the hash
+//!   matches: a damaged blob (a flipped bit) is reported as corruption and no file is
+//!   written.
+//!
+//! Blobs are immutable (mode `0444`) and shared by every run and unit that saw the same
+//! content: a file declared by three units over five runs is one blob. They are garbage:
+//! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]).
+//!
+//! The engine reaches the store through apollo-core's [`BlobSink`] seam; other programs use
+//! [`BlobStore::put_file`] and [`BlobStore::restore`].
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use std::collections::BTreeSet;
+
+use apollo_core::Event;
+use apollo_core::capture::{BlobSink, FileEntry, PendingBlob};
+
+use crate::input_manifest::read_files_manifest;
+use crate::reader::{JournalReader, ReadOptions};
+use sha2::{Digest, Sha256};
+
+use crate::error::StoreError;
+use crate::fsutil::{create_dir_all_durable, fsync_dir, random_hex};
+use crate::writer::Durability;
+
+/// A stored blob: its SHA-256 (hex) and size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BlobRef {
+    /// SHA-256 of the content, lowercase hex: the blob's name.
+    pub sha256: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The blob store of a state directory (see the module docs).
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    /// `blobs/` in the state directory.
+    root: PathBuf,
+    durable: bool,
+}
+
+impl BlobStore {
+    /// The store in `blobs_dir` (a state directory's `blobs/`), created if missing, with
+    /// fsyncs unless `durability` is [`Durability::None`].
+    pub fn open(blobs_dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
+        let root = blobs_dir.into();
+        create_dir_all_durable(&root.join("sha256"))?;
+        create_dir_all_durable(&root.join("tmp"))?;
+        Ok(Self {
+            root,
+            durable: durability == Durability::Fsync,
+        })
+    }
+
+    /// The store in `blobs_dir` for reading only: nothing is created.
+    pub fn open_existing(blobs_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            root: blobs_dir.into(),
+            durable: true,
+        }
+    }
+
+    /// Where blob `sha256` lives (whether or not it is stored); an error when `sha256` is
+    /// not 64 lowercase hex digits, so a damaged record cannot name a path outside the store.
+    pub fn path(&self, sha256: &str) -> Result<PathBuf, StoreError> {
+        check_name(sha256)?;
+        Ok(self
+            .root
+            .join("sha256")
+            .join(&sha256[..2])
+            .join(&sha256[2..]))
+    }
+
+    /// Whether blob `sha256` is stored (as a regular file).
+    pub fn contains(&self, sha256: &str) -> bool {
+        self.path(sha256)
+            .ok()
+            .and_then(|path| fs::symlink_metadata(path).ok())
+            .is_some_and(|meta| meta.is_file())
+    }
+
+    /// Stores the content of the file at `path`, read once (reflinked where the filesystem
+    /// allows, else streamed while hashing), and returns its name and size. Storing the same
+    /// content again keeps the one blob.
+    pub fn put_file(&self, path: &Path) -> Result<BlobRef, StoreError> {
+        let source = File::open(path).map_err(|source| StoreError::io("open", path, source))?;
+        let meta = source
+            .metadata()
+            .map_err(|source| StoreError::io("stat", path, source))?;
+        if !meta.is_file() {
+            return Err(StoreError::invalid(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        let mut pending = self
+            .begin_blob(&source, meta.len())
+            .map_err(|source| StoreError::io("create a blob for", path, source))?;
+        let (reader, tee) = match pending.copy.take() {
+            Some(copy) => (copy, false),
+            None => (source, true),
+        };
+        let (sha256, size) = hash_stream(
+            reader,
+            |block| {
+                if tee { pending.write(block) } else { Ok(()) }
+            },
+        )
+        .map_err(|source| StoreError::io("copy into the blob store", path, source))?;
+        Box::new(pending)
+            .commit(&sha256)
+            .map_err(|source| StoreError::io("store the blob of", path, source))?;
+        Ok(BlobRef { sha256, size })
+    }
+
+    /// Writes blob `sha256` to `dest` with permission bits `mode`, checking its hash as it
+    /// copies: through a temporary file beside `dest`, renamed into place only when the
+    /// content hashes to `sha256` (an existing `dest` is replaced). Returns the size.
+    ///
+    /// A missing blob is [`StoreError::NotFound`]; a blob whose content does not hash to its
+    /// name (damaged on disk) is [`StoreError::Corruption`], and then `dest` is not touched.
+    /// This is what the reuse of outputs and `apollo reproduce` use to bring files back.
+    pub fn restore(&self, sha256: &str, dest: &Path, mode: u32) -> Result<u64, StoreError> {
+        let blob_path = self.path(sha256)?;
+        let blob = match File::open(&blob_path) {
+            Ok(blob) => blob,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Err(StoreError::NotFound {
+                    what: format!("blob {sha256}"),
+                });
+            }
+            Err(source) => return Err(StoreError::io("open", &blob_path, source)),
+        };
+        let parent = dest
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let file_name = dest
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp_path = parent.join(format!(".{file_name}.apollo-{}", random_hex(4)));
+        let mut temp = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp_path)
+            .map_err(|source| StoreError::io("create", &temp_path, source))?;
+        let result = (|| {
+            let cloned = rustix::fs::ioctl_ficlone(&temp, &blob).is_ok();
+            let hashed = if cloned {
+                let copy = File::open(&temp_path)
+                    .map_err(|source| StoreError::io("open", &temp_path, source))?;
+                hash_stream(copy, |_| Ok(()))
+            } else {
+                hash_stream(blob, |block| temp.write_all(block))
+            };
+            let (actual, size) =
+                hashed.map_err(|source| StoreError::io("restore", &blob_path, source))?;
+            if actual != sha256 {
+                return Err(StoreError::corruption(
+                    &blob_path,
+                    0,
+                    None,
+                    format!("the blob's content hashes to {actual}, not to its name"),
+                ));
+            }
+            temp.set_permissions(fs::Permissions::from_mode(mode & 0o7777))
+                .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
+            if self.durable {
+                temp.sync_all()
+                    .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
+            }
+            fs::rename(&temp_path, dest)
+                .map_err(|source| StoreError::io("rename into", dest, source))?;
+            if self.durable {
+                fsync_dir(parent)?;
+            }
+            Ok(size)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp_path);
+        }
+        result
+    }
+
+    /// Every stored blob, in no particular order (for `prune` and `backup`). Entries that are
+    /// not blobs (a stray file, a bad name) are skipped.
+    pub fn iter(&self) -> Result<Vec<BlobRef>, StoreError> {
+        let sha_dir = self.root.join("sha256");
+        let mut blobs = Vec::new();
+        let prefixes = match fs::read_dir(&sha_dir) {
+            Ok(prefixes) => prefixes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(blobs),
+            Err(source) => return Err(StoreError::io("read", &sha_dir, source)),
+        };
+        for prefix in prefixes {
+            let prefix = prefix.map_err(|source| StoreError::io("read", &sha_dir, source))?;
+            let prefix_name = prefix.file_name().to_string_lossy().into_owned();
+            if prefix_name.len() != 2 || !prefix.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let entries = fs::read_dir(prefix.path())
+                .map_err(|source| StoreError::io("read", prefix.path(), source))?;
+            for entry in entries {
+                let entry =
+                    entry.map_err(|source| StoreError::io("read", prefix.path(), source))?;
+                let sha256 = format!("{prefix_name}{}", entry.file_name().to_string_lossy());
+                let Ok(meta) = entry.metadata() else {
+                    continue;
+                };
+                if check_name(&sha256).is_ok() && meta.is_file() {
+                    blobs.push(BlobRef {
+                        sha256,
+                        size: meta.len(),
+                    });
+                }
+            }
+        }
+        Ok(blobs)
+    }
+
+    /// Removes blob `sha256` (absent already: nothing to do).
+    pub fn remove(&self, sha256: &str) -> Result<(), StoreError> {
+        let path = self.path(sha256)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(StoreError::io("remove", &path, source)),
+        }
+    }
+
+    /// Removes the temporary files a crash left in `blobs/tmp/`; returns how many. Only call
+    /// it under the state directory's lock (no blob is being written then).
+    pub fn sweep_temporary(&self) -> Result<usize, StoreError> {
+        let tmp = self.root.join("tmp");
+        let entries = match fs::read_dir(&tmp) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(source) => return Err(StoreError::io("read", &tmp, source)),
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            if fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// A new pending blob for `source` (`len` bytes): a reflink of it where the filesystem
+    /// allows. A small one is kept in memory until it is committed, so content the store
+    /// already has costs no file at all.
+    fn begin_blob(&self, source: &File, len: u64) -> io::Result<Pending> {
+        let temp_path = self
+            .root
+            .join("tmp")
+            .join(format!("blob-{}", random_hex(8)));
+        let mut pending = Pending {
+            store: self.clone(),
+            temp: None,
+            temp_path,
+            buffer: Vec::new(),
+            copy: None,
+        };
+        if len > IN_MEMORY as u64 {
+            let temp = pending.create_temp()?;
+            if rustix::fs::ioctl_ficlone(temp, source).is_ok() {
+                let mut copy = File::open(&pending.temp_path)?;
+                copy.rewind()?;
+                pending.copy = Some(copy);
+            }
+        }
+        Ok(pending)
+    }
+}
+
+impl BlobSink for BlobStore {
+    fn begin(&self, source: &File, len: u64) -> io::Result<Box<dyn PendingBlob>> {
+        Ok(Box::new(self.begin_blob(source, len)?))
+    }
+}
+
+/// Blobs up to this size are written only once their hash is known and the store lacks them.
+const IN_MEMORY: usize = 64 * 1024;
+
+/// A blob being written (see [`PendingBlob`]): in memory while small, else in a temporary
+/// file in `blobs/tmp/`, which is removed when it is dropped uncommitted.
+struct Pending {
+    store: BlobStore,
+    temp: Option<File>,
+    temp_path: PathBuf,
+    /// Bytes not written to the temporary file yet.
+    buffer: Vec<u8>,
+    /// The reflinked copy to hash, until taken.
+    copy: Option<File>,
+}
+
+impl Pending {
+    /// The temporary file, created on first need.
+    fn create_temp(&mut self) -> io::Result<&mut File> {
+        if self.temp.is_none() {
+            let temp = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o644)
+                .open(&self.temp_path)?;
+            self.temp = Some(temp);
+        }
+        let Some(temp) = self.temp.as_mut() else {
+            return Err(io::Error::other("the temporary blob file was just created"));
+        };
+        Ok(temp)
+    }
+
+    /// The temporary file with every byte written so far.
+    fn spill(&mut self) -> io::Result<&mut File> {
+        let buffer = std::mem::take(&mut self.buffer);
+        let temp = self.create_temp()?;
+        temp.write_all(&buffer)?;
+        Ok(temp)
+    }
+}
+
+impl PendingBlob for Pending {
+    fn take_copy(&mut self) -> Option<File> {
+        self.copy.take()
+    }
+
+    fn write(&mut self, block: &[u8]) -> io::Result<()> {
+        if self.temp.is_none() && self.buffer.len() + block.len() <= IN_MEMORY {
+            self.buffer.extend_from_slice(block);
+            return Ok(());
+        }
+        self.spill()?.write_all(block)
+    }
+
+    fn commit(mut self: Box<Self>, sha256: &str) -> io::Result<()> {
+        let to_io = |error: StoreError| io::Error::other(error.to_string());
+        let final_path = self.store.path(sha256).map_err(to_io)?;
+        if fs::symlink_metadata(&final_path).is_ok_and(|meta| meta.is_file()) {
+            // The same name is the same content: keep the blob there (the temporary file,
+            // if any, goes when `self` is dropped).
+            return Ok(());
+        }
+        let durable = self.store.durable;
+        let temp = self.spill()?;
+        temp.set_permissions(fs::Permissions::from_mode(0o444))?;
+        if durable {
+            temp.sync_all()?;
+        }
+        let folder = final_path
+            .parent()
+            .ok_or_else(|| io::Error::other("a blob path has a folder"))?;
+        if !folder.is_dir() {
+            create_dir_all_durable(folder).map_err(to_io)?;
+        }
+        fs::rename(&self.temp_path, &final_path)?;
+        // Renamed: nothing left for `drop` to remove.
+        self.temp = None;
+        if self.store.durable {
+            File::open(folder)?.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.temp.is_some() {
+            let _ = fs::remove_file(&self.temp_path);
+        }
+    }
+}
+
+/// The blobs the run in `run_dir` needs: its definition snapshots (`run_started`,
+/// `run_resumed`) and every captured file of its manifests (`unit_files`, also those kept in
+/// manifest files). What `prune` keeps and `backup` copies.
+pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> {
+    let mut hashes = BTreeSet::new();
+    for record in JournalReader::open(run_dir, ReadOptions::default())? {
+        match record?.event {
+            Event::RunStarted(started) => {
+                hashes.insert(started.definition_hash);
+            }
+            Event::RunResumed(resumed) => {
+                hashes.insert(resumed.definition_hash);
+            }
+            Event::UnitFiles(files) => {
+                let listed = match &files.manifest {
+                    Some(reference) => read_files_manifest(run_dir, reference)?,
+                    None => files.files,
+                };
+                hashes.extend(
+                    listed
+                        .into_iter()
+                        .filter(FileEntry::captured)
+                        .map(|file| file.sha256),
+                );
+            }
+            _ => {}
+        }
+    }
+    hashes.retain(|hash| check_name(hash).is_ok());
+    Ok(hashes)
+}
+
+/// What [`sweep_unreferenced`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlobSweep {
+    /// Blobs kept (some kept run needs them).
+    pub kept: usize,
+    /// Blobs removed.
+    pub removed: usize,
+    /// Bytes freed.
+    pub freed_bytes: u64,
+}
+
+/// Mark and sweep: removes every blob of `store` that no run in `run_dirs` references
+/// ([`referenced_blobs`]), and the temporary files a crash left. Only call it under the state
+/// directory's lock, with every run of the state directory in `run_dirs`: a running apollo's
+/// blobs are not referenced until their record is durable.
+pub fn sweep_unreferenced(
+    store: &BlobStore,
+    run_dirs: &[PathBuf],
+) -> Result<BlobSweep, StoreError> {
+    let mut marked = BTreeSet::new();
+    for run_dir in run_dirs {
+        marked.extend(referenced_blobs(run_dir)?);
+    }
+    let mut sweep = BlobSweep::default();
+    for blob in store.iter()? {
+        if marked.contains(&blob.sha256) {
+            sweep.kept += 1;
+        } else {
+            store.remove(&blob.sha256)?;
+            sweep.removed += 1;
+            sweep.freed_bytes += blob.size;
+        }
+    }
+    store.sweep_temporary()?;
+    Ok(sweep)
+}
+
+/// SHA-256 and length of everything `reader` yields, each 64 KiB block handed to `sink` too.
+fn hash_stream(
+    mut reader: File,
+    mut sink: impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<(String, u64)> {
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n_read = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n_read) => n_read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        hasher.update(&buffer[..n_read]);
+        sink(&buffer[..n_read])?;
+        size += n_read as u64;
+    }
+    Ok((apollo_core::hash::to_hex(&hasher.finalize()), size))
+}
+
+fn check_name(sha256: &str) -> Result<(), StoreError> {
+    let ok = sha256.len() == 64
+        && sha256
+            .bytes()
+            .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::invalid(format!(
+            "`{sha256}` is not a SHA-256 hash (64 lowercase hex digits)"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, BlobStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(dir.path().join("blobs"), Durability::Fsync).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn the_same_content_is_one_blob_named_by_its_hash() {
+        let (dir, store) = store();
+        let mut refs = Vec::new();
+        for name in ["a", "b", "c"] {
+            let path = dir.path().join(name);
+            fs::write(&path, b"same bytes").unwrap();
+            refs.push(store.put_file(&path).unwrap());
+        }
+        assert!(refs.iter().all(|blob| *blob == refs[0]));
+        assert_eq!(refs[0].sha256, apollo_core::hash::sha256_hex(b"same bytes"));
+        assert_eq!(refs[0].size, 10);
+        assert_eq!(store.iter().unwrap(), vec![refs[0].clone()]);
+        assert!(store.contains(&refs[0].sha256));
+        let tmp: Vec<_> = fs::read_dir(dir.path().join("blobs/tmp"))
+            .unwrap()
+            .collect();
+        assert!(tmp.is_empty(), "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_small_blob_the_store_has_costs_no_file() {
+        let (dir, store) = store();
+        let path = dir.path().join("small");
+        fs::write(&path, b"seen before").unwrap();
+        let first = store.put_file(&path).unwrap();
+        let source = File::open(&path).unwrap();
+        let mut pending = store.begin_blob(&source, 11).unwrap();
+        pending.write(b"seen before").unwrap();
+        assert_eq!(
+            fs::read_dir(dir.path().join("blobs/tmp")).unwrap().count(),
+            0
+        );
+        Box::new(pending).commit(&first.sha256).unwrap();
+        assert_eq!(
+            fs::read_dir(dir.path().join("blobs/tmp")).unwrap().count(),
+            0
+        );
+        assert_eq!(store.iter().unwrap(), vec![first]);
+    }
+
+    #[test]
+    fn a_crash_mid_write_leaves_no_named_blob_and_the_sweep_removes_the_rest() {
+        let (dir, store) = store();
+        let path = dir.path().join("input");
+        fs::write(&path, vec![7u8; 200_000]).unwrap();
+        let source = File::open(&path).unwrap();
+        let mut pending = store.begin_blob(&source, 200_000).unwrap();
+        if pending.copy.is_none() {
+            pending.write(&[7u8; 65_536]).unwrap();
+        }
+        // A SIGKILL now: no destructor runs, no rename happens.
+        std::mem::forget(pending);
+        assert!(
+            store.iter().unwrap().is_empty(),
+            "a half-written blob has no name"
+        );
+        assert_eq!(store.sweep_temporary().unwrap(), 1);
+        // The next capture of the same file is whole.
+        let blob = store.put_file(&path).unwrap();
+        assert_eq!(blob.size, 200_000);
+        let restored = dir.path().join("restored");
+        assert_eq!(
+            store.restore(&blob.sha256, &restored, 0o640).unwrap(),
+            200_000
+        );
+        assert_eq!(fs::read(&restored).unwrap(), vec![7u8; 200_000]);
+        assert_eq!(
+            fs::metadata(&restored).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+    }
+
+    #[test]
+    fn a_bit_flipped_blob_is_corruption_and_writes_nothing() {
+        let (dir, store) = store();
+        let path = dir.path().join("data.csv");
+        fs::write(&path, b"a,b\n1,2\n").unwrap();
+        let blob = store.put_file(&path).unwrap();
+        let blob_path = store.path(&blob.sha256).unwrap();
+        let mut bytes = fs::read(&blob_path).unwrap();
+        bytes[2] ^= 0x01;
+        fs::set_permissions(&blob_path, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&blob_path, &bytes).unwrap();
+        let dest = dir.path().join("out/restored.csv");
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        fs::write(&dest, b"previous").unwrap();
+        let error = store.restore(&blob.sha256, &dest, 0o644).unwrap_err();
+        assert_eq!(error.kind(), crate::ErrorKind::Corruption, "{error}");
+        assert!(error.to_string().contains("hashes to"), "{error}");
+        assert_eq!(fs::read(&dest).unwrap(), b"previous", "never a wrong file");
+        let leftovers = fs::read_dir(dest.parent().unwrap()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file is left beside it");
+        let missing = store.restore(&"0".repeat(64), &dest, 0o644).unwrap_err();
+        assert_eq!(missing.kind(), crate::ErrorKind::NotFound);
+        assert!(store.path("../../etc/passwd").is_err());
+    }
+}
