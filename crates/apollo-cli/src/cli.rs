@@ -65,8 +65,8 @@ pub(crate) enum Command {
     Diff(cmd::replay::DiffArgs),
     /// Show one unit's attempts in a run: outcome, phases, hashes, log paths
     Show(cmd::show::ShowArgs),
-    /// Print the captured stdout (or stderr) of a unit's attempt
-    Logs(cmd::show::LogsArgs),
+    /// Print the captured stdout (or stderr) of a unit's attempt or of every unit, or follow a running attempt (-f)
+    Logs(cmd::logs::LogsArgs),
     /// Check the integrity of run journals (exit 3 on corruption)
     #[command(after_long_help = Exit::help_table())]
     Verify(cmd::verify::VerifyArgs),

@@ -5,6 +5,7 @@
 mod cli;
 mod cmd;
 mod error;
+mod excerpt;
 mod exit;
 mod progress;
 mod signals;

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use apollo_core::engine::{Decision, Notice, Observer};
 use apollo_core::event::{AttemptStatus, ExitStatus, UnitFinished};
 
+use crate::excerpt;
+
 #[derive(Default)]
 struct Counts {
     done: usize,
@@ -37,6 +39,8 @@ pub(crate) struct Progress<'a> {
     /// Width of the unit-name column.
     name_width: usize,
     explain: bool,
+    /// The run, for the `apollo logs` command under a failed attempt.
+    run_id: String,
     started: Instant,
     shared: Arc<Shared>,
     ticker: Option<JoinHandle<()>>,
@@ -49,6 +53,7 @@ impl<'a> Progress<'a> {
         (total, max_parallel): (usize, usize),
         name_width: usize,
         explain: bool,
+        run_id: String,
         out: &'a mut dyn Write,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -69,6 +74,7 @@ impl<'a> Progress<'a> {
             pending: String::new(),
             name_width,
             explain,
+            run_id,
             started,
             shared,
             ticker,
@@ -259,7 +265,7 @@ impl Observer for Progress<'_> {
                 unit,
                 record,
                 retry_in,
-                ..
+                log_dir,
             } => {
                 let will_retry = retry_in.is_some();
                 let satisfied = record.status.satisfies_dependents();
@@ -276,7 +282,23 @@ impl Observer for Progress<'_> {
                 let never_started =
                     record.status == AttemptStatus::Interrupted && record.phases.is_empty();
                 if !never_started {
-                    let text = finished_line(unit, self.name_width, record, *retry_in);
+                    let mut text = finished_line(unit, self.name_width, record, *retry_in);
+                    if matches!(
+                        record.status,
+                        AttemptStatus::Failed | AttemptStatus::TimedOut
+                    ) && let Some(excerpt) = excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
+                    {
+                        // A retried attempt is not the unit's last: name it.
+                        let attempt = retry_in.map(|_| record.attempt);
+                        text.push('\n');
+                        text.push_str(&excerpt::render(
+                            &excerpt,
+                            "           ",
+                            &self.run_id,
+                            unit,
+                            attempt,
+                        ));
+                    }
                     self.line(&text);
                 }
             }

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use apollo_store::{PruneOptions, PruneReport};
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
-use crate::state;
 
 /// Arguments of `apollo prune`.
 #[derive(Debug, clap::Args)]
@@ -20,6 +20,8 @@ pub(crate) struct PruneArgs {
     /// Keep only the N newest runs
     #[arg(long, value_name = "N")]
     pub(crate) keep_runs: Option<usize>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Arguments of `apollo backup`.
@@ -31,6 +33,8 @@ pub(crate) struct BackupArgs {
     /// At the destination, delete backed-up runs that started more than N days ago
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<()> {
@@ -58,7 +62,7 @@ pub(crate) fn prune(
     state_dir: Option<&Path>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let mut options = PruneOptions::default();
     if let Some(keep_days) = args.keep_days {
         options = options.keep_days(keep_days);
@@ -78,7 +82,7 @@ pub(crate) fn backup(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let report = apollo_store::backup(&state, &args.dest, args.keep_days, chrono::Utc::now())?;
     for run in &report.copied {
         writeln!(stdout, "copied {run}").map_err(output)?;

@@ -9,6 +9,7 @@ use apollo_replay::{Filter, Format, ReplayError, ReplayOptions, TimeBound};
 use apollo_store::{ReadOptions, StoreError};
 use serde::Serialize;
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::progress::human_duration;
@@ -45,6 +46,8 @@ pub(crate) struct RunsArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Arguments of `apollo replay`.
@@ -68,6 +71,8 @@ pub(crate) struct ReplayArgs {
     /// Read past corrupt records (with a warning each) instead of stopping at the first
     #[arg(long)]
     pub(crate) salvage: bool,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Arguments of `apollo diff`.
@@ -82,6 +87,8 @@ pub(crate) struct DiffArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Whether to colour text on stdout: a terminal, and `NO_COLOR` unset.
@@ -114,7 +121,7 @@ pub(crate) fn runs(
     state_dir: Option<&Path>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let summaries = state.list_runs()?;
     let lines: Vec<RunLine<'_>> = summaries
         .iter()
@@ -245,18 +252,22 @@ pub(crate) fn replay(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let run_id = state::resolve_run(&state, &args.run)?;
     let mut filter = Filter::all();
     if !args.unit.is_empty() {
         let units = state::run_started(&state, &run_id)?.units;
         if let Some(unknown) = args.unit.iter().find(|unit| !units.contains(unit)) {
-            return Err(CliError::Usage {
-                message: format!(
+            let message = match state::closest(unknown, units.iter().map(String::as_str)) {
+                Some(close) => {
+                    format!("run {run_id} has no unit `{unknown}`; did you mean `{close}`?")
+                }
+                None => format!(
                     "run {run_id} has no unit `{unknown}`; its units: {}",
                     units.join(", ")
                 ),
-            });
+            };
+            return Err(CliError::Usage { message });
         }
     }
     for unit in &args.unit {
@@ -319,7 +330,7 @@ pub(crate) fn diff(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let run_a = state::resolve_run(&state, &args.run_a)?;
     let run_b = state::resolve_run(&state, &args.run_b)?;
     let (mut reader_a, _) = state::read_records(&state, &run_a, ReadOptions::default())?;

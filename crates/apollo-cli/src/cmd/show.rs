@@ -1,4 +1,4 @@
-//! `apollo show RUN UNIT` and `apollo logs RUN UNIT`: one unit's attempts, and its output.
+//! `apollo show RUN UNIT`: one unit's attempts (and the helpers `apollo logs` shares).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -7,6 +7,7 @@ use apollo_core::event::{ExitStatus, InputKind, SkipReason};
 use apollo_replay::{AttemptState, Timeline};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::progress::human_duration;
@@ -21,26 +22,12 @@ pub(crate) struct ShowArgs {
     /// The unit
     #[arg(value_name = "UNIT")]
     pub(crate) unit: String,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
-/// Arguments of `apollo logs`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct LogsArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
-    #[arg(value_name = "RUN")]
-    pub(crate) run: String,
-    /// The unit
-    #[arg(value_name = "UNIT")]
-    pub(crate) unit: String,
-    /// Which attempt [default: the last one]
-    #[arg(long, value_name = "N")]
-    pub(crate) attempt: Option<u32>,
-    /// Print stderr instead of stdout
-    #[arg(long)]
-    pub(crate) stderr: bool,
-}
-
-fn timeline(
+/// The run's timeline; store warnings go to `stderr`.
+pub(super) fn read_timeline(
     state: &StateDir,
     run_id: &RunId,
     stderr: &mut dyn Write,
@@ -53,22 +40,24 @@ fn timeline(
 
 /// The state directory, the resolved run and its timeline, after checking that the run has
 /// the unit (shared by `show` and `logs`).
-fn unit_of_run(
+pub(super) fn unit_of_run(
+    state_args: &StateArgs,
     state_dir: Option<&Path>,
     run: &str,
     unit: &str,
     stderr: &mut dyn Write,
 ) -> Result<(StateDir, RunId, Timeline), CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = state_args.open(state_dir)?;
     let run_id = state::resolve_run(&state, run)?;
-    let timeline = timeline(&state, &run_id, stderr)?;
+    let timeline = read_timeline(&state, &run_id, stderr)?;
     if timeline.unit(unit).is_none() {
         return Err(unknown_unit(&run_id, unit, &timeline));
     }
     Ok((state, run_id, timeline))
 }
 
-fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
+/// The folder of an attempt's captured output.
+pub(super) fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
     state
         .runs_dir()
         .join(run_id.as_str())
@@ -77,19 +66,17 @@ fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> Pa
         .join(attempt.to_string())
 }
 
-fn unknown_unit(run_id: &RunId, unit: &str, timeline: &Timeline) -> CliError {
-    let known: Vec<&str> = timeline
-        .units
-        .iter()
-        .map(|unit| unit.name.as_str())
-        .take(10)
-        .collect();
-    CliError::Usage {
-        message: format!(
+/// "run … has no unit …", with the closest unit name when there is one.
+pub(super) fn unknown_unit(run_id: &RunId, unit: &str, timeline: &Timeline) -> CliError {
+    let names = timeline.units.iter().map(|unit| unit.name.as_str());
+    let message = match state::closest(unit, names.clone()) {
+        Some(close) => format!("run {run_id} has no unit `{unit}`; did you mean `{close}`?"),
+        None => format!(
             "run {run_id} has no unit `{unit}`; its units: {}",
-            known.join(", ")
+            names.take(10).collect::<Vec<_>>().join(", ")
         ),
-    }
+    };
+    CliError::Usage { message }
 }
 
 fn describe_exit(exit: Option<ExitStatus>) -> String {
@@ -107,7 +94,8 @@ pub(crate) fn show(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
+    let (state, run_id, timeline) =
+        unit_of_run(&args.state, state_dir, &args.run, &args.unit, stderr)?;
     let Some(unit) = timeline.unit(&args.unit) else {
         return Err(unknown_unit(&run_id, &args.unit, &timeline));
     };
@@ -234,67 +222,5 @@ pub(crate) fn show(
     }
     out.write_all(text.as_bytes()).map_err(output)?;
     out.flush().map_err(output)?;
-    Ok(Exit::Success)
-}
-
-/// `apollo logs`: streams the attempt's captured stdout (or stderr).
-pub(crate) fn logs(
-    args: &LogsArgs,
-    state_dir: Option<&Path>,
-    stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
-) -> Result<Exit, CliError> {
-    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
-    let Some(unit) = timeline.unit(&args.unit) else {
-        return Err(unknown_unit(&run_id, &args.unit, &timeline));
-    };
-    let attempt = match args.attempt {
-        Some(number) => number,
-        None => unit
-            .last_attempt()
-            .map(|attempt| attempt.number)
-            .ok_or_else(|| CliError::Usage {
-                message: format!(
-                    "unit `{}` never started in run {run_id}: it has no logs",
-                    unit.name
-                ),
-            })?,
-    };
-    if !unit
-        .attempts
-        .iter()
-        .any(|recorded| recorded.number == attempt)
-    {
-        return Err(CliError::Usage {
-            message: format!(
-                "unit `{}` has no attempt {attempt} in run {run_id} (it has {})",
-                unit.name,
-                unit.attempts.len()
-            ),
-        });
-    }
-    let path = attempt_dir(&state, &run_id, &unit.name, attempt).join(if args.stderr {
-        "stderr"
-    } else {
-        "stdout"
-    });
-    // Only a regular file: a FIFO or a link to /dev/zero there must not block or stream forever.
-    let mut file = match apollo_store::open_regular_file(&path) {
-        Ok(Some(file)) => file,
-        // The attempt wrote nothing (a quick, silent attempt leaves no file), or apollo died
-        // before its first process started.
-        Ok(None) => {
-            let _ = writeln!(
-                stderr,
-                "apollo: attempt {attempt} of `{}` wrote nothing to {}",
-                unit.name,
-                if args.stderr { "stderr" } else { "stdout" }
-            );
-            return Ok(Exit::Success);
-        }
-        Err(error) => return Err(error.into()),
-    };
-    std::io::copy(&mut file, stdout).map_err(output)?;
-    stdout.flush().map_err(output)?;
     Ok(Exit::Success)
 }

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::state;
@@ -13,6 +14,8 @@ pub(crate) struct VerifyArgs {
     /// The run: an id, a unique prefix, `latest` or `latest~N` [default: every run]
     #[arg(value_name = "RUN")]
     pub(crate) run: Option<String>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Reads every record of the run(s); exit 3 when any journal is corrupt, 0 otherwise (a torn
@@ -23,8 +26,7 @@ pub(crate) fn run(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state_path = state::state_dir_path(state_dir, None);
-    let state = state::open_existing(&state_path)?;
+    let state = args.state.open(state_dir)?;
     let runs = match &args.run {
         Some(spec) => vec![state::resolve_run(&state, spec)?],
         None => state.run_ids()?,

@@ -56,6 +56,7 @@ pub(super) fn execute(
         return Ok(Exit::Success);
     }
 
+    state::ensure_writable(&state_path)?;
     let open_run = match session
         .open(&mut StderrNotices::new(stderr))
         .map_err(runner_error)?
@@ -88,6 +89,7 @@ pub(super) fn execute(
         ),
         name_width,
         execution.explain,
+        open_run.run_id().to_string(),
         stdout,
     );
     let mut held = HeldNotices::default();

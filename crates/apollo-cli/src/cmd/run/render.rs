@@ -11,6 +11,7 @@ use apollo_runner::{OpenRun, Opening, Plan};
 use apollo_store::RunId;
 
 use crate::error::{CliError, output};
+use crate::excerpt;
 use crate::progress::human_duration;
 
 fn plural(n: usize) -> &'static str {
@@ -38,23 +39,25 @@ pub(crate) fn opening_line(run: &OpenRun<'_>, pipeline: &Pipeline) -> String {
     }
 }
 
-/// The summary after the run: counts, each failed unit with its logs, and what to do next.
+/// The summary after the run: counts, each failed unit with the end of its output and the
+/// command that prints all of it, and what to do next.
+///
+/// The counts are the run's one set (DESIGN §17): a unit that skipped itself (exit 77) is
+/// skipped, not succeeded, as `apollo runs` and the journal's `run_finished` count it; a unit
+/// not run because an upstream failed is "not run".
 pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> String {
-    let n_ran = report.count(|result| {
-        matches!(
-            result,
-            UnitResult::Succeeded { .. } | UnitResult::SelfSkipped { .. }
-        )
-    });
+    let n_succeeded = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
+    let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
-    let n_skipped = report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
+    let n_upstream_failed =
+        report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
     let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun));
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
     let mut summary = format!(
-        "apollo: run {run_id} {status} in {}: {n_ran} succeeded, {n_reused} already done, {n_failed} failed, {n_skipped} skipped, {n_not_started} not started",
+        "apollo: run {run_id} {status} in {}: {n_succeeded} succeeded, {n_reused} already done, {n_failed} failed, {n_self_skipped} skipped, {n_upstream_failed} not run (upstream failed), {n_not_started} not started",
         human_duration(elapsed)
     );
     for (unit, result) in &report.units {
@@ -69,16 +72,21 @@ pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> 
                 summary.push_str(&format!(": {error}"));
             }
             // A quick, silent attempt has no files; one that ran a while has empty ones.
-            let wrote_something = ["stdout", "stderr"].iter().any(|name| {
-                std::fs::metadata(log_dir.join(name)).is_ok_and(|metadata| metadata.len() > 0)
-            });
-            if wrote_something {
-                summary.push_str(&format!(
-                    "\n          logs: {}/{{stdout,stderr}}",
-                    log_dir.display()
-                ));
-            } else if !log_dir.as_os_str().is_empty() {
-                summary.push_str("\n          logs: none (it wrote nothing)");
+            match excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES) {
+                Some(excerpt) => {
+                    summary.push('\n');
+                    summary.push_str(&excerpt::render(
+                        &excerpt,
+                        "          ",
+                        run_id.as_str(),
+                        unit,
+                        None,
+                    ));
+                }
+                None if !log_dir.as_os_str().is_empty() => {
+                    summary.push_str("\n          logs: none (it wrote nothing)");
+                }
+                None => {}
             }
         }
     }
@@ -154,4 +162,42 @@ pub(crate) fn dry_run(
         .map_err(output)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_shows_why_a_unit_failed_and_counts_self_skips_as_skips() {
+        let log_dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            log_dir.path().join("stderr"),
+            "loading rows\nTraceback (most recent call last):\n  File \"report.py\", line 3\nKeyError: 'total'\n",
+        )
+        .unwrap();
+        let run_id: RunId = "20261201T030000Z-3f9a".parse().unwrap();
+        let report = RunReport {
+            status: Some(RunStatus::Failed),
+            units: vec![
+                ("fetch".to_owned(), UnitResult::Succeeded { attempt: 1 }),
+                ("holiday".to_owned(), UnitResult::SelfSkipped { attempt: 1 }),
+                (
+                    "report".to_owned(),
+                    UnitResult::Failed {
+                        attempt: 2,
+                        log_dir: log_dir.path().to_path_buf(),
+                        error: Some("execute exited with code 1".to_owned()),
+                    },
+                ),
+                (
+                    "publish".to_owned(),
+                    UnitResult::SkippedUpstream {
+                        upstream: "report".to_owned(),
+                    },
+                ),
+            ],
+        };
+        insta::assert_snapshot!(summary(&run_id, &report, Duration::from_millis(1500)));
+    }
 }

@@ -1,0 +1,157 @@
+//! The operator's view (issue 16): why a unit failed shown where people look, state found
+//! from a subfolder and read without write access, and a live run seen from another shell.
+#![allow(clippy::disallowed_methods)] // Probes whether a private mount namespace can be made.
+
+use crate::support::Apollo;
+
+const FAILING: &str = "units:
+  - name: fetch
+    execute: echo fetched
+  - name: report
+    deps: [fetch]
+    execute: |
+      echo loading; echo Traceback; echo 'ValueError: bad row 7' >&2; exit 1
+";
+
+#[test]
+fn a_failed_unit_shows_the_end_of_its_stderr_under_failed_and_in_the_summary() {
+    let mut apollo = Apollo::new();
+    apollo.config(FAILING);
+    let run = apollo.args(&["run"]).run();
+    run.code(1);
+    let run_id = apollo.run_ids().pop().unwrap();
+    let paste = format!("apollo logs {run_id} report --stderr");
+    // Once under the FAILED line, once in the summary.
+    assert_eq!(
+        run.stdout.matches("│ ValueError: bad row 7").count(),
+        2,
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.stdout.matches(&paste).count(), 2, "{}", run.stdout);
+
+    // The pasted command prints the whole stream.
+    let logs = apollo.args(&["logs", &run_id, "report", "--stderr"]).run();
+    logs.code(0);
+    assert_eq!(logs.stdout, "ValueError: bad row 7\n");
+}
+
+#[test]
+fn logs_of_a_run_prints_every_units_output_prefixed_with_its_name() {
+    let mut apollo = Apollo::new();
+    apollo.config(FAILING);
+    apollo.args(&["run"]).run().code(1);
+    let logs = apollo.args(&["logs", "latest"]).run();
+    logs.code(0);
+    assert_eq!(
+        logs.stdout, "fetch  | fetched\nreport | loading\nreport | Traceback\n",
+        "{}",
+        logs.stderr
+    );
+}
+
+#[test]
+fn read_commands_find_the_state_from_a_subfolder_and_with_config() {
+    let mut apollo = Apollo::new();
+    apollo.file(
+        "p/etl.yaml",
+        "units:\n  - name: only\n    execute: echo hi\n",
+    );
+    apollo.file("p/deep/er/keep", "");
+    apollo.args(&["run", "p/etl.yaml"]).run().code(0);
+
+    // From the project folder, `.apollo` is in a subfolder: named, with what to type.
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(2);
+    let checked = apollo.root().join(".apollo");
+    assert!(
+        runs.stderr.contains(&format!("`{}`", checked.display())),
+        "the absolute path checked: {}",
+        runs.stderr
+    );
+    assert!(runs.stderr.contains("p/.apollo"), "{}", runs.stderr);
+
+    // With -c, or from below the folder holding `.apollo`, it is found.
+    for args in [
+        vec!["runs", "-c", "p/etl.yaml"],
+        vec!["replay", "-c", "p/etl.yaml"],
+        vec!["show", "latest", "only", "--config", "p/etl.yaml"],
+        vec!["verify", "-c", "p/etl.yaml"],
+    ] {
+        apollo.args(&args).run().code(0);
+    }
+    let sub = apollo.path("p/deep/er");
+    let out = std::process::Command::new(crate::support::apollo_bin())
+        .args(["logs", "latest", "only"])
+        .current_dir(&sub)
+        .env_remove("APOLLO_STATE_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+}
+
+/// Runs `apollo ARGS` in the project folder with its `.apollo` mounted read-only in a private
+/// mount namespace (root ignores permission bits, so a read-only mount is the honest test).
+fn run_with_read_only_state(apollo: &mut Apollo, args: &[&str]) -> Option<crate::support::Output> {
+    let available = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !apollo_core::testing::require(
+        available,
+        "a private mount namespace to mount the state read-only",
+        "run as root, or with CAP_SYS_ADMIN, with `unshare` from util-linux",
+    ) {
+        return None;
+    }
+    let state = apollo.path(".apollo").display().to_string();
+    apollo.args(args);
+    Some(apollo.run_under(&[
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" \"$0\" && mount -o remount,ro,bind \"$0\" && exec \"$@\"",
+        &state,
+    ]))
+}
+
+#[test]
+fn runs_and_dry_run_work_on_a_read_only_state_dir_and_a_run_there_is_a_usage_error() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: only\n    execute: echo hi\n  - name: next\n    deps: [only]\n    execute: 'false'\n");
+    apollo.args(&["run"]).run().code(1);
+
+    let Some(runs) = run_with_read_only_state(&mut apollo, &["runs"]) else {
+        return;
+    };
+    runs.code(0);
+    assert!(runs.stdout.contains("failed"), "{}", runs.stdout);
+    let dry = run_with_read_only_state(&mut apollo, &["run", "--dry-run"]).unwrap();
+    dry.code(0);
+    assert!(dry.stdout.contains("would resume run"), "{}", dry.stdout);
+    for read in [
+        vec!["replay"],
+        vec!["show", "latest", "next"],
+        vec!["logs", "latest"],
+    ] {
+        run_with_read_only_state(&mut apollo, &read)
+            .unwrap()
+            .code(0);
+    }
+
+    let run = run_with_read_only_state(&mut apollo, &["run"]).unwrap();
+    run.code(2);
+    assert!(
+        run.stderr.contains("cannot be created or written") && run.stderr.contains("--state-dir"),
+        "{}",
+        run.stderr
+    );
+}
