@@ -155,3 +155,70 @@ fn runs_and_dry_run_work_on_a_read_only_state_dir_and_a_run_there_is_a_usage_err
         run.stderr
     );
 }
+
+#[test]
+fn run_stream_prefixes_each_units_output_before_its_outcome_line() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: fetch\n    execute: |\n      echo one; echo two; echo oops >&2; printf 'no newline'\n  - name: load\n    deps: [fetch]\n    execute: echo loaded\n",
+    );
+    let run = apollo.args(&["run", "--stream"]).run();
+    run.code(0);
+    let position = |needle: &str| {
+        run.stdout
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} in\n{}", run.stdout))
+    };
+    assert!(position("fetch | one") < position("fetch | two"));
+    assert!(position("fetch | two") < position("ok       fetch"));
+    assert!(position("fetch ! oops") < position("ok       fetch"));
+    assert!(position("fetch | no newline") < position("ok       fetch"));
+    assert!(position("load  | loaded") < position("ok       load"));
+}
+
+#[test]
+fn a_live_run_reads_as_running_from_a_second_process_and_logs_follow_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: slow\n    execute: |\n      echo before; bin/block slow; echo after\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    let pid = format!("apollo pid {}", running.pid());
+
+    let replay = apollo.args(&["replay"]).run();
+    replay.code(0);
+    assert!(
+        replay.stdout.contains("still running") && replay.stdout.contains(&pid),
+        "{}",
+        replay.stdout
+    );
+    assert!(!replay.stdout.contains("stopped"), "{}", replay.stdout);
+    let show = apollo.args(&["show", "latest", "slow"]).run();
+    show.code(0);
+    assert!(
+        show.stdout.contains("slow of run") && show.stdout.contains(&pid),
+        "{}",
+        show.stdout
+    );
+    assert!(
+        show.stdout.contains("attempt 1: running"),
+        "{}",
+        show.stdout
+    );
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(
+        runs.stdout.contains("running") && runs.stdout.contains(&pid),
+        "{}",
+        runs.stdout
+    );
+
+    // `logs -f` follows the attempt until it ends, then exits by itself.
+    let follow = apollo.args(&["logs", "-f", "latest", "slow"]).spawn();
+    apollo.release("slow.release");
+    running.wait().code(0);
+    let followed = follow.wait();
+    followed.code(0);
+    assert_eq!(followed.stdout, "before\nafter\n", "{}", followed.stderr);
+}

@@ -10,6 +10,7 @@ mod exit;
 mod progress;
 mod signals;
 mod state;
+mod stream;
 
 use std::io::Write;
 use std::process::ExitCode;

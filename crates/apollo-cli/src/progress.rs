@@ -13,6 +13,7 @@ use apollo_core::engine::{Decision, Notice, Observer};
 use apollo_core::event::{AttemptStatus, ExitStatus, UnitFinished};
 
 use crate::excerpt;
+use crate::stream::Streamer;
 
 #[derive(Default)]
 struct Counts {
@@ -44,6 +45,8 @@ pub(crate) struct Progress<'a> {
     started: Instant,
     shared: Arc<Shared>,
     ticker: Option<JoinHandle<()>>,
+    /// `--stream`: the running units' output, prefixed.
+    streamer: Option<Streamer>,
 }
 
 impl<'a> Progress<'a> {
@@ -78,7 +81,24 @@ impl<'a> Progress<'a> {
             started,
             shared,
             ticker,
+            streamer: None,
         }
+    }
+
+    /// `--stream`: print the output of the run's attempts (in `run_dir`) as they write it.
+    pub(crate) fn stream_output(&mut self, run_dir: &std::path::Path) {
+        let shared = Arc::clone(&self.shared);
+        let live = self.ticker.is_some();
+        self.streamer = Some(Streamer::start(run_dir, self.name_width, move |text| {
+            // Above the live line, as `line` does it.
+            let _guard = shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            if live {
+                let mut stderr = std::io::stderr().lock();
+                let _ = write!(stderr, "\r\x1b[2K");
+                let _ = stderr.flush();
+            }
+            crate::stream::print_to_stdout(text);
+        }));
     }
 
     fn with_counts(&self, update: impl FnOnce(&mut Counts)) {
@@ -129,6 +149,7 @@ impl<'a> Progress<'a> {
     }
 
     fn stop_ticker(&mut self) {
+        self.streamer = None;
         self.with_counts(|counts| counts.stop = true);
         if let Some(ticker) = self.ticker.take() {
             let _ = ticker.join();
@@ -260,7 +281,12 @@ impl Observer for Progress<'_> {
                     self.line(&format!("  {label:<8} {unit:<width$}  {decision}"));
                 }
             }
-            Notice::Started { .. } => self.with_counts(|counts| counts.running += 1),
+            Notice::Started { unit, attempt } => {
+                self.with_counts(|counts| counts.running += 1);
+                if let Some(streamer) = &self.streamer {
+                    streamer.started(unit, *attempt);
+                }
+            }
             Notice::Finished {
                 unit,
                 record,
@@ -281,6 +307,12 @@ impl Observer for Progress<'_> {
                 // never had a process: nothing happened to report.
                 let never_started =
                     record.status == AttemptStatus::Interrupted && record.phases.is_empty();
+                if let Some(streamer) = &self.streamer {
+                    let rest = streamer.finished(unit, record.attempt);
+                    if !rest.is_empty() {
+                        self.line(rest.trim_end_matches('\n'));
+                    }
+                }
                 if !never_started {
                     let mut text = finished_line(unit, self.name_width, record, *retry_in);
                     if matches!(

@@ -107,6 +107,9 @@ pub struct ReplayOptions {
     pub filter: Filter,
     /// Colour the text format (ignored by the others).
     pub color: bool,
+    /// The run is being run right now by the apollo with this pid (the reader checked its
+    /// lock): the text format shows its open attempts as `running`, not `unfinished`.
+    pub live: Option<u32>,
 }
 
 impl ReplayOptions {
@@ -129,6 +132,12 @@ impl ReplayOptions {
         self.color = color;
         self
     }
+
+    /// For a run being run now by the apollo with pid `pid` (`None`: it is not).
+    pub fn live(mut self, pid: Option<u32>) -> Self {
+        self.live = pid;
+        self
+    }
 }
 
 /// Renders a run's records in the chosen format: `apollo replay` in one call.
@@ -146,7 +155,8 @@ where
         Format::Text => {
             let text_options = TextOptions::default()
                 .filter(options.filter.clone())
-                .color(options.color);
+                .color(options.color)
+                .live(options.live);
             write_text(records, out, &text_options)
         }
         Format::Json => write_json(records, out, &options.filter),

@@ -488,3 +488,14 @@ fn attempts_committed_ahead_share_the_lanes_of_the_workers_that_ran_them() {
         }
     }
 }
+
+#[test]
+fn a_live_run_reads_as_running_with_its_apollo_pid_never_as_stopped() {
+    let mut run = RunBuilder::new("r", &["a", "b", "c"]);
+    run.start(5, "a", 1).start(6, "b", 1).succeed(100, "b", 1);
+    let live = render_text(&run, &TextOptions::default().live(Some(4242)));
+    assert!(!live.contains("stopped"), "{live}");
+    insta::assert_snapshot!(live);
+    let dead = render_text(&run, &TextOptions::default());
+    assert!(dead.contains("apollo stopped before it finished"), "{dead}");
+}

@@ -31,6 +31,10 @@ pub struct TextOptions {
     pub color: bool,
     /// Show one line per phase under each finished attempt.
     pub phases: bool,
+    /// The run is being run right now, by the apollo with this pid: its open attempts are
+    /// `running`, not `unfinished` (the reader found the run's lock held; see
+    /// [`ReplayOptions::live`](crate::ReplayOptions::live)).
+    pub live: Option<u32>,
 }
 
 impl Default for TextOptions {
@@ -39,6 +43,7 @@ impl Default for TextOptions {
             filter: Filter::all(),
             color: false,
             phases: true,
+            live: None,
         }
     }
 }
@@ -53,6 +58,12 @@ impl TextOptions {
     /// Options with colour on or off.
     pub fn color(mut self, color: bool) -> Self {
         self.color = color;
+        self
+    }
+
+    /// Options for a run being run now by the apollo with pid `pid` (`None`: not running).
+    pub fn live(mut self, pid: Option<u32>) -> Self {
+        self.live = pid;
         self
     }
 
@@ -94,6 +105,8 @@ pub struct TextRenderer<W: Write> {
     origin: Option<DateTime<Utc>>,
     unit_width: usize,
     header_written: bool,
+    /// The offset of the latest record, where a live run's last line goes.
+    last_offset: u64,
     /// Attempts started and not yet finished: (unit, attempt) → when they started.
     open: HashMap<(String, u32), OpenAttempt>,
     /// Buffers for one line and one column, reused so lines cost no allocation.
@@ -119,6 +132,7 @@ impl<W: Write> TextRenderer<W> {
             origin: None,
             unit_width: MIN_UNIT_WIDTH,
             header_written: false,
+            last_offset: 0,
             open: HashMap::new(),
             line: String::new(),
             scratch: String::new(),
@@ -138,6 +152,7 @@ impl<W: Write> TextRenderer<W> {
             offset: offset_ms(origin, record.ts),
             keep: self.options.filter.keeps(record, origin),
         };
+        self.last_offset = self.last_offset.max(context.offset);
         match &record.event {
             Event::RunStarted(started) => self.write_run_started(started, &context),
             Event::RunResumed(resumed) => self.write_run_resumed(resumed, &context),
@@ -158,8 +173,16 @@ impl<W: Write> TextRenderer<W> {
             let origin = self.origin.unwrap_or(open.start);
             if self.options.filter.keeps_time(open.start, origin) {
                 let offset = offset_ms(origin, open.start);
-                self.write_unfinished(unit, *attempt, open, offset, "unfinished")?;
+                let event = if self.options.live.is_some() {
+                    "running"
+                } else {
+                    "unfinished"
+                };
+                self.write_unfinished(unit, *attempt, open, offset, event)?;
             }
+        }
+        if let Some(pid) = self.options.live {
+            self.write_still_running(pid)?;
         }
         self.out.flush()?;
         Ok(self.out)

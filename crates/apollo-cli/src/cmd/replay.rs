@@ -107,6 +107,9 @@ struct RunLine<'a> {
     finished: Option<chrono::DateTime<chrono::Utc>>,
     duration_ms: Option<i64>,
     status: &'static str,
+    /// The pid of the apollo running it, for a running run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
     units: usize,
     succeeded: u32,
     failed: u32,
@@ -123,6 +126,11 @@ pub(crate) fn runs(
 ) -> Result<Exit, CliError> {
     let state = args.state.open(state_dir)?;
     let summaries = state.list_runs()?;
+    let holder_pid = state
+        .lock_holder()
+        .ok()
+        .flatten()
+        .and_then(|holder| holder.pid);
     let lines: Vec<RunLine<'_>> = summaries
         .iter()
         .filter(|summary| {
@@ -140,6 +148,7 @@ pub(crate) fn runs(
                 .zip(summary.finished.or(summary.last_record))
                 .map(|(start, end)| (end - start).num_milliseconds()),
             status: summary.state.as_str(),
+            pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
             succeeded: summary.succeeded,
             failed: summary.failed,
@@ -207,6 +216,11 @@ pub(crate) fn runs(
                     }
                     if let Some(problem) = line.problem {
                         units.push_str(&format!(" ({problem})"));
+                    }
+                    if line.status == "running"
+                        && let Some(pid) = holder_pid
+                    {
+                        units.push_str(&format!(" (apollo pid {pid})"));
                     }
                     writeln!(
                         out,
@@ -292,7 +306,8 @@ pub(crate) fn replay(
     };
     let options = ReplayOptions::new(format)
         .filter(filter)
-        .color(format == Format::Text && color_stdout());
+        .color(format == Format::Text && color_stdout())
+        .live(crate::cmd::logs::live_holder_pid(&state, &run_id));
     let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {

@@ -3,12 +3,13 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use apollo_core::event::{ExitStatus, InputKind, SkipReason};
-use apollo_replay::{AttemptState, Timeline};
+use apollo_core::event::{AttemptStatus, ExitStatus, InputKind, SkipReason};
+use apollo_replay::{AttemptState, Timeline, UnitStatus};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
 use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
+use crate::excerpt;
 use crate::exit::Exit;
 use crate::progress::human_duration;
 use crate::state;
@@ -99,12 +100,13 @@ pub(crate) fn show(
     let Some(unit) = timeline.unit(&args.unit) else {
         return Err(unknown_unit(&run_id, &args.unit, &timeline));
     };
+    let live = crate::cmd::logs::live_holder_pid(&state, &run_id);
     let mut out = BufWriter::new(stdout);
-    let mut text = format!(
-        "unit {} of run {run_id}: {}\n",
-        unit.name,
-        unit.status.as_str().replace('_', " ")
-    );
+    let status = match live {
+        Some(pid) if unit.status == UnitStatus::Unfinished => format!("running (apollo pid {pid})"),
+        _ => unit.status.as_str().replace('_', " "),
+    };
+    let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
     for skip in &unit.skips {
         let why = match &skip.reason {
             SkipReason::UpstreamFailed { upstream } => format!("upstream `{upstream}` failed"),
@@ -117,13 +119,24 @@ pub(crate) fn show(
     }
     for attempt in &unit.attempts {
         let started = attempt.start.format("%Y-%m-%d %H:%M:%S%.3f UTC");
-        text.push_str(&format!(
-            "\nattempt {}: {} ({}), started {started}, {}\n",
-            attempt.number,
-            attempt.state.as_str(),
-            describe_exit(attempt.exit()),
-            human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
-        ));
+        if attempt.state == AttemptState::Unfinished && live.is_some() {
+            let running_for = (chrono::Utc::now() - attempt.start)
+                .to_std()
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "\nattempt {}: running, started {started}, {} so far\n",
+                attempt.number,
+                human_duration(running_for)
+            ));
+        } else {
+            text.push_str(&format!(
+                "\nattempt {}: {} ({}), started {started}, {}\n",
+                attempt.number,
+                attempt.state.as_str(),
+                describe_exit(attempt.exit()),
+                human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
+            ));
+        }
         if let Some(error) = attempt
             .outcome
             .as_ref()
@@ -196,6 +209,23 @@ pub(crate) fn show(
                     String::new()
                 }
             ));
+        }
+        let dir = attempt_dir(&state, &run_id, &unit.name, attempt.number);
+        if matches!(
+            attempt.state,
+            AttemptState::Finished(AttemptStatus::Failed | AttemptStatus::TimedOut)
+        ) && let Some(excerpt) = excerpt::of_attempt(&dir, excerpt::EXCERPT_LINES)
+        {
+            let attempt_arg = (Some(attempt.number) != unit.last_attempt().map(|last| last.number))
+                .then_some(attempt.number);
+            text.push_str(&excerpt::render(
+                &excerpt,
+                "  ",
+                run_id.as_str(),
+                &unit.name,
+                attempt_arg,
+            ));
+            text.push('\n');
         }
         if matches!(
             attempt.state,

@@ -239,19 +239,42 @@ impl<W: Write> TextRenderer<W> {
             return Ok(());
         }
         let start_offset = offset_ms(self.origin.unwrap_or(open.start), open.start);
+        let (status, detail) = match self.options.live {
+            Some(pid) if event == "running" => (
+                "running",
+                format!(
+                    "started at {}; still running (apollo pid {pid})",
+                    format_offset(start_offset)
+                ),
+            ),
+            _ => (
+                "unfinished",
+                format!(
+                    "started at {}; apollo stopped before it finished",
+                    format_offset(start_offset)
+                ),
+            ),
+        };
         self.write_line(&Line {
             offset_ms: offset,
             unit,
             attempt: Some(attempt),
             event,
             duration_ms: None,
-            status: "unfinished",
+            status,
             hash: String::new(),
-            detail: format!(
-                "started at {}; apollo stopped before it finished",
-                format_offset(start_offset)
-            ),
+            detail,
         })
+    }
+
+    /// The last line of a run being run right now.
+    pub(super) fn write_still_running(&mut self, pid: u32) -> io::Result<()> {
+        self.write_line(&Line::run(
+            self.last_offset,
+            "so far",
+            "running",
+            format!("the run is still running (apollo pid {pid})"),
+        ))
     }
 
     /// The `finish` line: status, duration, output hash, and a detail that names the exit,

@@ -59,6 +59,9 @@ pub(crate) struct ExecutionArgs {
     /// Journal durability
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync, value_name = "MODE")]
     pub(crate) durability: DurabilityArg,
+    /// Print the units' output as they write it, each line prefixed `unit | ` (stderr: `unit ! `)
+    #[arg(long)]
+    pub(crate) stream: bool,
 }
 
 /// Arguments of `apollo run`.

@@ -92,6 +92,14 @@ pub(super) fn execute(
         open_run.run_id().to_string(),
         stdout,
     );
+    if execution.stream {
+        progress.stream_output(
+            &open_run
+                .state_dir()
+                .runs_dir()
+                .join(open_run.run_id().as_str()),
+        );
+    }
     let mut held = HeldNotices::default();
     let result = open_run.run(&executor, &mut progress, &cancel, &mut held);
     let elapsed = progress.elapsed();
