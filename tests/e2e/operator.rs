@@ -222,3 +222,39 @@ fn a_live_run_reads_as_running_from_a_second_process_and_logs_follow_it() {
     followed.code(0);
     assert_eq!(followed.stdout, "before\nafter\n", "{}", followed.stderr);
 }
+
+#[test]
+fn lanes_never_outnumber_the_workers_on_a_2000_unit_run() {
+    let mut apollo = Apollo::new();
+    let mut config = String::from("max_parallel: 2\nunits:\n");
+    for unit_idx in 0..2000 {
+        config.push_str(&format!("  - name: u{unit_idx}\n    execute: 'true'\n"));
+    }
+    apollo.config(&config);
+    apollo.args(&["run", "--durability", "none"]).run().code(0);
+
+    let trace = apollo.args(&["replay", "--format", "chrome-trace"]).run();
+    trace.code(0);
+    let trace: serde_json::Value = serde_json::from_str(&trace.stdout).unwrap();
+    let lanes: std::collections::BTreeSet<u64> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["cat"] == "attempt")
+        .map(|event| event["tid"].as_u64().unwrap())
+        .collect();
+    assert!(
+        !lanes.is_empty() && lanes.len() <= 2,
+        "lanes {lanes:?} for 2 workers"
+    );
+    let html = apollo.args(&["replay", "--format", "html"]).run();
+    html.code(0);
+    let peak = html
+        .stdout
+        .split("<dt>peak parallelism</dt><dd>")
+        .nth(1)
+        .and_then(|rest| rest.split('<').next())
+        .and_then(|number| number.trim().parse::<usize>().ok())
+        .expect("the HTML report states its peak parallelism");
+    assert!((1..=2).contains(&peak), "peak parallelism {peak}");
+}

@@ -25,7 +25,7 @@ use std::str::FromStr;
 
 use apollo_core::Record;
 
-pub use chrome::write_chrome_trace;
+pub use chrome::{write_chrome_trace, write_chrome_trace_with_workers};
 pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
     UnitDiff, write_diff_json, write_diff_text,
@@ -110,6 +110,9 @@ pub struct ReplayOptions {
     /// The run is being run right now by the apollo with this pid (the reader checked its
     /// lock): the text format shows its open attempts as `running`, not `unfinished`.
     pub live: Option<u32>,
+    /// At most this many attempts ran at once (the run's `max_parallel`): lanes in the Chrome
+    /// trace and the HTML chart never outnumber them. `None`: unknown.
+    pub workers: Option<usize>,
 }
 
 impl ReplayOptions {
@@ -130,6 +133,12 @@ impl ReplayOptions {
     /// With colour on or off.
     pub fn color(mut self, color: bool) -> Self {
         self.color = color;
+        self
+    }
+
+    /// For a run that ran at most `workers` attempts at once (`None`: unknown).
+    pub fn workers(mut self, workers: Option<usize>) -> Self {
+        self.workers = workers;
         self
     }
 
@@ -160,9 +169,12 @@ where
             write_text(records, out, &text_options)
         }
         Format::Json => write_json(records, out, &options.filter),
-        Format::ChromeTrace => write_chrome_trace(records, out, &options.filter),
+        Format::ChromeTrace => {
+            write_chrome_trace_with_workers(records, out, &options.filter, options.workers)
+        }
         Format::Html => {
-            let timeline = Timeline::from_records(records).map_err(ReplayError::Read)?;
+            let timeline = Timeline::from_records_with_workers(records, options.workers)
+                .map_err(ReplayError::Read)?;
             let timeline = if options.filter.is_all() {
                 timeline
             } else {

@@ -499,3 +499,24 @@ fn a_live_run_reads_as_running_with_its_apollo_pid_never_as_stopped() {
     let dead = render_text(&run, &TextOptions::default());
     assert!(dead.contains("apollo stopped before it finished"), "{dead}");
 }
+
+#[test]
+fn lanes_absorb_millisecond_rounding_and_never_outnumber_known_workers() {
+    use crate::timeline::Lanes;
+    // A worker's next attempt appears to start a millisecond before its previous one ended.
+    let mut lanes = Lanes::default();
+    assert_eq!(lanes.place(at(0), at(10)), 0);
+    assert_eq!(lanes.place(at(0), at(12)), 1);
+    assert_eq!(lanes.place(at(9), at(20)), 0);
+    // Three overlapping attempts need three lanes, unless the run had two workers.
+    let mut unknown = Lanes::default();
+    let mut two = Lanes::with_max(Some(2));
+    for lanes in [&mut unknown, &mut two] {
+        lanes.place(at(0), at(100));
+        lanes.place(at(0), at(50));
+        lanes.place(at(10), at(60));
+    }
+    assert_eq!(unknown.place(at(200), at(300)), 0);
+    assert_eq!(two.place(at(200), at(300)), 0);
+    assert_eq!(two.place(at(20), at(30)), 1, "the lane freed first");
+}

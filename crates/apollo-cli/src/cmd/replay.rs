@@ -307,7 +307,8 @@ pub(crate) fn replay(
     let options = ReplayOptions::new(format)
         .filter(filter)
         .color(format == Format::Text && color_stdout())
-        .live(crate::cmd::logs::live_holder_pid(&state, &run_id));
+        .live(crate::cmd::logs::live_holder_pid(&state, &run_id))
+        .workers(run_workers(&state, &run_id));
     let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {
@@ -336,6 +337,22 @@ pub(crate) fn replay(
     state::print_warnings(&reader.take_warnings(), stderr);
     result.map_err(replay_error)?;
     Ok(Exit::Success)
+}
+
+/// How many attempts the run could run at once: `max_parallel` of the definition it started
+/// with (its snapshot in the blob store). `None` when the snapshot cannot be read. (A run
+/// started with a larger `-j` than its config's is drawn on the config's number of lanes.)
+pub(crate) fn run_workers(
+    state: &apollo_store::StateDir,
+    run_id: &apollo_store::RunId,
+) -> Option<usize> {
+    let started = state::run_started(state, run_id).ok()?;
+    let definition = state.read_blob(&started.definition_hash).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&definition).ok()?;
+    value
+        .get("max_parallel")?
+        .as_u64()
+        .and_then(|workers| usize::try_from(workers).ok())
 }
 
 /// `apollo diff`: exit 0 when every unit's status, input hash and output hash match, 1 when not.

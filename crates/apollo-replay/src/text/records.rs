@@ -120,10 +120,20 @@ impl<W: Write> TextRenderer<W> {
         context: &Context,
     ) -> io::Result<()> {
         self.widen_unit(&finished.unit);
+        // Phases are placed from where the attempt really started (after any wait in the
+        // queue of attempts committed ahead).
         let start = self
             .open
             .remove(&(finished.unit.clone(), finished.attempt))
-            .map(|open| open.start);
+            .map(|open| {
+                crate::display::real_span(
+                    open.start,
+                    context.ts,
+                    finished.queued_ms,
+                    finished.duration_ms,
+                )
+                .0
+            });
         if !context.keep {
             return Ok(());
         }
