@@ -258,3 +258,70 @@ fn lanes_never_outnumber_the_workers_on_a_2000_unit_run() {
         .expect("the HTML report states its peak parallelism");
     assert!((1..=2).contains(&peak), "peak parallelism {peak}");
 }
+
+#[test]
+fn one_set_of_counts_in_the_summary_and_in_runs() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: work\n    execute: echo done\n  - name: holiday\n    execute: exit 77\n  - name: flaky\n    retries: 1\n    retry_delay: 10ms\n    execute: test $APOLLO_ATTEMPT -ge 2\n",
+    );
+    let run = apollo.args(&["run"]).run();
+    run.code(0);
+    assert!(
+        run.stdout
+            .contains("2 succeeded (1 FLAKY), 0 failed, 1 skipped, 0 not started"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("flaky: flaky"), "{}", run.stdout);
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(runs.stdout.contains("2/3 ok, 1 skipped"), "{}", runs.stdout);
+}
+
+#[test]
+fn the_interrupted_summary_counts_the_unit_that_had_started() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: slow\n    execute: bin/block slow\n  - name: after\n    deps: [slow]\n    execute: echo after\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    running.signal(libc::SIGTERM);
+    let out = running.wait();
+    out.code(130);
+    assert!(
+        out.stdout.contains("1 interrupted, 1 not started"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn an_attempt_cut_off_by_a_crash_says_how_long_it_ran_at_least() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: slow\n    execute: bin/block slow\n");
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    running.kill9();
+    apollo.release("slow.release");
+    let show = apollo.args(&["show", "latest", "slow"]).run();
+    show.code(0);
+    assert!(
+        show.stdout.contains("attempt 1: cut off after ≥ "),
+        "{}",
+        show.stdout
+    );
+    let replay = apollo.args(&["replay"]).run();
+    replay.code(0);
+    assert!(
+        replay.stdout.contains("cut off after ≥ "),
+        "{}",
+        replay.stdout
+    );
+    assert!(
+        !replay.stdout.contains("still running"),
+        "{}",
+        replay.stdout
+    );
+}

@@ -47,6 +47,20 @@ pub(crate) struct Progress<'a> {
     ticker: Option<JoinHandle<()>>,
     /// `--stream`: the running units' output, prefixed.
     streamer: Option<Streamer>,
+    /// What the run's report does not say, for the summary.
+    notes: RunNotes,
+}
+
+/// What the progress printer saw that the engine's report does not say.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RunNotes {
+    /// Units that failed an attempt and then succeeded on a retry.
+    pub(crate) flaky: std::collections::BTreeSet<String>,
+    /// Units whose running attempt was cut off by the stop (Ctrl-C, SIGTERM, `apollo stop`,
+    /// fail-fast): they had started.
+    pub(crate) interrupted: std::collections::BTreeSet<String>,
+    /// Units that failed an attempt and will be retried (a later success makes them flaky).
+    retried: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Progress<'a> {
@@ -82,7 +96,13 @@ impl<'a> Progress<'a> {
             shared,
             ticker,
             streamer: None,
+            notes: RunNotes::default(),
         }
+    }
+
+    /// What the summary needs that the engine's report does not say.
+    pub(crate) fn notes(&self) -> RunNotes {
+        self.notes.clone()
     }
 
     /// `--stream`: print the output of the run's attempts (in `run_dir`) as they write it.
@@ -295,6 +315,16 @@ impl Observer for Progress<'_> {
             } => {
                 let will_retry = retry_in.is_some();
                 let satisfied = record.status.satisfies_dependents();
+                if will_retry {
+                    self.notes.retried.insert((*unit).to_owned());
+                } else if record.status == AttemptStatus::Succeeded
+                    && self.notes.retried.contains(*unit)
+                {
+                    self.notes.flaky.insert((*unit).to_owned());
+                }
+                if record.status == AttemptStatus::Interrupted && !record.phases.is_empty() {
+                    self.notes.interrupted.insert((*unit).to_owned());
+                }
                 self.with_counts(|counts| {
                     counts.running = counts.running.saturating_sub(1);
                     if satisfied {

@@ -128,6 +128,13 @@ pub(crate) fn show(
                 attempt.number,
                 human_duration(running_for)
             ));
+        } else if attempt.state == AttemptState::Unfinished {
+            // It ran at least until the last record its apollo wrote.
+            text.push_str(&format!(
+                "\nattempt {}: cut off after ≥ {}, started {started}: apollo stopped before it finished\n",
+                attempt.number,
+                human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
+            ));
         } else {
             text.push_str(&format!(
                 "\nattempt {}: {} ({}), started {started}, {}\n",

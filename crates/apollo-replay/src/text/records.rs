@@ -260,8 +260,11 @@ impl<W: Write> TextRenderer<W> {
             _ => (
                 "unfinished",
                 format!(
-                    "started at {}; apollo stopped before it finished",
-                    format_offset(start_offset)
+                    "started at {}; cut off after ≥ {}: apollo stopped before it finished",
+                    format_offset(start_offset),
+                    crate::display::format_duration(
+                        self.previous_alive_offset.saturating_sub(start_offset)
+                    )
                 ),
             ),
         };
@@ -311,6 +314,18 @@ impl<W: Write> TextRenderer<W> {
             detail.push_str(if detail.is_empty() { "" } else { ": " });
             detail.push_str(error);
         }
+        // The phases come before the finish line, so an attempt's lines read in time order.
+        if self.options.phases {
+            let origin = self.origin.unwrap_or_default();
+            // Without a start on record, phases are placed from the measured duration.
+            let attempt_start = start.map_or_else(
+                || offset.saturating_sub(finished.duration_ms),
+                |start| offset_ms(origin, start),
+            );
+            for phase in &finished.phases {
+                self.write_phase(finished, phase, attempt_start)?;
+            }
+        }
         self.write_line(&Line {
             offset_ms: offset,
             unit: &finished.unit,
@@ -325,17 +340,6 @@ impl<W: Write> TextRenderer<W> {
                 .unwrap_or_default(),
             detail,
         })?;
-        if self.options.phases {
-            let origin = self.origin.unwrap_or_default();
-            // Without a start on record, phases are placed from the measured duration.
-            let attempt_start = start.map_or_else(
-                || offset.saturating_sub(finished.duration_ms),
-                |start| offset_ms(origin, start),
-            );
-            for phase in &finished.phases {
-                self.write_phase(finished, phase, attempt_start)?;
-            }
-        }
         Ok(())
     }
 

@@ -103,6 +103,7 @@ pub(super) fn execute(
     let mut held = HeldNotices::default();
     let result = open_run.run(&executor, &mut progress, &cancel, &mut held);
     let elapsed = progress.elapsed();
+    let notes = progress.notes();
     progress.finish();
     drop(signals);
     held.write_to(stderr);
@@ -112,7 +113,7 @@ pub(super) fn execute(
     let _ = writeln!(
         stdout,
         "{}",
-        render::summary(&finished.run_id, &finished.report, elapsed)
+        render::summary(&finished.run_id, &finished.report, &notes, elapsed)
     );
     let _ = stdout.flush();
     Ok(match finished.report.status {

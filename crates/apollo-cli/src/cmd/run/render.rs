@@ -12,7 +12,7 @@ use apollo_store::RunId;
 
 use crate::error::{CliError, output};
 use crate::excerpt;
-use crate::progress::human_duration;
+use crate::progress::{RunNotes, human_duration};
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -42,24 +42,82 @@ pub(crate) fn opening_line(run: &OpenRun<'_>, pipeline: &Pipeline) -> String {
 /// The summary after the run: counts, each failed unit with the end of its output and the
 /// command that prints all of it, and what to do next.
 ///
-/// The counts are the run's one set (DESIGN §17): a unit that skipped itself (exit 77) is
-/// skipped, not succeeded, as `apollo runs` and the journal's `run_finished` count it; a unit
-/// not run because an upstream failed is "not run".
-pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> String {
-    let n_succeeded = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
-    let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
+/// The counts are the run's one set, the journal's `run_finished` (and so `apollo runs`):
+/// succeeded (of which already done earlier in the run, and flaky: passed only after a
+/// retry), failed, skipped (by itself, exit 77, or because an upstream failed), interrupted
+/// (its attempt was running when the run was stopped) and not started.
+pub(crate) fn summary(
+    run_id: &RunId,
+    report: &RunReport,
+    notes: &RunNotes,
+    elapsed: Duration,
+) -> String {
+    let n_ran = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
+    let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
     let n_upstream_failed =
         report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
-    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun));
+    let n_interrupted = report
+        .units
+        .iter()
+        .filter(|(unit, result)| {
+            matches!(result, UnitResult::NotRun) && notes.interrupted.contains(unit)
+        })
+        .count();
+    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun)) - n_interrupted;
+    let n_flaky = report
+        .units
+        .iter()
+        .filter(|(unit, result)| {
+            matches!(result, UnitResult::Succeeded { .. }) && notes.flaky.contains(unit)
+        })
+        .count();
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
+    let mut succeeded_detail = Vec::new();
+    if n_flaky > 0 {
+        succeeded_detail.push(format!("{n_flaky} FLAKY"));
+    }
+    if n_reused > 0 {
+        succeeded_detail.push(format!("{n_reused} already done"));
+    }
+    let mut counts = vec![format!(
+        "{} succeeded{}",
+        n_ran + n_reused,
+        if succeeded_detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", succeeded_detail.join(", "))
+        }
+    )];
+    counts.push(format!("{n_failed} failed"));
+    counts.push(format!(
+        "{} skipped{}",
+        n_self_skipped + n_upstream_failed,
+        if n_upstream_failed > 0 {
+            format!(" ({n_upstream_failed} upstream failed)")
+        } else {
+            String::new()
+        }
+    ));
+    if n_interrupted > 0 {
+        counts.push(format!("{n_interrupted} interrupted"));
+    }
+    counts.push(format!("{n_not_started} not started"));
     let mut summary = format!(
-        "apollo: run {run_id} {status} in {}: {n_succeeded} succeeded, {n_reused} already done, {n_failed} failed, {n_self_skipped} skipped, {n_upstream_failed} not run (upstream failed), {n_not_started} not started",
-        human_duration(elapsed)
+        "apollo: run {run_id} {status} in {}: {}",
+        human_duration(elapsed),
+        counts.join(", ")
     );
+    if n_flaky > 0 {
+        let flaky: Vec<&str> = notes.flaky.iter().map(String::as_str).collect();
+        summary.push_str(&format!(
+            "\n  flaky: {} (passed only after a retry)",
+            flaky.join(", ")
+        ));
+    }
     for (unit, result) in &report.units {
         if let UnitResult::Failed {
             attempt,
@@ -169,7 +227,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_summary_shows_why_a_unit_failed_and_counts_self_skips_as_skips() {
+    fn the_summary_shows_why_a_unit_failed_and_counts_as_run_finished_does() {
         let log_dir = tempfile::tempdir().unwrap();
         std::fs::write(
             log_dir.path().join("stderr"),
@@ -180,7 +238,9 @@ mod tests {
         let report = RunReport {
             status: Some(RunStatus::Failed),
             units: vec![
-                ("fetch".to_owned(), UnitResult::Succeeded { attempt: 1 }),
+                ("fetch".to_owned(), UnitResult::Succeeded { attempt: 2 }),
+                ("early".to_owned(), UnitResult::Reused),
+                ("deploy".to_owned(), UnitResult::NotRun),
                 ("holiday".to_owned(), UnitResult::SelfSkipped { attempt: 1 }),
                 (
                     "report".to_owned(),
@@ -198,6 +258,13 @@ mod tests {
                 ),
             ],
         };
-        insta::assert_snapshot!(summary(&run_id, &report, Duration::from_millis(1500)));
+        let mut notes = RunNotes::default();
+        notes.flaky.insert("fetch".to_owned());
+        insta::assert_snapshot!(summary(
+            &run_id,
+            &report,
+            &notes,
+            Duration::from_millis(1500)
+        ));
     }
 }
