@@ -325,3 +325,55 @@ fn an_attempt_cut_off_by_a_crash_says_how_long_it_ran_at_least() {
         replay.stdout
     );
 }
+
+#[test]
+fn hooks_run_once_at_the_end_with_the_runs_status_and_never_change_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_failure: env | grep '^APOLLO_' | sort > hook-env; cp \"$APOLLO_SUMMARY_JSON\" hook-summary.json\non_finish:\n  execute: echo finishing >&2; exit 3\n  timeout: 10s\nunits:\n  - name: good\n    execute: 'true'\n  - name: bad\n    execute: exit 1\n",
+    );
+    let failed = apollo.args(&["run"]).run();
+    failed.code(1);
+    let run_id = apollo.run_ids().pop().unwrap();
+    let env = std::fs::read_to_string(apollo.path("hook-env")).unwrap();
+    let state = apollo.path(".apollo").display().to_string();
+    let env = env.replace(&run_id, "[RUN]").replace(&state, "[STATE]");
+    assert!(
+        env.contains("APOLLO_SUMMARY_JSON=[STATE]/"),
+        "an absolute path: {env}"
+    );
+    insta::assert_snapshot!(env);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(apollo.path("hook-summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["status"], "failed");
+    assert_eq!(summary["failed_units"], serde_json::json!(["bad"]));
+    assert!(
+        failed
+            .stderr
+            .contains("warning: hook on_finish failed: exit 3")
+            && failed.stderr.contains("│ finishing"),
+        "{}",
+        failed.stderr
+    );
+    let journal = apollo.journal_text();
+    assert_eq!(journal.matches(r#""kind":"hook_finished""#).count(), 2);
+
+    // A failing hook never turns success into failure.
+    apollo.config("on_finish: exit 3\nunits:\n  - name: good\n    execute: 'true'\n");
+    let succeeded = apollo.args(&["run", "--fresh"]).run();
+    succeeded.code(0);
+    assert!(
+        succeeded
+            .stderr
+            .contains("the run's status stays succeeded"),
+        "{}",
+        succeeded.stderr
+    );
+    let replay = apollo.args(&["replay"]).run();
+    assert!(
+        replay.stdout.contains("on_finish · run succeeded"),
+        "{}",
+        replay.stdout
+    );
+}

@@ -31,6 +31,9 @@ pub enum Event {
     UnitMarked(UnitMarked),
     /// The run ended.
     RunFinished(RunFinished),
+    /// A pipeline hook (`on_failure`, `on_success`, `on_finish`) ran after the run ended
+    /// (since journal format 1.3).
+    HookFinished(HookFinished),
 }
 
 impl Event {
@@ -45,6 +48,7 @@ impl Event {
             Event::UnitSkipped(_) => "unit_skipped",
             Event::UnitMarked(_) => "unit_marked",
             Event::RunFinished(_) => "run_finished",
+            Event::HookFinished(_) => "hook_finished",
         }
     }
 
@@ -56,7 +60,10 @@ impl Event {
             Event::UnitFinished(event) => Some(&event.unit),
             Event::UnitSkipped(event) => Some(&event.unit),
             Event::UnitMarked(event) => Some(&event.unit),
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => None,
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::HookFinished(_) => None,
         }
     }
 }
@@ -383,6 +390,25 @@ pub struct RunFinished {
     pub failed: u32,
     /// Units skipped (by themselves, or because an upstream failed).
     pub skipped: u32,
+}
+
+/// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's
+/// status; this records that it ran, for `apollo show`/`replay` and for whoever wonders why no
+/// mail came.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFinished {
+    /// Which hook: `on_failure`, `on_success` or `on_finish`.
+    pub hook: String,
+    /// The run status the hook was told (`APOLLO_RUN_STATUS`).
+    pub run_status: String,
+    /// How the hook's command ended (`succeeded`, `failed`, `timed_out`, `interrupted`).
+    pub status: AttemptStatus,
+    /// How its process ended.
+    pub exit: Option<ExitStatus>,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
 }
 
 #[cfg(test)]

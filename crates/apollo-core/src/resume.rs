@@ -225,7 +225,10 @@ impl PriorState {
                 self.submitted
                     .insert((submitted.unit.clone(), submitted.attempt));
             }
-            Event::RunStarted(_) | Event::RunResumed(_) | Event::RunFinished(_) => {}
+            Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::HookFinished(_) => {}
         }
     }
 

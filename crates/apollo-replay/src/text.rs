@@ -173,6 +173,7 @@ impl<W: Write> TextRenderer<W> {
             Event::UnitSkipped(skipped) => self.write_unit_skipped(skipped, &context),
             Event::UnitMarked(marked) => self.write_unit_marked(marked, &context),
             Event::RunFinished(finished) => self.write_run_finished(finished, &context),
+            Event::HookFinished(hook) => self.write_hook_finished(hook, &context),
             other => self.write_other(other, &context),
         }
     }

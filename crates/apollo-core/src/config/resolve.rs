@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::schema::{Settings, Spec};
-use crate::model::{Pipeline, Unit};
+use crate::model::{DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, Unit};
 use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
 
 /// Builds the pipeline. `config_path` and `base_dir` are absolute. Units the walk could not
@@ -67,12 +67,22 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             .unwrap_or(true),
         });
     }
+    let hooks = spec
+        .hooks
+        .into_iter()
+        .map(|(when, command, timeout)| Hook {
+            when,
+            command: command.value,
+            timeout: timeout.unwrap_or(DEFAULT_HOOK_TIMEOUT),
+        })
+        .collect();
     Pipeline {
         name,
         config_path,
         base_dir,
         max_parallel,
         units,
+        hooks,
     }
 }
 

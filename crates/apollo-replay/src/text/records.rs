@@ -9,8 +9,8 @@ use std::io::{self, Write};
 
 use apollo_core::Phase;
 use apollo_core::event::{
-    AttemptStatus, Event, ExitStatus, PhaseRecord, RunFinished, RunResumed, RunStarted, SkipReason,
-    UnitFinished, UnitMarked, UnitSkipped, UnitStarted, Verdict,
+    AttemptStatus, Event, ExitStatus, HookFinished, PhaseRecord, RunFinished, RunResumed,
+    RunStarted, SkipReason, UnitFinished, UnitMarked, UnitSkipped, UnitStarted, Verdict,
 };
 use chrono::{DateTime, Utc};
 
@@ -214,6 +214,30 @@ impl<W: Write> TextRenderer<W> {
         self.write_line(&Line {
             duration_ms: Some(context.offset),
             ..Line::run(context.offset, "run end", finished.status.as_str(), detail)
+        })
+    }
+
+    /// `hook`: a pipeline hook ran after the run ended.
+    pub(super) fn write_hook_finished(
+        &mut self,
+        hook: &HookFinished,
+        context: &Context,
+    ) -> io::Result<()> {
+        if !context.keep {
+            return Ok(());
+        }
+        let mut detail = format!("{} · run {}", hook.hook, hook.run_status);
+        if let Some(exit) = hook.exit.filter(|exit| *exit != ExitStatus::Code(0)) {
+            detail.push_str(&format!(" · {}", describe_exit(Some(exit))));
+        }
+        if let Some(error) = hook.error.as_deref().map(first_line)
+            && !error.is_empty()
+        {
+            detail.push_str(&format!(": {error}"));
+        }
+        self.write_line(&Line {
+            duration_ms: Some(hook.duration_ms),
+            ..Line::run(context.offset, "hook", hook.status.as_str(), detail)
         })
     }
 
