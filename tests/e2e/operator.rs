@@ -377,3 +377,25 @@ fn hooks_run_once_at_the_end_with_the_runs_status_and_never_change_it() {
         replay.stdout
     );
 }
+
+#[test]
+fn apollo_stop_stops_the_running_apollo_gracefully_from_another_shell() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: slow\n    execute: bin/block slow\n    cleanup: touch markers/cleaned\n",
+    );
+    let nothing = apollo.args(&["stop"]).run();
+    nothing.code(2);
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    let wrong_run = apollo.args(&["stop", "20200101T000000Z-0000"]).run();
+    wrong_run.code(2);
+    let stop = apollo.args(&["stop"]).run();
+    stop.code(0);
+    assert!(stop.stdout.contains("apollo: stopped"), "{}", stop.stdout);
+    let out = running.wait();
+    out.code(130);
+    assert!(apollo.path("markers/cleaned").exists(), "cleanup ran");
+    let runs = apollo.args(&["runs"]).run();
+    assert!(runs.stdout.contains("interrupted"), "{}", runs.stdout);
+}

@@ -82,6 +82,9 @@ pub(crate) enum Command {
     Graph(cmd::graph::GraphArgs),
     /// Print a shell completion script
     Completions(cmd::completions::CompletionsArgs),
+    /// Stop the apollo running in this state directory, from another shell, as Ctrl-C would
+    #[command(after_long_help = Exit::help_table())]
+    Stop(cmd::stop::StopArgs),
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod run;
 pub(crate) mod show;
+pub(crate) mod stop;
 pub(crate) mod verify;
 
 use std::io::Write;
@@ -48,6 +49,7 @@ pub(crate) fn dispatch(
         Command::Check(args) => check::run(&args, stdout, stderr),
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),
+        Command::Stop(args) => stop::stop(&args, state_dir, stdout),
     }
 }
 
