@@ -399,3 +399,23 @@ fn apollo_stop_stops_the_running_apollo_gracefully_from_another_shell() {
     let runs = apollo.args(&["runs"]).run();
     assert!(runs.stdout.contains("interrupted"), "{}", runs.stdout);
 }
+
+#[test]
+fn run_junit_writes_one_testcase_per_unit_with_failures_and_flaky_retries() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: flaky\n    retries: 1\n    retry_delay: 10ms\n    execute: test $APOLLO_ATTEMPT -ge 2\n  - name: broken\n    execute: |\n      echo 'KeyError: total' >&2; exit 1\n  - name: after\n    deps: [broken]\n    execute: 'true'\n",
+    );
+    apollo
+        .args(&["run", "-k", "--junit", "report.xml"])
+        .run()
+        .code(1);
+    let xml = std::fs::read_to_string(apollo.path("report.xml")).unwrap();
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert!(xml.contains("<flakyFailure"), "{xml}");
+    assert!(xml.contains("KeyError: total"), "{xml}");
+    assert!(xml.contains("upstream `broken` failed"), "{xml}");
+    let replayed = apollo.args(&["replay", "--format", "junit"]).run();
+    replayed.code(0);
+    assert_eq!(replayed.stdout, xml);
+}

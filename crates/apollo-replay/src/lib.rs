@@ -8,6 +8,7 @@ mod error;
 mod filter;
 mod html;
 mod json;
+mod junit;
 mod text;
 mod timeline;
 
@@ -34,6 +35,7 @@ pub use error::ReplayError;
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
 pub use html::write_html;
 pub use json::write_json;
+pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
     Attempt, AttemptState, Mark, Resume, RunEnd, Skip, Timeline, TimelineBuilder, UnitStatus,

@@ -520,3 +520,27 @@ fn lanes_absorb_millisecond_rounding_and_never_outnumber_known_workers() {
     assert_eq!(two.place(at(200), at(300)), 0);
     assert_eq!(two.place(at(20), at(30)), 1, "the lane freed first");
 }
+
+#[test]
+fn junit_report_of_the_showcase_run() {
+    let excerpts = |unit: &str, attempt: u32| {
+        Some(format!(
+            "stderr of {unit} attempt {attempt}\nTraceback <& \"quoted\">\n"
+        ))
+    };
+    let mut out = Vec::new();
+    write_junit(&timeline(&showcase_run()), &mut out, &excerpts).unwrap();
+    let xml = String::from_utf8(out).unwrap();
+    insta::assert_snapshot!(xml);
+    // One test case per unit, and what test reporters need: failures, flaky reruns, skips.
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        timeline(&showcase_run()).units.len()
+    );
+    assert!(xml.contains("<flakyFailure"), "{xml}");
+    assert!(xml.contains("&lt;&amp; &quot;quoted&quot;&gt;"), "{xml}");
+    // What a JUnit reader makes of it: the same cases and statuses.
+    let read = quick_junit::Report::deserialize_from_str(&xml).expect("well-formed JUnit XML");
+    let suite = &read.test_suites[0];
+    assert_eq!((suite.tests, suite.failures, suite.errors), (7, 1, 0));
+}

@@ -35,6 +35,8 @@ pub(crate) enum ReplayFormat {
     ChromeTrace,
     /// A self-contained HTML page with a Gantt chart
     Html,
+    /// JUnit XML for CI test reporters: one test case per unit, failures with the end of their stderr, retries as flaky
+    Junit,
 }
 
 /// Arguments of `apollo runs`.
@@ -303,6 +305,12 @@ pub(crate) fn replay(
         ReplayFormat::Json => Format::Json,
         ReplayFormat::ChromeTrace => Format::ChromeTrace,
         ReplayFormat::Html => Format::Html,
+        ReplayFormat::Junit => {
+            let mut out = BufWriter::new(stdout);
+            write_junit_report(&state, &run_id, &mut out, stderr)?;
+            out.flush().map_err(output)?;
+            return Ok(Exit::Success);
+        }
     };
     let options = ReplayOptions::new(format)
         .filter(filter)
@@ -338,6 +346,31 @@ pub(crate) fn replay(
     result.map_err(replay_error)?;
     Ok(Exit::Success)
 }
+
+/// Writes run `run_id` as JUnit XML to `out`, with the end of each failed attempt's stderr.
+pub(crate) fn write_junit_report(
+    state: &apollo_store::StateDir,
+    run_id: &apollo_store::RunId,
+    out: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (mut reader, _) = state::read_records(state, run_id, ReadOptions::default())?;
+    let timeline = apollo_replay::Timeline::from_records(&mut reader)?;
+    state::print_warnings(&reader.take_warnings(), stderr);
+    let run_dir = state.runs_dir().join(run_id.as_str());
+    let excerpts = |unit: &str, attempt: u32| {
+        let dir = run_dir.join("units").join(unit).join(attempt.to_string());
+        crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
+            let mut text = excerpt.lines.join("\n");
+            text.push('\n');
+            text
+        })
+    };
+    apollo_replay::write_junit(&timeline, out, &excerpts).map_err(output)
+}
+
+/// How many lines of a failed attempt's output a JUnit report carries.
+const JUNIT_EXCERPT_LINES: usize = 40;
 
 /// How many attempts the run could run at once: `max_parallel` of the definition it started
 /// with (its snapshot in the blob store). `None` when the snapshot cannot be read. (A run

@@ -62,6 +62,9 @@ pub(crate) struct ExecutionArgs {
     /// Print the units' output as they write it, each line prefixed `unit | ` (stderr: `unit ! `)
     #[arg(long)]
     pub(crate) stream: bool,
+    /// When the run ends, write it as JUnit XML to PATH (for CI test reporters)
+    #[arg(long, value_name = "PATH")]
+    pub(crate) junit: Option<PathBuf>,
 }
 
 /// Arguments of `apollo run`.

@@ -70,6 +70,7 @@ pub(super) fn execute(
     writeln!(stdout, "{}", render::opening_line(&open_run, pipeline)).map_err(output)?;
     stdout.flush().map_err(output)?;
 
+    let run_id = open_run.run_id().clone();
     let cancel = CancelToken::new();
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
@@ -107,6 +108,9 @@ pub(super) fn execute(
     progress.finish();
     drop(signals);
     held.write_to(stderr);
+    if let Some(path) = &execution.junit {
+        write_junit_file(&state_path, &run_id, path, stderr);
+    }
     let finished = result.map_err(runner_error)?;
 
     // The run is recorded; a closed stdout must not turn success into failure.
@@ -121,4 +125,29 @@ pub(super) fn execute(
         Some(RunStatus::Failed) => Exit::Failure,
         Some(RunStatus::Interrupted) => Exit::Interrupted,
     })
+}
+
+/// `--junit PATH`: the run as JUnit XML, written through a temporary file and renamed so a CI
+/// reporter never reads half a report. A report that cannot be written is a warning: the run
+/// is recorded, and its exit code says how it went.
+fn write_junit_file(
+    state_path: &Path,
+    run_id: &apollo_store::RunId,
+    path: &Path,
+    stderr: &mut dyn Write,
+) {
+    let result = (|| -> Result<(), CliError> {
+        let state = apollo_store::StateDir::open_existing(state_path)?;
+        let mut xml = Vec::new();
+        crate::cmd::replay::write_junit_report(&state, run_id, &mut xml, stderr)?;
+        let partial = path.with_extension("xml.partial");
+        std::fs::write(&partial, &xml)
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|source| CliError::Usage {
+                message: format!("cannot write `{}`: {source}", path.display()),
+            })
+    })();
+    if let Err(error) = result {
+        let _ = writeln!(stderr, "warning: no JUnit report: {error}");
+    }
 }
