@@ -419,3 +419,29 @@ fn run_junit_writes_one_testcase_per_unit_with_failures_and_flaky_retries() {
     replayed.code(0);
     assert_eq!(replayed.stdout, xml);
 }
+
+#[test]
+fn show_verify_and_dry_run_speak_json() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: echo hi\n  - name: b\n    deps: [a]\n    execute: exit 2\n");
+    apollo.args(&["run"]).run().code(1);
+    let json = |out: &crate::support::Output| -> serde_json::Value {
+        serde_json::from_str(&out.stdout).unwrap_or_else(|error| panic!("{error}: {}", out.stdout))
+    };
+    let show = apollo
+        .args(&["show", "latest", "b", "--format", "json"])
+        .run();
+    show.code(0);
+    let show = json(&show);
+    assert_eq!(show["status"], "failed");
+    assert_eq!(show["attempts"][0]["outcome"]["exit"]["code"], 2);
+    let verify = apollo.args(&["verify", "--format", "json"]).run();
+    verify.code(0);
+    assert_eq!(json(&verify)["runs"][0]["ok"], true);
+    let plan = apollo.args(&["run", "--dry-run", "--format", "json"]).run();
+    plan.code(0);
+    let plan = json(&plan);
+    assert_eq!(plan["units"][0]["action"], "skip");
+    assert_eq!(plan["units"][1]["action"], "run");
+    assert!(plan["resumes"].is_string(), "{plan}");
+}

@@ -8,6 +8,7 @@ use apollo_replay::{AttemptState, Timeline, UnitStatus};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
 use crate::cmd::StateArgs;
+use crate::cmd::replay::TableFormat;
 use crate::error::{CliError, output};
 use crate::excerpt;
 use crate::exit::Exit;
@@ -25,6 +26,9 @@ pub(crate) struct ShowArgs {
     pub(crate) unit: String,
     #[command(flatten)]
     pub(crate) state: StateArgs,
+    /// Output format (json: one document with the unit's attempts and their records)
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
 }
 
 /// The run's timeline; store warnings go to `stderr`.
@@ -101,6 +105,9 @@ pub(crate) fn show(
         return Err(unknown_unit(&run_id, &args.unit, &timeline));
     };
     let live = crate::cmd::logs::live_holder_pid(&state, &run_id);
+    if args.format == TableFormat::Json {
+        return show_json(&state, &run_id, unit, live, stdout);
+    }
     let mut out = BufWriter::new(stdout);
     let status = match live {
         Some(pid) if unit.status == UnitStatus::Unfinished => format!("running (apollo pid {pid})"),
@@ -258,6 +265,70 @@ pub(crate) fn show(
         ));
     }
     out.write_all(text.as_bytes()).map_err(output)?;
+    out.flush().map_err(output)?;
+    Ok(Exit::Success)
+}
+
+/// `apollo show --format json`: the unit's status and attempts, each with its `unit_finished`
+/// record as the journal holds it.
+fn show_json(
+    state: &StateDir,
+    run_id: &RunId,
+    unit: &apollo_replay::UnitTimeline,
+    live: Option<u32>,
+    stdout: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let running = |attempt: &apollo_replay::Attempt| {
+        live.is_some() && attempt.state == AttemptState::Unfinished
+    };
+    let attempts: Vec<serde_json::Value> = unit
+        .attempts
+        .iter()
+        .map(|attempt| {
+            serde_json::json!({
+                "number": attempt.number,
+                "state": if running(attempt) { "running" } else { attempt.state.as_str() },
+                "started": attempt.start,
+                "ended": (attempt.state != AttemptState::Unfinished).then_some(attempt.end),
+                "duration_ms": attempt.duration_ms(),
+                "input_hash": attempt.input_hash,
+                "inputs": attempt.inputs,
+                "outcome": attempt.outcome,
+                "log_dir": attempt_dir(state, run_id, &unit.name, attempt.number),
+            })
+        })
+        .collect();
+    let skips: Vec<serde_json::Value> = unit
+        .skips
+        .iter()
+        .map(|skip| serde_json::json!({"ts": skip.ts, "reason": skip.reason}))
+        .collect();
+    let marks: Vec<serde_json::Value> = unit
+        .marks
+        .iter()
+        .map(|mark| {
+            serde_json::json!({
+                "ts": mark.ts, "attempt": mark.attempt, "verdict": mark.verdict.as_str(),
+                "by": mark.by, "note": mark.note,
+            })
+        })
+        .collect();
+    let status = match live {
+        Some(_) if unit.status == UnitStatus::Unfinished => "running",
+        _ => unit.status.as_str(),
+    };
+    let document = serde_json::json!({
+        "run": run_id.as_str(),
+        "unit": unit.name,
+        "status": status,
+        "apollo_pid": live,
+        "attempts": attempts,
+        "skips": skips,
+        "marks": marks,
+    });
+    let mut out = BufWriter::new(stdout);
+    serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
+    writeln!(out).map_err(output)?;
     out.flush().map_err(output)?;
     Ok(Exit::Success)
 }

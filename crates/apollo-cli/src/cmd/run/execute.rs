@@ -52,7 +52,10 @@ pub(super) fn execute(
         let plan = session
             .plan(&mut StderrNotices::new(stderr))
             .map_err(runner_error)?;
-        render::dry_run(&plan, pipeline, stdout)?;
+        match execution.format {
+            crate::cmd::replay::TableFormat::Json => render::dry_run_json(&plan, pipeline, stdout)?,
+            crate::cmd::replay::TableFormat::Text => render::dry_run(&plan, pipeline, stdout)?,
+        }
         return Ok(Exit::Success);
     }
 

@@ -222,6 +222,36 @@ pub(crate) fn dry_run(
     Ok(())
 }
 
+/// `--dry-run --format json`: the plan as one document.
+pub(crate) fn dry_run_json(
+    plan: &Plan,
+    pipeline: &Pipeline,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    let units: Vec<serde_json::Value> = plan
+        .units
+        .iter()
+        .map(|(name, planned)| {
+            let action = if planned.stops_run() {
+                "stop"
+            } else if planned.runs() {
+                "run"
+            } else {
+                "skip"
+            };
+            serde_json::json!({"unit": name, "action": action, "reason": planned.to_string()})
+        })
+        .collect();
+    let document = serde_json::json!({
+        "pipeline": pipeline.name,
+        "resumes": plan.resumes.as_ref().map(RunId::as_str),
+        "n_to_run": plan.n_to_run(),
+        "units": units,
+    });
+    serde_json::to_writer_pretty(&mut *stdout, &document).map_err(|error| output(error.into()))?;
+    writeln!(stdout).map_err(output)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
