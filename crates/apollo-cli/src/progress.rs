@@ -4,6 +4,7 @@
 //! The live line is drawn only when stderr is a terminal and `CI` is not set; otherwise the
 //! output is plain lines, safe for logs.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -24,6 +25,8 @@ struct Counts {
     max_parallel: usize,
     failed: usize,
     stop: bool,
+    /// Attempts handed to workers, oldest first: (unit, attempt, when).
+    started: Vec<(String, u32, Instant)>,
 }
 
 struct Shared {
@@ -71,6 +74,7 @@ impl<'a> Progress<'a> {
         name_width: usize,
         explain: bool,
         run_id: String,
+        timeouts: HashMap<String, Duration>,
         out: &'a mut dyn Write,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -84,7 +88,7 @@ impl<'a> Progress<'a> {
         let started = Instant::now();
         let ticker = live.then(|| {
             let shared = Arc::clone(&shared);
-            std::thread::spawn(move || ticker(&shared, total, started))
+            std::thread::spawn(move || ticker(&shared, total, started, &timeouts))
         });
         Self {
             out,
@@ -189,21 +193,33 @@ impl Drop for Progress<'_> {
     }
 }
 
-fn ticker(shared: &Shared, total: usize, started: Instant) {
+fn ticker(shared: &Shared, total: usize, started: Instant, timeouts: &HashMap<String, Duration>) {
     let mut counts = shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
     while !counts.stop {
-        let elapsed = started.elapsed().as_secs();
-        let mut text = format!(
-            "{}/{total} units · {} running · {} failed · {:02}:{:02}",
-            counts.done,
+        let now = Instant::now();
+        // The oldest attempts handed over are the ones running; the rest wait in the queue of
+        // attempts committed ahead.
+        let running: Vec<RunningUnit<'_>> = counts
+            .started
+            .iter()
+            .take(counts.max_parallel)
+            .map(|(unit, _, since)| RunningUnit {
+                name: unit,
+                elapsed: now.duration_since(*since),
+                timeout: timeouts.get(unit).copied(),
+            })
+            .collect();
+        let width = terminal_size::terminal_size_of(std::io::stderr())
+            .map_or(80, |(terminal_size::Width(width), _)| usize::from(width));
+        let text = live_line(
+            (counts.done, total),
             counts.running.min(counts.max_parallel),
             counts.failed,
-            elapsed / 60,
-            elapsed % 60
+            started.elapsed(),
+            &running,
+            width,
         );
-        if elapsed >= 3600 {
-            text = format!("{text} ({}h)", elapsed / 3600);
-        }
+        drop(running);
         let mut stderr = std::io::stderr().lock();
         let _ = write!(stderr, "\r\x1b[2K{text}");
         let _ = stderr.flush();
@@ -217,6 +233,62 @@ fn ticker(shared: &Shared, total: usize, started: Instant) {
     let mut stderr = std::io::stderr().lock();
     let _ = write!(stderr, "\r\x1b[2K");
     let _ = stderr.flush();
+}
+
+/// A running unit as the live line names it.
+pub(crate) struct RunningUnit<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) elapsed: Duration,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// The live line: `12/40 units · 2 running · 1 failed · 00:42 │ fetch 12s/5m · load 3s`,
+/// cut to `width - 1` characters (the last column stays free, so the terminal never wraps).
+pub(crate) fn live_line(
+    (done, total): (usize, usize),
+    n_running: usize,
+    n_failed: usize,
+    elapsed: Duration,
+    running: &[RunningUnit<'_>],
+    width: usize,
+) -> String {
+    let seconds = elapsed.as_secs();
+    let mut text = format!(
+        "{done}/{total} units · {n_running} running · {n_failed} failed · {:02}:{:02}",
+        seconds / 60,
+        seconds % 60
+    );
+    if seconds >= 3600 {
+        text.push_str(&format!(" ({}h)", seconds / 3600));
+    }
+    for (position, unit) in running.iter().enumerate() {
+        text.push_str(if position == 0 { " │ " } else { " · " });
+        text.push_str(&crate::excerpt::clean_line(unit.name));
+        text.push(' ');
+        text.push_str(&short_duration(unit.elapsed));
+        if let Some(timeout) = unit.timeout {
+            text.push('/');
+            text.push_str(&short_duration(timeout));
+        }
+    }
+    let limit = width.saturating_sub(1).max(1);
+    if text.chars().count() > limit {
+        text = text.chars().take(limit.saturating_sub(1)).collect();
+        text.push('…');
+    }
+    text
+}
+
+/// `42s`, `5m`, `5m30s`, `2h`, `1h30m`: whole seconds, short.
+fn short_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match (seconds / 3600, (seconds / 60) % 60, seconds % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
 }
 
 /// `1.23s`, `2m05s`, `1h02m`.
@@ -302,7 +374,12 @@ impl Observer for Progress<'_> {
                 }
             }
             Notice::Started { unit, attempt } => {
-                self.with_counts(|counts| counts.running += 1);
+                self.with_counts(|counts| {
+                    counts.running += 1;
+                    counts
+                        .started
+                        .push(((*unit).to_owned(), *attempt, Instant::now()));
+                });
                 if let Some(streamer) = &self.streamer {
                     streamer.started(unit, *attempt);
                 }
@@ -327,6 +404,9 @@ impl Observer for Progress<'_> {
                 }
                 self.with_counts(|counts| {
                     counts.running = counts.running.saturating_sub(1);
+                    counts.started.retain(|(name, number, _)| {
+                        (name.as_str(), *number) != (*unit, record.attempt)
+                    });
                     if satisfied {
                         counts.done += 1;
                     } else if !will_retry && record.status != AttemptStatus::Interrupted {
@@ -377,5 +457,30 @@ impl Observer for Progress<'_> {
 
     fn flush(&mut self) {
         self.write_pending();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_line_names_running_units_against_their_timeout_and_never_wraps() {
+        let running = [
+            RunningUnit {
+                name: "fetch_orders",
+                elapsed: Duration::from_secs(12),
+                timeout: Some(Duration::from_secs(300)),
+            },
+            RunningUnit {
+                name: "load",
+                elapsed: Duration::from_secs(3),
+                timeout: None,
+            },
+        ];
+        let wide = live_line((12, 40), 2, 1, Duration::from_secs(42), &running, 200);
+        let narrow = live_line((12, 40), 2, 1, Duration::from_secs(42), &running, 40);
+        assert_eq!(narrow.chars().count(), 39);
+        insta::assert_snapshot!(format!("{wide}\n{narrow}"));
     }
 }

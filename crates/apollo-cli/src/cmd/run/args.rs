@@ -41,8 +41,8 @@ pub(crate) struct ExecutionArgs {
     /// When a unit that already succeeded in this run has different inputs now, or its declared outputs are missing or changed
     #[arg(long, value_enum, default_value_t = InputChange::Auto, value_name = "WHAT")]
     pub(crate) on_input_change: InputChange,
-    /// Run only these units, and whatever of their upstream has not succeeded
-    #[arg(long, value_name = "UNIT", num_args = 1..)]
+    /// Run only this unit (repeat, or separate with commas), and whatever of its upstream has not succeeded
+    #[arg(long, value_name = "UNIT", action = clap::ArgAction::Append, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Print what would run and why, without running anything or writing state
     #[arg(long)]

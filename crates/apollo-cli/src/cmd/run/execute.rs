@@ -94,6 +94,11 @@ pub(super) fn execute(
         name_width,
         execution.explain,
         open_run.run_id().to_string(),
+        pipeline
+            .units
+            .iter()
+            .filter_map(|unit| Some((unit.name.clone(), unit.timeout?)))
+            .collect(),
         stdout,
     );
     if execution.stream {
