@@ -445,3 +445,35 @@ fn show_verify_and_dry_run_speak_json() {
     assert_eq!(plan["units"][1]["action"], "run");
     assert!(plan["resumes"].is_string(), "{plan}");
 }
+
+#[test]
+fn colour_follows_color_no_color_and_clicolor_force_and_quiet_says_less() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: 'true'\n  - name: b\n    execute: exit 1\n");
+    let plain = apollo.args(&["run"]).run();
+    plain.code(1);
+    assert!(!plain.stdout.contains('\u{1b}'), "{}", plain.stdout);
+    let always = apollo.args(&["run", "--fresh", "--color", "always"]).run();
+    always.code(1);
+    assert!(always.stdout.contains("\u{1b}["), "{}", always.stdout);
+    let forced = apollo
+        .envs(&[("NO_COLOR", ""), ("CLICOLOR_FORCE", "1")])
+        .args(&["runs"])
+        .run();
+    assert!(forced.stdout.contains("\u{1b}["), "{}", forced.stdout);
+    let no_color = apollo
+        .envs(&[("NO_COLOR", "1"), ("CLICOLOR_FORCE", "1")])
+        .args(&["runs"])
+        .run();
+    assert!(!no_color.stdout.contains('\u{1b}'), "{}", no_color.stdout);
+    let quiet = apollo.envs(&[]).args(&["-q", "run", "--fresh"]).run();
+    quiet.code(1);
+    assert!(!quiet.stdout.contains("  ok "), "{}", quiet.stdout);
+    assert!(quiet.stdout.contains("FAILED"), "{}", quiet.stdout);
+    let verbose = apollo.args(&["run", "--fresh", "-v"]).run();
+    assert!(
+        verbose.stdout.contains("  start    a"),
+        "{}",
+        verbose.stdout
+    );
+}

@@ -41,6 +41,28 @@ pub(crate) struct GlobalArgs {
         help_heading = "Global options"
     )]
     pub(crate) state_dir: Option<PathBuf>,
+    /// When to colour the output
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = crate::color::ColorArg::Auto,
+        value_name = "WHEN",
+        help_heading = "Global options"
+    )]
+    pub(crate) color: crate::color::ColorArg,
+    /// Say less: no line per succeeded unit, only failures, warnings and the summary
+    #[arg(
+        long,
+        short = 'q',
+        global = true,
+        help_heading = "Global options",
+        conflicts_with = "verbose"
+    )]
+    pub(crate) quiet: bool,
+    /// Say more: also a line when each unit starts
+    #[arg(long, short = 'v', global = true, help_heading = "Global options")]
+    pub(crate) verbose: bool,
 }
 
 /// The subcommands.

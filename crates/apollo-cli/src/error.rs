@@ -288,7 +288,10 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
     if let CliError::InvalidConfig { diagnostics, .. } = error {
         text.push_str(&render_all(diagnostics));
     }
-    text.push_str(&format!("error: {error}\n"));
+    text.push_str(&format!(
+        "{} {error}\n",
+        crate::color::paint(crate::color::stderr(), "error:", "error:")
+    ));
     // Each error says its own part and returns its cause from `source()` (never both), so the
     // chain is walked once and every cause printed once.
     let mut source = std::error::Error::source(error);

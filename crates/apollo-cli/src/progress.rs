@@ -16,6 +16,23 @@ use apollo_core::event::{AttemptStatus, ExitStatus, UnitFinished};
 use crate::excerpt;
 use crate::stream::Streamer;
 
+/// `-q` (0), normal (1), `-v` (2): set once from the command line.
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// Sets `-q`/`-v` for the run's progress output.
+pub(crate) fn set_verbosity(quiet: bool, verbose: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => 0,
+        (false, true) => 2,
+        (false, false) => 1,
+    };
+    VERBOSITY.store(level, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn verbosity() -> u8 {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[derive(Default)]
 struct Counts {
     done: usize,
@@ -326,8 +343,9 @@ fn finished_line(
         AttemptStatus::TimedOut => "TIMEOUT",
         AttemptStatus::Interrupted => "stopped",
     };
+    let label = crate::color::paint(crate::color::stdout(), label, &format!("{label:<8}"));
     let mut text = format!(
-        "  {label:<8} {unit:<width$}  attempt {}, {duration}",
+        "  {label} {unit:<width$}  attempt {}, {duration}",
         record.attempt
     );
     match record.status {
@@ -363,7 +381,7 @@ impl Observer for Progress<'_> {
                 if matches!(decision, Decision::Reuse { .. }) {
                     self.with_counts(|counts| counts.done += 1);
                 }
-                if self.explain || matches!(decision, Decision::Reuse { .. }) {
+                if self.explain || (matches!(decision, Decision::Reuse { .. }) && verbosity() > 0) {
                     let label = if matches!(decision, Decision::Reuse { .. }) {
                         "done"
                     } else {
@@ -382,6 +400,13 @@ impl Observer for Progress<'_> {
                 });
                 if let Some(streamer) = &self.streamer {
                     streamer.started(unit, *attempt);
+                }
+                if verbosity() > 1 {
+                    let width = self.name_width;
+                    self.line(&format!(
+                        "  {:<8} {unit:<width$}  attempt {attempt}",
+                        "start"
+                    ));
                 }
             }
             Notice::Finished {
@@ -423,7 +448,8 @@ impl Observer for Progress<'_> {
                         self.line(rest.trim_end_matches('\n'));
                     }
                 }
-                if !never_started {
+                let quiet_success = verbosity() == 0 && record.status.satisfies_dependents();
+                if !never_started && !quiet_success {
                     let mut text = finished_line(unit, self.name_width, record, *retry_in);
                     if matches!(
                         record.status,

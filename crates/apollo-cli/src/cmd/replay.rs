@@ -1,7 +1,7 @@
 //! `apollo runs`, `apollo replay`, `apollo diff`: the recorded runs, one run as a timeline, and
 //! two runs compared unit by unit.
 
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use apollo_core::event::InputManifestRef;
@@ -93,10 +93,9 @@ pub(crate) struct DiffArgs {
     pub(crate) state: StateArgs,
 }
 
-/// Whether to colour text on stdout: a terminal, and `NO_COLOR` unset.
+/// Whether to colour text on stdout (`--color`, `NO_COLOR`, `CLICOLOR_FORCE`, a terminal).
 pub(crate) fn color_stdout() -> bool {
-    std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+    crate::color::stdout()
 }
 
 #[derive(Serialize)]
@@ -200,6 +199,7 @@ pub(crate) fn runs(
                     "RUN", "PIPELINE", "STARTED (UTC)", "DURATION", "STATUS"
                 )
                 .map_err(output)?;
+                let color = color_stdout();
                 for line in &lines {
                     let duration = line.duration_ms.map_or_else(
                         || "-".to_owned(),
@@ -224,9 +224,11 @@ pub(crate) fn runs(
                     {
                         units.push_str(&format!(" (apollo pid {pid})"));
                     }
+                    let status =
+                        crate::color::paint(color, line.status, &format!("{:<11}", line.status));
                     writeln!(
                         out,
-                        "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  {units}",
+                        "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",
                         line.id,
                         line.pipeline.unwrap_or("?"),
                         line.started.map_or_else(
@@ -234,7 +236,6 @@ pub(crate) fn runs(
                             |ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()
                         ),
                         duration,
-                        line.status
                     )
                     .map_err(output)?;
                 }

@@ -113,6 +113,11 @@ pub(crate) fn show(
         Some(pid) if unit.status == UnitStatus::Unfinished => format!("running (apollo pid {pid})"),
         _ => unit.status.as_str().replace('_', " "),
     };
+    let status = crate::color::paint(
+        crate::color::stdout(),
+        status.split(' ').next().unwrap_or(""),
+        &status,
+    );
     let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
     for skip in &unit.skips {
         let why = match &skip.reason {
