@@ -477,3 +477,26 @@ fn colour_follows_color_no_color_and_clicolor_force_and_quiet_says_less() {
         verbose.stdout
     );
 }
+
+#[test]
+fn prune_dry_run_says_what_would_go_and_deletes_nothing() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: 'true'\n");
+    for _ in 0..3 {
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+    let dry = apollo
+        .args(&["prune", "--keep-runs", "1", "--dry-run"])
+        .run();
+    dry.code(0);
+    assert_eq!(
+        dry.stdout.matches("would delete ").count(),
+        2,
+        "{}",
+        dry.stdout
+    );
+    assert!(dry.stdout.contains("nothing was deleted"), "{}", dry.stdout);
+    assert_eq!(apollo.run_ids().len(), 3);
+    apollo.args(&["prune", "--keep-runs", "1"]).run().code(0);
+    assert_eq!(apollo.run_ids().len(), 1);
+}

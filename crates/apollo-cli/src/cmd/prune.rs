@@ -17,11 +17,14 @@ pub(crate) struct PruneArgs {
     /// Delete runs that started more than N days ago
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
-    /// Keep only the N newest runs
+    /// Keep the N newest runs of each pipeline (per pipeline, not in all)
     #[arg(long, value_name = "N")]
     pub(crate) keep_runs: Option<usize>,
     #[command(flatten)]
     pub(crate) state: StateArgs,
+    /// Say what would be deleted, and delete nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// Arguments of `apollo backup`.
@@ -56,6 +59,26 @@ fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<
     )
 }
 
+/// `apollo prune --dry-run`: what would go.
+fn print_prune_plan(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<()> {
+    for run in &report.deleted {
+        writeln!(stdout, "would delete {run}")?;
+    }
+    for run in &report.kept_running {
+        writeln!(stdout, "would keep {run} (running)")?;
+    }
+    for run in &report.kept_latest {
+        writeln!(stdout, "would keep {run} (latest run of its pipeline)")?;
+    }
+    writeln!(
+        stdout,
+        "dry run: would prune {} run{}, freeing {:.1} MiB; nothing was deleted",
+        report.deleted.len(),
+        if report.deleted.len() == 1 { "" } else { "s" },
+        report.freed_bytes as f64 / (1024.0 * 1024.0)
+    )
+}
+
 /// `apollo prune`: never a running run, never the latest run of a pipeline.
 pub(crate) fn prune(
     args: &PruneArgs,
@@ -69,6 +92,11 @@ pub(crate) fn prune(
     }
     if let Some(keep_runs) = args.keep_runs {
         options = options.keep_runs(keep_runs);
+    }
+    if args.dry_run {
+        let report = apollo_store::plan_prune(&state, options, chrono::Utc::now())?;
+        print_prune_plan(&report, stdout).map_err(output)?;
+        return Ok(Exit::Success);
     }
     let report = apollo_store::prune(&state, options, chrono::Utc::now())?;
     print_prune(&report, stdout).map_err(output)?;
