@@ -107,6 +107,9 @@ pub(crate) enum Command {
     /// Stop the apollo running in this state directory, from another shell, as Ctrl-C would
     #[command(after_long_help = Exit::help_table())]
     Stop(cmd::stop::StopArgs),
+    /// Write the man pages to a folder (what `cargo xtask man` runs)
+    #[command(hide = true)]
+    GenerateMan(cmd::man::ManArgs),
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod graph;
 pub(crate) mod logs;
+pub(crate) mod man;
 pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
@@ -50,6 +51,7 @@ pub(crate) fn dispatch(
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),
         Command::Stop(args) => stop::stop(&args, state_dir, stdout),
+        Command::GenerateMan(args) => man::run(&args, stdout),
     }
 }
 
