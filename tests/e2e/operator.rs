@@ -500,3 +500,25 @@ fn prune_dry_run_says_what_would_go_and_deletes_nothing() {
     apollo.args(&["prune", "--keep-runs", "1"]).run().code(0);
     assert_eq!(apollo.run_ids().len(), 1);
 }
+
+#[test]
+fn stats_over_the_last_runs_flag_a_loose_timeout() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: quick\n    timeout: 1h\n    execute: 'true'\n");
+    for _ in 0..3 {
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+    let stats = apollo.args(&["stats"]).run();
+    stats.code(0);
+    assert!(
+        stats.stdout.contains("last 3 runs") && stats.stdout.contains("⚠ loose"),
+        "{}",
+        stats.stdout
+    );
+    let json = apollo.args(&["stats", "quick", "--format", "json"]).run();
+    json.code(0);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["units"][0]["runs"], 3);
+    assert_eq!(json["units"][0]["timeout_flag"], "too_loose");
+    apollo.args(&["stats", "quik"]).run().code(2);
+}

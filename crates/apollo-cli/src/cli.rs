@@ -107,6 +107,8 @@ pub(crate) enum Command {
     /// Stop the apollo running in this state directory, from another shell, as Ctrl-C would
     #[command(after_long_help = Exit::help_table())]
     Stop(cmd::stop::StopArgs),
+    /// Per-unit durations (percentiles), failure and retry rates over the last runs, and timeouts set too tight or too loose
+    Stats(cmd::stats::StatsArgs),
     /// Write the man pages to a folder (what `cargo xtask man` runs)
     #[command(hide = true)]
     GenerateMan(cmd::man::ManArgs),

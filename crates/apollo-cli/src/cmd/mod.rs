@@ -14,6 +14,7 @@ pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod run;
 pub(crate) mod show;
+pub(crate) mod stats;
 pub(crate) mod stop;
 pub(crate) mod verify;
 
@@ -52,6 +53,7 @@ pub(crate) fn dispatch(
         Command::Completions(args) => completions::run(&args, stdout),
         Command::Stop(args) => stop::stop(&args, state_dir, stdout),
         Command::GenerateMan(args) => man::run(&args, stdout),
+        Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
     }
 }
 
