@@ -522,3 +522,30 @@ fn stats_over_the_last_runs_flag_a_loose_timeout() {
     assert_eq!(json["units"][0]["timeout_flag"], "too_loose");
     apollo.args(&["stats", "quik"]).run().code(2);
 }
+
+#[test]
+fn run_format_json_is_a_json_lines_event_stream() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: 'true'\n  - name: b\n    deps: [a]\n    execute: |\n      echo nope >&2; exit 1\n");
+    let run = apollo.args(&["run", "--format", "json"]).run();
+    run.code(1);
+    let events: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|event| event["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"run"));
+    assert_eq!(kinds.last(), Some(&"summary"));
+    assert!(
+        kinds.contains(&"started") && kinds.contains(&"finished"),
+        "{kinds:?}"
+    );
+    let summary = events.last().unwrap();
+    assert_eq!(summary["status"], "failed");
+    assert_eq!(summary["units"][1]["status"], "failed");
+    assert_eq!(summary["units"][1]["excerpt"]["lines"][0], "nope");
+}

@@ -69,6 +69,8 @@ pub(crate) struct Progress<'a> {
     streamer: Option<Streamer>,
     /// What the run's report does not say, for the summary.
     notes: RunNotes,
+    /// `run --format json`: one JSON object per event on stdout instead of text lines.
+    json: bool,
 }
 
 /// What the progress printer saw that the engine's report does not say.
@@ -118,7 +120,22 @@ impl<'a> Progress<'a> {
             ticker,
             streamer: None,
             notes: RunNotes::default(),
+            json: false,
         }
+    }
+
+    /// `run --format json`: a JSON-lines event stream on stdout (one object per started,
+    /// finished, skipped or decided unit), no text lines and no live line.
+    pub(crate) fn json_lines(&mut self) {
+        self.json = true;
+        self.stop_ticker();
+        self.with_counts(|counts| counts.stop = false);
+    }
+
+    /// Queue one JSON object as a line (written at the next flush).
+    fn emit(&mut self, event: &serde_json::Value) {
+        self.pending.push_str(&event.to_string());
+        self.pending.push('\n');
     }
 
     /// What the summary needs that the engine's report does not say.
@@ -155,6 +172,9 @@ impl<'a> Progress<'a> {
     /// Print a line above the live progress line; without one, queue it for the next
     /// [`Observer::flush`].
     fn line(&mut self, text: &str) {
+        if self.json {
+            return;
+        }
         if self.ticker.is_none() {
             self.pending.push_str(text);
             self.pending.push('\n');
@@ -376,6 +396,35 @@ fn finished_line(
 
 impl Observer for Progress<'_> {
     fn notice(&mut self, notice: &Notice<'_>) {
+        if self.json {
+            let event = match notice {
+                Notice::Decided { unit, decision } => Some(serde_json::json!({
+                    "event": "decided", "unit": unit,
+                    "runs": !matches!(decision, Decision::Reuse { .. }),
+                    "reason": decision.to_string(),
+                })),
+                Notice::Started { unit, attempt } => Some(serde_json::json!({
+                    "event": "started", "unit": unit, "attempt": attempt,
+                })),
+                Notice::Finished {
+                    unit,
+                    record,
+                    retry_in,
+                    log_dir,
+                } => Some(serde_json::json!({
+                    "event": "finished", "unit": unit, "record": record,
+                    "retry_in_ms": retry_in.map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+                    "log_dir": log_dir,
+                })),
+                Notice::Skipped { unit, upstream } => Some(serde_json::json!({
+                    "event": "skipped", "unit": unit, "upstream_failed": upstream,
+                })),
+                _ => None,
+            };
+            if let Some(event) = event {
+                self.emit(&event);
+            }
+        }
         match notice {
             Notice::Decided { unit, decision } => {
                 if matches!(decision, Decision::Reuse { .. }) {

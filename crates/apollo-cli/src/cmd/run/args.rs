@@ -65,8 +65,8 @@ pub(crate) struct ExecutionArgs {
     /// When the run ends, write it as JUnit XML to PATH (for CI test reporters)
     #[arg(long, value_name = "PATH")]
     pub(crate) junit: Option<PathBuf>,
-    /// Output format of `--dry-run` (json: one document with each unit's plan)
-    #[arg(long, value_enum, default_value_t = crate::cmd::replay::TableFormat::Text, requires = "dry_run")]
+    /// Output format (json: a JSON-lines event stream on stdout; with --dry-run, one document with each unit's plan)
+    #[arg(long, value_enum, default_value_t = crate::cmd::replay::TableFormat::Text, conflicts_with = "stream")]
     pub(crate) format: crate::cmd::replay::TableFormat,
 }
 

@@ -70,7 +70,20 @@ pub(super) fn execute(
             return Ok(Exit::Success);
         }
     };
-    writeln!(stdout, "{}", render::opening_line(&open_run, pipeline)).map_err(output)?;
+    let json = execution.format == crate::cmd::replay::TableFormat::Json;
+    if json {
+        let opened = serde_json::json!({
+            "event": "run",
+            "run_id": open_run.run_id().as_str(),
+            "pipeline": pipeline.name,
+            "resumed": matches!(open_run.opening(), apollo_runner::Opening::Resumed),
+            "units": open_run.n_units_in_scope(),
+            "state_dir": open_run.state_dir().path(),
+        });
+        writeln!(stdout, "{opened}").map_err(output)?;
+    } else {
+        writeln!(stdout, "{}", render::opening_line(&open_run, pipeline)).map_err(output)?;
+    }
     stdout.flush().map_err(output)?;
 
     let run_id = open_run.run_id().clone();
@@ -101,6 +114,9 @@ pub(super) fn execute(
             .collect(),
         stdout,
     );
+    if json {
+        progress.json_lines();
+    }
     if execution.stream {
         progress.stream_output(
             &open_run
@@ -122,11 +138,12 @@ pub(super) fn execute(
     let finished = result.map_err(runner_error)?;
 
     // The run is recorded; a closed stdout must not turn success into failure.
-    let _ = writeln!(
-        stdout,
-        "{}",
+    let summary = if json {
+        render::summary_json(&finished.run_id, &finished.report, &notes, elapsed).to_string()
+    } else {
         render::summary(&finished.run_id, &finished.report, &notes, elapsed)
-    );
+    };
+    let _ = writeln!(stdout, "{summary}");
     let _ = stdout.flush();
     Ok(match finished.report.status {
         Some(RunStatus::Succeeded) | None => Exit::Success,

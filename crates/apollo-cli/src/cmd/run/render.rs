@@ -222,6 +222,59 @@ pub(crate) fn dry_run(
     Ok(())
 }
 
+/// The last object of `run --format json`: the run's end, its counts (the same set as the
+/// text summary) and each failed unit with the end of its output.
+pub(crate) fn summary_json(
+    run_id: &RunId,
+    report: &RunReport,
+    notes: &RunNotes,
+    elapsed: Duration,
+) -> serde_json::Value {
+    let units: Vec<serde_json::Value> = report
+        .units
+        .iter()
+        .map(|(unit, result)| {
+            let (status, detail) = match result {
+                UnitResult::Succeeded { attempt } if notes.flaky.contains(unit) => {
+                    ("succeeded", serde_json::json!({"attempt": attempt, "flaky": true}))
+                }
+                UnitResult::Succeeded { attempt } => ("succeeded", serde_json::json!({"attempt": attempt})),
+                UnitResult::SelfSkipped { attempt } => ("skipped", serde_json::json!({"attempt": attempt})),
+                UnitResult::Reused => ("already_done", serde_json::json!({})),
+                UnitResult::Failed {
+                    attempt,
+                    log_dir,
+                    error,
+                } => (
+                    "failed",
+                    serde_json::json!({
+                        "attempt": attempt, "error": error, "log_dir": log_dir,
+                        "excerpt": excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
+                            .map(|excerpt| serde_json::json!({"stream": excerpt.stream, "lines": excerpt.lines})),
+                    }),
+                ),
+                UnitResult::SkippedUpstream { upstream } => {
+                    ("upstream_failed", serde_json::json!({"upstream": upstream}))
+                }
+                _ if notes.interrupted.contains(unit) => ("interrupted", serde_json::json!({})),
+                _ => ("not_started", serde_json::json!({})),
+            };
+            let mut value = serde_json::json!({"unit": unit, "status": status});
+            if let (Some(object), serde_json::Value::Object(extra)) = (value.as_object_mut(), detail) {
+                object.extend(extra);
+            }
+            value
+        })
+        .collect();
+    serde_json::json!({
+        "event": "summary",
+        "run_id": run_id.as_str(),
+        "status": report.status.map(RunStatus::as_str),
+        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        "units": units,
+    })
+}
+
 /// `--dry-run --format json`: the plan as one document.
 pub(crate) fn dry_run_json(
     plan: &Plan,
