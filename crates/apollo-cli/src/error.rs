@@ -288,15 +288,26 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
     if let CliError::InvalidConfig { diagnostics, .. } = error {
         text.push_str(&render_all(diagnostics));
     }
+    // Messages quote what users and units wrote (a RUN argument, a unit name, an error line):
+    // control characters are escaped and very long lines cut, so a message cannot move the
+    // cursor or bury the terminal.
+    let safe = |message: String| {
+        message
+            .lines()
+            .map(|line| crate::excerpt::clean_line_to(line, MAX_MESSAGE_LINE_CHARS))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     text.push_str(&format!(
-        "{} {error}\n",
-        crate::color::paint(crate::color::stderr(), "error:", "error:")
+        "{} {}\n",
+        crate::color::paint(crate::color::stderr(), "error:", "error:"),
+        safe(error.to_string())
     ));
     // Each error says its own part and returns its cause from `source()` (never both), so the
     // chain is walked once and every cause printed once.
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        text.push_str(&format!("  caused by: {cause}\n"));
+        text.push_str(&format!("  caused by: {}\n", safe(cause.to_string())));
         source = cause.source();
     }
     for help in help_lines(error) {
@@ -306,6 +317,9 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
     let _ = stderr.write_all(text.as_bytes());
     exit
 }
+
+/// Longer lines of an error message are cut (a message names at most a few paths and units).
+const MAX_MESSAGE_LINE_CHARS: usize = 2000;
 
 /// Wraps an output error.
 pub(crate) fn output(error: io::Error) -> CliError {

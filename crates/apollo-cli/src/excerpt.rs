@@ -66,9 +66,14 @@ fn tail(path: &Path, n_lines: usize) -> Option<Vec<String>> {
 /// `line` made safe for a terminal: control characters escaped (`\t` as spaces, `\r` and
 /// escapes as `\x1b`…), cut at [`MAX_LINE_CHARS`] characters.
 pub(crate) fn clean_line(line: &str) -> String {
-    let mut cleaned = String::with_capacity(line.len().min(MAX_LINE_CHARS + 8));
+    clean_line_to(line, MAX_LINE_CHARS)
+}
+
+/// [`clean_line`] with another length limit.
+pub(crate) fn clean_line_to(line: &str, max_chars: usize) -> String {
+    let mut cleaned = String::with_capacity(line.len().min(max_chars + 8));
     for (n_chars, character) in line.chars().enumerate() {
-        if n_chars >= MAX_LINE_CHARS {
+        if n_chars >= max_chars {
             cleaned.push('…');
             break;
         }
