@@ -371,22 +371,59 @@ fn tick_step(total_ms: u64) -> u64 {
         .unwrap_or(10 * magnitude)
 }
 
+/// A sign beside a status, so failed, timed out and the rest differ without colour.
+fn status_glyph(status: &str) -> &'static str {
+    match status {
+        "succeeded" | "marked_succeeded" => "✓ ",
+        "failed" | "marked_failed" => "✕ ",
+        "timed_out" => "⏱ ",
+        "skipped" | "upstream_failed" | "not_started" | "not_run" => "– ",
+        _ => "! ",
+    }
+}
+
 fn write_table(page: &mut String, timeline: &Timeline) {
     page.push_str(
-        "<section>\n<h2>Units</h2>\n<table id=\"units\">\n<thead><tr><th>unit</th><th>status</th>\
-         <th>attempts</th><th>last duration</th><th>exit</th><th>input</th><th>output</th>\
-         <th>error</th></tr></thead>\n<tbody>\n",
+        "<section>\n<h2>Units</h2>\n<p class=\"filter\"><label>status \
+         <select id=\"status-filter\"><option value=\"\">all</option>\
+         <option value=\"problem\">not succeeded</option><option>succeeded</option>\
+         <option>failed</option><option>timed_out</option><option>skipped</option>\
+         <option>upstream_failed</option><option>unfinished</option></select></label> \
+         <label>sort <select id=\"sort\"><option value=\"\">config order</option>\
+         <option value=\"duration\">longest first</option><option value=\"status\">by status</option>\
+         </select></label></p>\n<table id=\"units\">\n<thead><tr><th>unit</th><th>status</th>\
+         <th>attempts</th><th>last duration</th><th>phases</th><th>cpu</th><th>max rss</th>\
+         <th>exit</th><th>input</th><th>output</th><th>error</th></tr></thead>\n<tbody>\n",
     );
     for unit in &timeline.units {
         let last = unit.last_attempt();
         let cell = |value: Option<String>| value.unwrap_or_else(|| "-".into());
         let skip_reason = unit.skips.last().map(|skip| skip_reason_text(&skip.reason));
+        let outcome = last.and_then(|attempt| attempt.outcome.as_ref());
+        // Phases, CPU and memory in the table, visible without hovering over a bar.
+        let phases = outcome.map(|outcome| {
+            outcome
+                .phases
+                .iter()
+                .map(|phase| format!("{} {}", phase.phase, format_duration(phase.duration_ms)))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        });
+        let cpu = outcome
+            .map(|outcome| format_duration(outcome.user_cpu_ms.saturating_add(outcome.sys_cpu_ms)));
+        let rss = outcome.map(|outcome| format!("{} MiB", outcome.max_rss_kib.div_ceil(1024)));
         let _ = writeln!(
             page,
-            "<tr data-unit=\"{name}\"><td>{name}</td><td><span class=\"badge s-{status}\">{status}</span></td>\
-             <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
+            "<tr data-unit=\"{name}\" data-status=\"{status}\" data-duration=\"{}\"><td>{name}</td>\
+             <td><span class=\"badge s-{status}\">{}{status}</span></td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
+            last.map_or(0, Attempt::duration_ms),
+            status_glyph(unit.status.as_str()),
             unit.attempts.len(),
             cell(last.map(|attempt| format_duration(attempt.duration_ms()))),
+            cell(phases),
+            cell(cpu),
+            cell(rss),
             cell(
                 last.and_then(|attempt| attempt.outcome.as_ref())
                     .map(|o| describe_exit(o.exit))
@@ -467,6 +504,27 @@ const SCRIPT: &str = r#"
       el.addEventListener('mouseleave', function () { set(unit, false); });
     });
   });
+  // Filter and sort the units table (and the chart's rows) by status, for big runs.
+  var filter = document.getElementById('status-filter');
+  var sort = document.getElementById('sort');
+  var body = document.querySelector('#units tbody');
+  var original = Array.prototype.slice.call(lines);
+  function apply() {
+    var want = filter.value;
+    var shown = function (status) {
+      return want === '' || (want === 'problem' ? status !== 'succeeded' : status === want);
+    };
+    lines.forEach(function (l) { l.hidden = !shown(l.getAttribute('data-status')); });
+    rows.forEach(function (r) { r.style.opacity = shown(r.getAttribute('data-status')) ? '' : '0.15'; });
+    var ordered = original.slice();
+    if (sort.value === 'duration') {
+      ordered.sort(function (a, b) { return b.getAttribute('data-duration') - a.getAttribute('data-duration'); });
+    } else if (sort.value === 'status') {
+      ordered.sort(function (a, b) { return a.getAttribute('data-status').localeCompare(b.getAttribute('data-status')); });
+    }
+    ordered.forEach(function (l) { body.appendChild(l); });
+  }
+  if (filter && sort && body) { filter.addEventListener('change', apply); sort.addEventListener('change', apply); }
   document.body.setAttribute('data-bars', String(document.querySelectorAll('#gantt rect.bar').length));
 })();
 "#;

@@ -544,3 +544,21 @@ fn junit_report_of_the_showcase_run() {
     let suite = &read.test_suites[0];
     assert_eq!((suite.tests, suite.failures, suite.errors), (7, 1, 0));
 }
+
+#[test]
+fn html_table_shows_phases_cpu_memory_and_status_signs_without_hovering() {
+    let mut out = Vec::new();
+    write_html(&timeline(&showcase_run()), &mut out).unwrap();
+    let page = String::from_utf8(out).unwrap();
+    for needle in [
+        "<th>phases</th>",
+        "<th>cpu</th>",
+        "<th>max rss</th>",
+        "execute 995ms",
+        "⏱ timed_out",
+        "id=\"status-filter\"",
+        "data-duration=",
+    ] {
+        assert!(page.contains(needle), "{needle}");
+    }
+}
