@@ -214,13 +214,38 @@ fn a_live_run_reads_as_running_from_a_second_process_and_logs_follow_it() {
         runs.stdout
     );
 
-    // `logs -f` follows the attempt until it ends, then exits by itself.
-    let follow = apollo.args(&["logs", "-f", "latest", "slow"]).spawn();
+    // `logs -f` prints what the running attempt wrote so far, follows it until it ends, then
+    // exits by itself. Its output goes to a file the test watches: "before" must arrive while
+    // the unit still blocks.
+    let followed_path = apollo.path("followed.txt");
+    let mut follow = std::process::Command::new(crate::support::apollo_bin())
+        .args(["logs", "-f", "latest", "slow"])
+        .current_dir(apollo.root())
+        .env_remove("APOLLO_STATE_DIR")
+        .stdout(std::fs::File::create(&followed_path).unwrap())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+    while std::fs::read_to_string(&followed_path).unwrap_or_default() != "before\n" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "logs -f printed nothing"
+        );
+        assert!(
+            follow.try_wait().unwrap().is_none(),
+            "logs -f ended while the unit ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     apollo.release("slow.release");
     running.wait().code(0);
-    let followed = follow.wait();
-    followed.code(0);
-    assert_eq!(followed.stdout, "before\nafter\n", "{}", followed.stderr);
+    let status = follow.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_to_string(&followed_path).unwrap(),
+        "before\nafter\n"
+    );
 }
 
 #[test]
