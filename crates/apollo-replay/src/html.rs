@@ -173,6 +173,22 @@ fn write_chart(page: &mut String, timeline: &Timeline) {
         write_row(page, timeline, &scale, row, unit);
     }
 
+    for resume in timeline.resumes.iter().filter(|resume| resume.after_crash) {
+        // Shaded: the time between the crash (the last record of the apollo that died) and
+        // the resume, when nothing ran.
+        let from = scale.x(offset_ms(origin, resume.previous_last_ts));
+        let to = scale.x(offset_ms(origin, resume.ts));
+        let _ = writeln!(
+            page,
+            "<rect class=\"gap\" x=\"{from:.1}\" y=\"{AXIS_HEIGHT}\" width=\"{:.1}\" \
+             height=\"{:.1}\" fill=\"url(#hatch)\"><title>apollo was not running: it stopped \
+             without finishing after {} and the run was resumed at {}</title></rect>",
+            (to - from).max(0.0),
+            height - 8.0 - AXIS_HEIGHT,
+            format_offset(offset_ms(origin, resume.previous_last_ts)),
+            format_offset(offset_ms(origin, resume.ts)),
+        );
+    }
     for resume in &timeline.resumes {
         let x = scale.x(offset_ms(origin, resume.ts));
         let _ = writeln!(

@@ -84,6 +84,12 @@ pub struct Resume {
     pub pid: u32,
     /// Attempts left unfinished by the process that died before this resume.
     pub n_abandoned: usize,
+    /// The last record the previous apollo process wrote: from then until `ts` nothing ran
+    /// this run.
+    pub previous_last_ts: DateTime<Utc>,
+    /// Whether the previous process stopped without recording the run's end (a crash, a
+    /// kill): the gap is a loss, not a pause between invocations.
+    pub after_crash: bool,
 }
 
 /// One unit's history in a run.
@@ -481,6 +487,7 @@ impl TimelineBuilder {
                 // record it wrote (a mark is written by `apollo mark`, after it died).
                 let abandoned_end = previous_alive_ts.unwrap_or(ts);
                 let n_abandoned = self.close_open_attempts(abandoned_end);
+                let after_crash = self.timeline.finished.is_none();
                 self.timeline.finished = None;
                 self.timeline.resumes.push(Resume {
                     seq,
@@ -488,6 +495,8 @@ impl TimelineBuilder {
                     host: resumed.host,
                     pid: resumed.pid,
                     n_abandoned,
+                    previous_last_ts: abandoned_end,
+                    after_crash,
                 });
                 self.list_units(resumed.units);
             }
