@@ -34,6 +34,15 @@ fn a_failed_unit_shows_the_end_of_its_stderr_under_failed_and_in_the_summary() {
     let logs = apollo.args(&["logs", &run_id, "report", "--stderr"]).run();
     logs.code(0);
     assert_eq!(logs.stdout, "ValueError: bad row 7\n");
+
+    // And in the HTML report, under the unit's row.
+    let html = apollo.args(&["replay", "--format", "html"]).run();
+    html.code(0);
+    assert!(
+        html.stdout.contains("<pre>ValueError: bad row 7\n</pre>"),
+        "{}",
+        html.stdout
+    );
 }
 
 #[test]

@@ -33,14 +33,25 @@ const MIN_BAR_WIDTH: f64 = 2.0;
 /// markers, resumes as dashed lines), and a table of units.
 ///
 /// Each attempt bar is `<rect class="bar …" data-unit data-attempt data-status data-lane>`.
-pub fn write_html<W: Write>(timeline: &Timeline, mut out: W) -> io::Result<()> {
+pub fn write_html<W: Write>(timeline: &Timeline, out: W) -> io::Result<()> {
+    write_html_with_excerpts(timeline, out, &|_, _| None)
+}
+
+/// [`write_html`], showing under each failed unit the end of its failed attempt's stderr as
+/// `excerpts` gives it (apollo-replay reads no files; `apollo replay --format html` passes
+/// them).
+pub fn write_html_with_excerpts<W: Write>(
+    timeline: &Timeline,
+    mut out: W,
+    excerpts: crate::ExcerptSource<'_>,
+) -> io::Result<()> {
     let mut page = String::new();
-    write_page(&mut page, timeline);
+    write_page(&mut page, timeline, excerpts);
     out.write_all(page.as_bytes())?;
     out.flush()
 }
 
-fn write_page(page: &mut String, timeline: &Timeline) {
+fn write_page(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptSource<'_>) {
     let run_id = timeline.run_id.as_deref().unwrap_or("unknown run");
     let pipeline = timeline.pipeline.as_deref().unwrap_or("?");
     let status = timeline.status_str();
@@ -55,7 +66,7 @@ fn write_page(page: &mut String, timeline: &Timeline) {
     write_header(page, timeline, run_id, pipeline, status);
     write_legend(page);
     write_chart(page, timeline);
-    write_table(page, timeline);
+    write_table(page, timeline, excerpts);
     let _ = write!(page, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
 }
 
@@ -398,7 +409,7 @@ fn status_glyph(status: &str) -> &'static str {
     }
 }
 
-fn write_table(page: &mut String, timeline: &Timeline) {
+fn write_table(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptSource<'_>) {
     page.push_str(
         "<section>\n<h2>Units</h2>\n<p class=\"filter\"><label>status \
          <select id=\"status-filter\"><option value=\"\">all</option>\
@@ -461,6 +472,21 @@ fn write_table(page: &mut String, timeline: &Timeline) {
             name = esc(&unit.name),
             status = unit.status,
         );
+        // Why it failed, in the page: the end of the failed attempt's stderr.
+        if matches!(unit.status.as_str(), "failed" | "timed_out")
+            && let Some(last) = last
+            && let Some(excerpt) = excerpts(&unit.name, last.number)
+        {
+            let _ = writeln!(
+                page,
+                "<tr class=\"excerpt\" data-unit=\"{name}\" data-status=\"{status}\" \
+                 data-duration=\"{}\"><td></td><td colspan=\"10\"><pre>{}</pre></td></tr>",
+                last.duration_ms(),
+                esc(&excerpt),
+                name = esc(&unit.name),
+                status = unit.status,
+            );
+        }
     }
     page.push_str("</tbody>\n</table>\n</section>\n");
 }

@@ -318,10 +318,12 @@ pub(crate) fn replay(
         .color(format == Format::Text && color_stdout())
         .live(crate::cmd::logs::live_holder_pid(&state, &run_id))
         .workers(run_workers(&state, &run_id));
+    let run_dir = state.runs_dir().join(run_id.as_str());
+    let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {
-        let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
+        let result = render(&mut reader, BufWriter::new(stdout), &options, &excerpts);
         state::print_warnings(&reader.take_warnings(), stderr);
         result.map_err(replay_error)?;
         return Ok(Exit::Success);
@@ -342,10 +344,46 @@ pub(crate) fn replay(
     let records = first.into_iter().map(Ok).chain(
         (&mut reader).filter(|record| !matches!(record, Ok(record) if record.seq <= first_seq)),
     );
-    let result = apollo_replay::replay(records, BufWriter::new(stdout), &options);
+    let result = render(records, BufWriter::new(stdout), &options, &excerpts);
     state::print_warnings(&reader.take_warnings(), stderr);
     result.map_err(replay_error)?;
     Ok(Exit::Success)
+}
+
+/// `apollo_replay::replay`, except that the HTML page also shows the end of each failed
+/// unit's stderr (which replay, reading no files, cannot fetch itself).
+fn render<I, W>(
+    records: I,
+    mut out: W,
+    options: &ReplayOptions,
+    excerpts: apollo_replay::ExcerptSource<'_>,
+) -> Result<(), ReplayError<StoreError>>
+where
+    I: IntoIterator<Item = Result<apollo_core::Record, StoreError>>,
+    W: Write,
+{
+    if options.format != Format::Html {
+        return apollo_replay::replay(records, out, options);
+    }
+    let timeline = apollo_replay::Timeline::from_records_with_workers(records, options.workers)
+        .map_err(ReplayError::Read)?;
+    let timeline = if options.filter.is_all() {
+        timeline
+    } else {
+        timeline.filtered(&options.filter)
+    };
+    apollo_replay::write_html_with_excerpts(&timeline, &mut out, excerpts)
+        .map_err(ReplayError::Write)
+}
+
+/// The end of an attempt's captured stderr (or stdout), as the HTML and JUnit reports show it.
+fn excerpt_of(run_dir: &Path, unit: &str, attempt: u32) -> Option<String> {
+    let dir = run_dir.join("units").join(unit).join(attempt.to_string());
+    crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
+        let mut text = excerpt.lines.join("\n");
+        text.push('\n');
+        text
+    })
 }
 
 /// Writes run `run_id` as JUnit XML to `out`, with the end of each failed attempt's stderr.
@@ -359,14 +397,7 @@ pub(crate) fn write_junit_report(
     let timeline = apollo_replay::Timeline::from_records(&mut reader)?;
     state::print_warnings(&reader.take_warnings(), stderr);
     let run_dir = state.runs_dir().join(run_id.as_str());
-    let excerpts = |unit: &str, attempt: u32| {
-        let dir = run_dir.join("units").join(unit).join(attempt.to_string());
-        crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
-            let mut text = excerpt.lines.join("\n");
-            text.push('\n');
-            text
-        })
-    };
+    let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     apollo_replay::write_junit(&timeline, out, &excerpts).map_err(output)
 }
 
