@@ -34,24 +34,100 @@ const MIN_BAR_WIDTH: f64 = 2.0;
 ///
 /// Each attempt bar is `<rect class="bar …" data-unit data-attempt data-status data-lane>`.
 pub fn write_html<W: Write>(timeline: &Timeline, out: W) -> io::Result<()> {
-    write_html_with_excerpts(timeline, out, &|_, _| None)
+    write_html_with(timeline, out, &HtmlExtras::default())
 }
 
-/// [`write_html`], showing under each failed unit the end of its failed attempt's stderr as
-/// `excerpts` gives it (apollo-replay reads no files; `apollo replay --format html` passes
-/// them).
-pub fn write_html_with_excerpts<W: Write>(
+/// What the journal alone does not hold, for a richer page: the caller reads it from the
+/// run's files (apollo-replay reads none).
+#[derive(Default)]
+#[non_exhaustive]
+pub struct HtmlExtras<'a> {
+    /// The end of a failed attempt's stderr: `(unit, attempt)` → text, shown under the unit.
+    pub excerpts: Option<crate::ExcerptSource<'a>>,
+    /// Each unit's `timeout`, in milliseconds: a marker where its last attempt would be cut off.
+    pub timeouts_ms: std::collections::HashMap<String, u64>,
+    /// Each unit's dependencies: the critical path (the chain of units that ended last, each
+    /// waiting for the previous) is highlighted.
+    pub deps: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl<'a> HtmlExtras<'a> {
+    /// Nothing extra.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With failed attempts' stderr excerpts.
+    pub fn excerpts(mut self, excerpts: crate::ExcerptSource<'a>) -> Self {
+        self.excerpts = Some(excerpts);
+        self
+    }
+
+    /// With the units' timeouts, in milliseconds.
+    pub fn timeouts_ms(mut self, timeouts_ms: std::collections::HashMap<String, u64>) -> Self {
+        self.timeouts_ms = timeouts_ms;
+        self
+    }
+
+    /// With the units' dependencies.
+    pub fn deps(mut self, deps: std::collections::HashMap<String, Vec<String>>) -> Self {
+        self.deps = deps;
+        self
+    }
+}
+
+/// [`write_html`], with what `extras` adds: failed units' stderr, timeout markers, the
+/// critical path.
+pub fn write_html_with<W: Write>(
     timeline: &Timeline,
     mut out: W,
-    excerpts: crate::ExcerptSource<'_>,
+    extras: &HtmlExtras<'_>,
 ) -> io::Result<()> {
     let mut page = String::new();
-    write_page(&mut page, timeline, excerpts);
+    write_page(&mut page, timeline, extras);
     out.write_all(page.as_bytes())?;
     out.flush()
 }
 
-fn write_page(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptSource<'_>) {
+/// The critical path: from the unit whose last attempt ended last, back through the
+/// dependency that ended last before it, to a unit with none.
+fn critical_path(
+    timeline: &Timeline,
+    deps: &std::collections::HashMap<String, Vec<String>>,
+) -> Vec<String> {
+    if deps.is_empty() {
+        return Vec::new();
+    }
+    let end_of = |name: &str| {
+        timeline
+            .unit(name)
+            .and_then(|unit| unit.last_attempt())
+            .map(|attempt| attempt.end)
+    };
+    let mut current = timeline
+        .units
+        .iter()
+        .filter_map(|unit| Some((unit.last_attempt()?.end, unit.name.clone())))
+        .max()
+        .map(|(_, name)| name);
+    let mut path = Vec::new();
+    while let Some(name) = current.take() {
+        if path.contains(&name) {
+            break;
+        }
+        current = deps
+            .get(&name)
+            .into_iter()
+            .flatten()
+            .filter_map(|dep| Some((end_of(dep)?, dep.clone())))
+            .max()
+            .map(|(_, dep)| dep);
+        path.push(name);
+    }
+    path
+}
+
+fn write_page(page: &mut String, timeline: &Timeline, extras: &HtmlExtras<'_>) {
     let run_id = timeline.run_id.as_deref().unwrap_or("unknown run");
     let pipeline = timeline.pipeline.as_deref().unwrap_or("?");
     let status = timeline.status_str();
@@ -65,8 +141,9 @@ fn write_page(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptSo
     );
     write_header(page, timeline, run_id, pipeline, status);
     write_legend(page);
-    write_chart(page, timeline);
-    write_table(page, timeline, excerpts);
+    let critical = critical_path(timeline, &extras.deps);
+    write_chart(page, timeline, extras, &critical);
+    write_table(page, timeline, extras.excerpts, &critical);
     let _ = write!(page, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
 }
 
@@ -124,7 +201,9 @@ fn write_legend(page: &mut String) {
     page.push_str(
         "<span><i class=\"swatch skip-mark\"></i>skipped (upstream failed)</span>\
          <span><i class=\"swatch mark-mark\"></i>human verdict</span>\
-         <span><i class=\"swatch resume-mark\"></i>resumed</span></p>\n",
+         <span><i class=\"swatch resume-mark\"></i>resumed</span>\
+         <span><i class=\"swatch critical-swatch\"></i>◆ critical path</span>\
+         <span><i class=\"swatch timeout-swatch\"></i>timeout limit</span></p>\n",
     );
 }
 
@@ -139,7 +218,12 @@ impl Scale {
     }
 }
 
-fn write_chart(page: &mut String, timeline: &Timeline) {
+fn write_chart(
+    page: &mut String,
+    timeline: &Timeline,
+    extras: &HtmlExtras<'_>,
+    critical: &[String],
+) {
     let origin = timeline.origin();
     let latest_end = timeline
         .attempts()
@@ -181,7 +265,16 @@ fn write_chart(page: &mut String, timeline: &Timeline) {
     page.push_str("</g>\n");
 
     for (row, unit) in timeline.units.iter().enumerate() {
-        write_row(page, timeline, &scale, row, unit);
+        let on_critical_path = critical.contains(&unit.name);
+        let timeout_ms = extras.timeouts_ms.get(&unit.name).copied();
+        write_row(
+            page,
+            timeline,
+            &scale,
+            row,
+            unit,
+            (on_critical_path, timeout_ms),
+        );
     }
 
     for resume in timeline.resumes.iter().filter(|resume| resume.after_crash) {
@@ -226,6 +319,7 @@ fn write_row(
     scale: &Scale,
     row: usize,
     unit: &UnitTimeline,
+    (on_critical_path, timeout_ms): (bool, Option<u64>),
 ) {
     let origin = timeline.origin();
     let top = AXIS_HEIGHT + row as f64 * ROW_HEIGHT;
@@ -239,9 +333,10 @@ fn write_row(
     };
     let _ = writeln!(
         page,
-        "<g class=\"row\" data-unit=\"{name}\" data-status=\"{}\">\
+        "<g class=\"row{}\" data-unit=\"{name}\" data-status=\"{}\">\
          <rect class=\"row-bg\" x=\"0\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{ROW_HEIGHT}\"/>\
          <text class=\"label\" x=\"8\" y=\"{:.1}\">{label}<title>{name}: {}</title></text>",
+        if on_critical_path { " critical" } else { "" },
         unit.status,
         LABEL_WIDTH + CHART_WIDTH + 40.0,
         top + ROW_HEIGHT / 2.0 + 4.0,
@@ -250,6 +345,21 @@ fn write_row(
     let retried = unit.attempts.len() > 1;
     for attempt in &unit.attempts {
         write_bar(page, timeline, scale, unit, attempt, bar_y, retried);
+    }
+    // Where the last attempt would have been cut off by its timeout, when that is on the chart.
+    if let (Some(timeout), Some(last)) = (timeout_ms, unit.last_attempt()) {
+        let limit_ms = offset_ms(origin, last.start).saturating_add(timeout);
+        if limit_ms <= scale.total_ms as u64 {
+            let x = scale.x(limit_ms);
+            let _ = writeln!(
+                page,
+                "<line class=\"timeout-mark\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\">\
+                 <title>{name}: timeout {} (an attempt is cut off here)</title></line>",
+                bar_y - 2.0,
+                bar_y + BAR_HEIGHT + 2.0,
+                format_duration(timeout)
+            );
+        }
     }
     for skip in &unit.skips {
         let x = scale.x(offset_ms(origin, skip.ts));
@@ -409,7 +519,12 @@ fn status_glyph(status: &str) -> &'static str {
     }
 }
 
-fn write_table(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptSource<'_>) {
+fn write_table(
+    page: &mut String,
+    timeline: &Timeline,
+    excerpts: Option<crate::ExcerptSource<'_>>,
+    critical: &[String],
+) {
     page.push_str(
         "<section>\n<h2>Units</h2>\n<p class=\"filter\"><label>status \
          <select id=\"status-filter\"><option value=\"\">all</option>\
@@ -441,10 +556,20 @@ fn write_table(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptS
         let rss = outcome.map(|outcome| format!("{} MiB", outcome.max_rss_kib.div_ceil(1024)));
         let _ = writeln!(
             page,
-            "<tr data-unit=\"{name}\" data-status=\"{status}\" data-duration=\"{}\"><td>{name}</td>\
+            "<tr data-unit=\"{name}\" data-status=\"{status}\" data-duration=\"{}\"{}><td>{name}{}</td>\
              <td><span class=\"badge s-{status}\">{}{status}</span></td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
             last.map_or(0, Attempt::duration_ms),
+            if critical.contains(&unit.name) {
+                " class=\"critical\""
+            } else {
+                ""
+            },
+            if critical.contains(&unit.name) {
+                " <span class=\"critical-mark\" title=\"on the critical path\">◆</span>"
+            } else {
+                ""
+            },
             status_glyph(unit.status.as_str()),
             unit.attempts.len(),
             cell(last.map(|attempt| format_duration(attempt.duration_ms()))),
@@ -475,7 +600,7 @@ fn write_table(page: &mut String, timeline: &Timeline, excerpts: crate::ExcerptS
         // Why it failed, in the page: the end of the failed attempt's stderr.
         if matches!(unit.status.as_str(), "failed" | "timed_out")
             && let Some(last) = last
-            && let Some(excerpt) = excerpts(&unit.name, last.number)
+            && let Some(excerpt) = excerpts.and_then(|excerpts| excerpts(&unit.name, last.number))
         {
             let _ = writeln!(
                 page,
@@ -515,6 +640,11 @@ rect.s-timed_out, rect.s-failed { stroke: #5a0d0d; stroke-width: 1; }
 .skip-mark { fill: url(#hatch) #c9d3de; background: repeating-linear-gradient(45deg,#c9d3de 0 3px,#9aa7b5 3px 6px); stroke: #9aa7b5; }
 .mark-mark { fill: #7048e8; background: #7048e8; }
 .resume-mark { background: #1c7ed6; }
+.critical-swatch { background: #fab005; } .timeout-swatch { background: #c92a2a; width: 3px; }
+.row.critical .row-bg { fill: #fff9db; } .row.critical .label { font-weight: bold; }
+tr.critical td:first-child { font-weight: bold; } .critical-mark { color: #f08c00; }
+.timeout-mark { stroke: #c92a2a; stroke-width: 2; stroke-dasharray: 3 2; }
+.gap { opacity: 0.5; } tr.excerpt pre { margin: 0; font-size: 12px; white-space: pre-wrap; color: #5a0d0d; }
 .chart { overflow-x: auto; border: 1px solid #e3e7ee; border-radius: 6px; }
 svg text { font-size: 12px; fill: var(--fg); }
 .axis line { stroke: #e3e7ee; } .axis text { fill: var(--muted); font-size: 11px; text-anchor: middle; }

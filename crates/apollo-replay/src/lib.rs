@@ -33,7 +33,7 @@ pub use diff::{
 };
 pub use error::ReplayError;
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
-pub use html::{write_html, write_html_with_excerpts};
+pub use html::{HtmlExtras, write_html, write_html_with};
 pub use json::write_json;
 pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};

@@ -565,3 +565,36 @@ fn html_table_shows_phases_cpu_memory_and_status_signs_without_hovering() {
         assert!(page.contains(needle), "{needle}");
     }
 }
+
+#[test]
+fn html_marks_the_critical_path_and_the_timeout_limit() {
+    let timeline = timeline(&showcase_run());
+    let deps = std::collections::HashMap::from([
+        (
+            "transform".to_owned(),
+            vec!["fetch_a".to_owned(), "fetch_b".to_owned()],
+        ),
+        ("slow".to_owned(), vec!["transform".to_owned()]),
+        ("report".to_owned(), vec!["slow".to_owned()]),
+    ]);
+    let timeouts = std::collections::HashMap::from([("slow".to_owned(), 30_000)]);
+    let mut out = Vec::new();
+    write_html_with(
+        &timeline,
+        &mut out,
+        &HtmlExtras::new().deps(deps).timeouts_ms(timeouts),
+    )
+    .unwrap();
+    let page = String::from_utf8(out).unwrap();
+    assert!(
+        page.contains("<g class=\"row critical\" data-unit=\"slow\""),
+        "slow ended last"
+    );
+    assert!(page.contains("<g class=\"row critical\" data-unit=\"transform\""));
+    assert!(
+        page.contains("<g class=\"row critical\" data-unit=\"fetch_b\""),
+        "fetch_b ended after fetch_a"
+    );
+    assert!(!page.contains("<g class=\"row critical\" data-unit=\"fetch_a\""));
+    assert!(page.contains("class=\"timeout-mark\""), "slow's 30 s limit");
+}

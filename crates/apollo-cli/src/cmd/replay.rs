@@ -320,10 +320,20 @@ pub(crate) fn replay(
         .workers(run_workers(&state, &run_id));
     let run_dir = state.runs_dir().join(run_id.as_str());
     let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
+    let definition = if format == Format::Html {
+        html_definition(&state, &run_id)
+    } else {
+        HtmlDefinition::default()
+    };
     let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {
-        let result = render(&mut reader, BufWriter::new(stdout), &options, &excerpts);
+        let result = render(
+            &mut reader,
+            BufWriter::new(stdout),
+            &options,
+            (&excerpts, &definition),
+        );
         state::print_warnings(&reader.take_warnings(), stderr);
         result.map_err(replay_error)?;
         return Ok(Exit::Success);
@@ -344,7 +354,12 @@ pub(crate) fn replay(
     let records = first.into_iter().map(Ok).chain(
         (&mut reader).filter(|record| !matches!(record, Ok(record) if record.seq <= first_seq)),
     );
-    let result = render(records, BufWriter::new(stdout), &options, &excerpts);
+    let result = render(
+        records,
+        BufWriter::new(stdout),
+        &options,
+        (&excerpts, &definition),
+    );
     state::print_warnings(&reader.take_warnings(), stderr);
     result.map_err(replay_error)?;
     Ok(Exit::Success)
@@ -356,7 +371,7 @@ fn render<I, W>(
     records: I,
     mut out: W,
     options: &ReplayOptions,
-    excerpts: apollo_replay::ExcerptSource<'_>,
+    (excerpts, extras): (apollo_replay::ExcerptSource<'_>, &HtmlDefinition),
 ) -> Result<(), ReplayError<StoreError>>
 where
     I: IntoIterator<Item = Result<apollo_core::Record, StoreError>>,
@@ -372,8 +387,52 @@ where
     } else {
         timeline.filtered(&options.filter)
     };
-    apollo_replay::write_html_with_excerpts(&timeline, &mut out, excerpts)
+    apollo_replay::write_html_with(&timeline, &mut out, &extras.extras().excerpts(excerpts))
         .map_err(ReplayError::Write)
+}
+
+/// What the HTML page takes from the run's definition snapshot: each unit's timeout and deps.
+#[derive(Debug, Clone, Default)]
+struct HtmlDefinition {
+    timeouts_ms: std::collections::HashMap<String, u64>,
+    deps: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl HtmlDefinition {
+    fn extras(&self) -> apollo_replay::HtmlExtras<'static> {
+        apollo_replay::HtmlExtras::new()
+            .timeouts_ms(self.timeouts_ms.clone())
+            .deps(self.deps.clone())
+    }
+}
+
+/// The units' timeouts and deps from the definition snapshot of `run_id` (empty when it
+/// cannot be read).
+fn html_definition(state: &apollo_store::StateDir, run_id: &apollo_store::RunId) -> HtmlDefinition {
+    let Some(definition) = state::run_started(state, run_id)
+        .ok()
+        .and_then(|started| state.read_blob(&started.definition_hash).ok())
+        .and_then(|bytes| serde_json::from_slice::<apollo_core::Pipeline>(&bytes).ok())
+    else {
+        return HtmlDefinition::default();
+    };
+    HtmlDefinition {
+        timeouts_ms: definition
+            .units
+            .iter()
+            .filter_map(|unit| {
+                Some((
+                    unit.name.clone(),
+                    u64::try_from(unit.timeout?.as_millis()).ok()?,
+                ))
+            })
+            .collect(),
+        deps: definition
+            .units
+            .iter()
+            .map(|unit| (unit.name.clone(), unit.deps.clone()))
+            .collect(),
+    }
 }
 
 /// The end of an attempt's captured stderr (or stdout), as the HTML and JUnit reports show it.
