@@ -10,6 +10,7 @@ mod example;
 mod hashing;
 mod identity;
 mod needs_human;
+mod operator;
 mod records;
 mod replay;
 mod resume;

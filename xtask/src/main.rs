@@ -12,6 +12,8 @@
 //!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
 //!   code, READMEs are the crate docs, publish metadata); also `#[test]`s, so `cargo test`
 //!   enforces them.
+//! * `cargo xtask man` — the man pages, generated from the CLI's clap definition, into
+//!   `target/man/` (builds apollo and runs its hidden `generate-man`).
 //! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 
@@ -25,6 +27,36 @@ mod torture;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// `cargo xtask man`: builds apollo and has it write its man pages to `target/man/`.
+fn man(root: &Path) -> Result<(), String> {
+    let out = root.join("target").join("man");
+    #[allow(clippy::disallowed_methods)] // xtask drives cargo.
+    let status =
+        std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "apollo-cli",
+                "--bin",
+                "apollo",
+                "--",
+                "generate-man",
+            ])
+            .arg(&out)
+            .current_dir(root)
+            .status()
+            .map_err(|error| format!("cannot run cargo: {error}"))?;
+    if !status.success() {
+        return Err(format!("`apollo generate-man` failed ({status})"));
+    }
+    println!(
+        "man pages in {}; install them with: sudo cp target/man/*.1 /usr/local/share/man/man1/ (or ~/.local/share/man/man1/)",
+        out.display()
+    );
+    Ok(())
+}
+
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
@@ -35,6 +67,7 @@ commands:
   synth-run --from STATE_DIR --into STATE_DIR [--records N]
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
   tidy                  check the architecture invariants (also run by `cargo test`)
+  man                   write the man pages to target/man/
   torture [--iterations N] [--seed S] [--first I]
                         kill apollo at random moments, resume, check the invariants (release)
 ";
@@ -48,6 +81,7 @@ fn main() -> ExitCode {
         ["snapshots"] => snapshots::run(&root, false),
         ["snapshots", "--accept"] => snapshots::run(&root, true),
         ["tidy"] => tidy::run(&root),
+        ["man"] => man(&root),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
         ["synth-run", rest @ ..] => synth_run::run(rest),
         ["torture", rest @ ..] => {

@@ -41,6 +41,28 @@ pub(crate) struct GlobalArgs {
         help_heading = "Global options"
     )]
     pub(crate) state_dir: Option<PathBuf>,
+    /// When to colour the output
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = crate::color::ColorArg::Auto,
+        value_name = "WHEN",
+        help_heading = "Global options"
+    )]
+    pub(crate) color: crate::color::ColorArg,
+    /// Say less: no line per succeeded unit, only failures, warnings and the summary
+    #[arg(
+        long,
+        short = 'q',
+        global = true,
+        help_heading = "Global options",
+        conflicts_with = "verbose"
+    )]
+    pub(crate) quiet: bool,
+    /// Say more: also a line when each unit starts
+    #[arg(long, short = 'v', global = true, help_heading = "Global options")]
+    pub(crate) verbose: bool,
 }
 
 /// The subcommands.
@@ -68,8 +90,8 @@ pub(crate) enum Command {
     Reproduce(cmd::reproduce::ReproduceArgs),
     /// Show one unit's attempts in a run: outcome, phases, hashes, log paths
     Show(cmd::show::ShowArgs),
-    /// Print the captured stdout (or stderr) of a unit's attempt
-    Logs(cmd::show::LogsArgs),
+    /// Print the captured stdout (or stderr) of a unit's attempt or of every unit, or follow a running attempt (-f)
+    Logs(cmd::logs::LogsArgs),
     /// Check the integrity of run journals (exit 3 on corruption)
     #[command(after_long_help = Exit::help_table())]
     Verify(cmd::verify::VerifyArgs),
@@ -85,6 +107,14 @@ pub(crate) enum Command {
     Graph(cmd::graph::GraphArgs),
     /// Print a shell completion script
     Completions(cmd::completions::CompletionsArgs),
+    /// Stop the apollo running in this state directory, from another shell, as Ctrl-C would
+    #[command(after_long_help = Exit::help_table())]
+    Stop(cmd::stop::StopArgs),
+    /// Per-unit durations (percentiles), failure and retry rates over the last runs, and timeouts set too tight or too loose
+    Stats(cmd::stats::StatsArgs),
+    /// Write the man pages to a folder (what `cargo xtask man` runs)
+    #[command(hide = true)]
+    GenerateMan(cmd::man::ManArgs),
 }
 
 #[cfg(test)]

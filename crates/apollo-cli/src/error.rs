@@ -37,14 +37,38 @@ pub(crate) enum CliError {
         /// How many of them are errors.
         n_errors: usize,
     },
+    /// Reading a captured output file failed.
+    #[error("cannot read `{}`", path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
     /// Writing the command's output failed.
     #[error("cannot write the output")]
     Output(#[source] io::Error),
     /// A reading command found no state directory.
-    #[error("no apollo state in `{}`: nothing has run here yet", path.display())]
+    #[error(
+        "no apollo state found: checked {}",
+        checked.iter().map(|path| format!("`{}`", path.display())).collect::<Vec<_>>().join(", ")
+    )]
     NoState {
-        /// The state directory looked at.
+        /// The state directories looked for, absolute.
+        checked: Vec<PathBuf>,
+        /// State directories found in immediate subfolders (relative to the current folder).
+        nearby: Vec<PathBuf>,
+    },
+    /// The state directory of a run cannot be created or written.
+    #[error("the state directory `{}` cannot be created or written: `{}`: {problem}", path.display(), checked.display())]
+    StateNotWritable {
+        /// The state directory, absolute.
         path: PathBuf,
+        /// The folder or file found not writable, absolute.
+        checked: PathBuf,
+        /// Why.
+        problem: String,
     },
     /// A RUN argument names no run.
     #[error("no run `{spec}` in `{}`: {hint}", state_dir.display())]
@@ -133,10 +157,11 @@ impl CliError {
             | CliError::InvalidConfig { .. } => Exit::Usage,
             // A closed stdout (`apollo graph | head`) is the reader's choice, not a failure.
             CliError::Output(error) if error.kind() == io::ErrorKind::BrokenPipe => Exit::Success,
-            CliError::Output(_) => Exit::Failure,
-            CliError::NoState { .. } | CliError::UnknownRun { .. } | CliError::Usage { .. } => {
-                Exit::Usage
-            }
+            CliError::Output(_) | CliError::ReadFile { .. } => Exit::Failure,
+            CliError::NoState { .. }
+            | CliError::StateNotWritable { .. }
+            | CliError::UnknownRun { .. }
+            | CliError::Usage { .. } => Exit::Usage,
             CliError::Store(error) => store_exit(error),
             CliError::CorruptRun { .. } => Exit::Corruption,
             CliError::RunInUse { .. } => Exit::Locked,
@@ -184,8 +209,26 @@ fn help_lines(error: &CliError) -> Vec<String> {
         CliError::Load(_) => vec![
             "check the path (relative paths start from the current folder), or run `apollo check` without one to use apollo.yaml, pipeline.yaml or config/pipeline.yaml".to_owned(),
         ],
+        CliError::NoState { nearby, .. } if !nearby.is_empty() => nearby
+            .iter()
+            .map(|path| {
+                format!(
+                    "found `{}`: pass its pipeline with `-c CONFIG`, or `--state-dir {}`",
+                    path.display(),
+                    path.display()
+                )
+            })
+            .collect(),
         CliError::NoState { .. } => vec![
-            "start a run with `apollo run`, or point at another state directory with `--state-dir`".to_owned(),
+            "start a run with `apollo run`, or name the pipeline with `-c CONFIG` or the state directory with `--state-dir`".to_owned(),
+        ],
+        CliError::StateNotWritable { checked, .. } => vec![
+            format!(
+                "apollo must write there: check its permissions and owner (`ls -ld {}`), and that its filesystem is not mounted read-only",
+                checked.display()
+            ),
+            "or keep the state elsewhere: `apollo run --state-dir PATH` (or APOLLO_STATE_DIR)".to_owned(),
+            "reading commands (`apollo runs`, `replay`, `show`, `logs`, `run --dry-run`) need no write access".to_owned(),
         ],
         CliError::NeedsVerdict { run, unit, .. } => vec![
             format!("look at what it did: `apollo logs {run} {unit}`"),
@@ -256,12 +299,26 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
     if let CliError::InvalidConfig { diagnostics, .. } = error {
         text.push_str(&render_all(diagnostics));
     }
-    text.push_str(&format!("error: {error}\n"));
+    // Messages quote what users and units wrote (a RUN argument, a unit name, an error line):
+    // control characters are escaped and very long lines cut, so a message cannot move the
+    // cursor or bury the terminal.
+    let safe = |message: String| {
+        message
+            .lines()
+            .map(|line| crate::excerpt::clean_line_to(line, MAX_MESSAGE_LINE_CHARS))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    text.push_str(&format!(
+        "{} {}\n",
+        crate::color::paint(crate::color::stderr(), "error:", "error:"),
+        safe(error.to_string())
+    ));
     // Each error says its own part and returns its cause from `source()` (never both), so the
     // chain is walked once and every cause printed once.
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        text.push_str(&format!("  caused by: {cause}\n"));
+        text.push_str(&format!("  caused by: {}\n", safe(cause.to_string())));
         source = cause.source();
     }
     for help in help_lines(error) {
@@ -271,6 +328,9 @@ pub(crate) fn report(error: &CliError, stderr: &mut dyn Write) -> Exit {
     let _ = stderr.write_all(text.as_bytes());
     exit
 }
+
+/// Longer lines of an error message are cut (a message names at most a few paths and units).
+const MAX_MESSAGE_LINE_CHARS: usize = 2000;
 
 /// Wraps an output error.
 pub(crate) fn output(error: io::Error) -> CliError {

@@ -4,11 +4,14 @@
 
 mod cli;
 mod cmd;
+mod color;
 mod error;
+mod excerpt;
 mod exit;
 mod progress;
 mod signals;
 mod state;
+mod stream;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -56,6 +59,8 @@ fn run(
             return Exit::Success;
         }
     };
+    color::init(cli.global.color);
+    progress::set_verbosity(cli.global.quiet, cli.global.verbose);
     match cmd::dispatch(cli, stdout, stderr) {
         Ok(exit) => exit,
         Err(error) => error::report(&error, stderr),

@@ -4,6 +4,7 @@
 //! The live line is drawn only when stderr is a terminal and `CI` is not set; otherwise the
 //! output is plain lines, safe for logs.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -11,6 +12,26 @@ use std::time::{Duration, Instant};
 
 use apollo_core::engine::{Decision, Notice, Observer};
 use apollo_core::event::{AttemptStatus, ExitStatus, UnitFinished};
+
+use crate::excerpt;
+use crate::stream::Streamer;
+
+/// `-q` (0), normal (1), `-v` (2): set once from the command line.
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// Sets `-q`/`-v` for the run's progress output.
+pub(crate) fn set_verbosity(quiet: bool, verbose: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => 0,
+        (false, true) => 2,
+        (false, false) => 1,
+    };
+    VERBOSITY.store(level, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn verbosity() -> u8 {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 #[derive(Default)]
 struct Counts {
@@ -21,6 +42,8 @@ struct Counts {
     max_parallel: usize,
     failed: usize,
     stop: bool,
+    /// Attempts handed to workers, oldest first: (unit, attempt, when).
+    started: Vec<(String, u32, Instant)>,
 }
 
 struct Shared {
@@ -37,9 +60,29 @@ pub(crate) struct Progress<'a> {
     /// Width of the unit-name column.
     name_width: usize,
     explain: bool,
+    /// The run, for the `apollo logs` command under a failed attempt.
+    run_id: String,
     started: Instant,
     shared: Arc<Shared>,
     ticker: Option<JoinHandle<()>>,
+    /// `--stream`: the running units' output, prefixed.
+    streamer: Option<Streamer>,
+    /// What the run's report does not say, for the summary.
+    notes: RunNotes,
+    /// `run --format json`: one JSON object per event on stdout instead of text lines.
+    json: bool,
+}
+
+/// What the progress printer saw that the engine's report does not say.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RunNotes {
+    /// Units that failed an attempt and then succeeded on a retry.
+    pub(crate) flaky: std::collections::BTreeSet<String>,
+    /// Units whose running attempt was cut off by the stop (Ctrl-C, SIGTERM, `apollo stop`,
+    /// fail-fast): they had started.
+    pub(crate) interrupted: std::collections::BTreeSet<String>,
+    /// Units that failed an attempt and will be retried (a later success makes them flaky).
+    retried: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Progress<'a> {
@@ -49,6 +92,8 @@ impl<'a> Progress<'a> {
         (total, max_parallel): (usize, usize),
         name_width: usize,
         explain: bool,
+        run_id: String,
+        timeouts: HashMap<String, Duration>,
         out: &'a mut dyn Write,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -62,17 +107,56 @@ impl<'a> Progress<'a> {
         let started = Instant::now();
         let ticker = live.then(|| {
             let shared = Arc::clone(&shared);
-            std::thread::spawn(move || ticker(&shared, total, started))
+            std::thread::spawn(move || ticker(&shared, total, started, &timeouts))
         });
         Self {
             out,
             pending: String::new(),
             name_width,
             explain,
+            run_id,
             started,
             shared,
             ticker,
+            streamer: None,
+            notes: RunNotes::default(),
+            json: false,
         }
+    }
+
+    /// `run --format json`: a JSON-lines event stream on stdout (one object per started,
+    /// finished, skipped or decided unit), no text lines and no live line.
+    pub(crate) fn json_lines(&mut self) {
+        self.json = true;
+        self.stop_ticker();
+        self.with_counts(|counts| counts.stop = false);
+    }
+
+    /// Queue one JSON object as a line (written at the next flush).
+    fn emit(&mut self, event: &serde_json::Value) {
+        self.pending.push_str(&event.to_string());
+        self.pending.push('\n');
+    }
+
+    /// What the summary needs that the engine's report does not say.
+    pub(crate) fn notes(&self) -> RunNotes {
+        self.notes.clone()
+    }
+
+    /// `--stream`: print the output of the run's attempts (in `run_dir`) as they write it.
+    pub(crate) fn stream_output(&mut self, run_dir: &std::path::Path) {
+        let shared = Arc::clone(&self.shared);
+        let live = self.ticker.is_some();
+        self.streamer = Some(Streamer::start(run_dir, self.name_width, move |text| {
+            // Above the live line, as `line` does it.
+            let _guard = shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            if live {
+                let mut stderr = std::io::stderr().lock();
+                let _ = write!(stderr, "\r\x1b[2K");
+                let _ = stderr.flush();
+            }
+            crate::stream::print_to_stdout(text);
+        }));
     }
 
     fn with_counts(&self, update: impl FnOnce(&mut Counts)) {
@@ -88,6 +172,9 @@ impl<'a> Progress<'a> {
     /// Print a line above the live progress line; without one, queue it for the next
     /// [`Observer::flush`].
     fn line(&mut self, text: &str) {
+        if self.json {
+            return;
+        }
         if self.ticker.is_none() {
             self.pending.push_str(text);
             self.pending.push('\n');
@@ -123,6 +210,7 @@ impl<'a> Progress<'a> {
     }
 
     fn stop_ticker(&mut self) {
+        self.streamer = None;
         self.with_counts(|counts| counts.stop = true);
         if let Some(ticker) = self.ticker.take() {
             let _ = ticker.join();
@@ -142,21 +230,33 @@ impl Drop for Progress<'_> {
     }
 }
 
-fn ticker(shared: &Shared, total: usize, started: Instant) {
+fn ticker(shared: &Shared, total: usize, started: Instant, timeouts: &HashMap<String, Duration>) {
     let mut counts = shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
     while !counts.stop {
-        let elapsed = started.elapsed().as_secs();
-        let mut text = format!(
-            "{}/{total} units · {} running · {} failed · {:02}:{:02}",
-            counts.done,
+        let now = Instant::now();
+        // The oldest attempts handed over are the ones running; the rest wait in the queue of
+        // attempts committed ahead.
+        let running: Vec<RunningUnit<'_>> = counts
+            .started
+            .iter()
+            .take(counts.max_parallel)
+            .map(|(unit, _, since)| RunningUnit {
+                name: unit,
+                elapsed: now.duration_since(*since),
+                timeout: timeouts.get(unit).copied(),
+            })
+            .collect();
+        let width = terminal_size::terminal_size_of(std::io::stderr())
+            .map_or(80, |(terminal_size::Width(width), _)| usize::from(width));
+        let text = live_line(
+            (counts.done, total),
             counts.running.min(counts.max_parallel),
             counts.failed,
-            elapsed / 60,
-            elapsed % 60
+            started.elapsed(),
+            &running,
+            width,
         );
-        if elapsed >= 3600 {
-            text = format!("{text} ({}h)", elapsed / 3600);
-        }
+        drop(running);
         let mut stderr = std::io::stderr().lock();
         let _ = write!(stderr, "\r\x1b[2K{text}");
         let _ = stderr.flush();
@@ -170,6 +270,62 @@ fn ticker(shared: &Shared, total: usize, started: Instant) {
     let mut stderr = std::io::stderr().lock();
     let _ = write!(stderr, "\r\x1b[2K");
     let _ = stderr.flush();
+}
+
+/// A running unit as the live line names it.
+pub(crate) struct RunningUnit<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) elapsed: Duration,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// The live line: `12/40 units · 2 running · 1 failed · 00:42 │ fetch 12s/5m · load 3s`,
+/// cut to `width - 1` characters (the last column stays free, so the terminal never wraps).
+pub(crate) fn live_line(
+    (done, total): (usize, usize),
+    n_running: usize,
+    n_failed: usize,
+    elapsed: Duration,
+    running: &[RunningUnit<'_>],
+    width: usize,
+) -> String {
+    let seconds = elapsed.as_secs();
+    let mut text = format!(
+        "{done}/{total} units · {n_running} running · {n_failed} failed · {:02}:{:02}",
+        seconds / 60,
+        seconds % 60
+    );
+    if seconds >= 3600 {
+        text.push_str(&format!(" ({}h)", seconds / 3600));
+    }
+    for (position, unit) in running.iter().enumerate() {
+        text.push_str(if position == 0 { " │ " } else { " · " });
+        text.push_str(&crate::excerpt::clean_line(unit.name));
+        text.push(' ');
+        text.push_str(&short_duration(unit.elapsed));
+        if let Some(timeout) = unit.timeout {
+            text.push('/');
+            text.push_str(&short_duration(timeout));
+        }
+    }
+    let limit = width.saturating_sub(1).max(1);
+    if text.chars().count() > limit {
+        text = text.chars().take(limit.saturating_sub(1)).collect();
+        text.push('…');
+    }
+    text
+}
+
+/// `42s`, `5m`, `5m30s`, `2h`, `1h30m`: whole seconds, short.
+fn short_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match (seconds / 3600, (seconds / 60) % 60, seconds % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, 0, _) => format!("{h}h"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
 }
 
 /// `1.23s`, `2m05s`, `1h02m`.
@@ -207,8 +363,9 @@ fn finished_line(
         AttemptStatus::TimedOut => "TIMEOUT",
         AttemptStatus::Interrupted => "stopped",
     };
+    let label = crate::color::paint(crate::color::stdout(), label, &format!("{label:<8}"));
     let mut text = format!(
-        "  {label:<8} {unit:<width$}  attempt {}, {duration}",
+        "  {label} {unit:<width$}  attempt {}, {duration}",
         record.attempt
     );
     match record.status {
@@ -239,12 +396,41 @@ fn finished_line(
 
 impl Observer for Progress<'_> {
     fn notice(&mut self, notice: &Notice<'_>) {
+        if self.json {
+            let event = match notice {
+                Notice::Decided { unit, decision } => Some(serde_json::json!({
+                    "event": "decided", "unit": unit,
+                    "runs": !matches!(decision, Decision::Reuse { .. }),
+                    "reason": decision.to_string(),
+                })),
+                Notice::Started { unit, attempt } => Some(serde_json::json!({
+                    "event": "started", "unit": unit, "attempt": attempt,
+                })),
+                Notice::Finished {
+                    unit,
+                    record,
+                    retry_in,
+                    log_dir,
+                } => Some(serde_json::json!({
+                    "event": "finished", "unit": unit, "record": record,
+                    "retry_in_ms": retry_in.map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
+                    "log_dir": log_dir,
+                })),
+                Notice::Skipped { unit, upstream } => Some(serde_json::json!({
+                    "event": "skipped", "unit": unit, "upstream_failed": upstream,
+                })),
+                _ => None,
+            };
+            if let Some(event) = event {
+                self.emit(&event);
+            }
+        }
         match notice {
             Notice::Decided { unit, decision } => {
                 if matches!(decision, Decision::Reuse { .. }) {
                     self.with_counts(|counts| counts.done += 1);
                 }
-                if self.explain || matches!(decision, Decision::Reuse { .. }) {
+                if self.explain || (matches!(decision, Decision::Reuse { .. }) && verbosity() > 0) {
                     let label = if matches!(decision, Decision::Reuse { .. }) {
                         "done"
                     } else {
@@ -254,17 +440,47 @@ impl Observer for Progress<'_> {
                     self.line(&format!("  {label:<8} {unit:<width$}  {decision}"));
                 }
             }
-            Notice::Started { .. } => self.with_counts(|counts| counts.running += 1),
+            Notice::Started { unit, attempt } => {
+                self.with_counts(|counts| {
+                    counts.running += 1;
+                    counts
+                        .started
+                        .push(((*unit).to_owned(), *attempt, Instant::now()));
+                });
+                if let Some(streamer) = &self.streamer {
+                    streamer.started(unit, *attempt);
+                }
+                if verbosity() > 1 {
+                    let width = self.name_width;
+                    self.line(&format!(
+                        "  {:<8} {unit:<width$}  attempt {attempt}",
+                        "start"
+                    ));
+                }
+            }
             Notice::Finished {
                 unit,
                 record,
                 retry_in,
-                ..
+                log_dir,
             } => {
                 let will_retry = retry_in.is_some();
                 let satisfied = record.status.satisfies_dependents();
+                if will_retry {
+                    self.notes.retried.insert((*unit).to_owned());
+                } else if record.status == AttemptStatus::Succeeded
+                    && self.notes.retried.contains(*unit)
+                {
+                    self.notes.flaky.insert((*unit).to_owned());
+                }
+                if record.status == AttemptStatus::Interrupted && !record.phases.is_empty() {
+                    self.notes.interrupted.insert((*unit).to_owned());
+                }
                 self.with_counts(|counts| {
                     counts.running = counts.running.saturating_sub(1);
+                    counts.started.retain(|(name, number, _)| {
+                        (name.as_str(), *number) != (*unit, record.attempt)
+                    });
                     if satisfied {
                         counts.done += 1;
                     } else if !will_retry && record.status != AttemptStatus::Interrupted {
@@ -275,8 +491,31 @@ impl Observer for Progress<'_> {
                 // never had a process: nothing happened to report.
                 let never_started =
                     record.status == AttemptStatus::Interrupted && record.phases.is_empty();
-                if !never_started {
-                    let text = finished_line(unit, self.name_width, record, *retry_in);
+                if let Some(streamer) = &self.streamer {
+                    let rest = streamer.finished(unit, record.attempt);
+                    if !rest.is_empty() {
+                        self.line(rest.trim_end_matches('\n'));
+                    }
+                }
+                let quiet_success = verbosity() == 0 && record.status.satisfies_dependents();
+                if !never_started && !quiet_success {
+                    let mut text = finished_line(unit, self.name_width, record, *retry_in);
+                    if matches!(
+                        record.status,
+                        AttemptStatus::Failed | AttemptStatus::TimedOut
+                    ) && let Some(excerpt) = excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
+                    {
+                        // A retried attempt is not the unit's last: name it.
+                        let attempt = retry_in.map(|_| record.attempt);
+                        text.push('\n');
+                        text.push_str(&excerpt::render(
+                            &excerpt,
+                            "           ",
+                            &self.run_id,
+                            unit,
+                            attempt,
+                        ));
+                    }
                     self.line(&text);
                 }
             }
@@ -293,5 +532,30 @@ impl Observer for Progress<'_> {
 
     fn flush(&mut self) {
         self.write_pending();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_line_names_running_units_against_their_timeout_and_never_wraps() {
+        let running = [
+            RunningUnit {
+                name: "fetch_orders",
+                elapsed: Duration::from_secs(12),
+                timeout: Some(Duration::from_secs(300)),
+            },
+            RunningUnit {
+                name: "load",
+                elapsed: Duration::from_secs(3),
+                timeout: None,
+            },
+        ];
+        let wide = live_line((12, 40), 2, 1, Duration::from_secs(42), &running, 200);
+        let narrow = live_line((12, 40), 2, 1, Duration::from_secs(42), &running, 40);
+        assert_eq!(narrow.chars().count(), 39);
+        insta::assert_snapshot!(format!("{wide}\n{narrow}"));
     }
 }

@@ -44,10 +44,150 @@ pub(crate) fn state_dir_path(explicit: Option<&Path>, config: Option<&Path>) -> 
 pub(crate) fn open_existing(path: &Path) -> Result<StateDir, CliError> {
     if !path.join("runs").is_dir() {
         return Err(CliError::NoState {
-            path: path.to_path_buf(),
+            checked: vec![absolute(path)],
+            nearby: Vec::new(),
         });
     }
     Ok(StateDir::open_existing(path)?)
+}
+
+/// The state directory a command that reads (or prunes) existing state works on:
+/// `--state-dir`, `$APOLLO_STATE_DIR`, `.apollo/` beside `-c CONFIG`, `.apollo/` beside the
+/// default config of the current folder, else the nearest `.apollo/` in the current folder or
+/// a parent, the way git and cargo look for theirs. The upward search stops at a filesystem
+/// boundary and skips folders owned by another user (whose `.apollo` could be planted). When
+/// nothing is found the error names every absolute path checked and the `.apollo` folders of
+/// immediate subfolders.
+pub(crate) fn find_existing(
+    explicit: Option<&Path>,
+    config: Option<&Path>,
+) -> Result<StateDir, CliError> {
+    if explicit.is_some()
+        || config.is_some()
+        || std::env::var_os("APOLLO_STATE_DIR").is_some_and(|value| !value.is_empty())
+    {
+        return open_existing(&state_dir_path(explicit, config));
+    }
+    let cwd = std::env::current_dir().map_err(CliError::CurrentDir)?;
+    let mut checked = Vec::new();
+    if let Some(config) = apollo_core::config::find_default_config(&cwd) {
+        let beside = config.parent().unwrap_or(&cwd).join(".apollo");
+        if beside.join("runs").is_dir() {
+            return Ok(StateDir::open_existing(&beside)?);
+        }
+        checked.push(beside);
+    }
+    for folder in search_folders(&cwd) {
+        let candidate = folder.join(".apollo");
+        if checked.contains(&candidate) {
+            continue;
+        }
+        if candidate.join("runs").is_dir() {
+            return Ok(StateDir::open_existing(&candidate)?);
+        }
+        checked.push(candidate);
+    }
+    Err(CliError::NoState {
+        checked,
+        nearby: state_dirs_below(&cwd),
+    })
+}
+
+/// `cwd` and its parents, up to (not across) a filesystem boundary, leaving out folders owned
+/// by another user.
+fn search_folders(cwd: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::geteuid().as_raw();
+    let Ok(start) = std::fs::metadata(cwd) else {
+        return vec![cwd.to_path_buf()];
+    };
+    let mut folders = Vec::new();
+    for folder in cwd.ancestors() {
+        let Ok(metadata) = std::fs::metadata(folder) else {
+            break;
+        };
+        if metadata.dev() != start.dev() {
+            break;
+        }
+        // root may read any folder; for anyone else, a folder of another user is not theirs.
+        if uid == 0 || metadata.uid() == uid {
+            folders.push(folder.to_path_buf());
+        }
+    }
+    folders
+}
+
+/// `.apollo` folders (with runs) in immediate subfolders of `cwd`, sorted, at most ten.
+fn state_dirs_below(cwd: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(cwd) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join(".apollo"))
+        .filter(|candidate| candidate.join("runs").is_dir())
+        .map(|candidate| {
+            candidate
+                .strip_prefix(cwd)
+                .map_or(candidate.clone(), Path::to_path_buf)
+        })
+        .collect();
+    found.sort();
+    found.truncate(10);
+    found
+}
+
+/// Checks, before a run opens it, that the state directory at `path` can be created (its
+/// nearest existing ancestor is a writable folder) or written (it, its `runs/` and its `lock`
+/// are writable). A state directory apollo cannot write is a usage problem (exit 2, with the
+/// advice to fix permissions or pick another `--state-dir`), not a journal I/O failure (6).
+pub(crate) fn ensure_writable(path: &Path) -> Result<(), CliError> {
+    let not_writable = |checked: &Path, problem: String| CliError::StateNotWritable {
+        path: absolute(path),
+        checked: absolute(checked),
+        problem,
+    };
+    let mut existing = path;
+    loop {
+        match std::fs::metadata(existing) {
+            Ok(metadata) if metadata.is_dir() => break,
+            Ok(_) => return Err(not_writable(existing, "it is not a folder".to_owned())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                existing = match existing.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent,
+                    _ => Path::new("."),
+                };
+            }
+            Err(error) => return Err(not_writable(existing, error.to_string())),
+        }
+    }
+    let mut to_check = vec![existing.to_path_buf()];
+    if existing == path {
+        to_check.extend(
+            [path.join("runs"), path.join("lock")]
+                .into_iter()
+                .filter(|inner| inner.exists()),
+        );
+    }
+    for checked in &to_check {
+        let mode = if checked.is_dir() {
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK
+        } else {
+            rustix::fs::Access::WRITE_OK
+        };
+        if let Err(errno) = rustix::fs::access(checked, mode) {
+            return Err(not_writable(
+                checked,
+                std::io::Error::from(errno).to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute against the current folder (for messages).
+pub(crate) fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// Resolves a RUN argument (see the module docs).
@@ -86,7 +226,12 @@ pub(crate) fn resolve_run(state: &StateDir, spec: &str) -> Result<RunId, CliErro
         .collect();
     match matches.as_slice() {
         [one] => Ok((*one).clone()),
-        [] => Err(not_found("`apollo runs` lists the runs".to_owned())),
+        [] => Err(not_found(
+            match closest(spec, ids.iter().map(RunId::as_str)) {
+                Some(close) => format!("did you mean `{close}`? (`apollo runs` lists the runs)"),
+                None => "`apollo runs` lists the runs".to_owned(),
+            },
+        )),
         several => Err(not_found(format!(
             "it matches {} runs ({}, ...): give more of the id",
             several.len(),
@@ -152,4 +297,45 @@ fn is_reproduction(state: &StateDir, id: &RunId) -> bool {
         Some(Ok(record)) if matches!(&record.event, Event::RunStarted(started)
             if started.identity.as_deref().is_some_and(|identity| identity.starts_with("reproduce:")))
     )
+}
+
+/// The closest of `candidates` to `word`, when it is close enough to be a plausible typo
+/// ("did you mean …?" for unit names and run ids).
+pub(crate) fn closest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let mut best: Option<(f64, &str)> = None;
+    for candidate in candidates {
+        let score = strsim::jaro_winkler(word, candidate);
+        if score >= 0.8 && best.is_none_or(|(best_score, _)| score > best_score) {
+            best = Some((score, candidate));
+        }
+    }
+    best.map(|(_, candidate)| candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closest_suggests_typos_only() {
+        assert_eq!(closest("reprot", ["fetch", "report"]), Some("report"));
+        assert_eq!(closest("zzz", ["fetch", "report"]), None);
+    }
+
+    #[test]
+    fn nothing_found_names_the_absolute_paths_checked_and_state_dirs_below() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("p/.apollo/runs")).unwrap();
+        let nearby = state_dirs_below(dir.path());
+        assert_eq!(nearby, vec![PathBuf::from("p/.apollo")]);
+        let folders = search_folders(&dir.path().join("p"));
+        assert_eq!(
+            folders.first().map(PathBuf::as_path),
+            Some(dir.path().join("p").as_path())
+        );
+        assert!(folders.iter().all(|folder| folder.is_absolute()));
+    }
 }

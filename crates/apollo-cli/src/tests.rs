@@ -167,3 +167,40 @@ fn closed_stdout_is_exit_0_and_silent() {
         assert!(!stderr.contains("error"), "{stderr}");
     }
 }
+
+#[test]
+fn only_is_repeatable_and_never_swallows_the_config_argument() {
+    use clap::Parser;
+    let cli = crate::cli::Cli::try_parse_from([
+        "apollo",
+        "run",
+        "--only",
+        "a",
+        "--only",
+        "b,c",
+        "p/etl.yaml",
+    ])
+    .unwrap();
+    let crate::cli::Command::Run(args) = cli.command else {
+        panic!("a run command");
+    };
+    assert_eq!(args.execution.only, ["a", "b", "c"]);
+    assert_eq!(
+        args.config.config.as_deref(),
+        Some(std::path::Path::new("p/etl.yaml"))
+    );
+}
+
+#[test]
+fn error_messages_escape_control_characters_from_user_input() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("state/runs")).unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let (exit, _, stderr) = apollo(
+        dir.path(),
+        &["--state-dir", &state, "show", "\u{1b}[2Jrun", "unit"],
+    );
+    assert_eq!(exit, Exit::Usage);
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(stderr.contains("\\u{1b}[2Jrun"), "{stderr}");
+}

@@ -37,6 +37,9 @@ pub enum Event {
     /// (Format 1.3.) This run is a reproduction of one recorded attempt (`apollo
     /// reproduce`): written just after its `run_started`.
     RunReproduces(RunReproduces),
+    /// (Format 1.3.) A pipeline hook (`on_failure`, `on_success`, `on_finish`) ran after the
+    /// run ended.
+    HookFinished(HookFinished),
 }
 
 impl Event {
@@ -53,6 +56,7 @@ impl Event {
             Event::RunFinished(_) => "run_finished",
             Event::UnitFiles(_) => "unit_files",
             Event::RunReproduces(_) => "run_reproduces",
+            Event::HookFinished(_) => "hook_finished",
         }
     }
 
@@ -68,7 +72,8 @@ impl Event {
             Event::RunStarted(_)
             | Event::RunResumed(_)
             | Event::RunFinished(_)
-            | Event::RunReproduces(_) => None,
+            | Event::RunReproduces(_)
+            | Event::HookFinished(_) => None,
         }
     }
 }
@@ -450,6 +455,25 @@ pub struct RunFinished {
     pub failed: u32,
     /// Units skipped (by themselves, or because an upstream failed).
     pub skipped: u32,
+}
+
+/// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's
+/// status; this records that it ran, for `apollo show`/`replay` and for whoever wonders why no
+/// mail came.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFinished {
+    /// Which hook: `on_failure`, `on_success` or `on_finish`.
+    pub hook: String,
+    /// The run status the hook was told (`APOLLO_RUN_STATUS`).
+    pub run_status: String,
+    /// How the hook's command ended (`succeeded`, `failed`, `timed_out`, `interrupted`).
+    pub status: AttemptStatus,
+    /// How its process ended.
+    pub exit: Option<ExitStatus>,
+    /// Wall time in milliseconds.
+    pub duration_ms: u64,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
 }
 
 #[cfg(test)]

@@ -23,7 +23,50 @@ pub struct Pipeline {
     pub max_parallel: usize,
     /// The units, in config order. Config order is the tie-breaker for every ordering decision.
     pub units: Vec<Unit>,
+    /// Commands run once when a run ends (`on_failure`, `on_success`, `on_finish`), in that
+    /// order. Absent from definition snapshots older than hooks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<Hook>,
 }
+
+/// When a pipeline hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookWhen {
+    /// When the run failed (or stopped for a human's verdict).
+    OnFailure,
+    /// When the run succeeded.
+    OnSuccess,
+    /// Whenever the run ended: succeeded, failed, interrupted or stopped for a verdict.
+    OnFinish,
+}
+
+impl HookWhen {
+    /// The config key (`on_failure`, …), also the hook's name in the journal and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookWhen::OnFailure => "on_failure",
+            HookWhen::OnSuccess => "on_success",
+            HookWhen::OnFinish => "on_finish",
+        }
+    }
+}
+
+/// A pipeline hook: a command run once when a run ends, supervised and time-limited like a
+/// unit (DESIGN §16).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hook {
+    /// When it runs.
+    pub when: HookWhen,
+    /// The command.
+    pub command: Command,
+    /// Its time limit.
+    #[serde(with = "duration_ms")]
+    pub timeout: Duration,
+}
+
+/// How long a hook may run when the config does not say.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One unit of work: up to three commands run as one attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -229,7 +229,8 @@ impl PriorState {
             | Event::RunResumed(_)
             | Event::RunFinished(_)
             | Event::UnitFiles(_)
-            | Event::RunReproduces(_) => {}
+            | Event::RunReproduces(_)
+            | Event::HookFinished(_) => {}
         }
     }
 

@@ -157,3 +157,75 @@ fn html_report_of_an_empty_journal_is_still_a_page() {
         "{html}"
     );
 }
+
+#[test]
+fn html_report_with_extras_renders_to_a_screenshot_in_headless_chromium() {
+    let chromium = find_chromium();
+    if !apollo_core::testing::require(chromium.is_some(), "chromium", INSTALL_HINT) {
+        return;
+    }
+    let chromium = chromium.expect("checked just above");
+    let timeline = Timeline::from_records(showcase_run().reads()).unwrap();
+    let deps = std::collections::HashMap::from([("slow".to_owned(), vec!["transform".to_owned()])]);
+    let timeouts = std::collections::HashMap::from([("slow".to_owned(), 30_000)]);
+    let excerpt = |_: &str, _: u32| Some("Traceback (most recent call last):\n".to_owned());
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let mut html = Vec::new();
+    crate::write_html_with(
+        &timeline,
+        &mut html,
+        &crate::HtmlExtras::new()
+            .deps(deps)
+            .timeouts_ms(timeouts)
+            .excerpts(&excerpt),
+    )
+    .unwrap();
+    std::fs::write(&page, &html).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let shot = dir.path().join("report.png");
+
+    // The test drives a browser, not a unit: apollo-exec's process rules are for units.
+    #[allow(clippy::disallowed_methods)]
+    let mut child = std::process::Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1400,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let deadline = std::time::Instant::now() + BROWSER_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for chromium") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not take the screenshot within {BROWSER_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "chromium failed: {status}");
+    let png = std::fs::read(&shot).expect("a screenshot was written");
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    // A rendered chart with a table compresses to far more than a blank page does.
+    assert!(
+        png.len() > 20_000,
+        "a nearly empty screenshot: {} bytes",
+        png.len()
+    );
+}

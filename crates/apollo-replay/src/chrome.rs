@@ -44,7 +44,23 @@ where
     I: IntoIterator<Item = Result<Record, E>>,
     W: Write,
 {
+    write_chrome_trace_with_workers(records, out, filter, None)
+}
+
+/// [`write_chrome_trace`] for a run known to have run at most `workers` attempts at once:
+/// never more lane tracks than that.
+pub fn write_chrome_trace_with_workers<I, E, W>(
+    records: I,
+    out: W,
+    filter: &Filter,
+    workers: Option<usize>,
+) -> Result<(), ReplayError<E>>
+where
+    I: IntoIterator<Item = Result<Record, E>>,
+    W: Write,
+{
     let mut trace = TraceWriter::new(out, filter)?;
+    trace.lanes = Lanes::with_max(workers);
     for record in records {
         trace.write_record(&record.map_err(ReplayError::Read)?)?;
     }
@@ -149,9 +165,16 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                     }
                 };
                 let mut open = open;
-                // Committed ahead: the processes started `queued_ms` after `unit_started`.
-                open.start = crate::display::after_queue(open.start, finished.queued_ms, record.ts);
-                self.write_attempt(&key.0, key.1, &open, record.ts, Some(finished))?;
+                // Committed ahead: the processes started `queued_ms` after `unit_started`, and
+                // ran for `duration_ms` (the record may have waited for a commit).
+                let (start, end) = crate::display::real_span(
+                    open.start,
+                    record.ts,
+                    finished.queued_ms,
+                    finished.duration_ms,
+                );
+                open.start = start;
+                self.write_attempt(&key.0, key.1, &open, end, Some(finished))?;
             }
             Event::UnitSkipped(skipped) if self.filter.keeps(record, origin) => {
                 self.events.event(&json!({

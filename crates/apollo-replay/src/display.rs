@@ -42,6 +42,28 @@ pub(crate) fn after_queue(
         .max(started)
 }
 
+/// Where an attempt really ran: from its `unit_started` time plus the `queued_ms` it waited
+/// for a worker, for its measured `duration_ms`, never past its `unit_finished` time
+/// (`finished`). The record times alone are not it: an attempt committed ahead starts after
+/// its record, and an outcome waits for the next commit, so its record may be written well
+/// after the worker went on to its next attempt (drawing attempts from record to record
+/// stacked them on dozens of lanes for two workers).
+pub(crate) fn real_span(
+    started: DateTime<Utc>,
+    finished: DateTime<Utc>,
+    queued_ms: u64,
+    duration_ms: u64,
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    let start = after_queue(started, queued_ms, finished);
+    let duration =
+        chrono::TimeDelta::try_milliseconds(i64::try_from(duration_ms).unwrap_or(i64::MAX));
+    let end = duration
+        .and_then(|duration| start.checked_add_signed(duration))
+        .map_or(finished, |end| end.min(finished))
+        .max(start);
+    (start, end)
+}
+
 /// Milliseconds from `origin` to `ts`; zero when `ts` is earlier.
 pub(crate) fn offset_ms(origin: DateTime<Utc>, ts: DateTime<Utc>) -> u64 {
     u64::try_from((ts - origin).num_milliseconds()).unwrap_or(0)

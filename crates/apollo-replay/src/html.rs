@@ -33,14 +33,101 @@ const MIN_BAR_WIDTH: f64 = 2.0;
 /// markers, resumes as dashed lines), and a table of units.
 ///
 /// Each attempt bar is `<rect class="bar …" data-unit data-attempt data-status data-lane>`.
-pub fn write_html<W: Write>(timeline: &Timeline, mut out: W) -> io::Result<()> {
+pub fn write_html<W: Write>(timeline: &Timeline, out: W) -> io::Result<()> {
+    write_html_with(timeline, out, &HtmlExtras::default())
+}
+
+/// What the journal alone does not hold, for a richer page: the caller reads it from the
+/// run's files (apollo-replay reads none).
+#[derive(Default)]
+#[non_exhaustive]
+pub struct HtmlExtras<'a> {
+    /// The end of a failed attempt's stderr: `(unit, attempt)` → text, shown under the unit.
+    pub excerpts: Option<crate::ExcerptSource<'a>>,
+    /// Each unit's `timeout`, in milliseconds: a marker where its last attempt would be cut off.
+    pub timeouts_ms: std::collections::HashMap<String, u64>,
+    /// Each unit's dependencies: the critical path (the chain of units that ended last, each
+    /// waiting for the previous) is highlighted.
+    pub deps: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl<'a> HtmlExtras<'a> {
+    /// Nothing extra.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With failed attempts' stderr excerpts.
+    pub fn excerpts(mut self, excerpts: crate::ExcerptSource<'a>) -> Self {
+        self.excerpts = Some(excerpts);
+        self
+    }
+
+    /// With the units' timeouts, in milliseconds.
+    pub fn timeouts_ms(mut self, timeouts_ms: std::collections::HashMap<String, u64>) -> Self {
+        self.timeouts_ms = timeouts_ms;
+        self
+    }
+
+    /// With the units' dependencies.
+    pub fn deps(mut self, deps: std::collections::HashMap<String, Vec<String>>) -> Self {
+        self.deps = deps;
+        self
+    }
+}
+
+/// [`write_html`], with what `extras` adds: failed units' stderr, timeout markers, the
+/// critical path.
+pub fn write_html_with<W: Write>(
+    timeline: &Timeline,
+    mut out: W,
+    extras: &HtmlExtras<'_>,
+) -> io::Result<()> {
     let mut page = String::new();
-    write_page(&mut page, timeline);
+    write_page(&mut page, timeline, extras);
     out.write_all(page.as_bytes())?;
     out.flush()
 }
 
-fn write_page(page: &mut String, timeline: &Timeline) {
+/// The critical path: from the unit whose last attempt ended last, back through the
+/// dependency that ended last before it, to a unit with none.
+fn critical_path(
+    timeline: &Timeline,
+    deps: &std::collections::HashMap<String, Vec<String>>,
+) -> Vec<String> {
+    if deps.is_empty() {
+        return Vec::new();
+    }
+    let end_of = |name: &str| {
+        timeline
+            .unit(name)
+            .and_then(|unit| unit.last_attempt())
+            .map(|attempt| attempt.end)
+    };
+    let mut current = timeline
+        .units
+        .iter()
+        .filter_map(|unit| Some((unit.last_attempt()?.end, unit.name.clone())))
+        .max()
+        .map(|(_, name)| name);
+    let mut path = Vec::new();
+    while let Some(name) = current.take() {
+        if path.contains(&name) {
+            break;
+        }
+        current = deps
+            .get(&name)
+            .into_iter()
+            .flatten()
+            .filter_map(|dep| Some((end_of(dep)?, dep.clone())))
+            .max()
+            .map(|(_, dep)| dep);
+        path.push(name);
+    }
+    path
+}
+
+fn write_page(page: &mut String, timeline: &Timeline, extras: &HtmlExtras<'_>) {
     let run_id = timeline.run_id.as_deref().unwrap_or("unknown run");
     let pipeline = timeline.pipeline.as_deref().unwrap_or("?");
     let status = timeline.status_str();
@@ -54,8 +141,9 @@ fn write_page(page: &mut String, timeline: &Timeline) {
     );
     write_header(page, timeline, run_id, pipeline, status);
     write_legend(page);
-    write_chart(page, timeline);
-    write_table(page, timeline);
+    let critical = critical_path(timeline, &extras.deps);
+    write_chart(page, timeline, extras, &critical);
+    write_table(page, timeline, extras.excerpts, &critical);
     let _ = write!(page, "<script>{SCRIPT}</script>\n</body>\n</html>\n");
 }
 
@@ -113,7 +201,9 @@ fn write_legend(page: &mut String) {
     page.push_str(
         "<span><i class=\"swatch skip-mark\"></i>skipped (upstream failed)</span>\
          <span><i class=\"swatch mark-mark\"></i>human verdict</span>\
-         <span><i class=\"swatch resume-mark\"></i>resumed</span></p>\n",
+         <span><i class=\"swatch resume-mark\"></i>resumed</span>\
+         <span><i class=\"swatch critical-swatch\"></i>◆ critical path</span>\
+         <span><i class=\"swatch timeout-swatch\"></i>timeout limit</span></p>\n",
     );
 }
 
@@ -128,7 +218,12 @@ impl Scale {
     }
 }
 
-fn write_chart(page: &mut String, timeline: &Timeline) {
+fn write_chart(
+    page: &mut String,
+    timeline: &Timeline,
+    extras: &HtmlExtras<'_>,
+    critical: &[String],
+) {
     let origin = timeline.origin();
     let latest_end = timeline
         .attempts()
@@ -170,9 +265,34 @@ fn write_chart(page: &mut String, timeline: &Timeline) {
     page.push_str("</g>\n");
 
     for (row, unit) in timeline.units.iter().enumerate() {
-        write_row(page, timeline, &scale, row, unit);
+        let on_critical_path = critical.contains(&unit.name);
+        let timeout_ms = extras.timeouts_ms.get(&unit.name).copied();
+        write_row(
+            page,
+            timeline,
+            &scale,
+            row,
+            unit,
+            (on_critical_path, timeout_ms),
+        );
     }
 
+    for resume in timeline.resumes.iter().filter(|resume| resume.after_crash) {
+        // Shaded: the time between the crash (the last record of the apollo that died) and
+        // the resume, when nothing ran.
+        let from = scale.x(offset_ms(origin, resume.previous_last_ts));
+        let to = scale.x(offset_ms(origin, resume.ts));
+        let _ = writeln!(
+            page,
+            "<rect class=\"gap\" x=\"{from:.1}\" y=\"{AXIS_HEIGHT}\" width=\"{:.1}\" \
+             height=\"{:.1}\" fill=\"url(#hatch)\"><title>apollo was not running: it stopped \
+             without finishing after {} and the run was resumed at {}</title></rect>",
+            (to - from).max(0.0),
+            height - 8.0 - AXIS_HEIGHT,
+            format_offset(offset_ms(origin, resume.previous_last_ts)),
+            format_offset(offset_ms(origin, resume.ts)),
+        );
+    }
     for resume in &timeline.resumes {
         let x = scale.x(offset_ms(origin, resume.ts));
         let _ = writeln!(
@@ -199,6 +319,7 @@ fn write_row(
     scale: &Scale,
     row: usize,
     unit: &UnitTimeline,
+    (on_critical_path, timeout_ms): (bool, Option<u64>),
 ) {
     let origin = timeline.origin();
     let top = AXIS_HEIGHT + row as f64 * ROW_HEIGHT;
@@ -212,9 +333,10 @@ fn write_row(
     };
     let _ = writeln!(
         page,
-        "<g class=\"row\" data-unit=\"{name}\" data-status=\"{}\">\
+        "<g class=\"row{}\" data-unit=\"{name}\" data-status=\"{}\">\
          <rect class=\"row-bg\" x=\"0\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{ROW_HEIGHT}\"/>\
          <text class=\"label\" x=\"8\" y=\"{:.1}\">{label}<title>{name}: {}</title></text>",
+        if on_critical_path { " critical" } else { "" },
         unit.status,
         LABEL_WIDTH + CHART_WIDTH + 40.0,
         top + ROW_HEIGHT / 2.0 + 4.0,
@@ -223,6 +345,21 @@ fn write_row(
     let retried = unit.attempts.len() > 1;
     for attempt in &unit.attempts {
         write_bar(page, timeline, scale, unit, attempt, bar_y, retried);
+    }
+    // Where the last attempt would have been cut off by its timeout, when that is on the chart.
+    if let (Some(timeout), Some(last)) = (timeout_ms, unit.last_attempt()) {
+        let limit_ms = offset_ms(origin, last.start).saturating_add(timeout);
+        if limit_ms <= scale.total_ms as u64 {
+            let x = scale.x(limit_ms);
+            let _ = writeln!(
+                page,
+                "<line class=\"timeout-mark\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\">\
+                 <title>{name}: timeout {} (an attempt is cut off here)</title></line>",
+                bar_y - 2.0,
+                bar_y + BAR_HEIGHT + 2.0,
+                format_duration(timeout)
+            );
+        }
     }
     for skip in &unit.skips {
         let x = scale.x(offset_ms(origin, skip.ts));
@@ -371,22 +508,74 @@ fn tick_step(total_ms: u64) -> u64 {
         .unwrap_or(10 * magnitude)
 }
 
-fn write_table(page: &mut String, timeline: &Timeline) {
+/// A sign beside a status, so failed, timed out and the rest differ without colour.
+fn status_glyph(status: &str) -> &'static str {
+    match status {
+        "succeeded" | "marked_succeeded" => "✓ ",
+        "failed" | "marked_failed" => "✕ ",
+        "timed_out" => "⏱ ",
+        "skipped" | "upstream_failed" | "not_started" | "not_run" => "– ",
+        _ => "! ",
+    }
+}
+
+fn write_table(
+    page: &mut String,
+    timeline: &Timeline,
+    excerpts: Option<crate::ExcerptSource<'_>>,
+    critical: &[String],
+) {
     page.push_str(
-        "<section>\n<h2>Units</h2>\n<table id=\"units\">\n<thead><tr><th>unit</th><th>status</th>\
-         <th>attempts</th><th>last duration</th><th>exit</th><th>input</th><th>output</th>\
-         <th>error</th></tr></thead>\n<tbody>\n",
+        "<section>\n<h2>Units</h2>\n<p class=\"filter\"><label>status \
+         <select id=\"status-filter\"><option value=\"\">all</option>\
+         <option value=\"problem\">not succeeded</option><option>succeeded</option>\
+         <option>failed</option><option>timed_out</option><option>skipped</option>\
+         <option>upstream_failed</option><option>unfinished</option></select></label> \
+         <label>sort <select id=\"sort\"><option value=\"\">config order</option>\
+         <option value=\"duration\">longest first</option><option value=\"status\">by status</option>\
+         </select></label></p>\n<table id=\"units\">\n<thead><tr><th>unit</th><th>status</th>\
+         <th>attempts</th><th>last duration</th><th>phases</th><th>cpu</th><th>max rss</th>\
+         <th>exit</th><th>input</th><th>output</th><th>error</th></tr></thead>\n<tbody>\n",
     );
     for unit in &timeline.units {
         let last = unit.last_attempt();
         let cell = |value: Option<String>| value.unwrap_or_else(|| "-".into());
         let skip_reason = unit.skips.last().map(|skip| skip_reason_text(&skip.reason));
+        let outcome = last.and_then(|attempt| attempt.outcome.as_ref());
+        // Phases, CPU and memory in the table, visible without hovering over a bar.
+        let phases = outcome.map(|outcome| {
+            outcome
+                .phases
+                .iter()
+                .map(|phase| format!("{} {}", phase.phase, format_duration(phase.duration_ms)))
+                .collect::<Vec<_>>()
+                .join(" · ")
+        });
+        let cpu = outcome
+            .map(|outcome| format_duration(outcome.user_cpu_ms.saturating_add(outcome.sys_cpu_ms)));
+        let rss = outcome.map(|outcome| format!("{} MiB", outcome.max_rss_kib.div_ceil(1024)));
         let _ = writeln!(
             page,
-            "<tr data-unit=\"{name}\"><td>{name}</td><td><span class=\"badge s-{status}\">{status}</span></td>\
-             <td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
+            "<tr data-unit=\"{name}\" data-status=\"{status}\" data-duration=\"{}\"{}><td>{name}{}</td>\
+             <td><span class=\"badge s-{status}\">{}{status}</span></td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
+            last.map_or(0, Attempt::duration_ms),
+            if critical.contains(&unit.name) {
+                " class=\"critical\""
+            } else {
+                ""
+            },
+            if critical.contains(&unit.name) {
+                " <span class=\"critical-mark\" title=\"on the critical path\">◆</span>"
+            } else {
+                ""
+            },
+            status_glyph(unit.status.as_str()),
             unit.attempts.len(),
             cell(last.map(|attempt| format_duration(attempt.duration_ms()))),
+            cell(phases),
+            cell(cpu),
+            cell(rss),
             cell(
                 last.and_then(|attempt| attempt.outcome.as_ref())
                     .map(|o| describe_exit(o.exit))
@@ -408,6 +597,21 @@ fn write_table(page: &mut String, timeline: &Timeline) {
             name = esc(&unit.name),
             status = unit.status,
         );
+        // Why it failed, in the page: the end of the failed attempt's stderr.
+        if matches!(unit.status.as_str(), "failed" | "timed_out")
+            && let Some(last) = last
+            && let Some(excerpt) = excerpts.and_then(|excerpts| excerpts(&unit.name, last.number))
+        {
+            let _ = writeln!(
+                page,
+                "<tr class=\"excerpt\" data-unit=\"{name}\" data-status=\"{status}\" \
+                 data-duration=\"{}\"><td></td><td colspan=\"10\"><pre>{}</pre></td></tr>",
+                last.duration_ms(),
+                esc(&excerpt),
+                name = esc(&unit.name),
+                status = unit.status,
+            );
+        }
     }
     page.push_str("</tbody>\n</table>\n</section>\n");
 }
@@ -436,6 +640,11 @@ rect.s-timed_out, rect.s-failed { stroke: #5a0d0d; stroke-width: 1; }
 .skip-mark { fill: url(#hatch) #c9d3de; background: repeating-linear-gradient(45deg,#c9d3de 0 3px,#9aa7b5 3px 6px); stroke: #9aa7b5; }
 .mark-mark { fill: #7048e8; background: #7048e8; }
 .resume-mark { background: #1c7ed6; }
+.critical-swatch { background: #fab005; } .timeout-swatch { background: #c92a2a; width: 3px; }
+.row.critical .row-bg { fill: #fff9db; } .row.critical .label { font-weight: bold; }
+tr.critical td:first-child { font-weight: bold; } .critical-mark { color: #f08c00; }
+.timeout-mark { stroke: #c92a2a; stroke-width: 2; stroke-dasharray: 3 2; }
+.gap { opacity: 0.5; } tr.excerpt pre { margin: 0; font-size: 12px; white-space: pre-wrap; color: #5a0d0d; }
 .chart { overflow-x: auto; border: 1px solid #e3e7ee; border-radius: 6px; }
 svg text { font-size: 12px; fill: var(--fg); }
 .axis line { stroke: #e3e7ee; } .axis text { fill: var(--muted); font-size: 11px; text-anchor: middle; }
@@ -467,6 +676,27 @@ const SCRIPT: &str = r#"
       el.addEventListener('mouseleave', function () { set(unit, false); });
     });
   });
+  // Filter and sort the units table (and the chart's rows) by status, for big runs.
+  var filter = document.getElementById('status-filter');
+  var sort = document.getElementById('sort');
+  var body = document.querySelector('#units tbody');
+  var original = Array.prototype.slice.call(lines);
+  function apply() {
+    var want = filter.value;
+    var shown = function (status) {
+      return want === '' || (want === 'problem' ? status !== 'succeeded' : status === want);
+    };
+    lines.forEach(function (l) { l.hidden = !shown(l.getAttribute('data-status')); });
+    rows.forEach(function (r) { r.style.opacity = shown(r.getAttribute('data-status')) ? '' : '0.15'; });
+    var ordered = original.slice();
+    if (sort.value === 'duration') {
+      ordered.sort(function (a, b) { return b.getAttribute('data-duration') - a.getAttribute('data-duration'); });
+    } else if (sort.value === 'status') {
+      ordered.sort(function (a, b) { return a.getAttribute('data-status').localeCompare(b.getAttribute('data-status')); });
+    }
+    ordered.forEach(function (l) { body.appendChild(l); });
+  }
+  if (filter && sort && body) { filter.addEventListener('change', apply); sort.addEventListener('change', apply); }
   document.body.setAttribute('data-bars', String(document.querySelectorAll('#gantt rect.bar').length));
 })();
 "#;

@@ -8,6 +8,7 @@ mod error;
 mod filter;
 mod html;
 mod json;
+mod junit;
 mod text;
 mod timeline;
 
@@ -25,15 +26,16 @@ use std::str::FromStr;
 
 use apollo_core::Record;
 
-pub use chrome::write_chrome_trace;
+pub use chrome::{write_chrome_trace, write_chrome_trace_with_workers};
 pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
     UnitDiff, write_diff_json, write_diff_text,
 };
 pub use error::ReplayError;
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
-pub use html::write_html;
+pub use html::{HtmlExtras, write_html, write_html_with};
 pub use json::write_json;
+pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
     Attempt, AttemptState, Mark, Resume, RunEnd, Skip, Timeline, TimelineBuilder, UnitStatus,
@@ -107,6 +109,12 @@ pub struct ReplayOptions {
     pub filter: Filter,
     /// Colour the text format (ignored by the others).
     pub color: bool,
+    /// The run is being run right now by the apollo with this pid (the reader checked its
+    /// lock): the text format shows its open attempts as `running`, not `unfinished`.
+    pub live: Option<u32>,
+    /// At most this many attempts ran at once (the run's `max_parallel`): lanes in the Chrome
+    /// trace and the HTML chart never outnumber them. `None`: unknown.
+    pub workers: Option<usize>,
 }
 
 impl ReplayOptions {
@@ -129,6 +137,18 @@ impl ReplayOptions {
         self.color = color;
         self
     }
+
+    /// For a run that ran at most `workers` attempts at once (`None`: unknown).
+    pub fn workers(mut self, workers: Option<usize>) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// For a run being run now by the apollo with pid `pid` (`None`: it is not).
+    pub fn live(mut self, pid: Option<u32>) -> Self {
+        self.live = pid;
+        self
+    }
 }
 
 /// Renders a run's records in the chosen format: `apollo replay` in one call.
@@ -146,13 +166,17 @@ where
         Format::Text => {
             let text_options = TextOptions::default()
                 .filter(options.filter.clone())
-                .color(options.color);
+                .color(options.color)
+                .live(options.live);
             write_text(records, out, &text_options)
         }
         Format::Json => write_json(records, out, &options.filter),
-        Format::ChromeTrace => write_chrome_trace(records, out, &options.filter),
+        Format::ChromeTrace => {
+            write_chrome_trace_with_workers(records, out, &options.filter, options.workers)
+        }
         Format::Html => {
-            let timeline = Timeline::from_records(records).map_err(ReplayError::Read)?;
+            let timeline = Timeline::from_records_with_workers(records, options.workers)
+                .map_err(ReplayError::Read)?;
             let timeline = if options.filter.is_all() {
                 timeline
             } else {

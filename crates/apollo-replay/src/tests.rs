@@ -488,3 +488,113 @@ fn attempts_committed_ahead_share_the_lanes_of_the_workers_that_ran_them() {
         }
     }
 }
+
+#[test]
+fn a_live_run_reads_as_running_with_its_apollo_pid_never_as_stopped() {
+    let mut run = RunBuilder::new("r", &["a", "b", "c"]);
+    run.start(5, "a", 1).start(6, "b", 1).succeed(100, "b", 1);
+    let live = render_text(&run, &TextOptions::default().live(Some(4242)));
+    assert!(!live.contains("stopped"), "{live}");
+    insta::assert_snapshot!(live);
+    let dead = render_text(&run, &TextOptions::default());
+    assert!(dead.contains("apollo stopped before it finished"), "{dead}");
+}
+
+#[test]
+fn lanes_absorb_millisecond_rounding_and_never_outnumber_known_workers() {
+    use crate::timeline::Lanes;
+    // A worker's next attempt appears to start a millisecond before its previous one ended.
+    let mut lanes = Lanes::default();
+    assert_eq!(lanes.place(at(0), at(10)), 0);
+    assert_eq!(lanes.place(at(0), at(12)), 1);
+    assert_eq!(lanes.place(at(9), at(20)), 0);
+    // Three overlapping attempts need three lanes, unless the run had two workers.
+    let mut unknown = Lanes::default();
+    let mut two = Lanes::with_max(Some(2));
+    for lanes in [&mut unknown, &mut two] {
+        lanes.place(at(0), at(100));
+        lanes.place(at(0), at(50));
+        lanes.place(at(10), at(60));
+    }
+    assert_eq!(unknown.place(at(200), at(300)), 0);
+    assert_eq!(two.place(at(200), at(300)), 0);
+    assert_eq!(two.place(at(20), at(30)), 1, "the lane freed first");
+}
+
+#[test]
+fn junit_report_of_the_showcase_run() {
+    let excerpts = |unit: &str, attempt: u32| {
+        Some(format!(
+            "stderr of {unit} attempt {attempt}\nTraceback <& \"quoted\">\n"
+        ))
+    };
+    let mut out = Vec::new();
+    write_junit(&timeline(&showcase_run()), &mut out, &excerpts).unwrap();
+    let xml = String::from_utf8(out).unwrap();
+    insta::assert_snapshot!(xml);
+    // One test case per unit, and what test reporters need: failures, flaky reruns, skips.
+    assert_eq!(
+        xml.matches("<testcase ").count(),
+        timeline(&showcase_run()).units.len()
+    );
+    assert!(xml.contains("<flakyFailure"), "{xml}");
+    assert!(xml.contains("&lt;&amp; &quot;quoted&quot;&gt;"), "{xml}");
+    // What a JUnit reader makes of it: the same cases and statuses.
+    let read = quick_junit::Report::deserialize_from_str(&xml).expect("well-formed JUnit XML");
+    let suite = &read.test_suites[0];
+    assert_eq!((suite.tests, suite.failures, suite.errors), (7, 1, 0));
+}
+
+#[test]
+fn html_table_shows_phases_cpu_memory_and_status_signs_without_hovering() {
+    let mut out = Vec::new();
+    write_html(&timeline(&showcase_run()), &mut out).unwrap();
+    let page = String::from_utf8(out).unwrap();
+    for needle in [
+        "<th>phases</th>",
+        "<th>cpu</th>",
+        "<th>max rss</th>",
+        "execute 995ms",
+        "⏱ timed_out",
+        "id=\"status-filter\"",
+        "data-duration=",
+        // The showcase run was resumed after its apollo died: the gap is shaded.
+        "<rect class=\"gap\"",
+        "apollo was not running",
+    ] {
+        assert!(page.contains(needle), "{needle}");
+    }
+}
+
+#[test]
+fn html_marks_the_critical_path_and_the_timeout_limit() {
+    let timeline = timeline(&showcase_run());
+    let deps = std::collections::HashMap::from([
+        (
+            "transform".to_owned(),
+            vec!["fetch_a".to_owned(), "fetch_b".to_owned()],
+        ),
+        ("slow".to_owned(), vec!["transform".to_owned()]),
+        ("report".to_owned(), vec!["slow".to_owned()]),
+    ]);
+    let timeouts = std::collections::HashMap::from([("slow".to_owned(), 30_000)]);
+    let mut out = Vec::new();
+    write_html_with(
+        &timeline,
+        &mut out,
+        &HtmlExtras::new().deps(deps).timeouts_ms(timeouts),
+    )
+    .unwrap();
+    let page = String::from_utf8(out).unwrap();
+    assert!(
+        page.contains("<g class=\"row critical\" data-unit=\"slow\""),
+        "slow ended last"
+    );
+    assert!(page.contains("<g class=\"row critical\" data-unit=\"transform\""));
+    assert!(
+        page.contains("<g class=\"row critical\" data-unit=\"fetch_b\""),
+        "fetch_b ended after fetch_a"
+    );
+    assert!(!page.contains("<g class=\"row critical\" data-unit=\"fetch_a\""));
+    assert!(page.contains("class=\"timeout-mark\""), "slow's 30 s limit");
+}

@@ -31,6 +31,10 @@ pub struct TextOptions {
     pub color: bool,
     /// Show one line per phase under each finished attempt.
     pub phases: bool,
+    /// The run is being run right now, by the apollo with this pid: its open attempts are
+    /// `running`, not `unfinished` (the reader found the run's lock held; see
+    /// [`ReplayOptions::live`](crate::ReplayOptions::live)).
+    pub live: Option<u32>,
 }
 
 impl Default for TextOptions {
@@ -39,6 +43,7 @@ impl Default for TextOptions {
             filter: Filter::all(),
             color: false,
             phases: true,
+            live: None,
         }
     }
 }
@@ -56,6 +61,12 @@ impl TextOptions {
         self
     }
 
+    /// Options for a run being run now by the apollo with pid `pid` (`None`: not running).
+    pub fn live(mut self, pid: Option<u32>) -> Self {
+        self.live = pid;
+        self
+    }
+
     /// Options with phase lines on or off.
     pub fn phases(mut self, phases: bool) -> Self {
         self.phases = phases;
@@ -69,8 +80,8 @@ impl TextOptions {
 ///
 /// Columns: offset from the run's start, unit, attempt, event (or phase), duration, status,
 /// short hash (input at start, output at finish), detail (first error line, reasons, notes).
-/// Phase lines follow their attempt's `finish` line (that is when the journal learns of them)
-/// and show their own start offsets. Attempts that never finished get an `abandoned` line at
+/// Phase lines come just before their attempt's `finish` line (the journal learns of them with
+/// it), at their own start offsets, so an attempt's lines read in time order. Attempts that never finished get an `abandoned` line at
 /// the resume that gave up on them, or an `unfinished` line at the end.
 pub fn write_text<I, E, W>(records: I, out: W, options: &TextOptions) -> Result<(), ReplayError<E>>
 where
@@ -94,6 +105,14 @@ pub struct TextRenderer<W: Write> {
     origin: Option<DateTime<Utc>>,
     unit_width: usize,
     header_written: bool,
+    /// The offset of the latest record, where a live run's last line goes.
+    last_offset: u64,
+    /// The offset of the latest record a running apollo wrote (not `apollo mark`): an attempt
+    /// it left unfinished ran at least until then.
+    last_alive_offset: u64,
+    /// The same before the current record (what a resume's abandoned attempts are measured
+    /// against).
+    previous_alive_offset: u64,
     /// Attempts started and not yet finished: (unit, attempt) → when they started.
     open: HashMap<(String, u32), OpenAttempt>,
     /// Buffers for one line and one column, reused so lines cost no allocation.
@@ -119,6 +138,9 @@ impl<W: Write> TextRenderer<W> {
             origin: None,
             unit_width: MIN_UNIT_WIDTH,
             header_written: false,
+            last_offset: 0,
+            last_alive_offset: 0,
+            previous_alive_offset: 0,
             open: HashMap::new(),
             line: String::new(),
             scratch: String::new(),
@@ -138,6 +160,11 @@ impl<W: Write> TextRenderer<W> {
             offset: offset_ms(origin, record.ts),
             keep: self.options.filter.keeps(record, origin),
         };
+        self.last_offset = self.last_offset.max(context.offset);
+        self.previous_alive_offset = self.last_alive_offset;
+        if !matches!(record.event, Event::UnitMarked(_)) {
+            self.last_alive_offset = self.last_alive_offset.max(context.offset);
+        }
         match &record.event {
             Event::RunStarted(started) => self.write_run_started(started, &context),
             Event::RunResumed(resumed) => self.write_run_resumed(resumed, &context),
@@ -148,6 +175,7 @@ impl<W: Write> TextRenderer<W> {
             Event::RunFinished(finished) => self.write_run_finished(finished, &context),
             // A manifest is what an attempt saw, not a step of the timeline (`show` prints it).
             Event::UnitFiles(_) => Ok(()),
+            Event::HookFinished(hook) => self.write_hook_finished(hook, &context),
             other => self.write_other(other, &context),
         }
     }
@@ -156,12 +184,22 @@ impl<W: Write> TextRenderer<W> {
     pub fn finish(mut self) -> io::Result<W> {
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_unstable_by_key(|(_, open)| open.seq);
+        // Measured against the last record, as if a resume came next.
+        self.previous_alive_offset = self.last_alive_offset;
         for ((unit, attempt), open) in &open {
             let origin = self.origin.unwrap_or(open.start);
             if self.options.filter.keeps_time(open.start, origin) {
                 let offset = offset_ms(origin, open.start);
-                self.write_unfinished(unit, *attempt, open, offset, "unfinished")?;
+                let event = if self.options.live.is_some() {
+                    "running"
+                } else {
+                    "unfinished"
+                };
+                self.write_unfinished(unit, *attempt, open, offset, event)?;
             }
+        }
+        if let Some(pid) = self.options.live {
+            self.write_still_running(pid)?;
         }
         self.out.flush()?;
         Ok(self.out)

@@ -84,6 +84,12 @@ pub struct Resume {
     pub pid: u32,
     /// Attempts left unfinished by the process that died before this resume.
     pub n_abandoned: usize,
+    /// The last record the previous apollo process wrote: from then until `ts` nothing ran
+    /// this run.
+    pub previous_last_ts: DateTime<Utc>,
+    /// Whether the previous process stopped without recording the run's end (a crash, a
+    /// kill): the gap is a loss, not a pause between invocations.
+    pub after_crash: bool,
 }
 
 /// One unit's history in a run.
@@ -319,7 +325,19 @@ impl Timeline {
     where
         I: IntoIterator<Item = Result<Record, E>>,
     {
-        let mut builder = TimelineBuilder::new();
+        Self::from_records_with_workers(records, None)
+    }
+
+    /// [`from_records`](Self::from_records) for a run known to have run at most `workers`
+    /// attempts at once: its attempts use at most that many lanes.
+    pub fn from_records_with_workers<I, E>(
+        records: I,
+        workers: Option<usize>,
+    ) -> Result<Timeline, E>
+    where
+        I: IntoIterator<Item = Result<Record, E>>,
+    {
+        let mut builder = TimelineBuilder::new().workers(workers);
         for record in records {
             builder.push(record?);
         }
@@ -435,6 +453,13 @@ impl TimelineBuilder {
         Self::default()
     }
 
+    /// For a run known to have run at most `workers` attempts at once (`None`: unknown): its
+    /// attempts use at most that many lanes.
+    pub fn workers(mut self, workers: Option<usize>) -> Self {
+        self.lanes = Lanes::with_max(workers);
+        self
+    }
+
     /// Adds the next record of the run (records must come in journal order).
     pub fn push(&mut self, record: Record) {
         let Record { seq, ts, event } = record;
@@ -462,6 +487,7 @@ impl TimelineBuilder {
                 // record it wrote (a mark is written by `apollo mark`, after it died).
                 let abandoned_end = previous_alive_ts.unwrap_or(ts);
                 let n_abandoned = self.close_open_attempts(abandoned_end);
+                let after_crash = self.timeline.finished.is_none();
                 self.timeline.finished = None;
                 self.timeline.resumes.push(Resume {
                     seq,
@@ -469,6 +495,8 @@ impl TimelineBuilder {
                     host: resumed.host,
                     pid: resumed.pid,
                     n_abandoned,
+                    previous_last_ts: abandoned_end,
+                    after_crash,
                 });
                 self.list_units(resumed.units);
             }
@@ -524,9 +552,14 @@ impl TimelineBuilder {
                 let unit = &mut self.timeline.units[unit_idx];
                 unit.status = UnitStatus::from_attempt(finished.status);
                 let attempt = &mut unit.attempts[attempt_idx];
-                attempt.end = ts;
-                // An attempt committed ahead waited `queued_ms` for a worker.
-                attempt.start = crate::display::after_queue(attempt.start, finished.queued_ms, ts);
+                // An attempt committed ahead waited `queued_ms` for a worker, and its outcome
+                // may have waited for a commit: it ran for `duration_ms` from its real start.
+                (attempt.start, attempt.end) = crate::display::real_span(
+                    attempt.start,
+                    ts,
+                    finished.queued_ms,
+                    finished.duration_ms,
+                );
                 attempt.state = AttemptState::Finished(finished.status);
                 attempt.outcome = Some(finished);
                 let (start, end) = (attempt.start, attempt.end);
@@ -639,29 +672,63 @@ impl TimelineBuilder {
 }
 
 /// Lanes laid out where attempts really ran: each attempt is placed when it ends (its start
-/// is known then, after any wait in the queue of attempts committed ahead), on the lowest lane
-/// whose attempts all ended by its start. Attempts end in record order, so every renderer that
-/// reads the same records gets the same lanes; the number of lanes is about the run's peak
-/// number of attempts really running at once (workers), not of attempts committed.
+/// is known then, after any wait in the queue of attempts committed ahead), on the free lane
+/// that was freed last (best fit, so lanes stay packed), a lane being free when its attempts
+/// all ended by the attempt's start, give or take [`LANE_SLACK`]. Attempts end in record order,
+/// so every renderer that reads the same records gets the same lanes; the number of lanes is
+/// about the run's peak number of attempts really running at once (workers), not of attempts
+/// committed. With a known number of workers ([`Lanes::with_max`]) there are never more lanes
+/// than that: an attempt that finds none free (the clock's rounding, nothing else, since no more
+/// attempts ran at once) goes on the lane freed first.
 #[derive(Debug, Default)]
 pub(crate) struct Lanes {
     /// Per lane, the latest end placed on it.
     ends: Vec<DateTime<Utc>>,
+    /// The most lanes to use (the run's workers), when known.
+    max: Option<usize>,
 }
 
+/// How far an attempt may seem to start before the previous one on its lane ended: the
+/// journal measures `queued_ms` and `duration_ms` in whole milliseconds (rounded down) from
+/// instants a little apart from the records' times, so a worker's next attempt can appear to
+/// start a millisecond or two before its previous one ended. Without this slack, two workers
+/// drew on dozens of lanes.
+const LANE_SLACK: chrono::TimeDelta = chrono::TimeDelta::milliseconds(2);
+
 impl Lanes {
+    /// Lanes for a run of at most `max` attempts at once (`None`: unknown).
+    pub(crate) fn with_max(max: Option<usize>) -> Self {
+        Self {
+            ends: Vec::new(),
+            max: max.filter(|&max| max > 0),
+        }
+    }
+
     /// The lane for an attempt that ran from `start` to `end`.
     pub(crate) fn place(&mut self, start: DateTime<Utc>, end: DateTime<Utc>) -> usize {
         let end = end.max(start);
-        match self.ends.iter().position(|&last| last <= start) {
-            Some(lane) => {
-                self.ends[lane] = end;
-                lane
-            }
+        let start_with_slack = start.checked_add_signed(LANE_SLACK).unwrap_or(start);
+        let free = self
+            .ends
+            .iter()
+            .enumerate()
+            .filter(|&(_, &last)| last <= start_with_slack)
+            .max_by_key(|&(lane, &last)| (last, std::cmp::Reverse(lane)))
+            .map(|(lane, _)| lane);
+        let lane = match free {
+            Some(lane) => lane,
+            None if self.max.is_some_and(|max| self.ends.len() >= max) => self
+                .ends
+                .iter()
+                .enumerate()
+                .min_by_key(|&(lane, &last)| (last, lane))
+                .map_or(0, |(lane, _)| lane),
             None => {
                 self.ends.push(end);
-                self.ends.len() - 1
+                return self.ends.len() - 1;
             }
-        }
+        };
+        self.ends[lane] = self.ends[lane].max(end);
+        lane
     }
 }

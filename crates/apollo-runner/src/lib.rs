@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod hooks;
 mod identity;
 mod logs;
 mod mark;
@@ -20,6 +21,7 @@ mod identity_tests;
 mod tests;
 
 pub use error::RunnerError;
+pub use hooks::HookOutcome;
 pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};

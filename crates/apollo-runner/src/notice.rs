@@ -32,6 +32,8 @@ pub enum SessionNotice<'a> {
         /// What went wrong.
         error: &'a (dyn std::error::Error + Send + Sync),
     },
+    /// A pipeline hook ran after the run ended (recorded as `hook_finished`).
+    Hook(&'a crate::hooks::HookOutcome),
 }
 
 /// Receives [`SessionNotice`]s. A closure `FnMut(&SessionNotice<'_>)` is one.

@@ -7,8 +7,9 @@ use apollo_core::{CancelToken, Executor, Loaded, PriorState};
 use apollo_store::{JournalWriter, RunId, StateDir, StateLock};
 
 use crate::error::RunnerError;
+use crate::hooks::{RunEnd, run_hooks};
 use crate::logs::RunLogs;
-use crate::notice::{SessionObserver, sweep_and_report};
+use crate::notice::{SessionNotice, SessionObserver, sweep_and_report};
 use crate::sweep::{StraySweep, SweepReason};
 
 /// Whether [`RunSession::open`](crate::RunSession::open) started a run or resumed one.
@@ -157,6 +158,26 @@ impl<'a> OpenRun<'a> {
         );
         // Every attempt is over: a process of this run still alive left its process group.
         sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
+        // The run has ended (or stopped for a human): its hooks run, still under the lock.
+        if let Some(end_status) = hook_status(&result) {
+            let run_dir = state.runs_dir().join(run_id.as_str());
+            let end = RunEnd {
+                run_id: &run_id,
+                run_dir: &run_dir,
+                status: end_status,
+                report: result.as_ref().ok(),
+                needs_verdict: match &result {
+                    Err(
+                        engine::EngineError::NeedsVerdict { unit, .. }
+                        | engine::EngineError::ChangedNeedsVerdict { unit, .. },
+                    ) => Some(unit.as_str()),
+                    _ => None,
+                },
+            };
+            for outcome in run_hooks(&loaded.pipeline, &end, executor, &mut journal) {
+                session_observer.notice(&SessionNotice::Hook(&outcome));
+            }
+        }
         drop(journal);
         drop(lock);
         if let Ok(report) = &result
@@ -177,6 +198,20 @@ impl<'a> OpenRun<'a> {
                 source,
             }),
         }
+    }
+}
+
+/// The `APOLLO_RUN_STATUS` hooks get for how the engine ended, if hooks run at all: not for
+/// a run left open (`--only`) nor when the engine could not go on (the journal failed).
+fn hook_status(result: &Result<RunReport, engine::EngineError>) -> Option<&'static str> {
+    match result {
+        Ok(report) => report.status.map(|status| status.as_str()),
+        Err(
+            engine::EngineError::NeedsVerdict { .. }
+            | engine::EngineError::ChangedNeedsVerdict { .. }
+            | engine::EngineError::InputsChanged { .. },
+        ) => Some("needs_human"),
+        Err(_) => None,
     }
 }
 

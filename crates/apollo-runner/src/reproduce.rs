@@ -352,6 +352,8 @@ pub fn reproduce(
             base_dir: scratch.clone(),
             max_parallel: 1,
             units: vec![unit.clone()],
+            // A reproduction notifies nobody.
+            hooks: Vec::new(),
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,

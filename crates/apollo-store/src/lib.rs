@@ -35,7 +35,7 @@ pub use input_manifest::{
 };
 pub use lock::{LockHolder, StateLock};
 pub use reader::{JournalReader, ReadOptions};
-pub use retention::{PruneOptions, PruneReport, prune};
+pub use retention::{PruneOptions, PruneReport, plan_prune, prune};
 pub use run_id::RunId;
 pub use runs::{RunState, RunSummary};
 pub use segment::{FORMAT_MAJOR, FORMAT_MINOR, MAGIC};

@@ -184,8 +184,23 @@ impl StateLock {
 
     /// Whether another open file description holds the lock at `path` right now, and who.
     /// Takes and releases the lock when it is free.
+    ///
+    /// The file is opened read only (`flock` needs no write access), so read commands work on
+    /// a read-only state directory; a missing lock file is held by nobody.
     pub(crate) fn probe(path: &Path) -> Result<Option<LockHolder>, StoreError> {
-        let file = open_lock_file(path)?;
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return open_lock_file(path).map(|_| None);
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
+        let file = match Dir::open(parent).and_then(|dir| dir.open_file(name, Access::Read)) {
+            Ok(file) => file,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(error) => return Err(error),
+        };
         match flock(&file, path, false)? {
             Attempt::Acquired => Ok(None),
             Attempt::Busy => Ok(Some(read_holder(&file))),

@@ -134,6 +134,24 @@ pub(crate) fn select(
     report
 }
 
+/// What [`prune`] would delete now, without taking the lock or deleting anything (`apollo prune
+/// --dry-run`): the same choice, with `freed_bytes` the size of the runs it would delete.
+pub fn plan_prune(
+    state: &StateDir,
+    options: PruneOptions,
+    now: DateTime<Utc>,
+) -> Result<PruneReport, StoreError> {
+    let summaries = state.list_runs()?;
+    let mut report = select(&summaries, options, now);
+    let runs_dir = state.runs_dir();
+    report.freed_bytes = report
+        .deleted
+        .iter()
+        .map(|id| dir_size(&runs_dir.join(id.as_str())))
+        .sum();
+    Ok(report)
+}
+
 /// Deletes old runs of `state` per `options`, as of `now`.
 ///
 /// While it works it holds the state directory's lock if it is free, so no apollo starts

@@ -125,3 +125,32 @@ fn a_format_1_0_definition_snapshot_reads_with_the_default_capture_and_unit_file
     );
     assert_eq!(serde_json::to_string(&event).unwrap(), json);
 }
+
+#[test]
+fn a_format_1_3_hook_record_is_written_and_read_after_the_run_end() {
+    use apollo_core::event::{AttemptStatus, ExitStatus, HookFinished, RunStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path().join("run");
+    let hook = Event::HookFinished(HookFinished {
+        hook: "on_failure".to_owned(),
+        run_status: "failed".to_owned(),
+        status: AttemptStatus::Failed,
+        exit: Some(ExitStatus::Code(22)),
+        duration_ms: 12,
+        error: Some("execute exited with code 22".to_owned()),
+    });
+    let mut writer =
+        apollo_store::JournalWriter::create(&run_dir, RUN, crate::support::fast()).unwrap();
+    writer
+        .append_batch(&[
+            crate::support::run_started(RUN, "hooks"),
+            crate::support::run_finished(RunStatus::Failed),
+            hook.clone(),
+        ])
+        .unwrap();
+    drop(writer);
+    let (records, warnings) = read_all(&run_dir, ReadOptions::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let records = records.unwrap();
+    assert_eq!(records.last().map(|record| &record.event), Some(&hook));
+}

@@ -411,11 +411,10 @@ fn a_newer_major_version_is_refused_with_a_clear_message() {
     let bytes = one_segment_run(dir.path(), 2);
     let text = String::from_utf8(bytes).unwrap();
     let (header, rest) = text.split_once('\n').unwrap();
-    let payload = header
-        .splitn(3, ' ')
-        .nth(2)
-        .unwrap()
-        .replace(r#""format":"1.3""#, r#""format":"2.3""#);
+    let payload = header.splitn(3, ' ').nth(2).unwrap().replace(
+        &format!(r#""format":"1.{}""#, apollo_store::FORMAT_MINOR),
+        r#""format":"2.3""#,
+    );
     let mut newer = frame(&payload);
     newer.extend_from_slice(rest.as_bytes());
     fs::write(segment(dir.path(), 1), &newer).unwrap();

@@ -7,12 +7,16 @@
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod graph;
+pub(crate) mod logs;
+pub(crate) mod man;
 pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod show;
+pub(crate) mod stats;
+pub(crate) mod stop;
 pub(crate) mod verify;
 
 use std::io::Write;
@@ -42,13 +46,16 @@ pub(crate) fn dispatch(
         Command::Diff(args) => replay::diff(&args, state_dir, stdout, stderr),
         Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),
         Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
-        Command::Logs(args) => show::logs(&args, state_dir, stdout, stderr),
+        Command::Logs(args) => logs::logs(&args, state_dir, stdout, stderr),
         Command::Verify(args) => verify::run(&args, state_dir, stdout, stderr),
         Command::Prune(args) => prune::prune(&args, state_dir, stdout),
         Command::Backup(args) => prune::backup(&args, state_dir, stdout, stderr),
         Command::Check(args) => check::run(&args, stdout, stderr),
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),
+        Command::Stop(args) => stop::stop(&args, state_dir, stdout),
+        Command::GenerateMan(args) => man::run(&args, stdout),
+        Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
     }
 }
 
@@ -79,6 +86,24 @@ fn find_in(cwd: &Path) -> Result<PathBuf, CliError> {
     Ok(found
         .strip_prefix(cwd)
         .map_or(found.clone(), Path::to_path_buf))
+}
+
+/// `-c/--config` of the commands that read existing state: which pipeline's state directory.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct StateArgs {
+    /// The pipeline config whose state to read [default: search this folder and its parents for `.apollo`]
+    #[arg(long, short = 'c', value_name = "CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+impl StateArgs {
+    /// The existing state directory (see [`state::find_existing`]).
+    pub(crate) fn open(
+        &self,
+        state_dir: Option<&Path>,
+    ) -> Result<apollo_store::StateDir, CliError> {
+        crate::state::find_existing(state_dir, self.config.as_deref())
+    }
 }
 
 /// The dependency graph of a loaded (hence validated) pipeline.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use apollo_store::{PruneOptions, PruneReport};
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
-use crate::state;
 
 /// Arguments of `apollo prune`.
 #[derive(Debug, clap::Args)]
@@ -17,9 +17,14 @@ pub(crate) struct PruneArgs {
     /// Delete runs that started more than N days ago
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
-    /// Keep only the N newest runs
+    /// Keep the N newest runs of each pipeline (per pipeline, not in all)
     #[arg(long, value_name = "N")]
     pub(crate) keep_runs: Option<usize>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// Say what would be deleted, and delete nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 /// Arguments of `apollo backup`.
@@ -31,6 +36,8 @@ pub(crate) struct BackupArgs {
     /// At the destination, delete backed-up runs that started more than N days ago
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<()> {
@@ -66,19 +73,44 @@ fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<
     }
 }
 
+/// `apollo prune --dry-run`: what would go.
+fn print_prune_plan(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<()> {
+    for run in &report.deleted {
+        writeln!(stdout, "would delete {run}")?;
+    }
+    for run in &report.kept_running {
+        writeln!(stdout, "would keep {run} (running)")?;
+    }
+    for run in &report.kept_latest {
+        writeln!(stdout, "would keep {run} (latest run of its pipeline)")?;
+    }
+    writeln!(
+        stdout,
+        "dry run: would prune {} run{}, freeing {:.1} MiB; nothing was deleted",
+        report.deleted.len(),
+        if report.deleted.len() == 1 { "" } else { "s" },
+        report.freed_bytes as f64 / (1024.0 * 1024.0)
+    )
+}
+
 /// `apollo prune`: never a running run, never the latest run of a pipeline.
 pub(crate) fn prune(
     args: &PruneArgs,
     state_dir: Option<&Path>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let mut options = PruneOptions::default();
     if let Some(keep_days) = args.keep_days {
         options = options.keep_days(keep_days);
     }
     if let Some(keep_runs) = args.keep_runs {
         options = options.keep_runs(keep_runs);
+    }
+    if args.dry_run {
+        let report = apollo_store::plan_prune(&state, options, chrono::Utc::now())?;
+        print_prune_plan(&report, stdout).map_err(output)?;
+        return Ok(Exit::Success);
     }
     let report = apollo_store::prune(&state, options, chrono::Utc::now())?;
     print_prune(&report, stdout).map_err(output)?;
@@ -92,7 +124,7 @@ pub(crate) fn backup(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let report = apollo_store::backup(&state, &args.dest, args.keep_days, chrono::Utc::now())?;
     for run in &report.copied {
         writeln!(stdout, "copied {run}").map_err(output)?;

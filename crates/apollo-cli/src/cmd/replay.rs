@@ -1,7 +1,7 @@
 //! `apollo runs`, `apollo replay`, `apollo diff`: the recorded runs, one run as a timeline, and
 //! two runs compared unit by unit.
 
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use apollo_core::event::InputManifestRef;
@@ -9,6 +9,7 @@ use apollo_replay::{Filter, Format, ReplayError, ReplayOptions, TimeBound};
 use apollo_store::{ReadOptions, StoreError};
 use serde::Serialize;
 
+use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::progress::human_duration;
@@ -34,6 +35,8 @@ pub(crate) enum ReplayFormat {
     ChromeTrace,
     /// A self-contained HTML page with a Gantt chart
     Html,
+    /// JUnit XML for CI test reporters: one test case per unit, failures with the end of their stderr, retries as flaky
+    Junit,
 }
 
 /// Arguments of `apollo runs`.
@@ -45,6 +48,8 @@ pub(crate) struct RunsArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Arguments of `apollo replay`.
@@ -68,6 +73,8 @@ pub(crate) struct ReplayArgs {
     /// Read past corrupt records (with a warning each) instead of stopping at the first
     #[arg(long)]
     pub(crate) salvage: bool,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
 /// Arguments of `apollo diff`.
@@ -82,12 +89,13 @@ pub(crate) struct DiffArgs {
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
 }
 
-/// Whether to colour text on stdout: a terminal, and `NO_COLOR` unset.
+/// Whether to colour text on stdout (`--color`, `NO_COLOR`, `CLICOLOR_FORCE`, a terminal).
 pub(crate) fn color_stdout() -> bool {
-    std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+    crate::color::stdout()
 }
 
 #[derive(Serialize)]
@@ -100,6 +108,9 @@ struct RunLine<'a> {
     finished: Option<chrono::DateTime<chrono::Utc>>,
     duration_ms: Option<i64>,
     status: &'static str,
+    /// The pid of the apollo running it, for a running run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
     units: usize,
     succeeded: u32,
     failed: u32,
@@ -114,8 +125,13 @@ pub(crate) fn runs(
     state_dir: Option<&Path>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let summaries = state.list_runs()?;
+    let holder_pid = state
+        .lock_holder()
+        .ok()
+        .flatten()
+        .and_then(|holder| holder.pid);
     let lines: Vec<RunLine<'_>> = summaries
         .iter()
         .filter(|summary| {
@@ -133,6 +149,7 @@ pub(crate) fn runs(
                 .zip(summary.finished.or(summary.last_record))
                 .map(|(start, end)| (end - start).num_milliseconds()),
             status: summary.state.as_str(),
+            pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
             succeeded: summary.succeeded,
             failed: summary.failed,
@@ -182,6 +199,7 @@ pub(crate) fn runs(
                     "RUN", "PIPELINE", "STARTED (UTC)", "DURATION", "STATUS"
                 )
                 .map_err(output)?;
+                let color = color_stdout();
                 for line in &lines {
                     let duration = line.duration_ms.map_or_else(
                         || "-".to_owned(),
@@ -201,9 +219,16 @@ pub(crate) fn runs(
                     if let Some(problem) = line.problem {
                         units.push_str(&format!(" ({problem})"));
                     }
+                    if line.status == "running"
+                        && let Some(pid) = holder_pid
+                    {
+                        units.push_str(&format!(" (apollo pid {pid})"));
+                    }
+                    let status =
+                        crate::color::paint(color, line.status, &format!("{:<11}", line.status));
                     writeln!(
                         out,
-                        "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  {units}",
+                        "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",
                         line.id,
                         line.pipeline.unwrap_or("?"),
                         line.started.map_or_else(
@@ -211,7 +236,6 @@ pub(crate) fn runs(
                             |ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()
                         ),
                         duration,
-                        line.status
                     )
                     .map_err(output)?;
                 }
@@ -245,18 +269,22 @@ pub(crate) fn replay(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let run_id = state::resolve_run(&state, &args.run)?;
     let mut filter = Filter::all();
     if !args.unit.is_empty() {
         let units = state::run_started(&state, &run_id)?.units;
         if let Some(unknown) = args.unit.iter().find(|unit| !units.contains(unit)) {
-            return Err(CliError::Usage {
-                message: format!(
+            let message = match state::closest(unknown, units.iter().map(String::as_str)) {
+                Some(close) => {
+                    format!("run {run_id} has no unit `{unknown}`; did you mean `{close}`?")
+                }
+                None => format!(
                     "run {run_id} has no unit `{unknown}`; its units: {}",
                     units.join(", ")
                 ),
-            });
+            };
+            return Err(CliError::Usage { message });
         }
     }
     for unit in &args.unit {
@@ -278,14 +306,34 @@ pub(crate) fn replay(
         ReplayFormat::Json => Format::Json,
         ReplayFormat::ChromeTrace => Format::ChromeTrace,
         ReplayFormat::Html => Format::Html,
+        ReplayFormat::Junit => {
+            let mut out = BufWriter::new(stdout);
+            write_junit_report(&state, &run_id, &mut out, stderr)?;
+            out.flush().map_err(output)?;
+            return Ok(Exit::Success);
+        }
     };
     let options = ReplayOptions::new(format)
         .filter(filter)
-        .color(format == Format::Text && color_stdout());
+        .color(format == Format::Text && color_stdout())
+        .live(crate::cmd::logs::live_holder_pid(&state, &run_id))
+        .workers(run_workers(&state, &run_id));
+    let run_dir = state.runs_dir().join(run_id.as_str());
+    let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
+    let definition = if format == Format::Html {
+        html_definition(&state, &run_id)
+    } else {
+        HtmlDefinition::default()
+    };
     let read_options = ReadOptions::default().salvage(args.salvage);
     let (mut reader, _) = state::read_records(&state, &run_id, read_options.clone())?;
     let Some(since) = since else {
-        let result = apollo_replay::replay(&mut reader, BufWriter::new(stdout), &options);
+        let result = render(
+            &mut reader,
+            BufWriter::new(stdout),
+            &options,
+            (&excerpts, &definition),
+        );
         state::print_warnings(&reader.take_warnings(), stderr);
         result.map_err(replay_error)?;
         return Ok(Exit::Success);
@@ -306,10 +354,129 @@ pub(crate) fn replay(
     let records = first.into_iter().map(Ok).chain(
         (&mut reader).filter(|record| !matches!(record, Ok(record) if record.seq <= first_seq)),
     );
-    let result = apollo_replay::replay(records, BufWriter::new(stdout), &options);
+    let result = render(
+        records,
+        BufWriter::new(stdout),
+        &options,
+        (&excerpts, &definition),
+    );
     state::print_warnings(&reader.take_warnings(), stderr);
     result.map_err(replay_error)?;
     Ok(Exit::Success)
+}
+
+/// `apollo_replay::replay`, except that the HTML page also shows the end of each failed
+/// unit's stderr (which replay, reading no files, cannot fetch itself).
+fn render<I, W>(
+    records: I,
+    mut out: W,
+    options: &ReplayOptions,
+    (excerpts, extras): (apollo_replay::ExcerptSource<'_>, &HtmlDefinition),
+) -> Result<(), ReplayError<StoreError>>
+where
+    I: IntoIterator<Item = Result<apollo_core::Record, StoreError>>,
+    W: Write,
+{
+    if options.format != Format::Html {
+        return apollo_replay::replay(records, out, options);
+    }
+    let timeline = apollo_replay::Timeline::from_records_with_workers(records, options.workers)
+        .map_err(ReplayError::Read)?;
+    let timeline = if options.filter.is_all() {
+        timeline
+    } else {
+        timeline.filtered(&options.filter)
+    };
+    apollo_replay::write_html_with(&timeline, &mut out, &extras.extras().excerpts(excerpts))
+        .map_err(ReplayError::Write)
+}
+
+/// What the HTML page takes from the run's definition snapshot: each unit's timeout and deps.
+#[derive(Debug, Clone, Default)]
+struct HtmlDefinition {
+    timeouts_ms: std::collections::HashMap<String, u64>,
+    deps: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl HtmlDefinition {
+    fn extras(&self) -> apollo_replay::HtmlExtras<'static> {
+        apollo_replay::HtmlExtras::new()
+            .timeouts_ms(self.timeouts_ms.clone())
+            .deps(self.deps.clone())
+    }
+}
+
+/// The units' timeouts and deps from the definition snapshot of `run_id` (empty when it
+/// cannot be read).
+fn html_definition(state: &apollo_store::StateDir, run_id: &apollo_store::RunId) -> HtmlDefinition {
+    let Some(definition) = state::run_started(state, run_id)
+        .ok()
+        .and_then(|started| state.read_blob(&started.definition_hash).ok())
+        .and_then(|bytes| serde_json::from_slice::<apollo_core::Pipeline>(&bytes).ok())
+    else {
+        return HtmlDefinition::default();
+    };
+    HtmlDefinition {
+        timeouts_ms: definition
+            .units
+            .iter()
+            .filter_map(|unit| {
+                Some((
+                    unit.name.clone(),
+                    u64::try_from(unit.timeout?.as_millis()).ok()?,
+                ))
+            })
+            .collect(),
+        deps: definition
+            .units
+            .iter()
+            .map(|unit| (unit.name.clone(), unit.deps.clone()))
+            .collect(),
+    }
+}
+
+/// The end of an attempt's captured stderr (or stdout), as the HTML and JUnit reports show it.
+fn excerpt_of(run_dir: &Path, unit: &str, attempt: u32) -> Option<String> {
+    let dir = run_dir.join("units").join(unit).join(attempt.to_string());
+    crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
+        let mut text = excerpt.lines.join("\n");
+        text.push('\n');
+        text
+    })
+}
+
+/// Writes run `run_id` as JUnit XML to `out`, with the end of each failed attempt's stderr.
+pub(crate) fn write_junit_report(
+    state: &apollo_store::StateDir,
+    run_id: &apollo_store::RunId,
+    out: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<(), CliError> {
+    let (mut reader, _) = state::read_records(state, run_id, ReadOptions::default())?;
+    let timeline = apollo_replay::Timeline::from_records(&mut reader)?;
+    state::print_warnings(&reader.take_warnings(), stderr);
+    let run_dir = state.runs_dir().join(run_id.as_str());
+    let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
+    apollo_replay::write_junit(&timeline, out, &excerpts).map_err(output)
+}
+
+/// How many lines of a failed attempt's output a JUnit report carries.
+const JUNIT_EXCERPT_LINES: usize = 40;
+
+/// How many attempts the run could run at once: `max_parallel` of the definition it started
+/// with (its snapshot in the blob store). `None` when the snapshot cannot be read. (A run
+/// started with a larger `-j` than its config's is drawn on the config's number of lanes.)
+pub(crate) fn run_workers(
+    state: &apollo_store::StateDir,
+    run_id: &apollo_store::RunId,
+) -> Option<usize> {
+    let started = state::run_started(state, run_id).ok()?;
+    let definition = state.read_blob(&started.definition_hash).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&definition).ok()?;
+    value
+        .get("max_parallel")?
+        .as_u64()
+        .and_then(|workers| usize::try_from(workers).ok())
 }
 
 /// `apollo diff`: exit 0 when every unit's status, input hash and output hash match, 1 when not.
@@ -319,7 +486,7 @@ pub(crate) fn diff(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = args.state.open(state_dir)?;
     let run_a = state::resolve_run(&state, &args.run_a)?;
     let run_b = state::resolve_run(&state, &args.run_b)?;
     let (mut reader_a, _) = state::read_records(&state, &run_a, ReadOptions::default())?;

@@ -1,4 +1,4 @@
-//! `apollo show RUN UNIT` and `apollo logs RUN UNIT`: one unit's attempts, and its output.
+//! `apollo show RUN UNIT`: one unit's attempts (and the helpers `apollo logs` shares).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -7,11 +7,14 @@ use std::collections::BTreeMap;
 
 use apollo_core::Event;
 use apollo_core::capture::{FileEntry, human_size};
-use apollo_core::event::{ExitStatus, FileSide, InputKind, SkipReason};
-use apollo_replay::{AttemptState, Timeline};
+use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
+use apollo_replay::{AttemptState, Timeline, UnitStatus};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
+use crate::cmd::StateArgs;
+use crate::cmd::replay::TableFormat;
 use crate::error::{CliError, output};
+use crate::excerpt;
 use crate::exit::Exit;
 use crate::progress::human_duration;
 use crate::state;
@@ -29,26 +32,15 @@ pub(crate) struct ShowArgs {
     /// workdirs), as JSON
     #[arg(long)]
     pub(crate) definition: bool,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// Output format (json: one document with the unit's attempts and their records)
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
 }
 
-/// Arguments of `apollo logs`.
-#[derive(Debug, clap::Args)]
-pub(crate) struct LogsArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
-    #[arg(value_name = "RUN")]
-    pub(crate) run: String,
-    /// The unit
-    #[arg(value_name = "UNIT")]
-    pub(crate) unit: String,
-    /// Which attempt [default: the last one]
-    #[arg(long, value_name = "N")]
-    pub(crate) attempt: Option<u32>,
-    /// Print stderr instead of stdout
-    #[arg(long)]
-    pub(crate) stderr: bool,
-}
-
-fn timeline(
+/// The run's timeline; store warnings go to `stderr`.
+pub(super) fn read_timeline(
     state: &StateDir,
     run_id: &RunId,
     stderr: &mut dyn Write,
@@ -61,22 +53,24 @@ fn timeline(
 
 /// The state directory, the resolved run and its timeline, after checking that the run has
 /// the unit (shared by `show` and `logs`).
-fn unit_of_run(
+pub(super) fn unit_of_run(
+    state_args: &StateArgs,
     state_dir: Option<&Path>,
     run: &str,
     unit: &str,
     stderr: &mut dyn Write,
 ) -> Result<(StateDir, RunId, Timeline), CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = state_args.open(state_dir)?;
     let run_id = state::resolve_run(&state, run)?;
-    let timeline = timeline(&state, &run_id, stderr)?;
+    let timeline = read_timeline(&state, &run_id, stderr)?;
     if timeline.unit(unit).is_none() {
         return Err(unknown_unit(&run_id, unit, &timeline));
     }
     Ok((state, run_id, timeline))
 }
 
-fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
+/// The folder of an attempt's captured output.
+pub(super) fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
     state
         .runs_dir()
         .join(run_id.as_str())
@@ -85,19 +79,17 @@ fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> Pa
         .join(attempt.to_string())
 }
 
-fn unknown_unit(run_id: &RunId, unit: &str, timeline: &Timeline) -> CliError {
-    let known: Vec<&str> = timeline
-        .units
-        .iter()
-        .map(|unit| unit.name.as_str())
-        .take(10)
-        .collect();
-    CliError::Usage {
-        message: format!(
+/// "run … has no unit …", with the closest unit name when there is one.
+pub(super) fn unknown_unit(run_id: &RunId, unit: &str, timeline: &Timeline) -> CliError {
+    let names = timeline.units.iter().map(|unit| unit.name.as_str());
+    let message = match state::closest(unit, names.clone()) {
+        Some(close) => format!("run {run_id} has no unit `{unit}`; did you mean `{close}`?"),
+        None => format!(
             "run {run_id} has no unit `{unit}`; its units: {}",
-            known.join(", ")
+            names.take(10).collect::<Vec<_>>().join(", ")
         ),
-    }
+    };
+    CliError::Usage { message }
 }
 
 fn describe_exit(exit: Option<ExitStatus>) -> String {
@@ -116,19 +108,29 @@ pub(crate) fn show(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let Some(unit_name) = args.unit.as_deref().filter(|_| !args.definition) else {
-        return show_definition(&args.run, state_dir, stdout);
+        return show_definition(&args.state, &args.run, state_dir, stdout);
     };
-    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, unit_name, stderr)?;
+    let (state, run_id, timeline) =
+        unit_of_run(&args.state, state_dir, &args.run, unit_name, stderr)?;
     let Some(unit) = timeline.unit(unit_name) else {
         return Err(unknown_unit(&run_id, unit_name, &timeline));
     };
+    let live = crate::cmd::logs::live_holder_pid(&state, &run_id);
+    if args.format == TableFormat::Json {
+        return show_json(&state, &run_id, unit, live, stdout);
+    }
     let recorded = recorded_files(&state, &run_id, unit_name)?;
     let mut out = BufWriter::new(stdout);
-    let mut text = format!(
-        "unit {} of run {run_id}: {}\n",
-        unit.name,
-        unit.status.as_str().replace('_', " ")
+    let status = match live {
+        Some(pid) if unit.status == UnitStatus::Unfinished => format!("running (apollo pid {pid})"),
+        _ => unit.status.as_str().replace('_', " "),
+    };
+    let status = crate::color::paint(
+        crate::color::stdout(),
+        status.split(' ').next().unwrap_or(""),
+        &status,
     );
+    let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
     if let Some(definition) = &recorded.definition
         && let Some(defined) = definition.units.iter().find(|u| u.name == unit_name)
     {
@@ -146,13 +148,31 @@ pub(crate) fn show(
     }
     for attempt in &unit.attempts {
         let started = attempt.start.format("%Y-%m-%d %H:%M:%S%.3f UTC");
-        text.push_str(&format!(
-            "\nattempt {}: {} ({}), started {started}, {}\n",
-            attempt.number,
-            attempt.state.as_str(),
-            describe_exit(attempt.exit()),
-            human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
-        ));
+        if attempt.state == AttemptState::Unfinished && live.is_some() {
+            let running_for = (chrono::Utc::now() - attempt.start)
+                .to_std()
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "\nattempt {}: running, started {started}, {} so far\n",
+                attempt.number,
+                human_duration(running_for)
+            ));
+        } else if attempt.state == AttemptState::Unfinished {
+            // It ran at least until the last record its apollo wrote.
+            text.push_str(&format!(
+                "\nattempt {}: cut off after ≥ {}, started {started}: apollo stopped before it finished\n",
+                attempt.number,
+                human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
+            ));
+        } else {
+            text.push_str(&format!(
+                "\nattempt {}: {} ({}), started {started}, {}\n",
+                attempt.number,
+                attempt.state.as_str(),
+                describe_exit(attempt.exit()),
+                human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
+            ));
+        }
         if let Some(error) = attempt
             .outcome
             .as_ref()
@@ -231,6 +251,23 @@ pub(crate) fn show(
                     String::new()
                 }
             ));
+        }
+        let dir = attempt_dir(&state, &run_id, &unit.name, attempt.number);
+        if matches!(
+            attempt.state,
+            AttemptState::Finished(AttemptStatus::Failed | AttemptStatus::TimedOut)
+        ) && let Some(excerpt) = excerpt::of_attempt(&dir, excerpt::EXCERPT_LINES)
+        {
+            let attempt_arg = (Some(attempt.number) != unit.last_attempt().map(|last| last.number))
+                .then_some(attempt.number);
+            text.push_str(&excerpt::render(
+                &excerpt,
+                "  ",
+                run_id.as_str(),
+                &unit.name,
+                attempt_arg,
+            ));
+            text.push('\n');
         }
         if matches!(
             attempt.state,
@@ -335,11 +372,12 @@ fn files_text(what: &str, files: &[FileEntry]) -> String {
 /// `apollo show RUN --definition`: the definition snapshot the run last used (the one its
 /// latest `run_started`/`run_resumed` names).
 fn show_definition(
+    state_args: &StateArgs,
     run: &str,
     state_dir: Option<&Path>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = state::open_existing(&state::state_dir_path(state_dir, None))?;
+    let state = state_args.open(state_dir)?;
     let run_id = state::resolve_run(&state, run)?;
     let (reader, _) = state::read_records(&state, &run_id, ReadOptions::default())?;
     let mut definition_hash = None;
@@ -363,64 +401,66 @@ fn show_definition(
     Ok(Exit::Success)
 }
 
-/// `apollo logs`: streams the attempt's captured stdout (or stderr).
-pub(crate) fn logs(
-    args: &LogsArgs,
-    state_dir: Option<&Path>,
+/// `apollo show --format json`: the unit's status and attempts, each with its `unit_finished`
+/// record as the journal holds it.
+fn show_json(
+    state: &StateDir,
+    run_id: &RunId,
+    unit: &apollo_replay::UnitTimeline,
+    live: Option<u32>,
     stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let (state, run_id, timeline) = unit_of_run(state_dir, &args.run, &args.unit, stderr)?;
-    let Some(unit) = timeline.unit(&args.unit) else {
-        return Err(unknown_unit(&run_id, &args.unit, &timeline));
+    let running = |attempt: &apollo_replay::Attempt| {
+        live.is_some() && attempt.state == AttemptState::Unfinished
     };
-    let attempt = match args.attempt {
-        Some(number) => number,
-        None => unit
-            .last_attempt()
-            .map(|attempt| attempt.number)
-            .ok_or_else(|| CliError::Usage {
-                message: format!(
-                    "unit `{}` never started in run {run_id}: it has no logs",
-                    unit.name
-                ),
-            })?,
-    };
-    if !unit
+    let attempts: Vec<serde_json::Value> = unit
         .attempts
         .iter()
-        .any(|recorded| recorded.number == attempt)
-    {
-        return Err(CliError::Usage {
-            message: format!(
-                "unit `{}` has no attempt {attempt} in run {run_id} (it has {})",
-                unit.name,
-                unit.attempts.len()
-            ),
-        });
-    }
-    let path = attempt_dir(&state, &run_id, &unit.name, attempt).join(if args.stderr {
-        "stderr"
-    } else {
-        "stdout"
-    });
-    // Only a regular file: a FIFO or a link to /dev/zero there must not block or stream forever.
-    let mut file = match apollo_store::open_regular_file(&path) {
-        Ok(Some(file)) => file,
-        // The attempt wrote nothing (a quick, silent attempt leaves no file), or apollo died
-        // before its first process started.
-        Ok(None) => {
-            let _ = writeln!(
-                stderr,
-                "apollo: attempt {attempt} of `{}` wrote nothing to {}",
-                unit.name,
-                if args.stderr { "stderr" } else { "stdout" }
-            );
-            return Ok(Exit::Success);
-        }
-        Err(error) => return Err(error.into()),
+        .map(|attempt| {
+            serde_json::json!({
+                "number": attempt.number,
+                "state": if running(attempt) { "running" } else { attempt.state.as_str() },
+                "started": attempt.start,
+                "ended": (attempt.state != AttemptState::Unfinished).then_some(attempt.end),
+                "duration_ms": attempt.duration_ms(),
+                "input_hash": attempt.input_hash,
+                "inputs": attempt.inputs,
+                "outcome": attempt.outcome,
+                "log_dir": attempt_dir(state, run_id, &unit.name, attempt.number),
+            })
+        })
+        .collect();
+    let skips: Vec<serde_json::Value> = unit
+        .skips
+        .iter()
+        .map(|skip| serde_json::json!({"ts": skip.ts, "reason": skip.reason}))
+        .collect();
+    let marks: Vec<serde_json::Value> = unit
+        .marks
+        .iter()
+        .map(|mark| {
+            serde_json::json!({
+                "ts": mark.ts, "attempt": mark.attempt, "verdict": mark.verdict.as_str(),
+                "by": mark.by, "note": mark.note,
+            })
+        })
+        .collect();
+    let status = match live {
+        Some(_) if unit.status == UnitStatus::Unfinished => "running",
+        _ => unit.status.as_str(),
     };
-    std::io::copy(&mut file, stdout).map_err(output)?;
-    stdout.flush().map_err(output)?;
+    let document = serde_json::json!({
+        "run": run_id.as_str(),
+        "unit": unit.name,
+        "status": status,
+        "apollo_pid": live,
+        "attempts": attempts,
+        "skips": skips,
+        "marks": marks,
+    });
+    let mut out = BufWriter::new(stdout);
+    serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
+    writeln!(out).map_err(output)?;
+    out.flush().map_err(output)?;
     Ok(Exit::Success)
 }

@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::cmd::StateArgs;
+use crate::cmd::replay::TableFormat;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::state;
@@ -13,6 +15,11 @@ pub(crate) struct VerifyArgs {
     /// The run: an id, a unique prefix, `latest` or `latest~N` [default: every run]
     #[arg(value_name = "RUN")]
     pub(crate) run: Option<String>,
+    #[command(flatten)]
+    pub(crate) state: StateArgs,
+    /// Output format (json: one document, `runs` with each run's verdict)
+    #[arg(long, value_enum, default_value_t = TableFormat::Text)]
+    pub(crate) format: TableFormat,
 }
 
 /// Reads every record of the run(s); exit 3 when any journal is corrupt, 0 otherwise (a torn
@@ -23,23 +30,43 @@ pub(crate) fn run(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state_path = state::state_dir_path(state_dir, None);
-    let state = state::open_existing(&state_path)?;
+    let state = args.state.open(state_dir)?;
     let runs = match &args.run {
         Some(spec) => vec![state::resolve_run(&state, spec)?],
         None => state.run_ids()?,
     };
     let mut n_corrupt = 0;
+    let json = args.format == TableFormat::Json;
+    let mut documents = Vec::new();
     for run_id in &runs {
         let run_dir = state.run_dir(run_id)?;
         let report = match apollo_store::verify(run_dir.path()) {
             Ok(report) => report,
             Err(error) => {
                 n_corrupt += 1;
-                let _ = writeln!(stderr, "{run_id}: cannot be read: {error}");
+                if json {
+                    documents.push(serde_json::json!({
+                        "run": run_id.as_str(), "ok": false, "error": error.to_string(),
+                    }));
+                } else {
+                    let _ = writeln!(stderr, "{run_id}: cannot be read: {error}");
+                }
                 continue;
             }
         };
+        if json {
+            n_corrupt += usize::from(!report.is_clean());
+            documents.push(serde_json::json!({
+                "run": run_id.as_str(),
+                "ok": report.is_clean(),
+                "segments": report.n_segments,
+                "records": report.n_records,
+                "last_seq": report.last_seq,
+                "corruptions": report.corruptions.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "torn_tail": report.torn_tail.as_ref().map(ToString::to_string),
+            }));
+            continue;
+        }
         let segments = if report.n_segments == 1 {
             "segment"
         } else {
@@ -77,6 +104,17 @@ pub(crate) fn run(
                 "  warning: torn tail (the last write of an apollo that was killed; never acknowledged, cut off by the next run): {torn}"
             );
         }
+    }
+    if json {
+        let document = serde_json::json!({"runs": documents, "corrupt": n_corrupt});
+        serde_json::to_writer_pretty(&mut *stdout, &document)
+            .map_err(|error| output(error.into()))?;
+        writeln!(stdout).map_err(output)?;
+        return Ok(if n_corrupt > 0 {
+            Exit::Corruption
+        } else {
+            Exit::Success
+        });
     }
     if n_corrupt > 0 {
         let _ = writeln!(

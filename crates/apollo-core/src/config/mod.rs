@@ -387,4 +387,25 @@ mod tests {
             Some(dir.path().join("apollo.yaml"))
         );
     }
+
+    #[test]
+    fn hooks_are_commands_or_mappings_with_a_timeout() {
+        use crate::model::{DEFAULT_HOOK_TIMEOUT, HookWhen};
+        let loaded = load_ok(
+            "on_failure: mail -s failed ops@example.com < \"$APOLLO_SUMMARY_JSON\"\non_finish:\n  execute: [curl, -fsS, https://hooks.example/apollo]\n  timeout: 30s\nunits:\n  - name: a\n    execute: 'true'\n",
+        );
+        let hooks = &loaded.pipeline.hooks;
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(hooks[0].when, HookWhen::OnFailure);
+        assert_eq!(hooks[0].timeout, DEFAULT_HOOK_TIMEOUT);
+        assert_eq!(hooks[1].when, HookWhen::OnFinish);
+        assert_eq!(hooks[1].timeout, Duration::from_secs(30));
+        assert!(matches!(&hooks[1].command, Command::Argv(argv) if argv[0] == "curl"));
+        let error = load_str(
+            "on_success: {timeout: 5s}\nunits:\n  - name: a\n    execute: 'true'\n",
+            Path::new("/base/dir/daily.yaml"),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("error") || matches!(error, LoadError::Invalid { .. }));
+    }
 }

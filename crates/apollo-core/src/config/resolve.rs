@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::schema::{Settings, Spec};
 use crate::capture::{CapturePolicy, DEFAULT_CAPTURE_MAX_FILE};
-use crate::model::{Pipeline, Unit};
+use crate::model::{DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, Unit};
 use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
 
 /// Builds the pipeline. `config_path` and `base_dir` are absolute. Units the walk could not
@@ -76,12 +76,22 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             },
         });
     }
+    let hooks = spec
+        .hooks
+        .into_iter()
+        .map(|(when, command, timeout)| Hook {
+            when,
+            command: command.value,
+            timeout: timeout.unwrap_or(DEFAULT_HOOK_TIMEOUT),
+        })
+        .collect();
     Pipeline {
         name,
         config_path,
         base_dir,
         max_parallel,
         units,
+        hooks,
     }
 }
 

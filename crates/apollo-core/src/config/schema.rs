@@ -11,8 +11,19 @@ use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
 /// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] =
-    &["name", "id", "defaults", "max_parallel", "env", "units"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "id",
+    "defaults",
+    "max_parallel",
+    "env",
+    "units",
+    "on_failure",
+    "on_success",
+    "on_finish",
+];
+/// Keys allowed in a hook written as a mapping (`on_failure: {execute: ..., timeout: 30s}`).
+pub(crate) const HOOK_KEYS: &[&str] = &["execute", "timeout"];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "timeout",
@@ -64,6 +75,8 @@ pub(crate) struct Spec {
     pub(crate) max_parallel: Option<Sp<usize>>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) units: Vec<UnitSpec>,
+    /// `on_failure`, `on_success`, `on_finish`: the command and its own timeout, if set.
+    pub(crate) hooks: Vec<(crate::model::HookWhen, Sp<Command>, Option<Duration>)>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -152,6 +165,16 @@ impl Walker<'_, '_> {
                 "max_parallel" => spec.max_parallel = self.max_parallel(value),
                 "env" => spec.env = self.env(value, "the pipeline `env`"),
                 "units" => units_node = Some(value),
+                "on_failure" | "on_success" | "on_finish" => {
+                    let when = match key {
+                        "on_failure" => crate::model::HookWhen::OnFailure,
+                        "on_success" => crate::model::HookWhen::OnSuccess,
+                        _ => crate::model::HookWhen::OnFinish,
+                    };
+                    if let Some((command, timeout)) = self.hook(value, key) {
+                        spec.hooks.push((when, command, timeout));
+                    }
+                }
                 _ => {}
             }
         }
@@ -624,6 +647,41 @@ impl Walker<'_, '_> {
             }
         }
         env
+    }
+
+    /// A hook: a command (string or list), or `{execute, timeout}`.
+    fn hook(&mut self, node: &Node, key: &str) -> Option<(Sp<Command>, Option<Duration>)> {
+        let Value::Map(_) = node.value else {
+            return self
+                .command(node, key, "the pipeline")
+                .map(|command| (command, None));
+        };
+        let (entries, _) = self.entries(node, &format!("`{key}`"), HOOK_KEYS, &[]);
+        let mut command = None;
+        let mut timeout = None;
+        for (entry, value) in entries {
+            match entry {
+                "execute" => command = self.command(value, "execute", &format!("`{key}`")),
+                "timeout" => {
+                    timeout = self
+                        .duration(value, "timeout", &format!("of `{key}`"))
+                        .map(|timeout| timeout.value);
+                }
+                _ => {}
+            }
+        }
+        match command {
+            Some(command) => Some((command, timeout)),
+            None => {
+                self.error(
+                    "missing-key",
+                    node.loc,
+                    format!("`{key}` has no `execute` command"),
+                )
+                .hint("write `execute: ./notify.sh` under it, or give the command directly: `on_failure: ./notify.sh`");
+                None
+            }
+        }
     }
 
     fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {

@@ -9,8 +9,8 @@ use std::io::{self, Write};
 
 use apollo_core::Phase;
 use apollo_core::event::{
-    AttemptStatus, Event, ExitStatus, PhaseRecord, RunFinished, RunResumed, RunStarted, SkipReason,
-    UnitFinished, UnitMarked, UnitSkipped, UnitStarted, Verdict,
+    AttemptStatus, Event, ExitStatus, HookFinished, PhaseRecord, RunFinished, RunResumed,
+    RunStarted, SkipReason, UnitFinished, UnitMarked, UnitSkipped, UnitStarted, Verdict,
 };
 use chrono::{DateTime, Utc};
 
@@ -120,10 +120,20 @@ impl<W: Write> TextRenderer<W> {
         context: &Context,
     ) -> io::Result<()> {
         self.widen_unit(&finished.unit);
+        // Phases are placed from where the attempt really started (after any wait in the
+        // queue of attempts committed ahead).
         let start = self
             .open
             .remove(&(finished.unit.clone(), finished.attempt))
-            .map(|open| open.start);
+            .map(|open| {
+                crate::display::real_span(
+                    open.start,
+                    context.ts,
+                    finished.queued_ms,
+                    finished.duration_ms,
+                )
+                .0
+            });
         if !context.keep {
             return Ok(());
         }
@@ -207,6 +217,30 @@ impl<W: Write> TextRenderer<W> {
         })
     }
 
+    /// `hook`: a pipeline hook ran after the run ended.
+    pub(super) fn write_hook_finished(
+        &mut self,
+        hook: &HookFinished,
+        context: &Context,
+    ) -> io::Result<()> {
+        if !context.keep {
+            return Ok(());
+        }
+        let mut detail = format!("{} · run {}", hook.hook, hook.run_status);
+        if let Some(exit) = hook.exit.filter(|exit| *exit != ExitStatus::Code(0)) {
+            detail.push_str(&format!(" · {}", describe_exit(Some(exit))));
+        }
+        if let Some(error) = hook.error.as_deref().map(first_line)
+            && !error.is_empty()
+        {
+            detail.push_str(&format!(": {error}"));
+        }
+        self.write_line(&Line {
+            duration_ms: Some(hook.duration_ms),
+            ..Line::run(context.offset, "hook", hook.status.as_str(), detail)
+        })
+    }
+
     /// A kind this renderer has no line for (such as `unit_submitted`): its kind tag and unit,
     /// rather than hiding it.
     pub(super) fn write_other(&mut self, event: &Event, context: &Context) -> io::Result<()> {
@@ -239,19 +273,45 @@ impl<W: Write> TextRenderer<W> {
             return Ok(());
         }
         let start_offset = offset_ms(self.origin.unwrap_or(open.start), open.start);
+        let (status, detail) = match self.options.live {
+            Some(pid) if event == "running" => (
+                "running",
+                format!(
+                    "started at {}; still running (apollo pid {pid})",
+                    format_offset(start_offset)
+                ),
+            ),
+            _ => (
+                "unfinished",
+                format!(
+                    "started at {}; cut off after ≥ {}: apollo stopped before it finished",
+                    format_offset(start_offset),
+                    crate::display::format_duration(
+                        self.previous_alive_offset.saturating_sub(start_offset)
+                    )
+                ),
+            ),
+        };
         self.write_line(&Line {
             offset_ms: offset,
             unit,
             attempt: Some(attempt),
             event,
             duration_ms: None,
-            status: "unfinished",
+            status,
             hash: String::new(),
-            detail: format!(
-                "started at {}; apollo stopped before it finished",
-                format_offset(start_offset)
-            ),
+            detail,
         })
+    }
+
+    /// The last line of a run being run right now.
+    pub(super) fn write_still_running(&mut self, pid: u32) -> io::Result<()> {
+        self.write_line(&Line::run(
+            self.last_offset,
+            "so far",
+            "running",
+            format!("the run is still running (apollo pid {pid})"),
+        ))
     }
 
     /// The `finish` line: status, duration, output hash, and a detail that names the exit,
@@ -278,6 +338,18 @@ impl<W: Write> TextRenderer<W> {
             detail.push_str(if detail.is_empty() { "" } else { ": " });
             detail.push_str(error);
         }
+        // The phases come before the finish line, so an attempt's lines read in time order.
+        if self.options.phases {
+            let origin = self.origin.unwrap_or_default();
+            // Without a start on record, phases are placed from the measured duration.
+            let attempt_start = start.map_or_else(
+                || offset.saturating_sub(finished.duration_ms),
+                |start| offset_ms(origin, start),
+            );
+            for phase in &finished.phases {
+                self.write_phase(finished, phase, attempt_start)?;
+            }
+        }
         self.write_line(&Line {
             offset_ms: offset,
             unit: &finished.unit,
@@ -292,17 +364,6 @@ impl<W: Write> TextRenderer<W> {
                 .unwrap_or_default(),
             detail,
         })?;
-        if self.options.phases {
-            let origin = self.origin.unwrap_or_default();
-            // Without a start on record, phases are placed from the measured duration.
-            let attempt_start = start.map_or_else(
-                || offset.saturating_sub(finished.duration_ms),
-                |start| offset_ms(origin, start),
-            );
-            for phase in &finished.phases {
-                self.write_phase(finished, phase, attempt_start)?;
-            }
-        }
         Ok(())
     }
 

@@ -41,8 +41,8 @@ pub(crate) struct ExecutionArgs {
     /// When a unit that already succeeded in this run has different inputs now, or its declared outputs are missing or changed
     #[arg(long, value_enum, default_value_t = InputChange::Auto, value_name = "WHAT")]
     pub(crate) on_input_change: InputChange,
-    /// Run only these units, and whatever of their upstream has not succeeded
-    #[arg(long, value_name = "UNIT", num_args = 1..)]
+    /// Run only this unit (repeat, or separate with commas), and whatever of its upstream has not succeeded
+    #[arg(long, value_name = "UNIT", action = clap::ArgAction::Append, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Print what would run and why, without running anything or writing state
     #[arg(long)]
@@ -59,6 +59,15 @@ pub(crate) struct ExecutionArgs {
     /// Journal durability
     #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync, value_name = "MODE")]
     pub(crate) durability: DurabilityArg,
+    /// Print the units' output as they write it, each line prefixed `unit | ` (stderr: `unit ! `)
+    #[arg(long)]
+    pub(crate) stream: bool,
+    /// When the run ends, write it as JUnit XML to PATH (for CI test reporters)
+    #[arg(long, value_name = "PATH")]
+    pub(crate) junit: Option<PathBuf>,
+    /// Output format (json: a JSON-lines event stream on stdout; with --dry-run, one document with each unit's plan)
+    #[arg(long, value_enum, default_value_t = crate::cmd::replay::TableFormat::Text, conflicts_with = "stream")]
+    pub(crate) format: crate::cmd::replay::TableFormat,
 }
 
 /// Arguments of `apollo run`.

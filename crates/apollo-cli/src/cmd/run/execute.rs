@@ -52,10 +52,14 @@ pub(super) fn execute(
         let plan = session
             .plan(&mut StderrNotices::new(stderr))
             .map_err(runner_error)?;
-        render::dry_run(&plan, pipeline, stdout)?;
+        match execution.format {
+            crate::cmd::replay::TableFormat::Json => render::dry_run_json(&plan, pipeline, stdout)?,
+            crate::cmd::replay::TableFormat::Text => render::dry_run(&plan, pipeline, stdout)?,
+        }
         return Ok(Exit::Success);
     }
 
+    state::ensure_writable(&state_path)?;
     let open_run = match session
         .open(&mut StderrNotices::new(stderr))
         .map_err(runner_error)?
@@ -66,9 +70,23 @@ pub(super) fn execute(
             return Ok(Exit::Success);
         }
     };
-    writeln!(stdout, "{}", render::opening_line(&open_run, pipeline)).map_err(output)?;
+    let json = execution.format == crate::cmd::replay::TableFormat::Json;
+    if json {
+        let opened = serde_json::json!({
+            "event": "run",
+            "run_id": open_run.run_id().as_str(),
+            "pipeline": pipeline.name,
+            "resumed": matches!(open_run.opening(), apollo_runner::Opening::Resumed),
+            "units": open_run.n_units_in_scope(),
+            "state_dir": open_run.state_dir().path(),
+        });
+        writeln!(stdout, "{opened}").map_err(output)?;
+    } else {
+        writeln!(stdout, "{}", render::opening_line(&open_run, pipeline)).map_err(output)?;
+    }
     stdout.flush().map_err(output)?;
 
+    let run_id = open_run.run_id().clone();
     let cancel = CancelToken::new();
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
@@ -88,26 +106,73 @@ pub(super) fn execute(
         ),
         name_width,
         execution.explain,
+        open_run.run_id().to_string(),
+        pipeline
+            .units
+            .iter()
+            .filter_map(|unit| Some((unit.name.clone(), unit.timeout?)))
+            .collect(),
         stdout,
     );
+    if json {
+        progress.json_lines();
+    }
+    if execution.stream {
+        progress.stream_output(
+            &open_run
+                .state_dir()
+                .runs_dir()
+                .join(open_run.run_id().as_str()),
+        );
+    }
     let mut held = HeldNotices::default();
     let result = open_run.run(&executor, &mut progress, &cancel, &mut held);
     let elapsed = progress.elapsed();
+    let notes = progress.notes();
     progress.finish();
     drop(signals);
     held.write_to(stderr);
+    if let Some(path) = &execution.junit {
+        write_junit_file(&state_path, &run_id, path, stderr);
+    }
     let finished = result.map_err(runner_error)?;
 
     // The run is recorded; a closed stdout must not turn success into failure.
-    let _ = writeln!(
-        stdout,
-        "{}",
-        render::summary(&finished.run_id, &finished.report, elapsed)
-    );
+    let summary = if json {
+        render::summary_json(&finished.run_id, &finished.report, &notes, elapsed).to_string()
+    } else {
+        render::summary(&finished.run_id, &finished.report, &notes, elapsed)
+    };
+    let _ = writeln!(stdout, "{summary}");
     let _ = stdout.flush();
     Ok(match finished.report.status {
         Some(RunStatus::Succeeded) | None => Exit::Success,
         Some(RunStatus::Failed) => Exit::Failure,
         Some(RunStatus::Interrupted) => Exit::Interrupted,
     })
+}
+
+/// `--junit PATH`: the run as JUnit XML, written through a temporary file and renamed so a CI
+/// reporter never reads half a report. A report that cannot be written is a warning: the run
+/// is recorded, and its exit code says how it went.
+fn write_junit_file(
+    state_path: &Path,
+    run_id: &apollo_store::RunId,
+    path: &Path,
+    stderr: &mut dyn Write,
+) {
+    let result = (|| -> Result<(), CliError> {
+        let state = apollo_store::StateDir::open_existing(state_path)?;
+        let mut xml = Vec::new();
+        crate::cmd::replay::write_junit_report(&state, run_id, &mut xml, stderr)?;
+        let partial = path.with_extension("xml.partial");
+        std::fs::write(&partial, &xml)
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|source| CliError::Usage {
+                message: format!("cannot write `{}`: {source}", path.display()),
+            })
+    })();
+    if let Err(error) = result {
+        let _ = writeln!(stderr, "warning: no JUnit report: {error}");
+    }
 }

@@ -2,7 +2,11 @@
 
 use std::io::Write;
 
-use apollo_runner::{SessionNotice, SessionObserver, SweepReason};
+use apollo_core::event::AttemptStatus;
+use apollo_runner::{HookOutcome, SessionNotice, SessionObserver, SweepReason};
+
+use crate::excerpt;
+use crate::progress::{describe_exit, human_duration};
 
 /// The line for `notice`, if it is worth one.
 fn line(notice: &SessionNotice<'_>) -> Option<String> {
@@ -25,8 +29,45 @@ fn line(notice: &SessionNotice<'_>) -> Option<String> {
             "warning: could not look for processes {} run {run}: {error}",
             whose(*reason)
         )),
+        SessionNotice::Hook(outcome) => Some(hook_line(outcome)),
         _ => None,
     }
+}
+
+/// `apollo: hook on_failure ran (0.12s)`, or a warning with why it failed and the end of its
+/// output. A failed hook never changes the run's status or exit code.
+fn hook_line(outcome: &HookOutcome) -> String {
+    let record = &outcome.record;
+    let duration = human_duration(std::time::Duration::from_millis(record.duration_ms));
+    if outcome.succeeded() {
+        return format!("apollo: hook {} ran ({duration})", record.hook);
+    }
+    let mut text = format!(
+        "warning: hook {} {} after {duration} (the run's status stays {})",
+        record.hook,
+        match record.status {
+            AttemptStatus::TimedOut => "timed out".to_owned(),
+            _ => format!("failed: {}", describe_exit(record.exit)),
+        },
+        record.run_status
+    );
+    if let Some(error) = record
+        .error
+        .as_deref()
+        .and_then(|error| error.lines().next())
+    {
+        text.push_str(&format!(": {}", excerpt::clean_line(error)));
+    }
+    if let Some(excerpt) = excerpt::of_attempt(&outcome.log_dir, excerpt::EXCERPT_LINES) {
+        for line in &excerpt.lines {
+            text.push_str(&format!("\n  │ {line}"));
+        }
+    }
+    text.push_str(&format!(
+        "\n  its output: {}/{{stdout,stderr}}",
+        outcome.log_dir.display()
+    ));
+    text
 }
 
 /// Whose processes a sweep looks for, as the words before "run RUN".

@@ -11,7 +11,8 @@ use apollo_runner::{OpenRun, Opening, Plan};
 use apollo_store::RunId;
 
 use crate::error::{CliError, output};
-use crate::progress::human_duration;
+use crate::excerpt;
+use crate::progress::{RunNotes, human_duration};
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -38,25 +39,85 @@ pub(crate) fn opening_line(run: &OpenRun<'_>, pipeline: &Pipeline) -> String {
     }
 }
 
-/// The summary after the run: counts, each failed unit with its logs, and what to do next.
-pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> String {
-    let n_ran = report.count(|result| {
-        matches!(
-            result,
-            UnitResult::Succeeded { .. } | UnitResult::SelfSkipped { .. }
-        )
-    });
+/// The summary after the run: counts, each failed unit with the end of its output and the
+/// command that prints all of it, and what to do next.
+///
+/// The counts are the run's one set, the journal's `run_finished` (and so `apollo runs`):
+/// succeeded (of which already done earlier in the run, and flaky: passed only after a
+/// retry), failed, skipped (by itself, exit 77, or because an upstream failed), interrupted
+/// (its attempt was running when the run was stopped) and not started.
+pub(crate) fn summary(
+    run_id: &RunId,
+    report: &RunReport,
+    notes: &RunNotes,
+    elapsed: Duration,
+) -> String {
+    let n_ran = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
-    let n_skipped = report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
-    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun));
+    let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
+    let n_upstream_failed =
+        report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
+    let n_interrupted = report
+        .units
+        .iter()
+        .filter(|(unit, result)| {
+            matches!(result, UnitResult::NotRun) && notes.interrupted.contains(unit)
+        })
+        .count();
+    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun)) - n_interrupted;
+    let n_flaky = report
+        .units
+        .iter()
+        .filter(|(unit, result)| {
+            matches!(result, UnitResult::Succeeded { .. }) && notes.flaky.contains(unit)
+        })
+        .count();
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
+    let mut succeeded_detail = Vec::new();
+    if n_flaky > 0 {
+        succeeded_detail.push(format!("{n_flaky} FLAKY"));
+    }
+    if n_reused > 0 {
+        succeeded_detail.push(format!("{n_reused} already done"));
+    }
+    let mut counts = vec![format!(
+        "{} succeeded{}",
+        n_ran + n_reused,
+        if succeeded_detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", succeeded_detail.join(", "))
+        }
+    )];
+    counts.push(format!("{n_failed} failed"));
+    counts.push(format!(
+        "{} skipped{}",
+        n_self_skipped + n_upstream_failed,
+        if n_upstream_failed > 0 {
+            format!(" ({n_upstream_failed} upstream failed)")
+        } else {
+            String::new()
+        }
+    ));
+    if n_interrupted > 0 {
+        counts.push(format!("{n_interrupted} interrupted"));
+    }
+    counts.push(format!("{n_not_started} not started"));
     let mut summary = format!(
-        "apollo: run {run_id} {status} in {}: {n_ran} succeeded, {n_reused} already done, {n_failed} failed, {n_skipped} skipped, {n_not_started} not started",
-        human_duration(elapsed)
+        "apollo: run {run_id} {status} in {}: {}",
+        human_duration(elapsed),
+        counts.join(", ")
     );
+    if n_flaky > 0 {
+        let flaky: Vec<&str> = notes.flaky.iter().map(String::as_str).collect();
+        summary.push_str(&format!(
+            "\n  flaky: {} (passed only after a retry)",
+            flaky.join(", ")
+        ));
+    }
     for (unit, result) in &report.units {
         if let UnitResult::Failed {
             attempt,
@@ -69,16 +130,21 @@ pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> 
                 summary.push_str(&format!(": {error}"));
             }
             // A quick, silent attempt has no files; one that ran a while has empty ones.
-            let wrote_something = ["stdout", "stderr"].iter().any(|name| {
-                std::fs::metadata(log_dir.join(name)).is_ok_and(|metadata| metadata.len() > 0)
-            });
-            if wrote_something {
-                summary.push_str(&format!(
-                    "\n          logs: {}/{{stdout,stderr}}",
-                    log_dir.display()
-                ));
-            } else if !log_dir.as_os_str().is_empty() {
-                summary.push_str("\n          logs: none (it wrote nothing)");
+            match excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES) {
+                Some(excerpt) => {
+                    summary.push('\n');
+                    summary.push_str(&excerpt::render(
+                        &excerpt,
+                        "          ",
+                        run_id.as_str(),
+                        unit,
+                        None,
+                    ));
+                }
+                None if !log_dir.as_os_str().is_empty() => {
+                    summary.push_str("\n          logs: none (it wrote nothing)");
+                }
+                None => {}
             }
         }
     }
@@ -154,4 +220,134 @@ pub(crate) fn dry_run(
         .map_err(output)?;
     }
     Ok(())
+}
+
+/// The last object of `run --format json`: the run's end, its counts (the same set as the
+/// text summary) and each failed unit with the end of its output.
+pub(crate) fn summary_json(
+    run_id: &RunId,
+    report: &RunReport,
+    notes: &RunNotes,
+    elapsed: Duration,
+) -> serde_json::Value {
+    let units: Vec<serde_json::Value> = report
+        .units
+        .iter()
+        .map(|(unit, result)| {
+            let (status, detail) = match result {
+                UnitResult::Succeeded { attempt } if notes.flaky.contains(unit) => {
+                    ("succeeded", serde_json::json!({"attempt": attempt, "flaky": true}))
+                }
+                UnitResult::Succeeded { attempt } => ("succeeded", serde_json::json!({"attempt": attempt})),
+                UnitResult::SelfSkipped { attempt } => ("skipped", serde_json::json!({"attempt": attempt})),
+                UnitResult::Reused => ("already_done", serde_json::json!({})),
+                UnitResult::Failed {
+                    attempt,
+                    log_dir,
+                    error,
+                } => (
+                    "failed",
+                    serde_json::json!({
+                        "attempt": attempt, "error": error, "log_dir": log_dir,
+                        "excerpt": excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
+                            .map(|excerpt| serde_json::json!({"stream": excerpt.stream, "lines": excerpt.lines})),
+                    }),
+                ),
+                UnitResult::SkippedUpstream { upstream } => {
+                    ("upstream_failed", serde_json::json!({"upstream": upstream}))
+                }
+                _ if notes.interrupted.contains(unit) => ("interrupted", serde_json::json!({})),
+                _ => ("not_started", serde_json::json!({})),
+            };
+            let mut value = serde_json::json!({"unit": unit, "status": status});
+            if let (Some(object), serde_json::Value::Object(extra)) = (value.as_object_mut(), detail) {
+                object.extend(extra);
+            }
+            value
+        })
+        .collect();
+    serde_json::json!({
+        "event": "summary",
+        "run_id": run_id.as_str(),
+        "status": report.status.map(RunStatus::as_str),
+        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        "units": units,
+    })
+}
+
+/// `--dry-run --format json`: the plan as one document.
+pub(crate) fn dry_run_json(
+    plan: &Plan,
+    pipeline: &Pipeline,
+    stdout: &mut dyn Write,
+) -> Result<(), CliError> {
+    let units: Vec<serde_json::Value> = plan
+        .units
+        .iter()
+        .map(|(name, planned)| {
+            let action = if planned.stops_run() {
+                "stop"
+            } else if planned.runs() {
+                "run"
+            } else {
+                "skip"
+            };
+            serde_json::json!({"unit": name, "action": action, "reason": planned.to_string()})
+        })
+        .collect();
+    let document = serde_json::json!({
+        "pipeline": pipeline.name,
+        "resumes": plan.resumes.as_ref().map(RunId::as_str),
+        "n_to_run": plan.n_to_run(),
+        "units": units,
+    });
+    serde_json::to_writer_pretty(&mut *stdout, &document).map_err(|error| output(error.into()))?;
+    writeln!(stdout).map_err(output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_shows_why_a_unit_failed_and_counts_as_run_finished_does() {
+        let log_dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            log_dir.path().join("stderr"),
+            "loading rows\nTraceback (most recent call last):\n  File \"report.py\", line 3\nKeyError: 'total'\n",
+        )
+        .unwrap();
+        let run_id: RunId = "20261201T030000Z-3f9a".parse().unwrap();
+        let report = RunReport {
+            status: Some(RunStatus::Failed),
+            units: vec![
+                ("fetch".to_owned(), UnitResult::Succeeded { attempt: 2 }),
+                ("early".to_owned(), UnitResult::Reused),
+                ("deploy".to_owned(), UnitResult::NotRun),
+                ("holiday".to_owned(), UnitResult::SelfSkipped { attempt: 1 }),
+                (
+                    "report".to_owned(),
+                    UnitResult::Failed {
+                        attempt: 2,
+                        log_dir: log_dir.path().to_path_buf(),
+                        error: Some("execute exited with code 1".to_owned()),
+                    },
+                ),
+                (
+                    "publish".to_owned(),
+                    UnitResult::SkippedUpstream {
+                        upstream: "report".to_owned(),
+                    },
+                ),
+            ],
+        };
+        let mut notes = RunNotes::default();
+        notes.flaky.insert("fetch".to_owned());
+        insta::assert_snapshot!(summary(
+            &run_id,
+            &report,
+            &notes,
+            Duration::from_millis(1500)
+        ));
+    }
 }

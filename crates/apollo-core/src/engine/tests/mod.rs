@@ -52,6 +52,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         base_dir: PathBuf::from("/nonexistent"),
         max_parallel,
         units,
+        hooks: Vec::new(),
     }
 }
 

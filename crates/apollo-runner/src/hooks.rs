@@ -1,0 +1,269 @@
+//! Pipeline hooks (DESIGN §16): `on_failure`, `on_success` and `on_finish` run once when a run
+//! ends, through the run's executor (supervised and time-limited like a unit), before the lock
+//! is released; each one's end is recorded as `hook_finished`. A hook never changes the run's
+//! status: its failure is reported ([`HookOutcome`]) and recorded, nothing more.
+//!
+//! A hook gets, besides what a unit gets (`APOLLO_RUN_ID`, …): `APOLLO_RUN_STATUS`
+//! (`succeeded`, `failed`, `interrupted`, `needs_human`), `APOLLO_FAILED_UNITS` (the failed
+//! units, space-separated) and `APOLLO_SUMMARY_JSON`, the path of a JSON summary of the run
+//! (`runs/<run>/hooks/summary.json`). Its output goes to `runs/<run>/hooks/<hook>/`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use apollo_core::engine::{RunReport, UnitResult};
+use apollo_core::event::{AttemptStatus, HookFinished};
+use apollo_core::model::{Hook, HookWhen};
+use apollo_core::{
+    AttemptContext, AttemptRequest, CancelToken, Event, Executor, Journal, Pipeline, Unit,
+};
+use apollo_store::RunId;
+
+/// How long a hook's command gets between SIGTERM and SIGKILL when its time is up.
+const HOOK_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How one hook went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HookOutcome {
+    /// Which hook.
+    pub when: HookWhen,
+    /// What was recorded (`hook_finished`).
+    pub record: HookFinished,
+    /// Where its stdout and stderr are.
+    pub log_dir: PathBuf,
+}
+
+impl HookOutcome {
+    /// Whether the hook's command succeeded.
+    pub fn succeeded(&self) -> bool {
+        self.record.status == AttemptStatus::Succeeded
+    }
+}
+
+/// The hooks that fire for a run that ended `run_status`, in config order.
+fn firing(pipeline: &Pipeline, run_status: &str) -> Vec<Hook> {
+    pipeline
+        .hooks
+        .iter()
+        .filter(|hook| match hook.when {
+            HookWhen::OnFinish => true,
+            HookWhen::OnSuccess => run_status == "succeeded",
+            HookWhen::OnFailure => matches!(run_status, "failed" | "needs_human"),
+        })
+        .cloned()
+        .collect()
+}
+
+/// What a hook is told about the run.
+pub(crate) struct RunEnd<'a> {
+    pub(crate) run_id: &'a RunId,
+    pub(crate) run_dir: &'a Path,
+    /// `succeeded`, `failed`, `interrupted` or `needs_human`.
+    pub(crate) status: &'a str,
+    /// The engine's report, when the engine got to the end.
+    pub(crate) report: Option<&'a RunReport>,
+    /// The unit that stopped the run for a human's verdict.
+    pub(crate) needs_verdict: Option<&'a str>,
+}
+
+/// Runs the hooks that fire for `end`, one after another, recording each one's end in
+/// `journal`. A hook that cannot be recorded is still reported.
+pub(crate) fn run_hooks(
+    pipeline: &Pipeline,
+    end: &RunEnd<'_>,
+    executor: &dyn Executor,
+    journal: &mut dyn Journal,
+) -> Vec<HookOutcome> {
+    let hooks = firing(pipeline, end.status);
+    if hooks.is_empty() {
+        return Vec::new();
+    }
+    let failed_units = failed_units(end);
+    // Absolute: a hook runs in the pipeline's folder, not where apollo was started.
+    let hooks_dir = std::path::absolute(end.run_dir)
+        .unwrap_or_else(|_| end.run_dir.to_path_buf())
+        .join("hooks");
+    let summary_path = hooks_dir.join("summary.json");
+    let summary_error = write_summary(pipeline, end, &failed_units, &summary_path).err();
+    let mut outcomes = Vec::with_capacity(hooks.len());
+    for hook in hooks {
+        let log_dir = hooks_dir.join(hook.when.as_str());
+        let unit = hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
+        // A hook runs even after Ctrl-C (it is how a stopped run tells anyone); its own time
+        // limit bounds it.
+        let cancel = CancelToken::new();
+        let request = AttemptRequest::new(end.run_id.as_str(), &unit, 1, &log_dir);
+        let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
+        let mut error = outcome.error.clone();
+        if let Some(summary_error) = &summary_error {
+            let note = format!("the run summary could not be written: {summary_error}");
+            error = Some(error.map_or(note.clone(), |error| format!("{error}; {note}")));
+        }
+        let record = HookFinished {
+            hook: hook.when.as_str().to_owned(),
+            run_status: end.status.to_owned(),
+            status: outcome.status,
+            exit: outcome.exit,
+            duration_ms: u64::try_from(outcome.wall_time.as_millis()).unwrap_or(u64::MAX),
+            error,
+        };
+        let mut record = record;
+        if let Err(journal_error) = journal.append(&[Event::HookFinished(record.clone())]) {
+            // Recording a hook is best effort: the run's end is recorded already.
+            let note = format!("not recorded in the journal: {journal_error}");
+            record.error = Some(
+                record
+                    .error
+                    .map_or(note.clone(), |error| format!("{error}; {note}")),
+            );
+        }
+        outcomes.push(HookOutcome {
+            when: hook.when,
+            record,
+            log_dir,
+        });
+    }
+    outcomes
+}
+
+/// The units that failed for good (and the one that needs a verdict).
+fn failed_units(end: &RunEnd<'_>) -> Vec<String> {
+    let mut failed: Vec<String> = end
+        .report
+        .map(|report| {
+            report
+                .units
+                .iter()
+                .filter(|(_, result)| matches!(result, UnitResult::Failed { .. }))
+                .map(|(unit, _)| unit.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(unit) = end.needs_verdict {
+        failed.push(unit.to_owned());
+    }
+    failed
+}
+
+/// The hook as a unit the executor can run: its command as `execute`, its timeout, the
+/// pipeline's folder as working directory, and the run's end in its environment.
+fn hook_unit(
+    pipeline: &Pipeline,
+    hook: &Hook,
+    status: &str,
+    failed_units: &[String],
+    summary_path: &Path,
+) -> Unit {
+    let env = BTreeMap::from([
+        ("APOLLO_RUN_STATUS".to_owned(), status.to_owned()),
+        ("APOLLO_FAILED_UNITS".to_owned(), failed_units.join(" ")),
+        (
+            "APOLLO_SUMMARY_JSON".to_owned(),
+            summary_path.display().to_string(),
+        ),
+        ("APOLLO_HOOK".to_owned(), hook.when.as_str().to_owned()),
+    ]);
+    Unit {
+        name: hook.when.as_str().to_owned(),
+        deps: Vec::new(),
+        timeout: Some(hook.timeout),
+        retries: 0,
+        retry_delay: Duration::ZERO,
+        kill_grace: HOOK_KILL_GRACE,
+        prepare: None,
+        execute: hook.command.clone(),
+        cleanup: None,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        env,
+        workdir: pipeline.base_dir.clone(),
+        idempotent: true,
+        // A hook declares no files.
+        capture: apollo_core::capture::CapturePolicy {
+            mode: apollo_core::capture::CaptureMode::None,
+            ..Default::default()
+        },
+    }
+}
+
+/// Writes the JSON summary hooks get the path of.
+fn write_summary(
+    pipeline: &Pipeline,
+    end: &RunEnd<'_>,
+    failed_units: &[String],
+    path: &Path,
+) -> std::io::Result<()> {
+    let units: Vec<serde_json::Value> = end
+        .report
+        .map(|report| {
+            report
+                .units
+                .iter()
+                .map(|(unit, result)| {
+                    let (status, attempt) = match result {
+                        UnitResult::Succeeded { attempt } => ("succeeded", Some(*attempt)),
+                        UnitResult::SelfSkipped { attempt } => ("skipped", Some(*attempt)),
+                        UnitResult::Reused => ("already_done", None),
+                        UnitResult::Failed { attempt, .. } => ("failed", Some(*attempt)),
+                        UnitResult::SkippedUpstream { .. } => ("upstream_failed", None),
+                        _ => ("not_started", None),
+                    };
+                    serde_json::json!({"name": unit, "status": status, "attempt": attempt})
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let summary = serde_json::json!({
+        "run_id": end.run_id.as_str(),
+        "pipeline": pipeline.name,
+        "status": end.status,
+        "failed_units": failed_units,
+        "units": units,
+    });
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let text = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
+    std::fs::write(path, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apollo_core::Command;
+
+    fn pipeline_with(hooks: &[HookWhen]) -> Pipeline {
+        Pipeline {
+            name: "p".into(),
+            config_path: PathBuf::from("/p/pipeline.yaml"),
+            base_dir: PathBuf::from("/p"),
+            max_parallel: 1,
+            units: Vec::new(),
+            hooks: hooks
+                .iter()
+                .map(|&when| Hook {
+                    when,
+                    command: Command::Shell("true".into()),
+                    timeout: Duration::from_secs(1),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn which_hooks_fire_for_which_end() {
+        let all = pipeline_with(&[HookWhen::OnFailure, HookWhen::OnSuccess, HookWhen::OnFinish]);
+        let fired = |status| -> Vec<&str> {
+            firing(&all, status)
+                .iter()
+                .map(|hook| hook.when.as_str())
+                .collect()
+        };
+        assert_eq!(fired("succeeded"), ["on_success", "on_finish"]);
+        assert_eq!(fired("failed"), ["on_failure", "on_finish"]);
+        assert_eq!(fired("needs_human"), ["on_failure", "on_finish"]);
+        assert_eq!(fired("interrupted"), ["on_finish"]);
+    }
+}
