@@ -14,6 +14,7 @@ pub mod journal;
 pub mod model;
 pub mod record;
 pub mod resume;
+mod reuse_check;
 pub mod testing;
 pub mod validate;
 

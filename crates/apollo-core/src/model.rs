@@ -61,6 +61,13 @@ pub struct Unit {
     pub workdir: PathBuf,
     /// Whether running the unit again after a half-done attempt is safe (DESIGN §7).
     pub idempotent: bool,
+    /// Whether a new run may reuse this unit's result from an earlier run of the same
+    /// pipeline instead of running it (`reuse: true`; DESIGN §12): when its input hash equals
+    /// an earlier successful attempt's and its declared outputs are as that attempt left them.
+    /// Off by default (a unit like "fetch today's data" must run every time); absent in
+    /// definition snapshots written before it existed.
+    #[serde(default)]
+    pub reuse: bool,
 }
 
 /// A command: a shell string or an argument vector.

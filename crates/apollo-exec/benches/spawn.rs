@@ -38,6 +38,7 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         env: Default::default(),
         workdir: workdir.to_owned(),
         idempotent: true,
+        reuse: false,
     }
 }
 

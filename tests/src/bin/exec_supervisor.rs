@@ -44,6 +44,7 @@ fn main() -> ExitCode {
         env: Default::default(),
         workdir: dir.clone(),
         idempotent: true,
+        reuse: false,
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

@@ -21,6 +21,7 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "kill_grace",
     "idempotent",
     "workdir",
+    "reuse",
 ];
 /// Keys allowed in a unit.
 pub(crate) const UNIT_KEYS: &[&str] = &[
@@ -38,6 +39,7 @@ pub(crate) const UNIT_KEYS: &[&str] = &[
     "env",
     "workdir",
     "idempotent",
+    "reuse",
 ];
 
 const DURATION_HELP: &str =
@@ -72,6 +74,8 @@ pub(crate) struct Settings {
     pub(crate) kill_grace: Option<Sp<Duration>>,
     pub(crate) idempotent: Option<Sp<bool>>,
     pub(crate) workdir: Option<Sp<String>>,
+    /// `reuse:`: whether a new run may take this unit's result from an earlier run.
+    pub(crate) reuse: Option<Sp<bool>>,
 }
 
 /// One unit as written.
@@ -301,6 +305,7 @@ impl Walker<'_, '_> {
             "retry_delay" => settings.retry_delay = self.duration(value, key, context),
             "kill_grace" => settings.kill_grace = self.duration(value, key, context),
             "idempotent" => settings.idempotent = self.boolean(value, key, context),
+            "reuse" => settings.reuse = self.boolean(value, key, context),
             "workdir" => {
                 settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
             }

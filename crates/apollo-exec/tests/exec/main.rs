@@ -51,6 +51,7 @@ impl Fixture {
             env: Default::default(),
             workdir: dir.path().to_owned(),
             idempotent: true,
+            reuse: false,
         };
         Fixture {
             dir,

@@ -41,6 +41,7 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         env: BTreeMap::new(),
         workdir: PathBuf::from("/nonexistent"),
         idempotent: true,
+        reuse: false,
     }
 }
 
