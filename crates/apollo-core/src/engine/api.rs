@@ -10,6 +10,8 @@ use crate::event::{AttemptStatus, RunStatus};
 use crate::journal::JournalError;
 use crate::model::Pipeline;
 
+use super::reuse::Reuse;
+
 /// What to do when a unit that succeeded earlier in the run has different inputs now (or its
 /// declared outputs are missing or changed) — DESIGN §17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,6 +48,10 @@ pub struct EngineOptions {
     /// The longest wait between two attempts of a unit (the backoff doubles up to this, or up
     /// to the unit's `retry_delay` when that is longer).
     pub max_retry_delay: Duration,
+    /// Reuse across runs for `reuse: true` units: where earlier successes are found and how
+    /// missing outputs are restored. `None` (the default, and `apollo run --no-reuse`): nothing
+    /// is reused from another run.
+    pub reuse: Option<Reuse>,
 }
 
 impl EngineOptions {
@@ -58,6 +64,7 @@ impl EngineOptions {
             on_input_change: OnInputChange::Auto,
             only: None,
             max_retry_delay: Duration::from_secs(300),
+            reuse: None,
         }
     }
 
@@ -82,6 +89,12 @@ impl EngineOptions {
     /// Running only `units` and whatever of their upstream is not done.
     pub fn only(mut self, units: Vec<String>) -> Self {
         self.only = Some(units);
+        self
+    }
+
+    /// Reusing `reuse: true` units' results from earlier runs found through `reuse`.
+    pub fn reuse(mut self, reuse: Reuse) -> Self {
+        self.reuse = Some(reuse);
         self
     }
 
@@ -114,6 +127,14 @@ pub enum UnitResult {
     },
     /// Done earlier in the run; not run again.
     Reused,
+    /// Not run: an earlier run's successful attempt with the same inputs stands for it
+    /// (`reuse: true`, recorded as `unit_reused`), in this process or an earlier one of the run.
+    ReusedFromRun {
+        /// The run whose attempt did the work.
+        run_id: String,
+        /// That attempt.
+        attempt: u32,
+    },
     /// It failed for good.
     Failed {
         /// Its last attempt.

@@ -124,6 +124,7 @@ impl UnitTable {
                     Some(UnitResult::SelfSkipped { .. } | UnitResult::SkippedUpstream { .. })
                 )
             }),
+            reused: count(&|slot| matches!(slot.result, Some(UnitResult::ReusedFromRun { .. }))),
         }
     }
 

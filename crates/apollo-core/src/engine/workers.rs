@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
 use super::policy::{self, OutputCheck};
+use super::reuse::{self, Reuse, ReuseCheck};
 use crate::cancel::CancelToken;
 use crate::event::AttemptStatus;
 use crate::event::InputComponent;
@@ -61,6 +62,8 @@ pub(super) struct HashJob {
     pub(super) upstream: Vec<(String, String)>,
     /// Whether to check its declared outputs too ([`policy::check_outputs`]).
     pub(super) check_outputs: bool,
+    /// Whether to look it up for reuse from an earlier run ([`reuse::check`]).
+    pub(super) check_reuse: bool,
 }
 
 /// A unit's input components, hashed off the engine thread, and what its output check found.
@@ -71,6 +74,8 @@ pub(super) struct Hashed {
     pub(super) took: Duration,
     /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
     pub(super) outputs: Option<Result<OutputCheck, HashError>>,
+    /// The reuse check, when asked for and the inputs were hashed.
+    pub(super) reuse: Option<ReuseCheck>,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -367,6 +372,7 @@ fn output_limits<'a>(
 pub(super) fn hasher(
     shared: WorkerShared<'_>,
     prior: &PriorState,
+    reuse: Option<&Reuse>,
     jobs: &Receiver<HashJob>,
     to_scheduler: &Sender<FromWorker>,
 ) {
@@ -402,11 +408,35 @@ pub(super) fn hasher(
                 })
             })
         });
+        let reuse = match (&inputs, reuse) {
+            (Ok(components), Some(reuse)) if job.check_reuse => {
+                let limits =
+                    Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+                let input_hash = hash::combine_components(components);
+                Some(
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        reuse::check(
+                            reuse,
+                            unit,
+                            &shared.pipeline.base_dir,
+                            &input_hash,
+                            components,
+                            &limits,
+                        )
+                    }))
+                    .unwrap_or_else(|_| {
+                        ReuseCheck::NotReused("internal error while checking for reuse".into())
+                    }),
+                )
+            }
+            _ => None,
+        };
         let message = Hashed {
             unit_idx: job.unit_idx,
             inputs,
             took,
             outputs,
+            reuse,
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;

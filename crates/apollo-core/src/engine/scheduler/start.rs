@@ -7,14 +7,17 @@ use std::time::{Duration, Instant};
 
 use super::Scheduler;
 use crate::engine::api::UnitResult;
+use crate::engine::observer::HeldNotice;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{
     Decision, OutputCheck, decide, needs_output_check, reused_output_hash,
 };
+use crate::engine::reuse::{self, ReuseCandidate, ReuseCheck};
 use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
-use crate::event::{AttemptStatus, InputComponent, UnitStarted};
+use crate::event::{AttemptStatus, InputComponent, UnitReused, UnitStarted};
 use crate::hash;
+use crate::input_manifest;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -55,7 +58,9 @@ impl Scheduler<'_> {
             // Only the first decision looks at the outputs: a retry reruns anyway.
             let check_outputs =
                 self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
-            if (check_outputs || !unit.inputs.is_empty())
+            let check_reuse = self.units[unit_idx].attempts_here == 0
+                && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
+            if (check_outputs || check_reuse || !unit.inputs.is_empty())
                 && let Some(hash_tx) = self.hash_tx
             {
                 let upstream = self
@@ -79,6 +84,7 @@ impl Scheduler<'_> {
                     unit_idx,
                     upstream,
                     check_outputs,
+                    check_reuse,
                 });
                 continue;
             }
@@ -94,7 +100,7 @@ impl Scheduler<'_> {
                 })
                 .collect();
             let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            if !self.admit(unit_idx, inputs, None, Duration::ZERO, observer) {
+            if !self.admit(unit_idx, inputs, None, None, Duration::ZERO, observer) {
                 break;
             }
         }
@@ -109,6 +115,7 @@ impl Scheduler<'_> {
             inputs,
             took,
             outputs,
+            reuse,
         } = hashed;
         self.running -= 1;
         if !self.pipeline.units[unit_idx].idempotent {
@@ -116,6 +123,7 @@ impl Scheduler<'_> {
         }
         let stopped = self.stop_starting
             || self.halt.load(Ordering::SeqCst)
+            || (reuse.is_some() && self.cancel.is_cancelled())
             || matches!(&inputs, Err(error) if error.cancelled())
             || matches!(&outputs, Some(Err(error)) if error.cancelled());
         if stopped {
@@ -141,6 +149,7 @@ impl Scheduler<'_> {
             unit_idx,
             inputs,
             outputs.and_then(Result::ok),
+            reuse,
             took,
             observer,
         );
@@ -148,7 +157,8 @@ impl Scheduler<'_> {
 
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
     /// so, queue its `unit_started`. `outputs`: what the check of its declared outputs found
-    /// (`None`: it needed none, see [`needs_output_check`]). `spent`: the part of its timeout
+    /// (`None`: it needed none, see [`needs_output_check`]); `reuse`: what its reuse check
+    /// found (`None`: it had none, see [`reuse::wants_check`]). `spent`: the part of its timeout
     /// hashing its inputs took. An input that could not be hashed records an attempt that
     /// failed (or timed out) without a process. Returns `false` when the run stopped starting
     /// units.
@@ -157,6 +167,7 @@ impl Scheduler<'_> {
         unit_idx: usize,
         components: Result<Vec<InputComponent>, hash::HashError>,
         outputs: Option<OutputCheck>,
+        reuse_check: Option<ReuseCheck>,
         spent: Duration,
         observer: &mut dyn Observer,
     ) -> bool {
@@ -179,6 +190,7 @@ impl Scheduler<'_> {
                 &output_changes,
                 self.options.on_input_change,
             );
+            let (decision, candidate) = with_reuse(decision, reuse_check);
             observer.notice(&Notice::Decided {
                 unit: &unit.name,
                 decision: &decision,
@@ -186,6 +198,12 @@ impl Scheduler<'_> {
             match decision {
                 Decision::Reuse { .. } => {
                     self.reuse(unit_idx, marked_hash);
+                    return true;
+                }
+                Decision::Reused { .. } => {
+                    if let Some(candidate) = candidate {
+                        self.reuse_from_run(unit_idx, candidate, input_hash, inputs);
+                    }
                     return true;
                 }
                 Decision::ChangedNeedsVerdict { .. } => {
@@ -248,7 +266,83 @@ impl Scheduler<'_> {
         let slot = &mut self.units[unit_idx];
         slot.output_hash = Some(reused_output_hash(self.prior, unit, marked_hash));
         slot.state = State::Done;
-        slot.result = Some(UnitResult::Reused);
+        // A unit this run reused from an earlier one (in an earlier process) stays counted so.
+        slot.result = Some(match self.prior.reused_from(&unit.name) {
+            Some((run_id, attempt)) => UnitResult::ReusedFromRun {
+                run_id: run_id.to_owned(),
+                attempt,
+            },
+            None => UnitResult::Reused,
+        });
         self.queue.complete(self.dag, unit_idx);
+    }
+
+    /// Record `unit_idx` as reused from an earlier run's `candidate` (its `unit_reused` goes
+    /// in the batch) and let its dependents go on with the recorded output hash. Its
+    /// dependents' `unit_started` can only follow it in the journal.
+    fn reuse_from_run(
+        &mut self,
+        unit_idx: usize,
+        candidate: ReuseCandidate,
+        input_hash: String,
+        inputs: Vec<InputComponent>,
+    ) {
+        let unit = &self.pipeline.units[unit_idx];
+        // An input list too large for a record is left out (the input hash stays).
+        let started = UnitStarted {
+            unit: unit.name.clone(),
+            attempt: 0,
+            input_hash,
+            inputs,
+            inputs_manifest: None,
+        };
+        let inputs = if input_manifest::fits_in_record(&started) {
+            started.inputs
+        } else {
+            Vec::new()
+        };
+        let record = UnitReused {
+            unit: started.unit,
+            from_run: candidate.run_id.clone(),
+            from_attempt: candidate.attempt,
+            input_hash: started.input_hash,
+            inputs,
+            output_hash: candidate.output_hash.clone(),
+        };
+        self.batch.push_reused(
+            record,
+            HeldNotice::Reused {
+                unit_idx,
+                from_run: candidate.run_id.clone(),
+                from_attempt: candidate.attempt,
+            },
+        );
+        let slot = &mut self.units[unit_idx];
+        slot.output_hash = Some(candidate.output_hash);
+        slot.state = State::Done;
+        slot.result = Some(UnitResult::ReusedFromRun {
+            run_id: candidate.run_id,
+            attempt: candidate.attempt,
+        });
+        self.queue.complete(self.dag, unit_idx);
+    }
+}
+
+/// The decision for a unit that had a reuse check: a first run becomes [`Decision::Reused`]
+/// (with the candidate) or [`Decision::NotReused`]; any other decision stands.
+fn with_reuse(
+    decision: Decision,
+    reuse_check: Option<ReuseCheck>,
+) -> (Decision, Option<ReuseCandidate>) {
+    match (decision, reuse_check) {
+        (Decision::FirstRun, Some(ReuseCheck::Reusable(candidate))) => (
+            Decision::Reused {
+                run_id: candidate.run_id.clone(),
+                attempt: candidate.attempt,
+            },
+            Some(candidate),
+        ),
+        (Decision::FirstRun, Some(ReuseCheck::NotReused(why))) => (Decision::NotReused(why), None),
+        (decision, _) => (decision, None),
     }
 }

@@ -8,6 +8,7 @@ mod needs_human;
 mod records;
 mod rehash;
 mod resume;
+mod reuse;
 mod scheduling;
 mod worker_protocol;
 
@@ -180,9 +181,11 @@ impl FakeExecutor {
             ));
         }
         for dep in &request.unit.deps {
+            // A dependency reused from an earlier run satisfies it as a success does.
             let finished = events.iter().any(|event| {
                 matches!(event, Event::UnitFinished(finished)
                     if &finished.unit == dep && finished.status.satisfies_dependents())
+                    || matches!(event, Event::UnitReused(reused) if &reused.unit == dep)
             });
             if !finished {
                 violations.push(format!(
