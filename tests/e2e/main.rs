@@ -12,6 +12,7 @@ mod needs_human;
 mod records;
 mod replay;
 mod resume;
+mod reuse;
 mod run;
 mod signals;
 mod state_dir;

@@ -8,6 +8,7 @@ mod mark;
 mod notice;
 mod open_run;
 mod plan;
+mod reuse;
 mod select;
 mod session;
 mod state;

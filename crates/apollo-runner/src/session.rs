@@ -16,6 +16,7 @@ use crate::error::RunnerError;
 use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
+use crate::reuse::reuse_for;
 use crate::select::{PipelineKey, RunTarget, Selection, select};
 use crate::state::fold_prior;
 use crate::sweep::{StraySweep, SweepReason};
@@ -39,6 +40,7 @@ pub struct RunSession<'a> {
     only: Vec<String>,
     max_parallel: Option<usize>,
     max_retry_delay: Option<Duration>,
+    reuse: bool,
 }
 
 impl std::fmt::Debug for RunSession<'_> {
@@ -81,6 +83,7 @@ impl<'a> RunSession<'a> {
             only: Vec::new(),
             max_parallel: None,
             max_retry_delay: None,
+            reuse: true,
         }
     }
 
@@ -138,6 +141,18 @@ impl<'a> RunSession<'a> {
     pub fn max_retry_delay(mut self, delay: Duration) -> Self {
         self.max_retry_delay = Some(delay);
         self
+    }
+
+    /// Whether `reuse: true` units may be reused from earlier runs of the pipeline (default
+    /// `true`; `false` is `apollo run --no-reuse`: everything not done in this run runs).
+    pub fn reuse(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
+    }
+
+    /// Whether reuse across runs is on (see [`Self::reuse`]).
+    pub(crate) fn reuse_enabled(&self) -> bool {
+        self.reuse
     }
 
     /// The state directory.
@@ -302,7 +317,10 @@ impl<'a> RunSession<'a> {
                 (run_id, journal, prior, Opening::Resumed)
             }
         };
-        let options = self.engine_options(run_id.as_str());
+        let mut options = self.engine_options(run_id.as_str());
+        if self.reuse {
+            options.reuse = reuse_for(&state, pipeline, &identity, Some(&run_id), true, observer);
+        }
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
             sweep: self.sweep,

@@ -66,5 +66,20 @@ pub(crate) fn write(
     bytes.extend_from_slice(apollo_core::hash::to_hex(&Sha256::digest(body)).as_bytes());
     bytes.push(b'\n');
     bytes.extend_from_slice(body);
-    dir.write_file_atomic(name, &bytes, durable)
+    dir.write_file_atomic(name, &bytes, durable)?;
+    // Temporary files of writers that died mid-write (SIGKILL, power loss) are litter: the
+    // lock is held, so no other writer's temporary file can be among them.
+    let prefix = format!(".{name}.tmp-");
+    if let Ok(entries) = std::fs::read_dir(dir.path()) {
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|file| file.starts_with(&prefix))
+            {
+                let _ = dir.remove_file(entry.file_name());
+            }
+        }
+    }
+    Ok(())
 }

@@ -47,14 +47,21 @@ pub(crate) fn summary(run_id: &RunId, report: &RunReport, elapsed: Duration) -> 
         )
     });
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
+    let n_from_runs = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
     let n_skipped = report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
     let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun));
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
+    // Units reused from earlier runs are counted apart, when there are any (DESIGN §17).
+    let reused = if n_from_runs > 0 {
+        format!("{n_from_runs} reused, ")
+    } else {
+        String::new()
+    };
     let mut summary = format!(
-        "apollo: run {run_id} {status} in {}: {n_ran} succeeded, {n_reused} already done, {n_failed} failed, {n_skipped} skipped, {n_not_started} not started",
+        "apollo: run {run_id} {status} in {}: {n_ran} succeeded, {n_reused} already done, {reused}{n_failed} failed, {n_skipped} skipped, {n_not_started} not started",
         human_duration(elapsed)
     );
     for (unit, result) in &report.units {
