@@ -218,3 +218,47 @@ fn a_deleted_garbled_or_torn_index_is_rebuilt_and_gives_the_same_answer() {
         output.stdout
     );
 }
+
+#[test]
+fn reused_units_are_counted_apart_in_runs_replay_show_and_diff() {
+    let (mut apollo, first) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(runs.stdout.contains("4/4 ok (4 reused)"), "{}", runs.stdout);
+    let json = apollo.args(&["runs", "--format", "json"]).run();
+    assert!(json.stdout.contains("\"reused\": 4"), "{}", json.stdout);
+
+    let replay = apollo.args(&["replay", "latest"]).run();
+    replay.code(0);
+    assert!(
+        replay
+            .stdout
+            .contains(&format!("inputs identical to run {first} attempt 1")),
+        "{}",
+        replay.stdout
+    );
+    assert!(replay.stdout.contains("4 reused"), "{}", replay.stdout);
+    let json = apollo.args(&["replay", "latest", "--format", "json"]).run();
+    assert_eq!(
+        json.stdout.matches("\"kind\":\"unit_reused\"").count(),
+        4,
+        "{}",
+        json.stdout
+    );
+
+    let show = apollo.args(&["show", "latest", "clean"]).run();
+    show.code(0);
+    assert!(show.stdout.contains(": reused\n"), "{}", show.stdout);
+    assert!(
+        show.stdout
+            .contains(&format!("inputs identical to run {first} attempt 1")),
+        "{}",
+        show.stdout
+    );
+
+    // Reusing a success is no difference between the runs; the statuses say which was which.
+    let diff = apollo.args(&["diff", &first, "latest"]).run();
+    diff.code(0);
+    assert!(diff.stdout.contains("reused"), "{}", diff.stdout);
+}

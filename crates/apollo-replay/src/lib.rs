@@ -36,8 +36,8 @@ pub use html::write_html;
 pub use json::write_json;
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
-    Attempt, AttemptState, Mark, Resume, RunEnd, Skip, Timeline, TimelineBuilder, UnitStatus,
-    UnitTimeline,
+    Attempt, AttemptState, Mark, Resume, Reused, RunEnd, Skip, Timeline, TimelineBuilder,
+    UnitStatus, UnitTimeline,
 };
 
 /// An output format of `apollo replay`.

@@ -146,6 +146,7 @@ impl<W: Write> TextRenderer<W> {
             Event::UnitSkipped(skipped) => self.write_unit_skipped(skipped, &context),
             Event::UnitMarked(marked) => self.write_unit_marked(marked, &context),
             Event::RunFinished(finished) => self.write_run_finished(finished, &context),
+            Event::UnitReused(reused) => self.write_unit_reused(reused, &context),
             other => self.write_other(other, &context),
         }
     }

@@ -127,6 +127,18 @@ pub(crate) fn show(
             skip.ts.format("%Y-%m-%d %H:%M:%S UTC")
         ));
     }
+    if let Some(reused) = &unit.reused {
+        text.push_str(&format!(
+            "  reused at {}: inputs identical to run {} attempt {} (input {}, output {}); `apollo show {} {}` shows that attempt\n",
+            reused.ts.format("%Y-%m-%d %H:%M:%S UTC"),
+            reused.from_run,
+            reused.from_attempt,
+            short(&reused.input_hash),
+            short(&reused.output_hash),
+            reused.from_run,
+            unit.name,
+        ));
+    }
     for attempt in &unit.attempts {
         let started = attempt.start.format("%Y-%m-%d %H:%M:%S%.3f UTC");
         text.push_str(&format!(
@@ -297,4 +309,9 @@ pub(crate) fn logs(
     std::io::copy(&mut file, stdout).map_err(output)?;
     stdout.flush().map_err(output)?;
     Ok(Exit::Success)
+}
+
+/// The first 12 characters of a hash.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
