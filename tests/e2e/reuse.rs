@@ -262,3 +262,38 @@ fn reused_units_are_counted_apart_in_runs_replay_show_and_diff() {
     diff.code(0);
     assert!(diff.stdout.contains("reused"), "{}", diff.stdout);
 }
+
+#[test]
+fn an_input_rewritten_with_the_same_size_and_mtime_is_still_detected() {
+    let (mut apollo, _) = ran_once();
+    assert!(
+        apollo.path(".apollo/index/hashes").is_file(),
+        "the hash cache is kept in the state directory"
+    );
+    let raw = apollo.path("data/raw.csv");
+    let mtime = std::fs::metadata(&raw).unwrap().modified().unwrap();
+    // Same size, same mtime to the nanosecond: only the content (and the ctime, which no one
+    // can set) differs — the case a (size, mtime) cache gets wrong.
+    std::fs::write(&raw, "c\na\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&raw)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert_eq!(std::fs::metadata(&raw).unwrap().modified().unwrap(), mtime);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("input file data/raw.csv changed since run"),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(counts(&apollo), [2, 2, 1, 2]);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/report.txt")).unwrap(),
+        "a\nc\nx\n"
+    );
+}

@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::event::{InputComponent, InputKind};
+use crate::hash_cache::{CachedHash, FileHashCache, FileStamp};
 use crate::model::{Command, Phase, Unit};
 
 /// Lower-case hex of `bytes`.
@@ -67,6 +68,9 @@ pub struct Limits<'a> {
     grace: Option<Duration>,
     /// When a graceful cancellation was first seen.
     cancel_seen: Cell<Option<Instant>>,
+    /// Hashes of files already hashed, by stamp: a file whose stamp is unchanged is not read
+    /// again (see [`crate::hash_cache`]).
+    cache: Option<&'a dyn FileHashCache>,
 }
 
 impl<'a> Limits<'a> {
@@ -78,6 +82,7 @@ impl<'a> Limits<'a> {
             halt: None,
             grace: None,
             cancel_seen: Cell::new(None),
+            cache: None,
         }
     }
 
@@ -104,6 +109,13 @@ impl<'a> Limits<'a> {
             halt: Some(halt),
             ..self
         }
+    }
+
+    /// The same limits, taking a file's hash from `cache` when its stamp (device, inode, size,
+    /// mtime, ctime) is unchanged and not racily clean, and telling `cache` every hash it
+    /// computes. `None`: every file is read.
+    pub fn with_cache(self, cache: Option<&'a dyn FileHashCache>) -> Self {
+        Self { cache, ..self }
     }
 
     /// The same limits, going on for `grace` after a graceful cancellation (as a unit's
@@ -180,7 +192,7 @@ pub fn special_file_kind(file_type: std::fs::FileType) -> Option<&'static str> {
 /// before it is opened (opening a device can have effects), and the open itself does not
 /// block (`O_NONBLOCK`: a FIFO put in its place meanwhile would otherwise wait for a writer
 /// forever); what was opened is checked again.
-fn open_regular(path: &Path) -> Result<File, Problem> {
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let refuse = |file_type: std::fs::FileType| {
         if file_type.is_file() {
@@ -206,14 +218,37 @@ fn open_regular(path: &Path) -> Result<File, Problem> {
         .custom_flags(open_flags())
         .open(path)
         .map_err(Problem::Io)?;
-    refuse(file.metadata().map_err(Problem::Io)?.file_type())?;
-    Ok(file)
+    let metadata = file.metadata().map_err(Problem::Io)?;
+    refuse(metadata.file_type())?;
+    Ok((file, metadata))
 }
 
 /// SHA-256 of a regular file's content, streamed in 64 KiB blocks, within `limits`.
+/// A file whose stamp the cache knows (and that is not racily clean) is not read.
 fn sha256_file_within(path: &Path, limits: &Limits<'_>) -> Result<String, Problem> {
     limits.check()?;
-    stream_sha256(open_regular(path)?, limits)
+    let (file, metadata) = open_regular(path)?;
+    let Some(cache) = limits.cache else {
+        return stream_sha256(file, limits);
+    };
+    let stamp = FileStamp::of(&metadata);
+    if let Some(cached) = cache.get(&stamp)
+        && cached.trusted_for(&stamp)
+    {
+        return Ok(cached.sha256);
+    }
+    // Taken before the read: a change during or after it is newer than this, so the entry is
+    // racily clean (not trusted) until the window has passed since that change.
+    let hashed_at_ns = crate::hash_cache::now_ns();
+    let sha256 = stream_sha256(file, limits)?;
+    cache.put(
+        stamp,
+        CachedHash {
+            sha256: sha256.clone(),
+            hashed_at_ns,
+        },
+    );
+    Ok(sha256)
 }
 
 fn stream_sha256(mut file: File, limits: &Limits<'_>) -> Result<String, Problem> {

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod event;
 pub mod executor;
 pub mod hash;
+pub mod hash_cache;
 pub mod input_manifest;
 pub mod journal;
 pub mod model;

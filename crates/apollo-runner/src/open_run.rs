@@ -30,6 +30,8 @@ pub(crate) struct OpenRunParts<'a> {
     pub(crate) prior: PriorState,
     pub(crate) options: EngineOptions,
     pub(crate) opening: Opening,
+    /// The file hash cache the engine decides with, saved after the run.
+    pub(crate) hash_cache: Option<std::sync::Arc<apollo_store::HashCache>>,
 }
 
 /// A run that is recorded as started or resumed, under the state directory's lock: the only
@@ -137,6 +139,7 @@ impl<'a> OpenRun<'a> {
             prior,
             options,
             opening,
+            hash_cache,
         } = *self.parts;
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
@@ -153,6 +156,7 @@ impl<'a> OpenRun<'a> {
         );
         // Every attempt is over: a process of this run still alive left its process group.
         sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
+        crate::reuse::save_hash_cache(&state, hash_cache.as_deref());
         drop(journal);
         drop(lock);
         match result {

@@ -7,7 +7,7 @@ use apollo_store::{RunId, StateDir};
 
 use crate::error::RunnerError;
 use crate::notice::SessionObserver;
-use crate::reuse::reuse_for;
+use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{Selection, select};
 use crate::session::RunSession;
 use crate::state::fold_prior;
@@ -67,6 +67,9 @@ impl RunSession<'_> {
                 false,
                 observer,
             );
+            if let Some(cache) = hash_cache_for(state, pipeline) {
+                options.hash_cache = Some(cache);
+            }
         }
         let units =
             // Hashes within each unit's timeout; SIGTERM and Ctrl-C end `--dry-run` by their

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use apollo_core::engine::{NoRestore, Reuse};
-use apollo_store::{ReuseIndex, RunId, StateDir};
+use apollo_store::{HashCache, ReuseIndex, RunId, StateDir};
 
 use crate::notice::{SessionNotice, SessionObserver};
 
@@ -49,5 +49,27 @@ pub(crate) fn reuse_for(
             observer.notice(&SessionNotice::ReuseUnavailable { error: &error });
             None
         }
+    }
+}
+
+/// The state directory's file hash cache, for a run that may reuse units (`None` otherwise):
+/// deciding then hashes only the declared files whose stamp changed. Saved after the run
+/// ([`save_hash_cache`]).
+pub(crate) fn hash_cache_for(
+    state: &StateDir,
+    pipeline: &apollo_core::Pipeline,
+) -> Option<Arc<HashCache>> {
+    pipeline
+        .units
+        .iter()
+        .any(|unit| unit.reuse)
+        .then(|| Arc::new(HashCache::load(state)))
+}
+
+/// Save the hash cache after a run (the lock is still held). Not fsynced and never an error:
+/// it is a cache, and a lost or torn one is ignored and rebuilt by the next run.
+pub(crate) fn save_hash_cache(state: &StateDir, cache: Option<&HashCache>) {
+    if let Some(cache) = cache {
+        let _ = cache.save(state, false);
     }
 }

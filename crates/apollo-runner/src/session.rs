@@ -16,7 +16,7 @@ use crate::error::RunnerError;
 use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
-use crate::reuse::reuse_for;
+use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{PipelineKey, RunTarget, Selection, select};
 use crate::state::fold_prior;
 use crate::sweep::{StraySweep, SweepReason};
@@ -318,8 +318,13 @@ impl<'a> RunSession<'a> {
             }
         };
         let mut options = self.engine_options(run_id.as_str());
+        let mut hash_cache = None;
         if self.reuse {
             options.reuse = reuse_for(&state, pipeline, &identity, Some(&run_id), true, observer);
+            hash_cache = hash_cache_for(&state, pipeline);
+            if let Some(cache) = &hash_cache {
+                options.hash_cache = Some(cache.clone());
+            }
         }
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
@@ -331,6 +336,7 @@ impl<'a> RunSession<'a> {
             prior,
             options,
             opening,
+            hash_cache,
         })))
     }
 }

@@ -220,3 +220,39 @@ fn a_stale_index_reads_only_new_runs_and_a_pruned_run_makes_it_rebuild() {
         Some(format!("covers run {r1}, which is gone"))
     );
 }
+
+#[test]
+fn the_hash_cache_survives_a_save_and_a_damaged_one_is_ignored() {
+    use apollo_core::hash_cache::{CachedHash, FileHashCache, FileStamp};
+    use apollo_store::HashCache;
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let stamp = FileStamp {
+        dev: 1,
+        ino: 2,
+        size: 3,
+        mtime_ns: 4,
+        ctime_ns: 5,
+    };
+    let hash = CachedHash {
+        sha256: "a".repeat(64),
+        hashed_at_ns: 6,
+    };
+    let cache = HashCache::load(&state);
+    assert!(cache.is_empty());
+    cache.put(stamp, hash.clone());
+    cache.save(&state, true).unwrap();
+
+    let loaded = HashCache::load(&state);
+    assert_eq!(loaded.get(&stamp), Some(hash));
+    // Another stamp of the same file (its ctime moved): not the cached hash.
+    assert_eq!(loaded.get(&FileStamp { ctime_ns: 7, ..stamp }), None);
+
+    let file = dir.path().join("index/hashes");
+    let mut bytes = fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    fs::write(&file, &bytes).unwrap();
+    assert!(HashCache::load(&state).is_empty(), "a damaged cache is ignored");
+}

@@ -10,7 +10,10 @@ use crate::event::{AttemptStatus, RunStatus};
 use crate::journal::JournalError;
 use crate::model::Pipeline;
 
+use std::sync::Arc;
+
 use super::reuse::Reuse;
+use crate::hash_cache::FileHashCache;
 
 /// What to do when a unit that succeeded earlier in the run has different inputs now (or its
 /// declared outputs are missing or changed) — DESIGN §17.
@@ -52,6 +55,10 @@ pub struct EngineOptions {
     /// missing outputs are restored. `None` (the default, and `apollo run --no-reuse`): nothing
     /// is reused from another run.
     pub reuse: Option<Reuse>,
+    /// Hashes of files already hashed, by (device, inode, size, mtime, ctime): declared files
+    /// whose stamp is unchanged are not read again while deciding (see
+    /// [`crate::hash_cache`]). `None` (the default): every file is read.
+    pub hash_cache: Option<Arc<dyn FileHashCache>>,
 }
 
 impl EngineOptions {
@@ -65,6 +72,7 @@ impl EngineOptions {
             only: None,
             max_retry_delay: Duration::from_secs(300),
             reuse: None,
+            hash_cache: None,
         }
     }
 
@@ -95,6 +103,12 @@ impl EngineOptions {
     /// Reusing `reuse: true` units' results from earlier runs found through `reuse`.
     pub fn reuse(mut self, reuse: Reuse) -> Self {
         self.reuse = Some(reuse);
+        self
+    }
+
+    /// Taking declared files' hashes from `cache` while deciding, when their stamp is unchanged.
+    pub fn hash_cache(mut self, cache: Arc<dyn FileHashCache>) -> Self {
+        self.hash_cache = Some(cache);
         self
     }
 

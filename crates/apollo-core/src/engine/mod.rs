@@ -170,7 +170,10 @@ pub fn run(
             let hash_rx = hash_rx.clone();
             let to_scheduler = to_scheduler.clone();
             let reuse = options.reuse.as_ref();
-            scope.spawn(move || workers::hasher(shared, prior, reuse, &hash_rx, &to_scheduler));
+            let cache = options.hash_cache.as_deref();
+            scope.spawn(move || {
+                workers::hasher(shared, prior, (reuse, cache), &hash_rx, &to_scheduler)
+            });
         }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(

@@ -166,7 +166,7 @@ pub fn dry_run(
                 )
             })
             .collect();
-        let limits = unit_limits(unit, cancel);
+        let limits = unit_limits(unit, cancel).with_cache(options.hash_cache.as_deref());
         let inputs = hash::input_components_within(unit, &pipeline.base_dir, &upstream, &limits);
         let outputs = inputs
             .as_ref()

@@ -36,6 +36,7 @@ use crate::executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
 };
 use crate::hash::{self, HashError, Limits};
+use crate::hash_cache::FileHashCache;
 use crate::model::{Pipeline, Unit};
 use crate::resume::PriorState;
 
@@ -372,7 +373,7 @@ fn output_limits<'a>(
 pub(super) fn hasher(
     shared: WorkerShared<'_>,
     prior: &PriorState,
-    reuse: Option<&Reuse>,
+    (reuse, cache): (Option<&Reuse>, Option<&dyn FileHashCache>),
     jobs: &Receiver<HashJob>,
     to_scheduler: &Sender<FromWorker>,
 ) {
@@ -384,7 +385,9 @@ pub(super) fn hasher(
     for job in jobs {
         let unit = &shared.pipeline.units[job.unit_idx];
         let started = Instant::now();
-        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+            .with_halt(shared.halt)
+            .with_cache(cache);
         let upstream: Vec<(&str, &str)> = job
             .upstream
             .iter()
@@ -396,8 +399,9 @@ pub(super) fn hasher(
         .unwrap_or_else(|_| Err(internal_error("input file")));
         let took = started.elapsed();
         let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
-            let limits =
-                Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+            let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+                .with_halt(shared.halt)
+                .with_cache(cache);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 policy::check_outputs(prior, unit, &shared.pipeline.base_dir, &limits)
             }))
@@ -410,8 +414,9 @@ pub(super) fn hasher(
         });
         let reuse = match (&inputs, reuse) {
             (Ok(components), Some(reuse)) if job.check_reuse => {
-                let limits =
-                    Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+                let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+                    .with_halt(shared.halt)
+                    .with_cache(cache);
                 let input_hash = hash::combine_components(components);
                 Some(
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
