@@ -65,9 +65,14 @@ pub struct Unit {
     /// pipeline instead of running it (`reuse: true`; DESIGN §12): when its input hash equals
     /// an earlier successful attempt's and its declared outputs are as that attempt left them.
     /// Off by default (a unit like "fetch today's data" must run every time); absent in
-    /// definition snapshots written before it existed.
-    #[serde(default)]
+    /// definition snapshots written before it existed, and left out of them when `false` (so
+    /// a pipeline that does not use it keeps the snapshot, and its hash, it had before).
+    #[serde(default, skip_serializing_if = "is_false")]
     pub reuse: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// A command: a shell string or an argument vector.

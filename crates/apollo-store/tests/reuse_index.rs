@@ -247,12 +247,21 @@ fn the_hash_cache_survives_a_save_and_a_damaged_one_is_ignored() {
     let loaded = HashCache::load(&state);
     assert_eq!(loaded.get(&stamp), Some(hash));
     // Another stamp of the same file (its ctime moved): not the cached hash.
-    assert_eq!(loaded.get(&FileStamp { ctime_ns: 7, ..stamp }), None);
+    assert_eq!(
+        loaded.get(&FileStamp {
+            ctime_ns: 7,
+            ..stamp
+        }),
+        None
+    );
 
     let file = dir.path().join("index/hashes");
     let mut bytes = fs::read(&file).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x04;
     fs::write(&file, &bytes).unwrap();
-    assert!(HashCache::load(&state).is_empty(), "a damaged cache is ignored");
+    assert!(
+        HashCache::load(&state).is_empty(),
+        "a damaged cache is ignored"
+    );
 }
