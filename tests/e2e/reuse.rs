@@ -297,3 +297,55 @@ fn an_input_rewritten_with_the_same_size_and_mtime_is_still_detected() {
         "a\nc\nx\n"
     );
 }
+
+/// SIGKILL while apollo writes the reuse index (its temporary file is there): the next run
+/// still reuses exactly what it should. The index is deleted before each try so that every
+/// run rewrites it; a try whose apollo finished before its temporary file was seen still
+/// checks the next run.
+#[test]
+fn sigkill_while_the_index_is_written_leaves_the_next_run_correct() {
+    let (mut apollo, _) = ran_once();
+    let index_dir = apollo.path(".apollo/index");
+    let index = index_dir.join("reuse");
+    let mut n_killed_mid_write = 0;
+    for _ in 0..10 {
+        let _ = std::fs::remove_file(&index);
+        let n_runs = apollo.run_ids().len();
+        let running = apollo.args(&["run"]).spawn();
+        let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+        let mut killed = false;
+        while std::time::Instant::now() < deadline && !index.exists() {
+            let writing = std::fs::read_dir(&index_dir).is_ok_and(|entries| {
+                entries.filter_map(Result::ok).any(|entry| {
+                    entry
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with(".reuse.tmp-")
+                })
+            });
+            if writing {
+                running.signal(libc::SIGKILL);
+                killed = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let output = running.wait();
+        if killed && output.code.is_none() {
+            n_killed_mid_write += 1;
+            // The index is written before the run is created: nothing was left to resume.
+            assert_eq!(
+                apollo.run_ids().len(),
+                n_runs,
+                "a run was created before the index"
+            );
+        }
+        // Whatever the kill interrupted, the next run reuses everything.
+        let output = apollo.args(&["run"]).run();
+        output.code(0);
+        assert_eq!(counts(&apollo), [1, 1, 1, 1], "{}", output.stdout);
+        assert!(index.is_file());
+    }
+    println!("killed mid-write {n_killed_mid_write} times out of 10");
+    apollo.assert_no_processes_left();
+}

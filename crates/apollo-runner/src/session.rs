@@ -217,6 +217,17 @@ impl<'a> RunSession<'a> {
             Selection::Resume(run) => Some(run),
             Selection::Succeeded(run) => return Ok(Opened::NothingToResume(run)),
         };
+        // Earlier runs' successes, for `reuse: true` units: the index is brought up to date
+        // (and rewritten) before this run is created or resumed, so that apollo killed while
+        // it writes the index leaves no run behind.
+        let (reuse, hash_cache) = if self.reuse {
+            (
+                reuse_for(&state, pipeline, &identity, resume.as_ref(), true, observer),
+                hash_cache_for(&state, pipeline),
+            )
+        } else {
+            (None, None)
+        };
 
         // The definition the run executes, kept so that `show` and a later diff can tell what
         // it was even after the config file changed.
@@ -318,14 +329,8 @@ impl<'a> RunSession<'a> {
             }
         };
         let mut options = self.engine_options(run_id.as_str());
-        let mut hash_cache = None;
-        if self.reuse {
-            options.reuse = reuse_for(&state, pipeline, &identity, Some(&run_id), true, observer);
-            hash_cache = hash_cache_for(&state, pipeline);
-            if let Some(cache) = &hash_cache {
-                options.hash_cache = Some(cache.clone());
-            }
-        }
+        options.reuse = reuse;
+        options.hash_cache = hash_cache.clone().map(|cache| cache as _);
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
             sweep: self.sweep,
