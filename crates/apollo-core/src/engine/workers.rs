@@ -65,6 +65,8 @@ pub(super) struct HashJob {
     pub(super) check_outputs: bool,
     /// Whether to look it up for reuse from an earlier run ([`reuse::check`]).
     pub(super) check_reuse: bool,
+    /// Whether it is hashed only for that (it holds no place among the running).
+    pub(super) reuse_only: bool,
 }
 
 /// A unit's input components, hashed off the engine thread, and what its output check found.
@@ -77,6 +79,8 @@ pub(super) struct Hashed {
     pub(super) outputs: Option<Result<OutputCheck, HashError>>,
     /// The reuse check, when asked for and the inputs were hashed.
     pub(super) reuse: Option<ReuseCheck>,
+    /// As in its [`HashJob`].
+    pub(super) reuse_only: bool,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -442,6 +446,7 @@ pub(super) fn hasher(
             took,
             outputs,
             reuse,
+            reuse_only: job.reuse_only,
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;

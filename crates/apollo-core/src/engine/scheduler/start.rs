@@ -19,6 +19,10 @@ use crate::event::{AttemptStatus, InputComponent, UnitReused, UnitStarted};
 use crate::hash;
 use crate::input_manifest;
 
+/// How many reuse checks of idempotent units may be in flight on the hashing threads at once
+/// (they start nothing; see [`Scheduler::start_ready`]).
+const REUSE_CHECKS_IN_FLIGHT: usize = 256;
+
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
     /// (`max_parallel` running plus a lookahead per worker). The attempts go into the batch at
@@ -53,13 +57,38 @@ impl Scheduler<'_> {
             if ahead && !self.pipeline.units[unit_idx].idempotent {
                 break;
             }
-            self.queue.pop();
             let unit = &self.pipeline.units[unit_idx];
             // Only the first decision looks at the outputs: a retry reruns anyway.
             let check_outputs =
                 self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
             let check_reuse = self.units[unit_idx].attempts_here == 0
                 && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
+            // A reuse check of an idempotent unit starts nothing, so it does not hold a place
+            // among the running: many are in flight at once (a no-op run of a large pipeline
+            // is then a few commits, not one per handful of units). One that finds the unit
+            // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
+            let reuse_only = check_reuse && !check_outputs && unit.idempotent;
+            if reuse_only
+                && self.units[unit_idx].stashed.is_none()
+                && self.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
+            {
+                break;
+            }
+            self.queue.pop();
+            if let Some(stashed) = self.units[unit_idx].stashed.take() {
+                let (inputs, reuse_check, took) = *stashed;
+                if !self.admit(
+                    unit_idx,
+                    Ok(inputs),
+                    None,
+                    Some(reuse_check),
+                    took,
+                    observer,
+                ) {
+                    break;
+                }
+                continue;
+            }
             if (check_outputs || check_reuse || !unit.inputs.is_empty())
                 && let Some(hash_tx) = self.hash_tx
             {
@@ -74,7 +103,11 @@ impl Scheduler<'_> {
                         )
                     })
                     .collect();
-                self.running += 1;
+                if reuse_only {
+                    self.checking_reuse += 1;
+                } else {
+                    self.running += 1;
+                }
                 if !unit.idempotent {
                     self.hashing_non_idempotent += 1;
                 }
@@ -85,6 +118,7 @@ impl Scheduler<'_> {
                     upstream,
                     check_outputs,
                     check_reuse,
+                    reuse_only,
                 });
                 continue;
             }
@@ -116,8 +150,13 @@ impl Scheduler<'_> {
             took,
             outputs,
             reuse,
+            reuse_only,
         } = hashed;
-        self.running -= 1;
+        if reuse_only {
+            self.checking_reuse -= 1;
+        } else {
+            self.running -= 1;
+        }
         if !self.pipeline.units[unit_idx].idempotent {
             self.hashing_non_idempotent -= 1;
         }
@@ -143,6 +182,17 @@ impl Scheduler<'_> {
                 slot.result = Some(result);
                 self.skip_downstream(unit_idx);
             }
+            return;
+        }
+        // A unit that runs after all waits for a place among the running, with what was
+        // found kept (nothing is hashed twice).
+        if reuse_only
+            && let (Ok(components), Some(check @ ReuseCheck::NotReused(_))) = (&inputs, &reuse)
+        {
+            let slot = &mut self.units[unit_idx];
+            slot.stashed = Some(Box::new((components.clone(), check.clone(), took)));
+            slot.state = State::Waiting;
+            self.queue.requeue(unit_idx);
             return;
         }
         self.admit(

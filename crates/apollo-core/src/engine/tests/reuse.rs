@@ -243,3 +243,37 @@ fn a_unit_reused_in_an_earlier_process_of_the_run_stays_reused_on_resume() {
         }
     );
 }
+
+#[test]
+fn many_reuse_checks_in_flight_and_the_units_that_must_run_wait_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let units: Vec<Unit> = (0..300)
+        .map(|i| {
+            let output = format!("out{i}.txt");
+            std::fs::write(dir.path().join(&output), format!("{i}")).unwrap();
+            Unit {
+                outputs: vec![output],
+                reuse: true,
+                ..unit(&format!("u{i:03}"), &[])
+            }
+        })
+        .collect();
+    let mut pipeline = pipeline(units, 1);
+    pipeline.base_dir = dir.path().to_owned();
+    let first = first_run(&pipeline, |_, _, _| ok());
+    // Every 7th unit's output changed since: those run, one at a time, each once.
+    for i in (0..300).step_by(7) {
+        std::fs::write(dir.path().join(format!("out{i}.txt")), "changed").unwrap();
+    }
+    let (report, events, ran) =
+        run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    let expected: Vec<(String, u32)> = (0..300)
+        .step_by(7)
+        .map(|i| (format!("u{i:03}"), 1))
+        .collect();
+    assert_eq!(ran, expected);
+    let n_reused = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
+    assert_eq!(n_reused, 300 - expected.len());
+    assert_eq!(run_finished(&events).reused as usize, n_reused);
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+}
