@@ -1,9 +1,9 @@
 //! The files of the state directory's `index/` folder: caches **derived** from the journals
 //! (and from the files they hash), never a source of truth. Each is one checksummed file,
-//! `<sha256 of the body, hex>\n<body>`, replaced atomically (temporary name, fsync, rename,
-//! fsync of the folder): a reader sees the old file or the new one, and a file that is torn,
-//! truncated, bit-flipped or not ours fails its checksum and is treated as missing — its owner
-//! rebuilds it. Nothing here is ever followed through a symbolic link.
+//! `<sha256 of the body, hex>\n<body>`, replaced atomically (temporary name, rename; with
+//! `durable`, fsyncs of the file and the folder too): a reader sees the old file or the new
+//! one, and a file that is torn, truncated, bit-flipped or not ours fails its checksum and is
+//! treated as missing — its owner rebuilds it. Nothing here is ever followed through a symbolic link.
 
 use std::io::Read;
 

@@ -10,7 +10,8 @@
 //! Whatever it says, the engine hashes a candidate's outputs on disk before it reuses
 //! anything (`apollo_core::engine::Reuse`), so a wrong index can cost a rerun, never a wrong
 //! reuse. It is replaced atomically (see `index_file.rs`): a crash while it is written leaves
-//! the old index or the new one.
+//! the old index or the new one. It is not fsynced: after a power loss it may be empty or
+//! torn, which its checksum catches, and it is rebuilt.
 //!
 //! What counts as a success: a `unit_finished` that `succeeded` with an output hash, taken
 //! with its own `unit_started` (the input hash); and a `unit_reused`, which stands for the
@@ -153,7 +154,7 @@ impl ReuseIndex {
             index.covered.push(now);
         }
         if write && changed {
-            index_file::write(state, FILE_NAME, &index.body_bytes()?, true)?;
+            index_file::write(state, FILE_NAME, &index.body_bytes()?, false)?;
             refresh.written = true;
         }
         Ok((index, refresh))
