@@ -14,6 +14,7 @@ mod operator;
 mod records;
 mod replay;
 mod resume;
+mod reuse;
 mod run;
 mod signals;
 mod state_dir;

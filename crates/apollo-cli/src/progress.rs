@@ -426,6 +426,24 @@ impl Observer for Progress<'_> {
             }
         }
         match notice {
+            // A unit reused from an earlier run is said when its `unit_reused` is durable
+            // (below).
+            Notice::Decided {
+                decision: Decision::Reused { .. },
+                ..
+            } => {}
+            Notice::Reused {
+                unit,
+                from_run,
+                from_attempt,
+            } => {
+                self.with_counts(|counts| counts.done += 1);
+                let width = self.name_width;
+                self.line(&format!(
+                    "  {:<8} {unit:<width$}  inputs identical to run {from_run} attempt {from_attempt}",
+                    "reused"
+                ));
+            }
             Notice::Decided { unit, decision } => {
                 if matches!(decision, Decision::Reuse { .. }) {
                     self.with_counts(|counts| counts.done += 1);

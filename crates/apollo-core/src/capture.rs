@@ -133,6 +133,12 @@ impl FileEntry {
 pub trait BlobSink: Send + Sync + fmt::Debug {
     /// Start keeping the content of `source`, an open regular file of `len` bytes.
     fn begin(&self, source: &File, len: u64) -> io::Result<Box<dyn PendingBlob>>;
+
+    /// Whether the content with this SHA-256 is kept already (then a file whose hash is known
+    /// without reading it, from the hash cache, needs no new blob). `false` when unsure.
+    fn contains(&self, _sha256: &str) -> bool {
+        false
+    }
 }
 
 /// A blob being written: see [`BlobSink`].

@@ -40,6 +40,9 @@ pub enum Event {
     /// (Format 1.3.) A pipeline hook (`on_failure`, `on_success`, `on_finish`) ran after the
     /// run ended.
     HookFinished(HookFinished),
+    /// (Format 1.3.) A unit was not run: an earlier run's successful attempt with the same
+    /// input hash stands for it, its declared outputs on disk as that attempt left them.
+    UnitReused(UnitReused),
 }
 
 impl Event {
@@ -57,6 +60,7 @@ impl Event {
             Event::UnitFiles(_) => "unit_files",
             Event::RunReproduces(_) => "run_reproduces",
             Event::HookFinished(_) => "hook_finished",
+            Event::UnitReused(_) => "unit_reused",
         }
     }
 
@@ -69,6 +73,7 @@ impl Event {
             Event::UnitSkipped(event) => Some(&event.unit),
             Event::UnitMarked(event) => Some(&event.unit),
             Event::UnitFiles(event) => Some(&event.unit),
+            Event::UnitReused(event) => Some(&event.unit),
             Event::RunStarted(_)
             | Event::RunResumed(_)
             | Event::RunFinished(_)
@@ -421,6 +426,28 @@ pub struct UnitMarked {
     pub note: Option<String>,
 }
 
+/// Payload of `unit_reused` (format 1.3): the unit was not run in this run, because an
+/// earlier run of the same pipeline had a successful attempt with the same input hash, and its
+/// declared outputs were found on disk with that attempt's output hash (DESIGN §12,
+/// `reuse: true`). It satisfies its dependents as a success does, handing them `output_hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitReused {
+    /// The unit.
+    pub unit: String,
+    /// The run whose attempt did the work (the original, not a run that itself reused it).
+    pub from_run: String,
+    /// That attempt's number in `from_run`.
+    pub from_attempt: u32,
+    /// The input hash now, equal to that attempt's.
+    pub input_hash: String,
+    /// The input components now (as `unit_started` records them), so a diff can compare them;
+    /// empty when they would not fit in a record (a glob of 100,000 files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputComponent>,
+    /// The declared outputs' hash, as recorded by that attempt and found on disk now.
+    pub output_hash: String,
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -455,6 +482,14 @@ pub struct RunFinished {
     pub failed: u32,
     /// Units skipped (by themselves, or because an upstream failed).
     pub skipped: u32,
+    /// (Format 1.3.) Units reused from an earlier run (`unit_reused`), not counted in
+    /// `succeeded`. Absent (0) in older journals.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub reused: u32,
+}
+
+fn is_zero_u32(value: &u32) -> bool {
+    *value == 0
 }
 
 /// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's

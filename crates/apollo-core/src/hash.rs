@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::capture::{Capture, FileEntry, PendingBlob};
 use crate::event::{InputComponent, InputKind};
+use crate::hash_cache::{CachedHash, FileHashCache, FileStamp};
 use crate::model::{Command, Phase, Unit};
 
 /// Lower-case hex of `bytes`.
@@ -69,6 +70,9 @@ pub struct Limits<'a> {
     grace: Option<Duration>,
     /// When a graceful cancellation was first seen.
     cancel_seen: Cell<Option<Instant>>,
+    /// Hashes of files already hashed, by stamp: a file whose stamp is unchanged is not read
+    /// again (see [`crate::hash_cache`]).
+    cache: Option<&'a dyn FileHashCache>,
 }
 
 impl<'a> Limits<'a> {
@@ -80,6 +84,7 @@ impl<'a> Limits<'a> {
             halt: None,
             grace: None,
             cancel_seen: Cell::new(None),
+            cache: None,
         }
     }
 
@@ -106,6 +111,13 @@ impl<'a> Limits<'a> {
             halt: Some(halt),
             ..self
         }
+    }
+
+    /// The same limits, taking a file's hash from `cache` when its stamp (device, inode, size,
+    /// mtime, ctime) is unchanged and not racily clean, and telling `cache` every hash it
+    /// computes. `None`: every file is read.
+    pub fn with_cache(self, cache: Option<&'a dyn FileHashCache>) -> Self {
+        Self { cache, ..self }
     }
 
     /// The same limits, going on for `grace` after a graceful cancellation (as a unit's
@@ -182,7 +194,7 @@ pub fn special_file_kind(file_type: std::fs::FileType) -> Option<&'static str> {
 /// before it is opened (opening a device can have effects), and the open itself does not
 /// block (`O_NONBLOCK`: a FIFO put in its place meanwhile would otherwise wait for a writer
 /// forever); what was opened is checked again.
-fn open_regular(path: &Path) -> Result<File, Problem> {
+fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
     let refuse = |file_type: std::fs::FileType| {
         if file_type.is_file() {
@@ -208,8 +220,9 @@ fn open_regular(path: &Path) -> Result<File, Problem> {
         .custom_flags(open_flags())
         .open(path)
         .map_err(Problem::Io)?;
-    refuse(file.metadata().map_err(Problem::Io)?.file_type())?;
-    Ok(file)
+    let metadata = file.metadata().map_err(Problem::Io)?;
+    refuse(metadata.file_type())?;
+    Ok((file, metadata))
 }
 
 /// What hashing one declared file found: its hash, size and mode, and whether its bytes were
@@ -232,18 +245,43 @@ fn hash_and_capture(
 ) -> Result<Seen, Problem> {
     use std::os::unix::fs::PermissionsExt;
     limits.check()?;
-    let file = open_regular(path)?;
-    let meta = file.metadata().map_err(Problem::Io)?;
+    let (file, meta) = open_regular(path)?;
     let mode = meta.permissions().mode() & 0o7777;
+    let over_cap = |capture: &Capture<'_>| {
+        format!(
+            "{} > {}",
+            crate::capture::human_size(meta.len()),
+            crate::capture::human_size(capture.max_file)
+        )
+    };
+    // A file whose stamp the hash cache trusts is not read again: its hash is known, and
+    // when its bytes are to be kept they already are (its blob exists).
+    let stamp = limits.cache.map(|_| FileStamp::of(&meta));
+    if let (Some(cache), Some(stamp)) = (limits.cache, &stamp)
+        && let Some(cached) = cache.get(stamp)
+        && cached.trusted_for(stamp)
+    {
+        let reason = match capture {
+            None => Some(Some(not_captured.to_owned())),
+            Some(capture) if meta.len() > capture.max_file => Some(Some(over_cap(capture))),
+            Some(capture) if capture.sink.contains(&cached.sha256) => Some(None),
+            // Kept nowhere yet: read it once more, into the store.
+            Some(_) => None,
+        };
+        if let Some(not_captured) = reason {
+            return Ok(Seen {
+                sha256: cached.sha256,
+                size: meta.len(),
+                mode,
+                not_captured,
+            });
+        }
+    }
+    // Taken before the read: a change during or after it is newer than this, so the entry is
+    // racily clean (not trusted) until the window has passed since that change.
+    let hashed_at_ns = crate::hash_cache::now_ns();
     let (sink, reason) = match capture {
-        Some(capture) if meta.len() > capture.max_file => (
-            None,
-            Some(format!(
-                "{} > {}",
-                crate::capture::human_size(meta.len()),
-                crate::capture::human_size(capture.max_file)
-            )),
-        ),
+        Some(capture) if meta.len() > capture.max_file => (None, Some(over_cap(capture))),
         Some(capture) => match capture.sink.begin(&file, meta.len()) {
             Ok(pending) => (Some(pending), None),
             Err(error) => (None, Some(format!("the blob store refused it: {error}"))),
@@ -280,6 +318,15 @@ fn hash_and_capture(
             (sha256, size, reason)
         }
     };
+    if let (Some(cache), Some(stamp)) = (limits.cache, stamp) {
+        cache.put(
+            stamp,
+            CachedHash {
+                sha256: sha256.clone(),
+                hashed_at_ns,
+            },
+        );
+    }
     Ok(Seen {
         sha256,
         size,

@@ -10,11 +10,13 @@ pub mod engine;
 pub mod event;
 pub mod executor;
 pub mod hash;
+pub mod hash_cache;
 pub mod input_manifest;
 pub mod journal;
 pub mod model;
 pub mod record;
 pub mod resume;
+mod reuse_check;
 pub mod testing;
 pub mod validate;
 

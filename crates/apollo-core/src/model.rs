@@ -109,6 +109,18 @@ pub struct Unit {
     /// default then.
     #[serde(default)]
     pub capture: crate::capture::CapturePolicy,
+    /// Whether a new run may reuse this unit's result from an earlier run of the same
+    /// pipeline instead of running it (`reuse: true`; DESIGN §12): when its input hash equals
+    /// an earlier successful attempt's and its declared outputs are as that attempt left them.
+    /// Off by default (a unit like "fetch today's data" must run every time); absent in
+    /// definition snapshots written before it existed, and left out of them when `false` (so
+    /// a pipeline that does not use it keeps the snapshot, and its hash, it had before).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reuse: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// A command: a shell string or an argument vector.

@@ -79,6 +79,9 @@ pub struct PriorState {
     /// Attempts handed to an external scheduler: they may have run even with no phase
     /// recorded.
     submitted: HashSet<(String, u32)>,
+    /// Units reused from an earlier run (`unit_reused`, format 1.3): the run and attempt that
+    /// did their work. Such a unit is `Done` with attempt 0 (no attempt of this run did it).
+    reused_from: HashMap<String, (String, u32)>,
 }
 
 /// What a `unit_started` recorded about its inputs.
@@ -225,6 +228,24 @@ impl PriorState {
                 self.submitted
                     .insert((submitted.unit.clone(), submitted.attempt));
             }
+            // Reused from an earlier run: done, with no attempt of this run.
+            Event::UnitReused(reused) => {
+                self.manifest_inputs.remove(&reused.unit);
+                self.reused_from.insert(
+                    reused.unit.clone(),
+                    (reused.from_run.clone(), reused.from_attempt),
+                );
+                self.unit_mut(&reused.unit).state = PriorUnitState::Done {
+                    attempt: 0,
+                    input_hash: reused.input_hash.clone(),
+                    inputs: reused.inputs.clone(),
+                    output_hash: Some(reused.output_hash.clone()),
+                    status: AttemptStatus::Succeeded,
+                    marked: false,
+                    rerun_allowed: false,
+                };
+                return;
+            }
             Event::RunStarted(_)
             | Event::RunResumed(_)
             | Event::RunFinished(_)
@@ -232,6 +253,20 @@ impl PriorState {
             | Event::RunReproduces(_)
             | Event::HookFinished(_) => {}
         }
+        // Any other record about the unit ends what a reuse said about it.
+        if let Some(unit) = event.unit()
+            && !self.reused_from.is_empty()
+        {
+            self.reused_from.remove(unit);
+        }
+    }
+
+    /// The earlier run and attempt a unit done in this run was reused from, when its latest
+    /// record is a `unit_reused`.
+    pub fn reused_from(&self, unit: &str) -> Option<(&str, u32)> {
+        self.reused_from
+            .get(unit)
+            .map(|(run, attempt)| (run.as_str(), *attempt))
     }
 
     /// Keep track of whether `unit`, now done (`done`) by the attempt that recorded

@@ -53,6 +53,7 @@ pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>, base_dir: &Path) -> Ve
     check_dependencies(spec, source, &index, &mut diagnostics);
     check_inputs(spec, source, &mut diagnostics);
     check_warnings(spec, source, base_dir, &mut diagnostics);
+    crate::reuse_check::check_reuse(spec, source, &mut diagnostics);
     diagnostics
 }
 

@@ -39,6 +39,7 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         workdir: workdir.to_owned(),
         idempotent: true,
         capture: Default::default(),
+        reuse: false,
     }
 }
 

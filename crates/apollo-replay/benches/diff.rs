@@ -125,6 +125,7 @@ fn synthetic_run(
                 succeeded: n_units as u32,
                 failed: 0,
                 skipped: 0,
+                reused: 0,
             })
         } else {
             return None;

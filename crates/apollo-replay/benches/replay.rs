@@ -74,6 +74,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 succeeded: N_UNITS as u32,
                 failed: 0,
                 skipped: 0,
+                reused: 0,
             })
         } else if next_start < n_attempts && next_start - next_finish < IN_FLIGHT {
             let attempt = next_start;

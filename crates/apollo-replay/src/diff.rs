@@ -253,7 +253,7 @@ impl UnitDiff {
     /// Durations never count.
     pub fn is_same(&self) -> bool {
         self.presence == Presence::Both
-            && self.status_a == self.status_b
+            && same_status(self.status_a, self.status_b)
             && self.input_hash_a == self.input_hash_b
             && self.output_hash_a == self.output_hash_b
     }
@@ -266,7 +266,7 @@ impl UnitDiff {
             Presence::OnlyB => reasons.push("only in run B (new unit)".to_owned()),
             Presence::Both => {}
         }
-        if self.presence == Presence::Both && self.status_a != self.status_b {
+        if self.presence == Presence::Both && !same_status(self.status_a, self.status_b) {
             let status = |status: Option<UnitStatus>| status.map_or("-", UnitStatus::as_str);
             let mut reason = format!(
                 "status {} → {}",
@@ -337,6 +337,19 @@ struct LastAttempt {
 }
 
 impl LastAttempt {
+    /// What a `unit_reused` recorded, as a last attempt that took no time.
+    fn reused(input_hash: String, inputs: Vec<InputComponent>, output_hash: String) -> Self {
+        LastAttempt {
+            input_hash: Some(input_hash),
+            inputs,
+            inputs_manifest: None,
+            output_hash: Some(output_hash),
+            // The files are in the original attempt's manifest, in another run.
+            output_files: None,
+            duration_ms: 0,
+        }
+    }
+
     /// The input components: from the record, or read from its input manifest.
     fn components(
         &self,
@@ -411,6 +424,18 @@ impl ManifestLoader for NoManifests {
 
 impl UnitSide {
     fn of(unit: &UnitTimeline) -> Self {
+        // A unit reused from an earlier run is compared on what its `unit_reused` recorded.
+        if let (UnitStatus::Reused, Some(reused)) = (unit.status, &unit.reused) {
+            return UnitSide {
+                status: unit.status,
+                last: Some(LastAttempt::reused(
+                    reused.input_hash.clone(),
+                    reused.inputs.clone(),
+                    reused.output_hash.clone(),
+                )),
+                detail: None,
+            };
+        }
         UnitSide {
             status: unit.status,
             last: unit.last_attempt().map(|attempt| LastAttempt {
@@ -479,6 +504,8 @@ struct FoldUnit {
     status: UnitStatus,
     last: Option<FoldAttempt>,
     last_skip: Option<SkipReason>,
+    /// Its latest `unit_reused`, compared as its last attempt while it is `Reused`.
+    reused: Option<LastAttempt>,
 }
 
 /// A unit's last attempt so far (the one that started last, as in a [`Timeline`]).
@@ -520,6 +547,7 @@ impl Fold {
             status: UnitStatus::NotRun,
             last: None,
             last_skip: None,
+            reused: None,
         });
         self.units.len() - 1
     }
@@ -647,6 +675,16 @@ impl Fold {
                     );
                 }
             }
+            Event::UnitReused(reused) => {
+                let unit_idx = self.unit_idx(&reused.unit);
+                let unit = &mut self.units[unit_idx];
+                unit.status = UnitStatus::Reused;
+                unit.reused = Some(LastAttempt::reused(
+                    reused.input_hash,
+                    reused.inputs,
+                    reused.output_hash,
+                ));
+            }
             // A kind this version does not know (a newer minor format): nothing to compare.
             _ => {}
         }
@@ -680,6 +718,10 @@ impl Fold {
                     inputs: last.inputs,
                     inputs_manifest: last.inputs_manifest,
                 });
+                let last = match (unit.status, unit.reused) {
+                    (UnitStatus::Reused, Some(reused)) => Some(reused),
+                    _ => last,
+                };
                 let side = UnitSide {
                     status: unit.status,
                     last,
@@ -728,6 +770,13 @@ fn compare_files(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> 
         }
     }
     changes
+}
+
+/// Whether two statuses mean the same outcome: equal, or one run succeeded where the other
+/// reused that success (same inputs, same outputs: nothing to tell apart).
+fn same_status(a: Option<UnitStatus>, b: Option<UnitStatus>) -> bool {
+    let satisfied = |status| matches!(status, Some(UnitStatus::Succeeded | UnitStatus::Reused));
+    a == b || (satisfied(a) && satisfied(b))
 }
 
 fn signed(ms: u64) -> i64 {

@@ -38,8 +38,8 @@ pub use json::write_json;
 pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
-    Attempt, AttemptState, Mark, Resume, RunEnd, Skip, Timeline, TimelineBuilder, UnitStatus,
-    UnitTimeline,
+    Attempt, AttemptState, Mark, Resume, Reused, RunEnd, Skip, Timeline, TimelineBuilder,
+    UnitStatus, UnitTimeline,
 };
 
 /// An output format of `apollo replay`.

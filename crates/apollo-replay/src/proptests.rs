@@ -175,6 +175,7 @@ fn event() -> impl Strategy<Value = Event> {
             succeeded: 0,
             failed: 1,
             skipped: 0,
+            reused: 0,
         })),
     ]
 }

@@ -315,6 +315,7 @@ impl RunBuilder {
             succeeded,
             failed,
             skipped,
+            reused: 0,
         });
         self.push(ms, event);
         self

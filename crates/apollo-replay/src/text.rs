@@ -176,6 +176,7 @@ impl<W: Write> TextRenderer<W> {
             // A manifest is what an attempt saw, not a step of the timeline (`show` prints it).
             Event::UnitFiles(_) => Ok(()),
             Event::HookFinished(hook) => self.write_hook_finished(hook, &context),
+            Event::UnitReused(reused) => self.write_unit_reused(reused, &context),
             other => self.write_other(other, &context),
         }
     }

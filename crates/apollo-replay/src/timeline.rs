@@ -68,6 +68,28 @@ pub struct RunEnd {
     pub failed: u32,
     /// Units skipped.
     pub skipped: u32,
+    /// Units reused from an earlier run (format 1.3; 0 before).
+    pub reused: u32,
+}
+
+/// A `unit_reused` record: the unit was not run, an earlier run's success stands for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reused {
+    /// The record's sequence number.
+    pub seq: u64,
+    /// When it was recorded.
+    pub ts: DateTime<Utc>,
+    /// The run whose attempt did the work.
+    pub from_run: String,
+    /// That attempt.
+    pub from_attempt: u32,
+    /// The input hash (equal to that attempt's).
+    pub input_hash: String,
+    /// The input components (empty when too large for the record).
+    pub inputs: Vec<InputComponent>,
+    /// The output hash it hands its dependents.
+    pub output_hash: String,
 }
 
 /// A later apollo process picked the run up again (`run_resumed`).
@@ -106,6 +128,8 @@ pub struct UnitTimeline {
     pub skips: Vec<Skip>,
     /// Verdicts humans recorded on it.
     pub marks: Vec<Mark>,
+    /// When it was reused from an earlier run instead of run (its latest `unit_reused`).
+    pub reused: Option<Reused>,
     /// Its status after the last record about it.
     pub status: UnitStatus,
 }
@@ -118,6 +142,7 @@ impl UnitTimeline {
             attempts: Vec::new(),
             skips: Vec::new(),
             marks: Vec::new(),
+            reused: None,
             status: UnitStatus::NotRun,
         }
     }
@@ -127,9 +152,12 @@ impl UnitTimeline {
         self.attempts.last()
     }
 
-    /// Whether the unit has nothing recorded (no attempt, skip or mark).
+    /// Whether the unit has nothing recorded (no attempt, skip, mark or reuse).
     pub fn is_empty(&self) -> bool {
-        self.attempts.is_empty() && self.skips.is_empty() && self.marks.is_empty()
+        self.attempts.is_empty()
+            && self.skips.is_empty()
+            && self.marks.is_empty()
+            && self.reused.is_none()
     }
 }
 
@@ -276,6 +304,8 @@ pub enum UnitStatus {
     MarkedFailed,
     /// Nothing was recorded about it.
     NotRun,
+    /// It was reused from an earlier run (`unit_reused`): not run, satisfied.
+    Reused,
 }
 
 impl UnitStatus {
@@ -293,6 +323,7 @@ impl UnitStatus {
             UnitStatus::MarkedSucceeded => "marked_succeeded",
             UnitStatus::MarkedFailed => "marked_failed",
             UnitStatus::NotRun => "not_run",
+            UnitStatus::Reused => "reused",
         }
     }
 
@@ -404,6 +435,9 @@ impl Timeline {
                     .filter(|mark| filter.keeps_time(mark.ts, origin))
                     .cloned()
                     .collect(),
+                reused: (unit.reused.iter())
+                    .find(|reused| filter.keeps_time(reused.ts, origin))
+                    .cloned(),
                 status: unit.status,
             })
             .filter(|unit| !windowed || !unit.is_empty())
@@ -605,6 +639,21 @@ impl TimelineBuilder {
                     succeeded: finished.succeeded,
                     failed: finished.failed,
                     skipped: finished.skipped,
+                    reused: finished.reused,
+                });
+            }
+            Event::UnitReused(reused) => {
+                let unit_idx = self.unit_idx(reused.unit);
+                let unit = &mut self.timeline.units[unit_idx];
+                unit.status = UnitStatus::Reused;
+                unit.reused = Some(Reused {
+                    seq,
+                    ts,
+                    from_run: reused.from_run,
+                    from_attempt: reused.from_attempt,
+                    input_hash: reused.input_hash,
+                    inputs: reused.inputs,
+                    output_hash: reused.output_hash,
                 });
             }
             // A kind this version does not know (a newer minor format): nothing to lay out.

@@ -180,6 +180,7 @@ fn hook_unit(
         env,
         workdir: pipeline.base_dir.clone(),
         idempotent: true,
+        reuse: false,
         // A hook declares no files.
         capture: apollo_core::capture::CapturePolicy {
             mode: apollo_core::capture::CaptureMode::None,

@@ -63,6 +63,7 @@ fn write_finished_run(
             succeeded: 1,
             failed: 0,
             skipped: 0,
+            reused: 0,
         }));
     }
     writer.append_batch(&events).unwrap();

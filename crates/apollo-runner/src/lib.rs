@@ -10,6 +10,7 @@ mod notice;
 mod open_run;
 mod plan;
 mod reproduce;
+mod reuse;
 mod select;
 mod session;
 mod state;

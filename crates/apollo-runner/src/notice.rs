@@ -1,7 +1,7 @@
 //! What a session tells its caller besides the engine's per-unit notices: lock waits, store
 //! warnings, sweeps.
 
-use apollo_store::{RunId, Warning};
+use apollo_store::{RunId, StoreError, Warning};
 
 use crate::sweep::SweepReason;
 
@@ -34,6 +34,19 @@ pub enum SessionNotice<'a> {
     },
     /// A pipeline hook ran after the run ended (recorded as `hook_finished`).
     Hook(&'a crate::hooks::HookOutcome),
+    /// The reuse index (`index/reuse`) was rebuilt from the journals (it was missing, damaged,
+    /// or covered a run that is gone): harmless, it is derived from them.
+    ReuseIndexRebuilt {
+        /// Why ("is missing", "fails its checksum", …), as words after "the reuse index".
+        why: &'a str,
+        /// How many runs' journals were read.
+        n_runs: usize,
+    },
+    /// The reuse index could not be refreshed: nothing is reused in this run.
+    ReuseUnavailable {
+        /// What went wrong.
+        error: &'a StoreError,
+    },
 }
 
 /// Receives [`SessionNotice`]s. A closure `FnMut(&SessionNotice<'_>)` is one.

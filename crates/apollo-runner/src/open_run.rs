@@ -34,6 +34,8 @@ pub(crate) struct OpenRunParts<'a> {
     pub(crate) opening: Opening,
     /// The pipeline's identity (see [`RunSession::identity`](crate::RunSession::identity)).
     pub(crate) identity: String,
+    /// The file hash cache the engine decides with, saved after the run.
+    pub(crate) hash_cache: Option<std::sync::Arc<apollo_store::HashCache>>,
 }
 
 /// A run that is recorded as started or resumed, under the state directory's lock: the only
@@ -142,6 +144,7 @@ impl<'a> OpenRun<'a> {
             options,
             opening,
             identity,
+            hash_cache,
         } = *self.parts;
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
@@ -178,6 +181,7 @@ impl<'a> OpenRun<'a> {
                 session_observer.notice(&SessionNotice::Hook(&outcome));
             }
         }
+        crate::reuse::save_hash_cache(&state, hash_cache.as_deref());
         drop(journal);
         drop(lock);
         if let Ok(report) = &result

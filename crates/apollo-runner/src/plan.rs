@@ -7,6 +7,7 @@ use apollo_store::{RunId, StateDir};
 
 use crate::error::RunnerError;
 use crate::notice::SessionObserver;
+use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{Selection, select};
 use crate::session::RunSession;
 use crate::state::fold_prior;
@@ -55,7 +56,21 @@ impl RunSession<'_> {
             (Some(state), Some(run)) => fold_prior(state, run, observer)?.0,
             _ => PriorState::empty(),
         };
-        let options = self.engine_options(resumes.as_ref().map_or("", RunId::as_str));
+        let mut options = self.engine_options(resumes.as_ref().map_or("", RunId::as_str));
+        if let Some(state) = state.as_ref().filter(|_| self.reuse_enabled()) {
+            // Read only: the index is brought up to date in memory, not written.
+            options.reuse = reuse_for(
+                state,
+                pipeline,
+                &identity,
+                resumes.as_ref(),
+                false,
+                observer,
+            );
+            if let Some(cache) = hash_cache_for(state, pipeline) {
+                options.hash_cache = Some(cache);
+            }
+        }
         let units =
             // Hashes within each unit's timeout; SIGTERM and Ctrl-C end `--dry-run` by their
             // default action (no handlers are installed for it), so the token stays down.

@@ -16,6 +16,7 @@ use crate::error::RunnerError;
 use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
+use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{PipelineKey, RunTarget, Selection, select};
 use crate::state::fold_prior;
 use crate::sweep::{StraySweep, SweepReason};
@@ -39,6 +40,7 @@ pub struct RunSession<'a> {
     only: Vec<String>,
     max_parallel: Option<usize>,
     max_retry_delay: Option<Duration>,
+    reuse: bool,
 }
 
 impl std::fmt::Debug for RunSession<'_> {
@@ -81,6 +83,7 @@ impl<'a> RunSession<'a> {
             only: Vec::new(),
             max_parallel: None,
             max_retry_delay: None,
+            reuse: true,
         }
     }
 
@@ -138,6 +141,18 @@ impl<'a> RunSession<'a> {
     pub fn max_retry_delay(mut self, delay: Duration) -> Self {
         self.max_retry_delay = Some(delay);
         self
+    }
+
+    /// Whether `reuse: true` units may be reused from earlier runs of the pipeline (default
+    /// `true`; `false` is `apollo run --no-reuse`: everything not done in this run runs).
+    pub fn reuse(mut self, reuse: bool) -> Self {
+        self.reuse = reuse;
+        self
+    }
+
+    /// Whether reuse across runs is on (see [`Self::reuse`]).
+    pub(crate) fn reuse_enabled(&self) -> bool {
+        self.reuse
     }
 
     /// The state directory.
@@ -201,6 +216,17 @@ impl<'a> RunSession<'a> {
             Selection::New => None,
             Selection::Resume(run) => Some(run),
             Selection::Succeeded(run) => return Ok(Opened::NothingToResume(run)),
+        };
+        // Earlier runs' successes, for `reuse: true` units: the index is brought up to date
+        // (and rewritten) before this run is created or resumed, so that apollo killed while
+        // it writes the index leaves no run behind.
+        let (reuse, hash_cache) = if self.reuse {
+            (
+                reuse_for(&state, pipeline, &identity, resume.as_ref(), true, observer),
+                hash_cache_for(&state, pipeline),
+            )
+        } else {
+            (None, None)
         };
 
         // The definition the run executes, kept so that `show` and a later diff can tell what
@@ -311,9 +337,11 @@ impl<'a> RunSession<'a> {
         // Declared files are kept in the state directory's blob store as they are hashed
         // (each unit's `capture:` says which).
         let blobs = BlobStore::open(state.path().join("blobs"), self.writer_options.durability)?;
-        let options = self
+        let mut options = self
             .engine_options(run_id.as_str())
             .capture(std::sync::Arc::new(blobs));
+        options.reuse = reuse;
+        options.hash_cache = hash_cache.clone().map(|cache| cache as _);
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
             loaded: self.loaded,
             sweep: self.sweep,
@@ -325,6 +353,7 @@ impl<'a> RunSession<'a> {
             options,
             opening,
             identity,
+            hash_cache,
         })))
     }
 }

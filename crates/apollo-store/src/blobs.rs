@@ -298,6 +298,10 @@ impl BlobSink for BlobStore {
     fn begin(&self, source: &File, len: u64) -> io::Result<Box<dyn PendingBlob>> {
         Ok(Box::new(self.begin_blob(source, len)?))
     }
+
+    fn contains(&self, sha256: &str) -> bool {
+        BlobStore::contains(self, sha256)
+    }
 }
 
 /// Blobs up to this size are written only once their hash is known and the store lacks them.

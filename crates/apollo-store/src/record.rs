@@ -226,6 +226,7 @@ mod tests {
             succeeded: 3,
             failed: 0,
             skipped: 1,
+            reused: 0,
         });
         let ts = Utc.with_ymd_and_hms(2026, 11, 30, 2, 15, 7).unwrap()
             + chrono::Duration::microseconds(123_456);

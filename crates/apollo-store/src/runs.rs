@@ -80,6 +80,8 @@ pub struct RunSummary {
     pub n_units: usize,
     /// Units that succeeded.
     pub succeeded: u32,
+    /// Units reused from an earlier run (format 1.3), not counted in `succeeded`.
+    pub reused: u32,
     /// Units that failed for good (or whose latest attempt failed, for an unfinished run).
     pub failed: u32,
     /// Units skipped.
@@ -143,14 +145,16 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
     Ok(last)
 }
 
-/// Unit counts of an unfinished run: each unit's latest outcome.
-fn count_units(run_dir: &Path) -> Result<(u32, u32, u32), StoreError> {
+/// Unit counts of an unfinished run — succeeded, failed, skipped, reused — from each unit's
+/// latest outcome.
+fn count_units(run_dir: &Path) -> Result<(u32, u32, u32, u32), StoreError> {
     #[derive(Clone, Copy)]
     enum Outcome {
         Succeeded,
         Failed,
         Skipped,
         Running,
+        Reused,
     }
     let mut latest: BTreeMap<String, Outcome> = BTreeMap::new();
     for record in JournalReader::open(run_dir, ReadOptions::default())? {
@@ -163,6 +167,7 @@ fn count_units(run_dir: &Path) -> Result<(u32, u32, u32), StoreError> {
                 _ => Outcome::Failed,
             },
             Event::UnitSkipped(_) => Outcome::Skipped,
+            Event::UnitReused(_) => Outcome::Reused,
             Event::UnitMarked(marked) => match marked.verdict {
                 Verdict::Succeeded => Outcome::Succeeded,
                 Verdict::Failed => Outcome::Failed,
@@ -175,12 +180,13 @@ fn count_units(run_dir: &Path) -> Result<(u32, u32, u32), StoreError> {
             latest.insert(unit.to_owned(), outcome);
         }
     }
-    let mut counts = (0, 0, 0);
+    let mut counts = (0, 0, 0, 0);
     for outcome in latest.values() {
         match outcome {
             Outcome::Succeeded => counts.0 += 1,
             Outcome::Failed => counts.1 += 1,
             Outcome::Skipped => counts.2 += 1,
+            Outcome::Reused => counts.3 += 1,
             Outcome::Running => {}
         }
     }
@@ -208,6 +214,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
         state: RunState::Incomplete,
         n_units: 0,
         succeeded: 0,
+        reused: 0,
         failed: 0,
         skipped: 0,
         definition_hash: None,
@@ -235,6 +242,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
                     RunStatus::Interrupted => RunState::Interrupted,
                 };
                 summary.succeeded = finished.succeeded;
+                summary.reused = finished.reused;
                 summary.failed = finished.failed;
                 summary.skipped = finished.skipped;
             }
@@ -244,7 +252,12 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
                 } else {
                     RunState::Incomplete
                 };
-                (summary.succeeded, summary.failed, summary.skipped) = count_units(&run_dir)?;
+                (
+                    summary.succeeded,
+                    summary.failed,
+                    summary.skipped,
+                    summary.reused,
+                ) = count_units(&run_dir)?;
             }
         }
         Ok(())

@@ -82,6 +82,8 @@ struct Entry {
     succeeded: u32,
     failed: u32,
     skipped: u32,
+    #[serde(default)]
+    reused: u32,
     definition_hash: Option<String>,
 }
 
@@ -157,6 +159,7 @@ impl RunsIndex {
                 succeeded: entry.succeeded,
                 failed: entry.failed,
                 skipped: entry.skipped,
+                reused: entry.reused,
                 definition_hash: entry.definition_hash.clone(),
                 problem: None,
             },
@@ -214,6 +217,7 @@ impl RunsIndex {
                 succeeded: summary.succeeded,
                 failed: summary.failed,
                 skipped: summary.skipped,
+                reused: summary.reused,
                 definition_hash: summary.definition_hash.clone(),
             },
         );

@@ -17,8 +17,9 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// `identity` of `run_started`, the `inputs_manifest` of `unit_started` (an input list too
 /// large for a record) and the `rerun` verdict of `unit_marked`; 1.3 the `unit_files` record
 /// (an attempt's manifest of declared input files or outputs, whose bytes the blob store
-/// keeps), the `run_reproduces` record (`apollo reproduce`'s runs) and the `hook_finished`
-/// record (a pipeline hook ran after the run ended).
+/// keeps), the `run_reproduces` record (`apollo reproduce`'s runs), the `hook_finished`
+/// record (a pipeline hook ran after the run ended), the `unit_reused` record (a unit reused
+/// from an earlier run) and the `reused` count of `run_finished`.
 pub const FORMAT_MINOR: u32 = 3;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

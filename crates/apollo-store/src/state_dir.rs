@@ -786,6 +786,7 @@ mod tests {
                     succeeded: 0,
                     failed: 0,
                     skipped: 0,
+                    reused: 0,
                 },
             ));
         }

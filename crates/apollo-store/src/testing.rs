@@ -32,7 +32,7 @@
 //! let options = WriterOptions::default().faults(plan);
 //! let mut writer = JournalWriter::create(temp.path(), "20261130T021507Z-3f9a", options)?;
 //! let event = Event::RunFinished(RunFinished {
-//!     status: RunStatus::Succeeded, succeeded: 0, failed: 0, skipped: 0,
+//!     status: RunStatus::Succeeded, succeeded: 0, failed: 0, skipped: 0, reused: 0,
 //! });
 //! let error = writer.append_batch(&[event]).unwrap_err();
 //! assert_eq!(error.kind(), ErrorKind::Io);

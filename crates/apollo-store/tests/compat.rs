@@ -154,3 +154,50 @@ fn a_format_1_3_hook_record_is_written_and_read_after_the_run_end() {
     let records = records.unwrap();
     assert_eq!(records.last().map(|record| &record.event), Some(&hook));
 }
+
+/// Format 1.3 adds `unit_reused` and the `reused` count of `run_finished`: both read back as
+/// written, and a `run_finished` written before 1.3 (no `reused`) reads as 0 reused.
+#[test]
+fn a_format_1_3_unit_reused_record_round_trips_and_older_run_finished_reads_as_none_reused() {
+    use apollo_core::event::{InputComponent, InputKind, RunFinished, RunStatus, UnitReused};
+    use apollo_store::JournalWriter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let reused = Event::UnitReused(UnitReused {
+        unit: "fetch".into(),
+        from_run: "20261130T021507Z-3f9a".into(),
+        from_attempt: 2,
+        input_hash: "a".repeat(64),
+        inputs: vec![InputComponent {
+            kind: InputKind::File,
+            name: "data/raw.csv".into(),
+            hash: "b".repeat(64),
+        }],
+        output_hash: "c".repeat(64),
+    });
+    let finished = Event::RunFinished(RunFinished {
+        status: RunStatus::Succeeded,
+        succeeded: 1,
+        failed: 0,
+        skipped: 0,
+        reused: 1,
+    });
+    let mut writer =
+        JournalWriter::create(dir.path(), "20261201T000000Z-0001", crate::support::fast()).unwrap();
+    writer
+        .append_batch(&[reused.clone(), finished.clone()])
+        .unwrap();
+    drop(writer);
+    let (records, _) = read_all(dir.path(), ReadOptions::default());
+    let events: Vec<Event> = records
+        .unwrap()
+        .into_iter()
+        .map(|record| record.event)
+        .collect();
+    assert_eq!(events, [reused, finished]);
+
+    let old: RunFinished =
+        serde_json::from_str(r#"{"status":"succeeded","succeeded":2,"failed":0,"skipped":0}"#)
+            .unwrap();
+    assert_eq!(old.reused, 0);
+}

@@ -356,6 +356,7 @@ fn the_documented_example_segment_is_byte_exact() {
             succeeded: 0,
             failed: 0,
             skipped: 0,
+            reused: 0,
         })])
         .unwrap();
     let written = std::fs::read_to_string(segment(dir.path(), 1)).unwrap();

@@ -10,6 +10,7 @@ mod corruption;
 mod faults;
 mod journal;
 mod lock_wait;
+mod reuse_index;
 mod state;
 mod tamper;
 mod torn;

@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         workdir: dir.clone(),
         idempotent: true,
         capture: Default::default(),
+        reuse: false,
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

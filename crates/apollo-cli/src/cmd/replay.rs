@@ -113,6 +113,8 @@ struct RunLine<'a> {
     pid: Option<u32>,
     units: usize,
     succeeded: u32,
+    /// Reused from earlier runs (not in `succeeded`).
+    reused: u32,
     failed: u32,
     skipped: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -152,6 +154,7 @@ pub(crate) fn runs(
             pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
             succeeded: summary.succeeded,
+            reused: summary.reused,
             failed: summary.failed,
             skipped: summary.skipped,
             problem: summary.problem.as_deref(),
@@ -209,7 +212,15 @@ pub(crate) fn runs(
                             ))
                         },
                     );
-                    let mut units = format!("{}/{} ok", line.succeeded, line.units);
+                    // Reused units are done too, and counted apart.
+                    let mut units = format!(
+                        "{}/{} ok",
+                        line.succeeded.saturating_add(line.reused),
+                        line.units
+                    );
+                    if line.reused > 0 {
+                        units.push_str(&format!(" ({} reused)", line.reused));
+                    }
                     if line.failed > 0 {
                         units.push_str(&format!(", {} failed", line.failed));
                     }

@@ -146,6 +146,18 @@ pub(crate) fn show(
             skip.ts.format("%Y-%m-%d %H:%M:%S UTC")
         ));
     }
+    if let Some(reused) = &unit.reused {
+        text.push_str(&format!(
+            "  reused at {}: inputs identical to run {} attempt {} (input {}, output {}); `apollo show {} {}` shows that attempt\n",
+            reused.ts.format("%Y-%m-%d %H:%M:%S UTC"),
+            reused.from_run,
+            reused.from_attempt,
+            short(&reused.input_hash),
+            short(&reused.output_hash),
+            reused.from_run,
+            unit.name,
+        ));
+    }
     for attempt in &unit.attempts {
         let started = attempt.start.format("%Y-%m-%d %H:%M:%S%.3f UTC");
         if attempt.state == AttemptState::Unfinished && live.is_some() {
@@ -463,4 +475,9 @@ fn show_json(
     writeln!(out).map_err(output)?;
     out.flush().map_err(output)?;
     Ok(Exit::Success)
+}
+
+/// The first 12 characters of a hash.
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }

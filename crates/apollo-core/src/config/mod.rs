@@ -15,6 +15,8 @@
 //!   kill_grace: 5s             # SIGTERM → wait → SIGKILL (default 5s)
 //!   idempotent: true           # default true
 //!   workdir: .                 # relative to the config file's folder (the default)
+//!   reuse: false               # true: a new run reuses a unit's outputs from an earlier run
+//!                              # when its inputs are identical (only units with outputs)
 //! max_parallel: 4              # optional; default: number of CPUs
 //! env: { TZ: UTC }             # merged under each unit's env
 //! units:
@@ -26,6 +28,7 @@
 //!     inputs: [data/raw/*.csv]
 //!     outputs: [data/fetched.csv]
 //!     env: { SOURCE: local }
+//!     reuse: true                        # needs `outputs`; default false
 //! ```
 //!
 //! Relative paths (`workdir`, `inputs`, `outputs`) resolve against the config file's folder,

@@ -32,6 +32,15 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 deps.push(dep.value);
             }
         }
+        let outputs: Vec<String> = unit
+            .outputs
+            .into_iter()
+            .map(|output| output.value)
+            .collect();
+        // `reuse: true` in `defaults` applies to units that declare outputs; `check` refuses
+        // it written on a unit without any.
+        let reuse = !outputs.is_empty()
+            && inherit(settings, defaults, |s| s.reuse.as_ref().map(|r| r.value)).unwrap_or(false);
         let mut env = spec.env.clone();
         env.extend(unit.env);
         units.push(Unit {
@@ -52,11 +61,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             execute: execute.value,
             cleanup: unit.cleanup.map(|command| command.value),
             inputs: unit.inputs.into_iter().map(|input| input.value).collect(),
-            outputs: unit
-                .outputs
-                .into_iter()
-                .map(|output| output.value)
-                .collect(),
+            outputs,
             env,
             workdir: inherit(settings, defaults, |s| {
                 s.workdir.as_ref().map(|w| w.value.clone())
@@ -74,6 +79,9 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 })
                 .unwrap_or(DEFAULT_CAPTURE_MAX_FILE),
             },
+            // `reuse: true` in `defaults` applies to units that declare outputs; `check`
+            // refuses it written on a unit without any.
+            reuse,
         });
     }
     let hooks = spec

@@ -34,6 +34,7 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "workdir",
     "capture",
     "capture_max_file",
+    "reuse",
 ];
 /// Keys allowed in a unit.
 pub(crate) const UNIT_KEYS: &[&str] = &[
@@ -53,6 +54,7 @@ pub(crate) const UNIT_KEYS: &[&str] = &[
     "idempotent",
     "capture",
     "capture_max_file",
+    "reuse",
 ];
 
 const DURATION_HELP: &str =
@@ -91,6 +93,8 @@ pub(crate) struct Settings {
     pub(crate) workdir: Option<Sp<String>>,
     pub(crate) capture: Option<Sp<crate::capture::CaptureMode>>,
     pub(crate) capture_max_file: Option<Sp<u64>>,
+    /// `reuse:`: whether a new run may take this unit's result from an earlier run.
+    pub(crate) reuse: Option<Sp<bool>>,
 }
 
 /// One unit as written.
@@ -330,6 +334,7 @@ impl Walker<'_, '_> {
             "retry_delay" => settings.retry_delay = self.duration(value, key, context),
             "kill_grace" => settings.kill_grace = self.duration(value, key, context),
             "idempotent" => settings.idempotent = self.boolean(value, key, context),
+            "reuse" => settings.reuse = self.boolean(value, key, context),
             "workdir" => {
                 settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
             }

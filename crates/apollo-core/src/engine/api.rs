@@ -12,6 +12,9 @@ use crate::event::{AttemptStatus, RunStatus};
 use crate::journal::JournalError;
 use crate::model::Pipeline;
 
+use super::reuse::Reuse;
+use crate::hash_cache::FileHashCache;
+
 /// What to do when a unit that succeeded earlier in the run has different inputs now (or its
 /// declared outputs are missing or changed) — DESIGN §17.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -51,6 +54,14 @@ pub struct EngineOptions {
     /// Where declared files' bytes are kept as they are hashed (the blob store; see
     /// [`crate::capture`]). `None`: only hashes and manifests are recorded.
     pub capture: Option<Arc<dyn BlobSink>>,
+    /// Reuse across runs for `reuse: true` units: where earlier successes are found and how
+    /// missing outputs are restored. `None` (the default, and `apollo run --no-reuse`): nothing
+    /// is reused from another run.
+    pub reuse: Option<Reuse>,
+    /// Hashes of files already hashed, by (device, inode, size, mtime, ctime): declared files
+    /// whose stamp is unchanged are not read again while deciding (see
+    /// [`crate::hash_cache`]). `None` (the default): every file is read.
+    pub hash_cache: Option<Arc<dyn FileHashCache>>,
 }
 
 impl EngineOptions {
@@ -64,6 +75,8 @@ impl EngineOptions {
             only: None,
             max_retry_delay: Duration::from_secs(300),
             capture: None,
+            reuse: None,
+            hash_cache: None,
         }
     }
 
@@ -98,6 +111,18 @@ impl EngineOptions {
         self
     }
 
+    /// Reusing `reuse: true` units' results from earlier runs found through `reuse`.
+    pub fn reuse(mut self, reuse: Reuse) -> Self {
+        self.reuse = Some(reuse);
+        self
+    }
+
+    /// Taking declared files' hashes from `cache` while deciding, when their stamp is unchanged.
+    pub fn hash_cache(mut self, cache: Arc<dyn FileHashCache>) -> Self {
+        self.hash_cache = Some(cache);
+        self
+    }
+
     /// With at most `max_retry_delay` between two attempts of a unit.
     pub fn max_retry_delay(mut self, max_retry_delay: Duration) -> Self {
         self.max_retry_delay = max_retry_delay;
@@ -127,6 +152,14 @@ pub enum UnitResult {
     },
     /// Done earlier in the run; not run again.
     Reused,
+    /// Not run: an earlier run's successful attempt with the same inputs stands for it
+    /// (`reuse: true`, recorded as `unit_reused`), in this process or an earlier one of the run.
+    ReusedFromRun {
+        /// The run whose attempt did the work.
+        run_id: String,
+        /// That attempt.
+        attempt: u32,
+    },
     /// It failed for good.
     Failed {
         /// Its last attempt.

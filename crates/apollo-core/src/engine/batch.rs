@@ -5,7 +5,7 @@
 use super::observer::HeldNotice;
 use super::workers::Job;
 use crate::event::{
-    Event, FileSide, UnitFiles, UnitFinished, UnitSkipped, UnitStarted, UnitSubmitted,
+    Event, FileSide, UnitFiles, UnitFinished, UnitReused, UnitSkipped, UnitStarted, UnitSubmitted,
 };
 use crate::input_manifest;
 use crate::journal::{Journal, MAX_RECORD_BYTES};
@@ -93,6 +93,13 @@ impl Batch {
     pub(super) fn push_skipped(&mut self, skipped: UnitSkipped, notice: HeldNotice) {
         self.urgent = true;
         self.events.push(Event::UnitSkipped(skipped));
+        self.notices.push(notice);
+    }
+
+    /// A `unit_reused`, shown as `notice` once durable. Routine, like a success: unrecorded
+    /// after a crash, the resume decides the unit again.
+    pub(super) fn push_reused(&mut self, reused: UnitReused, notice: HeldNotice) {
+        self.events.push(Event::UnitReused(reused));
         self.notices.push(notice);
     }
 

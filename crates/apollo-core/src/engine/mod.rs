@@ -65,6 +65,9 @@
 //! * `units.rs` — the per-unit table and the final counts.
 //! * `record.rs` — an attempt's outcome turned into its `unit_finished` record.
 //! * `retry.rs` — backoff and the units waiting for a retry.
+//! * `reuse.rs` — reuse across runs (`reuse: true`): the [`ReuseSource`] and
+//!   [`OutputRestorer`] seams and the check, run on the hashing threads, that an earlier
+//!   success with the same input hash still has its outputs on disk.
 //! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol; the
 //!   hashing threads.
 
@@ -77,6 +80,7 @@ mod plan;
 mod policy;
 mod record;
 mod retry;
+mod reuse;
 mod scheduler;
 mod units;
 mod workers;
@@ -90,6 +94,7 @@ pub use api::{AttemptLogs, EngineError, EngineOptions, OnInputChange, RunReport,
 pub use observer::{NoObserver, Notice, Observer};
 pub use plan::{Planned, dry_run};
 pub use policy::Decision;
+pub use reuse::{NoRestore, OutputRestorer, Reuse, ReuseCandidate, ReuseSource};
 
 use crate::cancel::CancelToken;
 use crate::dag::Dag;
@@ -155,13 +160,21 @@ pub fn run(
         let n_with_inputs = pipeline
             .units
             .iter()
-            .filter(|unit| !unit.inputs.is_empty() || policy::needs_output_check(prior, unit))
+            .filter(|unit| {
+                !unit.inputs.is_empty()
+                    || policy::needs_output_check(prior, unit)
+                    || reuse::wants_check(options.reuse.as_ref(), prior, unit)
+            })
             .count();
         let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
         for _ in 0..n_workers.min(n_with_inputs) {
             let hash_rx = hash_rx.clone();
             let to_scheduler = to_scheduler.clone();
-            scope.spawn(move || workers::hasher(shared, prior, &hash_rx, &to_scheduler));
+            let reuse = options.reuse.as_ref();
+            let cache = options.hash_cache.as_deref();
+            scope.spawn(move || {
+                workers::hasher(shared, prior, (reuse, cache), &hash_rx, &to_scheduler)
+            });
         }
         drop(to_scheduler);
         let mut scheduler = Scheduler::new(

@@ -50,6 +50,15 @@ pub enum Notice<'a> {
         /// Where the attempt's stdout and stderr are.
         log_dir: &'a Path,
     },
+    /// The unit was reused from an earlier run: not run (its `unit_reused` is durable).
+    Reused {
+        /// The unit.
+        unit: &'a str,
+        /// The run whose attempt did the work.
+        from_run: &'a str,
+        /// That attempt.
+        from_attempt: u32,
+    },
     /// The unit will not run: an upstream failed.
     Skipped {
         /// The unit.
@@ -94,6 +103,11 @@ pub(super) enum HeldNotice {
         unit_idx: usize,
         upstream: String,
     },
+    Reused {
+        unit_idx: usize,
+        from_run: String,
+        from_attempt: u32,
+    },
 }
 
 impl HeldNotice {
@@ -116,6 +130,15 @@ impl HeldNotice {
                 record: &record,
                 retry_in,
                 log_dir: &log_dir,
+            }),
+            HeldNotice::Reused {
+                unit_idx,
+                from_run,
+                from_attempt,
+            } => observer.notice(&Notice::Reused {
+                unit: &pipeline.units[unit_idx].name,
+                from_run: &from_run,
+                from_attempt,
             }),
             HeldNotice::Skipped { unit_idx, upstream } => observer.notice(&Notice::Skipped {
                 unit: &pipeline.units[unit_idx].name,

@@ -3,13 +3,16 @@
 //! Units are visited in topological order. A unit whose dependencies are all done (and not
 //! about to run) gets the same decision the engine would make, from its input hash computed
 //! now. A unit downstream of one that will run cannot be decided yet — its inputs include that
-//! upstream's output — so the plan says which upstream it waits for.
+//! upstream's output — so the plan says which upstream it waits for. A `reuse: true` unit that
+//! has not run in this run is looked up among earlier runs' successes and its outputs checked,
+//! as the engine does: the plan says "reused: inputs identical to run … attempt 1", or why not.
 
 use super::api::{EngineError, EngineOptions, OnInputChange};
 use super::policy::{
     Decision, check_in_flight, check_outputs, decide, known_change, reused_output_hash, scope,
     unit_limits,
 };
+use super::reuse::{self, ReuseCheck};
 use crate::cancel::CancelToken;
 use crate::dag::Dag;
 use crate::hash;
@@ -163,24 +166,43 @@ pub fn dry_run(
                 )
             })
             .collect();
-        let limits = unit_limits(unit, cancel);
+        let limits = unit_limits(unit, cancel).with_cache(options.hash_cache.as_deref());
         let inputs = hash::input_components_within(unit, &pipeline.base_dir, &upstream, &limits);
         let outputs = inputs
             .as_ref()
             .ok()
             .map(|_| check_outputs(prior, unit, &pipeline.base_dir, &limits));
         let (decision, marked_hash) = match (inputs, outputs) {
-            (Ok(inputs), Some(Ok(outputs))) => (
-                decide(
+            (Ok(inputs), Some(Ok(outputs))) => {
+                let input_hash = hash::combine_components(&inputs);
+                let decision = decide(
                     prior,
                     unit,
-                    &hash::combine_components(&inputs),
+                    &input_hash,
                     &inputs,
                     &outputs.changes,
                     options.on_input_change,
-                ),
-                outputs.marked_hash,
-            ),
+                );
+                let decision = match (&decision, options.reuse.as_ref()) {
+                    (Decision::FirstRun, Some(reuse))
+                        if reuse::wants_check(Some(reuse), prior, unit) =>
+                    {
+                        let base_dir = &pipeline.base_dir;
+                        match reuse::check(reuse, unit, base_dir, &input_hash, &inputs, &limits) {
+                            ReuseCheck::Reusable(candidate) => {
+                                output_hashes[unit_idx] = Some(candidate.output_hash);
+                                Decision::Reused {
+                                    run_id: candidate.run_id,
+                                    attempt: candidate.attempt,
+                                }
+                            }
+                            ReuseCheck::NotReused(why) => Decision::NotReused(why),
+                        }
+                    }
+                    _ => decision,
+                };
+                (decision, outputs.marked_hash)
+            }
             // Not hashed (an input that cannot be, or a cancellation): it would run.
             _ => (Decision::FirstRun, None),
         };
@@ -188,6 +210,8 @@ pub fn dry_run(
             Decision::Reuse { .. } => {
                 output_hashes[unit_idx] = Some(reused_output_hash(prior, unit, marked_hash));
             }
+            // Its output hash was set from the earlier run's record above.
+            Decision::Reused { .. } => {}
             // The run would stop here: what depends on it would not run.
             Decision::ChangedNeedsVerdict { .. } => {}
             _ => will_run[unit_idx] = true,

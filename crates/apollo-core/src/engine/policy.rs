@@ -40,6 +40,19 @@ pub enum Decision {
     },
     /// It never ran in this run.
     FirstRun,
+    /// It never ran in this run, and an earlier run's successful attempt with the same input
+    /// hash stands for it, its declared outputs on disk as that attempt left them
+    /// (`reuse: true`): not run, recorded `unit_reused`.
+    Reused {
+        /// The run whose attempt did the work.
+        run_id: String,
+        /// That attempt.
+        attempt: u32,
+    },
+    /// It never ran in this run and says `reuse: true`, but no earlier success can stand for
+    /// it: it runs. The phrase says why ("input file data/raw.csv changed since run …
+    /// attempt 1", "output out/x.csv differs from the recorded one", "no earlier success").
+    NotReused(String),
     /// It succeeded earlier but its inputs, or its declared outputs, changed (the phrases
     /// name what: "env FOO added", "upstream fetch output changed", "output data/x.csv is
     /// missing"): it runs again.
@@ -72,6 +85,11 @@ pub enum Decision {
 impl std::fmt::Display for Decision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // Attempt 0: the unit was reused from an earlier run (`unit_reused`).
+            Decision::Reuse {
+                attempt: 0,
+                marked: false,
+            } => f.write_str("reused from an earlier run, inputs unchanged: not run again"),
             Decision::Reuse {
                 attempt,
                 marked: false,
@@ -91,6 +109,13 @@ impl std::fmt::Display for Decision {
                 )
             }
             Decision::FirstRun => f.write_str("has not run yet in this run"),
+            Decision::Reused { run_id, attempt } => {
+                write!(
+                    f,
+                    "reused: inputs identical to run {run_id} attempt {attempt}"
+                )
+            }
+            Decision::NotReused(why) => write!(f, "runs, not reused: {why}"),
             Decision::InputsChanged(changes) => write!(f, "runs again: {}", changes.join(", ")),
             Decision::ChangedNeedsVerdict {
                 changes,
@@ -149,7 +174,7 @@ impl Decision {
     pub fn runs(&self) -> bool {
         !matches!(
             self,
-            Decision::Reuse { .. } | Decision::ChangedNeedsVerdict { .. }
+            Decision::Reuse { .. } | Decision::Reused { .. } | Decision::ChangedNeedsVerdict { .. }
         )
     }
 

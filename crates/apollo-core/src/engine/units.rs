@@ -3,7 +3,12 @@
 
 use std::ops::{Index, IndexMut};
 
+use std::time::Duration;
+
 use super::api::UnitResult;
+use super::reuse::ReuseCheck;
+use crate::capture::FileEntry;
+use crate::event::InputComponent;
 use crate::event::{RunFinished, RunStatus};
 use crate::model::Pipeline;
 use crate::resume::PriorState;
@@ -43,6 +48,10 @@ pub(super) struct UnitSlot {
     /// Its latest attempt in this process failed and it waits for a retry: if the run stops
     /// after a failure, this is its result.
     pub(super) last_failure: Option<UnitResult>,
+    /// A reuse check found it must run, while no place among the running was free: its input
+    /// components, that check and the time hashing took, used when it is started.
+    #[allow(clippy::type_complexity)]
+    pub(super) stashed: Option<Box<(Vec<InputComponent>, Vec<FileEntry>, ReuseCheck, Duration)>>,
 }
 
 impl UnitSlot {
@@ -89,6 +98,7 @@ impl UnitTable {
                     .map_or(0, |prior_unit| prior_unit.last_attempt),
                 attempts_here: 0,
                 last_failure: None,
+                stashed: None,
             })
             .collect();
         Self { slots }
@@ -124,6 +134,7 @@ impl UnitTable {
                     Some(UnitResult::SelfSkipped { .. } | UnitResult::SkippedUpstream { .. })
                 )
             }),
+            reused: count(&|slot| matches!(slot.result, Some(UnitResult::ReusedFromRun { .. }))),
         }
     }
 

@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
 use super::policy::{self, OutputCheck};
+use super::reuse::{self, Reuse, ReuseCheck};
 use crate::cancel::CancelToken;
 use crate::capture::{BlobSink, Capture, FileEntry};
 use crate::event::AttemptStatus;
@@ -36,6 +37,7 @@ use crate::executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
 };
 use crate::hash::{self, HashError, Limits};
+use crate::hash_cache::FileHashCache;
 use crate::model::{Pipeline, Unit};
 use crate::resume::PriorState;
 
@@ -62,6 +64,10 @@ pub(super) struct HashJob {
     pub(super) upstream: Vec<(String, String)>,
     /// Whether to check its declared outputs too ([`policy::check_outputs`]).
     pub(super) check_outputs: bool,
+    /// Whether to look it up for reuse from an earlier run ([`reuse::check`]).
+    pub(super) check_reuse: bool,
+    /// Whether it is hashed only for that (it holds no place among the running).
+    pub(super) reuse_only: bool,
 }
 
 /// A unit's input components, hashed off the engine thread, and what its output check found.
@@ -74,6 +80,10 @@ pub(super) struct Hashed {
     pub(super) took: Duration,
     /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
     pub(super) outputs: Option<Result<OutputCheck, HashError>>,
+    /// The reuse check, when asked for and the inputs were hashed.
+    pub(super) reuse: Option<ReuseCheck>,
+    /// As in its [`HashJob`].
+    pub(super) reuse_only: bool,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -392,6 +402,7 @@ fn output_limits<'a>(
 pub(super) fn hasher(
     shared: WorkerShared<'_>,
     prior: &PriorState,
+    (reuse, cache): (Option<&Reuse>, Option<&dyn FileHashCache>),
     jobs: &Receiver<HashJob>,
     to_scheduler: &Sender<FromWorker>,
 ) {
@@ -403,7 +414,9 @@ pub(super) fn hasher(
     for job in jobs {
         let unit = &shared.pipeline.units[job.unit_idx];
         let started = Instant::now();
-        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+            .with_halt(shared.halt)
+            .with_cache(cache);
         let upstream: Vec<(&str, &str)> = job
             .upstream
             .iter()
@@ -429,8 +442,9 @@ pub(super) fn hasher(
         };
         let took = started.elapsed();
         let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
-            let limits =
-                Limits::new(shared.cancel, unit.timeout, unit.timeout).with_halt(shared.halt);
+            let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+                .with_halt(shared.halt)
+                .with_cache(cache);
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 policy::check_outputs(prior, unit, &shared.pipeline.base_dir, &limits)
             }))
@@ -441,12 +455,38 @@ pub(super) fn hasher(
                 })
             })
         });
+        let reuse = match (&inputs, reuse) {
+            (Ok(components), Some(reuse)) if job.check_reuse => {
+                let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
+                    .with_halt(shared.halt)
+                    .with_cache(cache);
+                let input_hash = hash::combine_components(components);
+                Some(
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        reuse::check(
+                            reuse,
+                            unit,
+                            &shared.pipeline.base_dir,
+                            &input_hash,
+                            components,
+                            &limits,
+                        )
+                    }))
+                    .unwrap_or_else(|_| {
+                        ReuseCheck::NotReused("internal error while checking for reuse".into())
+                    }),
+                )
+            }
+            _ => None,
+        };
         let message = Hashed {
             unit_idx: job.unit_idx,
             inputs,
             files,
             took,
             outputs,
+            reuse,
+            reuse_only: job.reuse_only,
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;

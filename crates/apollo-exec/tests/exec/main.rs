@@ -54,6 +54,7 @@ impl Fixture {
             workdir: dir.path().to_owned(),
             idempotent: true,
             capture: Default::default(),
+            reuse: false,
         };
         Fixture {
             dir,

@@ -10,7 +10,8 @@ use std::io::{self, Write};
 use apollo_core::Phase;
 use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, HookFinished, PhaseRecord, RunFinished, RunResumed,
-    RunStarted, SkipReason, UnitFinished, UnitMarked, UnitSkipped, UnitStarted, Verdict,
+    RunStarted, SkipReason, UnitFinished, UnitMarked, UnitReused, UnitSkipped, UnitStarted,
+    Verdict,
 };
 use chrono::{DateTime, Utc};
 
@@ -166,6 +167,34 @@ impl<W: Write> TextRenderer<W> {
         })
     }
 
+    /// `reuse`: a unit not run because an earlier run's success stands for it.
+    pub(super) fn write_unit_reused(
+        &mut self,
+        reused: &UnitReused,
+        context: &Context,
+    ) -> io::Result<()> {
+        self.widen_unit(&reused.unit);
+        if !context.keep {
+            return Ok(());
+        }
+        self.write_line(&Line {
+            offset_ms: context.offset,
+            unit: &reused.unit,
+            attempt: None,
+            event: "reuse",
+            duration_ms: None,
+            status: "reused",
+            // The input hash fits the column ("out …" is a character wider).
+            hash: format!("in {}", short_hash(&reused.input_hash)),
+            detail: format!(
+                "inputs identical to run {} attempt {} · out {}",
+                reused.from_run,
+                reused.from_attempt,
+                short_hash(&reused.output_hash)
+            ),
+        })
+    }
+
     /// `mark`: a human's verdict, who gave it and the first line of their note.
     pub(super) fn write_unit_marked(
         &mut self,
@@ -207,10 +236,13 @@ impl<W: Write> TextRenderer<W> {
         if !context.keep {
             return Ok(());
         }
-        let detail = format!(
+        let mut detail = format!(
             "{} succeeded · {} failed · {} skipped",
             finished.succeeded, finished.failed, finished.skipped
         );
+        if finished.reused > 0 {
+            detail.push_str(&format!(" · {} reused", finished.reused));
+        }
         self.write_line(&Line {
             duration_ms: Some(context.offset),
             ..Line::run(context.offset, "run end", finished.status.as_str(), detail)

@@ -41,6 +41,7 @@ pub(crate) fn run_finished(status: RunStatus) -> Event {
         succeeded: 2,
         failed: 0,
         skipped: 0,
+        reused: 0,
     })
 }
 

@@ -50,6 +50,9 @@ pub(crate) struct ExecutionArgs {
     /// Say for every unit why it runs or is not run again
     #[arg(long)]
     pub(crate) explain: bool,
+    /// Run `reuse: true` units even when an earlier run already produced their outputs from identical inputs
+    #[arg(long)]
+    pub(crate) no_reuse: bool,
     /// Units running at once [default: the config's max_parallel]
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_parallel: Option<u32>,
@@ -110,6 +113,7 @@ impl ExecutionArgs {
                 InputChange::Fail => OnInputChange::Fail,
             })
             .only(self.only.clone())
+            .reuse(!self.no_reuse)
             .wait_for_lock(self.wait);
         if let Some(max_parallel) = self.max_parallel {
             session = session.max_parallel(usize::try_from(max_parallel).unwrap_or(usize::MAX));

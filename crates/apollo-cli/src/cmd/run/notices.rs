@@ -30,6 +30,17 @@ fn line(notice: &SessionNotice<'_>) -> Option<String> {
             whose(*reason)
         )),
         SessionNotice::Hook(outcome) => Some(hook_line(outcome)),
+        // The first run with `reuse: true` has no index yet: nothing worth a line.
+        SessionNotice::ReuseIndexRebuilt {
+            why: "is missing", ..
+        } => None,
+        SessionNotice::ReuseIndexRebuilt { why, n_runs } => Some(format!(
+            "apollo: the reuse index {why}; rebuilt it from the journals of {n_runs} run{}",
+            if *n_runs == 1 { "" } else { "s" }
+        )),
+        SessionNotice::ReuseUnavailable { error } => Some(format!(
+            "warning: nothing is reused from earlier runs in this run: the reuse index cannot be refreshed: {error}"
+        )),
         _ => None,
     }
 }

@@ -54,6 +54,7 @@ pub(crate) fn summary(
 ) -> String {
     let n_ran = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
     let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
+    let n_from_runs = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
     let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
     let n_upstream_failed =
@@ -92,6 +93,10 @@ pub(crate) fn summary(
             format!(" ({})", succeeded_detail.join(", "))
         }
     )];
+    // Units reused from earlier runs are counted apart, when there are any (DESIGN §17).
+    if n_from_runs > 0 {
+        counts.push(format!("{n_from_runs} reused"));
+    }
     counts.push(format!("{n_failed} failed"));
     counts.push(format!(
         "{} skipped{}",

@@ -68,6 +68,8 @@ pub(super) struct Scheduler<'a> {
     hash_tx: Option<&'a Sender<HashJob>>,
     /// Non-idempotent units whose inputs are being hashed (nothing is committed ahead then).
     hashing_non_idempotent: usize,
+    /// Reuse checks of idempotent units on the hashing threads (not counted in `running`).
+    checking_reuse: usize,
     /// Attempts handed to workers and not yet taken back in.
     at_workers: usize,
     /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
@@ -112,6 +114,7 @@ impl<'a> Scheduler<'a> {
             running: 0,
             hash_tx,
             hashing_non_idempotent: 0,
+            checking_reuse: 0,
             at_workers: 0,
             stop_starting: false,
             failed_any: false,
@@ -150,6 +153,7 @@ impl<'a> Scheduler<'a> {
                 }
             }
             if self.running == 0
+                && self.checking_reuse == 0
                 && self.batch.is_empty()
                 && (self.stop_starting || (self.queue.is_empty() && self.retries.is_empty()))
             {

@@ -8,14 +8,21 @@ use std::time::{Duration, Instant};
 use super::Scheduler;
 use crate::capture::FileEntry;
 use crate::engine::api::UnitResult;
+use crate::engine::observer::HeldNotice;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{
     Decision, OutputCheck, decide, needs_output_check, reused_output_hash,
 };
+use crate::engine::reuse::{self, ReuseCandidate, ReuseCheck};
 use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
-use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
+use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitReused, UnitStarted};
 use crate::hash;
+use crate::input_manifest;
+
+/// How many reuse checks of idempotent units may be in flight on the hashing threads at once
+/// (they start nothing; see [`Scheduler::start_ready`]).
+const REUSE_CHECKS_IN_FLIGHT: usize = 256;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -51,12 +58,39 @@ impl Scheduler<'_> {
             if ahead && !self.pipeline.units[unit_idx].idempotent {
                 break;
             }
-            self.queue.pop();
             let unit = &self.pipeline.units[unit_idx];
             // Only the first decision looks at the outputs: a retry reruns anyway.
             let check_outputs =
                 self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
-            if (check_outputs || !unit.inputs.is_empty())
+            let check_reuse = self.units[unit_idx].attempts_here == 0
+                && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
+            // A reuse check of an idempotent unit starts nothing, so it does not hold a place
+            // among the running: many are in flight at once (a no-op run of a large pipeline
+            // is then a few commits, not one per handful of units). One that finds the unit
+            // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
+            let reuse_only = check_reuse && !check_outputs && unit.idempotent;
+            if reuse_only
+                && self.units[unit_idx].stashed.is_none()
+                && self.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
+            {
+                break;
+            }
+            self.queue.pop();
+            if let Some(stashed) = self.units[unit_idx].stashed.take() {
+                let (inputs, files, reuse_check, took) = *stashed;
+                let found = Found {
+                    components: Ok(inputs),
+                    files,
+                    outputs: None,
+                    reuse: Some(reuse_check),
+                    spent: took,
+                };
+                if !self.admit(unit_idx, found, observer) {
+                    break;
+                }
+                continue;
+            }
+            if (check_outputs || check_reuse || !unit.inputs.is_empty())
                 && let Some(hash_tx) = self.hash_tx
             {
                 let upstream = self
@@ -70,7 +104,11 @@ impl Scheduler<'_> {
                         )
                     })
                     .collect();
-                self.running += 1;
+                if reuse_only {
+                    self.checking_reuse += 1;
+                } else {
+                    self.running += 1;
+                }
                 if !unit.idempotent {
                     self.hashing_non_idempotent += 1;
                 }
@@ -80,6 +118,8 @@ impl Scheduler<'_> {
                     unit_idx,
                     upstream,
                     check_outputs,
+                    check_reuse,
+                    reuse_only,
                 });
                 continue;
             }
@@ -95,7 +135,14 @@ impl Scheduler<'_> {
                 })
                 .collect();
             let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            if !self.admit(unit_idx, inputs, Vec::new(), None, Duration::ZERO, observer) {
+            let found = Found {
+                components: inputs,
+                files: Vec::new(),
+                outputs: None,
+                reuse: None,
+                spent: Duration::ZERO,
+            };
+            if !self.admit(unit_idx, found, observer) {
                 break;
             }
         }
@@ -111,13 +158,20 @@ impl Scheduler<'_> {
             files,
             took,
             outputs,
+            reuse,
+            reuse_only,
         } = hashed;
-        self.running -= 1;
+        if reuse_only {
+            self.checking_reuse -= 1;
+        } else {
+            self.running -= 1;
+        }
         if !self.pipeline.units[unit_idx].idempotent {
             self.hashing_non_idempotent -= 1;
         }
         let stopped = self.stop_starting
             || self.halt.load(Ordering::SeqCst)
+            || (reuse.is_some() && self.cancel.is_cancelled())
             || matches!(&inputs, Err(error) if error.cancelled())
             || matches!(&outputs, Some(Err(error)) if error.cancelled());
         if stopped {
@@ -139,32 +193,40 @@ impl Scheduler<'_> {
             }
             return;
         }
-        self.admit(
-            unit_idx,
-            inputs,
+        // A unit that runs after all waits for a place among the running, with what was
+        // found kept (nothing is hashed twice).
+        if reuse_only
+            && let (Ok(components), Some(check @ ReuseCheck::NotReused(_))) = (&inputs, &reuse)
+        {
+            let slot = &mut self.units[unit_idx];
+            slot.stashed = Some(Box::new((components.clone(), files, check.clone(), took)));
+            slot.state = State::Waiting;
+            self.queue.requeue(unit_idx);
+            return;
+        }
+        let found = Found {
+            components: inputs,
             files,
-            outputs.and_then(Result::ok),
-            took,
-            observer,
-        );
+            outputs: outputs.and_then(Result::ok),
+            reuse,
+            spent: took,
+        };
+        self.admit(unit_idx, found, observer);
     }
 
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
-    /// so, queue its `unit_started` (and the manifest of its input `files`, when it declares
-    /// any, in a `unit_files` record right after it). `outputs`: what the check of its declared outputs found
-    /// (`None`: it needed none, see [`needs_output_check`]). `spent`: the part of its timeout
-    /// hashing its inputs took. An input that could not be hashed records an attempt that
-    /// failed (or timed out) without a process. Returns `false` when the run stopped starting
-    /// units.
-    fn admit(
-        &mut self,
-        unit_idx: usize,
-        components: Result<Vec<InputComponent>, hash::HashError>,
-        files: Vec<FileEntry>,
-        outputs: Option<OutputCheck>,
-        spent: Duration,
-        observer: &mut dyn Observer,
-    ) -> bool {
+    /// so, queue its `unit_started` (and the manifest of its input files, when it declares
+    /// any, in a `unit_files` record right after it), from what was `found` about it. An input
+    /// that could not be hashed records an attempt that failed (or timed out) without a
+    /// process. Returns `false` when the run stopped starting units.
+    fn admit(&mut self, unit_idx: usize, found: Found, observer: &mut dyn Observer) -> bool {
+        let Found {
+            components,
+            files,
+            outputs,
+            reuse: reuse_check,
+            spent,
+        } = found;
         let unit = &self.pipeline.units[unit_idx];
         let (inputs, hash_error) = match components {
             Ok(inputs) => (inputs, None),
@@ -184,6 +246,7 @@ impl Scheduler<'_> {
                 &output_changes,
                 self.options.on_input_change,
             );
+            let (decision, candidate) = with_reuse(decision, reuse_check);
             observer.notice(&Notice::Decided {
                 unit: &unit.name,
                 decision: &decision,
@@ -191,6 +254,12 @@ impl Scheduler<'_> {
             match decision {
                 Decision::Reuse { .. } => {
                     self.reuse(unit_idx, marked_hash);
+                    return true;
+                }
+                Decision::Reused { .. } => {
+                    if let Some(candidate) = candidate {
+                        self.reuse_from_run(unit_idx, candidate, input_hash, inputs);
+                    }
                     return true;
                 }
                 Decision::ChangedNeedsVerdict { .. } => {
@@ -263,7 +332,98 @@ impl Scheduler<'_> {
         let slot = &mut self.units[unit_idx];
         slot.output_hash = Some(reused_output_hash(self.prior, unit, marked_hash));
         slot.state = State::Done;
-        slot.result = Some(UnitResult::Reused);
+        // A unit this run reused from an earlier one (in an earlier process) stays counted so.
+        slot.result = Some(match self.prior.reused_from(&unit.name) {
+            Some((run_id, attempt)) => UnitResult::ReusedFromRun {
+                run_id: run_id.to_owned(),
+                attempt,
+            },
+            None => UnitResult::Reused,
+        });
         self.queue.complete(self.dag, unit_idx);
     }
+
+    /// Record `unit_idx` as reused from an earlier run's `candidate` (its `unit_reused` goes
+    /// in the batch) and let its dependents go on with the recorded output hash. Its
+    /// dependents' `unit_started` can only follow it in the journal.
+    fn reuse_from_run(
+        &mut self,
+        unit_idx: usize,
+        candidate: ReuseCandidate,
+        input_hash: String,
+        inputs: Vec<InputComponent>,
+    ) {
+        let unit = &self.pipeline.units[unit_idx];
+        // An input list too large for a record is left out (the input hash stays).
+        let started = UnitStarted {
+            unit: unit.name.clone(),
+            attempt: 0,
+            input_hash,
+            inputs,
+            inputs_manifest: None,
+        };
+        let inputs = if input_manifest::fits_in_record(&started) {
+            started.inputs
+        } else {
+            Vec::new()
+        };
+        let record = UnitReused {
+            unit: started.unit,
+            from_run: candidate.run_id.clone(),
+            from_attempt: candidate.attempt,
+            input_hash: started.input_hash,
+            inputs,
+            output_hash: candidate.output_hash.clone(),
+        };
+        self.batch.push_reused(
+            record,
+            HeldNotice::Reused {
+                unit_idx,
+                from_run: candidate.run_id.clone(),
+                from_attempt: candidate.attempt,
+            },
+        );
+        let slot = &mut self.units[unit_idx];
+        slot.output_hash = Some(candidate.output_hash);
+        slot.state = State::Done;
+        slot.result = Some(UnitResult::ReusedFromRun {
+            run_id: candidate.run_id,
+            attempt: candidate.attempt,
+        });
+        self.queue.complete(self.dag, unit_idx);
+    }
+}
+
+/// The decision for a unit that had a reuse check: a first run becomes [`Decision::Reused`]
+/// (with the candidate) or [`Decision::NotReused`]; any other decision stands.
+fn with_reuse(
+    decision: Decision,
+    reuse_check: Option<ReuseCheck>,
+) -> (Decision, Option<ReuseCandidate>) {
+    match (decision, reuse_check) {
+        (Decision::FirstRun, Some(ReuseCheck::Reusable(candidate))) => (
+            Decision::Reused {
+                run_id: candidate.run_id.clone(),
+                attempt: candidate.attempt,
+            },
+            Some(candidate),
+        ),
+        (Decision::FirstRun, Some(ReuseCheck::NotReused(why))) => (Decision::NotReused(why), None),
+        (decision, _) => (decision, None),
+    }
+}
+
+/// What was found out about a unit before it is admitted (see `Scheduler::admit`).
+struct Found {
+    /// Its input components, or why they could not be hashed.
+    components: Result<Vec<InputComponent>, hash::HashError>,
+    /// The manifest of its declared input files (empty when it declares none).
+    files: Vec<FileEntry>,
+    /// What the check of its declared outputs found (`None`: it needed none, see
+    /// [`needs_output_check`]).
+    outputs: Option<OutputCheck>,
+    /// What its reuse check found (`None`: it had none, see [`reuse::wants_check`]).
+    reuse: Option<ReuseCheck>,
+    /// The part of its timeout hashing its inputs took.
+    spent: Duration,
 }

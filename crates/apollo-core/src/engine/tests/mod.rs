@@ -8,6 +8,7 @@ mod needs_human;
 mod records;
 mod rehash;
 mod resume;
+mod reuse;
 mod scheduling;
 mod worker_protocol;
 
@@ -42,6 +43,7 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         workdir: PathBuf::from("/nonexistent"),
         idempotent: true,
         capture: Default::default(),
+        reuse: false,
     }
 }
 
@@ -181,9 +183,11 @@ impl FakeExecutor {
             ));
         }
         for dep in &request.unit.deps {
+            // A dependency reused from an earlier run satisfies it as a success does.
             let finished = events.iter().any(|event| {
                 matches!(event, Event::UnitFinished(finished)
                     if &finished.unit == dep && finished.status.satisfies_dependents())
+                    || matches!(event, Event::UnitReused(reused) if &reused.unit == dep)
             });
             if !finished {
                 violations.push(format!(

@@ -1,0 +1,377 @@
+//! Reuse across runs (DESIGN §12, `reuse: true`): a unit that has not run in this run is not
+//! run at all when an earlier run of the same pipeline had a successful attempt with the same
+//! input hash, and the unit's declared outputs are on disk with that attempt's output hash (or
+//! can be restored so). It is then recorded `unit_reused` and hands its dependents the recorded
+//! output hash, as a success would.
+//!
+//! The engine knows no state directory: where earlier successes are found is a
+//! [`ReuseSource`] (apollo-store's reuse index, through apollo-runner), and how a missing or
+//! changed output is put back is an [`OutputRestorer`] (the blob store; [`NoRestore`] until
+//! one is given). Neither is trusted: whatever the source says, the outputs on disk are hashed
+//! and compared with the candidate's output hash before anything is reused, so a stale or
+//! wrong index can cost a rerun, never a wrong reuse.
+//!
+//! The check reads files (the declared outputs), so the engine runs it on its hashing threads,
+//! right after the unit's inputs are hashed, within the unit's timeout and the run's
+//! cancellation; the dry-run planner runs it on the calling thread.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::event::InputComponent;
+use crate::hash;
+use crate::model::Unit;
+use crate::resume::{PriorState, PriorUnitState};
+
+/// An earlier successful attempt of a unit, as a [`ReuseSource`] knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReuseCandidate {
+    /// The run whose attempt did the work.
+    pub run_id: String,
+    /// The attempt's number in that run.
+    pub attempt: u32,
+    /// Its input hash.
+    pub input_hash: String,
+    /// Its input components (empty when not known: then a change is described only as "input
+    /// hash changed").
+    pub inputs: Vec<InputComponent>,
+    /// Its declared outputs' hash.
+    pub output_hash: String,
+}
+
+/// Where the engine looks up earlier successes of the pipeline's units. Implementations must
+/// only return successes of the same pipeline (identity) and of earlier runs; the engine
+/// checks the outputs on disk against [`ReuseCandidate::output_hash`] whatever they return.
+pub trait ReuseSource: Send + Sync {
+    /// The latest successful attempt of `unit` whose input hash was `input_hash`.
+    fn find(&self, unit: &str, input_hash: &str) -> Option<ReuseCandidate>;
+
+    /// The latest successful attempt of `unit`, whatever its inputs: what a "not reused" is
+    /// explained against ("input file data/raw.csv changed").
+    fn latest(&self, unit: &str) -> Option<ReuseCandidate>;
+}
+
+/// Puts a reuse candidate's declared outputs back on disk when they are missing or differ
+/// (from the blob store), so that the unit can be reused instead of run. The engine hashes
+/// the outputs again afterwards: a restorer that writes the wrong bytes costs a rerun.
+pub trait OutputRestorer: Send + Sync {
+    /// Restore `unit`'s declared outputs (under `base_dir`) as `candidate` left them, or say
+    /// why that is not possible.
+    fn restore(
+        &self,
+        unit: &Unit,
+        base_dir: &Path,
+        candidate: &ReuseCandidate,
+    ) -> Result<(), String>;
+}
+
+/// The restorer used until a blob store is wired in: nothing can be restored.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoRestore;
+
+impl OutputRestorer for NoRestore {
+    fn restore(
+        &self,
+        _unit: &Unit,
+        _base_dir: &Path,
+        _candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        Err("not restorable: no blob store yet".to_owned())
+    }
+}
+
+/// Reuse across runs, as the engine is given it ([`EngineOptions::reuse`]): a source of
+/// earlier successes and a restorer for missing outputs. Without it nothing is reused
+/// (`apollo run --no-reuse`).
+///
+/// [`EngineOptions::reuse`]: super::EngineOptions::reuse
+#[derive(Clone)]
+pub struct Reuse {
+    source: Arc<dyn ReuseSource>,
+    restorer: Arc<dyn OutputRestorer>,
+}
+
+impl Reuse {
+    /// Reuse from `source`, restoring nothing ([`NoRestore`]).
+    pub fn new(source: Arc<dyn ReuseSource>) -> Self {
+        Self {
+            source,
+            restorer: Arc::new(NoRestore),
+        }
+    }
+
+    /// The same, restoring missing or changed outputs with `restorer`.
+    pub fn with_restorer(self, restorer: Arc<dyn OutputRestorer>) -> Self {
+        Self { restorer, ..self }
+    }
+}
+
+impl fmt::Debug for Reuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Reuse { .. }")
+    }
+}
+
+/// What the reuse check of a unit found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ReuseCheck {
+    /// Reuse this earlier attempt: its outputs are on disk as it left them.
+    Reusable(ReuseCandidate),
+    /// Run it; why it is not reused ("input file data/raw.csv changed since run … attempt 1",
+    /// "no earlier success").
+    NotReused(String),
+}
+
+/// Whether `unit` gets a reuse check before it is decided: it says `reuse: true`, reuse is on
+/// for the run, and it has not run in this run (a unit with an attempt of its own follows the
+/// resume rules). Cheap: no I/O.
+pub(super) fn wants_check(reuse: Option<&Reuse>, prior: &PriorState, unit: &Unit) -> bool {
+    reuse.is_some()
+        && unit.reuse
+        && !unit.outputs.is_empty()
+        && match prior.unit(&unit.name) {
+            None => true,
+            Some(prior_unit) => {
+                prior_unit.last_attempt == 0 && prior_unit.state == PriorUnitState::NotDone
+            }
+        }
+}
+
+/// Look `unit` up by its input hash and, when an earlier success matches, hash its declared
+/// outputs now and compare; restore them when they differ and the restorer can. Reads files:
+/// the engine calls it on a hashing thread, within `limits`.
+pub(super) fn check(
+    reuse: &Reuse,
+    unit: &Unit,
+    base_dir: &Path,
+    input_hash: &str,
+    inputs: &[InputComponent],
+    limits: &hash::Limits<'_>,
+) -> ReuseCheck {
+    let Some(candidate) = reuse.source.find(&unit.name, input_hash) else {
+        return ReuseCheck::NotReused(why_no_match(
+            reuse.source.as_ref(),
+            unit,
+            input_hash,
+            inputs,
+        ));
+    };
+    let first = match outputs_differ(unit, base_dir, &candidate, limits) {
+        None => return ReuseCheck::Reusable(candidate),
+        Some(why) => why,
+    };
+    match reuse.restorer.restore(unit, base_dir, &candidate) {
+        Ok(()) => match outputs_differ(unit, base_dir, &candidate, limits) {
+            None => ReuseCheck::Reusable(candidate),
+            Some(why) => ReuseCheck::NotReused(format!("{first}, and after restoring it {why}")),
+        },
+        Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),
+    }
+}
+
+/// `None` when `unit`'s declared outputs have `candidate`'s output hash now; else why not, as
+/// a phrase ("output out/x.csv is missing", "output out/x.csv differs from the recorded one").
+fn outputs_differ(
+    unit: &Unit,
+    base_dir: &Path,
+    candidate: &ReuseCandidate,
+    limits: &hash::Limits<'_>,
+) -> Option<String> {
+    let mut outputs: Vec<&str> = unit.outputs.iter().map(String::as_str).collect();
+    outputs.sort_unstable();
+    outputs.dedup();
+    let missing: Vec<&str> = outputs
+        .iter()
+        .copied()
+        .filter(|output| std::fs::symlink_metadata(base_dir.join(output)).is_err())
+        .collect();
+    if !missing.is_empty() {
+        return Some(format!("output {} is missing", missing.join(", ")));
+    }
+    match hash::output_hash_within(unit, base_dir, limits) {
+        Ok(Some(now)) if now == candidate.output_hash => None,
+        Ok(_) if outputs.len() == 1 => Some(format!(
+            "output {} differs from the recorded one",
+            outputs[0]
+        )),
+        Ok(_) => Some(format!(
+            "outputs differ from the recorded ones (one of {})",
+            outputs.join(", ")
+        )),
+        Err(error) => Some(format!("outputs cannot be read: {error}")),
+    }
+}
+
+/// Why no earlier success matches `input_hash`: what changed since the latest one.
+fn why_no_match(
+    source: &dyn ReuseSource,
+    unit: &Unit,
+    input_hash: &str,
+    inputs: &[InputComponent],
+) -> String {
+    let Some(latest) = source.latest(&unit.name) else {
+        return "no earlier success".to_owned();
+    };
+    let mut changes = if latest.inputs.is_empty() {
+        Vec::new()
+    } else {
+        hash::describe_input_changes(&latest.inputs, inputs)
+    };
+    if changes.is_empty() && latest.input_hash != input_hash {
+        changes.push("input hash changed".to_owned());
+    }
+    format!(
+        "{} since run {} attempt {}",
+        changes.join(", "),
+        latest.run_id,
+        latest.attempt
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::cancel::CancelToken;
+    use crate::engine::tests::unit;
+
+    #[derive(Default)]
+    struct Source {
+        by_hash: HashMap<String, ReuseCandidate>,
+        latest: Option<ReuseCandidate>,
+    }
+
+    impl ReuseSource for Source {
+        fn find(&self, _unit: &str, input_hash: &str) -> Option<ReuseCandidate> {
+            self.by_hash.get(input_hash).cloned()
+        }
+        fn latest(&self, _unit: &str) -> Option<ReuseCandidate> {
+            self.latest.clone()
+        }
+    }
+
+    /// Writes `content` to the output on restore, and counts calls.
+    struct Restorer {
+        content: &'static str,
+        calls: Mutex<u32>,
+    }
+
+    impl OutputRestorer for Restorer {
+        fn restore(&self, unit: &Unit, base_dir: &Path, _: &ReuseCandidate) -> Result<(), String> {
+            *self.calls.lock().unwrap() += 1;
+            std::fs::write(base_dir.join(&unit.outputs[0]), self.content).map_err(|e| e.to_string())
+        }
+    }
+
+    fn writer() -> Unit {
+        Unit {
+            outputs: vec!["out.txt".into()],
+            reuse: true,
+            ..unit("writer", &[])
+        }
+    }
+
+    fn candidate(dir: &Path, unit: &Unit, content: &str) -> ReuseCandidate {
+        std::fs::write(dir.join("out.txt"), content).unwrap();
+        let output_hash = hash::output_hash(unit, dir).unwrap().unwrap();
+        ReuseCandidate {
+            run_id: "20261130T000000Z-0001".into(),
+            attempt: 1,
+            input_hash: "h1".into(),
+            inputs: Vec::new(),
+            output_hash,
+        }
+    }
+
+    fn check_now(reuse: &Reuse, unit: &Unit, dir: &Path, input_hash: &str) -> ReuseCheck {
+        let cancel = CancelToken::new();
+        check(
+            reuse,
+            unit,
+            dir,
+            input_hash,
+            &[],
+            &hash::Limits::new(&cancel, None, None),
+        )
+    }
+
+    #[test]
+    fn a_match_with_outputs_as_recorded_is_reused_and_a_changed_output_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit = writer();
+        let found = candidate(dir.path(), &unit, "recorded");
+        let source = Source {
+            by_hash: HashMap::from([("h1".to_owned(), found.clone())]),
+            latest: Some(found.clone()),
+        };
+        let reuse = Reuse::new(Arc::new(source));
+        assert_eq!(
+            check_now(&reuse, &unit, dir.path(), "h1"),
+            ReuseCheck::Reusable(found)
+        );
+        std::fs::write(dir.path().join("out.txt"), "edited").unwrap();
+        assert_eq!(
+            check_now(&reuse, &unit, dir.path(), "h1"),
+            ReuseCheck::NotReused(
+                "output out.txt differs from the recorded one (not restorable: no blob store yet)"
+                    .into()
+            )
+        );
+        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
+        assert_eq!(
+            check_now(&reuse, &unit, dir.path(), "h1"),
+            ReuseCheck::NotReused(
+                "output out.txt is missing (not restorable: no blob store yet)".into()
+            )
+        );
+        assert_eq!(
+            check_now(&reuse, &unit, dir.path(), "h2"),
+            ReuseCheck::NotReused(
+                "input hash changed since run 20261130T000000Z-0001 attempt 1".into()
+            )
+        );
+        let empty = Reuse::new(Arc::new(Source::default()));
+        assert_eq!(
+            check_now(&empty, &unit, dir.path(), "h1"),
+            ReuseCheck::NotReused("no earlier success".into())
+        );
+    }
+
+    #[test]
+    fn a_restored_output_is_hashed_again_before_it_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let unit = writer();
+        let found = candidate(dir.path(), &unit, "recorded");
+        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
+        let source = Arc::new(Source {
+            by_hash: HashMap::from([("h1".to_owned(), found.clone())]),
+            latest: None,
+        });
+        let good = Arc::new(Restorer {
+            content: "recorded",
+            calls: Mutex::new(0),
+        });
+        let reuse = Reuse::new(source.clone()).with_restorer(good.clone());
+        assert_eq!(
+            check_now(&reuse, &unit, dir.path(), "h1"),
+            ReuseCheck::Reusable(found)
+        );
+        assert_eq!(*good.calls.lock().unwrap(), 1);
+        // A restorer that writes the wrong bytes costs a rerun, never a wrong reuse.
+        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
+        let wrong = Reuse::new(source).with_restorer(Arc::new(Restorer {
+            content: "wrong",
+            calls: Mutex::new(0),
+        }));
+        assert_eq!(
+            check_now(&wrong, &unit, dir.path(), "h1"),
+            ReuseCheck::NotReused(
+                "output out.txt is missing, and after restoring it output out.txt differs from the recorded one"
+                    .into()
+            )
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Reuse across runs (`reuse: true`): a unit whose input hash matches an earlier run's success
+//! and whose outputs are as that success left them is recorded `unit_reused` and not run; its
+//! dependents take it as a success; a changed output or input makes it (and what depends on
+//! it) run.
+
+use std::collections::HashMap;
+
+use super::hashing::kinds_of;
+use super::*;
+use crate::event::UnitFinished;
+
+/// Earlier successes, from a first run's events, as apollo-store's index would give them.
+struct EventsSource {
+    by_unit: HashMap<String, ReuseCandidate>,
+}
+
+impl EventsSource {
+    fn from_events(run_id: &str, events: &[Event]) -> Self {
+        let mut started = HashMap::new();
+        let mut by_unit = HashMap::new();
+        for event in events {
+            match event {
+                Event::UnitStarted(event) => {
+                    started.insert((event.unit.clone(), event.attempt), event.clone());
+                }
+                Event::UnitFinished(UnitFinished {
+                    unit,
+                    attempt,
+                    status: AttemptStatus::Succeeded,
+                    output_hash: Some(output_hash),
+                    ..
+                }) => {
+                    let start = &started[&(unit.clone(), *attempt)];
+                    by_unit.insert(
+                        unit.clone(),
+                        ReuseCandidate {
+                            run_id: run_id.to_owned(),
+                            attempt: *attempt,
+                            input_hash: start.input_hash.clone(),
+                            inputs: start.inputs.clone(),
+                            output_hash: output_hash.clone(),
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        Self { by_unit }
+    }
+}
+
+impl ReuseSource for EventsSource {
+    fn find(&self, unit: &str, input_hash: &str) -> Option<ReuseCandidate> {
+        self.by_unit
+            .get(unit)
+            .filter(|candidate| candidate.input_hash == input_hash)
+            .cloned()
+    }
+
+    fn latest(&self, unit: &str) -> Option<ReuseCandidate> {
+        self.by_unit.get(unit).cloned()
+    }
+}
+
+/// `fetch` → `report`, both `reuse: true`, their outputs in `dir` (the fake executor writes
+/// nothing: the files stand for what the units wrote).
+fn reusable_chain(dir: &Path) -> Pipeline {
+    std::fs::write(dir.join("fetched.csv"), "a,b\n").unwrap();
+    std::fs::write(dir.join("report.txt"), "2 columns\n").unwrap();
+    let fetch = Unit {
+        outputs: vec!["fetched.csv".into()],
+        reuse: true,
+        ..unit("fetch", &[])
+    };
+    let report = Unit {
+        outputs: vec!["report.txt".into()],
+        reuse: true,
+        ..unit("report", &["fetch"])
+    };
+    let mut pipeline = pipeline(vec![fetch, report], 2);
+    pipeline.base_dir = dir.to_owned();
+    pipeline
+}
+
+/// Run `pipeline` as a new run reusing from `source` (`None`: reuse off).
+fn run_reusing(
+    pipeline: &Pipeline,
+    source: Option<EventsSource>,
+) -> (RunReport, Vec<Event>, Vec<(String, u32)>) {
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let mut options = EngineOptions::new("r2", pipeline);
+    if let Some(source) = source {
+        options = options.reuse(Reuse::new(Arc::new(source)));
+    }
+    let report = run_with(
+        pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    let events = journal.events.lock().unwrap().clone();
+    (report, events, executor.ran())
+}
+
+fn run_finished(events: &[Event]) -> &crate::event::RunFinished {
+    events
+        .iter()
+        .find_map(|event| match event {
+            Event::RunFinished(finished) => Some(finished),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_second_run_with_identical_inputs_runs_nothing_and_records_unit_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    let (report, events, ran) =
+        run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    assert_eq!(ran, vec![]);
+    assert_eq!(
+        kinds_of(&events),
+        ["unit_reused fetch", "unit_reused report", "run_finished"]
+    );
+    let from_r1 = UnitResult::ReusedFromRun {
+        run_id: "r1".into(),
+        attempt: 1,
+    };
+    assert_eq!(
+        report.units,
+        [
+            ("fetch".to_owned(), from_r1.clone()),
+            ("report".to_owned(), from_r1)
+        ]
+    );
+    let finished = run_finished(&events);
+    assert_eq!((finished.succeeded, finished.reused), (0, 2));
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+}
+
+#[test]
+fn without_reuse_or_with_a_changed_output_the_unit_and_its_downstream_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    // Reuse off (`--no-reuse`): everything runs.
+    let (_, _, ran) = run_reusing(&pipeline, None);
+    assert_eq!(ran, vec![("fetch".into(), 1), ("report".into(), 1)]);
+    // `fetch`'s output edited since: it runs, and `report`, whose input includes fetch's
+    // output hash, runs after it.
+    std::fs::write(dir.path().join("fetched.csv"), "a,b,c\n").unwrap();
+    let (report, events, ran) =
+        run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    assert_eq!(ran, vec![("fetch".into(), 1), ("report".into(), 1)]);
+    assert!(
+        !kinds_of(&events)
+            .iter()
+            .any(|kind| kind.starts_with("unit_reused"))
+    );
+    assert_eq!(
+        report.count(|result| matches!(result, UnitResult::Succeeded { .. })),
+        2
+    );
+}
+
+#[test]
+fn a_changed_command_changes_the_input_hash_and_the_unit_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    pipeline.units[1].execute = Command::Shell("run report --wide".into());
+    let (_, events, ran) = run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    assert_eq!(ran, vec![("report".into(), 1)]);
+    assert_eq!(kinds_of(&events)[0], "unit_reused fetch");
+}
+
+#[test]
+fn the_plan_explains_reuse_and_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    pipeline.units[1].env.insert("WIDE".into(), "1".into());
+    let options = EngineOptions::new("r2", &pipeline).reuse(Reuse::new(Arc::new(
+        EventsSource::from_events("r1", &first),
+    )));
+    let plan = dry_run(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    let text: Vec<String> = plan
+        .iter()
+        .map(|(unit, planned)| format!("{unit}: {planned}"))
+        .collect();
+    assert_eq!(
+        text,
+        [
+            "fetch: reused: inputs identical to run r1 attempt 1",
+            "report: runs, not reused: env WIDE added since run r1 attempt 1",
+        ]
+    );
+}
+
+#[test]
+fn a_unit_reused_in_an_earlier_process_of_the_run_stays_reused_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    let (_, second, _) = run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    // The run is resumed from its journal up to the reuse of `fetch` (as if apollo died then).
+    let prior = PriorState::from_events(&second[..1]);
+    let mut journal = SharedJournal::default();
+    journal
+        .events
+        .lock()
+        .unwrap()
+        .extend_from_slice(&second[..1]);
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = run_with(
+        &pipeline,
+        &prior,
+        &EngineOptions::new("r2", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    // Reuse is off in this process: `report` runs, `fetch` stays reused from r1.
+    assert_eq!(executor.ran(), vec![("report".into(), 1)]);
+    assert_eq!(
+        report.units[0].1,
+        UnitResult::ReusedFromRun {
+            run_id: "r1".into(),
+            attempt: 1
+        }
+    );
+}
+
+#[test]
+fn many_reuse_checks_in_flight_and_the_units_that_must_run_wait_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let units: Vec<Unit> = (0..300)
+        .map(|i| {
+            let output = format!("out{i}.txt");
+            std::fs::write(dir.path().join(&output), format!("{i}")).unwrap();
+            Unit {
+                outputs: vec![output],
+                reuse: true,
+                ..unit(&format!("u{i:03}"), &[])
+            }
+        })
+        .collect();
+    let mut pipeline = pipeline(units, 1);
+    pipeline.base_dir = dir.path().to_owned();
+    let first = first_run(&pipeline, |_, _, _| ok());
+    // Every 7th unit's output changed since: those run, one at a time, each once.
+    for i in (0..300).step_by(7) {
+        std::fs::write(dir.path().join(format!("out{i}.txt")), "changed").unwrap();
+    }
+    let (report, events, ran) =
+        run_reusing(&pipeline, Some(EventsSource::from_events("r1", &first)));
+    let expected: Vec<(String, u32)> = (0..300)
+        .step_by(7)
+        .map(|i| (format!("u{i:03}"), 1))
+        .collect();
+    assert_eq!(ran, expected);
+    let n_reused = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
+    assert_eq!(n_reused, 300 - expected.len());
+    assert_eq!(run_finished(&events).reused as usize, n_reused);
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+}

@@ -1,0 +1,85 @@
+//! The files of the state directory's `index/` folder: caches **derived** from the journals
+//! (and from the files they hash), never a source of truth. Each is one checksummed file,
+//! `<sha256 of the body, hex>\n<body>`, replaced atomically (temporary name, rename; with
+//! `durable`, fsyncs of the file and the folder too): a reader sees the old file or the new
+//! one, and a file that is torn, truncated, bit-flipped or not ours fails its checksum and is
+//! treated as missing — its owner rebuilds it. Nothing here is ever followed through a symbolic link.
+
+use std::io::Read;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::StoreError;
+use crate::safe_dir::{Access, Dir};
+use crate::state_dir::StateDir;
+
+/// The folder, in the state directory.
+pub(crate) const INDEX_DIR: &str = "index";
+
+/// The largest index file read (a bigger one is treated as damaged and rebuilt).
+const MAX_INDEX_BYTES: u64 = 1 << 30;
+
+/// Why an index file was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unusable {
+    /// There is none.
+    Missing,
+    /// It is there but cannot be trusted: the phrase says why.
+    Damaged(String),
+}
+
+/// The body of `index/<name>`, checked against its checksum.
+pub(crate) fn read(state: &StateDir, name: &str) -> Result<Vec<u8>, Unusable> {
+    let file = Dir::open(state.path())
+        .and_then(|root| root.subdir(INDEX_DIR))
+        .and_then(|dir| dir.open_file(name, Access::Read));
+    let file = match file {
+        Ok(file) => file,
+        Err(StoreError::NotFound { .. }) => return Err(Unusable::Missing),
+        Err(error) => return Err(Unusable::Damaged(error.to_string())),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_INDEX_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|error| Unusable::Damaged(format!("cannot be read: {error}")))?;
+    let Some(newline) = bytes.iter().position(|&byte| byte == b'\n') else {
+        return Err(Unusable::Damaged("has no checksum line".to_owned()));
+    };
+    let body = bytes.split_off(newline + 1);
+    let recorded = &bytes[..newline];
+    if recorded != apollo_core::hash::to_hex(&Sha256::digest(&body)).as_bytes() {
+        return Err(Unusable::Damaged("fails its checksum".to_owned()));
+    }
+    Ok(body)
+}
+
+/// Replace `index/<name>` with `body` (and its checksum line), atomically; durably with
+/// `durable`.
+pub(crate) fn write(
+    state: &StateDir,
+    name: &str,
+    body: &[u8],
+    durable: bool,
+) -> Result<(), StoreError> {
+    let dir = Dir::open(state.path())?.create_subdir(INDEX_DIR, durable)?;
+    let mut bytes = Vec::with_capacity(body.len() + 65);
+    bytes.extend_from_slice(apollo_core::hash::to_hex(&Sha256::digest(body)).as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(body);
+    dir.write_file_atomic(name, &bytes, durable)?;
+    // Temporary files of writers that died mid-write (SIGKILL, power loss) are litter: the
+    // lock is held, so no other writer's temporary file can be among them.
+    let prefix = format!(".{name}.tmp-");
+    if let Ok(entries) = std::fs::read_dir(dir.path()) {
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|file| file.starts_with(&prefix))
+            {
+                let _ = dir.remove_file(entry.file_name());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,267 @@
+//! The reuse index (`index/reuse`): derived from the journals, found again when deleted,
+//! garbled or stale, and never the reason a lookup answers differently from the journals.
+
+use std::fs;
+
+use apollo_core::engine::ReuseSource;
+use apollo_core::event::{
+    AttemptStatus, Event, InputComponent, InputKind, RunStarted, UnitFinished, UnitReused,
+    UnitStarted,
+};
+use apollo_store::{JournalWriter, ReuseIndex, RunId, StateDir};
+
+use crate::support::fast;
+
+const IDENTITY: &str = "etl@../pipeline.yaml";
+
+fn started(unit: &str, attempt: u32, input_hash: &str) -> Event {
+    Event::UnitStarted(UnitStarted {
+        unit: unit.into(),
+        attempt,
+        input_hash: input_hash.into(),
+        inputs: vec![InputComponent {
+            kind: InputKind::File,
+            name: "data/raw.csv".into(),
+            hash: format!("file-of-{input_hash}"),
+        }],
+        inputs_manifest: None,
+    })
+}
+
+fn finished(unit: &str, attempt: u32, status: AttemptStatus, output_hash: &str) -> Event {
+    Event::UnitFinished(UnitFinished {
+        unit: unit.into(),
+        attempt,
+        status,
+        exit: None,
+        failed_phase: None,
+        timed_out: false,
+        duration_ms: 1,
+        queued_ms: 0,
+        output_hash: (status == AttemptStatus::Succeeded).then(|| output_hash.to_owned()),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        user_cpu_ms: 0,
+        sys_cpu_ms: 0,
+        max_rss_kib: 0,
+        leftovers_killed: 0,
+        phases: Vec::new(),
+        error: None,
+    })
+}
+
+/// A run of `identity` whose journal holds `events` after its `run_started`.
+fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId {
+    let id = state.new_run_id();
+    let run = state.create_run(&id).unwrap();
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), fast()).unwrap();
+    let mut all = vec![Event::RunStarted(RunStarted {
+        run_id: id.to_string(),
+        pipeline: "etl".into(),
+        config_path: "pipeline.yaml".into(),
+        config_hash: "c".repeat(64),
+        definition_hash: "d".repeat(64),
+        apollo_version: "0.1.0".into(),
+        host: "test".into(),
+        pid: 1,
+        units: vec!["fetch".into()],
+        identity: identity.map(str::to_owned),
+    })];
+    all.extend_from_slice(events);
+    writer.append_batch(&all).unwrap();
+    id
+}
+
+/// What the index answers for `fetch`: by input hash `h1`, `h2`, and its latest success.
+fn answers(index: &ReuseIndex) -> Vec<Option<(String, u32, String)>> {
+    let source = index.source(IDENTITY, None);
+    let short = |candidate: Option<apollo_core::engine::ReuseCandidate>| {
+        candidate.map(|candidate| (candidate.run_id, candidate.attempt, candidate.output_hash))
+    };
+    vec![
+        short(source.find("fetch", "h1")),
+        short(source.find("fetch", "h2")),
+        short(source.latest("fetch")),
+    ]
+}
+
+/// Three runs: r1 `fetch` succeeds with h1 → o1; r2 fails once then succeeds with h2 → o2;
+/// r3 reuses r1's attempt for h1. Plus a run of another pipeline and one without identity.
+fn three_runs(state: &StateDir) -> (RunId, RunId) {
+    let r1 = make_run(
+        state,
+        Some(IDENTITY),
+        &[
+            started("fetch", 1, "h1"),
+            finished("fetch", 1, AttemptStatus::Succeeded, "o1"),
+        ],
+    );
+    let r2 = make_run(
+        state,
+        Some(IDENTITY),
+        &[
+            started("fetch", 1, "h2"),
+            finished("fetch", 1, AttemptStatus::Failed, ""),
+            started("fetch", 2, "h2"),
+            finished("fetch", 2, AttemptStatus::Succeeded, "o2"),
+        ],
+    );
+    make_run(
+        state,
+        Some("other@../other.yaml"),
+        &[
+            started("fetch", 1, "h1"),
+            finished("fetch", 1, AttemptStatus::Succeeded, "other"),
+        ],
+    );
+    make_run(
+        state,
+        None,
+        &[
+            started("fetch", 1, "h1"),
+            finished("fetch", 1, AttemptStatus::Succeeded, "old"),
+        ],
+    );
+    (r1, r2)
+}
+
+#[test]
+fn the_index_is_built_from_the_journals_and_found_again_when_deleted_or_garbled() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let (r1, r2) = three_runs(&state);
+    let expected = vec![
+        Some((r1.to_string(), 1, "o1".to_owned())),
+        Some((r2.to_string(), 2, "o2".to_owned())),
+        Some((r2.to_string(), 2, "o2".to_owned())),
+    ];
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(answers(&index), expected);
+    assert_eq!(refresh.rebuilt.as_deref(), Some("is missing"));
+    assert_eq!((refresh.runs_read, refresh.written), (4, true));
+    let file = dir.path().join("index/reuse");
+    assert!(file.is_file());
+
+    // Up to date: nothing is read, nothing written; the answers come from the file.
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(answers(&index), expected);
+    assert_eq!(
+        (refresh.rebuilt, refresh.runs_read, refresh.written),
+        (None, 0, false)
+    );
+    // The latest success keeps its inputs, to explain a "not reused".
+    let latest = index.source(IDENTITY, None).latest("fetch").unwrap();
+    assert_eq!(latest.inputs[0].hash, "file-of-h2");
+
+    // Garbled: one flipped bit fails the checksum; rebuilt, same answers.
+    let mut bytes = fs::read(&file).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 0x01;
+    fs::write(&file, &bytes).unwrap();
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(refresh.rebuilt.as_deref(), Some("fails its checksum"));
+    assert_eq!(answers(&index), expected);
+
+    // Truncated, as by a crash mid-write of a non-atomic writer: rebuilt.
+    fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert!(refresh.rebuilt.is_some());
+    assert_eq!(answers(&index), expected);
+
+    // Deleted: rebuilt.
+    fs::remove_file(&file).unwrap();
+    let (index, refresh) = ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(answers(&index), expected);
+    assert!(
+        !refresh.written && !file.exists(),
+        "a read-only refresh writes nothing"
+    );
+}
+
+#[test]
+fn a_stale_index_reads_only_new_runs_and_a_pruned_run_makes_it_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let (r1, _) = three_runs(&state);
+    ReuseIndex::refresh(&state, true).unwrap();
+
+    // A new run reusing r1's attempt for h1: only it is read; h1 still names r1 (the run
+    // that did the work), and it is now the latest.
+    make_run(
+        &state,
+        Some(IDENTITY),
+        &[Event::UnitReused(UnitReused {
+            unit: "fetch".into(),
+            from_run: r1.to_string(),
+            from_attempt: 1,
+            input_hash: "h1".into(),
+            inputs: Vec::new(),
+            output_hash: "o1".into(),
+        })],
+    );
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!((refresh.rebuilt.as_deref(), refresh.runs_read), (None, 1));
+    let source = index.source(IDENTITY, None);
+    assert_eq!(source.find("fetch", "h1").unwrap().run_id, r1.to_string());
+    assert_eq!(source.latest("fetch").unwrap().input_hash, "h1");
+    // The run being resumed is left out of its own lookups.
+    assert!(
+        index
+            .source(IDENTITY, Some(&r1))
+            .find("fetch", "h1")
+            .is_none()
+    );
+
+    // r1 pruned: the index covers a run that is gone, so it is rebuilt from what is left.
+    fs::remove_dir_all(dir.path().join("runs").join(r1.as_str())).unwrap();
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(
+        refresh.rebuilt,
+        Some(format!("covers run {r1}, which is gone"))
+    );
+}
+
+#[test]
+fn the_hash_cache_survives_a_save_and_a_damaged_one_is_ignored() {
+    use apollo_core::hash_cache::{CachedHash, FileHashCache, FileStamp};
+    use apollo_store::HashCache;
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let stamp = FileStamp {
+        dev: 1,
+        ino: 2,
+        size: 3,
+        mtime_ns: 4,
+        ctime_ns: 5,
+    };
+    let hash = CachedHash {
+        sha256: "a".repeat(64),
+        hashed_at_ns: 6,
+    };
+    let cache = HashCache::load(&state);
+    assert!(cache.is_empty());
+    cache.put(stamp, hash.clone());
+    cache.save(&state, true).unwrap();
+
+    let loaded = HashCache::load(&state);
+    assert_eq!(loaded.get(&stamp), Some(hash));
+    // Another stamp of the same file (its ctime moved): not the cached hash.
+    assert_eq!(
+        loaded.get(&FileStamp {
+            ctime_ns: 7,
+            ..stamp
+        }),
+        None
+    );
+
+    let file = dir.path().join("index/hashes");
+    let mut bytes = fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    fs::write(&file, &bytes).unwrap();
+    assert!(
+        HashCache::load(&state).is_empty(),
+        "a damaged cache is ignored"
+    );
+}

@@ -1,0 +1,353 @@
+//! Reuse across runs (`reuse: true`, issue 13): a second `apollo run` with nothing changed
+//! executes nothing and says what it reused; an edited input, a changed command, a deleted
+//! output rerun exactly what they touch; `--no-reuse` runs everything; the reuse index is
+//! derived and found again when it is deleted, garbled or torn.
+
+use crate::support::Apollo;
+
+/// `fetch` → `clean` → `report` ← `other`, all `reuse: true` (from `defaults`), each counting
+/// its executions and writing its declared output.
+const PIPELINE: &str = "defaults:
+  reuse: true
+units:
+  - name: fetch
+    inputs: [data/raw.csv]
+    outputs: [out/fetched.csv]
+    execute: bin/count fetch && mkdir -p out && cp data/raw.csv out/fetched.csv
+  - name: clean
+    deps: [fetch]
+    outputs: [out/clean.csv]
+    execute: bin/count clean && sort out/fetched.csv > out/clean.csv
+  - name: other
+    inputs: [data/other.csv]
+    outputs: [out/other.csv]
+    execute: bin/count other && mkdir -p out && cp data/other.csv out/other.csv
+  - name: report
+    deps: [clean, other]
+    outputs: [out/report.txt]
+    execute: bin/count report && cat out/clean.csv out/other.csv > out/report.txt
+";
+
+const UNITS: [&str; 4] = ["fetch", "clean", "other", "report"];
+
+fn project() -> Apollo {
+    let apollo = Apollo::new();
+    apollo
+        .config(PIPELINE)
+        .file("data/raw.csv", "b\na\n")
+        .file("data/other.csv", "x\n");
+    apollo
+}
+
+/// How many times each unit executed, in `UNITS` order.
+fn counts(apollo: &Apollo) -> Vec<usize> {
+    UNITS.iter().map(|unit| apollo.count(unit)).collect()
+}
+
+/// A project whose pipeline ran once, successfully; returns the run's id.
+fn ran_once() -> (Apollo, String) {
+    let mut apollo = project();
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(counts(&apollo), [1, 1, 1, 1]);
+    let first = apollo.run_ids().pop().unwrap();
+    (apollo, first)
+}
+
+#[test]
+fn a_second_run_with_nothing_changed_executes_nothing_and_says_reused() {
+    let (mut apollo, first) = ran_once();
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    assert_eq!(counts(&apollo), [1, 1, 1, 1], "{}", output.stdout);
+    for unit in UNITS {
+        let line = format!("reused   {unit:<6}  inputs identical to run {first} attempt 1");
+        assert!(output.stdout.contains(&line), "{line}\n{}", output.stdout);
+    }
+    assert!(
+        output
+            .stdout
+            .contains("0 succeeded, 0 already done, 4 reused, 0 failed"),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(apollo.run_ids().len(), 2, "a new run, not a resume");
+    assert_eq!(
+        apollo
+            .journal_text()
+            .matches("\"kind\":\"unit_reused\"")
+            .count(),
+        4
+    );
+    // A third run reuses the same original attempts (not the second run's reuse records).
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains(&format!("inputs identical to run {first} attempt 1")),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(counts(&apollo), [1, 1, 1, 1]);
+}
+
+#[test]
+fn an_edited_input_reruns_exactly_its_unit_and_what_is_downstream() {
+    let (mut apollo, first) = ran_once();
+    apollo.file("data/other.csv", "y\n");
+    let plan = apollo.args(&["run", "--dry-run"]).run();
+    plan.code(0);
+    assert!(
+        plan.stdout.contains(&format!(
+            "runs, not reused: input file data/other.csv changed since run {first} attempt 1"
+        )),
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout.contains(&format!(
+            "reused: inputs identical to run {first} attempt 1"
+        )),
+        "{}",
+        plan.stdout
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(counts(&apollo), [1, 1, 2, 2]);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/report.txt")).unwrap(),
+        "a\nb\ny\n"
+    );
+}
+
+#[test]
+fn a_changed_command_reruns_its_unit_and_an_unchanged_output_keeps_downstream_reused() {
+    let (mut apollo, _) = ran_once();
+    apollo.config(&PIPELINE.replace("sort out/fetched.csv", "sort -u out/fetched.csv"));
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("runs, not reused: command execute changed since run"),
+        "{}",
+        output.stdout
+    );
+    // `clean` wrote the same bytes, so `report`'s inputs are identical: reused.
+    assert_eq!(counts(&apollo), [1, 2, 1, 1]);
+}
+
+#[test]
+fn no_reuse_runs_everything() {
+    let (mut apollo, _) = ran_once();
+    apollo.args(&["run", "--no-reuse"]).run().code(0);
+    assert_eq!(counts(&apollo), [2, 2, 2, 2]);
+    assert!(!apollo.journal_text().contains("unit_reused"));
+}
+
+#[test]
+fn a_deleted_output_makes_its_unit_run_until_blobs_can_restore_it() {
+    let (mut apollo, first) = ran_once();
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output.stdout.contains(
+            "runs, not reused: output out/clean.csv is missing (not restorable: no blob store yet)"
+        ),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(counts(&apollo), [1, 2, 1, 1]);
+    // A changed output likewise.
+    apollo.file("out/other.csv", "tampered\n");
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("output out/other.csv differs from the recorded one"),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(counts(&apollo), [1, 2, 2, 1]);
+    let _ = first;
+}
+
+#[test]
+fn a_deleted_garbled_or_torn_index_is_rebuilt_and_gives_the_same_answer() {
+    let (mut apollo, first) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    let index = apollo.path(".apollo/index/reuse");
+    assert!(index.is_file(), "the index is kept in the state directory");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&index, &bytes).unwrap();
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stderr
+            .contains("the reuse index fails its checksum; rebuilt it"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!(counts(&apollo), [1, 1, 1, 1]);
+
+    // What a SIGKILL mid-write could leave if the write were not atomic: a torn index and a
+    // temporary file beside it. The next run is still right.
+    let bytes = std::fs::read(&index).unwrap();
+    std::fs::write(&index, &bytes[..bytes.len() / 3]).unwrap();
+    std::fs::write(apollo.path(".apollo/index/.reuse.tmp-dead"), &bytes[..10]).unwrap();
+    apollo.file("data/raw.csv", "c\na\n");
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    assert_eq!(counts(&apollo), [2, 2, 1, 2], "{}", output.stdout);
+    assert!(
+        !apollo.path(".apollo/index/.reuse.tmp-dead").exists(),
+        "a dead writer's temporary file is cleaned up"
+    );
+
+    std::fs::remove_file(&index).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(counts(&apollo), [2, 2, 1, 2], "{}", output.stdout);
+    assert!(
+        output.stdout.contains(&format!("run {first} attempt 1")),
+        "{}",
+        output.stdout
+    );
+}
+
+#[test]
+fn reused_units_are_counted_apart_in_runs_replay_show_and_diff() {
+    let (mut apollo, first) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(runs.stdout.contains("4/4 ok (4 reused)"), "{}", runs.stdout);
+    let json = apollo.args(&["runs", "--format", "json"]).run();
+    assert!(json.stdout.contains("\"reused\": 4"), "{}", json.stdout);
+
+    let replay = apollo.args(&["replay", "latest"]).run();
+    replay.code(0);
+    assert!(
+        replay
+            .stdout
+            .contains(&format!("inputs identical to run {first} attempt 1")),
+        "{}",
+        replay.stdout
+    );
+    assert!(replay.stdout.contains("4 reused"), "{}", replay.stdout);
+    let json = apollo.args(&["replay", "latest", "--format", "json"]).run();
+    assert_eq!(
+        json.stdout.matches("\"kind\":\"unit_reused\"").count(),
+        4,
+        "{}",
+        json.stdout
+    );
+
+    let show = apollo.args(&["show", "latest", "clean"]).run();
+    show.code(0);
+    assert!(show.stdout.contains(": reused\n"), "{}", show.stdout);
+    assert!(
+        show.stdout
+            .contains(&format!("inputs identical to run {first} attempt 1")),
+        "{}",
+        show.stdout
+    );
+
+    apollo.args(&["verify"]).run().code(0);
+
+    // Reusing a success is no difference between the runs; the statuses say which was which.
+    let diff = apollo.args(&["diff", &first, "latest"]).run();
+    diff.code(0);
+    assert!(diff.stdout.contains("reused"), "{}", diff.stdout);
+}
+
+#[test]
+fn an_input_rewritten_with_the_same_size_and_mtime_is_still_detected() {
+    let (mut apollo, _) = ran_once();
+    assert!(
+        apollo.path(".apollo/index/hashes").is_file(),
+        "the hash cache is kept in the state directory"
+    );
+    let raw = apollo.path("data/raw.csv");
+    let mtime = std::fs::metadata(&raw).unwrap().modified().unwrap();
+    // Same size, same mtime to the nanosecond: only the content (and the ctime, which no one
+    // can set) differs — the case a (size, mtime) cache gets wrong.
+    std::fs::write(&raw, "c\na\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&raw)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    assert_eq!(std::fs::metadata(&raw).unwrap().modified().unwrap(), mtime);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stdout
+            .contains("input file data/raw.csv changed since run"),
+        "{}",
+        output.stdout
+    );
+    assert_eq!(counts(&apollo), [2, 2, 1, 2]);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/report.txt")).unwrap(),
+        "a\nc\nx\n"
+    );
+}
+
+/// SIGKILL while apollo writes the reuse index (its temporary file is there): the next run
+/// still reuses exactly what it should. The index is deleted before each try so that every
+/// run rewrites it; a try whose apollo finished before its temporary file was seen still
+/// checks the next run.
+#[test]
+fn sigkill_while_the_index_is_written_leaves_the_next_run_correct() {
+    let (mut apollo, _) = ran_once();
+    let index_dir = apollo.path(".apollo/index");
+    let index = index_dir.join("reuse");
+    let mut n_killed_mid_write = 0;
+    for _ in 0..10 {
+        let _ = std::fs::remove_file(&index);
+        let n_runs = apollo.run_ids().len();
+        let running = apollo.args(&["run"]).spawn();
+        let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+        let mut killed = false;
+        while std::time::Instant::now() < deadline && !index.exists() {
+            let writing = std::fs::read_dir(&index_dir).is_ok_and(|entries| {
+                entries.filter_map(Result::ok).any(|entry| {
+                    entry
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with(".reuse.tmp-")
+                })
+            });
+            if writing {
+                running.signal(libc::SIGKILL);
+                killed = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let output = running.wait();
+        if killed && output.code.is_none() {
+            n_killed_mid_write += 1;
+            // The index is written before the run is created: nothing was left to resume.
+            assert_eq!(
+                apollo.run_ids().len(),
+                n_runs,
+                "a run was created before the index"
+            );
+        }
+        // Whatever the kill interrupted, the next run reuses everything.
+        let output = apollo.args(&["run"]).run();
+        output.code(0);
+        assert_eq!(counts(&apollo), [1, 1, 1, 1], "{}", output.stdout);
+        assert!(index.is_file());
+    }
+    println!("killed mid-write {n_killed_mid_write} times out of 10");
+    apollo.assert_no_processes_left();
+}
