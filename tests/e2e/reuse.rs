@@ -64,9 +64,7 @@ fn a_second_run_with_nothing_changed_executes_nothing_and_says_reused() {
         assert!(output.stdout.contains(&line), "{line}\n{}", output.stdout);
     }
     assert!(
-        output
-            .stdout
-            .contains("0 succeeded, 0 already done, 4 reused, 0 failed"),
+        output.stdout.contains("0 succeeded, 4 reused, 0 failed"),
         "{}",
         output.stdout
     );
@@ -145,32 +143,49 @@ fn no_reuse_runs_everything() {
 }
 
 #[test]
-fn a_deleted_output_makes_its_unit_run_until_blobs_can_restore_it() {
-    let (mut apollo, first) = ran_once();
+fn a_deleted_or_changed_output_is_restored_from_the_blob_store_and_a_damaged_blob_is_never_used() {
+    let (mut apollo, _first) = ran_once();
+    let clean = std::fs::read(apollo.path("out/clean.csv")).unwrap();
     std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
-    let output = apollo.args(&["run", "--explain"]).run();
-    output.code(0);
-    assert!(
-        output.stdout.contains(
-            "runs, not reused: output out/clean.csv is missing (not restorable: no blob store yet)"
-        ),
-        "{}",
-        output.stdout
-    );
-    assert_eq!(counts(&apollo), [1, 2, 1, 1]);
-    // A changed output likewise.
     apollo.file("out/other.csv", "tampered\n");
     let output = apollo.args(&["run", "--explain"]).run();
     output.code(0);
-    assert!(
-        output
-            .stdout
-            .contains("output out/other.csv differs from the recorded one"),
-        "{}",
+    assert_eq!(
+        counts(&apollo),
+        [1, 1, 1, 1],
+        "restored, not run: {}",
         output.stdout
     );
-    assert_eq!(counts(&apollo), [1, 2, 2, 1]);
-    let _ = first;
+    assert_eq!(std::fs::read(apollo.path("out/clean.csv")).unwrap(), clean);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/other.csv")).unwrap(),
+        "x\n"
+    );
+
+    // A blob damaged on disk (same length, other bytes) is never restored: the unit runs.
+    let blob = find_blob(&apollo, &clean).expect("out/clean.csv was captured");
+    let mut damaged = clean.clone();
+    damaged[0] ^= 0x01;
+    std::fs::write(&blob, &damaged).unwrap();
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(counts(&apollo), [1, 2, 1, 1], "{}", output.stdout);
+    assert_eq!(std::fs::read(apollo.path("out/clean.csv")).unwrap(), clean);
+}
+
+/// The blob file in the state directory that holds `content`.
+fn find_blob(apollo: &Apollo, content: &[u8]) -> Option<std::path::PathBuf> {
+    let root = apollo.path(".apollo/blobs/sha256");
+    for prefix in std::fs::read_dir(root).ok()? {
+        for blob in std::fs::read_dir(prefix.ok()?.path()).ok()? {
+            let path = blob.ok()?.path();
+            if std::fs::read(&path).ok().as_deref() == Some(content) {
+                return Some(path);
+            }
+        }
+    }
+    None
 }
 
 #[test]
@@ -350,4 +365,39 @@ fn sigkill_while_the_index_is_written_leaves_the_next_run_correct() {
     }
     println!("killed mid-write {n_killed_mid_write} times out of 10");
     apollo.assert_no_processes_left();
+}
+
+#[test]
+fn a_unit_whose_outputs_are_a_glob_and_a_folder_is_reused_and_its_files_restored() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: split
+    reuse: true
+    outputs: [\"out/parts/*.csv\", out/dir]
+    execute: bin/count split && mkdir -p out/parts out/dir && echo 1 > out/parts/a.csv && echo 2 > out/parts/b.csv && echo 3 > out/dir/c.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(apollo.count("split"), 1, "reused: {}", output.stdout);
+    std::fs::remove_file(apollo.path("out/parts/b.csv")).unwrap();
+    std::fs::remove_dir_all(apollo.path("out/dir")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(
+        apollo.count("split"),
+        1,
+        "restored, not run: {}",
+        output.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/parts/b.csv")).unwrap(),
+        "2\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/dir/c.txt")).unwrap(),
+        "3\n"
+    );
 }

@@ -400,7 +400,7 @@ impl Observer for Progress<'_> {
             let event = match notice {
                 Notice::Decided { unit, decision } => Some(serde_json::json!({
                     "event": "decided", "unit": unit,
-                    "runs": !matches!(decision, Decision::Reuse { .. }),
+                    "runs": !matches!(decision, Decision::Reuse { .. } | Decision::Reused { .. }),
                     "reason": decision.to_string(),
                 })),
                 Notice::Started { unit, attempt } => Some(serde_json::json!({
@@ -418,6 +418,14 @@ impl Observer for Progress<'_> {
                 })),
                 Notice::Skipped { unit, upstream } => Some(serde_json::json!({
                     "event": "skipped", "unit": unit, "upstream_failed": upstream,
+                })),
+                Notice::Reused {
+                    unit,
+                    from_run,
+                    from_attempt,
+                } => Some(serde_json::json!({
+                    "event": "reused", "unit": unit, "from_run": from_run,
+                    "from_attempt": from_attempt,
                 })),
                 _ => None,
             };

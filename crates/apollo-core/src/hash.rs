@@ -494,7 +494,7 @@ pub fn special_declared_files(
 }
 
 /// Whether a pattern has glob syntax.
-fn is_glob(pattern: &str) -> bool {
+pub(crate) fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])
 }
 

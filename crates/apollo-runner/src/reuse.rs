@@ -7,16 +7,21 @@
 //! refreshed (an I/O error) turns reuse off for the run, with a notice: reuse only ever
 //! saves work, so it never stops a run.
 //!
-//! **Where restoring outputs plugs in.** A candidate whose declared outputs are missing or
-//! changed on disk is handed to an [`OutputRestorer`] before it is given up; this session
-//! passes [`NoRestore`] ("not restorable: no blob store yet") until the blob store exists.
-//! Wiring the blob store is one line in [`reuse_for`]: `Reuse::new(source)
-//! .with_restorer(Arc::new(<blob-store restorer>))`.
+//! **Restoring outputs.** A candidate whose declared outputs are missing or changed on disk is
+//! handed to a [`BlobRestorer`] before it is given up: it puts back every output file the
+//! candidate attempt recorded (its `unit_files` manifest) from the blob store, each re-hashed
+//! as it is copied (a damaged blob is reported and never written). The engine hashes the
+//! outputs again afterwards and reuses the unit only if they are exactly as recorded.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use apollo_core::engine::{NoRestore, Reuse};
-use apollo_store::{HashCache, ReuseIndex, RunId, StateDir};
+use apollo_core::Event;
+use apollo_core::Unit;
+use apollo_core::capture::FileEntry;
+use apollo_core::engine::{OutputRestorer, Reuse, ReuseCandidate};
+use apollo_core::event::FileSide;
+use apollo_store::{BlobStore, HashCache, JournalReader, ReadOptions, ReuseIndex, RunId, StateDir};
 
 use crate::notice::{SessionNotice, SessionObserver};
 
@@ -43,7 +48,11 @@ pub(crate) fn reuse_for(
                 });
             }
             let source = index.source(identity, resuming);
-            Some(Reuse::new(Arc::new(source)).with_restorer(Arc::new(NoRestore)))
+            let restorer = BlobRestorer {
+                state: state.clone(),
+                blobs: BlobStore::open_existing(state.path().join("blobs")),
+            };
+            Some(Reuse::new(Arc::new(source)).with_restorer(Arc::new(restorer)))
         }
         Err(error) => {
             observer.notice(&SessionNotice::ReuseUnavailable { error: &error });
@@ -71,5 +80,86 @@ pub(crate) fn hash_cache_for(
 pub(crate) fn save_hash_cache(state: &StateDir, cache: Option<&HashCache>) {
     if let Some(cache) = cache {
         let _ = cache.save(state, false);
+    }
+}
+
+/// Puts a candidate attempt's declared outputs back from the blob store (see the module docs).
+struct BlobRestorer {
+    state: StateDir,
+    blobs: BlobStore,
+}
+
+impl BlobRestorer {
+    /// The manifest of the outputs `candidate` recorded for `unit`.
+    fn recorded_outputs(
+        &self,
+        unit: &str,
+        candidate: &ReuseCandidate,
+    ) -> Result<Vec<FileEntry>, String> {
+        let run: RunId = candidate
+            .run_id
+            .parse()
+            .map_err(|_| format!("run id {} is not valid", candidate.run_id))?;
+        let run_dir = self
+            .state
+            .run_dir(&run)
+            .map_err(|error| error.to_string())?;
+        let reader = JournalReader::open(run_dir.path(), ReadOptions::default())
+            .map_err(|error| error.to_string())?;
+        for record in reader {
+            let record = record.map_err(|error| error.to_string())?;
+            if let Event::UnitFiles(listed) = record.event
+                && listed.unit == unit
+                && listed.attempt == candidate.attempt
+                && listed.side == FileSide::Outputs
+            {
+                return match &listed.manifest {
+                    Some(reference) => apollo_store::read_files_manifest(run_dir.path(), reference)
+                        .map_err(|error| error.to_string()),
+                    None => Ok(listed.files),
+                };
+            }
+        }
+        Err(format!(
+            "run {} attempt {} recorded no output files (captured before apollo kept them?)",
+            candidate.run_id, candidate.attempt
+        ))
+    }
+}
+
+impl OutputRestorer for BlobRestorer {
+    fn restore(
+        &self,
+        unit: &Unit,
+        base_dir: &Path,
+        candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        let files = self.recorded_outputs(&unit.name, candidate)?;
+        // Every file must be restorable before any is written: a half-restored output is
+        // worse than none (the unit then runs and writes it whole).
+        if let Some(file) = files.iter().find(|file| !file.captured()) {
+            return Err(format!(
+                "not restorable: {} was not captured ({})",
+                file.path,
+                file.not_captured.as_deref().unwrap_or("no blob")
+            ));
+        }
+        if let Some(file) = files.iter().find(|file| !self.blobs.contains(&file.sha256)) {
+            return Err(format!(
+                "not restorable: the blob of {} is gone (pruned?)",
+                file.path
+            ));
+        }
+        for file in &files {
+            let dest = base_dir.join(&file.path);
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
+            }
+            self.blobs
+                .restore(&file.sha256, &dest, file.mode)
+                .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
+        }
+        Ok(())
     }
 }
