@@ -216,6 +216,41 @@ impl<'a> SourceFile<'a> {
         }
     }
 
+    /// The file's name, as the user gave it.
+    pub(crate) fn path(&self) -> &'a Path {
+        self.path
+    }
+
+    /// Where the `nth` (from 0) occurrence of `needle` is, searching from `from` (the place of
+    /// the YAML node that holds it): how a diagnostic points into a string, e.g. at one
+    /// `${params.x}` in a command. `None` when it is not found there (an alias or merge key
+    /// copied the node from elsewhere).
+    pub(crate) fn find_after(&self, from: Loc, needle: &str, nth: usize) -> Option<Loc> {
+        let line_index = (from.line as usize).checked_sub(1)?;
+        let line_start = *self.line_starts.get(line_index)?;
+        let line_text = self.text.get(line_start..)?;
+        let column_offset: usize = line_text
+            .chars()
+            .take(from.column.saturating_sub(1) as usize)
+            .map(char::len_utf8)
+            .sum();
+        let start = line_start + column_offset;
+        let mut offset = start;
+        for _ in 0..=nth {
+            let found = self.text.get(offset..)?.find(needle)?;
+            offset += found + needle.len();
+        }
+        let found_at = offset - needle.len();
+        let line = self.line_starts.partition_point(|&begin| begin <= found_at);
+        let begin = self.line_starts[line - 1];
+        let column = self.text.get(begin..found_at)?.chars().count() + 1;
+        Some(Loc {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+            width: u32::try_from(needle.chars().count()).unwrap_or(u32::MAX),
+        })
+    }
+
     /// Line `line` (1-based) without its line ending, if it exists.
     pub(crate) fn line_text(&self, line: u32) -> Option<&'a str> {
         let index = (line as usize).checked_sub(1)?;
@@ -278,6 +313,25 @@ pub(crate) fn closest<'c>(
         }
     }
     best.map(|(_, candidate)| candidate)
+}
+
+/// Like [`closest`], and failing that the candidate within two edits (a swap of two
+/// neighbouring letters is one): Jaro-Winkler misses transpositions in short words such as
+/// `dya` for `day`, which param names often are.
+pub(crate) fn closest_or_near<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str> + Clone,
+) -> Option<&'c str> {
+    closest(word, candidates.clone()).or_else(|| {
+        candidates
+            .into_iter()
+            .map(|candidate| (strsim::osa_distance(word, candidate), candidate))
+            .filter(|&(distance, candidate)| {
+                distance <= 2 && distance < word.chars().count().min(candidate.chars().count())
+            })
+            .min_by_key(|&(distance, _)| distance)
+            .map(|(_, candidate)| candidate)
+    })
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> Pa
         .runs_dir()
         .join(run_id.as_str())
         .join("units")
-        .join(unit)
+        .join(&*apollo_core::model::unit_folder_name(unit))
         .join(attempt.to_string())
 }
 

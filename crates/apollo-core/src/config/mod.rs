@@ -32,13 +32,19 @@
 //! never the caller's current directory.
 
 pub(crate) mod duration;
+mod expand;
+mod fanout;
+mod interpolate;
+mod params;
 mod raw;
 mod resolve;
 pub(crate) mod schema;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use params::{ParamInput, ParamOverride, Params};
 
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::Pipeline;
@@ -59,6 +65,58 @@ pub struct Loaded {
     pub warnings: Vec<Diagnostic>,
     /// The config file's text, as read.
     pub source: String,
+    /// The run's params (`params:` with the values given in [`LoadOptions`], else their
+    /// defaults), as a run records them in `run_started`. Empty when the pipeline declares
+    /// none.
+    pub params: Params,
+}
+
+/// What a load needs besides the file: the run's param values and the environment
+/// `${env.NAME}` reads.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct LoadOptions {
+    /// Values for declared params (later entries win over earlier ones for the same name).
+    pub params: Vec<ParamOverride>,
+    /// The environment for `${env.NAME}`; `None` reads apollo's own.
+    pub env: Option<BTreeMap<String, String>>,
+    /// The run's date for `today` (`YYYY-MM-DD`); `None` is the current UTC date.
+    pub today: Option<String>,
+}
+
+impl LoadOptions {
+    /// Sets the param values.
+    pub fn params(mut self, params: Vec<ParamOverride>) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Sets the environment `${env.NAME}` reads.
+    pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    /// Sets the date `today` stands for.
+    pub fn today(mut self, today: impl Into<String>) -> Self {
+        self.today = Some(today.into());
+        self
+    }
+}
+
+/// Reads a params file: YAML (or JSON, which is YAML) holding a mapping of param names to
+/// values, e.g. `{day: 2026-11-30, regions: [eu, us]}`. Each value is checked against the
+/// param's type when the pipeline is loaded with it.
+pub fn read_params_file(path: &Path) -> Result<Vec<ParamOverride>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let source = SourceFile::new(path, &text);
+    params::overrides_from_file(&text, &source).map_err(|diagnostic| LoadError::Invalid {
+        path: path.to_owned(),
+        diagnostics: vec![diagnostic],
+    })
 }
 
 /// Why a config could not be loaded.
@@ -101,12 +159,19 @@ fn n_errors(diagnostics: &[Diagnostic]) -> usize {
 /// Relative paths in the config resolve against `path`'s folder (made absolute from the
 /// current directory if `path` is relative).
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    load_with(path, &LoadOptions::default())
+}
+
+/// Like [`load`], with param values and an environment for `${…}`: unknown param names,
+/// values of the wrong type and required params without a value are diagnostics like any
+/// other (nothing has run yet).
+pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
         path: path.to_owned(),
         source,
     })?;
     match String::from_utf8(bytes) {
-        Ok(text) => load_string(text, path),
+        Ok(text) => load_string(text, path, options),
         Err(error) => Err(LoadError::Invalid {
             path: path.to_owned(),
             diagnostics: vec![not_utf8(error.as_bytes(), error.utf8_error(), path)],
@@ -133,10 +198,15 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
 /// assert_eq!(diagnostics[0].hint.as_deref(), Some("did you mean `retries`?"));
 /// ```
 pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
-    load_string(text.to_owned(), path)
+    load_string(text.to_owned(), path, &LoadOptions::default())
 }
 
-fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
+/// Like [`load_with`], from text already in memory (see [`load_str`]).
+pub fn load_str_with(text: &str, path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
+    load_string(text.to_owned(), path, options)
+}
+
+fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     let config_path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let base_dir = config_path
         .parent()
@@ -192,8 +262,26 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
             .with_hint("a pipeline needs at least `units:` with one unit that has a `name` and an `execute` command"),
         ]));
     }
-    let (spec, mut diagnostics) = schema::walk(&root, &source);
+    let (mut spec, mut diagnostics) = schema::walk(&root, &source);
     drop(root);
+    let today = options
+        .today
+        .clone()
+        .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%d").to_string());
+    let (params, param_diagnostics) =
+        params::resolve(&spec.params, &options.params, &today, &source);
+    diagnostics.extend(param_diagnostics);
+    let process_env;
+    let env = match &options.env {
+        Some(env) => env,
+        None => {
+            process_env = std::env::vars_os()
+                .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+                .collect();
+            &process_env
+        }
+    };
+    diagnostics.extend(expand::expand(&mut spec, &params, env, &source, &base_dir));
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
     diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
@@ -207,6 +295,7 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
         id,
         warnings: diagnostics,
         source: text,
+        params,
     })
 }
 

@@ -180,7 +180,7 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
                 };
                 let value = match frame.kind {
                     FrameKind::Seq(items) => Value::Seq(items),
-                    FrameKind::Map { entries, .. } => Value::Map(entries),
+                    FrameKind::Map { entries, .. } => Value::Map(merge_keys(entries)?),
                 };
                 let size = produced - frame.produced_before;
                 (
@@ -227,6 +227,67 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
             width: 1,
         },
     }))
+}
+
+/// Applies YAML merge keys (`<<: *defaults`, `<<: [*a, *b]`), as docker-compose users expect:
+/// the mapping's own keys win, then the merged mappings' keys in the order they are listed.
+/// The result holds no `<<` entry. A mapping without one is returned as it is.
+fn merge_keys<'a>(
+    entries: Vec<(Node<'a>, Node<'a>)>,
+) -> Result<Vec<(Node<'a>, Node<'a>)>, SyntaxError> {
+    let is_merge = |key: &Node<'_>| matches!(&key.value, Value::Str(text) if text == "<<");
+    if !entries.iter().any(|(key, _)| is_merge(key)) {
+        return Ok(entries);
+    }
+    let mut own = Vec::with_capacity(entries.len());
+    let mut merged: Vec<(Node<'a>, Node<'a>)> = Vec::new();
+    for (key, value) in entries {
+        if !is_merge(&key) {
+            own.push((key, value));
+            continue;
+        }
+        let sources = match value.value {
+            Value::Map(map) => vec![map],
+            Value::Seq(items) => {
+                let mut maps = Vec::with_capacity(items.len());
+                for item in items {
+                    let Value::Map(map) = item.value else {
+                        return Err(SyntaxError {
+                            message: format!(
+                                "a merge key `<<` lists {}, not a mapping",
+                                item.value.kind()
+                            ),
+                            loc: item.loc,
+                        });
+                    };
+                    maps.push(map);
+                }
+                maps
+            }
+            other => {
+                return Err(SyntaxError {
+                    message: format!(
+                        "a merge key `<<` needs a mapping or a list of mappings, found {}",
+                        other.kind()
+                    ),
+                    loc: value.loc,
+                });
+            }
+        };
+        for map in sources {
+            for (merged_key, merged_value) in map {
+                if !merged.iter().any(|(seen, _)| seen.value == merged_key.value) {
+                    merged.push((merged_key, merged_value));
+                }
+            }
+        }
+    }
+    for (key, value) in merged {
+        if !own.iter().any(|(seen, _)| seen.value == key.value) {
+            own.push((key, value));
+        }
+    }
+    Ok(own)
 }
 
 fn to_u32(value: usize) -> u32 {
@@ -375,6 +436,33 @@ mod tests {
         };
         assert_eq!(entries[0].1.value, entries[1].1.value);
         assert_eq!(entries[1].1.loc.line, 2);
+    }
+
+    #[test]
+    fn merge_keys_fill_in_what_the_mapping_does_not_set() {
+        let node = parse("d: &d {a: 1, b: 2}\ne: &e {c: 3}\nx: {<<: [*d, *e], b: 9}\n").unwrap();
+        let Value::Map(entries) = node.value else {
+            panic!("expected a mapping");
+        };
+        let Value::Map(x) = &entries[2].1.value else {
+            panic!("expected a mapping");
+        };
+        let pairs: Vec<(String, Value<'_>)> = x
+            .iter()
+            .map(|(key, value)| match &key.value {
+                Value::Str(text) => (text.to_string(), value.value.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("b".to_owned(), Value::Int(9)),
+                ("a".to_owned(), Value::Int(1)),
+                ("c".to_owned(), Value::Int(3)),
+            ]
+        );
+        assert!(parse("x: {<<: 3}\n").is_err());
     }
 
     #[test]

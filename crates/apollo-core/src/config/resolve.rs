@@ -31,8 +31,12 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 deps.push(dep.value);
             }
         }
-        let mut env = spec.env.clone();
-        env.extend(unit.env);
+        let mut env: std::collections::BTreeMap<String, String> = spec
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), value.value.clone()))
+            .collect();
+        env.extend(unit.env.into_iter().map(|(name, value)| (name, value.value)));
         units.push(Unit {
             name: unit_name.value,
             deps,

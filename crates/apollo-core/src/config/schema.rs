@@ -11,8 +11,15 @@ use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
 /// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] =
-    &["name", "id", "defaults", "max_parallel", "env", "units"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "id",
+    "defaults",
+    "max_parallel",
+    "env",
+    "units",
+    "params",
+];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "timeout",
@@ -38,6 +45,7 @@ pub(crate) const UNIT_KEYS: &[&str] = &[
     "env",
     "workdir",
     "idempotent",
+    "foreach",
 ];
 
 const DURATION_HELP: &str =
@@ -58,8 +66,10 @@ pub(crate) struct Spec {
     pub(crate) id: Option<Sp<String>>,
     pub(crate) defaults: Settings,
     pub(crate) max_parallel: Option<Sp<usize>>,
-    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, Sp<String>>,
     pub(crate) units: Vec<UnitSpec>,
+    /// `params:`, in file order.
+    pub(crate) params: Vec<super::params::ParamSpec>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -75,7 +85,7 @@ pub(crate) struct Settings {
 }
 
 /// One unit as written.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct UnitSpec {
     pub(crate) name: Option<Sp<String>>,
     pub(crate) deps: Vec<Sp<String>>,
@@ -85,7 +95,11 @@ pub(crate) struct UnitSpec {
     pub(crate) cleanup: Option<Sp<Command>>,
     pub(crate) inputs: Vec<Sp<String>>,
     pub(crate) outputs: Vec<Sp<String>>,
-    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, Sp<String>>,
+    /// `foreach:`: the unit is a template for instances `name[key]` (expanded in `expand.rs`).
+    pub(crate) foreach: Option<Sp<super::fanout::Foreach>>,
+    /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
+    pub(crate) instance: Option<super::fanout::Instance>,
 }
 
 impl UnitSpec {
@@ -108,19 +122,19 @@ pub(crate) fn walk(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnosti
     (spec, walker.diagnostics)
 }
 
-struct Walker<'s, 'a> {
-    source: &'s SourceFile<'a>,
-    diagnostics: Vec<Diagnostic>,
+pub(super) struct Walker<'s, 'a> {
+    pub(super) source: &'s SourceFile<'a>,
+    pub(super) diagnostics: Vec<Diagnostic>,
 }
 
 impl Walker<'_, '_> {
-    fn error(&mut self, code: &'static str, loc: Loc, message: String) -> &mut Diagnostic {
+    pub(super) fn error(&mut self, code: &'static str, loc: Loc, message: String) -> &mut Diagnostic {
         self.diagnostics.push(self.source.error(code, loc, message));
         let last = self.diagnostics.len() - 1;
         &mut self.diagnostics[last]
     }
 
-    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) -> &mut Diagnostic {
+    pub(super) fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) -> &mut Diagnostic {
         self.error(
             "wrong-type",
             node.loc,
@@ -146,6 +160,7 @@ impl Walker<'_, '_> {
                 "max_parallel" => spec.max_parallel = self.max_parallel(value),
                 "env" => spec.env = self.env(value, "the pipeline `env`"),
                 "units" => units_node = Some(value),
+                "params" => spec.params = self.params(value),
                 _ => {}
             }
         }
@@ -188,7 +203,7 @@ impl Walker<'_, '_> {
     /// The string-keyed entries of a mapping whose keys are in `allowed`; reports non-string,
     /// unknown and duplicate keys. `elsewhere` are keys valid in another section, for a
     /// better hint.
-    fn entries<'n>(
+    pub(super) fn entries<'n>(
         &mut self,
         node: &'n Node<'n>,
         context: &str,
@@ -210,6 +225,11 @@ impl Walker<'_, '_> {
                 );
                 continue;
             };
+            // `x-` keys at the top level hold anchors for merge keys (`x-defaults: &d {...}`),
+            // as in docker-compose; apollo ignores them.
+            if key_text.starts_with("x-") && allowed.contains(&"units") {
+                continue;
+            }
             let Some(&allowed_key) = allowed.iter().find(|&&name| name == key_text) else {
                 let hint = if let Some(suggestion) = closest(key_text, allowed.iter().copied()) {
                     suggested.push(suggestion);
@@ -417,7 +437,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn boolean(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<bool>> {
+    pub(super) fn boolean(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<bool>> {
         match node.value {
             Value::Bool(value) => Some(Sp {
                 value,
@@ -434,7 +454,7 @@ impl Walker<'_, '_> {
     }
 
     /// A string, or a whole number read as its decimal text (names like `2024` are fine).
-    fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+    pub(super) fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
         let value = match &node.value {
             Value::Str(text) => text.to_string(),
             Value::Int(number) => number.to_string(),
@@ -457,7 +477,7 @@ impl Walker<'_, '_> {
         })
     }
 
-    fn non_empty_string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+    pub(super) fn non_empty_string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
         let text = self.string(node, what)?;
         if text.value.trim().is_empty() {
             self.error("bad-value", node.loc, format!("{what} is empty"));
@@ -467,7 +487,7 @@ impl Walker<'_, '_> {
     }
 
     /// A list of non-empty strings; `null` is an empty list.
-    fn string_list(&mut self, node: &Node, what: &str) -> Vec<Sp<String>> {
+    pub(super) fn string_list(&mut self, node: &Node, what: &str) -> Vec<Sp<String>> {
         match &node.value {
             Value::Null => Vec::new(),
             Value::Seq(items) => items
@@ -491,7 +511,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn env(&mut self, node: &Node, what: &str) -> BTreeMap<String, String> {
+    fn env(&mut self, node: &Node, what: &str) -> BTreeMap<String, Sp<String>> {
         let mut env = BTreeMap::new();
         let map = match &node.value {
             Value::Null => return env,
@@ -541,6 +561,10 @@ impl Walker<'_, '_> {
                 );
                 continue;
             }
+            let text = Sp {
+                value: text,
+                loc: value.loc,
+            };
             if env.insert(name.value.clone(), text).is_some() {
                 self.error(
                     "duplicate-key",
@@ -552,7 +576,7 @@ impl Walker<'_, '_> {
         env
     }
 
-    fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
+    pub(super) fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
         let what = format!("`{key}` of {label}");
         let command = match &node.value {
             Value::Str(script) => {
@@ -655,6 +679,8 @@ impl Walker<'_, '_> {
             inputs: Vec::new(),
             outputs: Vec::new(),
             env: BTreeMap::new(),
+            foreach: None,
+            instance: None,
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -685,6 +711,7 @@ impl Walker<'_, '_> {
                     unit.outputs = self.string_list(value, &format!("`outputs` of {label}"));
                 }
                 "env" => unit.env = self.env(value, &format!("the `env` of {label}")),
+                "foreach" => unit.foreach = self.foreach(value, &label),
                 _ => self.setting(&mut unit.settings, key, value, &context),
             }
         }
