@@ -73,7 +73,11 @@ fn check_names<'s>(
             .map_or(name.value.as_str(), |instance| instance.base.as_str());
         let first_instance = unit.instance.is_none()
             || unit_idx == 0
-            || spec.units[unit_idx - 1].name.as_ref().map(|previous| previous.loc) != Some(name.loc);
+            || spec.units[unit_idx - 1]
+                .name
+                .as_ref()
+                .map(|previous| previous.loc)
+                != Some(name.loc);
         if first_instance && let Some(diagnostic) = check_name(checked_name, name.loc, source) {
             diagnostics.push(diagnostic);
         }

@@ -18,7 +18,7 @@ mod identity_tests;
 #[cfg(test)]
 mod tests;
 
-pub use error::RunnerError;
+pub use error::{ParamDifference, RunnerError};
 pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};

@@ -679,6 +679,7 @@ mod tests {
                 pid: 1,
                 units: Vec::new(),
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
+                params: Default::default(),
             },
         )];
         if finished {

@@ -29,7 +29,10 @@ pub(crate) fn expand(
         .params
         .iter()
         .map(|param| {
-            let value = params.get(&param.name.value).map(render).unwrap_or_default();
+            let value = params
+                .get(&param.name.value)
+                .map(render)
+                .unwrap_or_default();
             (param.name.value.clone(), value)
         })
         .collect();
@@ -62,7 +65,13 @@ pub(crate) fn expand(
         let template_label = unit.label(position);
         let (Some(foreach), Some(name)) = (unit.foreach.take(), unit.name.clone()) else {
             let name = unit.name.as_ref().map(|name| name.value.clone());
-            expander.unit(&mut unit, name.as_deref(), None, &spec.defaults, &template_label);
+            expander.unit(
+                &mut unit,
+                name.as_deref(),
+                None,
+                &spec.defaults,
+                &template_label,
+            );
             expanded.push(unit);
             continue;
         };
@@ -159,9 +168,9 @@ impl<'e> Expander<'e, '_> {
                 .source
                 .find_after(loc, &problem.token, problem.occurrence)
                 .unwrap_or(loc);
-            let mut diagnostic = self
-                .source
-                .error(problem.code, at, format!("{} ({what})", problem.message));
+            let mut diagnostic =
+                self.source
+                    .error(problem.code, at, format!("{} ({what})", problem.message));
             if let Some(hint) = problem.hint {
                 diagnostic = diagnostic.with_hint(hint);
             }
@@ -333,7 +342,10 @@ impl<'e> Expander<'e, '_> {
                     && let Some(value) = self.params.get(name)
                 {
                     let serde_json::Value::Array(items) = value else {
-                        let at = self.source.find_after(text.loc, trimmed, 0).unwrap_or(text.loc);
+                        let at = self
+                            .source
+                            .find_after(text.loc, trimmed, 0)
+                            .unwrap_or(text.loc);
                         self.push(
                             self.source
                                 .error(
@@ -397,10 +409,10 @@ impl<'e> Expander<'e, '_> {
             return;
         }
         for unit in units.iter_mut() {
-            let label = unit
-                .name
-                .as_ref()
-                .map_or_else(|| "a unit".to_owned(), |name| format!("unit `{}`", name.value));
+            let label = unit.name.as_ref().map_or_else(
+                || "a unit".to_owned(),
+                |name| format!("unit `{}`", name.value),
+            );
             let deps = std::mem::take(&mut unit.deps);
             let mut resolved = Vec::with_capacity(deps.len());
             for dep in deps {
@@ -423,10 +435,9 @@ impl<'e> Expander<'e, '_> {
                             dep.value
                         ),
                     );
-                    if let Some(suggestion) = crate::diagnostic::closest(
-                        &dep.value,
-                        instances.iter().map(String::as_str),
-                    ) {
+                    if let Some(suggestion) =
+                        crate::diagnostic::closest(&dep.value, instances.iter().map(String::as_str))
+                    {
                         diagnostic = diagnostic.with_hint(format!("did you mean `{suggestion}`?"));
                     }
                     let shown: Vec<&str> = instances.iter().take(10).map(String::as_str).collect();
@@ -434,7 +445,11 @@ impl<'e> Expander<'e, '_> {
                         "`{base}` has {} instance(s): {}{}",
                         instances.len(),
                         shown.join(", "),
-                        if instances.len() > shown.len() { ", …" } else { "" }
+                        if instances.len() > shown.len() {
+                            ", …"
+                        } else {
+                            ""
+                        }
                     ));
                     self.push(diagnostic);
                     continue;

@@ -127,7 +127,10 @@ pub(crate) fn glob_items(pattern: &str, base_dir: &Path) -> Result<Vec<String>, 
     let full = if absolute {
         pattern.to_owned()
     } else {
-        format!("{}/{pattern}", glob::Pattern::escape(&base_dir.to_string_lossy()))
+        format!(
+            "{}/{pattern}",
+            glob::Pattern::escape(&base_dir.to_string_lossy())
+        )
     };
     let paths = glob::glob(&full).map_err(|error| error.msg.to_owned())?;
     let mut items = Vec::new();
@@ -136,7 +139,9 @@ pub(crate) fn glob_items(pattern: &str, base_dir: &Path) -> Result<Vec<String>, 
         let shown = if absolute {
             path
         } else {
-            path.strip_prefix(base_dir).map(Path::to_path_buf).unwrap_or(path)
+            path.strip_prefix(base_dir)
+                .map(Path::to_path_buf)
+                .unwrap_or(path)
         };
         items.push(shown.to_string_lossy().into_owned());
     }
@@ -146,21 +151,30 @@ pub(crate) fn glob_items(pattern: &str, base_dir: &Path) -> Result<Vec<String>, 
 
 /// The key of a glob item: its file name, made safe.
 pub(crate) fn glob_key(item: &str) -> String {
-    let name = Path::new(item)
-        .file_name()
-        .map_or_else(|| item.to_owned(), |name| name.to_string_lossy().into_owned());
+    let name = Path::new(item).file_name().map_or_else(
+        || item.to_owned(),
+        |name| name.to_string_lossy().into_owned(),
+    );
     key_of(&name)
 }
 
-/// The product of the axes' items, in order: each instance's (key, fields).
-pub(crate) fn product(axes: &[(String, Vec<(String, String)>)]) -> Vec<(String, Vec<(String, String)>)> {
-    let mut combinations: Vec<(Vec<String>, Vec<(String, String)>)> = vec![(Vec::new(), Vec::new())];
+/// An axis name and its items as (key, value) pairs.
+pub(crate) type AxisItems = (String, Vec<(String, String)>);
+
+/// The product of the axes' items, in order: each instance's key (`eu,a`) and fields
+/// (`region` → `eu`, `tier` → `a`).
+pub(crate) fn product(axes: &[AxisItems]) -> Vec<(String, Vec<(String, String)>)> {
+    // Each partial combination: its keys so far and its fields so far.
+    let mut combinations: Vec<AxisItems> = vec![(String::new(), Vec::new())];
     for (axis, items) in axes {
         let mut next = Vec::with_capacity(combinations.len() * items.len());
         for (keys, fields) in &combinations {
             for (key, value) in items {
-                let mut keys = keys.clone();
-                keys.push(key.clone());
+                let keys = if keys.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{keys},{key}")
+                };
                 let mut fields = fields.clone();
                 fields.push((axis.clone(), value.clone()));
                 next.push((keys, fields));
@@ -169,9 +183,6 @@ pub(crate) fn product(axes: &[(String, Vec<(String, String)>)]) -> Vec<(String, 
         combinations = next;
     }
     combinations
-        .into_iter()
-        .map(|(keys, fields)| (keys.join(","), fields))
-        .collect()
 }
 
 #[cfg(test)]
@@ -194,7 +205,10 @@ mod tests {
         let axes = vec![
             (
                 "region".to_owned(),
-                vec![("eu".to_owned(), "eu".to_owned()), ("us".to_owned(), "us".to_owned())],
+                vec![
+                    ("eu".to_owned(), "eu".to_owned()),
+                    ("us".to_owned(), "us".to_owned()),
+                ],
             ),
             ("tier".to_owned(), vec![("a".to_owned(), "a".to_owned())]),
         ];

@@ -301,7 +301,10 @@ mod tests {
     #[test]
     fn apollo_namespaces_are_resolved() {
         assert_eq!(
-            ok("./x.sh ${params.day} ${item.region} ${unit.name} ${env.HOME}", Place::Other),
+            ok(
+                "./x.sh ${params.day} ${item.region} ${unit.name} ${env.HOME}",
+                Place::Other
+            ),
             "./x.sh 2026-11-30 eu load[eu,a] /home/a"
         );
         assert_eq!(ok("echo ${run.id}", Place::Shell), "echo ${APOLLO_RUN_ID}");

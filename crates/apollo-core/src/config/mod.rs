@@ -115,7 +115,7 @@ pub fn read_params_file(path: &Path) -> Result<Vec<ParamOverride>, LoadError> {
     let source = SourceFile::new(path, &text);
     params::overrides_from_file(&text, &source).map_err(|diagnostic| LoadError::Invalid {
         path: path.to_owned(),
-        diagnostics: vec![diagnostic],
+        diagnostics: vec![*diagnostic],
     })
 }
 
@@ -276,7 +276,9 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         Some(env) => env,
         None => {
             process_env = std::env::vars_os()
-                .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+                .filter_map(|(name, value)| {
+                    Some((name.into_string().ok()?, value.into_string().ok()?))
+                })
                 .collect();
             &process_env
         }

@@ -134,11 +134,7 @@ pub(crate) fn is_valid_param_name(name: &str) -> bool {
 pub(crate) fn render(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(text) => text.clone(),
-        serde_json::Value::Array(items) => items
-            .iter()
-            .map(render)
-            .collect::<Vec<_>>()
-            .join(" "),
+        serde_json::Value::Array(items) => items.iter().map(render).collect::<Vec<_>>().join(" "),
         serde_json::Value::Null => String::new(),
         other => other.to_string(),
     }
@@ -152,8 +148,12 @@ impl Walker<'_, '_> {
             Value::Null => return Vec::new(),
             Value::Map(map) => map,
             _ => {
-                self.wrong_type(node, "`params`", "a mapping of param names to their declarations")
-                    .hint("write it as `params: { day: {type: date, default: \"2026-11-30\"} }`");
+                self.wrong_type(
+                    node,
+                    "`params`",
+                    "a mapping of param names to their declarations",
+                )
+                .hint("write it as `params: { day: {type: date, default: \"2026-11-30\"} }`");
                 return Vec::new();
             }
         };
@@ -222,7 +222,8 @@ impl Walker<'_, '_> {
                 _ => ParamType::String,
             },
             Some(node) => {
-                let written = self.string(node, &format!("the `type` of param `{}`", name.value))?;
+                let written =
+                    self.string(node, &format!("the `type` of param `{}`", name.value))?;
                 match ParamType::from_name(&written.value) {
                     Some(ty) => ty,
                     None => {
@@ -296,7 +297,9 @@ fn from_node(node: &Node, ty: ParamType) -> Result<serde_json::Value, String> {
     let found = || format!("{} `{}`", node.value.kind(), describe(&node.value));
     match (&node.value, ty) {
         (Value::Str(text), _) => from_text(text, ty).map_err(|_| found()),
-        (Value::Int(number), ParamType::String) => Ok(serde_json::Value::String(number.to_string())),
+        (Value::Int(number), ParamType::String) => {
+            Ok(serde_json::Value::String(number.to_string()))
+        }
         (Value::Int(number), ParamType::Int) => i64::try_from(*number)
             .map(serde_json::Value::from)
             .map_err(|_| found()),
@@ -346,9 +349,7 @@ fn from_text(text: &str, ty: ParamType) -> Result<serde_json::Value, ()> {
         ParamType::Date => {
             let text = text.trim();
             // Exactly `YYYY-MM-DD`, a real calendar day.
-            if text.len() == 10
-                && chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok()
-            {
+            if text.len() == 10 && chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok() {
                 Ok(serde_json::Value::String(text.to_owned()))
             } else {
                 Err(())
@@ -418,10 +419,7 @@ pub(crate) fn resolve(
                 Severity::Error,
                 "unknown-param",
                 file,
-                format!(
-                    "unknown param `{}` ({})",
-                    given.name, given.origin
-                ),
+                format!("unknown param `{}` ({})", given.name, given.origin),
             );
             diagnostic = match closest_or_near(
                 &given.name,
@@ -517,20 +515,21 @@ pub(crate) fn resolve(
 pub(crate) fn overrides_from_file(
     text: &str,
     source: &SourceFile<'_>,
-) -> Result<Vec<ParamOverride>, Diagnostic> {
+) -> Result<Vec<ParamOverride>, Box<Diagnostic>> {
     let root = super::raw::parse(text).map_err(|error| {
-        source.error(
+        Box::new(source.error(
             "yaml-syntax",
             error.loc,
             format!("invalid YAML: {}", error.message),
-        )
+        ))
     })?;
     let origin = format!("params file `{}`", source.path().display());
-    let map = match root.value {
-        Value::Null => return Ok(Vec::new()),
-        Value::Map(map) => map,
-        other => {
-            return Err(source
+    let map =
+        match root.value {
+            Value::Null => return Ok(Vec::new()),
+            Value::Map(map) => map,
+            other => {
+                return Err(Box::new(source
                 .error(
                     "wrong-type",
                     root.loc,
@@ -539,26 +538,26 @@ pub(crate) fn overrides_from_file(
                         other.kind()
                     ),
                 )
-                .with_hint("for example `day: 2026-11-30`"));
-        }
-    };
+                .with_hint("for example `day: 2026-11-30`")));
+            }
+        };
     let mut overrides = Vec::with_capacity(map.len());
     for (key, value) in map {
         let Value::Str(name) = &key.value else {
-            return Err(source.error(
+            return Err(Box::new(source.error(
                 "wrong-type",
                 key.loc,
                 format!("a param name must be a string, found {}", key.value.kind()),
-            ));
+            )));
         };
         overrides.push(ParamOverride {
             name: name.to_string(),
             value: ParamInput::Json(to_json(&value).map_err(|found| {
-                source.error(
+                Box::new(source.error(
                     "wrong-type",
                     value.loc,
                     format!("the value of param `{name}` is {found}, which no param type takes"),
-                )
+                ))
             })?),
             origin: origin.clone(),
         });
@@ -574,12 +573,9 @@ fn to_json(node: &Node) -> Result<serde_json::Value, &'static str> {
             Err(_) => serde_json::Value::String(number.to_string()),
         },
         Value::Bool(flag) => serde_json::Value::Bool(*flag),
-        Value::Seq(items) => serde_json::Value::Array(
-            items
-                .iter()
-                .map(to_json)
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
+        Value::Seq(items) => {
+            serde_json::Value::Array(items.iter().map(to_json).collect::<Result<Vec<_>, _>>()?)
+        }
         other => return Err(other.kind()),
     })
 }
@@ -592,7 +588,10 @@ mod tests {
     fn text_parses_by_type() {
         assert_eq!(from_text("42", ParamType::Int), Ok(serde_json::json!(42)));
         assert!(from_text("4x", ParamType::Int).is_err());
-        assert_eq!(from_text("true", ParamType::Bool), Ok(serde_json::json!(true)));
+        assert_eq!(
+            from_text("true", ParamType::Bool),
+            Ok(serde_json::json!(true))
+        );
         assert!(from_text("yes", ParamType::Bool).is_err());
         assert_eq!(
             from_text("2026-11-30", ParamType::Date),

@@ -276,7 +276,10 @@ fn merge_keys<'a>(
         };
         for map in sources {
             for (merged_key, merged_value) in map {
-                if !merged.iter().any(|(seen, _)| seen.value == merged_key.value) {
+                if !merged
+                    .iter()
+                    .any(|(seen, _)| seen.value == merged_key.value)
+                {
                     merged.push((merged_key, merged_value));
                 }
             }

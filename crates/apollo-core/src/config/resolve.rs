@@ -36,7 +36,11 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             .iter()
             .map(|(name, value)| (name.clone(), value.value.clone()))
             .collect();
-        env.extend(unit.env.into_iter().map(|(name, value)| (name, value.value)));
+        env.extend(
+            unit.env
+                .into_iter()
+                .map(|(name, value)| (name, value.value)),
+        );
         units.push(Unit {
             name: unit_name.value,
             deps,

@@ -128,13 +128,23 @@ pub(super) struct Walker<'s, 'a> {
 }
 
 impl Walker<'_, '_> {
-    pub(super) fn error(&mut self, code: &'static str, loc: Loc, message: String) -> &mut Diagnostic {
+    pub(super) fn error(
+        &mut self,
+        code: &'static str,
+        loc: Loc,
+        message: String,
+    ) -> &mut Diagnostic {
         self.diagnostics.push(self.source.error(code, loc, message));
         let last = self.diagnostics.len() - 1;
         &mut self.diagnostics[last]
     }
 
-    pub(super) fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) -> &mut Diagnostic {
+    pub(super) fn wrong_type(
+        &mut self,
+        node: &Node,
+        what: &str,
+        expected: &str,
+    ) -> &mut Diagnostic {
         self.error(
             "wrong-type",
             node.loc,
