@@ -21,9 +21,21 @@ fn fixture_paths() -> Vec<PathBuf> {
 }
 
 /// Loads a fixture and renders what `apollo check` would print: its diagnostics, then a
-/// summary line.
+/// summary line. A fixture `x.yaml` may come with `x.params`, a params file given for the run
+/// (as `apollo run --params-file` would); the environment is empty and `today` is fixed, so
+/// the snapshots do not depend on the machine or the day.
 fn check_output(path: &Path) -> (String, bool, usize) {
-    match config::load(path) {
+    let params_file = path.with_extension("params");
+    let params = if params_file.exists() {
+        config::read_params_file(&params_file).expect("a readable params file")
+    } else {
+        Vec::new()
+    };
+    let options = config::LoadOptions::default()
+        .params(params)
+        .env(Default::default())
+        .today("2026-12-01");
+    match config::load_with(path, &options) {
         Ok(loaded) => {
             let mut out = render_all(&loaded.warnings);
             out.push_str(&format!("valid, {} warning(s)\n", loaded.warnings.len()));

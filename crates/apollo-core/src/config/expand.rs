@@ -80,13 +80,13 @@ pub(crate) fn expand(
         };
         let mut names = Vec::with_capacity(items.len());
         let mut keys: HashMap<String, usize> = HashMap::with_capacity(items.len());
-        for (index, item) in items.into_iter().enumerate() {
+        for (index, (item, item_loc)) in items.into_iter().enumerate() {
             if let Some(&first) = keys.get(&item.key) {
                 expander.push(
                     source
                         .error(
                             "fanout-collision",
-                            foreach.loc,
+                            item_loc.unwrap_or(foreach.loc),
                             format!(
                                 "two items of the `foreach` of {template_label} make the same instance `{}[{}]`",
                                 name.value, item.key
@@ -278,18 +278,27 @@ impl<'e> Expander<'e, '_> {
         }
     }
 
-    /// The items of a `foreach`, or `None` when it cannot be expanded (reported).
-    fn items(&mut self, foreach: &Sp<Foreach>, label: &str) -> Option<Vec<Item>> {
+    /// The items of a `foreach`, each with where it is written when it is one list item, or
+    /// `None` when it cannot be expanded (reported).
+    fn items(&mut self, foreach: &Sp<Foreach>, label: &str) -> Option<Vec<(Item, Option<Loc>)>> {
         match &foreach.value {
             Foreach::Single(axis) => {
                 let values = self.axis(axis, label)?;
+                let locs: Vec<Loc> = match axis {
+                    Axis::List(items) => items.iter().map(|item| item.loc).collect(),
+                    Axis::Text(_) => Vec::new(),
+                };
                 Some(
                     values
                         .into_iter()
-                        .map(|(key, value)| Item {
-                            key,
-                            value: Some(value),
-                            fields: Vec::new(),
+                        .enumerate()
+                        .map(|(index, (key, value))| {
+                            let item = Item {
+                                key,
+                                value: Some(value),
+                                fields: Vec::new(),
+                            };
+                            (item, locs.get(index).copied())
                         })
                         .collect(),
                 )
@@ -309,10 +318,13 @@ impl<'e> Expander<'e, '_> {
                 Some(
                     product(&expanded)
                         .into_iter()
-                        .map(|(key, fields)| Item {
-                            key,
-                            value: None,
-                            fields,
+                        .map(|(key, fields)| {
+                            let item = Item {
+                                key,
+                                value: None,
+                                fields,
+                            };
+                            (item, None)
                         })
                         .collect(),
                 )

@@ -463,6 +463,120 @@ mod tests {
     }
 
     #[test]
+    fn merge_keys_and_x_keys_load() {
+        let loaded = load_ok(
+            "x-unit: &unit {timeout: 30s, retries: 2}\nunits:\n  - name: a\n    <<: *unit\n    retries: 0\n    execute: 'true'\n",
+        );
+        let unit = &loaded.pipeline.units[0];
+        assert_eq!(unit.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(unit.retries, 0);
+    }
+
+    #[test]
+    fn params_interpolate_with_defaults_and_given_values() {
+        let yaml = "params:\n  day: {type: date, default: today}\n  n: 3\n  regions: [eu, us]\nunits:\n  - name: a\n    execute: echo ${params.day} ${params.n} ${params.regions} $${params.day} $$ $HOME\n    outputs: [\"out/${params.day}.csv\"]\n    env: {N: \"${params.n}\", H: \"${env.HOME}\"}\n";
+        let path = Path::new("/base/dir/daily.yaml");
+        let env = std::collections::BTreeMap::from([("HOME".to_owned(), "/home/x".to_owned())]);
+        let options = LoadOptions::default().env(env.clone()).today("2026-12-01");
+        let loaded = load_str_with(yaml, path, &options).unwrap();
+        let unit = &loaded.pipeline.units[0];
+        assert_eq!(
+            unit.execute,
+            Command::Shell("echo 2026-12-01 3 eu us ${params.day} $$ $HOME".into())
+        );
+        assert_eq!(unit.outputs, ["out/2026-12-01.csv"]);
+        assert_eq!(unit.env["N"], "3");
+        assert_eq!(unit.env["H"], "/home/x");
+        assert_eq!(loaded.params["regions"], serde_json::json!(["eu", "us"]));
+
+        let options = LoadOptions::default()
+            .env(env)
+            .today("2026-12-01")
+            .params(vec![
+                ParamOverride::text("day", "2026-11-29", "test"),
+                ParamOverride::text("regions", "fr", "test"),
+            ]);
+        let loaded = load_str_with(yaml, path, &options).unwrap();
+        assert_eq!(
+            loaded.pipeline.units[0].execute,
+            Command::Shell("echo 2026-11-29 3 fr ${params.day} $$ $HOME".into())
+        );
+        assert_eq!(loaded.params["day"], serde_json::json!("2026-11-29"));
+    }
+
+    #[test]
+    fn foreach_expands_to_instances_and_deps_to_all_or_one() {
+        let loaded = load_ok(
+            "params:\n  regions: {type: list, default: [eu, us]}\nunits:\n  - name: extract\n    foreach: ${params.regions}\n    execute: ./x.sh ${item} ${unit.name}\n  - name: transform\n    foreach: {region: \"${params.regions}\", tier: [a, b]}\n    deps: [\"extract[${item.region}]\"]\n    execute: ./t.sh ${item.region} ${item.tier}\n  - name: report\n    deps: [transform, \"extract[eu]\"]\n    execute: ./r.sh\n",
+        );
+        let names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "extract[eu]",
+                "extract[us]",
+                "transform[eu,a]",
+                "transform[eu,b]",
+                "transform[us,a]",
+                "transform[us,b]",
+                "report"
+            ]
+        );
+        let units = &loaded.pipeline.units;
+        assert_eq!(
+            units[0].execute,
+            Command::Shell("./x.sh eu extract[eu]".into())
+        );
+        assert_eq!(units[4].deps, ["extract[us]"]);
+        assert_eq!(units[4].execute, Command::Shell("./t.sh us a".into()));
+        assert_eq!(
+            units[6].deps,
+            [
+                "transform[eu,a]",
+                "transform[eu,b]",
+                "transform[us,a]",
+                "transform[us,b]",
+                "extract[eu]"
+            ]
+        );
+    }
+
+    #[test]
+    fn foreach_over_a_glob_has_one_instance_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("in")).unwrap();
+        for name in ["b.csv", "a.csv", "c d.csv"] {
+            std::fs::write(dir.path().join("in").join(name), "").unwrap();
+        }
+        let path = dir.path().join("p.yaml");
+        std::fs::write(
+            &path,
+            "units:\n  - name: t\n    foreach: in/*.csv\n    execute: ./t.sh ${item}\n",
+        )
+        .unwrap();
+        let loaded = load(&path).unwrap();
+        let names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[0], "t[a.csv]");
+        assert_eq!(names[1], "t[b.csv]");
+        assert!(names[2].starts_with("t[c_d.csv-"), "{names:?}");
+        assert_eq!(
+            loaded.pipeline.units[0].execute,
+            Command::Shell("./t.sh in/a.csv".into())
+        );
+    }
+
+    #[test]
     fn find_default_config_tries_the_names_in_order() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(find_default_config(dir.path()), None);

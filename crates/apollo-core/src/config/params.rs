@@ -454,7 +454,9 @@ pub(crate) fn resolve(
             }
             Err(()) => {
                 let written = match &given.value {
-                    ParamInput::Text(text) => text.clone(),
+                    ParamInput::Text(text) | ParamInput::Json(serde_json::Value::String(text)) => {
+                        text.clone()
+                    }
                     ParamInput::Json(value) => value.to_string(),
                 };
                 diagnostics.push(
@@ -502,7 +504,7 @@ pub(crate) fn resolve(
                         ),
                     )
                     .with_hint(format!(
-                        "give it a value when starting the run, or a `default:` ({})",
+                        "give it a value when starting the run, or a `default:`; it takes {}",
                         spec.ty.expected()
                     )),
             ),
