@@ -9,6 +9,7 @@ mod example;
 mod hashing;
 mod identity;
 mod needs_human;
+mod params;
 mod records;
 mod replay;
 mod resume;
