@@ -98,7 +98,19 @@ fn the_bundled_example_is_valid_without_warnings() {
         .iter()
         .map(|u| u.name.as_str())
         .collect();
-    assert_eq!(names, ["fetch_data", "clean_data", "save_result"]);
+    assert_eq!(
+        names,
+        [
+            "fetch_data",
+            "clean_data",
+            "region_report[north]",
+            "region_report[south]",
+            "region_report[east]",
+            "region_report[west]",
+            "save_result"
+        ]
+    );
+    assert_eq!(loaded.params["date"], "2026-11-29");
 }
 
 #[test]
