@@ -34,6 +34,7 @@
 pub(crate) mod duration;
 mod expand;
 mod fanout;
+mod include;
 mod interpolate;
 mod params;
 mod raw;
@@ -262,8 +263,55 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
             .with_hint("a pipeline needs at least `units:` with one unit that has a `name` and an `execute` command"),
         ]));
     }
+    // The included files, read and numbered; then the source set that renders places in any
+    // of them.
+    let (included, include_problems) = include::collect(&root, path);
+    let mut source = SourceFile::new(path, &text);
+    for file in &included {
+        source.include(&file.shown, &file.text, file.chain.clone());
+    }
+    let source = source;
     let (mut spec, mut diagnostics) = schema::walk(&root, &source);
     drop(root);
+    diagnostics.extend(
+        include_problems
+            .into_iter()
+            .map(|problem| problem.render(&source)),
+    );
+    if !included.is_empty() {
+        let mut included_units = Vec::new();
+        for (index, file) in included.iter().enumerate() {
+            let file_number = u16::try_from(index + 1).unwrap_or(u16::MAX);
+            // A syntax error was reported when the file was read.
+            let Ok(tree) = raw::parse_file(&file.text, file_number) else {
+                continue;
+            };
+            let (included_spec, included_diagnostics) = schema::walk_included(&tree, &source);
+            diagnostics.extend(included_diagnostics);
+            include::merge(
+                &mut spec,
+                included_spec,
+                &mut included_units,
+                &source,
+                &mut diagnostics,
+            );
+        }
+        included_units.append(&mut spec.units);
+        spec.units = included_units;
+    }
+    if spec.units.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.push(
+            Diagnostic::new(
+                Severity::Error,
+                "missing-key",
+                path,
+                "the pipeline has no units (neither its file nor the files it includes has any)",
+            )
+            .with_hint(
+                "add `units:` with at least one unit that has a `name` and an `execute` command",
+            ),
+        );
+    }
     let today = options
         .today
         .clone()
@@ -330,6 +378,7 @@ fn not_utf8(bytes: &[u8], error: std::str::Utf8Error, path: &Path) -> Diagnostic
         line: u32::try_from(line).unwrap_or(u32::MAX),
         column: u32::try_from(prefix.chars().count() + 1).unwrap_or(u32::MAX),
         width: 1,
+        ..Loc::default()
     };
     diagnostic.line = Some(loc.line);
     diagnostic.column = Some(loc.column);
@@ -574,6 +623,42 @@ mod tests {
             loaded.pipeline.units[0].execute,
             Command::Shell("./t.sh in/a.csv".into())
         );
+    }
+
+    #[test]
+    fn included_units_defaults_and_params_join_the_pipeline() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("common")).unwrap();
+        std::fs::write(
+            dir.path().join("common/units.yaml"),
+            "include: [more.yaml]\ndefaults: {timeout: 30s, retries: 3}\nenv: {A: included, B: included}\nunits:\n  - name: extract\n    execute: ./x.sh ${params.day}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("common/more.yaml"),
+            "params:\n  day: {type: date, default: \"2026-11-30\"}\n",
+        )
+        .unwrap();
+        // Included twice (directly and through nothing else): read once.
+        let path = dir.path().join("p.yaml");
+        std::fs::write(
+            &path,
+            "include: [common/units.yaml, common/units.yaml]\ndefaults: {retries: 1}\nenv: {A: main}\nunits:\n  - name: load\n    deps: [extract]\n    execute: ./load.sh\n",
+        )
+        .unwrap();
+        let loaded = load(&path).unwrap();
+        let units = &loaded.pipeline.units;
+        assert_eq!(units[0].name, "extract");
+        assert_eq!(units[0].execute, Command::Shell("./x.sh 2026-11-30".into()));
+        assert_eq!(units[0].timeout, Some(Duration::from_secs(30)));
+        assert_eq!(units[0].retries, 1, "the main file's defaults win");
+        assert_eq!(
+            units[0].workdir,
+            dir.path(),
+            "paths resolve against the main file"
+        );
+        assert_eq!(units[1].env["A"], "main");
+        assert_eq!(units[1].env["B"], "included");
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
                 line: to_u32(error.marker().line()),
                 column: to_u32(error.marker().col() + 1),
                 width: 1,
+                ..Loc::default()
             },
         })?;
         let loc = loc_of(&span);
@@ -225,8 +226,31 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
             line: 1,
             column: 1,
             width: 1,
+            ..Loc::default()
         },
     }))
+}
+
+/// Parses the text of an included file: like [`parse`], with every place marked as being in
+/// file `file` (see [`Loc::file`]).
+pub(crate) fn parse_file(text: &str, file: u16) -> Result<Node<'_>, SyntaxError> {
+    fn mark(node: &mut Node<'_>, file: u16) {
+        node.loc.file = file;
+        match &mut node.value {
+            Value::Seq(items) => items.iter_mut().for_each(|item| mark(item, file)),
+            Value::Map(entries) => entries.iter_mut().for_each(|(key, value)| {
+                mark(key, file);
+                mark(value, file);
+            }),
+            _ => {}
+        }
+    }
+    let mut root = parse(text).map_err(|mut error| {
+        error.loc.file = file;
+        error
+    })?;
+    mark(&mut root, file);
+    Ok(root)
 }
 
 /// Applies YAML merge keys (`<<: *defaults`, `<<: [*a, *b]`), as docker-compose users expect:
@@ -302,6 +326,7 @@ fn loc_of(span: &Span) -> Loc {
         line: to_u32(span.start.line()),
         column: to_u32(span.start.col() + 1),
         width: to_u32(span.end.index().saturating_sub(span.start.index())),
+        ..Loc::default()
     }
 }
 
@@ -390,7 +415,8 @@ mod tests {
             Loc {
                 line: 3,
                 column: 5,
-                width: 7
+                width: 7,
+                ..Loc::default()
             }
         );
         assert_eq!(unit[0].1.value, Value::Int(2));

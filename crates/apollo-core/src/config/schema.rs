@@ -19,6 +19,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "env",
     "units",
     "params",
+    "include",
 ];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
@@ -117,6 +118,19 @@ pub(crate) fn walk(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnosti
     let mut walker = Walker {
         source,
         diagnostics: Vec::new(),
+        included: false,
+    };
+    let spec = walker.top_level(root);
+    (spec, walker.diagnostics)
+}
+
+/// Like [`walk`], for an included file: it need not have `units`, and may not set what only
+/// the main file sets (`name`, `id`, `max_parallel`).
+pub(crate) fn walk_included(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnostic>) {
+    let mut walker = Walker {
+        source,
+        diagnostics: Vec::new(),
+        included: true,
     };
     let spec = walker.top_level(root);
     (spec, walker.diagnostics)
@@ -125,6 +139,8 @@ pub(crate) fn walk(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnosti
 pub(super) struct Walker<'s, 'a> {
     pub(super) source: &'s SourceFile<'a>,
     pub(super) diagnostics: Vec<Diagnostic>,
+    /// Walking an included file (see [`walk_included`]).
+    pub(super) included: bool,
 }
 
 impl Walker<'_, '_> {
@@ -162,7 +178,17 @@ impl Walker<'_, '_> {
         let mut units_node = None;
         let (entries, suggested) =
             self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS);
+        let has_include = entries.iter().any(|(key, _)| *key == "include");
         for (key, value) in entries {
+            if self.included && matches!(key, "name" | "id" | "max_parallel") {
+                self.error(
+                    "unknown-key",
+                    value.loc,
+                    format!("`{key}` is set by the main config file, not an included one"),
+                )
+                .hint("move it to the file that includes this one");
+                continue;
+            }
             match key {
                 "name" => spec.name = self.non_empty_string(value, "the pipeline `name`"),
                 "id" => spec.id = self.non_empty_string(value, "the pipeline `id`"),
@@ -171,12 +197,19 @@ impl Walker<'_, '_> {
                 "env" => spec.env = self.env(value, "the pipeline `env`"),
                 "units" => units_node = Some(value),
                 "params" => spec.params = self.params(value),
+                // Followed by `include.rs` before the walk; here only its shape is checked.
+                "include" if !matches!(value.value, Value::Str(_)) => {
+                    self.string_list(value, "`include`");
+                }
                 _ => {}
             }
         }
         match units_node {
             // A misspelt `units:` was already reported with its suggestion.
             None if suggested.contains(&"units") => {}
+            // An included file may hold only defaults, env or params; a file that includes
+            // others may have all its units there (checked once they are merged).
+            None if self.included || has_include => {}
             None => {
                 self.error(
                     "missing-key",
