@@ -82,6 +82,8 @@ pub(crate) enum Command {
     Graph(cmd::graph::GraphArgs),
     /// Print a shell completion script
     Completions(cmd::completions::CompletionsArgs),
+    /// Print the JSON Schema of pipeline files (for editors: completion and checks)
+    Schema(cmd::schema::SchemaArgs),
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use apollo_core::config::{self, LoadError};
+use apollo_core::diagnostic::Diagnostic;
 use apollo_core::diagnostic::render_all;
 use proptest::prelude::*;
 
@@ -111,6 +112,110 @@ fn the_bundled_example_is_valid_without_warnings() {
         ]
     );
     assert_eq!(loaded.params["date"], "2026-11-29");
+}
+
+/// The committed schema (`schema/pipeline.schema.json`) is the one the loader's description
+/// generates: a key added to the loader without regenerating the file fails here.
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/pipeline.schema.json");
+    let committed =
+        std::fs::read_to_string(&committed).expect("schema/pipeline.schema.json exists");
+    let generated = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&config::json_schema()).unwrap()
+    );
+    assert!(
+        committed == generated,
+        "schema/pipeline.schema.json is out of date: run `cargo run -p apollo-cli -- schema > schema/pipeline.schema.json`"
+    );
+}
+
+/// Diagnostic codes that say the file's shape is wrong (a key, a type, a value's form): a
+/// file the loader rejects with one of them in the file itself must fail the schema too.
+const SHAPE_CODES: &[&str] = &[
+    "unknown-key",
+    "wrong-type",
+    "bad-duration",
+    "missing-key",
+    "missing-execute",
+    "empty-command",
+    "no-units",
+];
+
+fn shape_error(path: &Path, diagnostics: &[Diagnostic]) -> Option<String> {
+    diagnostics
+        .iter()
+        .find(|diagnostic| {
+            diagnostic.is_error()
+                && SHAPE_CODES.contains(&diagnostic.code)
+                && diagnostic.file == path
+        })
+        .map(Diagnostic::render)
+}
+
+/// Configs that load, beyond the fixtures: every feature of the format once.
+const VALID_CONFIGS: &[&str] = &[
+    "x-unit: &unit {timeout: 30s, retries: 2}\nname: all\nid: all-1\nmax_parallel: 2\nenv: {TZ: UTC, N: 1, B: true}\ndefaults: {timeout: none, retries: 1, retry_delay: 1s, kill_grace: 500ms, idempotent: true, workdir: .}\nparams:\n  day: {type: date, default: today, description: the day}\n  regions: [eu, us]\n  n: 3\nunits:\n  - name: a\n    <<: *unit\n    prepare: [./a.sh, prepare, 1]\n    execute: ./a.sh ${params.day}\n    cleanup: 'true'\n    inputs: [in/*.csv]\n    outputs: [out/a.csv]\n    env: {A: a}\n    workdir: .\n    idempotent: false\n    retries: 0\n  - name: b\n    deps: [a]\n    foreach: {region: \"${params.regions}\", tier: [x, y]}\n    execute: ./b.sh ${item.region} ${item.tier}\n  - name: c\n    deps: [\"b[eu,x]\"]\n    foreach: [1, 2]\n    timeout: 90\n    execute: true\n",
+];
+
+/// The schema accepts every config that loads, and rejects every fixture the loader rejects
+/// for a shape reason (validated with the `jsonschema` crate, as an editor would).
+#[test]
+fn the_schema_accepts_what_loads_and_rejects_shape_errors() {
+    let validator = jsonschema::validator_for(&config::json_schema()).expect("a valid schema");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pipeline.yaml");
+    let mut cases: Vec<(PathBuf, String)> = fixture_paths()
+        .into_iter()
+        .filter(|path| !path.with_extension("params").exists())
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            (path, text)
+        })
+        .collect();
+    cases.push((example.clone(), std::fs::read_to_string(&example).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    for (index, text) in VALID_CONFIGS.iter().enumerate() {
+        let path = dir.path().join(format!("valid{index}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        cases.push((path, (*text).to_owned()));
+    }
+    let (mut n_accepted, mut n_rejected) = (0, 0);
+    for (path, text) in cases {
+        let Some(json) = config::yaml_to_json(&text) else {
+            continue; // Not YAML: nothing for a schema to say.
+        };
+        let options = config::LoadOptions::default().env(Default::default());
+        match config::load_with(&path, &options) {
+            Ok(_) => {
+                let errors: Vec<String> = validator
+                    .iter_errors(&json)
+                    .map(|error| error.to_string())
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{} loads but fails the schema: {errors:?}",
+                    path.display()
+                );
+                n_accepted += 1;
+            }
+            Err(LoadError::Invalid { diagnostics, .. }) => {
+                if let Some(shape) = shape_error(&path, &diagnostics) {
+                    assert!(
+                        !validator.is_valid(&json),
+                        "the schema accepts {}, which the loader rejects:\n{shape}",
+                        path.display()
+                    );
+                    n_rejected += 1;
+                }
+            }
+            Err(error) => panic!("{}: {error}", path.display()),
+        }
+    }
+    assert!(
+        n_accepted >= 5 && n_rejected >= 15,
+        "{n_accepted} accepted, {n_rejected} rejected"
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod run;
+pub(crate) mod schema;
 pub(crate) mod show;
 pub(crate) mod verify;
 
@@ -47,6 +48,7 @@ pub(crate) fn dispatch(
         Command::Check(args) => check::run(&args, stdout, stderr),
         Command::Graph(args) => graph::run(&args, stdout, stderr),
         Command::Completions(args) => completions::run(&args, stdout),
+        Command::Schema(args) => schema::run(&args, stdout),
     }
 }
 

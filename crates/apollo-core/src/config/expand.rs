@@ -361,7 +361,7 @@ impl<'e> Expander<'e, '_> {
                         self.push(
                             self.source
                                 .error(
-                                    "wrong-type",
+                                    "foreach-not-a-list",
                                     at,
                                     format!("`foreach` of {label} uses param `{name}`, which is not a list"),
                                 )

@@ -31,6 +31,7 @@
 //! Relative paths (`workdir`, `inputs`, `outputs`) resolve against the config file's folder,
 //! never the caller's current directory.
 
+mod describe;
 pub(crate) mod duration;
 mod expand;
 mod fanout;
@@ -44,6 +45,7 @@ pub(crate) mod schema;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use describe::json_schema;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use params::{ParamInput, ParamOverride, Params};
 
@@ -385,6 +387,13 @@ fn not_utf8(bytes: &[u8], error: std::str::Utf8Error, path: &Path) -> Diagnostic
     diagnostic.width = 1;
     diagnostic.source_line = Some(line_text);
     diagnostic
+}
+
+/// A pipeline file's text as JSON, the way the loader reads it (YAML 1.2 core schema, merge
+/// keys applied, aliases expanded): what to validate with [`json_schema`]. `None` when it is
+/// not YAML.
+pub fn yaml_to_json(text: &str) -> Option<serde_json::Value> {
+    raw::parse(text).ok().map(|root| raw::to_json(&root))
 }
 
 /// The first of [`DEFAULT_CONFIG_NAMES`] that exists as a file in `cwd`.

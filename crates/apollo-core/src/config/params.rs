@@ -13,7 +13,7 @@ use super::schema::{Sp, Walker};
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile, closest, closest_or_near};
 
 /// Keys allowed in one param's declaration.
-pub(crate) const PARAM_KEYS: &[&str] = &["type", "default", "description"];
+pub(crate) const PARAM_KEYS: &[&str] = &super::describe::names(&super::describe::PARAM);
 
 /// The names `type:` accepts, in the order the docs list them.
 pub(crate) const PARAM_TYPES: &[&str] = &["string", "int", "bool", "date", "list"];
@@ -211,6 +211,12 @@ impl Walker<'_, '_> {
             match key {
                 "type" => ty_node = Some(value),
                 "default" => default_node = Some(value),
+                "description" => {
+                    self.string(
+                        value,
+                        &format!("the `description` of param `{}`", name.value),
+                    );
+                }
                 _ => {}
             }
         }

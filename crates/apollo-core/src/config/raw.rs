@@ -317,6 +317,35 @@ fn merge_keys<'a>(
     Ok(own)
 }
 
+/// A node as JSON: what a JSON Schema validator sees of the file (keys that are not strings
+/// become their text; numbers beyond JSON's become strings, non-finite floats null).
+pub(crate) fn to_json(node: &Node<'_>) -> serde_json::Value {
+    match &node.value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(flag) => serde_json::Value::Bool(*flag),
+        Value::Int(number) => match i64::try_from(*number) {
+            Ok(number) => serde_json::Value::from(number),
+            Err(_) => serde_json::Value::String(number.to_string()),
+        },
+        Value::Float(number) => serde_json::Number::from_f64(*number)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Str(text) => serde_json::Value::String(text.to_string()),
+        Value::Seq(items) => serde_json::Value::Array(items.iter().map(to_json).collect()),
+        Value::Map(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(key, value)| {
+                    let key = match to_json(key) {
+                        serde_json::Value::String(text) => text,
+                        other => other.to_string(),
+                    };
+                    (key, to_json(value))
+                })
+                .collect(),
+        ),
+    }
+}
+
 fn to_u32(value: usize) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
 }

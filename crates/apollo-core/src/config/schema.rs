@@ -5,49 +5,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::describe;
 use super::duration::{DurationError, parse_duration};
 use super::raw::{Node, Value};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
-/// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "name",
-    "id",
-    "defaults",
-    "max_parallel",
-    "env",
-    "units",
-    "params",
-    "include",
-];
+/// Keys allowed at the top level (from the format's description, `describe.rs`).
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
 /// Keys allowed in `defaults:`.
-pub(crate) const DEFAULTS_KEYS: &[&str] = &[
-    "timeout",
-    "retries",
-    "retry_delay",
-    "kill_grace",
-    "idempotent",
-    "workdir",
-];
+pub(crate) const DEFAULTS_KEYS: &[&str] = &describe::names(&describe::DEFAULTS);
 /// Keys allowed in a unit.
-pub(crate) const UNIT_KEYS: &[&str] = &[
-    "name",
-    "deps",
-    "timeout",
-    "retries",
-    "retry_delay",
-    "kill_grace",
-    "prepare",
-    "execute",
-    "cleanup",
-    "inputs",
-    "outputs",
-    "env",
-    "workdir",
-    "idempotent",
-    "foreach",
-];
+pub(crate) const UNIT_KEYS: &[&str] = &describe::names(&describe::UNIT);
 
 const DURATION_HELP: &str =
     "a duration is a whole number of seconds or a string like `500ms`, `45s`, `2m`, `1h30m`";
