@@ -215,3 +215,58 @@ units:
     assert!(replay.stdout.contains("load[us]"), "{}", replay.stdout);
     apollo.args(&["verify"]).run().code(0);
 }
+
+#[test]
+fn a_false_when_skips_the_unit_and_its_dependents_run_as_after_exit_77() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        r#"params:
+  region: eu
+units:
+  - name: only_us
+    when: ${params.region} == "us"
+    execute: bin/count only_us
+  - name: only_eu
+    when: ${params.region} == "eu"
+    execute: bin/count only_eu
+  - name: if_new_data
+    when: {command: test -e markers/new}
+    execute: bin/count if_new_data
+  - name: report
+    deps: [only_us, only_eu, if_new_data]
+    execute: bin/count report
+"#,
+    );
+    let first = apollo.args(&["run"]).run();
+    first.code(0);
+    assert_eq!(
+        ["only_us", "only_eu", "if_new_data", "report"].map(|unit| apollo.count(unit)),
+        [0, 1, 0, 1]
+    );
+    for unit in ["only_us", "if_new_data"] {
+        assert!(
+            first
+                .stdout
+                .lines()
+                .any(|line| line.starts_with("  skipped") && line.contains(unit)),
+            "{}",
+            first.stdout
+        );
+    }
+    let logs = apollo
+        .args(&["logs", "latest", "only_us", "--stderr"])
+        .run();
+    assert!(
+        logs.stdout
+            .contains(r#"skipped: when: ${params.region} == "us" (eu == "us") is false"#),
+        "{}",
+        logs.stdout
+    );
+
+    apollo.file("markers/new", "");
+    apollo.args(&["run", "-p", "region=us"]).run().code(0);
+    assert_eq!(
+        ["only_us", "only_eu", "if_new_data", "report"].map(|unit| apollo.count(unit)),
+        [1, 1, 1, 2]
+    );
+}

@@ -42,6 +42,8 @@ pub(crate) enum Shape {
     ParamType,
     /// Any value (a param's default, checked against its type).
     Any,
+    /// A condition: an expression, or `{command: ...}`.
+    When,
 }
 
 /// One key of a section.
@@ -153,7 +155,7 @@ pub(crate) const DEFAULTS: [Key; 6] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 15] = [
+pub(crate) const UNIT: [Key; 16] = [
     required(
         "name",
         Shape::Text,
@@ -204,6 +206,11 @@ pub(crate) const UNIT: [Key; 15] = [
         "foreach",
         Shape::Foreach,
         "Fan-out: one instance name[item] per item of a list, a list param or a glob, or per combination of a mapping of lists; ${item} / ${item.KEY}.",
+    ),
+    key(
+        "when",
+        Shape::When,
+        "Run only if: an expression decided at load (${params.region} == \"eu\"), or {command: ...} run at the start of execute; false skips the unit like exit 77.",
     ),
 ];
 
@@ -283,6 +290,14 @@ fn shape_schema(shape: Shape) -> Value {
             ]})
         }
         Shape::ParamType => json!({"enum": super::params::PARAM_TYPES}),
+        Shape::When => json!({"anyOf": [
+            {"type": "string", "minLength": 1, "pattern": "\\S"},
+            {"type": "boolean"},
+            {"type": "object",
+             "properties": {"command": shape_schema(Shape::Command)},
+             "required": ["command"],
+             "additionalProperties": false}
+        ]}),
         Shape::Any => json!({}),
     }
 }

@@ -14,6 +14,7 @@ use super::fanout::{Axis, Foreach, Instance, glob_items, glob_key, key_of, produ
 use super::interpolate::{Item, Place, Problem, Scope, interpolate};
 use super::params::{Params, render};
 use super::schema::{Settings, Sp, Spec, UnitSpec};
+use super::when::{self, When};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile};
 use crate::model::{Command, unit_folder_name};
 
@@ -275,6 +276,75 @@ impl<'e> Expander<'e, '_> {
         }
         for dep in &mut unit.deps {
             self.text(dep, &scope, Place::Other, &in_unit("deps"));
+        }
+        if let Some(condition) = unit.when.take() {
+            self.condition(unit, condition, &scope, label);
+        }
+    }
+
+    /// Applies a `when:` (see `when.rs`): a false expression makes the unit skip itself, a
+    /// command guards its `execute`.
+    fn condition(&mut self, unit: &mut UnitSpec, condition: When, scope: &Scope<'_>, label: &str) {
+        match condition {
+            When::Expression(expression) => {
+                let (left, operator, right) = when::split(&expression.value);
+                let mut sides = Vec::with_capacity(2);
+                let before = self.diagnostics.len();
+                for side in [left, right] {
+                    let (value, problems) = interpolate(side, scope, Place::Other);
+                    let value = value.into_owned();
+                    self.report(expression.loc, problems, &format!("in `when` of {label}"));
+                    sides.push(value);
+                }
+                if self.diagnostics.len() > before {
+                    return;
+                }
+                match when::evaluate(&sides[0], operator, &sides[1]) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let shown = match operator {
+                            Some(operator) => format!("{}{operator}{}", sides[0], sides[1]),
+                            None => sides[0].clone(),
+                        };
+                        let shown = if shown.trim() == expression.value.trim() {
+                            expression.value.trim().to_owned()
+                        } else {
+                            format!("{} ({})", expression.value.trim(), shown.trim())
+                        };
+                        unit.prepare = None;
+                        unit.cleanup = None;
+                        unit.inputs.clear();
+                        unit.outputs.clear();
+                        if let Some(execute) = &mut unit.execute {
+                            execute.value = when::skip_command(&shown);
+                        }
+                    }
+                    Err(message) => self.push(
+                        self.source
+                            .error("bad-condition", expression.loc, format!("{message} (`when` of {label})"))
+                            .with_hint("write `when: ${params.NAME} == \"value\"`, `!=`, or a param of type `bool`"),
+                    ),
+                }
+            }
+            When::Command(mut command) => {
+                self.command(&mut command, scope, &format!("in `when` of {label}"));
+                if let Some(prepare) = &unit.prepare {
+                    self.push(
+                        self.source
+                            .error(
+                                "bad-condition",
+                                command.loc,
+                                format!("{label} has both `prepare` and `when: {{command}}`"),
+                            )
+                            .with_note(format!("`prepare` is at line {}", prepare.loc.line))
+                            .with_hint("the condition runs at the start of `execute`, after `prepare`: move the preparation into `execute`, or decide with an expression over params"),
+                    );
+                    return;
+                }
+                if let Some(execute) = &mut unit.execute {
+                    execute.value = when::guarded(&command.value, &execute.value);
+                }
+            }
         }
     }
 

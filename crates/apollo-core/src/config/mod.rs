@@ -41,6 +41,7 @@ mod params;
 mod raw;
 mod resolve;
 pub(crate) mod schema;
+mod when;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

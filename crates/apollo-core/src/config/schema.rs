@@ -68,6 +68,8 @@ pub(crate) struct UnitSpec {
     pub(crate) env: BTreeMap<String, Sp<String>>,
     /// `foreach:`: the unit is a template for instances `name[key]` (expanded in `expand.rs`).
     pub(crate) foreach: Option<Sp<super::fanout::Foreach>>,
+    /// `when:`: the condition under which the unit runs (applied in `expand.rs`).
+    pub(crate) when: Option<super::when::When>,
     /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
     pub(crate) instance: Option<super::fanout::Instance>,
 }
@@ -692,6 +694,7 @@ impl Walker<'_, '_> {
             outputs: Vec::new(),
             env: BTreeMap::new(),
             foreach: None,
+            when: None,
             instance: None,
         };
         let mut name_seen = false;
@@ -724,6 +727,7 @@ impl Walker<'_, '_> {
                 }
                 "env" => unit.env = self.env(value, &format!("the `env` of {label}")),
                 "foreach" => unit.foreach = self.foreach(value, &label),
+                "when" => unit.when = self.when(value, &label),
                 _ => self.setting(&mut unit.settings, key, value, &context),
             }
         }
