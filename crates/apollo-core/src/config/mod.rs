@@ -30,6 +30,28 @@
 //!
 //! Relative paths (`workdir`, `inputs`, `outputs`) resolve against the config file's folder,
 //! never the caller's current directory.
+//!
+//! Beyond that (DESIGN §14), still in one pass that reports every problem:
+//!
+//! ```yaml
+//! include: [common/units.yaml]           # units, defaults, env, params of other files
+//! x-quick: &quick {timeout: 30s}         # `x-` keys hold anchors; `<<: *quick` merges them
+//! params:
+//!   day: {type: date, default: today}    # string, int, bool, date, list; no default: required
+//!   regions: [eu, us]
+//! units:
+//!   - name: load
+//!     <<: *quick
+//!     foreach: ${params.regions}         # instances load[eu], load[us]
+//!     when: ${params.day} != "2026-12-25"
+//!     execute: ./load.sh ${item} ${params.day} ${env.USER} ${unit.name} ${run.id}
+//! ```
+//!
+//! [`load_with`] takes the run's param values and the environment ([`LoadOptions`]);
+//! [`Loaded::params`] is what the run records. `${…}` is interpolated before validation (only
+//! apollo's namespaces: `$VAR`, `${HOME}` and `$$` are left for the shell, `$${x.y}` is a
+//! literal `${x.y}`), so each diagnostic points at the `${…}` in its file. [`json_schema`] is
+//! the format's JSON Schema, generated from the same key tables the loader checks against.
 
 mod describe;
 pub(crate) mod duration;
