@@ -418,11 +418,13 @@ impl<'e> Expander<'e, '_> {
             }
             Axis::Text(text) => {
                 let trimmed = text.value.trim();
-                if let Some(name) = trimmed
+                let param = trimmed
                     .strip_prefix("${params.")
                     .and_then(|rest| rest.strip_suffix('}'))
-                    && let Some(value) = self.params.get(name)
-                {
+                    .filter(|name| self.rendered.contains_key(*name));
+                if let Some(name) = param {
+                    // A required param without a value is reported once, elsewhere.
+                    let value = self.params.get(name)?;
                     let serde_json::Value::Array(items) = value else {
                         let at = self
                             .source
@@ -566,6 +568,23 @@ impl<'e> Expander<'e, '_> {
                 continue;
             }
             let folder = unit_folder_name(&name.value).into_owned();
+            if folder.len() > crate::validate::MAX_UNIT_NAME_BYTES {
+                self.push(
+                    self.source
+                        .error(
+                            "invalid-name",
+                            name.loc,
+                            format!(
+                                "the instance `{}…` makes a log folder name of {} bytes, more than {}",
+                                name.value.chars().take(32).collect::<String>(),
+                                folder.len(),
+                                crate::validate::MAX_UNIT_NAME_BYTES
+                            ),
+                        )
+                        .with_hint("a unit name becomes a folder name: use shorter items (or a shorter unit name)"),
+                );
+                continue;
+            }
             match folders.get(&folder) {
                 Some(other) if *other != name.value => {
                     self.push(
