@@ -287,6 +287,23 @@ const VALID: &str = "name: etl\ndefaults: { timeout: 30s, retries: 1 }\nunits:\n
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
+    /// What a shell owns reaches the unit's command as written, around interpolated params.
+    #[test]
+    fn shell_references_reach_the_command_unchanged(
+        name in "[A-Z_][A-Z0-9_]{0,6}",
+        words in prop::collection::vec("[a-z./-]{0,6}", 0..4),
+    ) {
+        let shell = format!("$$ ${name} ${{{name}}} ${{HOME}} ${{{name}:-x.y}} {}", words.join(" "));
+        let yaml = format!(
+            "params:\n  day: {{type: date, default: \"2026-11-30\"}}\nunits:\n  - name: a\n    execute: 'echo ${{params.day}} {shell} $${{params.day}}'\n"
+        );
+        let loaded = config::load_str(&yaml, Path::new("p.yaml")).expect("loads");
+        prop_assert_eq!(
+            &loaded.pipeline.units[0].execute,
+            &apollo_core::Command::Shell(format!("echo 2026-11-30 {shell} ${{params.day}}"))
+        );
+    }
+
     #[test]
     fn random_bytes_never_panic_the_loader(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -568,7 +568,8 @@ impl<'e> Expander<'e, '_> {
                 continue;
             }
             let folder = unit_folder_name(&name.value).into_owned();
-            if folder.len() > crate::validate::MAX_UNIT_NAME_BYTES {
+            // (A plain name's length is checked with the other name rules.)
+            if unit.instance.is_some() && folder.len() > crate::validate::MAX_UNIT_NAME_BYTES {
                 self.push(
                     self.source
                         .error(
