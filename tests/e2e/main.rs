@@ -11,6 +11,7 @@ mod hashing;
 mod identity;
 mod needs_human;
 mod operator;
+mod params;
 mod records;
 mod replay;
 mod resume;

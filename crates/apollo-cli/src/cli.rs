@@ -115,6 +115,8 @@ pub(crate) enum Command {
     /// Write the man pages to a folder (what `cargo xtask man` runs)
     #[command(hide = true)]
     GenerateMan(cmd::man::ManArgs),
+    /// Print the JSON Schema of pipeline files (for editors: completion and checks)
+    Schema(cmd::schema::SchemaArgs),
 }
 
 #[cfg(test)]

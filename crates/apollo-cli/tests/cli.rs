@@ -27,7 +27,7 @@ fn check_finds_the_default_config_and_validates_the_bundled_example() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.starts_with(
-            "config/pipeline.yaml: pipeline `daily-sales` is valid (3 units, 0 warnings)"
+            "config/pipeline.yaml: pipeline `daily-sales` is valid (7 units, 0 warnings)"
         ),
         "{stdout}"
     );

@@ -190,14 +190,22 @@ pub(crate) struct Loc {
     pub(crate) line: u32,
     pub(crate) column: u32,
     pub(crate) width: u32,
+    /// Which file: 0 is the config file itself, `n` its `n`th included file (see
+    /// [`SourceFile::include`]).
+    pub(crate) file: u16,
 }
 
-/// The text of a config file and its name, for building located diagnostics.
+/// The text of a config file and its name, for building located diagnostics; with the files
+/// it includes, so that a place in an included file renders with that file's name and line
+/// and the chain of includes that led to it.
 pub(crate) struct SourceFile<'a> {
     path: &'a Path,
     text: &'a str,
     /// Byte offset of the start of each line.
     line_starts: Vec<usize>,
+    /// The included files, in the order of their file numbers (from 1), each with the note
+    /// that says where it was included from.
+    included: Vec<(SourceFile<'a>, String)>,
 }
 
 impl<'a> SourceFile<'a> {
@@ -213,7 +221,74 @@ impl<'a> SourceFile<'a> {
             path,
             text,
             line_starts,
+            included: Vec::new(),
         }
+    }
+
+    /// Adds an included file; places with [`Loc::file`] equal to the returned number are in
+    /// it. `chain` says where it was included from (a note on its diagnostics).
+    pub(crate) fn include(&mut self, path: &'a Path, text: &'a str, chain: String) -> u16 {
+        self.included.push((SourceFile::new(path, text), chain));
+        u16::try_from(self.included.len()).unwrap_or(u16::MAX)
+    }
+
+    /// The name of the file `loc` is in.
+    pub(crate) fn file_path(&self, loc: Loc) -> &'a Path {
+        self.file_of(loc).0.path
+    }
+
+    /// The file `loc` is in (the config file itself for an unknown number).
+    fn file_of(&self, loc: Loc) -> (&SourceFile<'a>, Option<&str>) {
+        match (loc.file as usize)
+            .checked_sub(1)
+            .and_then(|index| self.included.get(index))
+        {
+            Some((file, chain)) => (file, Some(chain.as_str())),
+            None => (self, None),
+        }
+    }
+
+    /// The file's name, as the user gave it.
+    pub(crate) fn path(&self) -> &'a Path {
+        self.path
+    }
+
+    /// Where the `nth` (from 0) occurrence of `needle` is, searching from `from` (the place of
+    /// the YAML node that holds it): how a diagnostic points into a string, e.g. at one
+    /// `${params.x}` in a command. `None` when it is not found there (an alias or merge key
+    /// copied the node from elsewhere).
+    pub(crate) fn find_after(&self, from: Loc, needle: &str, nth: usize) -> Option<Loc> {
+        let (file, _) = self.file_of(from);
+        let mut found = file.find_in_this_file(from, needle, nth)?;
+        found.file = from.file;
+        Some(found)
+    }
+
+    fn find_in_this_file(&self, from: Loc, needle: &str, nth: usize) -> Option<Loc> {
+        let line_index = (from.line as usize).checked_sub(1)?;
+        let line_start = *self.line_starts.get(line_index)?;
+        let line_text = self.text.get(line_start..)?;
+        let column_offset: usize = line_text
+            .chars()
+            .take(from.column.saturating_sub(1) as usize)
+            .map(char::len_utf8)
+            .sum();
+        let start = line_start + column_offset;
+        let mut offset = start;
+        for _ in 0..=nth {
+            let found = self.text.get(offset..)?.find(needle)?;
+            offset += found + needle.len();
+        }
+        let found_at = offset - needle.len();
+        let line = self.line_starts.partition_point(|&begin| begin <= found_at);
+        let begin = self.line_starts[line - 1];
+        let column = self.text.get(begin..found_at)?.chars().count() + 1;
+        Some(Loc {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            column: u32::try_from(column).unwrap_or(u32::MAX),
+            width: u32::try_from(needle.chars().count()).unwrap_or(u32::MAX),
+            file: 0,
+        })
     }
 
     /// Line `line` (1-based) without its line ending, if it exists.
@@ -236,12 +311,16 @@ impl<'a> SourceFile<'a> {
         loc: Loc,
         message: impl Into<String>,
     ) -> Diagnostic {
-        let mut diagnostic = Diagnostic::new(severity, code, self.path, message);
+        let (file, chain) = self.file_of(loc);
+        let mut diagnostic = Diagnostic::new(severity, code, file.path, message);
         if loc.line > 0 {
             diagnostic.line = Some(loc.line);
             diagnostic.column = Some(loc.column.max(1));
             diagnostic.width = loc.width.max(1);
-            diagnostic.source_line = self.line_text(loc.line).map(str::to_owned);
+            diagnostic.source_line = file.line_text(loc.line).map(str::to_owned);
+        }
+        if let Some(chain) = chain {
+            diagnostic.notes.push(chain.to_owned());
         }
         diagnostic
     }
@@ -280,6 +359,25 @@ pub(crate) fn closest<'c>(
     best.map(|(_, candidate)| candidate)
 }
 
+/// Like [`closest`], and failing that the candidate within two edits (a swap of two
+/// neighbouring letters is one): Jaro-Winkler misses transpositions in short words such as
+/// `dya` for `day`, which param names often are.
+pub(crate) fn closest_or_near<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str> + Clone,
+) -> Option<&'c str> {
+    closest(word, candidates.clone()).or_else(|| {
+        candidates
+            .into_iter()
+            .map(|candidate| (strsim::osa_distance(word, candidate), candidate))
+            .filter(|&(distance, candidate)| {
+                distance <= 2 && distance < word.chars().count().min(candidate.chars().count())
+            })
+            .min_by_key(|&(distance, _)| distance)
+            .map(|(_, candidate)| candidate)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +393,7 @@ mod tests {
                     line: 3,
                     column: 5,
                     width: 7,
+                    file: 0,
                 },
                 "unknown key `retires` in unit `fetch`",
             )

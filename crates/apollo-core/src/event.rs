@@ -109,6 +109,11 @@ pub struct RunStarted {
     /// directory. `None` in older journals, whose runs are identified by their name alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// The run's params (since journal format 1.3): name → value, a string (`string`,
+    /// `date`), a number (`int`), a boolean or an array of strings (`list`). Absent when the
+    /// pipeline declares none, and in older journals.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Payload of `run_resumed`.

@@ -71,7 +71,9 @@ pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(60);
 /// One unit of work: up to three commands run as one attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unit {
-    /// Unique name; matches `[A-Za-z0-9_.-]+` and is never `.` or `..` (it is a path component).
+    /// Unique name; matches `[A-Za-z0-9_.-]+` and is never `.` or `..`, or for an instance of a
+    /// `foreach` unit, such a name followed by `[key]` or `[key,key,…]` with keys of the same
+    /// characters (see [`unit_folder_name`] for its form as a path component).
     pub name: String,
     /// Names of the units this one depends on, in config order, without duplicates.
     pub deps: Vec<String>,
@@ -176,6 +178,31 @@ impl Pipeline {
     /// The index of the unit called `name`, if there is one.
     pub fn unit_index(&self, name: &str) -> Option<usize> {
         self.units.iter().position(|unit| unit.name == name)
+    }
+}
+
+/// The folder name of a unit's attempt logs (`runs/<run>/units/<folder>/<attempt>`): the unit
+/// name itself, except for a fan-out instance `name[k1,k2]`, whose brackets and commas are
+/// spelt `name__k1__k2` (DESIGN §17: on disk, no brackets or commas). The loader refuses a
+/// pipeline in which two units would share a folder.
+///
+/// ```
+/// use apollo_core::model::unit_folder_name;
+/// assert_eq!(unit_folder_name("fetch"), "fetch");
+/// assert_eq!(unit_folder_name("load[eu,a]"), "load__eu__a");
+/// ```
+pub fn unit_folder_name(unit: &str) -> std::borrow::Cow<'_, str> {
+    match unit.strip_suffix(']').and_then(|rest| rest.split_once('[')) {
+        Some((base, keys)) => {
+            let mut folder = String::with_capacity(unit.len() + 4);
+            folder.push_str(base);
+            for key in keys.split(',') {
+                folder.push_str("__");
+                folder.push_str(key);
+            }
+            std::borrow::Cow::Owned(folder)
+        }
+        None => std::borrow::Cow::Borrowed(unit),
     }
 }
 

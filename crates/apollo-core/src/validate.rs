@@ -66,7 +66,20 @@ fn check_names<'s>(
     let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.units.len());
     for (unit_idx, unit) in spec.units.iter().enumerate() {
         let Some(name) = &unit.name else { continue };
-        if let Some(diagnostic) = check_name(&name.value, name.loc, source) {
+        // An instance `load[eu]` is checked by its template's name, once (its keys are safe
+        // by construction).
+        let checked_name = unit
+            .instance
+            .as_ref()
+            .map_or(name.value.as_str(), |instance| instance.base.as_str());
+        let first_instance = unit.instance.is_none()
+            || unit_idx == 0
+            || spec.units[unit_idx - 1]
+                .name
+                .as_ref()
+                .map(|previous| previous.loc)
+                != Some(name.loc);
+        if first_instance && let Some(diagnostic) = check_name(checked_name, name.loc, source) {
             diagnostics.push(diagnostic);
         }
         match index.get(name.value.as_str()) {

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use apollo_core::config::{self, LoadError};
+use apollo_core::diagnostic::Diagnostic;
 use apollo_core::diagnostic::render_all;
 use proptest::prelude::*;
 
@@ -21,9 +22,21 @@ fn fixture_paths() -> Vec<PathBuf> {
 }
 
 /// Loads a fixture and renders what `apollo check` would print: its diagnostics, then a
-/// summary line.
+/// summary line. A fixture `x.yaml` may come with `x.params`, a params file given for the run
+/// (as `apollo run --params-file` would); the environment is empty and `today` is fixed, so
+/// the snapshots do not depend on the machine or the day.
 fn check_output(path: &Path) -> (String, bool, usize) {
-    match config::load(path) {
+    let params_file = path.with_extension("params");
+    let params = if params_file.exists() {
+        config::read_params_file(&params_file).expect("a readable params file")
+    } else {
+        Vec::new()
+    };
+    let options = config::LoadOptions::default()
+        .params(params)
+        .env(Default::default())
+        .today("2026-12-01");
+    match config::load_with(path, &options) {
         Ok(loaded) => {
             let mut out = render_all(&loaded.warnings);
             out.push_str(&format!("valid, {} warning(s)\n", loaded.warnings.len()));
@@ -86,7 +99,123 @@ fn the_bundled_example_is_valid_without_warnings() {
         .iter()
         .map(|u| u.name.as_str())
         .collect();
-    assert_eq!(names, ["fetch_data", "clean_data", "save_result"]);
+    assert_eq!(
+        names,
+        [
+            "fetch_data",
+            "clean_data",
+            "region_report[north]",
+            "region_report[south]",
+            "region_report[east]",
+            "region_report[west]",
+            "save_result"
+        ]
+    );
+    assert_eq!(loaded.params["date"], "2026-11-29");
+}
+
+/// The committed schema (`schema/pipeline.schema.json`) is the one the loader's description
+/// generates: a key added to the loader without regenerating the file fails here.
+#[test]
+fn the_committed_schema_is_the_generated_one() {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/pipeline.schema.json");
+    let committed =
+        std::fs::read_to_string(&committed).expect("schema/pipeline.schema.json exists");
+    let generated = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&config::json_schema()).unwrap()
+    );
+    assert!(
+        committed == generated,
+        "schema/pipeline.schema.json is out of date: run `cargo run -p apollo-cli -- schema > schema/pipeline.schema.json`"
+    );
+}
+
+/// Diagnostic codes that say the file's shape is wrong (a key, a type, a value's form): a
+/// file the loader rejects with one of them in the file itself must fail the schema too.
+const SHAPE_CODES: &[&str] = &[
+    "unknown-key",
+    "wrong-type",
+    "bad-duration",
+    "missing-key",
+    "missing-execute",
+    "empty-command",
+    "no-units",
+];
+
+fn shape_error(path: &Path, diagnostics: &[Diagnostic]) -> Option<String> {
+    diagnostics
+        .iter()
+        .find(|diagnostic| {
+            diagnostic.is_error()
+                && SHAPE_CODES.contains(&diagnostic.code)
+                && diagnostic.file == path
+        })
+        .map(Diagnostic::render)
+}
+
+/// Configs that load, beyond the fixtures: every feature of the format once.
+const VALID_CONFIGS: &[&str] = &[
+    "x-unit: &unit {timeout: 30s, retries: 2}\nname: all\nid: all-1\nmax_parallel: 2\nenv: {TZ: UTC, N: 1, B: true}\ndefaults: {timeout: none, retries: 1, retry_delay: 1s, kill_grace: 500ms, idempotent: true, workdir: .}\nparams:\n  day: {type: date, default: today, description: the day}\n  regions: [eu, us]\n  n: 3\nunits:\n  - name: a\n    <<: *unit\n    prepare: [./a.sh, prepare, 1]\n    execute: ./a.sh ${params.day}\n    cleanup: 'true'\n    inputs: [in/*.csv]\n    outputs: [out/a.csv]\n    env: {A: a}\n    workdir: .\n    idempotent: false\n    retries: 0\n  - name: b\n    deps: [a]\n    foreach: {region: \"${params.regions}\", tier: [x, y]}\n    execute: ./b.sh ${item.region} ${item.tier}\n  - name: c\n    deps: [\"b[eu,x]\"]\n    foreach: [1, 2]\n    timeout: 90\n    when: ${params.n} != 4\n    execute: true\n  - name: d\n    when: {command: test -e x}\n    execute: [./d.sh]\n",
+];
+
+/// The schema accepts every config that loads, and rejects every fixture the loader rejects
+/// for a shape reason (validated with the `jsonschema` crate, as an editor would).
+#[test]
+fn the_schema_accepts_what_loads_and_rejects_shape_errors() {
+    let validator = jsonschema::validator_for(&config::json_schema()).expect("a valid schema");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pipeline.yaml");
+    let mut cases: Vec<(PathBuf, String)> = fixture_paths()
+        .into_iter()
+        .filter(|path| !path.with_extension("params").exists())
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            (path, text)
+        })
+        .collect();
+    cases.push((example.clone(), std::fs::read_to_string(&example).unwrap()));
+    let dir = tempfile::tempdir().unwrap();
+    for (index, text) in VALID_CONFIGS.iter().enumerate() {
+        let path = dir.path().join(format!("valid{index}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        cases.push((path, (*text).to_owned()));
+    }
+    let (mut n_accepted, mut n_rejected) = (0, 0);
+    for (path, text) in cases {
+        let Some(json) = config::yaml_to_json(&text) else {
+            continue; // Not YAML: nothing for a schema to say.
+        };
+        let options = config::LoadOptions::default().env(Default::default());
+        match config::load_with(&path, &options) {
+            Ok(_) => {
+                let errors: Vec<String> = validator
+                    .iter_errors(&json)
+                    .map(|error| error.to_string())
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{} loads but fails the schema: {errors:?}",
+                    path.display()
+                );
+                n_accepted += 1;
+            }
+            Err(LoadError::Invalid { diagnostics, .. }) => {
+                if let Some(shape) = shape_error(&path, &diagnostics) {
+                    assert!(
+                        !validator.is_valid(&json),
+                        "the schema accepts {}, which the loader rejects:\n{shape}",
+                        path.display()
+                    );
+                    n_rejected += 1;
+                }
+            }
+            Err(error) => panic!("{}: {error}", path.display()),
+        }
+    }
+    assert!(
+        n_accepted >= 5 && n_rejected >= 15,
+        "{n_accepted} accepted, {n_rejected} rejected"
+    );
 }
 
 #[test]
@@ -157,6 +286,23 @@ const VALID: &str = "name: etl\ndefaults: { timeout: 30s, retries: 1 }\nunits:\n
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// What a shell owns reaches the unit's command as written, around interpolated params.
+    #[test]
+    fn shell_references_reach_the_command_unchanged(
+        name in "[A-Z_][A-Z0-9_]{0,6}",
+        words in prop::collection::vec("[a-z./-]{0,6}", 0..4),
+    ) {
+        let shell = format!("$$ ${name} ${{{name}}} ${{HOME}} ${{{name}:-x.y}} {}", words.join(" "));
+        let yaml = format!(
+            "params:\n  day: {{type: date, default: \"2026-11-30\"}}\nunits:\n  - name: a\n    execute: 'echo ${{params.day}} {shell} $${{params.day}}'\n"
+        );
+        let loaded = config::load_str(&yaml, Path::new("p.yaml")).expect("loads");
+        prop_assert_eq!(
+            &loaded.pipeline.units[0].execute,
+            &apollo_core::Command::Shell(format!("echo 2026-11-30 {shell} ${{params.day}}"))
+        );
+    }
 
     #[test]
     fn random_bytes_never_panic_the_loader(bytes in prop::collection::vec(any::<u8>(), 0..512)) {

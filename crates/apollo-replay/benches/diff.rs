@@ -57,6 +57,7 @@ fn synthetic_run(
                 pid: 4242,
                 units: (0..n_units).map(names).collect(),
                 identity: None,
+                params: Default::default(),
             })
         } else if body < 2 * n_units as u64 {
             let unit_idx = (body / 2) as usize;

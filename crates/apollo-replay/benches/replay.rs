@@ -64,6 +64,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 pid: 4242,
                 units: units.clone(),
                 identity: None,
+                params: Default::default(),
             })
         } else if next_finish >= n_attempts {
             if seq > n_attempts * 2 + 2 {

@@ -83,6 +83,7 @@ fn event() -> impl Strategy<Value = Event> {
                 pid: 1,
                 units,
                 identity: None,
+                params: Default::default(),
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

@@ -65,6 +65,7 @@ impl RunBuilder {
                 pid: 4242,
                 units: units.iter().map(|unit| (*unit).to_owned()).collect(),
                 identity: None,
+                params: Default::default(),
             }),
         );
         builder

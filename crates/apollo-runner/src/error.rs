@@ -110,6 +110,19 @@ pub enum RunnerError {
         #[source]
         source: EngineError,
     },
+    /// The run to resume was started with other params: a resume keeps a run's params.
+    #[error(
+        "run {run} was started with other params: {}",
+        list_differences(differences)
+    )]
+    ParamsChanged {
+        /// The run.
+        run: RunId,
+        /// The params that differ, by name.
+        differences: Vec<ParamDifference>,
+        /// Every param the run recorded (to load the pipeline with them and open again).
+        recorded: apollo_core::config::Params,
+    },
     /// A dry run could not be planned.
     #[error("cannot plan the run")]
     Plan {
@@ -151,6 +164,41 @@ pub enum RunnerError {
         /// What that attempt's records say.
         previous: PreviousOutcome,
     },
+}
+
+/// One param whose value for a resume differs from the run's recorded one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamDifference {
+    /// The param.
+    pub name: String,
+    /// Its value in the run's `run_started` (`None`: the run had no such param).
+    pub recorded: Option<serde_json::Value>,
+    /// Its value now (`None`: the pipeline no longer declares it).
+    pub given: Option<serde_json::Value>,
+}
+
+impl std::fmt::Display for ParamDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |value: &Option<serde_json::Value>| match value {
+            Some(value) => value.to_string(),
+            None => "(none)".to_owned(),
+        };
+        write!(
+            f,
+            "`{}` was {}, now {}",
+            self.name,
+            show(&self.recorded),
+            show(&self.given)
+        )
+    }
+}
+
+fn list_differences(differences: &[ParamDifference]) -> String {
+    differences
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl RunnerError {

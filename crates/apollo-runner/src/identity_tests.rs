@@ -56,6 +56,7 @@ fn write_finished_run(
         pid: 1,
         units: vec!["a".to_owned()],
         identity,
+        params: Default::default(),
     })];
     if let Some(status) = status {
         events.push(Event::RunFinished(RunFinished {

@@ -21,7 +21,7 @@ mod identity_tests;
 #[cfg(test)]
 mod tests;
 
-pub use error::RunnerError;
+pub use error::{ParamDifference, RunnerError};
 pub use hooks::HookOutcome;
 pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};

@@ -33,6 +33,37 @@ impl Plan {
 }
 
 impl RunSession<'_> {
+    /// The run [`open`](RunSession::open) would resume and the params its `run_started`
+    /// recorded; `None` when it would start a new run. Read only, like [`plan`](Self::plan):
+    /// a caller loads the pipeline again with these params for a resume that keeps them
+    /// (a resume with other params is refused, [`RunnerError::ParamsChanged`]).
+    pub fn recorded_params(
+        &self,
+    ) -> Result<Option<(RunId, apollo_core::config::Params)>, RunnerError> {
+        if !self.state_dir().join("runs").is_dir() {
+            return Ok(None);
+        }
+        let state = StateDir::open_existing(self.state_dir())?;
+        let identity = self.identity();
+        let run = match select(&state, self.target_ref(), self.key(&identity))? {
+            Selection::New => return Ok(None),
+            Selection::Resume(run) | Selection::Succeeded(run) => run,
+        };
+        let run_dir = state.run_dir(&run)?;
+        let mut reader = apollo_store::JournalReader::open(
+            run_dir.path(),
+            apollo_store::ReadOptions::default(),
+        )?;
+        let params = match reader.next().transpose()? {
+            Some(apollo_store::Record {
+                event: apollo_core::Event::RunStarted(started),
+                ..
+            }) => started.params,
+            _ => apollo_core::config::Params::new(),
+        };
+        Ok(Some((run, params)))
+    }
+
     /// What [`open`](RunSession::open) and [`run`](crate::OpenRun::run) would do, read only:
     /// no lock, no recovery, nothing written (a state directory that does not exist is not
     /// created). A named run that already succeeded is planned as a resume of it.
@@ -53,7 +84,19 @@ impl RunSession<'_> {
             },
         };
         let prior = match (&state, &resumes) {
-            (Some(state), Some(run)) => fold_prior(state, run, observer)?.0,
+            (Some(state), Some(run)) => {
+                let (prior, recorded) = fold_prior(state, run, observer)?;
+                let differences =
+                    crate::session::param_differences(&recorded.params, &self.loaded().params);
+                if !differences.is_empty() {
+                    return Err(RunnerError::ParamsChanged {
+                        run: run.clone(),
+                        differences,
+                        recorded: recorded.params,
+                    });
+                }
+                prior
+            }
             _ => PriorState::empty(),
         };
         let mut options = self.engine_options(resumes.as_ref().map_or("", RunId::as_str));

@@ -179,6 +179,8 @@ struct Recorded {
     identity: Option<String>,
     pipeline: String,
     config_path: String,
+    /// The original run's params (their values are in its definition snapshot already).
+    params: BTreeMap<String, serde_json::Value>,
     /// The definition snapshot in effect when each attempt started.
     definition_of_attempt: BTreeMap<u32, String>,
     status_of_attempt: BTreeMap<u32, AttemptStatus>,
@@ -195,6 +197,7 @@ fn read_recorded(run_dir: &Path, unit: &str) -> Result<Recorded, apollo_store::S
                 recorded.identity = started.identity;
                 recorded.pipeline = started.pipeline;
                 recorded.config_path = started.config_path;
+                recorded.params = started.params;
                 definition = started.definition_hash;
             }
             Event::RunResumed(resumed) => definition = resumed.definition_hash,
@@ -489,6 +492,7 @@ fn run_reproduction(
             pid: std::process::id(),
             units: vec![request.unit.clone()],
             identity: Some(format!("reproduce:{original_identity}")),
+            params: recorded.params.clone(),
         }),
         Event::RunReproduces(RunReproduces {
             run: request.run.to_string(),

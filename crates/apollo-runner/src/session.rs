@@ -12,7 +12,7 @@ use apollo_store::{
     StateDir, StateLock, WriterOptions,
 };
 
-use crate::error::RunnerError;
+use crate::error::{ParamDifference, RunnerError};
 use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
@@ -281,6 +281,7 @@ impl<'a> RunSession<'a> {
                     pid: std::process::id(),
                     units,
                     identity: Some(identity.clone()),
+                    params: self.loaded.params.clone(),
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)
@@ -291,9 +292,18 @@ impl<'a> RunSession<'a> {
                     JournalWriter::open_for_append(run_dir.path(), self.writer_options.clone())?;
                 journal.watch_lock(&lock)?;
                 report_warnings(&recovery.warnings, observer);
-                let (prior, recorded_pipeline) = fold_prior(&state, &run_id, observer)?;
-                if let Some(recorded) =
-                    recorded_pipeline.filter(|recorded| *recorded != pipeline.name)
+                let (prior, recorded) = fold_prior(&state, &run_id, observer)?;
+                let differences = param_differences(&recorded.params, &self.loaded.params);
+                if !differences.is_empty() {
+                    return Err(RunnerError::ParamsChanged {
+                        run: run_id,
+                        differences,
+                        recorded: recorded.params,
+                    });
+                }
+                if let Some(recorded) = recorded
+                    .pipeline
+                    .filter(|recorded| *recorded != pipeline.name)
                 {
                     return Err(RunnerError::PipelineMismatch {
                         run: run_id,
@@ -369,6 +379,25 @@ pub enum Opened<'a> {
     Ready(OpenRun<'a>),
     /// The named run already succeeded: nothing to resume (nothing was written).
     NothingToResume(RunId),
+}
+
+/// The params whose value differs between a run's record and this session, by name.
+pub(crate) fn param_differences(
+    recorded: &apollo_core::config::Params,
+    given: &apollo_core::config::Params,
+) -> Vec<ParamDifference> {
+    let mut names: Vec<&String> = recorded.keys().chain(given.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| recorded.get(*name) != given.get(*name))
+        .map(|name| ParamDifference {
+            name: name.clone(),
+            recorded: recorded.get(name).cloned(),
+            given: given.get(name).cloned(),
+        })
+        .collect()
 }
 
 /// The state directory's lock: at once, or (with `wait`) after saying that it waits.

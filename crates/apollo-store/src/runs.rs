@@ -90,6 +90,9 @@ pub struct RunSummary {
     pub definition_hash: Option<String>,
     /// Why the journal could not be read, for [`RunState::Corrupt`].
     pub problem: Option<String>,
+    /// The run's params, from `run_started` (empty before format 1.3, or when the pipeline
+    /// declares none).
+    pub params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// The first record of a run (its `run_started`), reading only the first segment's start.
@@ -219,6 +222,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
         skipped: 0,
         definition_hash: None,
         problem: None,
+        params: std::collections::BTreeMap::new(),
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -229,6 +233,7 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
                 summary.identity = started.identity.clone();
                 summary.n_units = started.units.len();
                 summary.definition_hash = Some(started.definition_hash.clone());
+                summary.params = started.params.clone();
             }
         }
         let last = last_record(&run_dir)?;

@@ -85,6 +85,8 @@ struct Entry {
     #[serde(default)]
     reused: u32,
     definition_hash: Option<String>,
+    #[serde(default)]
+    params: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -162,6 +164,7 @@ impl RunsIndex {
                 reused: entry.reused,
                 definition_hash: entry.definition_hash.clone(),
                 problem: None,
+                params: entry.params.clone(),
             },
         ))
     }
@@ -219,6 +222,7 @@ impl RunsIndex {
                 skipped: summary.skipped,
                 reused: summary.reused,
                 definition_hash: summary.definition_hash.clone(),
+                params: summary.params.clone(),
             },
         );
         self.changed = true;

@@ -19,7 +19,8 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// (an attempt's manifest of declared input files or outputs, whose bytes the blob store
 /// keeps), the `run_reproduces` record (`apollo reproduce`'s runs), the `hook_finished`
 /// record (a pipeline hook ran after the run ended), the `unit_reused` record (a unit reused
-/// from an earlier run) and the `reused` count of `run_finished`.
+/// from an earlier run), the `reused` count of `run_finished` and the run's `params` in
+/// `run_started`.
 pub const FORMAT_MINOR: u32 = 3;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

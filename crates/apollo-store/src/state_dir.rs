@@ -70,9 +70,12 @@ impl RunDir {
     /// created here: the executor creates it when the attempt has output to keep (a quick,
     /// silent attempt leaves no folder). Captured output is not part of the journal's
     /// durability promise (the unit writes it, nothing fsyncs it), so the folder is never
-    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`): it becomes a
-    /// path component.
+    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`), or an
+    /// instance of one (`load[eu,a]`, stored as `load__eu__a`, see
+    /// [`apollo_core::model::unit_folder_name`]): it becomes a path component.
     pub fn attempt_log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, StoreError> {
+        // A fan-out instance `load[eu]` is stored as `load__eu` (no brackets on disk).
+        let unit = &*apollo_core::model::unit_folder_name(unit);
         let valid = !unit.is_empty()
             && unit != "."
             && unit != ".."
@@ -777,6 +780,7 @@ mod tests {
                 pid: 1,
                 units: Vec::new(),
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
+                params: Default::default(),
             },
         )];
         if finished {

@@ -56,6 +56,11 @@ fn a_format_1_0_journal_reads_record_by_record() {
     );
     let seqs: Vec<u64> = records.iter().map(|record| record.seq).collect();
     assert_eq!(seqs, (1..=10).collect::<Vec<u64>>());
+    // `params` (format 1.3) is absent from a 1.0 `run_started`: the run had none.
+    let Event::RunStarted(started) = &records[0].event else {
+        panic!("the first record is run_started");
+    };
+    assert!(started.params.is_empty(), "{:?}", started.params);
 }
 
 #[test]

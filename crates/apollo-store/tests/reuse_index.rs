@@ -66,6 +66,7 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         pid: 1,
         units: vec!["fetch".into()],
         identity: identity.map(str::to_owned),
+        params: Default::default(),
     })];
     all.extend_from_slice(events);
     writer.append_batch(&all).unwrap();

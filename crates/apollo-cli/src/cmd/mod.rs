@@ -14,6 +14,7 @@ pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod reproduce;
 pub(crate) mod run;
+pub(crate) mod schema;
 pub(crate) mod show;
 pub(crate) mod stats;
 pub(crate) mod stop;
@@ -56,6 +57,7 @@ pub(crate) fn dispatch(
         Command::Stop(args) => stop::stop(&args, state_dir, stdout),
         Command::GenerateMan(args) => man::run(&args, stdout),
         Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
+        Command::Schema(args) => schema::run(&args, stdout),
     }
 }
 

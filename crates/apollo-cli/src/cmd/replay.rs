@@ -119,6 +119,31 @@ struct RunLine<'a> {
     skipped: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    params: &'a std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A run's params on one line: `day=2026-11-30 regions=eu,us`.
+fn params_text(params: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
+    params
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                serde_json::Value::String(text) => text.clone(),
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .map(|item| match item {
+                        serde_json::Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            format!("{name}={value}")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// `apollo runs`.
@@ -158,6 +183,7 @@ pub(crate) fn runs(
             failed: summary.failed,
             skipped: summary.skipped,
             problem: summary.problem.as_deref(),
+            params: &summary.params,
         })
         .collect();
     let mut out = BufWriter::new(stdout);
@@ -196,10 +222,17 @@ pub(crate) fn runs(
                     .max()
                     .unwrap_or(8)
                     .max(8);
+                // A PARAMS column only when some run has params.
+                let any_params = lines.iter().any(|line| !line.params.is_empty());
                 writeln!(
                     out,
-                    "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  units",
-                    "RUN", "PIPELINE", "STARTED (UTC)", "DURATION", "STATUS"
+                    "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  units{}",
+                    "RUN",
+                    "PIPELINE",
+                    "STARTED (UTC)",
+                    "DURATION",
+                    "STATUS",
+                    if any_params { "  params" } else { "" }
                 )
                 .map_err(output)?;
                 let color = color_stdout();
@@ -237,6 +270,9 @@ pub(crate) fn runs(
                     }
                     let status =
                         crate::color::paint(color, line.status, &format!("{:<11}", line.status));
+                    if !line.params.is_empty() {
+                        units.push_str(&format!("  {}", params_text(line.params)));
+                    }
                     writeln!(
                         out,
                         "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",

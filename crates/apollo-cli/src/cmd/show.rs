@@ -75,7 +75,7 @@ pub(super) fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt:
         .runs_dir()
         .join(run_id.as_str())
         .join("units")
-        .join(unit)
+        .join(&*apollo_core::model::unit_folder_name(unit))
         .join(attempt.to_string())
 }
 

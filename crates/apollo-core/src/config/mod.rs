@@ -33,15 +33,47 @@
 //!
 //! Relative paths (`workdir`, `inputs`, `outputs`) resolve against the config file's folder,
 //! never the caller's current directory.
+//!
+//! Beyond that (DESIGN §14), still in one pass that reports every problem:
+//!
+//! ```yaml
+//! include: [common/units.yaml]           # units, defaults, env, params of other files
+//! x-quick: &quick {timeout: 30s}         # `x-` keys hold anchors; `<<: *quick` merges them
+//! params:
+//!   day: {type: date, default: today}    # string, int, bool, date, list; no default: required
+//!   regions: [eu, us]
+//! units:
+//!   - name: load
+//!     <<: *quick
+//!     foreach: ${params.regions}         # instances load[eu], load[us]
+//!     when: ${params.day} != "2026-12-25"
+//!     execute: ./load.sh ${item} ${params.day} ${env.USER} ${unit.name} ${run.id}
+//! ```
+//!
+//! [`load_with`] takes the run's param values and the environment ([`LoadOptions`]);
+//! [`Loaded::params`] is what the run records. `${…}` is interpolated before validation (only
+//! apollo's namespaces: `$VAR`, `${HOME}` and `$$` are left for the shell, `$${x.y}` is a
+//! literal `${x.y}`), so each diagnostic points at the `${…}` in its file. [`json_schema`] is
+//! the format's JSON Schema, generated from the same key tables the loader checks against.
 
+mod describe;
 pub(crate) mod duration;
+mod expand;
+mod fanout;
+mod include;
+mod interpolate;
+mod params;
 mod raw;
 mod resolve;
 pub(crate) mod schema;
+mod when;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use describe::json_schema;
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use params::{ParamInput, ParamOverride, Params};
 
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::Pipeline;
@@ -62,6 +94,58 @@ pub struct Loaded {
     pub warnings: Vec<Diagnostic>,
     /// The config file's text, as read.
     pub source: String,
+    /// The run's params (`params:` with the values given in [`LoadOptions`], else their
+    /// defaults), as a run records them in `run_started`. Empty when the pipeline declares
+    /// none.
+    pub params: Params,
+}
+
+/// What a load needs besides the file: the run's param values and the environment
+/// `${env.NAME}` reads.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct LoadOptions {
+    /// Values for declared params (later entries win over earlier ones for the same name).
+    pub params: Vec<ParamOverride>,
+    /// The environment for `${env.NAME}`; `None` reads apollo's own.
+    pub env: Option<BTreeMap<String, String>>,
+    /// The run's date for `today` (`YYYY-MM-DD`); `None` is the current UTC date.
+    pub today: Option<String>,
+}
+
+impl LoadOptions {
+    /// Sets the param values.
+    pub fn params(mut self, params: Vec<ParamOverride>) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Sets the environment `${env.NAME}` reads.
+    pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    /// Sets the date `today` stands for.
+    pub fn today(mut self, today: impl Into<String>) -> Self {
+        self.today = Some(today.into());
+        self
+    }
+}
+
+/// Reads a params file: YAML (or JSON, which is YAML) holding a mapping of param names to
+/// values, e.g. `{day: 2026-11-30, regions: [eu, us]}`. Each value is checked against the
+/// param's type when the pipeline is loaded with it.
+pub fn read_params_file(path: &Path) -> Result<Vec<ParamOverride>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let source = SourceFile::new(path, &text);
+    params::overrides_from_file(&text, &source).map_err(|diagnostic| LoadError::Invalid {
+        path: path.to_owned(),
+        diagnostics: vec![*diagnostic],
+    })
 }
 
 /// Why a config could not be loaded.
@@ -104,12 +188,19 @@ fn n_errors(diagnostics: &[Diagnostic]) -> usize {
 /// Relative paths in the config resolve against `path`'s folder (made absolute from the
 /// current directory if `path` is relative).
 pub fn load(path: &Path) -> Result<Loaded, LoadError> {
+    load_with(path, &LoadOptions::default())
+}
+
+/// Like [`load`], with param values and an environment for `${…}`: unknown param names,
+/// values of the wrong type and required params without a value are diagnostics like any
+/// other (nothing has run yet).
+pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
         path: path.to_owned(),
         source,
     })?;
     match String::from_utf8(bytes) {
-        Ok(text) => load_string(text, path),
+        Ok(text) => load_string(text, path, options),
         Err(error) => Err(LoadError::Invalid {
             path: path.to_owned(),
             diagnostics: vec![not_utf8(error.as_bytes(), error.utf8_error(), path)],
@@ -136,10 +227,15 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
 /// assert_eq!(diagnostics[0].hint.as_deref(), Some("did you mean `retries`?"));
 /// ```
 pub fn load_str(text: &str, path: &Path) -> Result<Loaded, LoadError> {
-    load_string(text.to_owned(), path)
+    load_string(text.to_owned(), path, &LoadOptions::default())
 }
 
-fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
+/// Like [`load_with`], from text already in memory (see [`load_str`]).
+pub fn load_str_with(text: &str, path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
+    load_string(text.to_owned(), path, options)
+}
+
+fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
     let config_path = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let base_dir = config_path
         .parent()
@@ -195,8 +291,75 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
             .with_hint("a pipeline needs at least `units:` with one unit that has a `name` and an `execute` command"),
         ]));
     }
-    let (spec, mut diagnostics) = schema::walk(&root, &source);
+    // The included files, read and numbered; then the source set that renders places in any
+    // of them.
+    let (included, include_problems) = include::collect(&root, path);
+    let mut source = SourceFile::new(path, &text);
+    for file in &included {
+        source.include(&file.shown, &file.text, file.chain.clone());
+    }
+    let source = source;
+    let (mut spec, mut diagnostics) = schema::walk(&root, &source);
     drop(root);
+    diagnostics.extend(
+        include_problems
+            .into_iter()
+            .map(|problem| problem.render(&source)),
+    );
+    if !included.is_empty() {
+        let mut included_units = Vec::new();
+        for (index, file) in included.iter().enumerate() {
+            let file_number = u16::try_from(index + 1).unwrap_or(u16::MAX);
+            // A syntax error was reported when the file was read.
+            let Ok(tree) = raw::parse_file(&file.text, file_number) else {
+                continue;
+            };
+            let (included_spec, included_diagnostics) = schema::walk_included(&tree, &source);
+            diagnostics.extend(included_diagnostics);
+            include::merge(
+                &mut spec,
+                included_spec,
+                &mut included_units,
+                &source,
+                &mut diagnostics,
+            );
+        }
+        included_units.append(&mut spec.units);
+        spec.units = included_units;
+    }
+    if spec.units.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.push(
+            Diagnostic::new(
+                Severity::Error,
+                "missing-key",
+                path,
+                "the pipeline has no units (neither its file nor the files it includes has any)",
+            )
+            .with_hint(
+                "add `units:` with at least one unit that has a `name` and an `execute` command",
+            ),
+        );
+    }
+    let today = options
+        .today
+        .clone()
+        .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%d").to_string());
+    let (params, param_diagnostics) =
+        params::resolve(&spec.params, &options.params, &today, &source);
+    diagnostics.extend(param_diagnostics);
+    let process_env;
+    let env = match &options.env {
+        Some(env) => env,
+        None => {
+            process_env = std::env::vars_os()
+                .filter_map(|(name, value)| {
+                    Some((name.into_string().ok()?, value.into_string().ok()?))
+                })
+                .collect();
+            &process_env
+        }
+    };
+    diagnostics.extend(expand::expand(&mut spec, &params, env, &source, &base_dir));
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
     diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
@@ -210,6 +373,7 @@ fn load_string(text: String, path: &Path) -> Result<Loaded, LoadError> {
         id,
         warnings: diagnostics,
         source: text,
+        params,
     })
 }
 
@@ -242,12 +406,20 @@ fn not_utf8(bytes: &[u8], error: std::str::Utf8Error, path: &Path) -> Diagnostic
         line: u32::try_from(line).unwrap_or(u32::MAX),
         column: u32::try_from(prefix.chars().count() + 1).unwrap_or(u32::MAX),
         width: 1,
+        ..Loc::default()
     };
     diagnostic.line = Some(loc.line);
     diagnostic.column = Some(loc.column);
     diagnostic.width = 1;
     diagnostic.source_line = Some(line_text);
     diagnostic
+}
+
+/// A pipeline file's text as JSON, the way the loader reads it (YAML 1.2 core schema, merge
+/// keys applied, aliases expanded): what to validate with [`json_schema`]. `None` when it is
+/// not YAML.
+pub fn yaml_to_json(text: &str) -> Option<serde_json::Value> {
+    raw::parse(text).ok().map(|root| raw::to_json(&root))
 }
 
 /// The first of [`DEFAULT_CONFIG_NAMES`] that exists as a file in `cwd`.
@@ -372,6 +544,156 @@ mod tests {
         };
         assert_eq!(diagnostics[0].line, Some(2));
         assert_eq!(diagnostics[0].column, Some(9));
+    }
+
+    #[test]
+    fn merge_keys_and_x_keys_load() {
+        let loaded = load_ok(
+            "x-unit: &unit {timeout: 30s, retries: 2}\nunits:\n  - name: a\n    <<: *unit\n    retries: 0\n    execute: 'true'\n",
+        );
+        let unit = &loaded.pipeline.units[0];
+        assert_eq!(unit.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(unit.retries, 0);
+    }
+
+    #[test]
+    fn params_interpolate_with_defaults_and_given_values() {
+        let yaml = "params:\n  day: {type: date, default: today}\n  n: 3\n  regions: [eu, us]\nunits:\n  - name: a\n    execute: echo ${params.day} ${params.n} ${params.regions} $${params.day} $$ $HOME\n    outputs: [\"out/${params.day}.csv\"]\n    env: {N: \"${params.n}\", H: \"${env.HOME}\"}\n";
+        let path = Path::new("/base/dir/daily.yaml");
+        let env = std::collections::BTreeMap::from([("HOME".to_owned(), "/home/x".to_owned())]);
+        let options = LoadOptions::default().env(env.clone()).today("2026-12-01");
+        let loaded = load_str_with(yaml, path, &options).unwrap();
+        let unit = &loaded.pipeline.units[0];
+        assert_eq!(
+            unit.execute,
+            Command::Shell("echo 2026-12-01 3 eu us ${params.day} $$ $HOME".into())
+        );
+        assert_eq!(unit.outputs, ["out/2026-12-01.csv"]);
+        assert_eq!(unit.env["N"], "3");
+        assert_eq!(unit.env["H"], "/home/x");
+        assert_eq!(loaded.params["regions"], serde_json::json!(["eu", "us"]));
+
+        let options = LoadOptions::default()
+            .env(env)
+            .today("2026-12-01")
+            .params(vec![
+                ParamOverride::text("day", "2026-11-29", "test"),
+                ParamOverride::text("regions", "fr", "test"),
+            ]);
+        let loaded = load_str_with(yaml, path, &options).unwrap();
+        assert_eq!(
+            loaded.pipeline.units[0].execute,
+            Command::Shell("echo 2026-11-29 3 fr ${params.day} $$ $HOME".into())
+        );
+        assert_eq!(loaded.params["day"], serde_json::json!("2026-11-29"));
+    }
+
+    #[test]
+    fn foreach_expands_to_instances_and_deps_to_all_or_one() {
+        let loaded = load_ok(
+            "params:\n  regions: {type: list, default: [eu, us]}\nunits:\n  - name: extract\n    foreach: ${params.regions}\n    execute: ./x.sh ${item} ${unit.name}\n  - name: transform\n    foreach: {region: \"${params.regions}\", tier: [a, b]}\n    deps: [\"extract[${item.region}]\"]\n    execute: ./t.sh ${item.region} ${item.tier}\n  - name: report\n    deps: [transform, \"extract[eu]\"]\n    execute: ./r.sh\n",
+        );
+        let names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "extract[eu]",
+                "extract[us]",
+                "transform[eu,a]",
+                "transform[eu,b]",
+                "transform[us,a]",
+                "transform[us,b]",
+                "report"
+            ]
+        );
+        let units = &loaded.pipeline.units;
+        assert_eq!(
+            units[0].execute,
+            Command::Shell("./x.sh eu extract[eu]".into())
+        );
+        assert_eq!(units[4].deps, ["extract[us]"]);
+        assert_eq!(units[4].execute, Command::Shell("./t.sh us a".into()));
+        assert_eq!(
+            units[6].deps,
+            [
+                "transform[eu,a]",
+                "transform[eu,b]",
+                "transform[us,a]",
+                "transform[us,b]",
+                "extract[eu]"
+            ]
+        );
+    }
+
+    #[test]
+    fn foreach_over_a_glob_has_one_instance_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("in")).unwrap();
+        for name in ["b.csv", "a.csv", "c d.csv"] {
+            std::fs::write(dir.path().join("in").join(name), "").unwrap();
+        }
+        let path = dir.path().join("p.yaml");
+        std::fs::write(
+            &path,
+            "units:\n  - name: t\n    foreach: in/*.csv\n    execute: ./t.sh ${item}\n",
+        )
+        .unwrap();
+        let loaded = load(&path).unwrap();
+        let names: Vec<&str> = loaded
+            .pipeline
+            .units
+            .iter()
+            .map(|unit| unit.name.as_str())
+            .collect();
+        assert_eq!(names.len(), 3);
+        assert_eq!(names[0], "t[a.csv]");
+        assert_eq!(names[1], "t[b.csv]");
+        assert!(names[2].starts_with("t[c_d.csv-"), "{names:?}");
+        assert_eq!(
+            loaded.pipeline.units[0].execute,
+            Command::Shell("./t.sh in/a.csv".into())
+        );
+    }
+
+    #[test]
+    fn included_units_defaults_and_params_join_the_pipeline() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("common")).unwrap();
+        std::fs::write(
+            dir.path().join("common/units.yaml"),
+            "include: [more.yaml]\ndefaults: {timeout: 30s, retries: 3}\nenv: {A: included, B: included}\nunits:\n  - name: extract\n    execute: ./x.sh ${params.day}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("common/more.yaml"),
+            "params:\n  day: {type: date, default: \"2026-11-30\"}\n",
+        )
+        .unwrap();
+        // Included twice (directly and through nothing else): read once.
+        let path = dir.path().join("p.yaml");
+        std::fs::write(
+            &path,
+            "include: [common/units.yaml, common/units.yaml]\ndefaults: {retries: 1}\nenv: {A: main}\nunits:\n  - name: load\n    deps: [extract]\n    execute: ./load.sh\n",
+        )
+        .unwrap();
+        let loaded = load(&path).unwrap();
+        let units = &loaded.pipeline.units;
+        assert_eq!(units[0].name, "extract");
+        assert_eq!(units[0].execute, Command::Shell("./x.sh 2026-11-30".into()));
+        assert_eq!(units[0].timeout, Some(Duration::from_secs(30)));
+        assert_eq!(units[0].retries, 1, "the main file's defaults win");
+        assert_eq!(
+            units[0].workdir,
+            dir.path(),
+            "paths resolve against the main file"
+        );
+        assert_eq!(units[1].env["A"], "main");
+        assert_eq!(units[1].env["B"], "included");
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
                 line: to_u32(error.marker().line()),
                 column: to_u32(error.marker().col() + 1),
                 width: 1,
+                ..Loc::default()
             },
         })?;
         let loc = loc_of(&span);
@@ -180,7 +181,7 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
                 };
                 let value = match frame.kind {
                     FrameKind::Seq(items) => Value::Seq(items),
-                    FrameKind::Map { entries, .. } => Value::Map(entries),
+                    FrameKind::Map { entries, .. } => Value::Map(merge_keys(entries)?),
                 };
                 let size = produced - frame.produced_before;
                 (
@@ -225,8 +226,124 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
             line: 1,
             column: 1,
             width: 1,
+            ..Loc::default()
         },
     }))
+}
+
+/// Parses the text of an included file: like [`parse`], with every place marked as being in
+/// file `file` (see [`Loc::file`]).
+pub(crate) fn parse_file(text: &str, file: u16) -> Result<Node<'_>, SyntaxError> {
+    fn mark(node: &mut Node<'_>, file: u16) {
+        node.loc.file = file;
+        match &mut node.value {
+            Value::Seq(items) => items.iter_mut().for_each(|item| mark(item, file)),
+            Value::Map(entries) => entries.iter_mut().for_each(|(key, value)| {
+                mark(key, file);
+                mark(value, file);
+            }),
+            _ => {}
+        }
+    }
+    let mut root = parse(text).map_err(|mut error| {
+        error.loc.file = file;
+        error
+    })?;
+    mark(&mut root, file);
+    Ok(root)
+}
+
+/// Applies YAML merge keys (`<<: *defaults`, `<<: [*a, *b]`), as docker-compose users expect:
+/// the mapping's own keys win, then the merged mappings' keys in the order they are listed.
+/// The result holds no `<<` entry. A mapping without one is returned as it is.
+fn merge_keys<'a>(
+    entries: Vec<(Node<'a>, Node<'a>)>,
+) -> Result<Vec<(Node<'a>, Node<'a>)>, SyntaxError> {
+    let is_merge = |key: &Node<'_>| matches!(&key.value, Value::Str(text) if text == "<<");
+    if !entries.iter().any(|(key, _)| is_merge(key)) {
+        return Ok(entries);
+    }
+    let mut own = Vec::with_capacity(entries.len());
+    let mut merged: Vec<(Node<'a>, Node<'a>)> = Vec::new();
+    for (key, value) in entries {
+        if !is_merge(&key) {
+            own.push((key, value));
+            continue;
+        }
+        let sources = match value.value {
+            Value::Map(map) => vec![map],
+            Value::Seq(items) => {
+                let mut maps = Vec::with_capacity(items.len());
+                for item in items {
+                    let Value::Map(map) = item.value else {
+                        return Err(SyntaxError {
+                            message: format!(
+                                "a merge key `<<` lists {}, not a mapping",
+                                item.value.kind()
+                            ),
+                            loc: item.loc,
+                        });
+                    };
+                    maps.push(map);
+                }
+                maps
+            }
+            other => {
+                return Err(SyntaxError {
+                    message: format!(
+                        "a merge key `<<` needs a mapping or a list of mappings, found {}",
+                        other.kind()
+                    ),
+                    loc: value.loc,
+                });
+            }
+        };
+        for map in sources {
+            for (merged_key, merged_value) in map {
+                if !merged
+                    .iter()
+                    .any(|(seen, _)| seen.value == merged_key.value)
+                {
+                    merged.push((merged_key, merged_value));
+                }
+            }
+        }
+    }
+    for (key, value) in merged {
+        if !own.iter().any(|(seen, _)| seen.value == key.value) {
+            own.push((key, value));
+        }
+    }
+    Ok(own)
+}
+
+/// A node as JSON: what a JSON Schema validator sees of the file (keys that are not strings
+/// become their text; numbers beyond JSON's become strings, non-finite floats null).
+pub(crate) fn to_json(node: &Node<'_>) -> serde_json::Value {
+    match &node.value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(flag) => serde_json::Value::Bool(*flag),
+        Value::Int(number) => match i64::try_from(*number) {
+            Ok(number) => serde_json::Value::from(number),
+            Err(_) => serde_json::Value::String(number.to_string()),
+        },
+        Value::Float(number) => serde_json::Number::from_f64(*number)
+            .map_or(serde_json::Value::Null, serde_json::Value::Number),
+        Value::Str(text) => serde_json::Value::String(text.to_string()),
+        Value::Seq(items) => serde_json::Value::Array(items.iter().map(to_json).collect()),
+        Value::Map(entries) => serde_json::Value::Object(
+            entries
+                .iter()
+                .map(|(key, value)| {
+                    let key = match to_json(key) {
+                        serde_json::Value::String(text) => text,
+                        other => other.to_string(),
+                    };
+                    (key, to_json(value))
+                })
+                .collect(),
+        ),
+    }
 }
 
 fn to_u32(value: usize) -> u32 {
@@ -238,6 +355,7 @@ fn loc_of(span: &Span) -> Loc {
         line: to_u32(span.start.line()),
         column: to_u32(span.start.col() + 1),
         width: to_u32(span.end.index().saturating_sub(span.start.index())),
+        ..Loc::default()
     }
 }
 
@@ -326,7 +444,8 @@ mod tests {
             Loc {
                 line: 3,
                 column: 5,
-                width: 7
+                width: 7,
+                ..Loc::default()
             }
         );
         assert_eq!(unit[0].1.value, Value::Int(2));
@@ -375,6 +494,33 @@ mod tests {
         };
         assert_eq!(entries[0].1.value, entries[1].1.value);
         assert_eq!(entries[1].1.loc.line, 2);
+    }
+
+    #[test]
+    fn merge_keys_fill_in_what_the_mapping_does_not_set() {
+        let node = parse("d: &d {a: 1, b: 2}\ne: &e {c: 3}\nx: {<<: [*d, *e], b: 9}\n").unwrap();
+        let Value::Map(entries) = node.value else {
+            panic!("expected a mapping");
+        };
+        let Value::Map(x) = &entries[2].1.value else {
+            panic!("expected a mapping");
+        };
+        let pairs: Vec<(String, Value<'_>)> = x
+            .iter()
+            .map(|(key, value)| match &key.value {
+                Value::Str(text) => (text.to_string(), value.value.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("b".to_owned(), Value::Int(9)),
+                ("a".to_owned(), Value::Int(1)),
+                ("c".to_owned(), Value::Int(3)),
+            ]
+        );
+        assert!(parse("x: {<<: 3}\n").is_err());
     }
 
     #[test]

@@ -41,8 +41,16 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         // it written on a unit without any.
         let reuse = !outputs.is_empty()
             && inherit(settings, defaults, |s| s.reuse.as_ref().map(|r| r.value)).unwrap_or(false);
-        let mut env = spec.env.clone();
-        env.extend(unit.env);
+        let mut env: std::collections::BTreeMap<String, String> = spec
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), value.value.clone()))
+            .collect();
+        env.extend(
+            unit.env
+                .into_iter()
+                .map(|(name, value)| (name, value.value)),
+        );
         units.push(Unit {
             name: unit_name.value,
             deps,

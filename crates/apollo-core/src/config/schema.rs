@@ -5,57 +5,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::describe;
 use super::duration::{DurationError, parse_duration};
 use super::raw::{Node, Value};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
-/// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
-    "name",
-    "id",
-    "defaults",
-    "max_parallel",
-    "env",
-    "units",
-    "on_failure",
-    "on_success",
-    "on_finish",
-];
+/// Keys allowed at the top level (from the format's description, `describe.rs`).
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
+/// Keys allowed in `defaults:`.
+pub(crate) const DEFAULTS_KEYS: &[&str] = &describe::names(&describe::DEFAULTS);
+/// Keys allowed in a unit.
+pub(crate) const UNIT_KEYS: &[&str] = &describe::names(&describe::UNIT);
 /// Keys allowed in a hook written as a mapping (`on_failure: {execute: ..., timeout: 30s}`).
 pub(crate) const HOOK_KEYS: &[&str] = &["execute", "timeout"];
-/// Keys allowed in `defaults:`.
-pub(crate) const DEFAULTS_KEYS: &[&str] = &[
-    "timeout",
-    "retries",
-    "retry_delay",
-    "kill_grace",
-    "idempotent",
-    "workdir",
-    "capture",
-    "capture_max_file",
-    "reuse",
-];
-/// Keys allowed in a unit.
-pub(crate) const UNIT_KEYS: &[&str] = &[
-    "name",
-    "deps",
-    "timeout",
-    "retries",
-    "retry_delay",
-    "kill_grace",
-    "prepare",
-    "execute",
-    "cleanup",
-    "inputs",
-    "outputs",
-    "env",
-    "workdir",
-    "idempotent",
-    "capture",
-    "capture_max_file",
-    "reuse",
-];
 
 const DURATION_HELP: &str =
     "a duration is a whole number of seconds or a string like `500ms`, `45s`, `2m`, `1h30m`";
@@ -75,10 +38,12 @@ pub(crate) struct Spec {
     pub(crate) id: Option<Sp<String>>,
     pub(crate) defaults: Settings,
     pub(crate) max_parallel: Option<Sp<usize>>,
-    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, Sp<String>>,
     pub(crate) units: Vec<UnitSpec>,
     /// `on_failure`, `on_success`, `on_finish`: the command and its own timeout, if set.
     pub(crate) hooks: Vec<(crate::model::HookWhen, Sp<Command>, Option<Duration>)>,
+    /// `params:`, in file order.
+    pub(crate) params: Vec<super::params::ParamSpec>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -98,7 +63,7 @@ pub(crate) struct Settings {
 }
 
 /// One unit as written.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct UnitSpec {
     pub(crate) name: Option<Sp<String>>,
     pub(crate) deps: Vec<Sp<String>>,
@@ -108,7 +73,13 @@ pub(crate) struct UnitSpec {
     pub(crate) cleanup: Option<Sp<Command>>,
     pub(crate) inputs: Vec<Sp<String>>,
     pub(crate) outputs: Vec<Sp<String>>,
-    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, Sp<String>>,
+    /// `foreach:`: the unit is a template for instances `name[key]` (expanded in `expand.rs`).
+    pub(crate) foreach: Option<Sp<super::fanout::Foreach>>,
+    /// `when:`: the condition under which the unit runs (applied in `expand.rs`).
+    pub(crate) when: Option<super::when::When>,
+    /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
+    pub(crate) instance: Option<super::fanout::Instance>,
 }
 
 impl UnitSpec {
@@ -126,24 +97,49 @@ pub(crate) fn walk(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnosti
     let mut walker = Walker {
         source,
         diagnostics: Vec::new(),
+        included: false,
     };
     let spec = walker.top_level(root);
     (spec, walker.diagnostics)
 }
 
-struct Walker<'s, 'a> {
-    source: &'s SourceFile<'a>,
-    diagnostics: Vec<Diagnostic>,
+/// Like [`walk`], for an included file: it need not have `units`, and may not set what only
+/// the main file sets (`name`, `id`, `max_parallel`).
+pub(crate) fn walk_included(root: &Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnostic>) {
+    let mut walker = Walker {
+        source,
+        diagnostics: Vec::new(),
+        included: true,
+    };
+    let spec = walker.top_level(root);
+    (spec, walker.diagnostics)
+}
+
+pub(super) struct Walker<'s, 'a> {
+    pub(super) source: &'s SourceFile<'a>,
+    pub(super) diagnostics: Vec<Diagnostic>,
+    /// Walking an included file (see [`walk_included`]).
+    pub(super) included: bool,
 }
 
 impl Walker<'_, '_> {
-    fn error(&mut self, code: &'static str, loc: Loc, message: String) -> &mut Diagnostic {
+    pub(super) fn error(
+        &mut self,
+        code: &'static str,
+        loc: Loc,
+        message: String,
+    ) -> &mut Diagnostic {
         self.diagnostics.push(self.source.error(code, loc, message));
         let last = self.diagnostics.len() - 1;
         &mut self.diagnostics[last]
     }
 
-    fn wrong_type(&mut self, node: &Node, what: &str, expected: &str) -> &mut Diagnostic {
+    pub(super) fn wrong_type(
+        &mut self,
+        node: &Node,
+        what: &str,
+        expected: &str,
+    ) -> &mut Diagnostic {
         self.error(
             "wrong-type",
             node.loc,
@@ -161,7 +157,17 @@ impl Walker<'_, '_> {
         let mut units_node = None;
         let (entries, suggested) =
             self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS);
+        let has_include = entries.iter().any(|(key, _)| *key == "include");
         for (key, value) in entries {
+            if self.included && matches!(key, "name" | "id" | "max_parallel") {
+                self.error(
+                    "unknown-key",
+                    value.loc,
+                    format!("`{key}` is set by the main config file, not an included one"),
+                )
+                .hint("move it to the file that includes this one");
+                continue;
+            }
             match key {
                 "name" => spec.name = self.non_empty_string(value, "the pipeline `name`"),
                 "id" => spec.id = self.non_empty_string(value, "the pipeline `id`"),
@@ -179,12 +185,20 @@ impl Walker<'_, '_> {
                         spec.hooks.push((when, command, timeout));
                     }
                 }
+                "params" => spec.params = self.params(value),
+                // Followed by `include.rs` before the walk; here only its shape is checked.
+                "include" if !matches!(value.value, Value::Str(_)) => {
+                    self.string_list(value, "`include`");
+                }
                 _ => {}
             }
         }
         match units_node {
             // A misspelt `units:` was already reported with its suggestion.
             None if suggested.contains(&"units") => {}
+            // An included file may hold only defaults, env or params; a file that includes
+            // others may have all its units there (checked once they are merged).
+            None if self.included || has_include => {}
             None => {
                 self.error(
                     "missing-key",
@@ -221,7 +235,7 @@ impl Walker<'_, '_> {
     /// The string-keyed entries of a mapping whose keys are in `allowed`; reports non-string,
     /// unknown and duplicate keys. `elsewhere` are keys valid in another section, for a
     /// better hint.
-    fn entries<'n>(
+    pub(super) fn entries<'n>(
         &mut self,
         node: &'n Node<'n>,
         context: &str,
@@ -243,6 +257,11 @@ impl Walker<'_, '_> {
                 );
                 continue;
             };
+            // `x-` keys at the top level hold anchors for merge keys (`x-defaults: &d {...}`),
+            // as in docker-compose; apollo ignores them.
+            if key_text.starts_with("x-") && allowed.contains(&"units") {
+                continue;
+            }
             let Some(&allowed_key) = allowed.iter().find(|&&name| name == key_text) else {
                 let hint = if let Some(suggestion) = closest(key_text, allowed.iter().copied()) {
                     suggested.push(suggestion);
@@ -519,7 +538,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn boolean(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<bool>> {
+    pub(super) fn boolean(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<bool>> {
         match node.value {
             Value::Bool(value) => Some(Sp {
                 value,
@@ -536,7 +555,7 @@ impl Walker<'_, '_> {
     }
 
     /// A string, or a whole number read as its decimal text (names like `2024` are fine).
-    fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+    pub(super) fn string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
         let value = match &node.value {
             Value::Str(text) => text.to_string(),
             Value::Int(number) => number.to_string(),
@@ -559,7 +578,7 @@ impl Walker<'_, '_> {
         })
     }
 
-    fn non_empty_string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
+    pub(super) fn non_empty_string(&mut self, node: &Node, what: &str) -> Option<Sp<String>> {
         let text = self.string(node, what)?;
         if text.value.trim().is_empty() {
             self.error("bad-value", node.loc, format!("{what} is empty"));
@@ -569,7 +588,7 @@ impl Walker<'_, '_> {
     }
 
     /// A list of non-empty strings; `null` is an empty list.
-    fn string_list(&mut self, node: &Node, what: &str) -> Vec<Sp<String>> {
+    pub(super) fn string_list(&mut self, node: &Node, what: &str) -> Vec<Sp<String>> {
         match &node.value {
             Value::Null => Vec::new(),
             Value::Seq(items) => items
@@ -593,7 +612,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn env(&mut self, node: &Node, what: &str) -> BTreeMap<String, String> {
+    fn env(&mut self, node: &Node, what: &str) -> BTreeMap<String, Sp<String>> {
         let mut env = BTreeMap::new();
         let map = match &node.value {
             Value::Null => return env,
@@ -643,6 +662,10 @@ impl Walker<'_, '_> {
                 );
                 continue;
             }
+            let text = Sp {
+                value: text,
+                loc: value.loc,
+            };
             if env.insert(name.value.clone(), text).is_some() {
                 self.error(
                     "duplicate-key",
@@ -689,7 +712,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
+    pub(super) fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
         let what = format!("`{key}` of {label}");
         let command = match &node.value {
             Value::Str(script) => {
@@ -792,6 +815,9 @@ impl Walker<'_, '_> {
             inputs: Vec::new(),
             outputs: Vec::new(),
             env: BTreeMap::new(),
+            foreach: None,
+            when: None,
+            instance: None,
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -822,6 +848,8 @@ impl Walker<'_, '_> {
                     unit.outputs = self.string_list(value, &format!("`outputs` of {label}"));
                 }
                 "env" => unit.env = self.env(value, &format!("the `env` of {label}")),
+                "foreach" => unit.foreach = self.foreach(value, &label),
+                "when" => unit.when = self.when(value, &label),
                 _ => self.setting(&mut unit.settings, key, value, &context),
             }
         }

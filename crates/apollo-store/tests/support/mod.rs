@@ -32,6 +32,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         pid: 1,
         units: vec!["a".to_owned(), "b".to_owned()],
         identity: None,
+        params: Default::default(),
     })
 }
 

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use apollo_core::config::{self, ParamOverride};
 use apollo_core::engine::OnInputChange;
 use apollo_runner::RunSession;
 use apollo_store::testing::FaultPlan;
@@ -71,6 +72,12 @@ pub(crate) struct ExecutionArgs {
     /// Output format (json: a JSON-lines event stream on stdout; with --dry-run, one document with each unit's plan)
     #[arg(long, value_enum, default_value_t = crate::cmd::replay::TableFormat::Text, conflicts_with = "stream")]
     pub(crate) format: crate::cmd::replay::TableFormat,
+    /// Set a param of the pipeline for this run: `-p day=2026-11-30`, a list as `-p regions=eu,us` (repeatable; wins over --params-file)
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    pub(crate) params: Vec<String>,
+    /// Read params from a YAML or JSON file holding a mapping of names to values
+    #[arg(long, value_name = "FILE")]
+    pub(crate) params_file: Option<PathBuf>,
 }
 
 /// Arguments of `apollo run`.
@@ -99,6 +106,29 @@ pub(crate) struct ResumeArgs {
 }
 
 impl ExecutionArgs {
+    /// The param values given on the command line: the params file's, then each `-p`.
+    pub(crate) fn param_overrides(&self) -> Result<Vec<ParamOverride>, CliError> {
+        let mut overrides = match &self.params_file {
+            Some(path) => config::read_params_file(path)?,
+            None => Vec::new(),
+        };
+        for given in &self.params {
+            let Some((name, value)) = given.split_once('=') else {
+                return Err(CliError::Usage {
+                    message: format!(
+                        "`-p {given}`: a param is given as NAME=VALUE, e.g. `-p day=2026-11-30`"
+                    ),
+                });
+            };
+            overrides.push(ParamOverride::text(
+                name.trim(),
+                value,
+                format!("given as `-p {given}`"),
+            ));
+        }
+        Ok(overrides)
+    }
+
     /// `session` with these options. The journal's options (and `APOLLO_FAULTS`) matter only
     /// to a real run: a dry run writes nothing.
     pub(crate) fn configure<'a>(

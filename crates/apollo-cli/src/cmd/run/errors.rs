@@ -66,6 +66,11 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
         RunnerError::Plan { run, source } => {
             engine_error(source, run.as_ref().map_or("(new)", |run| run.as_str()))
         }
+        RunnerError::ParamsChanged { .. } => CliError::Usage {
+            message: format!(
+                "{error}; a resume keeps the params its run started with: give the same values (or none, to take the recorded ones), or start a new run with `apollo run --fresh`"
+            ),
+        },
         RunnerError::UnitNotStarted { run, unit } => CliError::Usage {
             message: format!(
                 "run {run} has no record of unit `{unit}`: only a unit that started can be marked (`apollo show {run} UNIT` shows a unit's attempts)"

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use apollo_core::CancelToken;
-use apollo_core::config::{self, Loaded};
+use apollo_core::config::{self, LoadOptions, Loaded, ParamInput, ParamOverride};
 use apollo_core::diagnostic::render_all;
 use apollo_core::event::RunStatus;
 use apollo_exec::{ExecOptions, ProcessExecutor};
@@ -23,13 +23,61 @@ use crate::progress::Progress;
 use crate::signals::SignalWatch;
 use crate::state;
 
-/// Loads and validates the config; diagnostics (and warnings) go to stderr.
-fn load_config(path: &Path, stderr: &mut dyn Write) -> Result<Loaded, CliError> {
-    let loaded = config::load(path)?;
-    if !loaded.warnings.is_empty() {
+/// Loads and validates the config with `params`; diagnostics go to stderr, and warnings
+/// too when `warn`.
+fn load_config(
+    path: &Path,
+    params: Vec<ParamOverride>,
+    warn: bool,
+    stderr: &mut dyn Write,
+) -> Result<Loaded, CliError> {
+    let loaded = config::load_with(path, &LoadOptions::default().params(params))?;
+    if warn && !loaded.warnings.is_empty() {
         let _ = stderr.write_all(render_all(&loaded.warnings).as_bytes());
     }
     Ok(loaded)
+}
+
+/// The pipeline with the params the run will have: those given on the command line, and for a
+/// resume, the run's recorded ones for every param not given (a resume keeps its run's
+/// params: a `today` default stays the day the run started). A given value that differs from
+/// the recorded one is refused when the session opens.
+fn load_for_run(
+    config_path: &Path,
+    state_path: &Path,
+    target: &RunTarget,
+    execution: &ExecutionArgs,
+    stderr: &mut dyn Write,
+) -> Result<Loaded, CliError> {
+    let given = execution.param_overrides()?;
+    let loaded = load_config(config_path, given.clone(), false, stderr)?;
+    let sweep = ProcessSweep;
+    let probe = RunSession::new(state_path, config_path, &loaded, &sweep).target(target.clone());
+    let recorded = probe.recorded_params().map_err(runner_error)?;
+    let reload = match &recorded {
+        Some((_, recorded)) => recorded.iter().any(|(name, value)| {
+            loaded.params.get(name).is_some_and(|now| now != value)
+                && !given.iter().any(|param| param.name == *name)
+        }),
+        None => false,
+    };
+    let Some((run, recorded)) = recorded.filter(|_| reload) else {
+        if !loaded.warnings.is_empty() {
+            let _ = stderr.write_all(render_all(&loaded.warnings).as_bytes());
+        }
+        return Ok(loaded);
+    };
+    let mut params: Vec<ParamOverride> = recorded
+        .into_iter()
+        .filter(|(name, _)| loaded.params.contains_key(name))
+        .map(|(name, value)| ParamOverride {
+            name,
+            value: ParamInput::Json(value),
+            origin: format!("recorded in run {run}"),
+        })
+        .collect();
+    params.extend(given);
+    load_config(config_path, params, true, stderr)
 }
 
 /// Runs (or plans, with `--dry-run`) the pipeline at `config_path` on `target`.
@@ -41,9 +89,9 @@ pub(super) fn execute(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let loaded = load_config(config_path, stderr)?;
-    let pipeline = &loaded.pipeline;
     let state_path = state::state_dir_path(state_dir, Some(config_path));
+    let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
+    let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
     let session = execution
         .configure(RunSession::new(&state_path, config_path, &loaded, &sweep).target(target))?;

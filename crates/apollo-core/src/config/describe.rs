@@ -1,0 +1,441 @@
+//! The pipeline format as data: every key of every section, its shape and its one-line doc.
+//!
+//! This is the one description both the loader and the JSON Schema come from: the walk
+//! (`schema.rs`) accepts exactly the keys listed here (its "unknown key" lists are derived from
+//! these tables at compile time) and parses each by its [`Shape`]; [`json_schema`] turns the
+//! same tables into the schema that `apollo schema` prints and `schema/pipeline.schema.json`
+//! holds (a test fails when the file drifts from it, another validates the config fixtures with
+//! it). A new key is one [`Key`] entry here plus its arm in the walk.
+
+use serde_json::{Value, json};
+
+/// What a key's value looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// A non-empty string (digits are fine too).
+    Text,
+    /// A whole number, at least `minimum`.
+    Count { minimum: u32 },
+    /// Whole seconds or a duration string (`500ms`, `1h30m`).
+    Duration,
+    /// A duration, or `none` for no limit.
+    Timeout,
+    /// `true` or `false`.
+    Bool,
+    /// A list of non-empty strings.
+    List,
+    /// A shell string, or a list `[program, arg, ...]`.
+    Command,
+    /// Variable name → value.
+    Env,
+    /// The `defaults:` section ([`DEFAULTS`]).
+    Defaults,
+    /// The `units:` list (each unit: [`UNIT`]).
+    Units,
+    /// The `params:` section (each param: [`PARAM`], or a bare default).
+    Params,
+    /// One file or a list of files.
+    Include,
+    /// A list, a list param / glob string, or a mapping of those (a product).
+    Foreach,
+    /// One of the param types.
+    ParamType,
+    /// Any value (a param's default, checked against its type).
+    Any,
+    /// A condition: an expression, or `{command: ...}`.
+    When,
+    /// Which declared files' bytes are kept: `all`, `inputs`, `outputs`, `none`.
+    CaptureMode,
+    /// A size: whole bytes, or a string like `64MiB`.
+    Size,
+    /// A pipeline hook: a command, or `{execute, timeout}`.
+    Hook,
+}
+
+/// One key of a section.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key {
+    pub(crate) name: &'static str,
+    pub(crate) shape: Shape,
+    pub(crate) required: bool,
+    pub(crate) doc: &'static str,
+}
+
+const fn key(name: &'static str, shape: Shape, doc: &'static str) -> Key {
+    Key {
+        name,
+        shape,
+        required: false,
+        doc,
+    }
+}
+
+const fn required(name: &'static str, shape: Shape, doc: &'static str) -> Key {
+    Key {
+        name,
+        shape,
+        required: true,
+        doc,
+    }
+}
+
+/// The names of `keys`, for the walk's "unknown key" checks.
+pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] {
+    let mut names = [""; N];
+    let mut index = 0;
+    while index < N {
+        names[index] = keys[index].name;
+        index += 1;
+    }
+    names
+}
+
+/// The top level of a pipeline file.
+pub(crate) const TOP_LEVEL: [Key; 11] = [
+    key(
+        "name",
+        Shape::Text,
+        "The pipeline's name; defaults to the file stem.",
+    ),
+    key(
+        "id",
+        Shape::Text,
+        "The pipeline's identity in its state directory, instead of its name and config path.",
+    ),
+    key("defaults", Shape::Defaults, "Settings every unit inherits."),
+    key(
+        "max_parallel",
+        Shape::Count { minimum: 1 },
+        "How many units run at once; default: the number of CPUs.",
+    ),
+    key(
+        "env",
+        Shape::Env,
+        "Environment variables merged under each unit's env.",
+    ),
+    key("units", Shape::Units, "The units, in order."),
+    key(
+        "params",
+        Shape::Params,
+        "Typed run parameters, used as ${params.NAME}; set with `apollo run -p NAME=VALUE`.",
+    ),
+    key(
+        "include",
+        Shape::Include,
+        "Other pipeline files whose units, defaults, env and params join this one.",
+    ),
+    key(
+        "on_failure",
+        Shape::Hook,
+        "Runs once when a run fails or stops for a human's verdict (APOLLO_RUN_ID, APOLLO_RUN_STATUS, APOLLO_FAILED_UNITS, APOLLO_SUMMARY_JSON).",
+    ),
+    key("on_success", Shape::Hook, "Runs once when a run succeeds."),
+    key(
+        "on_finish",
+        Shape::Hook,
+        "Runs once when a run ends, whatever its status.",
+    ),
+];
+
+/// `defaults:`.
+pub(crate) const DEFAULTS: [Key; 9] = [
+    key(
+        "timeout",
+        Shape::Timeout,
+        "Time limit of one attempt's prepare + execute; `none` for no limit.",
+    ),
+    key(
+        "retries",
+        Shape::Count { minimum: 0 },
+        "Extra attempts after a failure.",
+    ),
+    key(
+        "retry_delay",
+        Shape::Duration,
+        "Base of the exponential backoff between attempts.",
+    ),
+    key(
+        "kill_grace",
+        Shape::Duration,
+        "After a timeout or a stop: SIGTERM, wait this long, SIGKILL.",
+    ),
+    key(
+        "idempotent",
+        Shape::Bool,
+        "Whether running the unit again after a half-done attempt is safe (default true).",
+    ),
+    key(
+        "workdir",
+        Shape::Text,
+        "Working directory, relative to the config file's folder.",
+    ),
+    key(
+        "capture",
+        Shape::CaptureMode,
+        "Which declared files' bytes the blob store keeps (for apollo reproduce and reuse): all (default), inputs, outputs, none.",
+    ),
+    key(
+        "capture_max_file",
+        Shape::Size,
+        "Files larger than this keep only their hash (default 64MiB).",
+    ),
+    key(
+        "reuse",
+        Shape::Bool,
+        "Whether a new run may take this unit's result from an earlier run with identical inputs (default false).",
+    ),
+];
+
+/// A unit.
+pub(crate) const UNIT: [Key; 19] = [
+    required(
+        "name",
+        Shape::Text,
+        "Unique name: letters, digits, `_`, `.`, `-`.",
+    ),
+    key(
+        "deps",
+        Shape::List,
+        "Units this one runs after; a fan-out's name means all its instances.",
+    ),
+    DEFAULTS[0],
+    DEFAULTS[1],
+    DEFAULTS[2],
+    DEFAULTS[3],
+    key(
+        "prepare",
+        Shape::Command,
+        "Runs before execute (clean up leftovers here).",
+    ),
+    required(
+        "execute",
+        Shape::Command,
+        "The unit's command: a string runs via /bin/sh -c, a list without a shell. Exit 77 means skipped.",
+    ),
+    key(
+        "cleanup",
+        Shape::Command,
+        "Runs after execute, always, once prepare started.",
+    ),
+    key(
+        "inputs",
+        Shape::List,
+        "Files and globs hashed into the unit's input hash.",
+    ),
+    key(
+        "outputs",
+        Shape::List,
+        "Files the unit writes, hashed into its output hash; they must exist after success.",
+    ),
+    key(
+        "env",
+        Shape::Env,
+        "Environment variables of the unit's commands.",
+    ),
+    DEFAULTS[5],
+    DEFAULTS[4],
+    key(
+        "foreach",
+        Shape::Foreach,
+        "Fan-out: one instance name[item] per item of a list, a list param or a glob, or per combination of a mapping of lists; ${item} / ${item.KEY}.",
+    ),
+    key(
+        "when",
+        Shape::When,
+        "Run only if: an expression decided at load (${params.region} == \"eu\"), or {command: ...} run at the start of execute; false skips the unit like exit 77.",
+    ),
+    DEFAULTS[6],
+    DEFAULTS[7],
+    DEFAULTS[8],
+];
+
+/// One param's declaration (`params: {NAME: {...}}`).
+pub(crate) const PARAM: [Key; 3] = [
+    key(
+        "type",
+        Shape::ParamType,
+        "string, int, bool, date (YYYY-MM-DD) or list; default: read from `default`.",
+    ),
+    key(
+        "default",
+        Shape::Any,
+        "The value when a run gives none; without it the param is required. A date may default to `today`.",
+    ),
+    key("description", Shape::Text, "What the param means."),
+];
+
+const DURATION_PATTERN: &str = r"^\s*([0-9]+|([0-9]+\s*(ms|s|m|h|d)\s*)+)$";
+
+fn shape_schema(shape: Shape) -> Value {
+    match shape {
+        Shape::Text => json!({"anyOf": [
+            {"type": "string", "minLength": 1, "pattern": "\\S"},
+            {"type": "integer"}
+        ]}),
+        Shape::Count { minimum } => json!({"type": "integer", "minimum": minimum}),
+        Shape::Duration => json!({"anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": DURATION_PATTERN}
+        ]}),
+        Shape::Timeout => json!({"anyOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "pattern": DURATION_PATTERN},
+            {"const": "none"}
+        ]}),
+        Shape::Bool => json!({"type": "boolean"}),
+        Shape::List => json!({"anyOf": [
+            {"type": "array", "items": {"anyOf": [
+                {"type": "string", "minLength": 1, "pattern": "\\S"},
+                {"type": "integer"}
+            ]}},
+            {"type": "null"}
+        ]}),
+        Shape::Command => json!({"anyOf": [
+            {"type": "string", "minLength": 1, "pattern": "\\S"},
+            {"type": ["boolean", "integer"]},
+            {"type": "array", "minItems": 1, "items": {"type": ["string", "number", "boolean"]}}
+        ]}),
+        Shape::Env => json!({"anyOf": [
+            {"type": "object", "additionalProperties": {"type": ["string", "integer", "boolean"]}},
+            {"type": "null"}
+        ]}),
+        Shape::Defaults => json!({"anyOf": [{"$ref": "#/$defs/defaults"}, {"type": "null"}]}),
+        Shape::Units => json!({"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/unit"}}),
+        Shape::Params => json!({"anyOf": [
+            {"type": "object",
+             "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+             "additionalProperties": {"anyOf": [
+                {"$ref": "#/$defs/param"},
+                {"type": ["string", "integer", "boolean", "array"]}
+             ]}},
+            {"type": "null"}
+        ]}),
+        Shape::Include => json!({"anyOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string", "minLength": 1}}
+        ]}),
+        Shape::Foreach => {
+            let axis = json!({"anyOf": [
+                {"type": "array", "items": {"type": ["string", "integer"]}},
+                {"type": "string", "minLength": 1}
+            ]});
+            json!({"anyOf": [
+                axis.clone(),
+                {"type": "object", "minProperties": 1, "additionalProperties": axis}
+            ]})
+        }
+        Shape::ParamType => json!({"enum": super::params::PARAM_TYPES}),
+        Shape::When => json!({"anyOf": [
+            {"type": "string", "minLength": 1, "pattern": "\\S"},
+            {"type": "boolean"},
+            {"type": "object",
+             "properties": {"command": shape_schema(Shape::Command)},
+             "required": ["command"],
+             "additionalProperties": false}
+        ]}),
+        Shape::Any => json!({}),
+        Shape::CaptureMode => json!({"enum": ["all", "inputs", "outputs", "none"]}),
+        Shape::Size => json!({"anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": "^\\s*[0-9]+\\s*([bB]|[kKmMgG]([iI]?[bB])?|[tT][iI][bB])?\\s*$"}
+        ]}),
+        Shape::Hook => json!({"anyOf": [
+            shape_schema(Shape::Command),
+            {"type": "object",
+             "properties": {
+                "execute": shape_schema(Shape::Command),
+                "timeout": shape_schema(Shape::Duration)
+             },
+             "required": ["execute"],
+             "additionalProperties": false}
+        ]}),
+    }
+}
+
+fn object_schema(keys: &[Key], extra_patterns: &[(&str, Value)]) -> Value {
+    let mut properties = serde_json::Map::new();
+    for key in keys {
+        let mut schema = shape_schema(key.shape);
+        if let Value::Object(map) = &mut schema {
+            map.insert("description".to_owned(), Value::from(key.doc));
+        }
+        properties.insert(key.name.to_owned(), schema);
+    }
+    let mut object = json!({
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": false,
+    });
+    let required: Vec<&str> = keys
+        .iter()
+        .filter(|key| key.required)
+        .map(|key| key.name)
+        .collect();
+    if !required.is_empty() {
+        object["required"] = json!(required);
+    }
+    if !extra_patterns.is_empty() {
+        let patterns: serde_json::Map<String, Value> = extra_patterns
+            .iter()
+            .map(|(pattern, schema)| ((*pattern).to_owned(), schema.clone()))
+            .collect();
+        object["patternProperties"] = Value::Object(patterns);
+    }
+    object
+}
+
+/// The JSON Schema (draft 2020-12) of a pipeline file, from the same tables the loader checks
+/// keys with. The format's rules that a schema cannot say (a dependency on a unit that does
+/// not exist, a cycle, a param of the wrong type) are the loader's alone.
+///
+/// ```
+/// let schema = apollo_core::config::json_schema();
+/// assert_eq!(schema["$defs"]["unit"]["required"][0], "name");
+/// ```
+pub fn json_schema() -> Value {
+    // YAML merge keys (`<<: *defaults`) are resolved by the loader; an editor may show them.
+    let merge_key = ("^<<$", json!({}));
+    let mut top = object_schema(&TOP_LEVEL, &[("^x-", json!({})), merge_key.clone()]);
+    top["anyOf"] = json!([{"required": ["units"]}, {"required": ["include"]}]);
+    let mut schema = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Apollo-11 pipeline",
+        "description": "A pipeline for apollo, the crash-safe task orchestrator. Generated by `apollo schema`.",
+    });
+    if let (Value::Object(schema), Value::Object(top)) = (&mut schema, top) {
+        schema.extend(top);
+    }
+    schema["$defs"] = json!({
+        "defaults": object_schema(&DEFAULTS, std::slice::from_ref(&merge_key)),
+        "unit": object_schema(&UNIT, std::slice::from_ref(&merge_key)),
+        "param": object_schema(&PARAM, &[]),
+    });
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_names_are_unique_in_each_section() {
+        for section in [&TOP_LEVEL[..], &DEFAULTS[..], &UNIT[..], &PARAM[..]] {
+            let mut names: Vec<&str> = section.iter().map(|key| key.name).collect();
+            names.sort_unstable();
+            let n_names = names.len();
+            names.dedup();
+            assert_eq!(names.len(), n_names);
+        }
+    }
+
+    #[test]
+    fn unit_settings_include_every_default() {
+        for default in &DEFAULTS {
+            assert!(
+                UNIT.iter().any(|key| key.name == default.name),
+                "{}",
+                default.name
+            );
+        }
+    }
+}

@@ -1,0 +1,611 @@
+//! The step between the typed walk and validation: fan-out units become their instances, and
+//! every `${…}` is interpolated (DESIGN §14), so that validation, resolution and everything
+//! downstream see plain values — and every diagnostic points at the `${…}` in the source.
+//!
+//! Interpolated: the pipeline `env` values; each unit's commands, `env` values, `inputs`,
+//! `outputs`, `workdir` (its own, or the `defaults:` one when that uses `${…}`, so that
+//! `${unit.name}` there means each unit) and `deps`. A `deps` entry naming a fan-out unit
+//! means all its instances.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use super::fanout::{Axis, Foreach, Instance, glob_items, glob_key, key_of, product};
+use super::interpolate::{Item, Place, Problem, Scope, interpolate};
+use super::params::{Params, render};
+use super::schema::{Settings, Sp, Spec, UnitSpec};
+use super::when::{self, When};
+use crate::diagnostic::{Diagnostic, Loc, SourceFile};
+use crate::model::{Command, unit_folder_name};
+
+/// Expands and interpolates `spec` in place; returns what was wrong.
+pub(crate) fn expand(
+    spec: &mut Spec,
+    params: &Params,
+    env: &BTreeMap<String, String>,
+    source: &SourceFile<'_>,
+    base_dir: &Path,
+) -> Vec<Diagnostic> {
+    let rendered: BTreeMap<String, String> = spec
+        .params
+        .iter()
+        .map(|param| {
+            let value = params
+                .get(&param.name.value)
+                .map(render)
+                .unwrap_or_default();
+            (param.name.value.clone(), value)
+        })
+        .collect();
+    let mut expander = Expander {
+        source,
+        params,
+        rendered: &rendered,
+        env,
+        base_dir,
+        diagnostics: Vec::new(),
+        reported: HashSet::new(),
+    };
+    let pipeline_scope = expander.scope(None, None);
+    let mut pipeline_env = std::mem::take(&mut spec.env);
+    for (name, value) in &mut pipeline_env {
+        expander.text(
+            value,
+            &pipeline_scope,
+            Place::Other,
+            &format!("`{name}` in the pipeline `env`"),
+        );
+    }
+    spec.env = pipeline_env;
+
+    let units = std::mem::take(&mut spec.units);
+    let mut expanded: Vec<UnitSpec> = Vec::with_capacity(units.len());
+    // Fan-out name → its instances' names, and where the fan-out is defined.
+    let mut fanouts: HashMap<String, (Vec<String>, Loc)> = HashMap::new();
+    for (position, mut unit) in units.into_iter().enumerate() {
+        let template_label = unit.label(position);
+        let (Some(foreach), Some(name)) = (unit.foreach.take(), unit.name.clone()) else {
+            let name = unit.name.as_ref().map(|name| name.value.clone());
+            expander.unit(
+                &mut unit,
+                name.as_deref(),
+                None,
+                &spec.defaults,
+                &template_label,
+            );
+            expanded.push(unit);
+            continue;
+        };
+        let Some(items) = expander.items(&foreach, &template_label) else {
+            continue;
+        };
+        let mut names = Vec::with_capacity(items.len());
+        let mut keys: HashMap<String, usize> = HashMap::with_capacity(items.len());
+        for (index, (item, item_loc)) in items.into_iter().enumerate() {
+            if let Some(&first) = keys.get(&item.key) {
+                expander.push(
+                    source
+                        .error(
+                            "fanout-collision",
+                            item_loc.unwrap_or(foreach.loc),
+                            format!(
+                                "two items of the `foreach` of {template_label} make the same instance `{}[{}]`",
+                                name.value, item.key
+                            ),
+                        )
+                        .with_note(format!("items #{} and #{} have the key `{}`", first + 1, index + 1, item.key))
+                        .with_hint("each item must give a different key: remove the repeated item, or make the items differ"),
+                );
+                continue;
+            }
+            keys.insert(item.key.clone(), index);
+            let instance_name = format!("{}[{}]", name.value, item.key);
+            let mut instance = unit.clone();
+            instance.name = Some(Sp {
+                value: instance_name.clone(),
+                loc: name.loc,
+            });
+            expander.unit(
+                &mut instance,
+                Some(&instance_name),
+                Some(&item),
+                &spec.defaults,
+                &template_label,
+            );
+            instance.instance = Some(Instance {
+                base: name.value.clone(),
+            });
+            names.push(instance_name);
+            expanded.push(instance);
+        }
+        fanouts.insert(name.value.clone(), (names, name.loc));
+    }
+
+    expander.resolve_deps(&mut expanded, &fanouts);
+    expander.check_folders(&expanded, &fanouts);
+    spec.units = expanded;
+    expander.diagnostics
+}
+
+struct Expander<'e, 's> {
+    source: &'e SourceFile<'s>,
+    params: &'e Params,
+    rendered: &'e BTreeMap<String, String>,
+    env: &'e BTreeMap<String, String>,
+    base_dir: &'e Path,
+    diagnostics: Vec<Diagnostic>,
+    /// (line, column, message) of what was reported: the instances of one template share its
+    /// places, and a typo in it is reported once.
+    reported: HashSet<(Option<u32>, Option<u32>, String)>,
+}
+
+impl<'e> Expander<'e, '_> {
+    fn scope<'x>(&self, unit: Option<&'x str>, item: Option<&'x Item>) -> Scope<'x>
+    where
+        'e: 'x,
+    {
+        Scope {
+            params: self.rendered,
+            env: self.env,
+            unit,
+            item,
+        }
+    }
+
+    fn push(&mut self, diagnostic: Diagnostic) {
+        let key = (
+            diagnostic.line,
+            diagnostic.column,
+            diagnostic.message.clone(),
+        );
+        if self.reported.insert(key) {
+            self.diagnostics.push(diagnostic);
+        }
+    }
+
+    fn report(&mut self, loc: Loc, problems: Vec<Problem>, what: &str) {
+        for problem in problems {
+            let at = self
+                .source
+                .find_after(loc, &problem.token, problem.occurrence)
+                .unwrap_or(loc);
+            let mut diagnostic =
+                self.source
+                    .error(problem.code, at, format!("{} ({what})", problem.message));
+            if let Some(hint) = problem.hint {
+                diagnostic = diagnostic.with_hint(hint);
+            }
+            self.push(diagnostic);
+        }
+    }
+
+    /// Interpolates one located string in place.
+    fn text(&mut self, text: &mut Sp<String>, scope: &Scope<'_>, place: Place, what: &str) {
+        if !text.value.contains('$') {
+            return;
+        }
+        let (value, problems) = interpolate(&text.value, scope, place);
+        if !problems.is_empty() {
+            self.report(text.loc, problems, what);
+        }
+        text.value = value.into_owned();
+    }
+
+    fn command(&mut self, command: &mut Sp<Command>, scope: &Scope<'_>, what: &str) {
+        let loc = command.loc;
+        match &mut command.value {
+            Command::Shell(script) => {
+                if !script.contains('$') {
+                    return;
+                }
+                let (value, problems) = interpolate(script, scope, Place::Shell);
+                let value = value.into_owned();
+                self.report(loc, problems, what);
+                *script = value;
+            }
+            Command::Argv(argv) => {
+                // Occurrences count across the elements: they are searched for from the
+                // start of the list.
+                let mut seen: HashMap<String, usize> = HashMap::new();
+                for arg in argv.iter_mut() {
+                    if !arg.contains('$') {
+                        continue;
+                    }
+                    let (value, mut problems) = interpolate(arg, scope, Place::Other);
+                    let value = value.into_owned();
+                    for problem in &mut problems {
+                        let count = seen.entry(problem.token.clone()).or_default();
+                        if problem.occurrence == 0 {
+                            problem.occurrence = *count;
+                        } else {
+                            problem.occurrence += *count;
+                        }
+                    }
+                    for problem in &problems {
+                        *seen.entry(problem.token.clone()).or_default() += 1;
+                    }
+                    self.report(loc, problems, what);
+                    *arg = value;
+                }
+            }
+        }
+    }
+
+    /// Interpolates a unit's strings with `name` and `item` in scope.
+    fn unit(
+        &mut self,
+        unit: &mut UnitSpec,
+        name: Option<&str>,
+        item: Option<&Item>,
+        defaults: &Settings,
+        label: &str,
+    ) {
+        let scope = self.scope(name, item);
+        let in_unit = |key: &str| format!("in `{key}` of {label}");
+        for (key, command) in [
+            ("prepare", &mut unit.prepare),
+            ("execute", &mut unit.execute),
+            ("cleanup", &mut unit.cleanup),
+        ] {
+            if let Some(command) = command {
+                self.command(command, &scope, &in_unit(key));
+            }
+        }
+        for input in &mut unit.inputs {
+            self.text(input, &scope, Place::Other, &in_unit("inputs"));
+        }
+        for output in &mut unit.outputs {
+            self.text(output, &scope, Place::Other, &in_unit("outputs"));
+        }
+        for (variable, value) in &mut unit.env {
+            self.text(
+                value,
+                &scope,
+                Place::Other,
+                &format!("`{variable}` in the `env` of {label}"),
+            );
+        }
+        if unit.settings.workdir.is_none()
+            && let Some(workdir) = &defaults.workdir
+            && workdir.value.contains('$')
+        {
+            unit.settings.workdir = Some(workdir.clone());
+        }
+        if let Some(workdir) = &mut unit.settings.workdir {
+            self.text(workdir, &scope, Place::Other, &in_unit("workdir"));
+        }
+        for dep in &mut unit.deps {
+            self.text(dep, &scope, Place::Other, &in_unit("deps"));
+        }
+        if let Some(condition) = unit.when.take() {
+            self.condition(unit, condition, &scope, label);
+        }
+    }
+
+    /// Applies a `when:` (see `when.rs`): a false expression makes the unit skip itself, a
+    /// command guards its `execute`.
+    fn condition(&mut self, unit: &mut UnitSpec, condition: When, scope: &Scope<'_>, label: &str) {
+        match condition {
+            When::Expression(expression) => {
+                let (left, operator, right) = when::split(&expression.value);
+                let mut sides = Vec::with_capacity(2);
+                let before = self.diagnostics.len();
+                for side in [left, right] {
+                    let (value, problems) = interpolate(side, scope, Place::Other);
+                    let value = value.into_owned();
+                    self.report(expression.loc, problems, &format!("in `when` of {label}"));
+                    sides.push(value);
+                }
+                if self.diagnostics.len() > before {
+                    return;
+                }
+                match when::evaluate(&sides[0], operator, &sides[1]) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let shown = match operator {
+                            Some(operator) => format!("{}{operator}{}", sides[0], sides[1]),
+                            None => sides[0].clone(),
+                        };
+                        let shown = if shown.trim() == expression.value.trim() {
+                            expression.value.trim().to_owned()
+                        } else {
+                            format!("{} ({})", expression.value.trim(), shown.trim())
+                        };
+                        unit.prepare = None;
+                        unit.cleanup = None;
+                        unit.inputs.clear();
+                        unit.outputs.clear();
+                        if let Some(execute) = &mut unit.execute {
+                            execute.value = when::skip_command(&shown);
+                        }
+                    }
+                    Err(message) => self.push(
+                        self.source
+                            .error("bad-condition", expression.loc, format!("{message} (`when` of {label})"))
+                            .with_hint("write `when: ${params.NAME} == \"value\"`, `!=`, or a param of type `bool`"),
+                    ),
+                }
+            }
+            When::Command(mut command) => {
+                self.command(&mut command, scope, &format!("in `when` of {label}"));
+                if let Some(prepare) = &unit.prepare {
+                    self.push(
+                        self.source
+                            .error(
+                                "bad-condition",
+                                command.loc,
+                                format!("{label} has both `prepare` and `when: {{command}}`"),
+                            )
+                            .with_note(format!("`prepare` is at line {}", prepare.loc.line))
+                            .with_hint("the condition runs at the start of `execute`, after `prepare`: move the preparation into `execute`, or decide with an expression over params"),
+                    );
+                    return;
+                }
+                if let Some(execute) = &mut unit.execute {
+                    execute.value = when::guarded(&command.value, &execute.value);
+                }
+            }
+        }
+    }
+
+    /// The items of a `foreach`, each with where it is written when it is one list item, or
+    /// `None` when it cannot be expanded (reported).
+    fn items(&mut self, foreach: &Sp<Foreach>, label: &str) -> Option<Vec<(Item, Option<Loc>)>> {
+        match &foreach.value {
+            Foreach::Single(axis) => {
+                let values = self.axis(axis, label)?;
+                let locs: Vec<Loc> = match axis {
+                    Axis::List(items) => items.iter().map(|item| item.loc).collect(),
+                    Axis::Text(_) => Vec::new(),
+                };
+                Some(
+                    values
+                        .into_iter()
+                        .enumerate()
+                        .map(|(index, (key, value))| {
+                            let item = Item {
+                                key,
+                                value: Some(value),
+                                fields: Vec::new(),
+                            };
+                            (item, locs.get(index).copied())
+                        })
+                        .collect(),
+                )
+            }
+            Foreach::Product(axes) => {
+                let mut expanded = Vec::with_capacity(axes.len());
+                let mut failed = false;
+                for (name, axis) in axes {
+                    match self.axis(axis, label) {
+                        Some(values) => expanded.push((name.value.clone(), values)),
+                        None => failed = true,
+                    }
+                }
+                if failed {
+                    return None;
+                }
+                Some(
+                    product(&expanded)
+                        .into_iter()
+                        .map(|(key, fields)| {
+                            let item = Item {
+                                key,
+                                value: None,
+                                fields,
+                            };
+                            (item, None)
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// One axis's (key, value) pairs.
+    fn axis(&mut self, axis: &Axis, label: &str) -> Option<Vec<(String, String)>> {
+        let what = format!("in `foreach` of {label}");
+        let scope = self.scope(None, None);
+        match axis {
+            Axis::List(items) => {
+                let mut values = Vec::with_capacity(items.len());
+                for item in items {
+                    let mut item = item.clone();
+                    self.text(&mut item, &scope, Place::Other, &what);
+                    values.push((key_of(&item.value), item.value));
+                }
+                Some(values)
+            }
+            Axis::Text(text) => {
+                let trimmed = text.value.trim();
+                let param = trimmed
+                    .strip_prefix("${params.")
+                    .and_then(|rest| rest.strip_suffix('}'))
+                    .filter(|name| self.rendered.contains_key(*name));
+                if let Some(name) = param {
+                    // A required param without a value is reported once, elsewhere.
+                    let value = self.params.get(name)?;
+                    let serde_json::Value::Array(items) = value else {
+                        let at = self
+                            .source
+                            .find_after(text.loc, trimmed, 0)
+                            .unwrap_or(text.loc);
+                        self.push(
+                            self.source
+                                .error(
+                                    "foreach-not-a-list",
+                                    at,
+                                    format!("`foreach` of {label} uses param `{name}`, which is not a list"),
+                                )
+                                .with_hint("a fan-out over a param needs a param of `type: list`"),
+                        );
+                        return None;
+                    };
+                    return Some(
+                        items
+                            .iter()
+                            .map(|item| {
+                                let value = render(item);
+                                (key_of(&value), value)
+                            })
+                            .collect(),
+                    );
+                }
+                let mut pattern = text.clone();
+                let before = self.diagnostics.len();
+                self.text(&mut pattern, &scope, Place::Other, &what);
+                if self.diagnostics.len() > before {
+                    return None;
+                }
+                match glob_items(&pattern.value, self.base_dir) {
+                    Ok(items) => Some(
+                        items
+                            .into_iter()
+                            .map(|item| (glob_key(&item), item))
+                            .collect(),
+                    ),
+                    Err(message) => {
+                        self.push(
+                            self.source
+                                .error(
+                                    "bad-glob",
+                                    text.loc,
+                                    format!(
+                                        "`foreach` of {label} is not a list, a list param or a valid glob: {message}"
+                                    ),
+                                )
+                                .with_hint("write a list as `[a, b]`, a list param as `${params.NAME}`"),
+                        );
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// `deps: [fanout]` → every instance; `deps: ["fanout[key]"]` must name one that exists.
+    fn resolve_deps(
+        &mut self,
+        units: &mut [UnitSpec],
+        fanouts: &HashMap<String, (Vec<String>, Loc)>,
+    ) {
+        if fanouts.is_empty() {
+            return;
+        }
+        for unit in units.iter_mut() {
+            let label = unit.name.as_ref().map_or_else(
+                || "a unit".to_owned(),
+                |name| format!("unit `{}`", name.value),
+            );
+            let deps = std::mem::take(&mut unit.deps);
+            let mut resolved = Vec::with_capacity(deps.len());
+            for dep in deps {
+                if let Some((instances, _)) = fanouts.get(&dep.value) {
+                    resolved.extend(instances.iter().map(|name| Sp {
+                        value: name.clone(),
+                        loc: dep.loc,
+                    }));
+                    continue;
+                }
+                if let Some((base, _)) = dep.value.split_once('[')
+                    && let Some((instances, _)) = fanouts.get(base)
+                    && !instances.contains(&dep.value)
+                {
+                    let mut diagnostic = self.source.error(
+                        "unknown-dependency",
+                        dep.loc,
+                        format!(
+                            "{label} depends on `{}`, which is not an instance of `{base}`",
+                            dep.value
+                        ),
+                    );
+                    if let Some(suggestion) =
+                        crate::diagnostic::closest(&dep.value, instances.iter().map(String::as_str))
+                    {
+                        diagnostic = diagnostic.with_hint(format!("did you mean `{suggestion}`?"));
+                    }
+                    let shown: Vec<&str> = instances.iter().take(10).map(String::as_str).collect();
+                    diagnostic = diagnostic.with_note(format!(
+                        "`{base}` has {} instance(s): {}{}",
+                        instances.len(),
+                        shown.join(", "),
+                        if instances.len() > shown.len() {
+                            ", …"
+                        } else {
+                            ""
+                        }
+                    ));
+                    self.push(diagnostic);
+                    continue;
+                }
+                resolved.push(dep);
+            }
+            unit.deps = resolved;
+        }
+    }
+
+    /// A plain unit may not share a fan-out's name, and no two units may share a log folder.
+    fn check_folders(&mut self, units: &[UnitSpec], fanouts: &HashMap<String, (Vec<String>, Loc)>) {
+        let mut folders: HashMap<String, &str> = HashMap::with_capacity(units.len());
+        for unit in units {
+            let Some(name) = &unit.name else { continue };
+            if unit.instance.is_none()
+                && let Some((_, fanout_loc)) = fanouts.get(&name.value)
+            {
+                self.push(
+                    self.source
+                        .error(
+                            "duplicate-name",
+                            name.loc,
+                            format!("duplicate unit name `{}`", name.value),
+                        )
+                        .with_note(format!(
+                            "`{}` is a `foreach` unit defined at line {}",
+                            name.value, fanout_loc.line
+                        ))
+                        .with_hint("unit names must be unique; rename one of them"),
+                );
+                continue;
+            }
+            let folder = unit_folder_name(&name.value).into_owned();
+            // (A plain name's length is checked with the other name rules.)
+            if unit.instance.is_some() && folder.len() > crate::validate::MAX_UNIT_NAME_BYTES {
+                self.push(
+                    self.source
+                        .error(
+                            "invalid-name",
+                            name.loc,
+                            format!(
+                                "the instance `{}…` makes a log folder name of {} bytes, more than {}",
+                                name.value.chars().take(32).collect::<String>(),
+                                folder.len(),
+                                crate::validate::MAX_UNIT_NAME_BYTES
+                            ),
+                        )
+                        .with_hint("a unit name becomes a folder name: use shorter items (or a shorter unit name)"),
+                );
+                continue;
+            }
+            match folders.get(&folder) {
+                Some(other) if *other != name.value => {
+                    self.push(
+                        self.source
+                            .error(
+                                "fanout-collision",
+                                name.loc,
+                                format!(
+                                    "units `{other}` and `{}` would share the log folder `{folder}`",
+                                    name.value
+                                ),
+                            )
+                            .with_hint("an instance `a[b]` is stored as `a__b`: rename the unit that looks like one"),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    folders.insert(folder, &name.value);
+                }
+            }
+        }
+    }
+}
