@@ -38,6 +38,8 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         env: Default::default(),
         workdir: workdir.to_owned(),
         idempotent: true,
+        executor: apollo_core::model::ExecutorKind::Local,
+        resources: apollo_core::model::Resources::default(),
     }
 }
 

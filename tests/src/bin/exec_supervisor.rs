@@ -44,6 +44,8 @@ fn main() -> ExitCode {
         env: Default::default(),
         workdir: dir.clone(),
         idempotent: true,
+        executor: apollo_core::model::ExecutorKind::Local,
+        resources: apollo_core::model::Resources::default(),
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

@@ -10,9 +10,21 @@ use super::raw::{Node, Value};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
+mod resources;
+
+pub(crate) use resources::ResourcesSpec;
+
 /// Keys allowed at the top level.
-pub(crate) const TOP_LEVEL_KEYS: &[&str] =
-    &["name", "id", "defaults", "max_parallel", "env", "units"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
+    "name",
+    "id",
+    "defaults",
+    "max_parallel",
+    "env",
+    "units",
+    "max_cpus",
+    "max_memory",
+];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "timeout",
@@ -21,6 +33,8 @@ pub(crate) const DEFAULTS_KEYS: &[&str] = &[
     "kill_grace",
     "idempotent",
     "workdir",
+    "executor",
+    "resources",
 ];
 /// Keys allowed in a unit.
 pub(crate) const UNIT_KEYS: &[&str] = &[
@@ -38,6 +52,8 @@ pub(crate) const UNIT_KEYS: &[&str] = &[
     "env",
     "workdir",
     "idempotent",
+    "executor",
+    "resources",
 ];
 
 const DURATION_HELP: &str =
@@ -60,6 +76,9 @@ pub(crate) struct Spec {
     pub(crate) max_parallel: Option<Sp<usize>>,
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) units: Vec<UnitSpec>,
+    /// `max_cpus:` and `max_memory:` (bytes): the local executor's capacity.
+    pub(crate) max_cpus: Option<Sp<u32>>,
+    pub(crate) max_memory: Option<Sp<u64>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -72,6 +91,8 @@ pub(crate) struct Settings {
     pub(crate) kill_grace: Option<Sp<Duration>>,
     pub(crate) idempotent: Option<Sp<bool>>,
     pub(crate) workdir: Option<Sp<String>>,
+    pub(crate) executor: Option<Sp<crate::model::ExecutorKind>>,
+    pub(crate) resources: Option<Sp<ResourcesSpec>>,
 }
 
 /// One unit as written.
@@ -146,6 +167,8 @@ impl Walker<'_, '_> {
                 "max_parallel" => spec.max_parallel = self.max_parallel(value),
                 "env" => spec.env = self.env(value, "the pipeline `env`"),
                 "units" => units_node = Some(value),
+                "max_cpus" => spec.max_cpus = self.count(value, "`max_cpus`"),
+                "max_memory" => spec.max_memory = self.memory(value, "`max_memory`"),
                 _ => {}
             }
         }
@@ -304,6 +327,8 @@ impl Walker<'_, '_> {
             "workdir" => {
                 settings.workdir = self.non_empty_string(value, &format!("`workdir` {context}"))
             }
+            "executor" => settings.executor = self.executor(value, context),
+            "resources" => settings.resources = self.resources(value, context),
             _ => {}
         }
     }

@@ -76,6 +76,7 @@ mod pacer;
 mod plan;
 mod policy;
 mod record;
+pub(crate) mod resources;
 mod retry;
 mod scheduler;
 mod units;
@@ -137,6 +138,8 @@ pub fn run(
     // Set when the engine stops starting units: committed attempts still waiting for a worker
     // are then recorded as interrupted instead of started.
     let halt = AtomicBool::new(false);
+    let (capacity_cpus, capacity_memory) = resources::effective_capacity(pipeline.capacity);
+    let resource_pool = resources::ResourcePool::new(capacity_cpus, capacity_memory);
     std::thread::scope(|scope| {
         let shared = WorkerShared {
             pipeline,
@@ -145,6 +148,7 @@ pub fn run(
             logs,
             cancel,
             halt: &halt,
+            resources: &resource_pool,
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
         // Declared input files are hashed on threads of their own, never on the engine

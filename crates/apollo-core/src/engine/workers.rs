@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
 use super::policy::{self, OutputCheck};
+use super::resources::ResourcePool;
 use crate::cancel::CancelToken;
 use crate::event::AttemptStatus;
 use crate::event::InputComponent;
@@ -139,6 +140,8 @@ pub(super) struct WorkerShared<'a> {
     pub(super) logs: &'a dyn AttemptLogs,
     pub(super) cancel: &'a CancelToken,
     pub(super) halt: &'a AtomicBool,
+    /// Local capacity (`cpus`, `memory`) the local units' attempts share.
+    pub(super) resources: &'a ResourcePool,
 }
 
 /// Start `n_workers` workers in `scope`. They end when the job sender and the returned
@@ -210,6 +213,7 @@ pub(super) fn worker(
         logs,
         cancel,
         halt,
+        resources,
     } = shared;
     for job in jobs {
         let unit = &pipeline.units[job.unit_idx];
@@ -272,7 +276,9 @@ pub(super) fn worker(
                         attempt: job.attempt,
                     };
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
+                    let permit = resources.acquire(unit, cancel);
                     let outcome = executor.run_attempt(&request, &context);
+                    drop(permit);
                     let outputs = outcome.status.satisfies_dependents().then(|| {
                         let limits = output_limits(unit, &outcome, left, timeout, cancel);
                         hash::output_hash_within(unit, &pipeline.base_dir, &limits)

@@ -51,6 +51,8 @@ impl Fixture {
             env: Default::default(),
             workdir: dir.path().to_owned(),
             idempotent: true,
+            executor: apollo_core::model::ExecutorKind::Local,
+            resources: apollo_core::model::Resources::default(),
         };
         Fixture {
             dir,

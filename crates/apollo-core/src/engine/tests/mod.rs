@@ -41,6 +41,8 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         env: BTreeMap::new(),
         workdir: PathBuf::from("/nonexistent"),
         idempotent: true,
+        executor: crate::model::ExecutorKind::Local,
+        resources: crate::model::Resources::default(),
     }
 }
 
@@ -51,6 +53,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         base_dir: PathBuf::from("/nonexistent"),
         max_parallel,
         units,
+        capacity: crate::model::Capacity::default(),
     }
 }
 

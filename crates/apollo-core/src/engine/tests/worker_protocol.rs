@@ -73,6 +73,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 logs: &TempLogs,
                 cancel: &cancel,
                 halt: &halt,
+                resources: &crate::engine::resources::ResourcePool::new(1, None),
             };
             worker(0, shared, &job_rx, &done_tx, &ack_rx);
         });
