@@ -15,8 +15,9 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// The format minor version this build writes. Newer minors are read (they only add optional
 /// fields, record kinds and variants). 1.1 added the `unit_submitted` record; 1.2 the pipeline
 /// `identity` of `run_started`, the `inputs_manifest` of `unit_started` (an input list too
-/// large for a record) and the `rerun` verdict of `unit_marked`.
-pub const FORMAT_MINOR: u32 = 2;
+/// large for a record) and the `rerun` verdict of `unit_marked`; 1.3 the `reattached_from` of `unit_submitted` (an attempt
+/// that took over the Slurm job an attempt left in flight when apollo died).
+pub const FORMAT_MINOR: u32 = 3;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

@@ -415,7 +415,7 @@ fn a_newer_major_version_is_refused_with_a_clear_message() {
         .splitn(3, ' ')
         .nth(2)
         .unwrap()
-        .replace(r#""format":"1.2""#, r#""format":"2.3""#);
+        .replace(r#""format":"1.3""#, r#""format":"2.3""#);
     let mut newer = frame(&payload);
     newer.extend_from_slice(rest.as_bytes());
     fs::write(segment(dir.path(), 1), &newer).unwrap();

@@ -41,7 +41,7 @@ fn segment_lines_are_inspectable_json_after_two_fields() {
         .map(|line| serde_json::from_str(line.splitn(3, ' ').nth(2).unwrap()).unwrap())
         .collect();
     assert_eq!(json[0]["magic"], "apollo-journal");
-    assert_eq!(json[0]["format"], "1.2");
+    assert_eq!(json[0]["format"], "1.3");
     assert_eq!(json[0]["segment"], 1);
     assert_eq!(json[0]["prev_seq"], 0);
     assert_eq!(json[1]["seq"], 1);

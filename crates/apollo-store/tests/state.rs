@@ -329,7 +329,7 @@ fn a_run_of_format_1_1_without_identity_or_sequence_still_reads_and_comes_first(
         .splitn(3, ' ')
         .nth(2)
         .unwrap()
-        .replace(r#""format":"1.2""#, r#""format":"1.1""#);
+        .replace(r#""format":"1.3""#, r#""format":"1.1""#);
     let mut bytes = frame(&payload);
     bytes.extend_from_slice(rest.as_bytes());
     fs::write(&segment, bytes).unwrap();

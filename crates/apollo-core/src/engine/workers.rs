@@ -52,6 +52,9 @@ pub(super) struct Job {
     /// The part of the unit's timeout its input files took to hash (zero when it declares
     /// none): the attempt and its output hashing get what is left.
     pub(super) spent: Duration,
+    /// The attempt an earlier apollo left in flight, on the unit's first attempt of a resume
+    /// (see [`AttemptRequest::in_flight`]).
+    pub(super) in_flight: Option<u32>,
 }
 
 /// A unit whose declared input files are to be hashed, or whose declared outputs are to be
@@ -269,7 +272,8 @@ pub(super) fn worker(
                         };
                         &shortened
                     };
-                    let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir);
+                    let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir)
+                        .with_in_flight(job.in_flight);
                     let reporter = WorkerReporter {
                         to_scheduler,
                         unit_idx: job.unit_idx,

@@ -40,6 +40,25 @@ impl Scheduler<'_> {
                     attempt,
                     executor,
                     job_id,
+                    reattached_from: None,
+                };
+                let notice = HeldNotice::Submitted {
+                    unit_idx,
+                    record: submitted.clone(),
+                };
+                self.batch.push_submitted(submitted, notice);
+            }
+            AttemptEvent::Reattached {
+                executor,
+                job_id,
+                attempt: from,
+            } => {
+                let submitted = UnitSubmitted {
+                    unit,
+                    attempt,
+                    executor,
+                    job_id,
+                    reattached_from: Some(from),
                 };
                 let notice = HeldNotice::Submitted {
                     unit_idx,

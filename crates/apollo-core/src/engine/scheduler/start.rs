@@ -15,6 +15,7 @@ use crate::engine::units::State;
 use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
 use crate::event::{AttemptStatus, InputComponent, UnitStarted};
 use crate::hash;
+use crate::resume::PriorUnitState;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -196,6 +197,15 @@ impl Scheduler<'_> {
                 _ => {}
             }
         }
+        // An attempt left in flight by an earlier apollo, for a remote executor to reattach to.
+        let in_flight = if self.units[unit_idx].attempts_here == 0 {
+            match self.prior.unit(&unit.name).map(|prior| &prior.state) {
+                Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let attempt = self.units[unit_idx].begin_attempt();
         let started = UnitStarted {
             unit: unit.name.clone(),
@@ -238,6 +248,7 @@ impl Scheduler<'_> {
             committed_at: Instant::now(),
             halt_on_failure,
             spent,
+            in_flight,
         };
         self.batch.push_start(started, Some(job));
         true

@@ -60,6 +60,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 committed_at: Instant::now(),
                 halt_on_failure,
                 spent: Duration::ZERO,
+                in_flight: None,
             })
             .unwrap();
     }
