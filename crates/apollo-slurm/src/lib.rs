@@ -10,6 +10,7 @@ mod poller;
 mod result;
 mod script;
 mod squeue;
+pub mod testing;
 
 pub use client::{ClientCalls, ClientFailure};
 pub use executor::{EXECUTOR_NAME, SlurmExecutor};
