@@ -28,4 +28,4 @@ mod sys;
 
 pub use client::{ClientCommand, ClientError, ClientOutput};
 pub use executor::{ExecOptions, ProcessExecutor};
-pub use strays::{StrayError, kill_stray_processes};
+pub use strays::{CLUSTER_JOB_MARKER, StrayError, kill_stray_processes};

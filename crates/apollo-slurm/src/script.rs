@@ -61,6 +61,8 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
         ("APOLLO_RUN_ID", run_id.to_owned()),
         ("APOLLO_UNIT", unit.name.clone()),
         ("APOLLO_ATTEMPT", attempt.to_string()),
+        // apollo's stray sweep leaves processes carrying it alone (`apollo_exec::CLUSTER_JOB_MARKER`).
+        ("APOLLO_EXECUTOR", "slurm".to_owned()),
     ]
     .into_iter()
     .chain(
@@ -219,6 +221,18 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_marker_the_stray_sweep_spares_is_in_every_phases_env() {
+        let script = wrapper_script(&WrapperSpec {
+            run_id: "r1",
+            unit: &unit(Command::Shell("true".into())),
+            attempt: 1,
+            dir: Path::new("/d"),
+        });
+        let marker = std::str::from_utf8(apollo_exec::CLUSTER_JOB_MARKER).unwrap();
+        assert!(script.contains(&quote(marker)));
+    }
+
+    #[test]
     fn quoting_survives_single_quotes() {
         assert_eq!(quote("a'b"), r"'a'\''b'");
         assert_eq!(quote(""), "''");
@@ -243,8 +257,7 @@ pub(crate) mod tests {
         assert!(script.starts_with("#!/bin/sh\n"));
         assert!(script.contains("dir='/shared/.apollo/runs/r1/units/align/2'\n"));
         assert!(script.contains("cd '/tmp' ||"));
-        let env =
-            "env 'APOLLO_RUN_ID=r1' 'APOLLO_UNIT=align' 'APOLLO_ATTEMPT=2' 'GREETING=it'\\''s me'";
+        let env = "env 'APOLLO_RUN_ID=r1' 'APOLLO_UNIT=align' 'APOLLO_ATTEMPT=2' 'APOLLO_EXECUTOR=slurm' 'GREETING=it'\\''s me'";
         assert!(
             script.contains(&format!(
                 "run prepare {env} 'APOLLO_PHASE=prepare' 'mkdir' '-p' 'x y' || ok=0"

@@ -1,3 +1,7 @@
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test: a failed setup step should panic"
+)]
 //! The executor against a fake cluster: `sbatch` that runs the wrapper at once in the
 //! background, `squeue` that lists what was submitted and counts its calls. No Slurm needed:
 //! this checks the wrapper end to end and that polling is batched.
