@@ -14,4 +14,5 @@ mod replay;
 mod resume;
 mod run;
 mod signals;
+mod slurm;
 mod state_dir;

@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod config;
 pub mod dag;
 pub mod diagnostic;
+pub mod dispatch;
 pub mod engine;
 pub mod event;
 pub mod executor;

@@ -1,7 +1,7 @@
 //! [`SlurmExecutor`]: each attempt one `sbatch` of a wrapper script, waited for through the
 //! shared poller, cancelled through `scancel`, and reattached to after apollo died.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -92,12 +92,12 @@ impl SlurmExecutor {
                 request.log_dir.join(REATTACHED),
                 format!("attempt {earlier} job {job_id}\n"),
             );
-            link_logs(request.log_dir, &earlier_dir);
             context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
         };
         if read_result(&earlier_dir).is_some() {
             // It finished while apollo was away: record it from its files.
             note(known_id.as_deref().unwrap_or("unknown"));
+            link_logs(request.log_dir, &earlier_dir);
             return Some(outcome_from_files(&earlier_dir, None, ""));
         }
         let watch = Watch {
@@ -118,7 +118,10 @@ impl SlurmExecutor {
         });
         match end {
             WaitEnd::Vanished { stopped: None, .. } if !reported => None,
-            end => Some(self.outcome(&earlier_dir, end)),
+            end => {
+                link_logs(request.log_dir, &earlier_dir);
+                Some(self.outcome(&earlier_dir, end))
+            }
         }
     }
 
@@ -465,14 +468,12 @@ fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
     Instant::now() + Duration::from_millis(end_ms.saturating_sub(now_ms))
 }
 
-/// The attempt's `stdout`/`stderr` point at the earlier attempt's files (the job writes
-/// there), so `apollo logs` shows the output under either attempt.
+/// The attempt's `stdout`/`stderr` are hard links to the earlier attempt's files (which the
+/// job wrote), so `apollo logs` shows the output under either attempt (it reads regular
+/// files only, never a symbolic link).
 fn link_logs(dir: &Path, earlier_dir: &Path) {
     for file in ["stdout", "stderr"] {
-        let target: PathBuf = PathBuf::from("..")
-            .join(earlier_dir.file_name().unwrap_or_default())
-            .join(file);
-        let _ = std::os::unix::fs::symlink(target, dir.join(file));
+        let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
     }
 }
 

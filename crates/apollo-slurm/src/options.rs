@@ -42,7 +42,7 @@ impl Default for SlurmOptions {
             client_timeout: Duration::from_secs(60),
             max_submits_in_flight: 4,
             queue_interval: (Duration::from_secs(1), Duration::from_secs(30)),
-            files_interval: (Duration::from_millis(100), Duration::from_secs(2)),
+            files_interval: (Duration::from_millis(100), Duration::from_secs(1)),
             lost_after_polls: 3,
             cancel_on_stop: true,
         }

@@ -121,7 +121,19 @@ pub(crate) fn outcome_from_files(
     missing: &str,
 ) -> AttemptOutcome {
     let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
+    // Offsets count from the submission (the script is written just before `sbatch`), as a
+    // local attempt's count from its start: the time the job waited in the queue shows before
+    // its first phase. Without the script's time, from the job's start.
     let started_ms = read_started(dir).map(|(_, ms)| ms);
+    let origin_ms = std::fs::metadata(dir.join(crate::script::SCRIPT))
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|since| u64::try_from(since.as_millis()).ok())
+        .map_or(started_ms, |ms| {
+            Some(started_ms.map_or(ms, |started| started.min(ms)))
+        });
+    let started_ms = origin_ms;
     let phases: Vec<PhaseOutcome> = std::fs::read_to_string(dir.join(PHASES))
         .unwrap_or_default()
         .lines()
