@@ -72,7 +72,7 @@ pub struct ClientCommand {
 
 impl ClientCommand {
     /// `program` (searched on `PATH` when it has no `/`) with no arguments and a 60 s timeout.
-    pub fn new(program: impl Into<PathBuf>) -> Self {
+    pub fn program(program: impl Into<PathBuf>) -> Self {
         Self {
             program: program.into(),
             args: Vec::new(),
@@ -184,7 +184,7 @@ mod tests {
 
     #[test]
     fn output_and_exit_code_are_captured() {
-        let output = ClientCommand::new("sh")
+        let output = ClientCommand::program("sh")
             .args(["-c", "echo out; echo err >&2; exit 3"])
             .run()
             .unwrap();
@@ -196,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_command_past_its_timeout_is_killed() {
-        let error = ClientCommand::new("sleep")
+        let error = ClientCommand::program("sleep")
             .arg("30")
             .timeout(Duration::from_millis(50))
             .run()
@@ -206,7 +206,9 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_an_error_naming_it() {
-        let error = ClientCommand::new("/nonexistent/sbatch").run().unwrap_err();
+        let error = ClientCommand::program("/nonexistent/sbatch")
+            .run()
+            .unwrap_err();
         assert_eq!(error.to_string(), "cannot start `/nonexistent/sbatch`");
     }
 }

@@ -110,7 +110,7 @@ impl SlurmClient {
     }
 
     fn run(&self, program: &PathBuf, args: &[String]) -> Result<ClientOutput, ClientFailure> {
-        let output = ClientCommand::new(program)
+        let output = ClientCommand::program(program)
             .args(args.iter().cloned())
             .timeout(self.config.timeout)
             .run()?;

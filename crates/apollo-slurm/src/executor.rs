@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_timeout_becomes_whole_minutes_and_resources_become_options() {
-        let mut unit = crate::script::tests::unit(apollo_core::Command::Shell("true".into()));
+        let mut unit = crate::test_support::unit(apollo_core::Command::Shell("true".into()));
         unit.timeout = Some(Duration::from_secs(61));
         unit.resources.cpus = Some(4);
         unit.resources.memory = Some((1 << 30) + 1);

@@ -10,6 +10,8 @@ mod poller;
 mod result;
 mod script;
 mod squeue;
+#[cfg(test)]
+mod test_support;
 pub mod testing;
 
 pub use client::{ClientCalls, ClientFailure};

@@ -193,32 +193,10 @@ pub fn quote(text: &str) -> String {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use std::path::PathBuf;
-    use std::time::Duration;
-
+mod tests {
     use super::*;
-
-    pub(crate) fn unit(execute: Command) -> Unit {
-        Unit {
-            name: "align".into(),
-            deps: vec![],
-            timeout: Some(Duration::from_secs(90)),
-            retries: 0,
-            retry_delay: Duration::from_secs(1),
-            kill_grace: Duration::from_secs(5),
-            prepare: None,
-            execute,
-            cleanup: None,
-            inputs: vec![],
-            outputs: vec![],
-            env: [("GREETING".to_owned(), "it's me".to_owned())].into(),
-            workdir: PathBuf::from("/tmp"),
-            idempotent: true,
-            executor: apollo_core::model::ExecutorKind::Slurm,
-            resources: Default::default(),
-        }
-    }
+    use crate::test_support::unit;
+    use std::path::PathBuf;
 
     #[test]
     fn the_marker_the_stray_sweep_spares_is_in_every_phases_env() {

@@ -8,7 +8,7 @@ use apollo_exec::ClientCommand;
 /// Whether `sinfo` answers and shows a node ready to run jobs (`idle`, `mixed` or
 /// `allocated`). `ci/slurm-up.sh` brings such a cluster up on a Debian machine.
 pub fn cluster_is_up() -> bool {
-    ClientCommand::new("sinfo")
+    ClientCommand::program("sinfo")
         .args(["--noheader", "--format=%T"])
         .timeout(Duration::from_secs(20))
         .run()
