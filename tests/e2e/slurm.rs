@@ -407,3 +407,47 @@ fn local_and_slurm_units_mix_in_one_dag() {
     );
     assert_eq!(lines[2], "last local");
 }
+
+#[test]
+fn ctrl_c_cancels_the_job_unless_told_to_detach_then_the_resume_reattaches() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(
+        "units:\n  - name: stays\n    executor: slurm\n    resources: {slurm: {on_stop: detach}}\n    \
+         execute: 'echo ran >> ledger; bin/block stays'\n  \
+         - name: goes\n    executor: slurm\n    kill_grace: 1s\n    \
+         execute: 'bin/block goes'\n    cleanup: touch markers/goes.cleaned\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("stays.started");
+    apollo.wait_for_marker("goes.started");
+    running.signal(libc::SIGINT);
+    running.wait().code(130);
+    // The cancelled job's wrapper got SIGTERM and ran cleanup; the detached one runs on.
+    assert!(apollo.path("markers/goes.cleaned").exists());
+    let run = apollo.run_ids().pop().unwrap();
+    let stays_dir = apollo.path(&format!(".apollo/runs/{run}/units/stays/1"));
+    let job_id = std::fs::read_to_string(stays_dir.join("job_id")).unwrap();
+    let queue = Command::new("squeue")
+        .args(["--noheader", "--format=%T", "--jobs", job_id.trim()])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&queue.stdout).trim(), "RUNNING");
+    assert!(!stays_dir.join("result").exists());
+
+    let resumed = apollo.args(&["run", "--explain"]).spawn();
+    apollo.wait_for_journal(r#""reattached_from":1"#);
+    apollo.release("stays.release");
+    apollo.release("goes.release");
+    let output = resumed.wait();
+    output.code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        "ran\n"
+    );
+    // `goes` was cancelled, so it ran again as a new job; `stays` was reattached.
+    assert!(output.stderr.contains(" 1 sbatch,"), "{}", output.stderr);
+}

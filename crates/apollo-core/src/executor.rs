@@ -33,7 +33,8 @@ pub struct AttemptRequest<'a> {
     /// attempt wrote something or ran for a while).
     pub log_dir: &'a Path,
     /// The attempt of this unit that an earlier apollo left in flight (its `unit_started`
-    /// has no `unit_finished`: apollo died while it ran), on this unit's first attempt of a
+    /// has no `unit_finished`: apollo died while it ran; or it ended `interrupted`: apollo was
+    /// stopped, and may have left a cluster job running), on this unit's first attempt of a
     /// resume. A remote executor may find that attempt's job still running, or finished, and
     /// reattach to it instead of starting anew (reporting [`AttemptEvent::Reattached`]); a
     /// local executor ignores it (its processes died with apollo).

@@ -131,6 +131,10 @@ pub struct SlurmResources {
     pub qos: Option<String>,
     /// Further `sbatch` arguments, passed as written after apollo's own.
     pub extra_args: Vec<String>,
+    /// `on_stop: detach`: a graceful stop of apollo (Ctrl-C, SIGTERM) leaves the job running
+    /// for a later resume to reattach to, instead of cancelling it (`on_stop: cancel`, the
+    /// default).
+    pub detach_on_stop: bool,
 }
 
 /// How much the local executor may run at once, beyond `max_parallel`: the sum of the running

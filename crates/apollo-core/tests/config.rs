@@ -202,7 +202,7 @@ max_cpus: 3
 max_memory: 2G
 defaults:
   executor: slurm
-  resources: {cpus: 2, memory: 512M, slurm: {partition: short, account: lab}}
+  resources: {cpus: 2, memory: 512M, slurm: {partition: short, account: lab, on_stop: detach}}
 units:
   - name: align
     resources: {cpus: 16, memory: 1.5G, gpus: 1, slurm: {partition: long, extra_args: [--exclusive]}}
@@ -230,4 +230,5 @@ units:
     assert_eq!(summary.resources.memory, Some(512 << 20));
     assert_eq!(summary.resources.slurm.partition.as_deref(), Some("short"));
     assert!(summary.resources.slurm.extra_args.is_empty());
+    assert!(align.resources.slurm.detach_on_stop);
 }

@@ -74,7 +74,18 @@ impl SlurmExecutor {
         context: &AttemptContext<'_>,
         earlier: u32,
     ) -> Option<AttemptOutcome> {
-        let earlier_dir = request.log_dir.parent()?.join(earlier.to_string());
+        let attempts_dir = request.log_dir.parent()?;
+        // An attempt that itself reattached points at the one that submitted the job.
+        let mut earlier = earlier;
+        for _ in 0..1000 {
+            let pointer =
+                std::fs::read_to_string(attempts_dir.join(earlier.to_string()).join(REATTACHED));
+            match pointer.ok().and_then(|text| parse_reattached(&text)) {
+                Some(submitter) if submitter < earlier => earlier = submitter,
+                _ => break,
+            }
+        }
+        let earlier_dir = attempts_dir.join(earlier.to_string());
         if !earlier_dir.join(SCRIPT).exists() || earlier_dir.join(CANCELLED).exists() {
             return None;
         }
@@ -170,6 +181,15 @@ impl SlurmExecutor {
 
     fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
         match end {
+            WaitEnd::Detached { job_id } => {
+                let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
+                outcome.error = Some(format!(
+                    "left running on Slurm (on_stop: detach) as job {}: the next resume \
+                     reattaches to it",
+                    job_id.as_deref().unwrap_or("(id not known yet)")
+                ));
+                outcome
+            }
             WaitEnd::Finished { stopped } => outcome_from_files(dir, stopped, ""),
             WaitEnd::Vanished {
                 stopped,
@@ -259,10 +279,12 @@ impl SlurmExecutor {
                     }
                 },
                 recv(cancel_rx) -> _ => {
-                    if !self.options.cancel_on_stop && cancel.level() != CancelLevel::Immediate {
-                        // Detach: the job runs on; a later resume reattaches to it.
+                    let detach = !self.options.cancel_on_stop
+                        || request.unit.resources.slurm.detach_on_stop;
+                    if detach && stopped.is_none() && cancel.level() != CancelLevel::Immediate {
+                        // The job runs on; a later resume reattaches to it.
                         self.poller.unwatch(&name);
-                        return WaitEnd::Vanished { stopped: Some(AttemptStatus::Interrupted), job_id, last_state: state };
+                        return WaitEnd::Detached { job_id };
                     }
                     if stopped.is_none() {
                         stopped = Some(AttemptStatus::Interrupted);
@@ -331,10 +353,17 @@ impl SlurmExecutor {
     }
 }
 
+/// The attempt named in a `reattached` file (`attempt N job ID`).
+fn parse_reattached(text: &str) -> Option<u32> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// How long to wait, after ending a job for good, for Slurm to report it gone.
 const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(120);
 
 enum WaitEnd {
+    /// apollo was stopped and left the job running (`on_stop: detach`).
+    Detached { job_id: Option<String> },
     /// The wrapper's result is there.
     Finished { stopped: Option<AttemptStatus> },
     /// The job is gone without a result (or apollo stopped waiting for it).

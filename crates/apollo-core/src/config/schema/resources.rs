@@ -8,7 +8,7 @@ use crate::model::{ExecutorKind, SlurmResources};
 /// Keys allowed in `resources:`.
 pub(crate) const RESOURCES_KEYS: &[&str] = &["cpus", "memory", "gpus", "slurm"];
 /// Keys allowed in `resources: {slurm: ...}`.
-pub(crate) const SLURM_KEYS: &[&str] = &["partition", "account", "qos", "extra_args"];
+pub(crate) const SLURM_KEYS: &[&str] = &["partition", "account", "qos", "extra_args", "on_stop"];
 /// The executors a unit may name.
 const EXECUTORS: &[&str] = &["local", "slurm"];
 const MEMORY_HELP: &str =
@@ -25,6 +25,8 @@ pub(crate) struct ResourcesSpec {
     pub(crate) account: Option<String>,
     pub(crate) qos: Option<String>,
     pub(crate) extra_args: Option<Vec<String>>,
+    /// `on_stop: detach` (`Some(true)`) or `cancel`.
+    pub(crate) detach_on_stop: Option<bool>,
 }
 
 impl ResourcesSpec {
@@ -44,6 +46,7 @@ impl ResourcesSpec {
                 .extra_args
                 .clone()
                 .or_else(|| defaults.extra_args.clone()),
+            detach_on_stop: self.detach_on_stop.or(defaults.detach_on_stop),
         }
     }
 
@@ -58,6 +61,7 @@ impl ResourcesSpec {
                 account: self.account.clone(),
                 qos: self.qos.clone(),
                 extra_args: self.extra_args.clone().unwrap_or_default(),
+                detach_on_stop: self.detach_on_stop.unwrap_or(false),
             },
         }
     }
@@ -161,6 +165,18 @@ impl Walker<'_, '_> {
                 }
                 "account" => spec.account = self.non_empty_string(value, &what).map(|s| s.value),
                 "qos" => spec.qos = self.non_empty_string(value, &what).map(|s| s.value),
+                "on_stop" => match &value.value {
+                    Value::Str(text) if text == "cancel" => spec.detach_on_stop = Some(false),
+                    Value::Str(text) if text == "detach" => spec.detach_on_stop = Some(true),
+                    _ => {
+                        self.error(
+                            "bad-value",
+                            value.loc,
+                            format!("{what} must be `cancel` or `detach`"),
+                        )
+                        .hint("`cancel` (the default) cancels the job when apollo is stopped; `detach` leaves it running for the next resume");
+                    }
+                },
                 "extra_args" => {
                     spec.extra_args = Some(
                         self.string_list(value, &what)

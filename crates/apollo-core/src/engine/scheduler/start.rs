@@ -201,6 +201,11 @@ impl Scheduler<'_> {
         let in_flight = if self.units[unit_idx].attempts_here == 0 {
             match self.prior.unit(&unit.name).map(|prior| &prior.state) {
                 Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
+                // A graceful stop may have left a cluster job running (`on_stop: detach`).
+                Some(PriorUnitState::CutOff {
+                    attempt,
+                    status: AttemptStatus::Interrupted,
+                }) => Some(*attempt),
                 _ => None,
             }
         } else {
