@@ -255,7 +255,7 @@ fn a_failing_job_is_retried() {
     assert!(journal.contains(r#""status":"succeeded""#));
 }
 
-const FIVE_BLOCKING_JOBS: &str = "max_parallel: 5\ndefaults: {executor: slurm}\nunits:\n\
+const FIVE_BLOCKING_JOBS: &str = "max_parallel: 1\nmax_jobs: 5\ndefaults: {executor: slurm}\nunits:\n\
   - {name: j1, execute: 'echo $APOLLO_UNIT >> ledger; bin/block j1'}\n\
   - {name: j2, execute: 'echo $APOLLO_UNIT >> ledger; bin/block j2'}\n\
   - {name: j3, execute: 'echo $APOLLO_UNIT >> ledger; bin/block j3'}\n\

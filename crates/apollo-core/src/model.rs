@@ -27,7 +27,14 @@ pub struct Pipeline {
     /// machine's own (see [`Resources`]).
     #[serde(default)]
     pub capacity: Capacity,
+    /// How many Slurm jobs may be in flight at once (`max_jobs:`; default
+    /// [`DEFAULT_MAX_JOBS`]), beside the `max_parallel` local units.
+    #[serde(default)]
+    pub max_jobs: Option<usize>,
 }
+
+/// Slurm jobs in flight at once when the config sets no `max_jobs`.
+pub const DEFAULT_MAX_JOBS: usize = 100;
 
 /// One unit of work: up to three commands run as one attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -200,6 +200,7 @@ fn executor_and_resources_inherit_from_defaults_field_by_field() {
     let yaml = "\
 max_cpus: 3
 max_memory: 2G
+max_jobs: 7
 defaults:
   executor: slurm
   resources: {cpus: 2, memory: 512M, slurm: {partition: short, account: lab, on_stop: detach}}
@@ -215,6 +216,7 @@ units:
     let loaded = config::load_str(yaml, Path::new("/p/pipeline.yaml")).expect("valid");
     let pipeline = &loaded.pipeline;
     assert_eq!(pipeline.capacity.cpus, Some(3));
+    assert_eq!(pipeline.max_jobs, Some(7));
     assert_eq!(pipeline.capacity.memory, Some(2 << 30));
     let align = &pipeline.units[0];
     assert_eq!(align.executor, apollo_core::model::ExecutorKind::Slurm);

@@ -78,6 +78,10 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         max_parallel,
         units,
         capacity,
+        max_jobs: spec
+            .max_jobs
+            .as_ref()
+            .map(|count| usize::try_from(count.value).unwrap_or(usize::MAX)),
     }
 }
 

@@ -24,6 +24,7 @@ pub(crate) const TOP_LEVEL_KEYS: &[&str] = &[
     "units",
     "max_cpus",
     "max_memory",
+    "max_jobs",
 ];
 /// Keys allowed in `defaults:`.
 pub(crate) const DEFAULTS_KEYS: &[&str] = &[
@@ -79,6 +80,8 @@ pub(crate) struct Spec {
     /// `max_cpus:` and `max_memory:` (bytes): the local executor's capacity.
     pub(crate) max_cpus: Option<Sp<u32>>,
     pub(crate) max_memory: Option<Sp<u64>>,
+    /// `max_jobs:`: Slurm jobs in flight at once.
+    pub(crate) max_jobs: Option<Sp<u32>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -169,6 +172,7 @@ impl Walker<'_, '_> {
                 "units" => units_node = Some(value),
                 "max_cpus" => spec.max_cpus = self.count(value, "`max_cpus`"),
                 "max_memory" => spec.max_memory = self.memory(value, "`max_memory`"),
+                "max_jobs" => spec.max_jobs = self.count(value, "`max_jobs`"),
                 _ => {}
             }
         }

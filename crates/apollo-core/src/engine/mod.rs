@@ -133,7 +133,10 @@ pub fn run(
     let _wake_registration = cancel.on_cancel(move || {
         let _ = wake_tx.try_send(());
     });
-    let n_workers = options.max_parallel.max(1).min(pipeline.units.len().max(1));
+    // Local units and Slurm jobs each have their limit; a Slurm attempt waiting for its job
+    // holds a worker.
+    let n_workers = (options.max_parallel.max(1) + scheduler::max_jobs(pipeline))
+        .min(pipeline.units.len().max(1));
 
     // Set when the engine stops starting units: committed attempts still waiting for a worker
     // are then recorded as interrupted instead of started.

@@ -83,6 +83,7 @@ impl Scheduler<'_> {
             awaits_ack,
         } = done;
         self.running -= 1;
+        self.running_slurm -= usize::from(self.is_slurm(unit_idx));
         // Only attempts a worker ran say how long attempts take (not one the engine failed
         // itself, nor one halted before it started).
         let ran = worker.is_some()

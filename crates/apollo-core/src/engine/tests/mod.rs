@@ -2,6 +2,7 @@
 //! tests are grouped by what they exercise.
 
 mod durability;
+mod executors;
 mod failures;
 mod hashing;
 mod needs_human;
@@ -54,6 +55,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         max_parallel,
         units,
         capacity: crate::model::Capacity::default(),
+        max_jobs: None,
     }
 }
 
