@@ -116,19 +116,13 @@ impl SlurmExecutor {
             dir: earlier_dir.clone(),
             job_id: known_id.clone(),
         };
-        let mut reported = false;
-        if let Some(id) = &known_id {
-            note(id);
-            reported = true;
-        }
-        let end = self.wait(request, context, watch, |job_id| {
-            if !reported {
-                note(job_id);
-                reported = true;
-            }
-        });
+        // Reported once the job shows it is alive (or done), not merely because an id was
+        // recorded: a job Slurm lost runs again as a fresh one.
+        let end = self.wait(request, context, watch, |job_id| note(job_id));
         match end {
-            WaitEnd::Vanished { stopped: None, .. } if !reported => None,
+            // Unknown to Slurm and no result: the in-flight rule (the engine only gets here
+            // for an idempotent unit) runs it again, as a fresh job.
+            WaitEnd::Vanished { stopped: None, .. } => None,
             end => {
                 link_logs(request.log_dir, &earlier_dir);
                 Some(self.outcome(&earlier_dir, end))
@@ -160,6 +154,14 @@ impl SlurmExecutor {
         let job_id = match self.client.submit(&args) {
             Ok(job_id) => job_id,
             Err(error) => {
+                if matches!(
+                    error,
+                    ClientFailure::Run(apollo_exec::ClientError::TimedOut { .. })
+                ) {
+                    // sbatch may have submitted the job before it hung or died: cancel it by
+                    // name, so it does not run unwatched.
+                    let _ = self.client.cancel_by_name(&name, None);
+                }
                 let message = submit_error(request, &error);
                 // Where `apollo logs` looks, so the refusal is beside the attempt's output.
                 let _ = std::fs::write(dir.join("stderr"), format!("{message}\n"));
@@ -220,14 +222,14 @@ impl SlurmExecutor {
     }
 
     /// Wait for the watched job to end, through the poller: its news, a cancellation of the
-    /// run, or the unit's timeout (counted from the job's start). `on_id` is called when the
-    /// job's id becomes known.
+    /// run, or the unit's timeout (counted from the job's start). `on_found` is called once,
+    /// with the job's id, when the job is first seen alive (queued, running) or done.
     fn wait(
         &self,
         request: &AttemptRequest<'_>,
         context: &AttemptContext<'_>,
         watch: Watch,
-        mut on_id: impl FnMut(&str),
+        mut on_found: impl FnMut(&str),
     ) -> WaitEnd {
         let name = watch.name.clone();
         let dir = watch.dir.clone();
@@ -239,6 +241,13 @@ impl SlurmExecutor {
             let _ = cancel_tx.try_send(());
         });
         let mut state: Option<JobState> = None;
+        let mut found = false;
+        let mut found_now = |job_id: &Option<String>, found: &mut bool| {
+            if !*found {
+                *found = true;
+                on_found(job_id.as_deref().unwrap_or("unknown"));
+            }
+        };
         let mut deadline: Option<Instant> = None;
         let mut stopped: Option<AttemptStatus> = None;
         // After a SIGTERM: when to end the job for good; after that: when to stop waiting.
@@ -256,21 +265,24 @@ impl SlurmExecutor {
             crossbeam_channel::select! {
                 recv(news) -> message => match message {
                     Ok(JobNews::Seen { job_id: id, state: seen }) => {
-                        if job_id.is_none() {
-                            on_id(&id);
-                            job_id = Some(id);
+                        job_id.get_or_insert(id);
+                        if !seen.is_ended() {
+                            found_now(&job_id, &mut found);
                         }
                         state = Some(seen);
                     }
                     Ok(JobNews::Started { job_id: id, at_ms }) => {
                         if job_id.is_none() && !id.is_empty() {
-                            on_id(&id);
                             job_id = Some(id);
                         }
+                        found_now(&job_id, &mut found);
                         state.get_or_insert(JobState::Running);
                         deadline = request.unit.timeout.map(|timeout| deadline_from(at_ms, timeout));
                     }
-                    Ok(JobNews::Finished) => return WaitEnd::Finished { stopped },
+                    Ok(JobNews::Finished) => {
+                        found_now(&job_id, &mut found);
+                        return WaitEnd::Finished { stopped };
+                    }
                     Ok(JobNews::Vanished { last_state }) => {
                         return WaitEnd::Vanished { stopped, job_id, last_state: last_state.or(state) };
                     }
@@ -328,7 +340,8 @@ impl SlurmExecutor {
         give_up_at: &mut Option<Instant>,
     ) {
         let _ = std::fs::write(dir.join(CANCELLED), "");
-        let running = matches!(state, Some(JobState::Running));
+        let running =
+            matches!(state, Some(JobState::Running)) || dir.join(crate::script::STARTED).exists();
         if graceful && running && !kill_grace.is_zero() {
             let _ = self.cancel_job(name, job_id, Some("TERM"));
             *kill_at = Some(Instant::now() + kill_grace);

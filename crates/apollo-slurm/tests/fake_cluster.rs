@@ -35,7 +35,7 @@ echo "$id"
 const FAKE_SQUEUE: &str = r#"#!/bin/sh
 fake=$(dirname "$0")
 echo call >>"$fake/squeue_calls"
-cat "$fake/queue" 2>/dev/null
+cat "$fake/queue" 2>/dev/null || true
 "#;
 
 const FAKE_SCANCEL: &str = "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scancel_calls\"\n";
@@ -206,6 +206,37 @@ fn a_finished_job_is_reattached_from_its_files_without_a_new_submission() {
     assert_eq!(
         std::fs::read_to_string(second.join("stdout")).unwrap(),
         "preparing\n"
+    );
+}
+
+#[test]
+fn a_job_slurm_lost_without_a_result_runs_again_as_a_fresh_job() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root).lost_after_polls(1));
+    let cancel = CancelToken::new();
+    let unit = unit("u", "echo again >>ledger", root);
+    // What a dead apollo left: a submitted attempt whose job Slurm no longer knows.
+    let first = attempt_dir(root, "u", 1);
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::write(first.join("slurm.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(first.join("job_id"), "999999\n").unwrap();
+    let second = attempt_dir(root, "u", 2);
+    let reports = Collect::default();
+    let outcome = executor.run_attempt(
+        &AttemptRequest::new("r1", &unit, 2, &second).with_in_flight(Some(1)),
+        &AttemptContext::new(&cancel).with_reporter(&reports),
+    );
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "again\n"
+    );
+    let reports = reports.0.lock().unwrap();
+    assert!(
+        matches!(&reports[..], [apollo_core::AttemptEvent::Submitted { .. }]),
+        "{reports:?}"
     );
 }
 
