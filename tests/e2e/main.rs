@@ -11,6 +11,7 @@ mod identity;
 mod needs_human;
 mod records;
 mod replay;
+mod resources;
 mod resume;
 mod run;
 mod signals;
