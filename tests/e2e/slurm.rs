@@ -309,13 +309,20 @@ fn apollo_killed_with_five_jobs_running_reattaches_to_all_of_them_on_resume() {
         })
         .count();
     assert_eq!(succeeded, 5);
-    // `apollo replay` shows them as reattached.
+    // `apollo replay` and `apollo show` show them as reattached.
     let replay = apollo.args(&["replay"]).run();
     assert_eq!(
         replay.stdout.matches("reattached").count(),
         5,
         "{}",
         replay.stdout
+    );
+    let show = apollo.args(&["show", "latest", "j3"]).run();
+    assert!(
+        show.stdout
+            .contains("reattached (submitted by attempt 1 before apollo died)"),
+        "{}",
+        show.stdout
     );
 }
 

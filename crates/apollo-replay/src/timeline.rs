@@ -153,6 +153,9 @@ pub struct Attempt {
     pub inputs_manifest: Option<InputManifestRef>,
     /// Its `unit_finished` payload, when it finished.
     pub outcome: Option<UnitFinished>,
+    /// The cluster job that ran it (its `unit_submitted`), if any: with `reattached_from`
+    /// set when the attempt took over the job of an earlier attempt after apollo died.
+    pub job: Option<apollo_core::event::UnitSubmitted>,
 }
 
 impl Attempt {
@@ -491,6 +494,7 @@ impl TimelineBuilder {
                     inputs: started.inputs,
                     inputs_manifest: started.inputs_manifest,
                     outcome: None,
+                    job: None,
                 });
                 unit.status = UnitStatus::Unfinished;
                 self.open
@@ -517,6 +521,7 @@ impl TimelineBuilder {
                             inputs: Vec::new(),
                             inputs_manifest: None,
                             outcome: None,
+                            job: None,
                         });
                         unit.attempts.len() - 1
                     }
@@ -573,6 +578,12 @@ impl TimelineBuilder {
                     failed: finished.failed,
                     skipped: finished.skipped,
                 });
+            }
+            Event::UnitSubmitted(submitted) => {
+                let unit_idx = self.unit_idx(submitted.unit.clone());
+                if let Some(&attempt_idx) = self.open.get(&(unit_idx, submitted.attempt)) {
+                    self.timeline.units[unit_idx].attempts[attempt_idx].job = Some(submitted);
+                }
             }
             // A kind this version does not know (a newer minor format): nothing to lay out.
             _ => {}
