@@ -6,10 +6,9 @@
 # until `sinfo` shows the node idle. Idempotent: a cluster that is already up is left as it is.
 # Needs root. Exits non-zero, saying why, when the cluster does not come up.
 #
-# Groundwork for the Slurm executor (issue 15): checked by hand on this kind of machine (Debian
-# 12, slurm-wlm 22.05: three `sbatch` jobs ran at once on the 2-CPU node). `.ci/run` does not call
-# it yet because no test needs a cluster; the executor's tests will, and `.ci/run` then runs it
-# before `cargo test`.
+# Checked on this kind of machine (Debian 12, slurm-wlm 22.05: three `sbatch` jobs ran at once on
+# the 2-CPU node). `.ci/run` runs it before `cargo test`; the Slurm tests (tests/e2e/slurm.rs)
+# skip visibly without a cluster and fail under CI=true.
 set -euo pipefail
 
 log() { echo "slurm-up: $*" >&2; }

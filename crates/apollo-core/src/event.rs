@@ -257,6 +257,10 @@ pub struct UnitSubmitted {
     pub executor: String,
     /// The scheduler's id for the job.
     pub job_id: String,
+    /// Set when this attempt submitted nothing but reattached to the job an earlier attempt
+    /// (this one) submitted before apollo died (format 1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reattached_from: Option<u32>,
 }
 
 /// How one attempt ended.
@@ -539,12 +543,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reattached_attempt_names_the_attempt_that_submitted_the_job() {
+        let event = Event::UnitSubmitted(UnitSubmitted {
+            unit: "align".into(),
+            attempt: 3,
+            executor: "slurm".into(),
+            job_id: "4242".into(),
+            reattached_from: Some(2),
+        });
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"unit_submitted","unit":"align","attempt":3,"executor":"slurm","job_id":"4242","reattached_from":2}"#
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
     fn a_submitted_attempt_serializes_as_unit_submitted() {
         let event = Event::UnitSubmitted(UnitSubmitted {
             unit: "align".into(),
             attempt: 2,
             executor: "slurm".into(),
             job_id: "4242".into(),
+            reattached_from: None,
         });
         let json = serde_json::to_string(&event).unwrap();
         assert_eq!(

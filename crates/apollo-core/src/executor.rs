@@ -34,6 +34,13 @@ pub struct AttemptRequest<'a> {
     /// parent at most, never a folder above them: apollo's run folder may have been moved or
     /// deleted while the attempt ran, and must not come back with only this output in it.
     pub log_dir: &'a Path,
+    /// The attempt of this unit that an earlier apollo left in flight (its `unit_started`
+    /// has no `unit_finished`: apollo died while it ran; or it ended `interrupted`: apollo was
+    /// stopped, and may have left a cluster job running), on this unit's first attempt of a
+    /// resume. A remote executor may find that attempt's job still running, or finished, and
+    /// reattach to it instead of starting anew (reporting [`AttemptEvent::Reattached`]); a
+    /// local executor ignores it (its processes died with apollo).
+    pub in_flight: Option<u32>,
 }
 
 impl<'a> AttemptRequest<'a> {
@@ -44,7 +51,14 @@ impl<'a> AttemptRequest<'a> {
             unit,
             attempt,
             log_dir,
+            in_flight: None,
         }
+    }
+
+    /// The same request, naming the attempt an earlier apollo left in flight (see
+    /// [`AttemptRequest::in_flight`]).
+    pub fn with_in_flight(self, in_flight: Option<u32>) -> Self {
+        Self { in_flight, ..self }
     }
 }
 
@@ -61,9 +75,35 @@ pub enum AttemptEvent {
         /// The scheduler's id for the job.
         job_id: String,
     },
+    /// The attempt did not start anything: it found the job of `attempt`, an attempt an
+    /// earlier apollo left in flight ([`AttemptRequest::in_flight`]), and took its outcome
+    /// over — waiting for it if it still runs, reading its result if it finished. Recorded as
+    /// a `unit_submitted` with `reattached_from`.
+    #[non_exhaustive]
+    Reattached {
+        /// Which executor (`slurm`, …).
+        executor: String,
+        /// The scheduler's id for the job.
+        job_id: String,
+        /// The earlier attempt that submitted the job.
+        attempt: u32,
+    },
 }
 
 impl AttemptEvent {
+    /// The attempt reattached to job `job_id` of `executor`, submitted by attempt `attempt`.
+    pub fn reattached(
+        executor: impl Into<String>,
+        job_id: impl Into<String>,
+        attempt: u32,
+    ) -> Self {
+        AttemptEvent::Reattached {
+            executor: executor.into(),
+            job_id: job_id.into(),
+            attempt,
+        }
+    }
+
     /// The attempt was submitted to `executor`'s scheduler as job `job_id`.
     pub fn submitted(executor: impl Into<String>, job_id: impl Into<String>) -> Self {
         AttemptEvent::Submitted {

@@ -135,6 +135,8 @@ mod tests {
             idempotent: true,
             reuse: true,
             capture: Default::default(),
+            executor: Default::default(),
+            resources: Default::default(),
         };
         let cancel = CancelToken::new();
         let limits = Limits::new(&cancel, None, None).with_cache(Some(cache));

@@ -6,6 +6,7 @@ pub mod capture;
 pub mod config;
 pub mod dag;
 pub mod diagnostic;
+pub mod dispatch;
 pub mod engine;
 pub mod event;
 pub mod executor;

@@ -27,7 +27,18 @@ pub struct Pipeline {
     /// order. Absent from definition snapshots older than hooks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
+    /// The local executor's capacity (`max_cpus`, `max_memory`); `None` fields mean the
+    /// machine's own (see [`Resources`]).
+    #[serde(default)]
+    pub capacity: Capacity,
+    /// How many Slurm jobs may be in flight at once (`max_jobs:`; default
+    /// [`DEFAULT_MAX_JOBS`]), beside the `max_parallel` local units.
+    #[serde(default)]
+    pub max_jobs: Option<usize>,
 }
+
+/// Slurm jobs in flight at once when the config sets no `max_jobs`.
+pub const DEFAULT_MAX_JOBS: usize = 100;
 
 /// When a pipeline hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -119,6 +130,88 @@ pub struct Unit {
     /// a pipeline that does not use it keeps the snapshot, and its hash, it had before).
     #[serde(default, skip_serializing_if = "is_false")]
     pub reuse: bool,
+    /// Where its attempts run (`executor:`; local by default).
+    #[serde(default)]
+    pub executor: ExecutorKind,
+    /// What one attempt asks for (`resources:`): the local executor schedules against the
+    /// machine's capacity with it, a cluster executor turns it into its scheduler's options.
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+/// Which executor runs a unit's attempts (DESIGN §13).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ExecutorKind {
+    /// Processes on this machine (apollo-exec).
+    #[default]
+    Local,
+    /// Jobs of a Slurm cluster (apollo-slurm).
+    Slurm,
+}
+
+impl ExecutorKind {
+    /// The name written in the config (`local`, `slurm`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::Slurm => "slurm",
+        }
+    }
+}
+
+impl std::fmt::Display for ExecutorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one attempt of a unit asks for. `None` means "not stated": the local executor then
+/// counts 1 CPU and no memory, Slurm uses the cluster's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct Resources {
+    /// CPUs (`cpus:`).
+    pub cpus: Option<u32>,
+    /// Memory in bytes (`memory: 4G`; binary units, `K`, `M`, `G`, `T`).
+    pub memory: Option<u64>,
+    /// GPUs (`gpus:`; Slurm only: `--gpus`).
+    pub gpus: Option<u32>,
+    /// Settings only Slurm reads (`slurm:`).
+    pub slurm: SlurmResources,
+}
+
+/// A unit's Slurm settings (`resources: {slurm: {...}}`), each turned into an `sbatch` option.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct SlurmResources {
+    /// `--partition`.
+    pub partition: Option<String>,
+    /// `--account`.
+    pub account: Option<String>,
+    /// `--qos`.
+    pub qos: Option<String>,
+    /// Further `sbatch` arguments, passed as written after apollo's own.
+    pub extra_args: Vec<String>,
+    /// `on_stop: detach`: a graceful stop of apollo (Ctrl-C, SIGTERM) leaves the job running
+    /// for a later resume to reattach to, instead of cancelling it (`on_stop: cancel`, the
+    /// default).
+    pub detach_on_stop: bool,
+}
+
+/// How much the local executor may run at once, beyond `max_parallel`: the sum of the running
+/// units' `cpus` and `memory` stays within it. `None` means the machine's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct Capacity {
+    /// `max_cpus:` (default: the machine's CPUs).
+    pub cpus: Option<u32>,
+    /// `max_memory:` in bytes (default: the machine's memory).
+    pub memory: Option<u64>,
 }
 
 fn is_false(value: &bool) -> bool {

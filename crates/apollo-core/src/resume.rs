@@ -482,6 +482,7 @@ mod tests {
                 attempt: 1,
                 executor: "slurm".into(),
                 job_id: "7".into(),
+                reattached_from: None,
             }),
             finished("a", 1, AttemptStatus::Interrupted),
         ]);

@@ -54,7 +54,97 @@ pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>, base_dir: &Path) -> Ve
     check_inputs(spec, source, &mut diagnostics);
     check_warnings(spec, source, base_dir, &mut diagnostics);
     crate::reuse_check::check_reuse(spec, source, &mut diagnostics);
+    check_capacity(spec, source, &mut diagnostics);
     diagnostics
+}
+
+/// A local unit that asks for more `cpus` or `memory` than the whole local capacity
+/// (`max_cpus`/`max_memory`, else the machine's) could never run: an error (DESIGN §13).
+fn check_capacity(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Diagnostic>) {
+    use crate::model::ExecutorKind;
+    let asks_for_something = |settings: &crate::config::schema::Settings| {
+        settings.resources.as_ref().is_some_and(|resources| {
+            resources.value.cpus.is_some() || resources.value.memory.is_some()
+        })
+    };
+    if !asks_for_something(&spec.defaults)
+        && !spec
+            .units
+            .iter()
+            .any(|unit| asks_for_something(&unit.settings))
+    {
+        return;
+    }
+    let configured = crate::model::Capacity {
+        cpus: spec.max_cpus.as_ref().map(|cpus| cpus.value),
+        memory: spec.max_memory.as_ref().map(|memory| memory.value),
+    };
+    let (cpus, memory) = crate::engine::resources::effective_capacity(configured);
+    let none = crate::config::schema::ResourcesSpec::default();
+    let defaults = spec.defaults.resources.as_ref().map_or(&none, |r| &r.value);
+    for (unit_idx, unit) in spec.units.iter().enumerate() {
+        let executor = unit
+            .settings
+            .executor
+            .as_ref()
+            .or(spec.defaults.executor.as_ref())
+            .map_or(ExecutorKind::Local, |executor| executor.value);
+        if executor != ExecutorKind::Local {
+            continue;
+        }
+        let resources = unit
+            .settings
+            .resources
+            .as_ref()
+            .map_or(&none, |r| &r.value)
+            .over(defaults);
+        let whose = |configured: bool, what: &str| {
+            if configured {
+                format!("`max_{what}`")
+            } else {
+                format!("this machine's {what}")
+            }
+        };
+        if let Some(asked) = &resources.cpus
+            && asked.value > cpus
+        {
+            diagnostics.push(
+                source
+                    .error(
+                        "over-capacity",
+                        asked.loc,
+                        format!(
+                            "{} asks for {} CPUs, more than the local capacity of {cpus} ({})",
+                            unit.label(unit_idx),
+                            asked.value,
+                            whose(spec.max_cpus.is_some(), "cpus")
+                        ),
+                    )
+                    .with_hint(
+                        "ask for fewer `cpus`, raise `max_cpus`, or run it with `executor: slurm`",
+                    ),
+            );
+        }
+        if let (Some(asked), Some(memory)) = (&resources.memory, memory)
+            && asked.value > memory
+        {
+            diagnostics.push(
+                source
+                    .error(
+                        "over-capacity",
+                        asked.loc,
+                        format!(
+                            "{} asks for {} MiB of memory, more than the local capacity of {} MiB ({})",
+                            unit.label(unit_idx),
+                            asked.value >> 20,
+                            memory >> 20,
+                            whose(spec.max_memory.is_some(), "memory")
+                        ),
+                    )
+                    .with_hint("ask for less `memory`, raise `max_memory`, or run it with `executor: slurm`"),
+            );
+        }
+    }
 }
 
 /// Name checks; returns the index of the first unit of each valid name.

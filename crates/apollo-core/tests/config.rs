@@ -340,3 +340,43 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn executor_and_resources_inherit_from_defaults_field_by_field() {
+    let yaml = "\
+max_cpus: 3
+max_memory: 2G
+max_jobs: 7
+defaults:
+  executor: slurm
+  resources: {cpus: 2, memory: 512M, slurm: {partition: short, account: lab, on_stop: detach}}
+units:
+  - name: align
+    resources: {cpus: 16, memory: 1.5G, gpus: 1, slurm: {partition: long, extra_args: [--exclusive]}}
+    execute: ./align.sh
+  - name: summary
+    executor: local
+    deps: [align]
+    execute: ./summary.sh
+";
+    let loaded = config::load_str(yaml, Path::new("/p/pipeline.yaml")).expect("valid");
+    let pipeline = &loaded.pipeline;
+    assert_eq!(pipeline.capacity.cpus, Some(3));
+    assert_eq!(pipeline.max_jobs, Some(7));
+    assert_eq!(pipeline.capacity.memory, Some(2 << 30));
+    let align = &pipeline.units[0];
+    assert_eq!(align.executor, apollo_core::model::ExecutorKind::Slurm);
+    assert_eq!(align.resources.cpus, Some(16));
+    assert_eq!(align.resources.memory, Some(3 << 29));
+    assert_eq!(align.resources.gpus, Some(1));
+    assert_eq!(align.resources.slurm.partition.as_deref(), Some("long"));
+    assert_eq!(align.resources.slurm.account.as_deref(), Some("lab"));
+    assert_eq!(align.resources.slurm.extra_args, ["--exclusive"]);
+    let summary = &pipeline.units[1];
+    assert_eq!(summary.executor, apollo_core::model::ExecutorKind::Local);
+    assert_eq!(summary.resources.cpus, Some(2));
+    assert_eq!(summary.resources.memory, Some(512 << 20));
+    assert_eq!(summary.resources.slurm.partition.as_deref(), Some("short"));
+    assert!(summary.resources.slurm.extra_args.is_empty());
+    assert!(align.resources.slurm.detach_on_stop);
+}

@@ -40,6 +40,8 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         idempotent: true,
         capture: Default::default(),
         reuse: false,
+        executor: apollo_core::model::ExecutorKind::Local,
+        resources: apollo_core::model::Resources::default(),
     }
 }
 

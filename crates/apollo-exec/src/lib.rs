@@ -7,6 +7,7 @@
 compile_error!("apollo-exec supervises processes with Linux interfaces (pidfd, clone, /proc)");
 
 mod cancel_event;
+mod client;
 mod command_line;
 mod environment;
 mod escaped;
@@ -25,5 +26,6 @@ mod strays;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use client::{ClientCommand, ClientError, ClientOutput};
 pub use executor::{ExecOptions, ProcessExecutor};
-pub use strays::{StrayError, kill_stray_processes};
+pub use strays::{CLUSTER_JOB_MARKER, StrayError, kill_stray_processes};

@@ -14,6 +14,10 @@ use rustix::process::{Pid, PidfdFlags, Signal};
 use crate::pidfds::{reap_if_child, wait_all_exited};
 use crate::procfs::{self, EnvMatch};
 
+/// The environment entry apollo-slurm's wrapper gives a job's processes: the sweep never kills
+/// a process carrying it.
+pub const CLUSTER_JOB_MARKER: &[u8] = b"APOLLO_EXECUTOR=slurm";
+
 /// How long to wait for SIGKILLed strays to be gone (only a process stuck in uninterruptible
 /// sleep takes more than an instant).
 const STRAY_EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
@@ -140,6 +144,11 @@ fn look_at(
         EnvMatch::All => {}
         EnvMatch::Empty => return retry_if_live(pid),
         EnvMatch::Not | EnvMatch::Unreadable => return,
+    }
+    // A cluster job's processes (on a node that is also this machine) are not strays: they
+    // outlive apollo on purpose and a resume reattaches to them (DESIGN §17).
+    if read(pid, &[CLUSTER_JOB_MARKER]) == EnvMatch::All {
+        return;
     }
     let Ok(pidfd) = rustix::process::pidfd_open(pid, PidfdFlags::empty()) else {
         return;

@@ -187,6 +187,9 @@ pub struct Attempt {
     pub inputs_manifest: Option<InputManifestRef>,
     /// Its `unit_finished` payload, when it finished.
     pub outcome: Option<UnitFinished>,
+    /// The cluster job that ran it (its `unit_submitted`), if any: with `reattached_from`
+    /// set when the attempt took over the job of an earlier attempt after apollo died.
+    pub job: Option<apollo_core::event::UnitSubmitted>,
 }
 
 impl Attempt {
@@ -553,6 +556,7 @@ impl TimelineBuilder {
                     inputs: started.inputs,
                     inputs_manifest: started.inputs_manifest,
                     outcome: None,
+                    job: None,
                 });
                 unit.status = UnitStatus::Unfinished;
                 self.open
@@ -579,6 +583,7 @@ impl TimelineBuilder {
                             inputs: Vec::new(),
                             inputs_manifest: None,
                             outcome: None,
+                            job: None,
                         });
                         unit.attempts.len() - 1
                     }
@@ -655,6 +660,12 @@ impl TimelineBuilder {
                     inputs: reused.inputs,
                     output_hash: reused.output_hash,
                 });
+            }
+            Event::UnitSubmitted(submitted) => {
+                let unit_idx = self.unit_idx(submitted.unit.clone());
+                if let Some(&attempt_idx) = self.open.get(&(unit_idx, submitted.attempt)) {
+                    self.timeline.units[unit_idx].attempts[attempt_idx].job = Some(submitted);
+                }
             }
             // A kind this version does not know (a newer minor format): nothing to lay out.
             _ => {}

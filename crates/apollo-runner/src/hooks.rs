@@ -181,6 +181,9 @@ fn hook_unit(
         workdir: pipeline.base_dir.clone(),
         idempotent: true,
         reuse: false,
+        // Hooks run on this machine.
+        executor: apollo_core::model::ExecutorKind::Local,
+        resources: Default::default(),
         // A hook declares no files.
         capture: apollo_core::capture::CapturePolicy {
             mode: apollo_core::capture::CaptureMode::None,
@@ -250,6 +253,8 @@ mod tests {
                     timeout: Duration::from_secs(1),
                 })
                 .collect(),
+            capacity: Default::default(),
+            max_jobs: None,
         }
     }
 

@@ -357,6 +357,8 @@ pub fn reproduce(
             units: vec![unit.clone()],
             // A reproduction notifies nobody.
             hooks: Vec::new(),
+            capacity: definition.capacity,
+            max_jobs: definition.max_jobs,
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,

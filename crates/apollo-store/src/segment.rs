@@ -19,8 +19,9 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// (an attempt's manifest of declared input files or outputs, whose bytes the blob store
 /// keeps), the `run_reproduces` record (`apollo reproduce`'s runs), the `hook_finished`
 /// record (a pipeline hook ran after the run ended), the `unit_reused` record (a unit reused
-/// from an earlier run), the `reused` count of `run_finished` and the run's `params` in
-/// `run_started`.
+/// from an earlier run), the `reused` count of `run_finished`, the run's `params` in
+/// `run_started` and the `reattached_from` of `unit_submitted` (an attempt that took over the
+/// Slurm job an attempt left in flight when apollo died).
 pub const FORMAT_MINOR: u32 = 3;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

@@ -243,7 +243,7 @@ fn a_header_written_whole_and_damaged_is_corruption_not_a_torn_rotation() {
         .count() as u64;
     let next = segment(dir.path(), n + 1);
     let mut header = frame(&format!(
-        r#"{{"magic":"apollo-journal","format":"1.2","run_id":"{RUN_ID}","segment":{},"prev_seq":6,"created":"2026-11-30T02:15:07.000000Z"}}"#,
+        r#"{{"magic":"apollo-journal","format":"1.3","run_id":"{RUN_ID}","segment":{},"prev_seq":6,"created":"2026-11-30T02:15:07.000000Z"}}"#,
         n + 1
     ));
     let intact = header.clone();

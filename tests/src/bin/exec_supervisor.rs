@@ -46,6 +46,8 @@ fn main() -> ExitCode {
         idempotent: true,
         capture: Default::default(),
         reuse: false,
+        executor: apollo_core::model::ExecutorKind::Local,
+        resources: apollo_core::model::Resources::default(),
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

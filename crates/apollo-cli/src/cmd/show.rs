@@ -185,6 +185,15 @@ pub(crate) fn show(
                 human_duration(std::time::Duration::from_millis(attempt.duration_ms()))
             ));
         }
+        if let Some(job) = &attempt.job {
+            match job.reattached_from {
+                Some(from) => text.push_str(&format!(
+                    "  job: {} {}, reattached (submitted by attempt {from} before apollo died)\n",
+                    job.executor, job.job_id
+                )),
+                None => text.push_str(&format!("  job: {} {}\n", job.executor, job.job_id)),
+            }
+        }
         if let Some(error) = attempt
             .outcome
             .as_ref()

@@ -50,6 +50,12 @@ pub(crate) enum Shape {
     Size,
     /// A pipeline hook: a command, or `{execute, timeout}`.
     Hook,
+    /// `local` or `slurm`.
+    Executor,
+    /// An amount of memory with a unit: `512M`, `4G` (powers of 1024).
+    Memory,
+    /// What an attempt asks for: `{cpus, memory, gpus, slurm: {...}}`.
+    Resources,
 }
 
 /// One key of a section.
@@ -91,7 +97,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 11] = [
+pub(crate) const TOP_LEVEL: [Key; 14] = [
     key(
         "name",
         Shape::Text,
@@ -135,10 +141,25 @@ pub(crate) const TOP_LEVEL: [Key; 11] = [
         Shape::Hook,
         "Runs once when a run ends, whatever its status.",
     ),
+    key(
+        "max_cpus",
+        Shape::Count { minimum: 1 },
+        "CPUs the local executor may use at once (sum of the running units' `cpus`); default: the machine's.",
+    ),
+    key(
+        "max_memory",
+        Shape::Memory,
+        "Memory the local executor may use at once (sum of the running units' `memory`); default: the machine's.",
+    ),
+    key(
+        "max_jobs",
+        Shape::Count { minimum: 1 },
+        "Slurm jobs in flight at once (default 100), beside the `max_parallel` local units.",
+    ),
 ];
 
 /// `defaults:`.
-pub(crate) const DEFAULTS: [Key; 9] = [
+pub(crate) const DEFAULTS: [Key; 11] = [
     key(
         "timeout",
         Shape::Timeout,
@@ -184,10 +205,20 @@ pub(crate) const DEFAULTS: [Key; 9] = [
         Shape::Bool,
         "Whether a new run may take this unit's result from an earlier run with identical inputs (default false).",
     ),
+    key(
+        "executor",
+        Shape::Executor,
+        "Where attempts run: local (default) or slurm.",
+    ),
+    key(
+        "resources",
+        Shape::Resources,
+        "What one attempt asks for: cpus, memory, gpus, and slurm: {partition, account, qos, extra_args, on_stop}; merged key by key with defaults.",
+    ),
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 19] = [
+pub(crate) const UNIT: [Key; 21] = [
     required(
         "name",
         Shape::Text,
@@ -247,6 +278,8 @@ pub(crate) const UNIT: [Key; 19] = [
     DEFAULTS[6],
     DEFAULTS[7],
     DEFAULTS[8],
+    DEFAULTS[9],
+    DEFAULTS[10],
 ];
 
 /// One param's declaration (`params: {NAME: {...}}`).
@@ -338,6 +371,28 @@ fn shape_schema(shape: Shape) -> Value {
         Shape::Size => json!({"anyOf": [
             {"type": "integer", "minimum": 0},
             {"type": "string", "pattern": "^\\s*[0-9]+\\s*([bB]|[kKmMgG]([iI]?[bB])?|[tT][iI][bB])?\\s*$"}
+        ]}),
+        Shape::Executor => json!({"enum": ["local", "slurm"]}),
+        Shape::Memory => json!({"type": "string",
+            "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?)\\s*$"}),
+        Shape::Resources => json!({"anyOf": [
+            {"type": "object",
+             "properties": {
+                "cpus": shape_schema(Shape::Count { minimum: 1 }),
+                "memory": shape_schema(Shape::Memory),
+                "gpus": shape_schema(Shape::Count { minimum: 0 }),
+                "slurm": {"type": "object",
+                    "properties": {
+                        "partition": shape_schema(Shape::Text),
+                        "account": shape_schema(Shape::Text),
+                        "qos": shape_schema(Shape::Text),
+                        "extra_args": shape_schema(Shape::List),
+                        "on_stop": {"enum": ["cancel", "detach"]}
+                    },
+                    "additionalProperties": false}
+             },
+             "additionalProperties": false},
+            {"type": "null"}
         ]}),
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),

@@ -17,7 +17,12 @@
 //!   workdir: .                 # relative to the config file's folder (the default)
 //!   reuse: false               # true: a new run reuses a unit's outputs from an earlier run
 //!                              # when its inputs are identical (only units with outputs)
+//!   executor: local            # `local` (the default) or `slurm` (DESIGN §13)
+//!   resources: {cpus: 1, memory: 512M}   # merged with a unit's `resources` key by key
 //! max_parallel: 4              # optional; default: number of CPUs
+//! max_cpus: 8                  # local capacity for `resources` (default: this machine's)
+//! max_memory: 16G
+//! max_jobs: 100                # Slurm jobs in flight at once (the default)
 //! env: { TZ: UTC }             # merged under each unit's env
 //! units:
 //!   - name: fetch_data         # unique; [A-Za-z0-9_.-]+, not `.` or `..`
@@ -29,6 +34,15 @@
 //!     outputs: [data/fetched.csv]
 //!     env: { SOURCE: local }
 //!     reuse: true                        # needs `outputs`; default false
+//!   - name: align
+//!     executor: slurm
+//!     resources:
+//!       cpus: 16               # --cpus-per-task (local: counted against max_cpus)
+//!       memory: 64G            # --mem (local: counted against max_memory)
+//!       gpus: 1                # --gpus
+//!       slurm: {partition: long, account: lab, qos: normal, extra_args: [--exclusive],
+//!               on_stop: detach}   # `cancel` (default): Ctrl-C cancels the job
+//!     execute: ./align.sh
 //! ```
 //!
 //! Relative paths (`workdir`, `inputs`, `outputs`) resolve against the config file's folder,

@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::schema::{Settings, Spec};
+use super::schema::{ResourcesSpec, Settings, Sp, Spec};
 use crate::capture::{CapturePolicy, DEFAULT_CAPTURE_MAX_FILE};
-use crate::model::{DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, Unit};
+use crate::model::{Capacity, DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, Unit};
 use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
 
 /// Builds the pipeline. `config_path` and `base_dir` are absolute. Units the walk could not
@@ -20,6 +20,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         .as_ref()
         .map_or_else(default_max_parallel, |count| count.value);
     let defaults = &spec.defaults;
+    let capacity = capacity(&spec.max_cpus, &spec.max_memory);
     let mut units = Vec::with_capacity(spec.units.len());
     for unit in spec.units {
         let (Some(unit_name), Some(execute)) = (unit.name, unit.execute) else {
@@ -90,6 +91,9 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             // `reuse: true` in `defaults` applies to units that declare outputs; `check`
             // refuses it written on a unit without any.
             reuse,
+            executor: inherit(settings, defaults, |s| s.executor.as_ref().map(|e| e.value))
+                .unwrap_or_default(),
+            resources: resources(settings, defaults),
         });
     }
     let hooks = spec
@@ -108,6 +112,29 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         max_parallel,
         units,
         hooks,
+        capacity,
+        max_jobs: spec
+            .max_jobs
+            .as_ref()
+            .map(|count| usize::try_from(count.value).unwrap_or(usize::MAX)),
+    }
+}
+
+/// The unit's `resources:` merged over the `defaults:` ones, field by field.
+fn resources(unit: &Settings, defaults: &Settings) -> crate::model::Resources {
+    let none = ResourcesSpec::default();
+    let defaults = defaults.resources.as_ref().map_or(&none, |r| &r.value);
+    unit.resources
+        .as_ref()
+        .map_or(&none, |r| &r.value)
+        .over(defaults)
+        .resolve()
+}
+
+fn capacity(max_cpus: &Option<Sp<u32>>, max_memory: &Option<Sp<u64>>) -> Capacity {
+    Capacity {
+        cpus: max_cpus.as_ref().map(|cpus| cpus.value),
+        memory: max_memory.as_ref().map(|memory| memory.value),
     }
 }
 

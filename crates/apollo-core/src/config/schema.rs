@@ -11,6 +11,10 @@ use super::raw::{Node, Value};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
+mod resources;
+
+pub(crate) use resources::ResourcesSpec;
+
 /// Keys allowed at the top level (from the format's description, `describe.rs`).
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
 /// Keys allowed in `defaults:`.
@@ -44,6 +48,11 @@ pub(crate) struct Spec {
     pub(crate) hooks: Vec<(crate::model::HookWhen, Sp<Command>, Option<Duration>)>,
     /// `params:`, in file order.
     pub(crate) params: Vec<super::params::ParamSpec>,
+    /// `max_cpus:` and `max_memory:` (bytes): the local executor's capacity.
+    pub(crate) max_cpus: Option<Sp<u32>>,
+    pub(crate) max_memory: Option<Sp<u64>>,
+    /// `max_jobs:`: Slurm jobs in flight at once.
+    pub(crate) max_jobs: Option<Sp<u32>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -60,6 +69,8 @@ pub(crate) struct Settings {
     pub(crate) capture_max_file: Option<Sp<u64>>,
     /// `reuse:`: whether a new run may take this unit's result from an earlier run.
     pub(crate) reuse: Option<Sp<bool>>,
+    pub(crate) executor: Option<Sp<crate::model::ExecutorKind>>,
+    pub(crate) resources: Option<Sp<ResourcesSpec>>,
 }
 
 /// One unit as written.
@@ -190,6 +201,9 @@ impl Walker<'_, '_> {
                 "include" if !matches!(value.value, Value::Str(_)) => {
                     self.string_list(value, "`include`");
                 }
+                "max_cpus" => spec.max_cpus = self.count(value, "`max_cpus`"),
+                "max_memory" => spec.max_memory = self.memory(value, "`max_memory`"),
+                "max_jobs" => spec.max_jobs = self.count(value, "`max_jobs`"),
                 _ => {}
             }
         }
@@ -359,6 +373,8 @@ impl Walker<'_, '_> {
             }
             "capture" => settings.capture = self.capture_mode(value, context),
             "capture_max_file" => settings.capture_max_file = self.size(value, key, context),
+            "executor" => settings.executor = self.executor(value, context),
+            "resources" => settings.resources = self.resources(value, context),
             _ => {}
         }
     }

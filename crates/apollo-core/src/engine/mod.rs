@@ -79,6 +79,7 @@ mod pacer;
 mod plan;
 mod policy;
 mod record;
+pub(crate) mod resources;
 mod retry;
 mod reuse;
 mod scheduler;
@@ -137,11 +138,16 @@ pub fn run(
     let _wake_registration = cancel.on_cancel(move || {
         let _ = wake_tx.try_send(());
     });
-    let n_workers = options.max_parallel.max(1).min(pipeline.units.len().max(1));
+    // Local units and Slurm jobs each have their limit; a Slurm attempt waiting for its job
+    // holds a worker.
+    let n_workers = (options.max_parallel.max(1) + scheduler::max_jobs(pipeline))
+        .min(pipeline.units.len().max(1));
 
     // Set when the engine stops starting units: committed attempts still waiting for a worker
     // are then recorded as interrupted instead of started.
     let halt = AtomicBool::new(false);
+    let (capacity_cpus, capacity_memory) = resources::effective_capacity(pipeline.capacity);
+    let resource_pool = resources::ResourcePool::new(capacity_cpus, capacity_memory);
     std::thread::scope(|scope| {
         let shared = WorkerShared {
             pipeline,
@@ -151,6 +157,7 @@ pub fn run(
             cancel,
             halt: &halt,
             capture: options.capture.as_deref(),
+            resources: &resource_pool,
         };
         let acks = workers::spawn(scope, n_workers, shared, &job_rx, &to_scheduler);
         // Declared input files are hashed on threads of their own, never on the engine

@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
 use super::policy::{self, OutputCheck};
+use super::resources::ResourcePool;
 use super::reuse::{self, Reuse, ReuseCheck};
 use crate::cancel::CancelToken;
 use crate::capture::{BlobSink, Capture, FileEntry};
@@ -54,6 +55,9 @@ pub(super) struct Job {
     /// The part of the unit's timeout its input files took to hash (zero when it declares
     /// none): the attempt and its output hashing get what is left.
     pub(super) spent: Duration,
+    /// The attempt an earlier apollo left in flight, on the unit's first attempt of a resume
+    /// (see [`AttemptRequest::in_flight`]).
+    pub(super) in_flight: Option<u32>,
 }
 
 /// A unit whose declared input files are to be hashed, or whose declared outputs are to be
@@ -156,6 +160,8 @@ pub(super) struct WorkerShared<'a> {
     pub(super) halt: &'a AtomicBool,
     /// Where declared files' bytes go as they are hashed, if anywhere.
     pub(super) capture: Option<&'a dyn BlobSink>,
+    /// Local capacity (`cpus`, `memory`) the local units' attempts share.
+    pub(super) resources: &'a ResourcePool,
 }
 
 /// Start `n_workers` workers in `scope`. They end when the job sender and the returned
@@ -228,6 +234,7 @@ pub(super) fn worker(
         cancel,
         halt,
         capture,
+        resources,
     } = shared;
     for job in jobs {
         let unit = &pipeline.units[job.unit_idx];
@@ -284,14 +291,17 @@ pub(super) fn worker(
                         };
                         &shortened
                     };
-                    let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir);
+                    let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir)
+                        .with_in_flight(job.in_flight);
                     let reporter = WorkerReporter {
                         to_scheduler,
                         unit_idx: job.unit_idx,
                         attempt: job.attempt,
                     };
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
+                    let permit = resources.acquire(unit, cancel);
                     let outcome = executor.run_attempt(&request, &context);
+                    drop(permit);
                     let mut output_files = Vec::new();
                     let outputs = outcome.status.satisfies_dependents().then(
                         || -> Result<Option<String>, HashError> {

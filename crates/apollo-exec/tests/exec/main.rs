@@ -55,6 +55,8 @@ impl Fixture {
             idempotent: true,
             capture: Default::default(),
             reuse: false,
+            executor: apollo_core::model::ExecutorKind::Local,
+            resources: apollo_core::model::Resources::default(),
         };
         Fixture {
             dir,

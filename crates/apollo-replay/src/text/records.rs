@@ -279,15 +279,34 @@ impl<W: Write> TextRenderer<W> {
         if !context.keep {
             return Ok(());
         }
+        // A cluster job: its id, and whether the attempt reattached to an earlier one's job.
+        let (attempt, event_name, detail) = match event {
+            Event::UnitSubmitted(submitted) => match submitted.reattached_from {
+                Some(from) => (
+                    Some(submitted.attempt),
+                    "reattached",
+                    format!(
+                        "{} job {} of attempt {from} (submitted before apollo died)",
+                        submitted.executor, submitted.job_id
+                    ),
+                ),
+                None => (
+                    Some(submitted.attempt),
+                    "submitted",
+                    format!("{} job {}", submitted.executor, submitted.job_id),
+                ),
+            },
+            _ => (None, event.kind(), String::new()),
+        };
         self.write_line(&Line {
             offset_ms: context.offset,
             unit: event.unit().unwrap_or("-"),
-            attempt: None,
-            event: event.kind(),
+            attempt,
+            event: event_name,
             duration_ms: None,
             status: "",
             hash: String::new(),
-            detail: String::new(),
+            detail,
         })
     }
 

@@ -1,5 +1,6 @@
 //! Driving a run session for `apollo run` and `apollo resume`: open it, print the opening
-//! line, run the engine with the process executor, live progress and signal handling, print
+//! line, run the engine with the process executor (and the Slurm executor for units that ask for
+//! it), live progress and signal handling, print
 //! the summary.
 
 use std::io::Write;
@@ -8,9 +9,12 @@ use std::path::Path;
 use apollo_core::CancelToken;
 use apollo_core::config::{self, LoadOptions, Loaded, ParamInput, ParamOverride};
 use apollo_core::diagnostic::render_all;
+use apollo_core::dispatch::Dispatch;
 use apollo_core::event::RunStatus;
+use apollo_core::model::ExecutorKind;
 use apollo_exec::{ExecOptions, ProcessExecutor};
 use apollo_runner::{Opened, RunSession, RunTarget};
+use apollo_slurm::{SlurmExecutor, SlurmOptions};
 
 use super::args::ExecutionArgs;
 use super::errors::runner_error;
@@ -139,7 +143,17 @@ pub(super) fn execute(
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
     })?;
-    let executor = ProcessExecutor::new(ExecOptions::default());
+    let local = ProcessExecutor::new(ExecOptions::default());
+    // A Slurm executor (and its poller thread) only when some unit runs on Slurm.
+    let slurm = pipeline
+        .units
+        .iter()
+        .any(|unit| unit.executor == ExecutorKind::Slurm)
+        .then(|| SlurmExecutor::new(SlurmOptions::default()));
+    let executor = match &slurm {
+        Some(slurm) => Dispatch::new(&local).with_slurm(slurm),
+        None => Dispatch::new(&local),
+    };
     let name_width = pipeline
         .units
         .iter()
@@ -183,6 +197,13 @@ pub(super) fn execute(
     if let Some(path) = &execution.junit {
         write_junit_file(&state_path, &run_id, path, stderr);
     }
+    // What the run cost the cluster's controller (issue 15: O(jobs + polls)).
+    if let Some(slurm) = &slurm
+        && execution.explain
+    {
+        let _ = writeln!(stderr, "slurm: {}", slurm.client_calls());
+    }
+    drop(slurm);
     let finished = result.map_err(runner_error)?;
 
     // The run is recorded; a closed stdout must not turn success into failure.

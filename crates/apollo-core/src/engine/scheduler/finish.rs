@@ -40,6 +40,25 @@ impl Scheduler<'_> {
                     attempt,
                     executor,
                     job_id,
+                    reattached_from: None,
+                };
+                let notice = HeldNotice::Submitted {
+                    unit_idx,
+                    record: submitted.clone(),
+                };
+                self.batch.push_submitted(submitted, notice);
+            }
+            AttemptEvent::Reattached {
+                executor,
+                job_id,
+                attempt: from,
+            } => {
+                let submitted = UnitSubmitted {
+                    unit,
+                    attempt,
+                    executor,
+                    job_id,
+                    reattached_from: Some(from),
                 };
                 let notice = HeldNotice::Submitted {
                     unit_idx,
@@ -65,6 +84,7 @@ impl Scheduler<'_> {
             awaits_ack,
         } = done;
         self.running -= 1;
+        self.running_slurm -= usize::from(self.is_slurm(unit_idx));
         // Only attempts a worker ran say how long attempts take (not one the engine failed
         // itself, nor one halted before it started).
         let ran = worker.is_some()

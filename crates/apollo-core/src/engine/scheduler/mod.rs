@@ -64,6 +64,11 @@ pub(super) struct Scheduler<'a> {
     /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in, and
     /// units whose inputs are being hashed.
     running: usize,
+    /// The part of `running` that are Slurm units: they count against `max_jobs`, not
+    /// `max_parallel` (DESIGN §17).
+    running_slurm: usize,
+    /// Slurm jobs in flight at most; 0 when no unit runs on Slurm.
+    max_jobs: usize,
     /// Units declaring input files are hashed on these threads (`None`: no unit declares any).
     hash_tx: Option<&'a Sender<HashJob>>,
     /// Non-idempotent units whose inputs are being hashed (nothing is committed ahead then).
@@ -112,6 +117,8 @@ impl<'a> Scheduler<'a> {
             retries: RetryQueue::default(),
             batch: Batch::default(),
             running: 0,
+            running_slurm: 0,
+            max_jobs: max_jobs(pipeline),
             hash_tx,
             hashing_non_idempotent: 0,
             checking_reuse: 0,
@@ -292,12 +299,18 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// Whether `unit_idx` runs on Slurm (counted against `max_jobs`).
+    fn is_slurm(&self, unit_idx: usize) -> bool {
+        self.pipeline.units[unit_idx].executor == crate::model::ExecutorKind::Slurm
+    }
+
     /// Take back the attempts of the batch not yet handed to the journal: their
     /// `unit_started` is never written. (Attempts already handed to the workers are halted by
     /// them instead.)
     fn drop_pending_starts(&mut self) {
         for job in self.batch.take_back_starts(self.pipeline) {
             self.running -= 1;
+            self.running_slurm -= usize::from(self.is_slurm(job.unit_idx));
             self.units[job.unit_idx].take_back_attempt();
         }
     }
@@ -321,5 +334,22 @@ impl<'a> Scheduler<'a> {
             }
         }
         EngineError::Journal(error)
+    }
+}
+
+/// Slurm jobs in flight at most: the pipeline's `max_jobs` (default
+/// [`crate::model::DEFAULT_MAX_JOBS`]), or 0 when no unit runs on Slurm.
+pub(super) fn max_jobs(pipeline: &Pipeline) -> usize {
+    let has_slurm = pipeline
+        .units
+        .iter()
+        .any(|unit| unit.executor == crate::model::ExecutorKind::Slurm);
+    if has_slurm {
+        pipeline
+            .max_jobs
+            .unwrap_or(crate::model::DEFAULT_MAX_JOBS)
+            .max(1)
+    } else {
+        0
     }
 }

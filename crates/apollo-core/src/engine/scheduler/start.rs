@@ -23,6 +23,11 @@ use crate::input_manifest;
 /// How many reuse checks of idempotent units may be in flight on the hashing threads at once
 /// (they start nothing; see [`Scheduler::start_ready`]).
 const REUSE_CHECKS_IN_FLIGHT: usize = 256;
+use crate::resume::PriorUnitState;
+
+/// At most this many ready units are passed over per turn looking for one whose executor has
+/// room (so a long queue of local units does not make each turn scan it whole).
+const MAX_PASSED_OVER: usize = 1024;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -41,22 +46,47 @@ impl Scheduler<'_> {
         let max_parallel = self.options.max_parallel.max(1);
         // While a non-idempotent unit is being hashed nothing is committed ahead, so that
         // once hashed it still finds a free worker (see below).
-        let limit = if self.hashing_non_idempotent > 0 {
+        // With Slurm units there are more workers than `max_parallel` (see `max_jobs`): a
+        // local attempt committed ahead could be taken by one of them and exceed
+        // `max_parallel`, so nothing is committed ahead then.
+        let limit = if self.hashing_non_idempotent > 0 || self.max_jobs > 0 {
             max_parallel
         } else {
             self.pacer.commit_limit(max_parallel)
         };
+        // Ready units passed over because their executor's limit is reached while the other's
+        // is not (local units and Slurm jobs count separately); queued again below. In a
+        // pipeline without Slurm units nothing is ever passed over.
+        let mut passed_over: Vec<usize> = Vec::new();
         // A worker raises `halt` itself when an attempt fails for good (see `Job`).
-        while !self.stop_starting && !self.halt.load(Ordering::SeqCst) && self.running < limit {
+        while !self.stop_starting && !self.halt.load(Ordering::SeqCst) {
+            let running_local = self.running - self.running_slurm;
+            let local_full = running_local >= limit;
+            let slurm_full = self.running_slurm >= self.max_jobs;
+            if local_full && slurm_full {
+                break;
+            }
             let Some(unit_idx) = self.queue.peek() else {
                 break;
             };
+            let slurm = self.is_slurm(unit_idx);
             // Only idempotent units are committed ahead: a non-idempotent unit's
             // `unit_started` must mean its process is about to exist, because after a crash
-            // that record makes apollo stop and ask a human.
-            let ahead = self.running >= max_parallel;
-            if ahead && !self.pipeline.units[unit_idx].idempotent {
-                break;
+            // that record makes apollo stop and ask a human. Slurm units are never committed
+            // ahead (`max_jobs` is a hard limit).
+            let ahead = running_local >= max_parallel;
+            let blocked = if slurm {
+                slurm_full
+            } else {
+                local_full || (ahead && !self.pipeline.units[unit_idx].idempotent)
+            };
+            if blocked {
+                if self.max_jobs == 0 || passed_over.len() >= MAX_PASSED_OVER {
+                    break;
+                }
+                self.queue.pop();
+                passed_over.push(unit_idx);
+                continue;
             }
             let unit = &self.pipeline.units[unit_idx];
             // Only the first decision looks at the outputs: a retry reruns anyway.
@@ -108,6 +138,7 @@ impl Scheduler<'_> {
                     self.checking_reuse += 1;
                 } else {
                     self.running += 1;
+                    self.running_slurm += usize::from(slurm);
                 }
                 if !unit.idempotent {
                     self.hashing_non_idempotent += 1;
@@ -146,6 +177,9 @@ impl Scheduler<'_> {
                 break;
             }
         }
+        for unit_idx in passed_over {
+            self.queue.requeue(unit_idx);
+        }
     }
 
     /// Take a unit's hashed inputs (and output check) in: admit it, unless the run stopped
@@ -165,6 +199,7 @@ impl Scheduler<'_> {
             self.checking_reuse -= 1;
         } else {
             self.running -= 1;
+            self.running_slurm -= usize::from(self.is_slurm(unit_idx));
         }
         if !self.pipeline.units[unit_idx].idempotent {
             self.hashing_non_idempotent -= 1;
@@ -270,6 +305,20 @@ impl Scheduler<'_> {
                 _ => {}
             }
         }
+        // An attempt left in flight by an earlier apollo, for a remote executor to reattach to.
+        let in_flight = if self.units[unit_idx].attempts_here == 0 {
+            match self.prior.unit(&unit.name).map(|prior| &prior.state) {
+                Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
+                // A graceful stop may have left a cluster job running (`on_stop: detach`).
+                Some(PriorUnitState::CutOff {
+                    attempt,
+                    status: AttemptStatus::Interrupted,
+                }) => Some(*attempt),
+                _ => None,
+            }
+        } else {
+            None
+        };
         let attempt = self.units[unit_idx].begin_attempt();
         let started = UnitStarted {
             unit: unit.name.clone(),
@@ -279,6 +328,7 @@ impl Scheduler<'_> {
             inputs_manifest: None,
         };
         self.running += 1;
+        self.running_slurm += usize::from(self.is_slurm(unit_idx));
         if let Some(error) = hash_error {
             // The attempt cannot start: record it as failed (or timed out) without spawning.
             self.batch.push_start(started, None);
@@ -313,6 +363,7 @@ impl Scheduler<'_> {
             committed_at: Instant::now(),
             halt_on_failure,
             spent,
+            in_flight,
         };
         self.batch.push_start(started, Some(job));
         if !files.is_empty() {

@@ -2,6 +2,7 @@
 //! tests are grouped by what they exercise.
 
 mod durability;
+mod executors;
 mod failures;
 mod hashing;
 mod needs_human;
@@ -44,6 +45,8 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         idempotent: true,
         capture: Default::default(),
         reuse: false,
+        executor: crate::model::ExecutorKind::Local,
+        resources: crate::model::Resources::default(),
     }
 }
 
@@ -55,6 +58,8 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         max_parallel,
         units,
         hooks: Vec::new(),
+        capacity: crate::model::Capacity::default(),
+        max_jobs: None,
     }
 }
 

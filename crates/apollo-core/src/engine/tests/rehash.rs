@@ -140,6 +140,8 @@ fn a_done_non_idempotent_unit_whose_output_is_not_rehashed_in_time_stops_for_a_v
         timeout: Some(Duration::from_secs(2)),
         idempotent: false,
         capture: Default::default(),
+        executor: crate::model::ExecutorKind::Local,
+        resources: crate::model::Resources::default(),
         ..unit("writer", &[])
     };
     let (pipeline, prior_events) = writer_done_then_output_huge(dir.path(), writer);

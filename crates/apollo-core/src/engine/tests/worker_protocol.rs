@@ -60,6 +60,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 committed_at: Instant::now(),
                 halt_on_failure,
                 spent: Duration::ZERO,
+                in_flight: None,
             })
             .unwrap();
     }
@@ -74,6 +75,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 cancel: &cancel,
                 halt: &halt,
                 capture: None,
+                resources: &crate::engine::resources::ResourcePool::new(1, None),
             };
             worker(0, shared, &job_rx, &done_tx, &ack_rx);
         });

@@ -1,0 +1,252 @@
+//! The Slurm client commands apollo runs — `sbatch`, `squeue`, `scancel` — through
+//! apollo-exec's [`ClientCommand`], each with a timeout, counted, and with a bounded number
+//! of `sbatch` calls in flight (a burst of ready units must not hammer slurmctld).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use apollo_exec::{ClientCommand, ClientError, ClientOutput};
+
+use crate::squeue::{QueueEntry, SQUEUE_FORMAT, parse_squeue};
+
+/// How many Slurm client commands apollo ran, by command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientCalls {
+    /// `sbatch` calls (one per submitted attempt, plus retries of refused submissions).
+    pub sbatch: u64,
+    /// `squeue` calls (one per poll, for all the run's jobs at once).
+    pub squeue: u64,
+    /// `scancel` calls.
+    pub scancel: u64,
+}
+
+impl ClientCalls {
+    /// All calls.
+    pub fn total(&self) -> u64 {
+        self.sbatch + self.squeue + self.scancel
+    }
+}
+
+impl std::fmt::Display for ClientCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} Slurm client calls: {} sbatch, {} squeue, {} scancel",
+            self.total(),
+            self.sbatch,
+            self.squeue,
+            self.scancel
+        )
+    }
+}
+
+/// Why a Slurm command failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientFailure {
+    /// It could not be run, or did not finish in time.
+    #[error(transparent)]
+    Run(#[from] ClientError),
+    /// It ran and said no.
+    #[error("`{program}` exited with {code}: {message}")]
+    Refused {
+        /// The command.
+        program: String,
+        /// Its exit code (-1: a signal).
+        code: i32,
+        /// What it printed on stderr (or stdout), trimmed.
+        message: String,
+    },
+    /// `sbatch` printed no job id.
+    #[error("`sbatch` printed no job id: {output:?}")]
+    NoJobId {
+        /// What it printed.
+        output: String,
+    },
+}
+
+/// The programs and limits of the client.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientConfig {
+    pub(crate) sbatch: PathBuf,
+    pub(crate) squeue: PathBuf,
+    pub(crate) scancel: PathBuf,
+    pub(crate) timeout: Duration,
+    pub(crate) max_submits: usize,
+}
+
+/// Runs the client commands and counts them.
+#[derive(Debug)]
+pub(crate) struct SlurmClient {
+    config: ClientConfig,
+    sbatch_calls: AtomicU64,
+    squeue_calls: AtomicU64,
+    scancel_calls: AtomicU64,
+    submits_in_flight: Mutex<usize>,
+    submit_done: Condvar,
+}
+
+impl SlurmClient {
+    pub(crate) fn new(config: ClientConfig) -> Self {
+        Self {
+            config,
+            sbatch_calls: AtomicU64::new(0),
+            squeue_calls: AtomicU64::new(0),
+            scancel_calls: AtomicU64::new(0),
+            submits_in_flight: Mutex::new(0),
+            submit_done: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn calls(&self) -> ClientCalls {
+        ClientCalls {
+            sbatch: self.sbatch_calls.load(Ordering::Relaxed),
+            squeue: self.squeue_calls.load(Ordering::Relaxed),
+            scancel: self.scancel_calls.load(Ordering::Relaxed),
+        }
+    }
+
+    fn run(&self, program: &PathBuf, args: &[String]) -> Result<ClientOutput, ClientFailure> {
+        let output = ClientCommand::program(program)
+            .args(args.iter().cloned())
+            .timeout(self.config.timeout)
+            .run()?;
+        if output.success() {
+            return Ok(output);
+        }
+        let message = if output.stderr.trim().is_empty() {
+            output.stdout.trim()
+        } else {
+            output.stderr.trim()
+        };
+        Err(ClientFailure::Refused {
+            program: program.display().to_string(),
+            code: output.code.unwrap_or(-1),
+            message: message.lines().collect::<Vec<_>>().join("; "),
+        })
+    }
+
+    /// `sbatch --parsable ARGS`: the job id. At most `max_submits` run at once; a refusal
+    /// that Slurm says is temporary is tried again, twice, after 1 s and 2 s.
+    pub(crate) fn submit(&self, args: &[String]) -> Result<String, ClientFailure> {
+        let _slot = self.submit_slot();
+        let mut full = vec!["--parsable".to_owned()];
+        full.extend_from_slice(args);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            self.sbatch_calls.fetch_add(1, Ordering::Relaxed);
+            match self.run(&self.config.sbatch, &full) {
+                Ok(output) => {
+                    // `--parsable`: `<id>` or `<id>;<cluster>`.
+                    let id = output
+                        .stdout
+                        .lines()
+                        .rev()
+                        .map(str::trim)
+                        .find(|line| line.bytes().next().is_some_and(|b| b.is_ascii_digit()))
+                        .map(|line| line.split(';').next().unwrap_or(line).to_owned());
+                    return id.ok_or(ClientFailure::NoJobId {
+                        output: output.stdout,
+                    });
+                }
+                Err(ClientFailure::Refused { message, .. })
+                    if tries < 3 && is_temporary(&message) =>
+                {
+                    std::thread::sleep(Duration::from_secs(tries));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    fn submit_slot(&self) -> SubmitSlot<'_> {
+        let mut in_flight = self
+            .submits_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while *in_flight >= self.config.max_submits.max(1) {
+            in_flight = self
+                .submit_done
+                .wait(in_flight)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        *in_flight += 1;
+        SubmitSlot { client: self }
+    }
+
+    /// One `squeue` for all of this user's jobs, including those ended recently.
+    pub(crate) fn queue(&self) -> Result<Vec<QueueEntry>, ClientFailure> {
+        self.squeue_calls.fetch_add(1, Ordering::Relaxed);
+        let args = [
+            "--me".to_owned(),
+            "--noheader".to_owned(),
+            "--states=all".to_owned(),
+            format!("--format={SQUEUE_FORMAT}"),
+        ];
+        let output = self.run(&self.config.squeue, &args)?;
+        Ok(parse_squeue(&output.stdout))
+    }
+
+    /// `scancel [--signal=SIGNAL --full] JOB`: with a signal, the job's processes get it
+    /// (the wrapper passes it on and runs cleanup); without, Slurm ends the job (SIGTERM,
+    /// its `KillWait`, SIGKILL).
+    pub(crate) fn cancel(&self, job_id: &str, signal: Option<&str>) -> Result<(), ClientFailure> {
+        self.scancel_calls.fetch_add(1, Ordering::Relaxed);
+        let mut args = Vec::new();
+        if let Some(signal) = signal {
+            args.push(format!("--signal={signal}"));
+            args.push("--full".to_owned());
+        }
+        args.push(job_id.to_owned());
+        self.run(&self.config.scancel, &args).map(drop)
+    }
+
+    /// Like [`cancel`](Self::cancel), for a job known by its name only.
+    pub(crate) fn cancel_by_name(
+        &self,
+        name: &str,
+        signal: Option<&str>,
+    ) -> Result<(), ClientFailure> {
+        self.scancel_calls.fetch_add(1, Ordering::Relaxed);
+        let mut args = Vec::new();
+        if let Some(signal) = signal {
+            args.push(format!("--signal={signal}"));
+            args.push("--full".to_owned());
+        }
+        args.push(format!("--name={name}"));
+        self.run(&self.config.scancel, &args).map(drop)
+    }
+}
+
+struct SubmitSlot<'c> {
+    client: &'c SlurmClient,
+}
+
+impl Drop for SubmitSlot<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .client
+            .submits_in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *in_flight = in_flight.saturating_sub(1);
+        drop(in_flight);
+        self.client.submit_done.notify_one();
+    }
+}
+
+/// Refusals Slurm documents as transient (slurmctld busy or restarting).
+fn is_temporary(message: &str) -> bool {
+    [
+        "temporarily",
+        "Socket timed out",
+        "try again",
+        "Resource temporarily unavailable",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}

@@ -1,0 +1,563 @@
+//! [`SlurmExecutor`]: each attempt one `sbatch` of a wrapper script, waited for through the
+//! shared poller, cancelled through `scancel`, and reattached to after apollo died.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use apollo_core::event::AttemptStatus;
+use apollo_core::{
+    AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest, CancelLevel, Executor,
+};
+use crossbeam_channel::Receiver;
+
+use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
+use crate::job_name::job_name;
+use crate::options::SlurmOptions;
+use crate::poller::{JobNews, PollTiming, Poller, Watch};
+use crate::result::{outcome_from_files, read_result, read_started};
+use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
+use crate::squeue::JobState;
+
+/// The executor name recorded in `unit_submitted`.
+pub const EXECUTOR_NAME: &str = "slurm";
+/// Written in an attempt folder when apollo cancelled its job (timeout, stop): a later
+/// resume never reattaches to it.
+const CANCELLED: &str = "cancelled";
+/// Written in an attempt folder that reattached to an earlier attempt's job: which one.
+const REATTACHED: &str = "reattached";
+
+/// Runs attempts as Slurm jobs. One per apollo process: it owns the poller thread shared by
+/// all the attempts it waits for.
+#[derive(Debug)]
+pub struct SlurmExecutor {
+    options: SlurmOptions,
+    client: Arc<SlurmClient>,
+    poller: Poller,
+}
+
+impl SlurmExecutor {
+    /// An executor using `options`. Nothing runs until the first attempt.
+    pub fn new(options: SlurmOptions) -> Self {
+        let client = Arc::new(SlurmClient::new(ClientConfig {
+            sbatch: options.sbatch.clone(),
+            squeue: options.squeue.clone(),
+            scancel: options.scancel.clone(),
+            timeout: options.client_timeout,
+            max_submits: options.max_submits_in_flight,
+        }));
+        let timing = PollTiming {
+            files_min: options.files_interval.0,
+            files_max: options.files_interval.1,
+            queue_min: options.queue_interval.0,
+            queue_max: options.queue_interval.1,
+            lost_after: options.lost_after_polls,
+        };
+        Self {
+            poller: Poller::new(Arc::clone(&client), timing),
+            client,
+            options,
+        }
+    }
+
+    /// How many `sbatch`, `squeue` and `scancel` calls this executor made so far.
+    pub fn client_calls(&self) -> ClientCalls {
+        self.client.calls()
+    }
+
+    /// Reattach to the job of attempt `earlier` (left in flight by an apollo that died):
+    /// `None` when there is none to reattach to (the attempt never reached `sbatch`, apollo
+    /// cancelled it, or Slurm lost it without a result) and a fresh job is needed.
+    fn reattach(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+        earlier: u32,
+    ) -> Option<AttemptOutcome> {
+        let attempts_dir = request.log_dir.parent()?;
+        // An attempt that itself reattached points at the one that submitted the job.
+        let mut earlier = earlier;
+        for _ in 0..1000 {
+            let pointer =
+                std::fs::read_to_string(attempts_dir.join(earlier.to_string()).join(REATTACHED));
+            match pointer.ok().and_then(|text| parse_reattached(&text)) {
+                Some(submitter) if submitter < earlier => earlier = submitter,
+                _ => break,
+            }
+        }
+        let earlier_dir = attempts_dir.join(earlier.to_string());
+        if !earlier_dir.join(SCRIPT).exists() || earlier_dir.join(CANCELLED).exists() {
+            return None;
+        }
+        let known_id = std::fs::read_to_string(earlier_dir.join(JOB_ID))
+            .ok()
+            .map(|id| id.trim().to_owned())
+            .filter(|id| !id.is_empty())
+            .or_else(|| {
+                read_started(&earlier_dir)
+                    .map(|(id, _)| id)
+                    .filter(|id| !id.is_empty())
+            });
+        let note = |job_id: &str| {
+            let _ = std::fs::write(
+                request.log_dir.join(REATTACHED),
+                format!("attempt {earlier} job {job_id}\n"),
+            );
+            context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
+        };
+        if read_result(&earlier_dir).is_some() {
+            // It finished while apollo was away: record it from its files.
+            note(known_id.as_deref().unwrap_or("unknown"));
+            link_logs(request.log_dir, &earlier_dir);
+            return Some(outcome_from_files(&earlier_dir, None, ""));
+        }
+        let watch = Watch {
+            name: job_name(request.run_id, &request.unit.name, earlier),
+            dir: earlier_dir.clone(),
+            job_id: known_id.clone(),
+        };
+        // Reported once the job shows it is alive (or done), not merely because an id was
+        // recorded: a job Slurm lost runs again as a fresh one.
+        let end = self.wait(request, context, watch, |job_id| note(job_id));
+        match end {
+            // Unknown to Slurm and no result: the in-flight rule (the engine only gets here
+            // for an idempotent unit) runs it again, as a fresh job.
+            WaitEnd::Vanished { stopped: None, .. } => None,
+            end => {
+                link_logs(request.log_dir, &earlier_dir);
+                Some(self.outcome(&earlier_dir, end))
+            }
+        }
+    }
+
+    /// Submit a fresh job for the attempt and wait for it.
+    fn submit_and_wait(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+    ) -> AttemptOutcome {
+        let dir = request.log_dir;
+        let name = job_name(request.run_id, &request.unit.name, request.attempt);
+        let script = wrapper_script(&WrapperSpec {
+            run_id: request.run_id,
+            unit: request.unit,
+            attempt: request.attempt,
+            dir,
+        });
+        if let Err(error) = std::fs::write(dir.join(SCRIPT), script) {
+            return failed(format!(
+                "cannot write the Slurm wrapper script {}: {error}",
+                dir.join(SCRIPT).display()
+            ));
+        }
+        let args = sbatch_args(request, &name, dir);
+        let job_id = match self.client.submit(&args) {
+            Ok(job_id) => job_id,
+            Err(error) => {
+                if matches!(
+                    error,
+                    ClientFailure::Run(apollo_exec::ClientError::TimedOut { .. })
+                ) {
+                    // sbatch may have submitted the job before it hung or died: cancel it by
+                    // name, so it does not run unwatched.
+                    let _ = self.client.cancel_by_name(&name, None);
+                }
+                let message = submit_error(request, &error);
+                // Where `apollo logs` looks, so the refusal is beside the attempt's output.
+                let _ = std::fs::write(dir.join("stderr"), format!("{message}\n"));
+                let mut outcome = failed(message);
+                outcome.stderr_bytes = std::fs::metadata(dir.join("stderr")).map_or(0, |m| m.len());
+                return outcome;
+            }
+        };
+        let _ = std::fs::write(dir.join(JOB_ID), format!("{job_id}\n"));
+        context.report(AttemptEvent::submitted(EXECUTOR_NAME, job_id.clone()));
+        let watch = Watch {
+            name,
+            dir: dir.to_owned(),
+            job_id: Some(job_id),
+        };
+        let end = self.wait(request, context, watch, |_| {});
+        self.outcome(dir, end)
+    }
+
+    fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
+        match end {
+            WaitEnd::Detached { job_id } => {
+                let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
+                outcome.error = Some(format!(
+                    "left running on Slurm (on_stop: detach) as job {}: the next resume \
+                     reattaches to it",
+                    job_id.as_deref().unwrap_or("(id not known yet)")
+                ));
+                outcome
+            }
+            WaitEnd::Finished { stopped } => outcome_from_files(dir, stopped, ""),
+            WaitEnd::Vanished {
+                stopped,
+                job_id,
+                last_state,
+            } => {
+                let job = job_id.map_or_else(
+                    || "the Slurm job".to_owned(),
+                    |id| format!("Slurm job {id}"),
+                );
+                let message = match (stopped, last_state) {
+                    (Some(AttemptStatus::TimedOut), _) => {
+                        format!("{job} was cancelled at the unit's timeout")
+                    }
+                    (Some(_), _) => format!("{job} was cancelled: apollo was stopped"),
+                    (None, Some(JobState::Ended(state))) => format!(
+                        "{job} ended {state} without the wrapper's result (killed before it could \
+                         write it: cancelled outside apollo, out of memory, a node failure?)"
+                    ),
+                    (None, Some(JobState::Pending)) => {
+                        format!("{job} left the queue before it ran (cancelled outside apollo?)")
+                    }
+                    (None, _) => format!("{job} is unknown to Slurm and left no result"),
+                };
+                outcome_from_files(dir, stopped, &message)
+            }
+        }
+    }
+
+    /// Wait for the watched job to end, through the poller: its news, a cancellation of the
+    /// run, or the unit's timeout (counted from the job's start). `on_found` is called once,
+    /// with the job's id, when the job is first seen alive (queued, running) or done.
+    fn wait(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+        watch: Watch,
+        mut on_found: impl FnMut(&str),
+    ) -> WaitEnd {
+        let name = watch.name.clone();
+        let dir = watch.dir.clone();
+        let mut job_id = watch.job_id.clone();
+        let news: Receiver<JobNews> = self.poller.watch(watch);
+        let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(1);
+        let cancel = context.cancel();
+        let _registration = cancel.on_cancel(move || {
+            let _ = cancel_tx.try_send(());
+        });
+        let mut state: Option<JobState> = None;
+        let mut found = false;
+        let mut found_now = |job_id: &Option<String>, found: &mut bool| {
+            if !*found {
+                *found = true;
+                on_found(job_id.as_deref().unwrap_or("unknown"));
+            }
+        };
+        let mut deadline: Option<Instant> = None;
+        let mut stopped: Option<AttemptStatus> = None;
+        // After a SIGTERM: when to end the job for good; after that: when to stop waiting.
+        let mut kill_at: Option<Instant> = None;
+        let mut give_up_at: Option<Instant> = None;
+        let kill_grace = request.unit.kill_grace;
+        loop {
+            let next = [deadline.filter(|_| stopped.is_none()), kill_at, give_up_at]
+                .into_iter()
+                .flatten()
+                .min();
+            let wait_for = next.map_or(Duration::from_secs(3600), |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            crossbeam_channel::select! {
+                recv(news) -> message => match message {
+                    Ok(JobNews::Seen { job_id: id, state: seen }) => {
+                        job_id.get_or_insert(id);
+                        if !seen.is_ended() {
+                            found_now(&job_id, &mut found);
+                        }
+                        state = Some(seen);
+                    }
+                    Ok(JobNews::Started { job_id: id, at_ms }) => {
+                        if job_id.is_none() && !id.is_empty() {
+                            job_id = Some(id);
+                        }
+                        found_now(&job_id, &mut found);
+                        state.get_or_insert(JobState::Running);
+                        deadline = request.unit.timeout.map(|timeout| deadline_from(at_ms, timeout));
+                    }
+                    Ok(JobNews::Finished) => {
+                        found_now(&job_id, &mut found);
+                        return WaitEnd::Finished { stopped };
+                    }
+                    Ok(JobNews::Vanished { last_state }) => {
+                        return WaitEnd::Vanished { stopped, job_id, last_state: last_state.or(state) };
+                    }
+                    Err(_) => {
+                        return WaitEnd::Vanished { stopped, job_id, last_state: state };
+                    }
+                },
+                recv(cancel_rx) -> _ => {
+                    let detach = !self.options.cancel_on_stop
+                        || request.unit.resources.slurm.detach_on_stop;
+                    if detach && stopped.is_none() && cancel.level() != CancelLevel::Immediate {
+                        // The job runs on; a later resume reattaches to it.
+                        self.poller.unwatch(&name);
+                        return WaitEnd::Detached { job_id };
+                    }
+                    if stopped.is_none() {
+                        stopped = Some(AttemptStatus::Interrupted);
+                        let graceful = cancel.level() != CancelLevel::Immediate;
+                        self.stop_job(&name, &dir, job_id.as_deref(), state.as_ref(), graceful, kill_grace, &mut kill_at, &mut give_up_at);
+                    } else if cancel.level() == CancelLevel::Immediate && kill_at.is_some() {
+                        kill_at = Some(Instant::now());
+                    }
+                },
+                default(wait_for) => {
+                    let now = Instant::now();
+                    if stopped.is_none() && deadline.is_some_and(|at| now >= at) {
+                        stopped = Some(AttemptStatus::TimedOut);
+                        self.stop_job(&name, &dir, job_id.as_deref(), state.as_ref(), true, kill_grace, &mut kill_at, &mut give_up_at);
+                    } else if kill_at.is_some_and(|at| now >= at) {
+                        kill_at = None;
+                        let _ = self.cancel_job(&name, job_id.as_deref(), None);
+                        give_up_at = Some(now + GIVE_UP_AFTER_KILL);
+                        self.poller.hurry();
+                    } else if give_up_at.is_some_and(|at| now >= at) {
+                        self.poller.unwatch(&name);
+                        return WaitEnd::Vanished { stopped, job_id, last_state: state };
+                    }
+                },
+            }
+        }
+    }
+
+    /// Stop the job: SIGTERM to its processes and `kill_at` after the grace when it runs and
+    /// the stop is graceful; else end it at once.
+    #[allow(clippy::too_many_arguments, reason = "one private helper of `wait`")]
+    fn stop_job(
+        &self,
+        name: &str,
+        dir: &Path,
+        job_id: Option<&str>,
+        state: Option<&JobState>,
+        graceful: bool,
+        kill_grace: Duration,
+        kill_at: &mut Option<Instant>,
+        give_up_at: &mut Option<Instant>,
+    ) {
+        let _ = std::fs::write(dir.join(CANCELLED), "");
+        let running =
+            matches!(state, Some(JobState::Running)) || dir.join(crate::script::STARTED).exists();
+        if graceful && running && !kill_grace.is_zero() {
+            let _ = self.cancel_job(name, job_id, Some("TERM"));
+            *kill_at = Some(Instant::now() + kill_grace);
+        } else {
+            let _ = self.cancel_job(name, job_id, None);
+            *give_up_at = Some(Instant::now() + GIVE_UP_AFTER_KILL);
+        }
+        self.poller.hurry();
+    }
+
+    fn cancel_job(
+        &self,
+        name: &str,
+        job_id: Option<&str>,
+        signal: Option<&str>,
+    ) -> Result<(), ClientFailure> {
+        match job_id {
+            Some(id) => self.client.cancel(id, signal),
+            // Found by name only so far.
+            None => self.client.cancel_by_name(name, signal),
+        }
+    }
+}
+
+/// The attempt named in a `reattached` file (`attempt N job ID`).
+fn parse_reattached(text: &str) -> Option<u32> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// How long to wait, after ending a job for good, for Slurm to report it gone.
+const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(120);
+
+enum WaitEnd {
+    /// apollo was stopped and left the job running (`on_stop: detach`).
+    Detached { job_id: Option<String> },
+    /// The wrapper's result is there.
+    Finished { stopped: Option<AttemptStatus> },
+    /// The job is gone without a result (or apollo stopped waiting for it).
+    Vanished {
+        stopped: Option<AttemptStatus>,
+        job_id: Option<String>,
+        last_state: Option<JobState>,
+    },
+}
+
+impl Executor for SlurmExecutor {
+    fn run_attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        context: &AttemptContext<'_>,
+    ) -> AttemptOutcome {
+        let started = Instant::now();
+        if context.cancel().is_cancelled() {
+            return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
+        }
+        if let Err(error) = std::fs::create_dir_all(request.log_dir) {
+            return failed(format!(
+                "cannot create the attempt folder {}: {error}",
+                request.log_dir.display()
+            ));
+        }
+        // The wrapper runs on another machine: every path it is given must be absolute.
+        let absolute_dir;
+        let absolute_request;
+        let request = if request.log_dir.is_absolute() {
+            request
+        } else {
+            absolute_dir =
+                std::path::absolute(request.log_dir).unwrap_or_else(|_| request.log_dir.to_owned());
+            absolute_request =
+                AttemptRequest::new(request.run_id, request.unit, request.attempt, &absolute_dir)
+                    .with_in_flight(request.in_flight);
+            &absolute_request
+        };
+        let mut outcome = match request
+            .in_flight
+            .and_then(|earlier| self.reattach(request, context, earlier))
+        {
+            Some(outcome) => outcome,
+            None => self.submit_and_wait(request, context),
+        };
+        if outcome.wall_time.is_zero() {
+            outcome.wall_time = started.elapsed();
+        }
+        outcome
+    }
+}
+
+/// The `sbatch` arguments of an attempt (without `--parsable`).
+pub(crate) fn sbatch_args(request: &AttemptRequest<'_>, name: &str, dir: &Path) -> Vec<String> {
+    let unit = request.unit;
+    let resources = &unit.resources;
+    let path = |file: &str| dir.join(file).display().to_string();
+    let mut args = vec![
+        format!("--job-name={name}"),
+        format!("--chdir={}", dir.display()),
+        format!("--output={}", path("stdout")),
+        format!("--error={}", path("stderr")),
+        "--open-mode=append".to_owned(),
+        // apollo decides about retries; a job Slurm requeued would run twice.
+        "--no-requeue".to_owned(),
+    ];
+    if let Some(timeout) = unit.timeout {
+        // Slurm's limit is whole minutes: rounded up, so apollo's own deadline comes first.
+        let minutes = timeout.as_secs().div_ceil(60).max(1);
+        args.push(format!("--time={minutes}"));
+    }
+    if let Some(cpus) = resources.cpus {
+        args.push(format!("--cpus-per-task={cpus}"));
+    }
+    if let Some(memory) = resources.memory {
+        args.push(format!("--mem={}M", memory.div_ceil(1 << 20)));
+    }
+    if let Some(gpus) = resources.gpus {
+        args.push(format!("--gpus={gpus}"));
+    }
+    let slurm = &resources.slurm;
+    for (option, value) in [
+        ("partition", &slurm.partition),
+        ("account", &slurm.account),
+        ("qos", &slurm.qos),
+    ] {
+        if let Some(value) = value {
+            args.push(format!("--{option}={value}"));
+        }
+    }
+    args.extend(slurm.extra_args.iter().cloned());
+    args.push(path(SCRIPT));
+    args
+}
+
+/// The attempt's error when `sbatch` refused it: what it said, and the partition, account
+/// and QoS asked for (the usual culprits).
+fn submit_error(request: &AttemptRequest<'_>, error: &ClientFailure) -> String {
+    let slurm = &request.unit.resources.slurm;
+    let asked: Vec<String> = [
+        ("partition", &slurm.partition),
+        ("account", &slurm.account),
+        ("qos", &slurm.qos),
+    ]
+    .into_iter()
+    .filter_map(|(what, value)| value.as_ref().map(|value| format!("{what} `{value}`")))
+    .collect();
+    let asked = if asked.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", asked.join(", "))
+    };
+    let mut message = format!("sbatch refused the job{asked}: {error}");
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        message.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    message
+}
+
+/// The moment `timeout` after `at_ms` (epoch ms, from the compute node's clock).
+fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        });
+    let end_ms = at_ms.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    Instant::now() + Duration::from_millis(end_ms.saturating_sub(now_ms))
+}
+
+/// The attempt's `stdout`/`stderr` are hard links to the earlier attempt's files (which the
+/// job wrote), so `apollo logs` shows the output under either attempt (it reads regular
+/// files only, never a symbolic link).
+fn link_logs(dir: &Path, earlier_dir: &Path) {
+    for file in ["stdout", "stderr"] {
+        let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
+    }
+}
+
+fn failed(error: String) -> AttemptOutcome {
+    let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
+    outcome.error = Some(error);
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_becomes_whole_minutes_and_resources_become_options() {
+        let mut unit = crate::test_support::unit(apollo_core::Command::Shell("true".into()));
+        unit.timeout = Some(Duration::from_secs(61));
+        unit.resources.cpus = Some(4);
+        unit.resources.memory = Some((1 << 30) + 1);
+        unit.resources.gpus = Some(1);
+        unit.resources.slurm.partition = Some("long".into());
+        unit.resources.slurm.extra_args = vec!["--exclusive".into()];
+        let dir = Path::new("/shared/a/1");
+        let request = AttemptRequest::new("r", &unit, 1, dir);
+        let args = sbatch_args(&request, "apollo:r:align:1", dir);
+        assert_eq!(
+            args,
+            [
+                "--job-name=apollo:r:align:1",
+                "--chdir=/shared/a/1",
+                "--output=/shared/a/1/stdout",
+                "--error=/shared/a/1/stderr",
+                "--open-mode=append",
+                "--no-requeue",
+                "--time=2",
+                "--cpus-per-task=4",
+                "--mem=1025M",
+                "--gpus=1",
+                "--partition=long",
+                "--exclusive",
+                "/shared/a/1/slurm.sh",
+            ]
+        );
+    }
+}

@@ -1,0 +1,22 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod client;
+mod executor;
+mod job_name;
+mod options;
+mod poller;
+mod result;
+mod script;
+mod squeue;
+#[cfg(test)]
+mod test_support;
+pub mod testing;
+
+pub use client::{ClientCalls, ClientFailure};
+pub use executor::{EXECUTOR_NAME, SlurmExecutor};
+pub use job_name::{PREFIX as JOB_NAME_PREFIX, job_name, parse_job_name};
+pub use options::SlurmOptions;
+pub use script::{WrapperSpec, quote as shell_quote, wrapper_script};
+pub use squeue::{JobState, QueueEntry, parse_squeue};

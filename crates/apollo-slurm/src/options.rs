@@ -1,0 +1,101 @@
+//! [`SlurmOptions`]: the programs, limits and polling intervals of a [`crate::SlurmExecutor`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a [`crate::SlurmExecutor`] talks to Slurm. The defaults suit a production cluster:
+/// one `squeue` per second at most, backing off to one per 30 s while nothing changes, and
+/// 4 `sbatch` calls in flight at most.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SlurmOptions {
+    /// The `sbatch` program (searched on `PATH` when it has no `/`).
+    pub sbatch: PathBuf,
+    /// The `squeue` program.
+    pub squeue: PathBuf,
+    /// The `scancel` program.
+    pub scancel: PathBuf,
+    /// How long one client command may take before it is killed.
+    pub client_timeout: Duration,
+    /// At most this many `sbatch` calls run at once.
+    pub max_submits_in_flight: usize,
+    /// The shortest and longest interval between two `squeue` calls.
+    pub queue_interval: (Duration, Duration),
+    /// The shortest and longest interval between two looks at the wrapper's files (a `stat`
+    /// per job, no Slurm call).
+    pub files_interval: (Duration, Duration),
+    /// `squeue` polls a job may be missing (or listed as ended) without leaving a result
+    /// before it counts as lost.
+    pub lost_after_polls: u32,
+    /// Whether a graceful stop of apollo (Ctrl-C, SIGTERM) cancels the running jobs (the
+    /// default: a person asked to stop). `false` leaves them running for a later resume to
+    /// reattach to (`on_stop: detach`).
+    pub cancel_on_stop: bool,
+}
+
+impl Default for SlurmOptions {
+    fn default() -> Self {
+        Self {
+            sbatch: PathBuf::from("sbatch"),
+            squeue: PathBuf::from("squeue"),
+            scancel: PathBuf::from("scancel"),
+            client_timeout: Duration::from_secs(60),
+            max_submits_in_flight: 4,
+            queue_interval: (Duration::from_secs(1), Duration::from_secs(30)),
+            files_interval: (Duration::from_millis(100), Duration::from_secs(1)),
+            lost_after_polls: 3,
+            cancel_on_stop: true,
+        }
+    }
+}
+
+impl SlurmOptions {
+    /// Use these programs instead of `sbatch`, `squeue`, `scancel` from `PATH`.
+    pub fn programs(
+        mut self,
+        sbatch: impl Into<PathBuf>,
+        squeue: impl Into<PathBuf>,
+        scancel: impl Into<PathBuf>,
+    ) -> Self {
+        self.sbatch = sbatch.into();
+        self.squeue = squeue.into();
+        self.scancel = scancel.into();
+        self
+    }
+
+    /// Poll `squeue` between every `min` and every `max`.
+    pub fn queue_interval(mut self, min: Duration, max: Duration) -> Self {
+        self.queue_interval = (min, max.max(min));
+        self
+    }
+
+    /// Look at the wrapper's files between every `min` and every `max`.
+    pub fn files_interval(mut self, min: Duration, max: Duration) -> Self {
+        self.files_interval = (min, max.max(min));
+        self
+    }
+
+    /// At most `count` `sbatch` calls at once (at least 1).
+    pub fn max_submits_in_flight(mut self, count: usize) -> Self {
+        self.max_submits_in_flight = count.max(1);
+        self
+    }
+
+    /// Count a job as lost after `polls` polls without it (or ended) and without a result.
+    pub fn lost_after_polls(mut self, polls: u32) -> Self {
+        self.lost_after_polls = polls;
+        self
+    }
+
+    /// Whether a graceful stop cancels the jobs (see [`SlurmOptions::cancel_on_stop`]).
+    pub fn cancel_on_stop(mut self, cancel: bool) -> Self {
+        self.cancel_on_stop = cancel;
+        self
+    }
+
+    /// Kill a client command after `timeout`.
+    pub fn client_timeout(mut self, timeout: Duration) -> Self {
+        self.client_timeout = timeout;
+        self
+    }
+}

@@ -1,0 +1,258 @@
+//! The wrapper script: one per attempt, in the attempt's folder (on the shared filesystem),
+//! submitted with `sbatch`. On the compute node it runs prepare → execute → cleanup in the
+//! unit's workdir with the unit's env, as apollo-exec would, and leaves beside itself what
+//! apollo needs to record the attempt — whether or not apollo is alive to watch:
+//!
+//! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here);
+//! * `phases` — one line per phase that ran: `<phase> <exit status> <start ms> <end ms>`
+//!   (the status as the shell reports it: 128 + n for signal n);
+//! * `result` — written last (to a temporary name, then renamed: it exists only complete):
+//!   `end <ms>`, `signal <n>` (the signal that stopped the wrapper, 0 for none),
+//!   `execute_stdout <start> <end>` (the byte range of `stdout` that execute wrote, whose
+//!   hash is the output hash of a unit without declared outputs), `error <text>` when the
+//!   workdir could not be entered, then `cpu` and the shell's `times` (user and system time
+//!   of the phases' processes).
+//!
+//! The job's stdout and stderr are the attempt's `stdout` and `stderr` files (`sbatch
+//! --output/--error`), where `apollo logs` reads them.
+//!
+//! A signal (Slurm's time limit, `scancel --signal=TERM`) is passed on to the running phase;
+//! the wrapper then runs cleanup (if prepare or execute started) and writes its result.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use apollo_core::model::{Command, Phase, Unit};
+
+/// The wrapper's file name in the attempt folder.
+pub(crate) const SCRIPT: &str = "slurm.sh";
+/// The file apollo writes the job id to once `sbatch` returned.
+pub(crate) const JOB_ID: &str = "job_id";
+/// Written by the wrapper when the job starts.
+pub(crate) const STARTED: &str = "started";
+/// Appended by the wrapper as each phase ends.
+pub(crate) const PHASES: &str = "phases";
+/// Written by the wrapper when it is done.
+pub(crate) const RESULT: &str = "result";
+
+/// The attempt `attempt` of `unit` in run `run_id`, its files in `dir`.
+#[derive(Debug, Clone, Copy)]
+pub struct WrapperSpec<'a> {
+    /// The run's id.
+    pub run_id: &'a str,
+    /// The unit.
+    pub unit: &'a Unit,
+    /// The attempt number.
+    pub attempt: u32,
+    /// The attempt's folder (absolute, on the shared filesystem).
+    pub dir: &'a Path,
+}
+
+/// The wrapper script's text.
+pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
+    let WrapperSpec {
+        run_id,
+        unit,
+        attempt,
+        dir,
+    } = *spec;
+    let mut env_words = String::new();
+    for (key, value) in [
+        ("APOLLO_RUN_ID", run_id.to_owned()),
+        ("APOLLO_UNIT", unit.name.clone()),
+        ("APOLLO_ATTEMPT", attempt.to_string()),
+        // apollo's stray sweep leaves processes carrying it alone (`apollo_exec::CLUSTER_JOB_MARKER`).
+        ("APOLLO_EXECUTOR", "slurm".to_owned()),
+    ]
+    .into_iter()
+    .chain(
+        unit.env
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.clone())),
+    ) {
+        let _ = write!(env_words, " {}", quote(&format!("{key}={value}")));
+    }
+    let run_line = |phase: Phase, command: &Command| {
+        format!(
+            "run {phase} env{env_words} {} {}",
+            quote(&format!("APOLLO_PHASE={phase}")),
+            command_words(command)
+        )
+    };
+    let mut script = String::new();
+    let _ = writeln!(script, "#!/bin/sh");
+    let _ = writeln!(
+        script,
+        "# Written by apollo for unit `{}`, attempt {attempt} of run {run_id}.\n\
+         # apollo records the attempt from the files this script leaves beside itself.",
+        unit.name
+    );
+    let _ = writeln!(script, "dir={}", quote(&dir.display().to_string()));
+    script.push_str(BODY_START);
+    let _ = writeln!(
+        script,
+        "cd {} || {{ echo \"apollo: cannot enter the unit's workdir\" >&2; \
+         finish 'cannot enter the workdir {}'; exit 1; }}",
+        quote(&unit.workdir.display().to_string()),
+        unit.workdir
+            .display()
+            .to_string()
+            .replace(['\'', '\n'], "?")
+    );
+    let _ = writeln!(script, "ran=0\nok=1");
+    if let Some(prepare) = &unit.prepare {
+        let _ = writeln!(
+            script,
+            "ran=1\n{} || ok=0",
+            run_line(Phase::Prepare, prepare)
+        );
+    }
+    let _ = writeln!(
+        script,
+        "if [ \"$ok\" = 1 ] && [ \"$signal\" = 0 ]; then\n  ran=1\n  out_start=$(size \"$dir/stdout\")\n  {}\n  status=$?\n  out_end=$(size \"$dir/stdout\")\nfi",
+        run_line(Phase::Execute, &unit.execute)
+    );
+    if let Some(cleanup) = &unit.cleanup {
+        let _ = writeln!(
+            script,
+            "if [ \"$ran\" = 1 ]; then\n  {} || cleanup_failed=1\nfi",
+            run_line(Phase::Cleanup, cleanup)
+        );
+    }
+    script.push_str(BODY_END);
+    script
+}
+
+/// Shared helpers and the start of the job (fixed text).
+const BODY_START: &str = r#"now() { date +%s%3N; }
+size() { if [ -f "$1" ]; then wc -c <"$1" | tr -d ' '; else echo 0; fi; }
+signal=0
+child=
+status=0
+on_signal() {
+  signal=$1
+  if [ -n "$child" ]; then kill -"$2" "$child" 2>/dev/null; fi
+}
+trap 'on_signal 15 TERM' TERM
+trap 'on_signal 2 INT' INT
+trap 'on_signal 10 USR1' USR1
+# run PHASE COMMAND...: run it in the background (so a signal reaches the trap at once), wait
+# for it even across signals, append its line to `phases`.
+run() {
+  phase=$1
+  shift
+  start=$(now)
+  "$@" </dev/null &
+  child=$!
+  while :; do
+    wait "$child"
+    code=$?
+    if [ "$code" -gt 128 ] && kill -0 "$child" 2>/dev/null; then continue; fi
+    break
+  done
+  child=
+  echo "$phase $code $start $(now)" >>"$dir/phases"
+  return "$code"
+}
+finish() {
+  {
+    echo "end $(now)"
+    echo "signal $signal"
+    if [ -n "${out_end:-}" ]; then echo "execute_stdout $out_start $out_end"; fi
+    if [ -n "${1:-}" ]; then echo "error $1"; fi
+    echo "cpu"
+    times
+  } >"$dir/result.tmp" && mv -f "$dir/result.tmp" "$dir/result"
+}
+echo "${SLURM_JOB_ID:-} $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started"
+"#;
+
+/// The end: the result file, and the exit status Slurm shows for the job.
+const BODY_END: &str = r#"finish
+if [ "$ok" != 1 ]; then exit 1; fi
+if [ -n "${cleanup_failed:-}" ] && [ "$status" = 0 ]; then exit 1; fi
+exit "$status"
+"#;
+
+/// A command as shell words: a shell string runs under `/bin/sh -c` (as apollo-exec does), an
+/// argument vector is exec'd as written.
+fn command_words(command: &Command) -> String {
+    match command {
+        Command::Shell(script) => format!("/bin/sh -c {}", quote(script)),
+        Command::Argv(argv) => argv
+            .iter()
+            .map(|arg| quote(arg))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// `text` as one single-quoted shell word.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::unit;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_marker_the_stray_sweep_spares_is_in_every_phases_env() {
+        let script = wrapper_script(&WrapperSpec {
+            run_id: "r1",
+            unit: &unit(Command::Shell("true".into())),
+            attempt: 1,
+            dir: Path::new("/d"),
+        });
+        let marker = std::str::from_utf8(apollo_exec::CLUSTER_JOB_MARKER).unwrap();
+        assert!(script.contains(&quote(marker)));
+    }
+
+    #[test]
+    fn quoting_survives_single_quotes() {
+        assert_eq!(quote("a'b"), r"'a'\''b'");
+        assert_eq!(quote(""), "''");
+    }
+
+    #[test]
+    fn the_script_runs_the_phases_with_the_units_env_and_markers() {
+        let mut unit = unit(Command::Shell("echo \"$GREETING\" > out".into()));
+        unit.prepare = Some(Command::Argv(vec![
+            "mkdir".into(),
+            "-p".into(),
+            "x y".into(),
+        ]));
+        unit.cleanup = Some(Command::Shell("rm -f tmp".into()));
+        let dir = PathBuf::from("/shared/.apollo/runs/r1/units/align/2");
+        let script = wrapper_script(&WrapperSpec {
+            run_id: "r1",
+            unit: &unit,
+            attempt: 2,
+            dir: &dir,
+        });
+        assert!(script.starts_with("#!/bin/sh\n"));
+        assert!(script.contains("dir='/shared/.apollo/runs/r1/units/align/2'\n"));
+        assert!(script.contains("cd '/tmp' ||"));
+        let env = "env 'APOLLO_RUN_ID=r1' 'APOLLO_UNIT=align' 'APOLLO_ATTEMPT=2' 'APOLLO_EXECUTOR=slurm' 'GREETING=it'\\''s me'";
+        assert!(
+            script.contains(&format!(
+                "run prepare {env} 'APOLLO_PHASE=prepare' 'mkdir' '-p' 'x y' || ok=0"
+            )),
+            "{script}"
+        );
+        assert!(script.contains(&format!(
+            "run execute {env} 'APOLLO_PHASE=execute' /bin/sh -c 'echo \"$GREETING\" > out'"
+        )));
+        assert!(script.contains(&format!(
+            "run cleanup {env} 'APOLLO_PHASE=cleanup' /bin/sh -c 'rm -f tmp'"
+        )));
+        let (prepare, execute, cleanup) = (
+            script.find("run prepare").unwrap(),
+            script.find("run execute").unwrap(),
+            script.find("run cleanup").unwrap(),
+        );
+        assert!(prepare < execute && execute < cleanup);
+    }
+}
