@@ -270,3 +270,41 @@ units:
         [1, 1, 1, 2]
     );
 }
+
+#[test]
+fn check_validates_a_pipeline_with_a_required_param_and_takes_p_to_check_a_value() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "params:
+  day: {type: date}
+  regions: {type: list}
+units:
+  - name: load
+    foreach: ${params.regions}
+    execute: echo ${params.day} ${item}
+",
+    );
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    assert!(
+        output
+            .stderr
+            .contains("param `day` has no default: checked with the placeholder"),
+        "{}",
+        output.stderr
+    );
+    let output = apollo
+        .args(&["check", "-p", "day=2026-11-30", "-p", "regions=eu,us"])
+        .run();
+    output.code(0);
+    assert!(
+        output.stdout.contains("(2 units, 0 warnings)"),
+        "{}",
+        output.stdout
+    );
+    let output = apollo.args(&["check", "-p", "day=yesterday"]).run();
+    output.code(2);
+    assert!(output.stderr.contains("day"), "{}", output.stderr);
+    // A run still needs the values.
+    apollo.args(&["run"]).run().code(2);
+}

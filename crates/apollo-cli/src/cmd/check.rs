@@ -32,6 +32,12 @@ pub(crate) struct CheckArgs {
     /// Also print the execution plan: the units layer by layer (a layer's units may run in parallel)
     #[arg(long)]
     pub(crate) plan: bool,
+    /// Check with this value of a param: `-p day=2026-11-30` (repeatable; a required param given no value is checked with a placeholder)
+    #[arg(short = 'p', long = "param", value_name = "NAME=VALUE")]
+    pub(crate) params: Vec<String>,
+    /// Check with the params of a YAML or JSON file holding a mapping of names to values
+    #[arg(long, value_name = "FILE")]
+    pub(crate) params_file: Option<std::path::PathBuf>,
 }
 
 /// The JSON document of `check --format json`.
@@ -57,7 +63,13 @@ pub(crate) fn run(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let path = args.config.resolve()?;
-    let (pipeline, mut diagnostics) = match config::load(&path) {
+    let options = config::LoadOptions::default()
+        .params(crate::cmd::run::param_overrides(
+            &args.params,
+            args.params_file.as_deref(),
+        )?)
+        .placeholders(true);
+    let (pipeline, mut diagnostics) = match config::load_with(&path, &options) {
         Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),
         Err(LoadError::Invalid { diagnostics, .. }) => (None, diagnostics),
         Err(error) => return Err(error.into()),

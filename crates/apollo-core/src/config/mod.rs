@@ -125,6 +125,9 @@ pub struct LoadOptions {
     pub env: Option<BTreeMap<String, String>>,
     /// The run's date for `today` (`YYYY-MM-DD`); `None` is the current UTC date.
     pub today: Option<String>,
+    /// A required param given no value takes a placeholder of its type (with a warning)
+    /// instead of being an error: `apollo check` checks a pipeline without a run's values.
+    pub placeholders: bool,
 }
 
 impl LoadOptions {
@@ -143,6 +146,13 @@ impl LoadOptions {
     /// Sets the date `today` stands for.
     pub fn today(mut self, today: impl Into<String>) -> Self {
         self.today = Some(today.into());
+        self
+    }
+
+    /// Lets required params without a value take a placeholder (see
+    /// [`LoadOptions::placeholders`](struct@LoadOptions)).
+    pub fn placeholders(mut self, placeholders: bool) -> Self {
+        self.placeholders = placeholders;
         self
     }
 }
@@ -358,8 +368,13 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         .today
         .clone()
         .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%d").to_string());
-    let (params, param_diagnostics) =
-        params::resolve(&spec.params, &options.params, &today, &source);
+    let (params, param_diagnostics) = params::resolve(
+        &spec.params,
+        &options.params,
+        &today,
+        options.placeholders,
+        &source,
+    );
     diagnostics.extend(param_diagnostics);
     let process_env;
     let env = match &options.env {

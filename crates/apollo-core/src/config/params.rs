@@ -409,11 +409,13 @@ fn from_json(value: &serde_json::Value, ty: ParamType) -> Result<serde_json::Val
 
 /// The run's param values: each declared param's given value, else its default; diagnostics
 /// for unknown names, wrong types and missing required params. `today` is the run's UTC date
-/// (`YYYY-MM-DD`).
+/// (`YYYY-MM-DD`). With `placeholders`, a required param without a value takes a placeholder
+/// of its type (a warning says so) instead of being an error.
 pub(crate) fn resolve(
     specs: &[ParamSpec],
     overrides: &[ParamOverride],
     today: &str,
+    placeholders: bool,
     source: &SourceFile<'_>,
 ) -> (Params, Vec<Diagnostic>) {
     let mut diagnostics = Vec::new();
@@ -497,6 +499,32 @@ pub(crate) fn resolve(
                     DefaultValue::Value(value) => value.clone(),
                     DefaultValue::Today => serde_json::Value::String(today.to_owned()),
                 };
+                values.insert(spec.name.value.clone(), value);
+            }
+            None if placeholders => {
+                let value = match spec.ty {
+                    ParamType::String => serde_json::json!("placeholder"),
+                    ParamType::Int => serde_json::json!(0),
+                    ParamType::Bool => serde_json::json!(false),
+                    ParamType::Date => serde_json::json!(today),
+                    // One item, so a fan-out over it is checked through one instance.
+                    ParamType::List => serde_json::json!(["placeholder"]),
+                };
+                diagnostics.push(
+                    source
+                        .warning(
+                            "param-placeholder",
+                            spec.name.loc,
+                            format!(
+                                "param `{}` has no default: checked with the placeholder {value}",
+                                spec.name.value
+                            ),
+                        )
+                        .with_hint(format!(
+                            "a run needs a value (`-p {}=…`); give one here too to check with it",
+                            spec.name.value
+                        )),
+                );
                 values.insert(spec.name.value.clone(), value);
             }
             None => diagnostics.push(

@@ -108,25 +108,7 @@ pub(crate) struct ResumeArgs {
 impl ExecutionArgs {
     /// The param values given on the command line: the params file's, then each `-p`.
     pub(crate) fn param_overrides(&self) -> Result<Vec<ParamOverride>, CliError> {
-        let mut overrides = match &self.params_file {
-            Some(path) => config::read_params_file(path)?,
-            None => Vec::new(),
-        };
-        for given in &self.params {
-            let Some((name, value)) = given.split_once('=') else {
-                return Err(CliError::Usage {
-                    message: format!(
-                        "`-p {given}`: a param is given as NAME=VALUE, e.g. `-p day=2026-11-30`"
-                    ),
-                });
-            };
-            overrides.push(ParamOverride::text(
-                name.trim(),
-                value,
-                format!("given as `-p {given}`"),
-            ));
-        }
-        Ok(overrides)
+        param_overrides(&self.params, self.params_file.as_deref())
     }
 
     /// `session` with these options. The journal's options (and `APOLLO_FAULTS`) matter only
@@ -205,4 +187,30 @@ fn clock_from_env() -> Result<Option<apollo_store::testing::Clock>, CliError> {
         chrono::Utc::now()
             + chrono::TimeDelta::try_seconds(seconds).unwrap_or(chrono::TimeDelta::zero())
     })))
+}
+
+/// The param values given on a command line: the params file's, then each `-p NAME=VALUE`.
+pub(crate) fn param_overrides(
+    params: &[String],
+    params_file: Option<&std::path::Path>,
+) -> Result<Vec<ParamOverride>, CliError> {
+    let mut overrides = match params_file {
+        Some(path) => config::read_params_file(path)?,
+        None => Vec::new(),
+    };
+    for given in params {
+        let Some((name, value)) = given.split_once('=') else {
+            return Err(CliError::Usage {
+                message: format!(
+                    "`-p {given}`: a param is given as NAME=VALUE, e.g. `-p day=2026-11-30`"
+                ),
+            });
+        };
+        overrides.push(ParamOverride::text(
+            name.trim(),
+            value,
+            format!("given as `-p {given}`"),
+        ));
+    }
+    Ok(overrides)
 }

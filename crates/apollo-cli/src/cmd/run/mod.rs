@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use apollo_runner::RunTarget;
 
-pub(crate) use args::{ResumeArgs, RunArgs};
+pub(crate) use args::{ResumeArgs, RunArgs, param_overrides};
 pub(crate) use errors::runner_error;
 
 use crate::error::CliError;
