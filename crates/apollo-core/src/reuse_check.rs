@@ -42,6 +42,7 @@ pub(crate) fn check_reuse(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mu
         if let (Some(reuse), Some(idempotent)) = (reuse, idempotent)
             && !idempotent.value
             && !unit.outputs.is_empty()
+            && !unit.acknowledges("reuse-not-idempotent")
         {
             diagnostics.push(
                 source

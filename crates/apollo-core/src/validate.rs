@@ -422,9 +422,33 @@ fn check_warnings(
             .idempotent
             .as_ref()
             .or(defaults.idempotent.as_ref());
+        for given in &unit.acknowledge {
+            if !crate::config::schema::ACKNOWLEDGEABLE.contains(&given.value.as_str()) {
+                let mut warning = source.warning(
+                    "unknown-warning-code",
+                    given.loc,
+                    format!(
+                        "{label} acknowledges `{}`, which is no warning `apollo check` gives about a unit",
+                        given.value
+                    ),
+                );
+                warning = match crate::diagnostic::closest(
+                    &given.value,
+                    crate::config::schema::ACKNOWLEDGEABLE.iter().copied(),
+                ) {
+                    Some(close) => warning.with_hint(format!("did you mean `{close}`?")),
+                    None => warning.with_hint(format!(
+                        "the codes a unit can acknowledge: {}",
+                        crate::config::schema::ACKNOWLEDGEABLE.join(", ")
+                    )),
+                };
+                diagnostics.push(warning);
+            }
+        }
         if let (Some(retries), Some(idempotent)) = (retries, idempotent)
             && retries.value > 0
             && !idempotent.value
+            && !unit.acknowledges("retry-not-idempotent")
         {
             diagnostics.push(
                 source
@@ -451,6 +475,7 @@ fn check_warnings(
         if let Some(timeout) = timeout
             && let Some(timeout_value) = timeout.value
             && timeout_value < kill_grace_value
+            && !unit.acknowledges("timeout-below-kill-grace")
         {
             let grace_origin = match kill_grace {
                 Some(grace) => format!("set at line {}", grace.loc.line),

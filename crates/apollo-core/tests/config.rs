@@ -380,3 +380,33 @@ units:
     assert!(summary.resources.slurm.extra_args.is_empty());
     assert!(align.resources.slurm.detach_on_stop);
 }
+
+/// `acknowledge:` silences the named warnings for its unit only; an unknown code is itself a
+/// warning with a suggestion.
+#[test]
+fn a_unit_acknowledges_its_own_warnings_and_an_unknown_code_is_said() {
+    let yaml = "units:
+  - name: pay
+    idempotent: false
+    retries: 2
+    acknowledge: [retry-not-idempotent]
+    execute: ./pay.sh
+  - name: charge
+    idempotent: false
+    retries: 2
+    execute: ./charge.sh
+  - name: other
+    acknowledge: [retry-not-idempotnet]
+    execute: 'true'
+";
+    let loaded = config::load_str(yaml, Path::new("p.yaml")).expect("loads");
+    let text = render_all(&loaded.warnings);
+    assert!(!text.contains("unit `pay` is not idempotent"), "{text}");
+    assert!(text.contains("unit `charge` is not idempotent"), "{text}");
+    assert!(
+        text.contains("acknowledges `retry-not-idempotnet`")
+            && text.contains("did you mean `retry-not-idempotent`?"),
+        "{text}"
+    );
+    assert_eq!(loaded.warnings.len(), 2, "{text}");
+}

@@ -218,7 +218,7 @@ pub(crate) const DEFAULTS: [Key; 11] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 21] = [
+pub(crate) const UNIT: [Key; 22] = [
     required(
         "name",
         Shape::Text,
@@ -280,6 +280,11 @@ pub(crate) const UNIT: [Key; 21] = [
     DEFAULTS[8],
     DEFAULTS[9],
     DEFAULTS[10],
+    key(
+        "acknowledge",
+        Shape::List,
+        "Codes of `apollo check` warnings about this unit you have seen and accept, e.g. [retry-not-idempotent]: not reported again.",
+    ),
 ];
 
 /// One param's declaration (`params: {NAME: {...}}`).

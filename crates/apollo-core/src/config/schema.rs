@@ -91,9 +91,24 @@ pub(crate) struct UnitSpec {
     pub(crate) when: Option<super::when::When>,
     /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
     pub(crate) instance: Option<super::fanout::Instance>,
+    /// `acknowledge:`: codes of `check` warnings about this unit that its author has seen and
+    /// accepts (`[retry-not-idempotent]`); they are not reported for it.
+    pub(crate) acknowledge: Vec<Sp<String>>,
 }
 
+/// The codes of `check` warnings about one unit that `acknowledge:` may name.
+pub(crate) const ACKNOWLEDGEABLE: &[&str] = &[
+    "retry-not-idempotent",
+    "reuse-not-idempotent",
+    "timeout-below-kill-grace",
+];
+
 impl UnitSpec {
+    /// Whether the unit's `acknowledge:` names the warning `code`.
+    pub(crate) fn acknowledges(&self, code: &str) -> bool {
+        self.acknowledge.iter().any(|given| given.value == code)
+    }
+
     /// How messages name this unit: by name, or by position when it has none.
     pub(crate) fn label(&self, position: usize) -> String {
         match &self.name {
@@ -834,6 +849,7 @@ impl Walker<'_, '_> {
             foreach: None,
             when: None,
             instance: None,
+            acknowledge: Vec::new(),
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -860,6 +876,10 @@ impl Walker<'_, '_> {
                 }
                 "cleanup" => unit.cleanup = self.command(value, key, &label),
                 "inputs" => unit.inputs = self.string_list(value, &format!("`inputs` of {label}")),
+                "acknowledge" => {
+                    unit.acknowledge =
+                        self.string_list(value, &format!("`acknowledge` of {label}"));
+                }
                 "outputs" => {
                     unit.outputs = self.string_list(value, &format!("`outputs` of {label}"));
                 }
