@@ -583,3 +583,40 @@ fn run_format_json_is_a_json_lines_event_stream() {
     assert_eq!(summary["units"][1]["status"], "failed");
     assert_eq!(summary["units"][1]["excerpt"]["lines"][0], "nope");
 }
+
+/// A resume refused because a human's verdict is needed stops before the run starts; the
+/// pipeline's `on_failure` hook must still tell someone (the nightly run did not run).
+#[test]
+fn a_resume_that_stops_for_a_human_verdict_still_runs_on_failure() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_failure: echo \"$APOLLO_RUN_STATUS $APOLLO_FAILED_UNITS\" >> hook-calls
+units:
+  - name: pay
+    idempotent: false
+    execute: bin/block pay
+",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    running.kill9();
+    apollo.assert_no_processes_left();
+    let refused = apollo.args(&["run"]).run();
+    refused.code(5);
+    let calls = std::fs::read_to_string(apollo.path("hook-calls")).unwrap_or_default();
+    assert_eq!(calls, "needs_human pay\n", "{}", refused.stderr);
+    assert!(
+        apollo.journal_text().contains(r#""kind":"hook_finished""#),
+        "the hook's end is recorded"
+    );
+    // Deciding lets the next run go on; that run ends succeeded, so on_failure stays quiet.
+    apollo
+        .args(&["mark", "latest", "pay", "--succeeded"])
+        .run()
+        .code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("hook-calls")).unwrap(),
+        "needs_human pay\n"
+    );
+}

@@ -32,6 +32,8 @@ pub struct RunSession<'a> {
     config_path: PathBuf,
     loaded: &'a Loaded,
     sweep: &'a dyn StraySweep,
+    /// Runs the pipeline's hooks when the session stops for a human before the run starts.
+    hook_executor: Option<&'a dyn apollo_core::Executor>,
     target: RunTarget,
     wait_for_lock: bool,
     writer_options: WriterOptions,
@@ -75,6 +77,7 @@ impl<'a> RunSession<'a> {
             config_path: config_path.into(),
             loaded,
             sweep,
+            hook_executor: None,
             target: RunTarget::default(),
             wait_for_lock: false,
             writer_options: WriterOptions::default(),
@@ -85,6 +88,16 @@ impl<'a> RunSession<'a> {
             max_retry_delay: None,
             reuse: true,
         }
+    }
+
+    /// Runs the pipeline's hooks (`on_failure`, `on_finish`, with `APOLLO_RUN_STATUS`
+    /// `needs_human`) through `executor` when [`open`](Self::open) refuses to resume because a
+    /// human's verdict is needed: that stop happens before the run starts, so without this
+    /// nobody would be told of it. Each hook's end is recorded in the run's journal. (Once a run
+    /// is open, [`OpenRun::run`](crate::OpenRun::run) runs the hooks through its executor.)
+    pub fn hooks_executor(mut self, executor: &'a dyn apollo_core::Executor) -> Self {
+        self.hook_executor = Some(executor);
+        self
     }
 
     /// Which run to open.
@@ -172,6 +185,38 @@ impl<'a> RunSession<'a> {
     /// The pipeline's stable identity in the state directory (see [`pipeline_identity`]).
     pub fn identity(&self) -> String {
         pipeline_identity(&self.state_dir, &self.config_path, self.loaded)
+    }
+
+    /// The hooks for a resume the preflight refused for a human's verdict (see
+    /// [`Self::hooks_executor`]), recorded in `journal`; nothing for any other refusal.
+    fn hooks_for_refusal(
+        &self,
+        state: &StateDir,
+        run_id: &RunId,
+        refusal: &apollo_core::EngineError,
+        journal: &mut JournalWriter,
+        observer: &mut dyn SessionObserver,
+    ) {
+        let Some(executor) = self.hook_executor else {
+            return;
+        };
+        let unit = match refusal {
+            apollo_core::EngineError::NeedsVerdict { unit, .. }
+            | apollo_core::EngineError::ChangedNeedsVerdict { unit, .. } => Some(unit.as_str()),
+            apollo_core::EngineError::InputsChanged { .. } => None,
+            _ => return,
+        };
+        let run_dir = state.runs_dir().join(run_id.as_str());
+        let end = crate::hooks::RunEnd {
+            run_id,
+            run_dir: &run_dir,
+            status: "needs_human",
+            report: None,
+            needs_verdict: unit,
+        };
+        for outcome in crate::hooks::run_hooks(&self.loaded.pipeline, &end, executor, journal) {
+            observer.notice(&SessionNotice::Hook(&outcome));
+        }
     }
 
     /// The pipeline as run selection sees it, for `identity` (from [`Self::identity`]).
@@ -316,16 +361,18 @@ impl<'a> RunSession<'a> {
                 sweep_and_report(self.sweep, &run_id, SweepReason::BeforeResume, observer);
                 // Refuse before recording a resume that cannot proceed (a human verdict is
                 // needed, say): each refusal would otherwise add a `run_resumed` record.
-                engine::preflight(
+                if let Err(source) = engine::preflight(
                     pipeline,
                     &prior,
                     &self.engine_options(run_id.as_str()),
                     &CancelToken::new(),
-                )
-                .map_err(|source| RunnerError::Engine {
-                    run: run_id.clone(),
-                    source,
-                })?;
+                ) {
+                    self.hooks_for_refusal(&state, &run_id, &source, &mut journal, observer);
+                    return Err(RunnerError::Engine {
+                        run: run_id.clone(),
+                        source,
+                    });
+                }
                 lock.set_run(&run_id)?;
                 journal.append_batch(&[Event::RunResumed(RunResumed {
                     config_hash,

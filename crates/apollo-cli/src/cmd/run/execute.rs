@@ -97,8 +97,14 @@ pub(super) fn execute(
     let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
     let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
-    let session = execution
-        .configure(RunSession::new(&state_path, config_path, &loaded, &sweep).target(target))?;
+    // Units' attempts (and the hooks, which run on this machine) go through it; created before
+    // the session so that a resume refused for a human's verdict still runs `on_failure`.
+    let local = ProcessExecutor::new(ExecOptions::default());
+    let session = execution.configure(
+        RunSession::new(&state_path, config_path, &loaded, &sweep)
+            .target(target)
+            .hooks_executor(&local),
+    )?;
 
     if execution.dry_run {
         let plan = session
@@ -143,7 +149,6 @@ pub(super) fn execute(
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
     })?;
-    let local = ProcessExecutor::new(ExecOptions::default());
     // A Slurm executor (and its poller thread) only when some unit runs on Slurm.
     let slurm = pipeline
         .units
