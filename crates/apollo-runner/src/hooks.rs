@@ -68,6 +68,29 @@ pub(crate) struct RunEnd<'a> {
     pub(crate) needs_verdict: Option<&'a str>,
 }
 
+/// Whether the engine stopped because a human must decide (hooks then run with
+/// `APOLLO_RUN_STATUS=needs_human`).
+pub(crate) fn needs_human(error: &apollo_core::EngineError) -> bool {
+    use apollo_core::EngineError;
+    matches!(
+        error,
+        EngineError::NeedsVerdict { .. }
+            | EngineError::ChangedNeedsVerdict { .. }
+            | EngineError::InputsChanged { .. }
+    )
+}
+
+/// The unit a human's verdict is asked for, when `error` is such a stop.
+pub(crate) fn verdict_unit(error: &apollo_core::EngineError) -> Option<&str> {
+    use apollo_core::EngineError;
+    match error {
+        EngineError::NeedsVerdict { unit, .. } | EngineError::ChangedNeedsVerdict { unit, .. } => {
+            Some(unit)
+        }
+        _ => None,
+    }
+}
+
 /// Runs the hooks that fire for `end`, one after another, recording each one's end in
 /// `journal`. A hook that cannot be recorded is still reported.
 pub(crate) fn run_hooks(

@@ -169,13 +169,7 @@ impl<'a> OpenRun<'a> {
                 run_dir: &run_dir,
                 status: end_status,
                 report: result.as_ref().ok(),
-                needs_verdict: match &result {
-                    Err(
-                        engine::EngineError::NeedsVerdict { unit, .. }
-                        | engine::EngineError::ChangedNeedsVerdict { unit, .. },
-                    ) => Some(unit.as_str()),
-                    _ => None,
-                },
+                needs_verdict: result.as_ref().err().and_then(crate::hooks::verdict_unit),
             };
             for outcome in run_hooks(&loaded.pipeline, &end, executor, &mut journal) {
                 session_observer.notice(&SessionNotice::Hook(&outcome));
@@ -210,11 +204,7 @@ impl<'a> OpenRun<'a> {
 fn hook_status(result: &Result<RunReport, engine::EngineError>) -> Option<&'static str> {
     match result {
         Ok(report) => report.status.map(|status| status.as_str()),
-        Err(
-            engine::EngineError::NeedsVerdict { .. }
-            | engine::EngineError::ChangedNeedsVerdict { .. }
-            | engine::EngineError::InputsChanged { .. },
-        ) => Some("needs_human"),
+        Err(error) if crate::hooks::needs_human(error) => Some("needs_human"),
         Err(_) => None,
     }
 }

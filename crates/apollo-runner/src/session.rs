@@ -200,19 +200,16 @@ impl<'a> RunSession<'a> {
         let Some(executor) = self.hook_executor else {
             return;
         };
-        let unit = match refusal {
-            apollo_core::EngineError::NeedsVerdict { unit, .. }
-            | apollo_core::EngineError::ChangedNeedsVerdict { unit, .. } => Some(unit.as_str()),
-            apollo_core::EngineError::InputsChanged { .. } => None,
-            _ => return,
-        };
+        if !crate::hooks::needs_human(refusal) {
+            return;
+        }
         let run_dir = state.runs_dir().join(run_id.as_str());
         let end = crate::hooks::RunEnd {
             run_id,
             run_dir: &run_dir,
             status: "needs_human",
             report: None,
-            needs_verdict: unit,
+            needs_verdict: crate::hooks::verdict_unit(refusal),
         };
         for outcome in crate::hooks::run_hooks(&self.loaded.pipeline, &end, executor, journal) {
             observer.notice(&SessionNotice::Hook(&outcome));
