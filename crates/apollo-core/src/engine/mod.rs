@@ -58,7 +58,7 @@
 //!   planner in `plan.rs` ([`dry_run`]).
 //! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
 //!   attempts, handing units with input files or done outputs to the hashing threads;
-//!   `finish.rs`: taking outcomes in).
+//!   `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an attempt).
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
@@ -68,11 +68,12 @@
 //! * `reuse.rs` — reuse across runs (`reuse: true`): the [`ReuseSource`] and
 //!   [`OutputRestorer`] seams and the check, run on the hashing threads, that an earlier
 //!   success with the same input hash still has its outputs on disk.
-//! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol; the
-//!   hashing threads.
+//! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol.
+//! * `hasher.rs` — the hashing threads: input files, a done unit's outputs, reuse lookups.
 
 mod api;
 mod batch;
+mod hasher;
 mod observer;
 mod outputs;
 mod pacer;
@@ -103,8 +104,9 @@ use crate::executor::Executor;
 use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
+use hasher::HashJob;
 use scheduler::{Channels, Scheduler};
-use workers::{FromWorker, HashJob, Job, WorkerShared};
+use workers::{FromWorker, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
 /// new run). Writes unit records and `run_finished` to `journal`; the caller writes
@@ -180,7 +182,7 @@ pub fn run(
             let reuse = options.reuse.as_ref();
             let cache = options.hash_cache.as_deref();
             scope.spawn(move || {
-                workers::hasher(shared, prior, (reuse, cache), &hash_rx, &to_scheduler)
+                hasher::hasher(shared, prior, (reuse, cache), &hash_rx, &to_scheduler)
             });
         }
         drop(to_scheduler);

@@ -4,7 +4,7 @@
 //! Everything an attempt needs beyond its durable `unit_started` — its log folder, its
 //! processes, its output hash — happens on a worker, so the engine thread only decides and
 //! journals. What it needs *before* — its input files' hashes — happens on a hashing thread
-//! ([`hasher`]): the engine decides once they come back.
+//! (`hasher.rs`): the engine decides once they come back.
 //!
 //! **Halt.** A shared flag, raised by the scheduler when it stops starting units, and by a
 //! worker itself when its attempt failed for good under fail-fast ([`Job::halt_on_failure`])
@@ -27,20 +27,16 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
-use super::policy::{self, OutputCheck};
+use super::hasher::{Hashed, why_not_captured};
 use super::resources::ResourcePool;
-use super::reuse::{self, Reuse, ReuseCheck};
 use crate::cancel::CancelToken;
 use crate::capture::{BlobSink, Capture, FileEntry};
 use crate::event::AttemptStatus;
-use crate::event::InputComponent;
 use crate::executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
 };
 use crate::hash::{self, HashError, Limits};
-use crate::hash_cache::FileHashCache;
 use crate::model::{Pipeline, Unit};
-use crate::resume::PriorState;
 
 /// An attempt whose `unit_started` is durable, for a worker to run.
 pub(super) struct Job {
@@ -58,36 +54,6 @@ pub(super) struct Job {
     /// The attempt an earlier apollo left in flight, on the unit's first attempt of a resume
     /// (see [`AttemptRequest::in_flight`]).
     pub(super) in_flight: Option<u32>,
-}
-
-/// A unit whose declared input files are to be hashed, or whose declared outputs are to be
-/// checked before it is decided (it is done in the prior state), for a hashing thread.
-pub(super) struct HashJob {
-    pub(super) unit_idx: usize,
-    /// Each dependency's name and output hash.
-    pub(super) upstream: Vec<(String, String)>,
-    /// Whether to check its declared outputs too ([`policy::check_outputs`]).
-    pub(super) check_outputs: bool,
-    /// Whether to look it up for reuse from an earlier run ([`reuse::check`]).
-    pub(super) check_reuse: bool,
-    /// Whether it is hashed only for that (it holds no place among the running).
-    pub(super) reuse_only: bool,
-}
-
-/// A unit's input components, hashed off the engine thread, and what its output check found.
-pub(super) struct Hashed {
-    pub(super) unit_idx: usize,
-    pub(super) inputs: Result<Vec<InputComponent>, HashError>,
-    /// The manifest of the input files hashed (and captured).
-    pub(super) files: Vec<FileEntry>,
-    /// How long hashing its inputs took: it counts against the attempt's timeout.
-    pub(super) took: Duration,
-    /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
-    pub(super) outputs: Option<Result<OutputCheck, HashError>>,
-    /// The reuse check, when asked for and the inputs were hashed.
-    pub(super) reuse: Option<ReuseCheck>,
-    /// As in its [`HashJob`].
-    pub(super) reuse_only: bool,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -400,113 +366,9 @@ fn output_limits<'a>(
         .with_grace(unit.kill_grace)
 }
 
-/// One hashing thread: hashes the declared input files of the units handed to it, and checks
-/// the declared outputs of those done in `prior`, within each unit's timeout, until the run's
-/// cancellation or `halt` (checked before every read), and reports each result to the
-/// scheduler. It runs until the job channel closes.
-///
-/// The output check gets a timeout of its own (the unit's, from when the inputs were hashed):
-/// it decides whether the unit runs at all, so it is not taken off the attempt that may follow
-/// (a rerun after outputs that took the whole timeout to hash would otherwise time out
-/// without a process).
-pub(super) fn hasher(
-    shared: WorkerShared<'_>,
-    prior: &PriorState,
-    (reuse, cache): (Option<&Reuse>, Option<&dyn FileHashCache>),
-    jobs: &Receiver<HashJob>,
-    to_scheduler: &Sender<FromWorker>,
-) {
-    let internal_error = |what| HashError {
-        what,
-        path: shared.pipeline.base_dir.clone(),
-        problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
-    };
-    for job in jobs {
-        let unit = &shared.pipeline.units[job.unit_idx];
-        let started = Instant::now();
-        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-            .with_halt(shared.halt)
-            .with_cache(cache);
-        let upstream: Vec<(&str, &str)> = job
-            .upstream
-            .iter()
-            .map(|(name, hash)| (name.as_str(), hash.as_str()))
-            .collect();
-        let capture = capture_for(shared.capture, unit, unit.capture.mode.inputs());
-        let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            hash::input_files_within(
-                unit,
-                &shared.pipeline.base_dir,
-                &upstream,
-                &limits,
-                capture.as_ref(),
-            )
-        }))
-        .unwrap_or_else(|_| Err(internal_error("input file")));
-        let (inputs, files) = match hashed {
-            Ok((inputs, mut files)) => {
-                why_not_captured(&mut files, capture.as_ref(), unit);
-                (Ok(inputs), files)
-            }
-            Err(error) => (Err(error), Vec::new()),
-        };
-        let took = started.elapsed();
-        let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
-            let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-                .with_halt(shared.halt)
-                .with_cache(cache);
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                policy::check_outputs(prior, unit, &shared.pipeline.base_dir, &limits)
-            }))
-            .unwrap_or_else(|_| {
-                Ok(OutputCheck {
-                    changes: vec!["outputs cannot be read: internal error while hashing".into()],
-                    marked_hash: None,
-                })
-            })
-        });
-        let reuse = match (&inputs, reuse) {
-            (Ok(components), Some(reuse)) if job.check_reuse => {
-                let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-                    .with_halt(shared.halt)
-                    .with_cache(cache);
-                let input_hash = hash::combine_components(components);
-                Some(
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        reuse::check(
-                            reuse,
-                            unit,
-                            &shared.pipeline.base_dir,
-                            &input_hash,
-                            components,
-                            &limits,
-                        )
-                    }))
-                    .unwrap_or_else(|_| {
-                        ReuseCheck::NotReused("internal error while checking for reuse".into())
-                    }),
-                )
-            }
-            _ => None,
-        };
-        let message = Hashed {
-            unit_idx: job.unit_idx,
-            inputs,
-            files,
-            took,
-            outputs,
-            reuse,
-            reuse_only: job.reuse_only,
-        };
-        if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
-            return;
-        }
-    }
-}
-
 /// What hashing `unit`'s files keeps: everything through `sink` when there is one and the
 /// unit's capture mode covers these files (`wanted`), else nothing.
-fn capture_for<'a>(
+pub(super) fn capture_for<'a>(
     sink: Option<&'a dyn BlobSink>,
     unit: &Unit,
     wanted: bool,
@@ -516,21 +378,6 @@ fn capture_for<'a>(
         sink,
         max_file: unit.capture.max_file,
     })
-}
-
-/// Files hashed without capturing say why: the unit's capture mode excludes them
-/// (`capture: outputs`), or the run keeps no blob store.
-fn why_not_captured(files: &mut [FileEntry], capture: Option<&Capture<'_>>, unit: &Unit) {
-    if capture.is_some() || files.is_empty() {
-        return;
-    }
-    let reason = match unit.capture.mode {
-        crate::capture::CaptureMode::All => "no blob store".to_owned(),
-        mode => format!("capture: {}", mode.as_str()),
-    };
-    for file in files {
-        file.not_captured = Some(reason.clone());
-    }
 }
 
 /// A failed attempt in which nothing ran, with `error` as its reason.

@@ -6,6 +6,7 @@
 //! `finish.rs` takes their outcomes in.
 
 mod finish;
+mod reuse;
 mod start;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +16,12 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::{EngineError, EngineOptions, RunReport};
 use super::batch::Batch;
+use super::hasher::HashJob;
 use super::observer::{Notice, Observer};
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
 use super::units::{State, UnitTable};
-use super::workers::{Acks, Done, FromWorker, HashJob, Job, failed_to_start};
+use super::workers::{Acks, Done, FromWorker, Job, failed_to_start};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::dag::{Dag, ReadyQueue};
 use crate::event::{Event, RunStatus};

@@ -6,24 +6,21 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Scheduler;
+use super::reuse::with_reuse;
 use crate::capture::FileEntry;
-use crate::engine::api::UnitResult;
-use crate::engine::observer::HeldNotice;
+use crate::engine::hasher::{HashJob, Hashed};
 use crate::engine::observer::{Notice, Observer};
-use crate::engine::policy::{
-    Decision, OutputCheck, decide, needs_output_check, reused_output_hash,
-};
-use crate::engine::reuse::{self, ReuseCandidate, ReuseCheck};
+use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
+use crate::engine::reuse::{self, ReuseCheck};
 use crate::engine::units::State;
-use crate::engine::workers::{Done, HashJob, Hashed, Job, failed_to_start};
-use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitReused, UnitStarted};
+use crate::engine::workers::{Done, Job, failed_to_start};
+use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
 use crate::hash;
-use crate::input_manifest;
+use crate::resume::PriorUnitState;
 
 /// How many reuse checks of idempotent units may be in flight on the hashing threads at once
 /// (they start nothing; see [`Scheduler::start_ready`]).
 const REUSE_CHECKS_IN_FLIGHT: usize = 256;
-use crate::resume::PriorUnitState;
 
 /// At most this many ready units are passed over per turn looking for one whose executor has
 /// room (so a long queue of local units does not make each turn scan it whole).
@@ -376,91 +373,6 @@ impl Scheduler<'_> {
             });
         }
         true
-    }
-
-    fn reuse(&mut self, unit_idx: usize, marked_hash: Option<String>) {
-        let unit = &self.pipeline.units[unit_idx];
-        let slot = &mut self.units[unit_idx];
-        slot.output_hash = Some(reused_output_hash(self.prior, unit, marked_hash));
-        slot.state = State::Done;
-        // A unit this run reused from an earlier one (in an earlier process) stays counted so.
-        slot.result = Some(match self.prior.reused_from(&unit.name) {
-            Some((run_id, attempt)) => UnitResult::ReusedFromRun {
-                run_id: run_id.to_owned(),
-                attempt,
-            },
-            None => UnitResult::Reused,
-        });
-        self.queue.complete(self.dag, unit_idx);
-    }
-
-    /// Record `unit_idx` as reused from an earlier run's `candidate` (its `unit_reused` goes
-    /// in the batch) and let its dependents go on with the recorded output hash. Its
-    /// dependents' `unit_started` can only follow it in the journal.
-    fn reuse_from_run(
-        &mut self,
-        unit_idx: usize,
-        candidate: ReuseCandidate,
-        input_hash: String,
-        inputs: Vec<InputComponent>,
-    ) {
-        let unit = &self.pipeline.units[unit_idx];
-        // An input list too large for a record is left out (the input hash stays).
-        let started = UnitStarted {
-            unit: unit.name.clone(),
-            attempt: 0,
-            input_hash,
-            inputs,
-            inputs_manifest: None,
-        };
-        let inputs = if input_manifest::fits_in_record(&started) {
-            started.inputs
-        } else {
-            Vec::new()
-        };
-        let record = UnitReused {
-            unit: started.unit,
-            from_run: candidate.run_id.clone(),
-            from_attempt: candidate.attempt,
-            input_hash: started.input_hash,
-            inputs,
-            output_hash: candidate.output_hash.clone(),
-        };
-        self.batch.push_reused(
-            record,
-            HeldNotice::Reused {
-                unit_idx,
-                from_run: candidate.run_id.clone(),
-                from_attempt: candidate.attempt,
-            },
-        );
-        let slot = &mut self.units[unit_idx];
-        slot.output_hash = Some(candidate.output_hash);
-        slot.state = State::Done;
-        slot.result = Some(UnitResult::ReusedFromRun {
-            run_id: candidate.run_id,
-            attempt: candidate.attempt,
-        });
-        self.queue.complete(self.dag, unit_idx);
-    }
-}
-
-/// The decision for a unit that had a reuse check: a first run becomes [`Decision::Reused`]
-/// (with the candidate) or [`Decision::NotReused`]; any other decision stands.
-fn with_reuse(
-    decision: Decision,
-    reuse_check: Option<ReuseCheck>,
-) -> (Decision, Option<ReuseCandidate>) {
-    match (decision, reuse_check) {
-        (Decision::FirstRun, Some(ReuseCheck::Reusable(candidate))) => (
-            Decision::Reused {
-                run_id: candidate.run_id.clone(),
-                attempt: candidate.attempt,
-            },
-            Some(candidate),
-        ),
-        (Decision::FirstRun, Some(ReuseCheck::NotReused(why))) => (Decision::NotReused(why), None),
-        (decision, _) => (decision, None),
     }
 }
 
