@@ -190,24 +190,34 @@ pub fn special_file_kind(file_type: std::fs::FileType) -> Option<&'static str> {
     }
 }
 
-/// Open `path` for hashing: only a regular file (symlinks followed). A special file is refused
+/// Whether a file of `file_type` may be hashed: only a regular file. A directory, FIFO,
+/// socket or device is refused (reading it may never end, opening it can have effects).
+fn refuse_irregular(file_type: std::fs::FileType) -> Result<(), Problem> {
+    if file_type.is_file() {
+        Ok(())
+    } else if file_type.is_dir() {
+        Err(Problem::NotRegular("a directory"))
+    } else {
+        Err(Problem::NotRegular(
+            special_file_kind(file_type).unwrap_or("not a regular file"),
+        ))
+    }
+}
+
+/// `stat` of `path` (symlinks followed), refused unless it is a regular file: what is checked
+/// before a file is opened, and what the hash cache is asked with.
+fn stat_regular(path: &Path) -> Result<std::fs::Metadata, Problem> {
+    let metadata = std::fs::metadata(path).map_err(Problem::Io)?;
+    refuse_irregular(metadata.file_type())?;
+    Ok(metadata)
+}
+
+/// Open `path` for hashing, after [`stat_regular`] allowed it: a special file is refused
 /// before it is opened (opening a device can have effects), and the open itself does not
 /// block (`O_NONBLOCK`: a FIFO put in its place meanwhile would otherwise wait for a writer
 /// forever); what was opened is checked again.
 fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Problem> {
     use std::os::unix::fs::OpenOptionsExt;
-    let refuse = |file_type: std::fs::FileType| {
-        if file_type.is_file() {
-            Ok(())
-        } else if file_type.is_dir() {
-            Err(Problem::NotRegular("a directory"))
-        } else {
-            Err(Problem::NotRegular(
-                special_file_kind(file_type).unwrap_or("not a regular file"),
-            ))
-        }
-    };
-    refuse(std::fs::metadata(path).map_err(Problem::Io)?.file_type())?;
     // Non-blocking, so that a file swapped for a FIFO after the check cannot block the open;
     // no controlling terminal from a tty.
     fn open_flags() -> i32 {
@@ -221,7 +231,7 @@ fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Problem> {
         .open(path)
         .map_err(Problem::Io)?;
     let metadata = file.metadata().map_err(Problem::Io)?;
-    refuse(metadata.file_type())?;
+    refuse_irregular(metadata.file_type())?;
     Ok((file, metadata))
 }
 
@@ -245,38 +255,46 @@ fn hash_and_capture(
 ) -> Result<Seen, Problem> {
     use std::os::unix::fs::PermissionsExt;
     limits.check()?;
-    let (file, meta) = open_regular(path)?;
-    let mode = meta.permissions().mode() & 0o7777;
-    let over_cap = |capture: &Capture<'_>| {
+    let over_cap = |size: u64, capture: &Capture<'_>| {
         format!(
             "{} > {}",
-            crate::capture::human_size(meta.len()),
+            crate::capture::human_size(size),
             crate::capture::human_size(capture.max_file)
         )
     };
-    // A file whose stamp the hash cache trusts is not read again: its hash is known, and
-    // when its bytes are to be kept they already are (its blob exists).
-    let stamp = limits.cache.map(|_| FileStamp::of(&meta));
-    if let (Some(cache), Some(stamp)) = (limits.cache, &stamp)
-        && let Some(cached) = cache.get(stamp)
-        && cached.trusted_for(stamp)
-    {
-        let reason = match capture {
-            None => Some(Some(not_captured.to_owned())),
-            Some(capture) if meta.len() > capture.max_file => Some(Some(over_cap(capture))),
-            Some(capture) if capture.sink.contains(&cached.sha256) => Some(None),
-            // Kept nowhere yet: read it once more, into the store.
-            Some(_) => None,
-        };
-        if let Some(not_captured) = reason {
-            return Ok(Seen {
-                sha256: cached.sha256,
-                size: meta.len(),
-                mode,
-                not_captured,
-            });
+    // A file whose stamp the hash cache trusts is not opened, let alone read: its hash is
+    // known, and when its bytes are to be kept they already are (its blob exists). The stamp
+    // is the path's `stat`: a file replaced under its name has another inode or ctime, so it
+    // misses as it would with `fstat` of an opened file.
+    let checked = stat_regular(path)?;
+    if let Some(cache) = limits.cache {
+        let stamp = FileStamp::of(&checked);
+        if let Some(cached) = cache.get(&stamp)
+            && cached.trusted_for(&stamp)
+        {
+            let size = checked.len();
+            let reason = match capture {
+                None => Some(Some(not_captured.to_owned())),
+                Some(capture) if size > capture.max_file => Some(Some(over_cap(size, capture))),
+                Some(capture) if capture.sink.contains(&cached.sha256) => Some(None),
+                // Kept nowhere yet: read it once more, into the store.
+                Some(_) => None,
+            };
+            if let Some(not_captured) = reason {
+                return Ok(Seen {
+                    sha256: cached.sha256,
+                    size,
+                    mode: checked.permissions().mode() & 0o7777,
+                    not_captured,
+                });
+            }
         }
     }
+    let (file, meta) = open_regular(path)?;
+    let mode = meta.permissions().mode() & 0o7777;
+    let over_cap = |capture: &Capture<'_>| over_cap(meta.len(), capture);
+    // What is read is keyed by the opened file's own stamp.
+    let stamp = limits.cache.map(|_| FileStamp::of(&meta));
     // Taken before the read: a change during or after it is newer than this, so the entry is
     // racily clean (not trusted) until the window has passed since that change.
     let hashed_at_ns = crate::hash_cache::now_ns();
@@ -677,6 +695,8 @@ pub fn expand_outputs(unit: &Unit, base_dir: &Path) -> Result<Vec<PathBuf>, Hash
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {
                     return Err(missing(absolute));
                 }
+                // A file (or a symbolic link to one): itself, without a second look.
+                Ok(metadata) if !metadata.is_dir() => paths.push(absolute),
                 _ => push_output(absolute, &mut paths)?,
             }
         }

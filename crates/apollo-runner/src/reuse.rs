@@ -47,7 +47,7 @@ pub(crate) fn reuse_for(
                     n_runs: refresh.runs_read,
                 });
             }
-            let source = index.source(identity, resuming);
+            let source = index.into_source(identity, resuming);
             let restorer = BlobRestorer {
                 state: state.clone(),
                 blobs: BlobStore::open_existing(state.path().join("blobs")),

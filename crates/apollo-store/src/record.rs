@@ -99,7 +99,7 @@ pub(crate) fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
 }
 
 /// The fast path for the records a journal is mostly made of (`unit_started`,
-/// `unit_finished`), as the writer lays them out (`{"seq":N,"ts":"…","kind":"…",…}`): the
+/// `unit_finished`; `unit_reused` in a run that reused its units; `unit_files`), as the writer lays them out (`{"seq":N,"ts":"…","kind":"…",…}`): the
 /// envelope is read by hand and the event's struct decoded straight from the rest, instead of
 /// serde's internally tagged enum under a flattened envelope, which buffers every record twice
 /// (it was about half of `apollo replay`'s time over a 1,000,000-record journal). Anything
@@ -123,6 +123,9 @@ fn decode_hot_record(payload: &[u8]) -> Option<Record> {
     let event = match kind {
         b"unit_started" => Event::UnitStarted(serde_json::from_slice(&object).ok()?),
         b"unit_finished" => Event::UnitFinished(serde_json::from_slice(&object).ok()?),
+        // A run that reused its units writes one of these per unit instead.
+        b"unit_reused" => Event::UnitReused(serde_json::from_slice(&object).ok()?),
+        b"unit_files" => Event::UnitFiles(serde_json::from_slice(&object).ok()?),
         _ => return None,
     };
     let ts = DateTime::parse_from_rfc3339(ts).ok()?.with_timezone(&Utc);
@@ -165,13 +168,16 @@ mod tests {
     }
 
     /// Records as apollo writes them (from a real run), the hot kinds and a few others.
-    const RECORDS: [&str; 6] = [
+    const RECORDS: [&str; 9] = [
         r#"{"seq":2,"ts":"2026-12-01T08:14:51.346793Z","kind":"unit_started","unit":"u00000","attempt":1,"input_hash":"195ef9d0eb823abc6b0d90836a95d0c42113a58a22bf82c6e6616f939951f3c0","inputs":[{"kind":"command","name":"execute","hash":"b6bf788ceabafc27cf50088d6925f02de39efb6b1624e7df4f9437bccf71dfec"}]}"#,
         r#"{"seq":3,"ts":"2026-12-01T08:14:51.346793Z","kind":"unit_started","unit":"big","attempt":2,"input_hash":"195ef9d0eb823abc6b0d90836a95d0c42113a58a22bf82c6e6616f939951f3c0","inputs":[],"inputs_manifest":{"sha256":"b6bf788ceabafc27cf50088d6925f02de39efb6b1624e7df4f9437bccf71dfec","count":100000}}"#,
         r#"{"seq":12,"ts":"2026-12-01T08:14:51.346807Z","kind":"unit_finished","unit":"u00001","attempt":1,"status":"succeeded","exit":{"code":0},"failed_phase":null,"timed_out":false,"duration_ms":1,"queued_ms":1,"output_hash":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","stdout_bytes":0,"stderr_bytes":0,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":5444,"leftovers_killed":0,"phases":[{"phase":"execute","offset_ms":0,"duration_ms":0,"exit":{"code":0},"timed_out":false}],"error":null}"#,
         r#"{"seq":13,"ts":"2026-12-01T08:14:51.5Z","kind":"unit_finished","unit":"u\"2","attempt":3,"status":"failed","exit":{"signal":9},"failed_phase":"execute","timed_out":true,"duration_ms":1000,"queued_ms":1,"output_hash":null,"stdout_bytes":10,"stderr_bytes":20,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":5444,"leftovers_killed":2,"phases":[],"error":"timed out"}"#,
         r#"{"seq":14,"ts":"2026-12-01T08:14:52Z","kind":"run_finished","status":"succeeded","succeeded":3,"failed":0,"skipped":1}"#,
         r#"{"seq":15,"ts":"2026-12-01T08:14:52Z","kind":"unit_started","unit":"bad","attempt":"one"}"#,
+        r#"{"seq":16,"ts":"2026-12-01T10:32:24.394217Z","kind":"unit_reused","unit":"u00000","from_run":"20261201T103143Z-00d7","from_attempt":1,"input_hash":"6590cc98aba1f56893900704471ba8e12e4099bd5ddf2829aff56e1cb7c82350","inputs":[{"kind":"command","name":"execute","hash":"526f4da7ae6f7fc7ac05a32b0f822f1529980b7a473d96ceee0dd9d68eca73fb"}],"output_hash":"ac26725d9f36d8977c22e3c92fcb8347c8d353559b25376941808190c52dbd27"}"#,
+        r#"{"seq":17,"ts":"2026-12-01T10:32:24.5Z","kind":"unit_files","unit":"u00001","attempt":1,"side":"outputs","files":[{"path":"stamps/u00001","sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","size":0,"mode":420},{"path":"big.bin","sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855","size":3000000000,"mode":420,"not_captured":"2.8 GiB > 64 MiB"}]}"#,
+        r#"{"seq":18,"ts":"2026-12-01T10:32:24.5Z","kind":"unit_files","unit":"u00002","attempt":1,"side":"inputs","files":[],"manifest":{"sha256":"b6bf788ceabafc27cf50088d6925f02de39efb6b1624e7df4f9437bccf71dfec","count":100000}}"#,
     ];
 
     #[test]
@@ -205,14 +211,17 @@ mod tests {
                 decode_hot_record(&rewritten).is_some(),
                 matches!(
                     general.event,
-                    Event::UnitStarted(_) | Event::UnitFinished(_)
+                    Event::UnitStarted(_)
+                        | Event::UnitFinished(_)
+                        | Event::UnitReused(_)
+                        | Event::UnitFiles(_)
                 )
             );
             assert_eq!(decode_record(&rewritten).unwrap(), general);
         }
         assert_eq!(
-            n_fast, 4,
-            "every unit_started and unit_finished took the fast path"
+            n_fast, 7,
+            "every unit_started, unit_finished, unit_reused and unit_files took the fast path"
         );
         // Not the writer's layout: the general path decodes it.
         let reordered = br#"{"kind":"unit_skipped","seq":3,"ts":"2026-11-30T02:15:07Z","unit":"a","reason":"upstream_failed","upstream":"b"}"#;

@@ -13,6 +13,12 @@
 //! the old index or the new one. It is not fsynced: after a power loss it may be empty or
 //! torn, which its checksum catches, and it is rebuilt.
 //!
+//! **Small.** A no-op run of 10,000 reusable units loads it, reads the previous run's
+//! journal (10,000 `unit_reused` records) and writes it back, so it holds per pipeline
+//! identity only the keys and the answer (run, attempt, output hash), as arrays, not the
+//! input components: those of a unit's latest success are read from its run's journal when
+//! a "not reused" is explained ([`PipelineReuse`]), which happens only when the unit runs.
+//!
 //! What counts as a success: a `unit_finished` that `succeeded` with an output hash, taken
 //! with its own `unit_started` (the input hash); and a `unit_reused`, which stands for the
 //! attempt it reused (so "reused from" always names the run that did the work). Skips (exit
@@ -20,6 +26,7 @@
 //! without a pipeline identity (journal format 1.0/1.1).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
 
 use apollo_core::engine::{ReuseCandidate, ReuseSource};
 use apollo_core::event::{AttemptStatus, Event, InputComponent};
@@ -35,7 +42,7 @@ use crate::state_dir::StateDir;
 /// The index's file name in `index/`.
 const FILE_NAME: &str = "reuse";
 /// The version of the file's body; another one is rebuilt.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// How far a run's journal was read: it is read again once this changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,19 +52,44 @@ struct Covered {
     last_len: u64,
 }
 
-/// One successful attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One successful attempt: the run whose attempt did the work, and what it left.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Success {
-    identity: String,
-    unit: String,
-    input_hash: String,
-    /// The run whose attempt did the work.
     run: String,
     attempt: u32,
+    input_hash: String,
     output_hash: String,
-    /// Kept for the latest success of each unit only (to explain a "not reused").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    inputs: Vec<InputComponent>,
+}
+
+/// One pipeline's successes.
+#[derive(Debug, Default)]
+struct Pipeline {
+    /// (unit, input hash) → the latest success with it.
+    by_input: HashMap<(String, String), Success>,
+    /// unit → its latest success, whatever its inputs, and its input components when they
+    /// were read from a journal in this process (empty when loaded from the file).
+    latest: HashMap<String, (Success, Vec<InputComponent>)>,
+}
+
+impl Pipeline {
+    /// A success later than everything merged so far.
+    fn merge(&mut self, unit: String, success: Success, inputs: Vec<InputComponent>) {
+        self.by_input
+            .insert((unit.clone(), success.input_hash.clone()), success.clone());
+        self.latest.insert(unit, (success, inputs));
+    }
+}
+
+/// A stored success: unit, input hash, run, attempt, output hash.
+type StoredSuccess = (String, String, String, u32, String);
+
+/// One pipeline as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StoredPipeline {
+    identity: String,
+    successes: Vec<StoredSuccess>,
+    /// Each unit's latest success, by its input hash: (unit, input hash).
+    latest: Vec<(String, String)>,
 }
 
 /// The file's body.
@@ -65,8 +97,7 @@ struct Success {
 struct Body {
     format: u32,
     covered: Vec<Covered>,
-    /// The latest success per (identity, unit, input hash), oldest first.
-    successes: Vec<Success>,
+    pipelines: Vec<StoredPipeline>,
 }
 
 /// What a refresh did, for a caller that wants to say so.
@@ -85,14 +116,11 @@ pub struct IndexRefresh {
 /// The reuse index of a state directory, loaded and brought up to date with its journals.
 #[derive(Debug, Default)]
 pub struct ReuseIndex {
+    /// Where the journals are, to read a latest success's inputs when asked.
+    state: Option<StateDir>,
     covered: Vec<Covered>,
-    /// (identity, unit, input hash) → the latest success with it.
-    by_input: HashMap<(String, String, String), Success>,
-    /// (identity, unit) → its latest success, with its inputs.
-    latest: HashMap<(String, String), Success>,
-    /// The order successes were merged in, for writing the file back oldest first.
-    order: u64,
-    merged_at: HashMap<(String, String, String), u64>,
+    /// Pipeline identity → its successes.
+    pipelines: HashMap<String, Pipeline>,
 }
 
 impl ReuseIndex {
@@ -112,6 +140,11 @@ impl ReuseIndex {
             Ok(bytes) => match serde_json::from_slice::<Body>(&bytes) {
                 Ok(body) if body.format == FORMAT => Ok(body),
                 Ok(body) => Err(format!("is of format {}, not {FORMAT}", body.format)),
+                // An older format's body does not parse as this one's.
+                Err(_) if format_of(&bytes).is_some_and(|format| format != FORMAT) => Err(format!(
+                    "is of format {}, not {FORMAT}",
+                    format_of(&bytes).unwrap_or(0)
+                )),
                 Err(error) => Err(format!("cannot be parsed: {error}")),
             },
             Err(Unusable::Missing) => Err("is missing".to_owned()),
@@ -128,12 +161,13 @@ impl ReuseIndex {
                 None => Ok(body),
             }
         });
-        let mut index = Self::default();
+        let mut index = Self {
+            state: Some(state.clone()),
+            ..Self::default()
+        };
         let known: HashMap<String, Covered> = match body {
             Ok(body) => {
-                for success in body.successes {
-                    index.merge(success);
-                }
+                index.load(body.pipelines);
                 body.covered
                     .into_iter()
                     .map(|covered| (covered.run.clone(), covered))
@@ -162,34 +196,66 @@ impl ReuseIndex {
 
     /// The index's view for one pipeline, as the engine's [`ReuseSource`]: successes of runs
     /// recorded with `identity`, leaving out those of `excluding` (the run being resumed, whose
-    /// own successes the resume rules handle).
+    /// own successes the resume rules handle). See also [`into_source`](Self::into_source),
+    /// which does not copy.
     pub fn source(&self, identity: &str, excluding: Option<&RunId>) -> PipelineReuse {
-        let excluded = |success: &Success| excluding.is_some_and(|run| run.as_str() == success.run);
-        let by_input = self
-            .by_input
-            .iter()
-            .filter(|((id, _, _), success)| id == identity && !excluded(success))
-            .map(|((_, unit, input_hash), success)| {
-                ((unit.clone(), input_hash.clone()), candidate(success))
-            })
-            .collect();
-        let latest = self
-            .latest
-            .iter()
-            .filter(|((id, _), success)| id == identity && !excluded(success))
-            .map(|((_, unit), success)| (unit.clone(), candidate(success)))
-            .collect();
-        PipelineReuse { by_input, latest }
+        let pipeline = self.pipelines.get(identity).map(|pipeline| Pipeline {
+            by_input: pipeline.by_input.clone(),
+            latest: pipeline.latest.clone(),
+        });
+        self.view(pipeline.unwrap_or_default(), excluding)
+    }
+
+    /// [`source`](Self::source), taking the pipeline's successes out of the index.
+    pub fn into_source(mut self, identity: &str, excluding: Option<&RunId>) -> PipelineReuse {
+        let pipeline = self.pipelines.remove(identity).unwrap_or_default();
+        self.view(pipeline, excluding)
+    }
+
+    fn view(&self, pipeline: Pipeline, excluding: Option<&RunId>) -> PipelineReuse {
+        PipelineReuse {
+            pipeline,
+            excluding: excluding.map(|run| run.as_str().to_owned()),
+            state: self.state.clone(),
+            inputs_read: Mutex::new(HashMap::new()),
+        }
     }
 
     /// How many successes the index holds.
     pub fn len(&self) -> usize {
-        self.by_input.len()
+        self.pipelines
+            .values()
+            .map(|pipeline| pipeline.by_input.len())
+            .sum()
     }
 
     /// Whether the index holds no success.
     pub fn is_empty(&self) -> bool {
-        self.by_input.is_empty()
+        self.len() == 0
+    }
+
+    /// The successes of a loaded file.
+    fn load(&mut self, stored: Vec<StoredPipeline>) {
+        for stored in stored {
+            let pipeline = self.pipelines.entry(stored.identity).or_default();
+            pipeline.by_input.reserve(stored.successes.len());
+            for (unit, input_hash, run, attempt, output_hash) in stored.successes {
+                let success = Success {
+                    run,
+                    attempt,
+                    input_hash: input_hash.clone(),
+                    output_hash,
+                };
+                pipeline.by_input.insert((unit, input_hash), success);
+            }
+            for (unit, input_hash) in stored.latest {
+                let key = (unit, input_hash);
+                if let Some(success) = pipeline.by_input.get(&key) {
+                    let success = success.clone();
+                    pipeline.latest.insert(key.0, (success, Vec::new()));
+                }
+            }
+        }
     }
 
     /// Merge one run's successes, in journal order. A journal that cannot be read (corrupt,
@@ -202,14 +268,18 @@ impl ReuseIndex {
         let Ok(reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
             return;
         };
-        let mut identity: Option<String> = None;
+        let mut pipeline: Option<&mut Pipeline> = None;
         let mut started: HashMap<(String, u32), (String, Vec<InputComponent>)> = HashMap::new();
         for record in reader {
             let Ok(record) = record else {
                 return;
             };
             match record.event {
-                Event::RunStarted(run_started) => identity = run_started.identity,
+                Event::RunStarted(run_started) => {
+                    pipeline = run_started
+                        .identity
+                        .map(|identity| self.pipelines.entry(identity).or_default());
+                }
                 Event::UnitStarted(unit_started) => {
                     started.insert(
                         (unit_started.unit, unit_started.attempt),
@@ -217,9 +287,11 @@ impl ReuseIndex {
                     );
                 }
                 Event::UnitFinished(finished) => {
-                    let (Some(identity), AttemptStatus::Succeeded, Some(output_hash)) =
-                        (&identity, finished.status, finished.output_hash)
-                    else {
+                    let (Some(pipeline), AttemptStatus::Succeeded, Some(output_hash)) = (
+                        pipeline.as_deref_mut(),
+                        finished.status,
+                        finished.output_hash,
+                    ) else {
                         continue;
                     };
                     let Some((input_hash, inputs)) =
@@ -227,83 +299,78 @@ impl ReuseIndex {
                     else {
                         continue;
                     };
-                    self.merge(Success {
-                        identity: identity.clone(),
-                        unit: finished.unit,
-                        input_hash,
+                    let success = Success {
                         run: id.to_string(),
                         attempt: finished.attempt,
+                        input_hash,
                         output_hash,
-                        inputs,
-                    });
+                    };
+                    pipeline.merge(finished.unit, success, inputs);
                 }
                 Event::UnitReused(reused) => {
-                    let Some(identity) = &identity else {
+                    let Some(pipeline) = pipeline.as_deref_mut() else {
                         continue;
                     };
-                    self.merge(Success {
-                        identity: identity.clone(),
-                        unit: reused.unit,
-                        input_hash: reused.input_hash,
+                    let success = Success {
                         run: reused.from_run,
                         attempt: reused.from_attempt,
+                        input_hash: reused.input_hash,
                         output_hash: reused.output_hash,
-                        inputs: reused.inputs,
-                    });
+                    };
+                    pipeline.merge(reused.unit, success, reused.inputs);
                 }
                 _ => {}
             }
         }
     }
 
-    /// A success later than everything merged so far.
-    fn merge(&mut self, success: Success) {
-        self.order += 1;
-        let key = (
-            success.identity.clone(),
-            success.unit.clone(),
-            success.input_hash.clone(),
-        );
-        self.latest.insert(
-            (success.identity.clone(), success.unit.clone()),
-            success.clone(),
-        );
-        self.merged_at.insert(key.clone(), self.order);
-        self.by_input.insert(
-            key,
-            Success {
-                inputs: Vec::new(),
-                ..success
-            },
-        );
-    }
-
-    /// The file's body: covered runs, then every kept success oldest first (the latest per
-    /// unit last, with its inputs), so that loading it merges them back in the same order.
+    /// The file's body: covered runs, then each pipeline's successes and which is each
+    /// unit's latest.
     fn body_bytes(&self) -> Result<Vec<u8>, StoreError> {
-        let mut successes: Vec<(u64, Success)> = self
-            .by_input
+        let pipelines = self
+            .pipelines
             .iter()
-            .map(|(key, success)| {
-                let latest = self
+            .map(|(identity, pipeline)| StoredPipeline {
+                identity: identity.clone(),
+                successes: pipeline
+                    .by_input
+                    .iter()
+                    .map(|((unit, input_hash), success)| {
+                        (
+                            unit.clone(),
+                            input_hash.clone(),
+                            success.run.clone(),
+                            success.attempt,
+                            success.output_hash.clone(),
+                        )
+                    })
+                    .collect(),
+                latest: pipeline
                     .latest
-                    .get(&(key.0.clone(), key.1.clone()))
-                    .filter(|latest| latest.input_hash == key.2);
-                (
-                    self.merged_at.get(key).copied().unwrap_or(0),
-                    latest.cloned().unwrap_or_else(|| success.clone()),
-                )
+                    .iter()
+                    .map(|(unit, (success, _))| (unit.clone(), success.input_hash.clone()))
+                    .collect(),
             })
             .collect();
-        successes.sort_by_key(|(order, _)| *order);
         let body = Body {
             format: FORMAT,
             covered: self.covered.clone(),
-            successes: successes.into_iter().map(|(_, success)| success).collect(),
+            pipelines,
         };
         serde_json::to_vec(&body)
             .map_err(|error| StoreError::invalid(format!("cannot encode the reuse index: {error}")))
     }
+}
+
+/// The `format` of an index body that does not parse as this version's.
+fn format_of(bytes: &[u8]) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Probe {
+        format: u32,
+    }
+    serde_json::from_slice::<Probe>(bytes)
+        .ok()
+        .map(|probe| probe.format)
 }
 
 /// How far `id`'s journal goes now: its segments and the last one's length (zeros when it
@@ -322,31 +389,93 @@ fn covered_now(state: &StateDir, id: &RunId) -> Covered {
     }
 }
 
-fn candidate(success: &Success) -> ReuseCandidate {
-    ReuseCandidate {
-        run_id: success.run.clone(),
-        attempt: success.attempt,
-        input_hash: success.input_hash.clone(),
-        inputs: success.inputs.clone(),
-        output_hash: success.output_hash.clone(),
-    }
-}
-
 /// One pipeline's earlier successes, from the [`ReuseIndex`]: the engine's [`ReuseSource`].
+///
+/// The input components of a unit's latest success (what a "not reused" is explained
+/// against) are read from its run's journal the first time they are asked for, once per run.
 #[derive(Debug, Default)]
 pub struct PipelineReuse {
-    by_input: HashMap<(String, String), ReuseCandidate>,
-    latest: HashMap<String, ReuseCandidate>,
+    pipeline: Pipeline,
+    /// The run being resumed: its successes are not candidates.
+    excluding: Option<String>,
+    state: Option<StateDir>,
+    /// Run → (unit, attempt) → the inputs its `unit_started` recorded.
+    inputs_read: Mutex<HashMap<String, HashMap<(String, u32), Vec<InputComponent>>>>,
+}
+
+impl PipelineReuse {
+    fn candidate(&self, success: &Success, inputs: Vec<InputComponent>) -> Option<ReuseCandidate> {
+        if self.excluding.as_deref() == Some(success.run.as_str()) {
+            return None;
+        }
+        Some(ReuseCandidate {
+            run_id: success.run.clone(),
+            attempt: success.attempt,
+            input_hash: success.input_hash.clone(),
+            inputs,
+            output_hash: success.output_hash.clone(),
+        })
+    }
+
+    /// The inputs `run`'s `unit_started` recorded for `unit`'s `attempt` (empty when they
+    /// cannot be read: the change is then described as "input hash changed").
+    fn recorded_inputs(&self, run: &str, unit: &str, attempt: u32) -> Vec<InputComponent> {
+        let mut read = self
+            .inputs_read
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let by_attempt = read
+            .entry(run.to_owned())
+            .or_insert_with(|| self.read_inputs(run));
+        by_attempt
+            .get(&(unit.to_owned(), attempt))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn read_inputs(&self, run: &str) -> HashMap<(String, u32), Vec<InputComponent>> {
+        let mut inputs = HashMap::new();
+        let Some(state) = &self.state else {
+            return inputs;
+        };
+        let Some(run_dir) = run
+            .parse::<RunId>()
+            .ok()
+            .and_then(|run| state.run_dir(&run).ok())
+        else {
+            return inputs;
+        };
+        let Ok(reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
+            return inputs;
+        };
+        for record in reader {
+            let Ok(record) = record else {
+                break;
+            };
+            if let Event::UnitStarted(started) = record.event {
+                inputs.insert((started.unit, started.attempt), started.inputs);
+            }
+        }
+        inputs
+    }
 }
 
 impl ReuseSource for PipelineReuse {
     fn find(&self, unit: &str, input_hash: &str) -> Option<ReuseCandidate> {
-        self.by_input
-            .get(&(unit.to_owned(), input_hash.to_owned()))
-            .cloned()
+        let success = self
+            .pipeline
+            .by_input
+            .get(&(unit.to_owned(), input_hash.to_owned()))?;
+        self.candidate(success, Vec::new())
     }
 
     fn latest(&self, unit: &str) -> Option<ReuseCandidate> {
-        self.latest.get(unit).cloned()
+        let (success, inputs) = self.pipeline.latest.get(unit)?;
+        let inputs = if inputs.is_empty() {
+            self.recorded_inputs(&success.run, unit, success.attempt)
+        } else {
+            inputs.clone()
+        };
+        self.candidate(success, inputs)
     }
 }

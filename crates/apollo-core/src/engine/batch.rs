@@ -26,6 +26,8 @@ pub(super) struct Batch {
     /// The batch holds a `unit_started` whose input list does not fit in a record: it goes to
     /// an input manifest before the commit ([`Batch::store_input_manifests`]).
     oversized: bool,
+    /// How many of `events` are `unit_reused`.
+    reused: usize,
 }
 
 /// An attempt whose `unit_started` cannot be recorded whole: it is recorded without its
@@ -47,6 +49,17 @@ pub(super) struct Committing {
 impl Batch {
     pub(super) fn is_empty(&self) -> bool {
         self.events.is_empty()
+    }
+
+    /// Whether the batch holds records and every one is a `unit_reused`: nothing waits for
+    /// them to be durable (see [`Pacer::may_hold_reuses`](super::pacer::Pacer::may_hold_reuses)).
+    pub(super) fn only_reuses(&self) -> bool {
+        !self.events.is_empty() && self.reused == self.events.len()
+    }
+
+    /// How many records the batch holds.
+    pub(super) fn len(&self) -> usize {
+        self.events.len()
     }
 
     /// Whether the batch must be committed at once.
@@ -100,6 +113,7 @@ impl Batch {
     /// after a crash, the resume decides the unit again.
     pub(super) fn push_reused(&mut self, reused: UnitReused, notice: HeldNotice) {
         self.events.push(Event::UnitReused(reused));
+        self.reused += 1;
         self.notices.push(notice);
     }
 
@@ -200,6 +214,7 @@ impl Batch {
     pub(super) fn take(&mut self) -> Committing {
         self.urgent = false;
         self.oversized = false;
+        self.reused = 0;
         Committing {
             events: std::mem::take(&mut self.events),
             jobs: std::mem::take(&mut self.jobs),

@@ -39,6 +39,13 @@ pub(super) struct Tuning {
     /// one fsync: the successes of very short attempts in the last few milliseconds, which a
     /// resume runs again.
     pub(super) max_commit_delay: Duration,
+    /// A batch holding only `unit_reused` records (units reused from an earlier run: they
+    /// start nothing, so nothing waits for them to be durable) waits for company up to this
+    /// many records, while other units are still being checked or run...
+    pub(super) reuses_per_commit: usize,
+    /// ... and at most this long. A crash loses at most these records, and a resume reuses
+    /// their units again.
+    pub(super) max_reuse_delay: Duration,
 }
 
 /// Attempts committed ahead per worker, and the committed attempts per worker below which a
@@ -54,6 +61,8 @@ pub(super) const TUNING: Tuning = Tuning {
     short_attempt: Duration::from_millis(10),
     commit_low_water_per_worker: LOOKAHEAD_PER_WORKER,
     max_commit_delay: Duration::from_millis(5),
+    reuses_per_commit: 4096,
+    max_reuse_delay: Duration::from_millis(200),
 };
 
 // A knob changed on its own must not silently break another's assumption: this fails the
@@ -81,6 +90,9 @@ impl Tuning {
         }
         if self.max_commit_delay.is_zero() {
             return Some("a routine record must be allowed to wait a little (max_commit_delay)");
+        }
+        if self.reuses_per_commit == 0 {
+            return Some("a batch of reuses must hold at least one record (reuses_per_commit)");
         }
         None
     }
@@ -165,10 +177,26 @@ impl Pacer {
         !queue_may_run_low && !waited_enough
     }
 
-    /// When the records waiting now must be committed at the latest.
-    pub(super) fn hold_deadline(&self) -> Option<Instant> {
+    /// Whether a batch of `records` that are all `unit_reused` may wait for more: others are
+    /// still `in_flight` (being checked or run) to join it, it is not full, and its oldest
+    /// record has not waited its longest yet (see [`Tuning::reuses_per_commit`]).
+    pub(super) fn may_hold_reuses(&self, records: usize, in_flight: bool, now: Instant) -> bool {
+        let waited_enough = self.pending_since.is_some_and(|since| {
+            now.saturating_duration_since(since) >= self.tuning.max_reuse_delay
+        });
+        in_flight && records < self.tuning.reuses_per_commit && !waited_enough
+    }
+
+    /// When the records waiting now must be committed at the latest: `only_reuses` when
+    /// they are all `unit_reused` (see [`Pacer::may_hold_reuses`]).
+    pub(super) fn hold_deadline(&self, only_reuses: bool) -> Option<Instant> {
+        let delay = if only_reuses {
+            self.tuning.max_reuse_delay
+        } else {
+            self.tuning.max_commit_delay
+        };
         self.pending_since
-            .and_then(|since| since.checked_add(self.tuning.max_commit_delay))
+            .and_then(|since| since.checked_add(delay))
     }
 
     /// Committed attempts per worker below which the next commit starts: enough to keep a
@@ -260,13 +288,31 @@ mod tests {
         );
         // Holding again does not move the oldest record's deadline.
         pacer.hold(start + 3 * MS);
-        assert_eq!(pacer.hold_deadline(), Some(start + 5 * MS));
+        assert_eq!(pacer.hold_deadline(false), Some(start + 5 * MS));
         pacer.release();
-        assert_eq!(pacer.hold_deadline(), None);
+        assert_eq!(pacer.hold_deadline(false), None);
         assert!(
             pacer.may_hold_back(2, 10, start + 60 * MS),
             "nothing waits any more"
         );
+    }
+
+    #[test]
+    fn a_batch_of_reuses_waits_for_company_while_checks_are_in_flight() {
+        let start = Instant::now();
+        let mut pacer = Pacer::new();
+        pacer.hold(start);
+        assert!(pacer.may_hold_reuses(100, true, start + 50 * MS));
+        assert!(
+            !pacer.may_hold_reuses(100, false, start),
+            "nothing else in flight: nothing to wait for"
+        );
+        assert!(!pacer.may_hold_reuses(4096, true, start), "full");
+        assert!(
+            !pacer.may_hold_reuses(100, true, start + 200 * MS),
+            "waited its longest"
+        );
+        assert_eq!(pacer.hold_deadline(true), Some(start + 200 * MS));
     }
 
     #[test]

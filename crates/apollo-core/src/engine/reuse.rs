@@ -181,17 +181,6 @@ fn outputs_differ(
     let mut outputs: Vec<&str> = unit.outputs.iter().map(String::as_str).collect();
     outputs.sort_unstable();
     outputs.dedup();
-    let missing: Vec<&str> = outputs
-        .iter()
-        .copied()
-        // A glob names no one path: whether its files are there is in the hash below.
-        .filter(|output| {
-            !hash::is_glob(output) && std::fs::symlink_metadata(base_dir.join(output)).is_err()
-        })
-        .collect();
-    if !missing.is_empty() {
-        return Some(format!("output {} is missing", missing.join(", ")));
-    }
     match hash::output_hash_within(unit, base_dir, limits) {
         Ok(Some(now)) if now == candidate.output_hash => None,
         Ok(_) if outputs.len() == 1 => Some(format!(
@@ -202,7 +191,24 @@ fn outputs_differ(
             "outputs differ from the recorded ones (one of {})",
             outputs.join(", ")
         )),
-        Err(error) => Some(format!("outputs cannot be read: {error}")),
+        Err(error) => {
+            // Named all at once when some are missing (the common case: deleted outputs); looked
+            // for only then, so an unchanged output costs one `stat`.
+            let missing: Vec<&str> = outputs
+                .iter()
+                .copied()
+                // A glob names no one path: whether its files are there is in the error.
+                .filter(|output| {
+                    !hash::is_glob(output)
+                        && std::fs::symlink_metadata(base_dir.join(output)).is_err()
+                })
+                .collect();
+            if missing.is_empty() {
+                Some(format!("outputs cannot be read: {error}"))
+            } else {
+                Some(format!("output {} is missing", missing.join(", ")))
+            }
+        }
     }
 }
 

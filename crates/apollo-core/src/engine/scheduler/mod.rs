@@ -151,9 +151,13 @@ impl<'a> Scheduler<'a> {
             } else {
                 let now = Instant::now();
                 self.pacer.hold(now);
-                let commit_due = self.stop_starting
-                    || self.batch.is_urgent()
-                    || !self.pacer.may_hold_back(workers, self.at_workers, now);
+                let in_flight = self.running > 0 || self.checking_reuse > 0;
+                let may_wait = if self.batch.only_reuses() {
+                    self.pacer.may_hold_reuses(self.batch.len(), in_flight, now)
+                } else {
+                    self.pacer.may_hold_back(workers, self.at_workers, now)
+                };
+                let commit_due = self.stop_starting || self.batch.is_urgent() || !may_wait;
                 if commit_due {
                     if let Err(error) = self.commit(journal, observer, channels.job_tx) {
                         return Err(self.abort_on_journal_error(error, channels.from_workers));
@@ -170,7 +174,8 @@ impl<'a> Scheduler<'a> {
             }
             // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a
             // cancellation.
-            let next_due = match (self.retries.next_due(), self.pacer.hold_deadline()) {
+            let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
+            let next_due = match (self.retries.next_due(), commit_deadline) {
                 (Some(retry), Some(commit)) => Some(retry.min(commit)),
                 (retry, commit) => retry.or(commit),
             };
