@@ -8,6 +8,7 @@ mod logs;
 mod mark;
 mod notice;
 mod open_run;
+mod parse_cache;
 mod plan;
 mod reproduce;
 mod reuse;
@@ -27,6 +28,7 @@ pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};
+pub use parse_cache::load_cached;
 pub use plan::Plan;
 pub use reproduce::{
     InputNote, InputSource, MAX_DIFF_BYTES, OutputComparison, ReproduceRequest, Reproduction,

@@ -83,3 +83,30 @@ pub(crate) fn write(
     }
     Ok(())
 }
+
+/// A cache file of the state directory's `index/` folder that its owner writes without the
+/// state directory's lock (apollo-runner's parse cache): checksummed and replaced atomically
+/// like the other index files, but a writer leaves other writers' temporary files alone.
+/// Nothing is created when the state directory does not exist yet.
+pub mod cache_file {
+    use super::*;
+
+    /// The body of `index/<name>`, checked against its checksum; `None` when it is missing,
+    /// damaged or cannot be read (a cache miss).
+    pub fn read(state_dir: &std::path::Path, name: &str) -> Option<Vec<u8>> {
+        let state = StateDir::open_existing(state_dir).ok()?;
+        super::read(&state, name).ok()
+    }
+
+    /// Replace `index/<name>` with `body`, atomically and not durably (a lost cache is
+    /// rebuilt). Fails when the state directory does not exist.
+    pub fn write(state_dir: &std::path::Path, name: &str, body: &[u8]) -> Result<(), StoreError> {
+        let state = StateDir::open_existing(state_dir)?;
+        let dir = Dir::open(state.path())?.create_subdir(INDEX_DIR, false)?;
+        let mut bytes = Vec::with_capacity(body.len() + 65);
+        bytes.extend_from_slice(apollo_core::hash::to_hex(&Sha256::digest(body)).as_bytes());
+        bytes.push(b'\n');
+        bytes.extend_from_slice(body);
+        dir.write_file_atomic(name, &bytes, false)
+    }
+}

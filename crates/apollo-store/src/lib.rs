@@ -34,6 +34,7 @@ pub use blobs::{BlobRef, BlobStore, BlobSweep, referenced_blobs, sweep_unreferen
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
 pub use group::SharedWriter;
 pub use hash_cache::HashCache;
+pub use index_file::cache_file;
 pub use input_manifest::{
     MANIFESTS_DIR, input_manifest_path, read_files_manifest, read_input_manifest,
 };

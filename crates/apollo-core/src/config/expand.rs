@@ -18,14 +18,14 @@ use super::when::{self, When};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile};
 use crate::model::{Command, unit_folder_name};
 
-/// Expands and interpolates `spec` in place; returns what was wrong.
+/// Expands and interpolates `spec` in place; returns what was wrong, and what it read.
 pub(crate) fn expand(
     spec: &mut Spec,
     params: &Params,
     env: &BTreeMap<String, String>,
     source: &SourceFile<'_>,
     base_dir: &Path,
-) -> Vec<Diagnostic> {
+) -> (Vec<Diagnostic>, Reads) {
     let rendered: BTreeMap<String, String> = spec
         .params
         .iter()
@@ -37,6 +37,7 @@ pub(crate) fn expand(
             (param.name.value.clone(), value)
         })
         .collect();
+    let reads = Reads::default();
     let mut expander = Expander {
         source,
         params,
@@ -44,6 +45,7 @@ pub(crate) fn expand(
         env,
         base_dir,
         diagnostics: Vec::new(),
+        reads: &reads,
         reported: HashSet::new(),
     };
     let pipeline_scope = expander.scope(None, None);
@@ -124,7 +126,16 @@ pub(crate) fn expand(
     expander.resolve_deps(&mut expanded, &fanouts);
     expander.check_folders(&expanded, &fanouts);
     spec.units = expanded;
-    expander.diagnostics
+    let diagnostics = expander.diagnostics;
+    (diagnostics, reads)
+}
+
+/// What an expansion read besides the config: the names of the environment variables looked
+/// up, and each `foreach` glob with what it matched.
+#[derive(Default)]
+pub(crate) struct Reads {
+    pub(crate) env: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    pub(crate) globs: std::cell::RefCell<Vec<(String, Vec<String>)>>,
 }
 
 struct Expander<'e, 's> {
@@ -134,6 +145,8 @@ struct Expander<'e, 's> {
     env: &'e BTreeMap<String, String>,
     base_dir: &'e Path,
     diagnostics: Vec<Diagnostic>,
+    /// What was read besides the text (environment variables, globs).
+    reads: &'e Reads,
     /// (line, column, message) of what was reported: the instances of one template share its
     /// places, and a typo in it is reported once.
     reported: HashSet<(Option<u32>, Option<u32>, String)>,
@@ -147,6 +160,7 @@ impl<'e> Expander<'e, '_> {
         Scope {
             params: self.rendered,
             env: self.env,
+            env_reads: Some(&self.reads.env),
             unit,
             item,
         }
@@ -457,7 +471,11 @@ impl<'e> Expander<'e, '_> {
                 if self.diagnostics.len() > before {
                     return None;
                 }
-                match glob_items(&pattern.value, self.base_dir) {
+                let matched = glob_items(&pattern.value, self.base_dir);
+                if let Ok(items) = &matched {
+                    (self.reads.globs.borrow_mut()).push((pattern.value.clone(), items.clone()));
+                }
+                match matched {
                     Ok(items) => Some(
                         items
                             .into_iter()

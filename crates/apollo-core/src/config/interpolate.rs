@@ -36,6 +36,9 @@ pub(crate) struct Scope<'a> {
     /// absence is reported once, elsewhere).
     pub(crate) params: &'a BTreeMap<String, String>,
     pub(crate) env: &'a BTreeMap<String, String>,
+    /// Where the names of the environment variables looked up are noted (see
+    /// [`LoadReads::env`](super::LoadReads::env)).
+    pub(crate) env_reads: Option<&'a std::cell::RefCell<std::collections::BTreeSet<String>>>,
     /// The unit (instance) name, inside a unit.
     pub(crate) unit: Option<&'a str>,
     /// The fan-out item, inside a `foreach` unit.
@@ -180,7 +183,12 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
                 Err(("unknown-param", format!("unknown param `{member}`"), hint))
             }
         },
-        "env" => match scope.env.get(member) {
+        "env" => match {
+            if let Some(reads) = scope.env_reads {
+                reads.borrow_mut().insert(member.to_owned());
+            }
+            scope.env.get(member)
+        } {
             Some(value) => Ok(value.clone()),
             None => Err((
                 "unset-env",
@@ -285,6 +293,7 @@ mod tests {
         run(&Scope {
             params: &params,
             env: &env,
+            env_reads: None,
             unit: Some("load[eu,a]"),
             item: Some(&item),
         })

@@ -112,6 +112,59 @@ pub struct Loaded {
     /// defaults), as a run records them in `run_started`. Empty when the pipeline declares
     /// none.
     pub params: Params,
+    /// What the load read besides the config file and its [`LoadOptions`]: a cached load
+    /// stands for a new one only while these are unchanged.
+    pub reads: LoadReads,
+}
+
+/// What a load read besides the config file's text and its [`LoadOptions`] (the included
+/// files, the environment variables `${env.NAME}` looked up, the files `foreach` globs
+/// matched, the date `today` stood for): with the same text and options, a load finds the
+/// same pipeline exactly when these are unchanged ([`LoadReads::unchanged`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct LoadReads {
+    /// Each included file (as named in diagnostics) and the SHA-256 of its text.
+    pub included: Vec<(PathBuf, String)>,
+    /// Each environment variable looked up, and its value (`None`: unset).
+    pub env: BTreeMap<String, Option<String>>,
+    /// Each `foreach` glob (interpolated) and the items it matched, relative to `base_dir`.
+    pub globs: Vec<(String, Vec<String>)>,
+    /// The config's folder, which relative globs are matched from.
+    pub base_dir: PathBuf,
+    /// The date `today` stood for.
+    pub today: String,
+}
+
+impl LoadReads {
+    /// Whether a load with `options` now would read the same: every included file has the
+    /// same text, every variable the same value (in `options.env`, else apollo's environment),
+    /// every glob the same matches, and it is the same day (unless `options.today` is given).
+    /// Reads files and runs the globs again; never an error (a file that cannot be read is a
+    /// change).
+    pub fn unchanged(&self, options: &LoadOptions) -> bool {
+        let today = options
+            .today
+            .clone()
+            .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%d").to_string());
+        if today != self.today {
+            return false;
+        }
+        let env_now = |name: &str| match &options.env {
+            Some(env) => env.get(name).cloned(),
+            None => std::env::var(name).ok(),
+        };
+        if self.env.iter().any(|(name, value)| env_now(name) != *value) {
+            return false;
+        }
+        let files_same = self.included.iter().all(|(path, sha256)| {
+            std::fs::read(path).is_ok_and(|text| crate::hash::sha256_hex(&text) == *sha256)
+        });
+        files_same
+            && self.globs.iter().all(|(pattern, items)| {
+                fanout::glob_items(pattern, &self.base_dir).is_ok_and(|now| now == *items)
+            })
+    }
 }
 
 /// What a load needs besides the file: the run's param values and the environment
@@ -388,7 +441,32 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
             &process_env
         }
     };
-    diagnostics.extend(expand::expand(&mut spec, &params, env, &source, &base_dir));
+    let (expand_diagnostics, expand_reads) =
+        expand::expand(&mut spec, &params, env, &source, &base_dir);
+    diagnostics.extend(expand_diagnostics);
+    let reads = LoadReads {
+        included: included
+            .iter()
+            .map(|file| {
+                (
+                    file.shown.clone(),
+                    crate::hash::sha256_hex(file.text.as_bytes()),
+                )
+            })
+            .collect(),
+        env: expand_reads
+            .env
+            .into_inner()
+            .into_iter()
+            .map(|name| {
+                let value = env.get(&name).cloned();
+                (name, value)
+            })
+            .collect(),
+        globs: expand_reads.globs.into_inner(),
+        base_dir: base_dir.clone(),
+        today: today.clone(),
+    };
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
     diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
@@ -403,6 +481,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         warnings: diagnostics,
         source: text,
         params,
+        reads,
     })
 }
 

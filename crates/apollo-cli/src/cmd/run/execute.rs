@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use apollo_core::CancelToken;
-use apollo_core::config::{self, LoadOptions, Loaded, ParamInput, ParamOverride};
+use apollo_core::config::{LoadOptions, Loaded, ParamInput, ParamOverride};
 use apollo_core::diagnostic::render_all;
 use apollo_core::dispatch::Dispatch;
 use apollo_core::event::RunStatus;
@@ -27,15 +27,18 @@ use crate::progress::Progress;
 use crate::signals::SignalWatch;
 use crate::state;
 
-/// Loads and validates the config with `params`; diagnostics go to stderr, and warnings
-/// too when `warn`.
+/// Loads and validates the config with `params` (through the state directory's parse cache:
+/// an unchanged config is not parsed again); diagnostics go to stderr, and warnings too when
+/// `warn`.
 fn load_config(
     path: &Path,
+    state_path: &Path,
     params: Vec<ParamOverride>,
     warn: bool,
     stderr: &mut dyn Write,
 ) -> Result<Loaded, CliError> {
-    let loaded = config::load_with(path, &LoadOptions::default().params(params))?;
+    let loaded =
+        apollo_runner::load_cached(state_path, path, &LoadOptions::default().params(params))?;
     if warn && !loaded.warnings.is_empty() {
         let _ = stderr.write_all(render_all(&loaded.warnings).as_bytes());
     }
@@ -54,7 +57,7 @@ fn load_for_run(
     stderr: &mut dyn Write,
 ) -> Result<Loaded, CliError> {
     let given = execution.param_overrides()?;
-    let loaded = load_config(config_path, given.clone(), false, stderr)?;
+    let loaded = load_config(config_path, state_path, given.clone(), false, stderr)?;
     let sweep = ProcessSweep;
     let probe = RunSession::new(state_path, config_path, &loaded, &sweep).target(target.clone());
     let recorded = probe.recorded_params().map_err(runner_error)?;
@@ -81,7 +84,7 @@ fn load_for_run(
         })
         .collect();
     params.extend(given);
-    load_config(config_path, params, true, stderr)
+    load_config(config_path, state_path, params, true, stderr)
 }
 
 /// Runs (or plans, with `--dry-run`) the pipeline at `config_path` on `target`.

@@ -1,0 +1,153 @@
+//! The parse cache (DESIGN §17): the resolved pipeline of a config, kept in the state
+//! directory so that a run of an unchanged config does not parse and validate its YAML again
+//! (for 10,000 units that was a quarter of a no-op run's time).
+//!
+//! **When it is used.** An entry stands for a new load only when all of these are the same as
+//! when it was made: the apollo binary (its file's device, inode, size and mtime: another
+//! build may resolve differently), the config's absolute path and its bytes, the param values
+//! given and every other [`LoadOptions`] field, and what the load read besides the file
+//! ([`LoadReads::unchanged`]: included files' texts, environment variables looked up, what each
+//! `foreach` glob matches, the date `today` stands for). Only a load without warnings is kept
+//! (warnings are shown on every run, from a real load). Anything else is a miss, and a miss
+//! is an ordinary load.
+//!
+//! **Never trusted more than that.** One file per config path (`index/parsed-<hash of the
+//! path>`), checksummed and replaced atomically (`apollo_store::cache_file`): a torn, damaged
+//! or foreign file is a miss. It is written without the state directory's lock (a cache
+//! entry is whole or absent, and two writers of the same config write the same thing).
+//! Nothing is written where there is no state directory yet.
+
+use std::path::{Path, PathBuf};
+
+use apollo_core::config::{self, LoadError, LoadOptions, LoadReads, Loaded, Params};
+use apollo_core::hash::sha256_hex;
+use apollo_core::model::Pipeline;
+use serde::{Deserialize, Serialize};
+
+/// The version of an entry's layout; another is a miss.
+const FORMAT: u32 = 1;
+
+/// One entry: what it was made from (`key`), and the load it stands for.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    format: u32,
+    key: String,
+    pipeline: Pipeline,
+    id: Option<String>,
+    params: Params,
+    reads: LoadReads,
+}
+
+/// Loads the pipeline at `config` with `options` — from the state directory's parse cache
+/// when an entry for exactly this load is there (see the module docs), else by
+/// [`config::load_with`], keeping the result for next time when `state_dir` exists.
+///
+/// The result is the same as [`config::load_with`]'s: a cached pipeline, its id, params and
+/// reads equal those of a fresh load (the cache's tests check it), `source` is the config's
+/// text as read now, and `warnings` is empty (a load with warnings is never cached).
+pub fn load_cached(
+    state_dir: &Path,
+    config: &Path,
+    options: &LoadOptions,
+) -> Result<Loaded, LoadError> {
+    let Ok(bytes) = std::fs::read(config) else {
+        // The load says what is wrong, in its words.
+        return config::load_with(config, options);
+    };
+    let key = key(config, &bytes, options);
+    let name = file_name(config);
+    if let Some(loaded) = key
+        .as_deref()
+        .and_then(|key| lookup(state_dir, &name, key, &bytes, options))
+    {
+        return Ok(loaded);
+    }
+    let loaded = config::load_with(config, options)?;
+    if let Some(key) = key
+        && loaded.warnings.is_empty()
+    {
+        let entry = Entry {
+            format: FORMAT,
+            key,
+            pipeline: loaded.pipeline.clone(),
+            id: loaded.id.clone(),
+            params: loaded.params.clone(),
+            reads: loaded.reads.clone(),
+        };
+        // A cache: a failure to keep it costs the next run a parse, nothing more.
+        if let Ok(body) = serde_json::to_vec(&entry) {
+            let _ = apollo_store::cache_file::write(state_dir, &name, &body);
+        }
+    }
+    Ok(loaded)
+}
+
+/// The cached load for `key`, if the entry is there, whole, made from the same inputs, and
+/// what it read is unchanged.
+fn lookup(
+    state_dir: &Path,
+    name: &str,
+    key: &str,
+    bytes: &[u8],
+    options: &LoadOptions,
+) -> Option<Loaded> {
+    let body = apollo_store::cache_file::read(state_dir, name)?;
+    let entry: Entry = serde_json::from_slice(&body).ok()?;
+    if entry.format != FORMAT || entry.key != key || !entry.reads.unchanged(options) {
+        return None;
+    }
+    Some(Loaded {
+        pipeline: entry.pipeline,
+        id: entry.id,
+        warnings: Vec::new(),
+        source: String::from_utf8(bytes.to_vec()).ok()?,
+        params: entry.params,
+        reads: entry.reads,
+    })
+}
+
+/// The entry's file name: one per config path.
+fn file_name(config: &Path) -> String {
+    let absolute = std::path::absolute(config).unwrap_or_else(|_| config.to_owned());
+    format!(
+        "parsed-{}",
+        &sha256_hex(absolute.as_os_str().as_encoded_bytes())[..32]
+    )
+}
+
+/// What an entry must have been made from to stand for this load: `None` when the binary
+/// cannot be identified (then nothing is cached).
+fn key(config: &Path, bytes: &[u8], options: &LoadOptions) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let exe = std::fs::metadata("/proc/self/exe").ok()?;
+    let absolute: PathBuf = std::path::absolute(config).ok()?;
+    let params: Vec<(String, String, String)> = options
+        .params
+        .iter()
+        .map(|param| {
+            (
+                param.name.clone(),
+                format!("{:?}", param.value),
+                param.origin.clone(),
+            )
+        })
+        .collect();
+    let described = serde_json::json!({
+        "format": FORMAT,
+        "version": env!("CARGO_PKG_VERSION"),
+        "exe": [exe.dev(), exe.ino(), exe.size(), exe.mtime(), exe.mtime_nsec()],
+        "config": absolute,
+        "bytes": sha256_hex(bytes),
+        "params": params,
+        // The variables a load looks up are in its reads, checked against the environment
+        // the next load is given (or apollo's own).
+        "env_given": options.env.is_some(),
+        "today": options.today,
+        "placeholders": options.placeholders,
+    });
+    Some(sha256_hex(described.to_string().as_bytes()))
+}
+
+#[cfg(test)]
+#[path = "parse_cache_tests.rs"]
+mod tests;

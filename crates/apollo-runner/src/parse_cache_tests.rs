@@ -1,0 +1,185 @@
+//! The parse cache stands for a load only while nothing the load depended on changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use apollo_core::config::{self, LoadOptions, ParamOverride};
+
+use super::{file_name, key, load_cached, lookup};
+
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".apollo/runs")).unwrap();
+        let project = Self { dir };
+        project.write("p.yaml", config);
+        project
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("p.yaml")
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join(".apollo")
+    }
+
+    /// Whether the cache holds an entry that stands for a load with `options` now.
+    fn hit(&self, options: &LoadOptions) -> bool {
+        let bytes = std::fs::read(self.config()).unwrap();
+        let key = key(&self.config(), &bytes, options).unwrap();
+        lookup(
+            &self.state(),
+            &file_name(&self.config()),
+            &key,
+            &bytes,
+            options,
+        )
+        .is_some()
+    }
+
+    /// A load through the cache, checked against a fresh load with the same options.
+    fn load(&self, options: &LoadOptions) -> config::Loaded {
+        let cached = load_cached(&self.state(), &self.config(), options).unwrap();
+        let fresh = config::load_with(&self.config(), options).unwrap();
+        assert_eq!(cached.pipeline, fresh.pipeline);
+        assert_eq!(cached.id, fresh.id);
+        assert_eq!(cached.params, fresh.params);
+        assert_eq!(cached.reads, fresh.reads);
+        assert_eq!(cached.source, fresh.source);
+        cached
+    }
+}
+
+fn env(pairs: &[(&str, &str)]) -> LoadOptions {
+    LoadOptions::default().env(
+        pairs
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+fn unit_names(loaded: &config::Loaded) -> Vec<&str> {
+    (loaded.pipeline.units.iter())
+        .map(|unit| unit.name.as_str())
+        .collect()
+}
+
+#[test]
+fn an_unchanged_config_is_loaded_from_the_cache_exactly_as_parsed() {
+    let project = Project::new(
+        "id: etl\nparams:\n  day: {type: date, default: today}\n  regions: {type: list, default: [eu, us]}\n\
+         env: {TARGET: \"${env.TARGET}\"}\nunits:\n  - name: fetch\n    foreach: ${params.regions}\n    \
+         execute: echo ${params.day} ${item}\n    outputs: [\"out/${item}.csv\"]\n  - name: report\n    \
+         deps: [\"fetch[eu]\"]\n    execute: echo done\n    timeout: 5m\n    retries: 2\n",
+    );
+    let options = env(&[("TARGET", "prod")]);
+    assert!(!project.hit(&options), "nothing cached yet");
+    project.load(&options);
+    assert!(project.hit(&options));
+    let loaded = project.load(&options);
+    assert_eq!(unit_names(&loaded), ["fetch[eu]", "fetch[us]", "report"]);
+    // Another param value is another load.
+    let given = options
+        .clone()
+        .params(vec![ParamOverride::text("regions", "eu", "-p regions=eu")]);
+    assert!(!project.hit(&given));
+}
+
+#[test]
+fn a_change_to_anything_the_load_read_is_a_miss() {
+    let project = Project::new(
+        "include: [common.yaml]\nunits:\n  - name: t\n    foreach: in/*.csv\n    execute: ./t.sh ${item} ${env.MODE}\n",
+    );
+    project.write(
+        "common.yaml",
+        "units:\n  - name: shared\n    execute: echo one\n",
+    );
+    project.write("in/a.csv", "");
+    let options = env(&[("MODE", "fast")]);
+    let loaded = project.load(&options);
+    assert_eq!(unit_names(&loaded), ["shared", "t[a.csv]"]);
+    assert!(project.hit(&options));
+
+    // The environment variable the config reads.
+    assert!(!project.hit(&env(&[("MODE", "slow")])));
+    assert!(!project.hit(&env(&[])));
+    // A variable it does not read does not matter.
+    assert!(project.hit(&env(&[("MODE", "fast"), ("OTHER", "x")])));
+
+    // A file the glob now matches.
+    project.write("in/b.csv", "");
+    assert!(!project.hit(&options));
+    let loaded = project.load(&options);
+    assert_eq!(unit_names(&loaded), ["shared", "t[a.csv]", "t[b.csv]"]);
+    assert!(project.hit(&options));
+
+    // The included file.
+    project.write(
+        "common.yaml",
+        "units:\n  - name: shared\n    execute: echo two\n",
+    );
+    assert!(!project.hit(&options));
+    assert_eq!(
+        project.load(&options).pipeline.units[0].execute,
+        apollo_core::model::Command::Shell("echo two".into())
+    );
+
+    // The config itself.
+    project.write("p.yaml", "units:\n  - name: other\n    execute: true\n");
+    assert!(!project.hit(&options));
+    assert_eq!(unit_names(&project.load(&options)), ["other"]);
+
+    // Another day, for a load that gives no date.
+    assert!(project.hit(&options.clone()));
+    let tomorrow = options.clone().today("2999-01-01");
+    assert!(!project.hit(&tomorrow));
+}
+
+#[test]
+fn a_damaged_entry_is_a_miss_and_a_load_with_warnings_is_not_cached() {
+    let project = Project::new("units:\n  - name: a\n    execute: echo a\n");
+    let options = LoadOptions::default();
+    project.load(&options);
+    assert!(project.hit(&options));
+    let file = project
+        .state()
+        .join("index")
+        .join(file_name(&project.config()));
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x04;
+    std::fs::write(&file, &bytes).unwrap();
+    assert!(!project.hit(&options), "fails its checksum");
+    project.load(&options);
+    assert!(project.hit(&options), "written again");
+
+    // `reuse: true` without outputs... is an error; a unit idempotent: false with reuse is a
+    // warning: such a load is never cached.
+    let project = Project::new(
+        "units:\n  - name: a\n    execute: echo a\n    outputs: [a.txt]\n    reuse: true\n    idempotent: false\n",
+    );
+    let loaded = load_cached(&project.state(), &project.config(), &options).unwrap();
+    assert!(!loaded.warnings.is_empty(), "the test needs a warning");
+    assert!(!project.hit(&options));
+}
+
+#[test]
+fn nothing_is_written_without_a_state_directory() {
+    let project = Project::new("units:\n  - name: a\n    execute: echo a\n");
+    std::fs::remove_dir_all(project.state()).unwrap();
+    project.load(&LoadOptions::default());
+    assert!(!project.state().exists());
+    assert!(!Path::new(&project.state()).join("index").exists());
+}
