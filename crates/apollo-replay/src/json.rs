@@ -4,7 +4,7 @@ use std::io::Write;
 
 use apollo_core::Event;
 use apollo_core::Record;
-use chrono::SecondsFormat;
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::display::offset_ms;
@@ -26,30 +26,164 @@ struct JsonLine<'a> {
 /// `ts` is RFC 3339 UTC with microseconds; `offset_ms` counts from the run's start. The event
 /// fields are exactly those of the journal format (see apollo-core's `event` module). Streams:
 /// memory does not grow with the number of records.
-pub fn write_json<I, E, W>(records: I, mut out: W, filter: &Filter) -> Result<(), ReplayError<E>>
+pub fn write_json<I, E, W>(records: I, out: W, filter: &Filter) -> Result<(), ReplayError<E>>
 where
     I: IntoIterator<Item = Result<Record, E>>,
     W: Write,
 {
+    write_json_records(
+        &mut Decoded {
+            records: records.into_iter(),
+        },
+        out,
+        filter,
+    )
+}
+
+/// A record for [`write_json_records`]: decoded, or an event still in its encoded form.
+#[derive(Debug)]
+pub enum JsonRecord<'a> {
+    /// A decoded record.
+    Decoded(Record),
+    /// A record whose event is at hand as the bytes serde_json writes for it.
+    Encoded(EncodedRecord<'a>),
+}
+
+/// A record whose event is at hand encoded (as a journal stores it): written out by copying
+/// its bytes, not by serializing an [`Event`].
+///
+/// The caller vouches for the fields' agreement, which is what makes the output identical to
+/// that of the decoded record: `ts_text` is `ts.to_rfc3339_opts(SecondsFormat::Micros, true)`
+/// and `event_fields` is `serde_json::to_vec(&event)` without its leading `{`.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct EncodedRecord<'a> {
+    /// The record's seq.
+    pub seq: u64,
+    /// The record's time.
+    pub ts: DateTime<Utc>,
+    /// `ts` in RFC 3339 UTC with microseconds and `Z`.
+    pub ts_text: &'a str,
+    /// The event's unit, for a unit's event (the unit filter applies to it).
+    pub unit: Option<&'a str>,
+    /// The event's JSON object without its leading `{` (`"kind":"…",…}`).
+    pub event_fields: &'a [u8],
+}
+
+impl<'a> EncodedRecord<'a> {
+    /// A record from its parts; see the type's docs for what they must agree on. An event of
+    /// kind `run_started` must not be passed encoded (it sets the run's origin).
+    pub fn new(
+        seq: u64,
+        ts: DateTime<Utc>,
+        ts_text: &'a str,
+        unit: Option<&'a str>,
+        event_fields: &'a [u8],
+    ) -> Self {
+        Self {
+            seq,
+            ts,
+            ts_text,
+            unit,
+            event_fields,
+        }
+    }
+}
+
+/// Where [`write_json_records`] takes its records from: an iterator whose items may borrow
+/// from the source (a journal reader's buffer), so it cannot be an [`Iterator`].
+pub trait JsonRecords {
+    /// What a failed read is.
+    type Error;
+
+    /// The next record; `None` at the end.
+    fn next_record(&mut self) -> Option<Result<JsonRecord<'_>, Self::Error>>;
+}
+
+/// Decoded records from an iterator.
+struct Decoded<I> {
+    records: I,
+}
+
+impl<I, E> JsonRecords for Decoded<I>
+where
+    I: Iterator<Item = Result<Record, E>>,
+{
+    type Error = E;
+
+    fn next_record(&mut self) -> Option<Result<JsonRecord<'_>, E>> {
+        Some(self.records.next()?.map(JsonRecord::Decoded))
+    }
+}
+
+/// [`write_json`] over records that may come encoded: a record given as an
+/// [`EncodedRecord`] is written by copying its bytes, and comes out exactly as the same
+/// record decoded would.
+pub fn write_json_records<S, W>(
+    records: &mut S,
+    mut out: W,
+    filter: &Filter,
+) -> Result<(), ReplayError<S::Error>>
+where
+    S: JsonRecords + ?Sized,
+    W: Write,
+{
     let mut origin = None;
-    for record in records {
-        let record = record.map_err(ReplayError::Read)?;
-        if matches!(record.event, Event::RunStarted(_)) {
-            origin = Some(record.ts);
+    let mut digits = [0u8; 20];
+    while let Some(record) = records.next_record() {
+        match record.map_err(ReplayError::Read)? {
+            JsonRecord::Decoded(record) => {
+                if matches!(record.event, Event::RunStarted(_)) {
+                    origin = Some(record.ts);
+                }
+                let origin = *origin.get_or_insert(record.ts);
+                if !filter.keeps(&record, origin) {
+                    continue;
+                }
+                let line = JsonLine {
+                    seq: record.seq,
+                    ts: record.ts.to_rfc3339_opts(SecondsFormat::Micros, true),
+                    offset_ms: offset_ms(origin, record.ts),
+                    event: &record.event,
+                };
+                serde_json::to_writer(&mut out, &line)
+                    .map_err(|error| ReplayError::Write(error.into()))?;
+                out.write_all(b"\n")?;
+            }
+            JsonRecord::Encoded(record) => {
+                let origin = *origin.get_or_insert(record.ts);
+                if !(filter.keeps_time(record.ts, origin)
+                    && record.unit.is_none_or(|unit| filter.keeps_unit(unit)))
+                {
+                    continue;
+                }
+                // What JsonLine's serialization writes, the flattened event's fields being
+                // serde_json's encoding of the event without its `{`.
+                out.write_all(b"{\"seq\":")?;
+                out.write_all(decimal(record.seq, &mut digits))?;
+                out.write_all(b",\"ts\":\"")?;
+                out.write_all(record.ts_text.as_bytes())?;
+                out.write_all(b"\",\"offset_ms\":")?;
+                out.write_all(decimal(offset_ms(origin, record.ts), &mut digits))?;
+                out.write_all(b",")?;
+                out.write_all(record.event_fields)?;
+                out.write_all(b"\n")?;
+            }
         }
-        let origin = *origin.get_or_insert(record.ts);
-        if !filter.keeps(&record, origin) {
-            continue;
-        }
-        let line = JsonLine {
-            seq: record.seq,
-            ts: record.ts.to_rfc3339_opts(SecondsFormat::Micros, true),
-            offset_ms: offset_ms(origin, record.ts),
-            event: &record.event,
-        };
-        serde_json::to_writer(&mut out, &line).map_err(|error| ReplayError::Write(error.into()))?;
-        out.write_all(b"\n")?;
     }
     out.flush()?;
     Ok(())
+}
+
+/// `value` in decimal, as serde_json writes an integer.
+fn decimal(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
+    let mut start = buffer.len();
+    loop {
+        start -= 1;
+        buffer[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            return &buffer[start..];
+        }
+    }
 }

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+mod verbatim;
+
 use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::{FrameReader, TailVerdict};
@@ -108,6 +110,14 @@ pub struct JournalReader {
     finished: bool,
     payload: Vec<u8>,
     run_id: Option<String>,
+    skip_through: Option<u64>,
+}
+
+/// What the reader's loop produced: a decoded record, or a payload [`verbatim::recognize`]
+/// accepted (its parts in `JournalReader::payload`).
+enum Next {
+    Decoded(Record),
+    Verbatim(verbatim::Verbatim),
 }
 
 impl std::fmt::Debug for JournalReader {
@@ -264,6 +274,7 @@ impl JournalReader {
             finished: false,
             payload: Vec::new(),
             run_id,
+            skip_through: None,
         })
     }
 
@@ -298,6 +309,45 @@ impl JournalReader {
         self.n_records
     }
 
+    /// Reads (and checks) the records up to and including `seq` without yielding them: the
+    /// iteration resumes after it. For a reader opened on a window (`since`) that must not
+    /// repeat a record the caller already has.
+    pub fn skip_through(&mut self, seq: u64) {
+        self.skip_through = Some(seq);
+    }
+
+    /// The next record, like [`Iterator::next`], but a `unit_started` or `unit_finished`
+    /// record whose payload is exactly what this build's writer writes for it comes back
+    /// undecoded, as a [`StoredRecord::Verbatim`] borrowing the reader's buffer: its bytes
+    /// can be copied out instead of decoding the event and encoding it again (`apollo replay
+    /// --format json`), or only counted (`apollo verify`).
+    ///
+    /// Every check of the iterator is made all the same: checksums, framing, sequence,
+    /// segment headers, the record decoding as a known kind (a payload in the writer's exact
+    /// form does; any other is decoded). Anything else comes back as
+    /// [`StoredRecord::Decoded`].
+    pub fn next_stored(&mut self) -> Option<Result<StoredRecord<'_>, StoreError>> {
+        match self.next_inner(true)? {
+            Ok(Next::Decoded(record)) => Some(Ok(StoredRecord::Decoded(record))),
+            Ok(Next::Verbatim(parts)) => Some(Ok(StoredRecord::Verbatim(VerbatimRecord {
+                payload: &self.payload,
+                parts,
+            }))),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    /// Decodes a payload [`verbatim::recognize`] accepted (it decodes, by construction).
+    fn decode_verbatim(&self, parts: &verbatim::Verbatim) -> Result<Record, StoreError> {
+        decode_record(&self.payload).map_err(|error| {
+            let what = match error {
+                DecodeError::UnknownKind(kind) => format!("unknown kind {kind}"),
+                DecodeError::Malformed(what) => what,
+            };
+            StoreError::corruption(&self.journal_dir, 0, Some(parts.seq), what)
+        })
+    }
+
     pub(crate) fn segment_entries(&self) -> &[SegmentEntry] {
         &self.segments
     }
@@ -308,7 +358,7 @@ impl JournalReader {
 
     /// Records a problem: a warning in salvage mode (and the iteration goes on), else the
     /// error that ends the iteration.
-    fn problem(&mut self, error: StoreError) -> Option<Result<Record, StoreError>> {
+    fn problem<T>(&mut self, error: StoreError) -> Option<Result<T, StoreError>> {
         if self.options.salvage && matches!(error, StoreError::Corruption { .. }) {
             self.warnings.push(salvage_warning(error));
             None
@@ -363,7 +413,7 @@ impl JournalReader {
                                 expected.saturating_sub(1)
                             ),
                         );
-                        if let Some(Err(error)) = self.problem(error) {
+                        if let Some(Err(error)) = self.problem::<()>(error) {
                             return Err(error);
                         }
                     }
@@ -388,7 +438,7 @@ impl JournalReader {
         Ok(true)
     }
 
-    fn next_inner(&mut self) -> Option<Result<Record, StoreError>> {
+    fn next_inner(&mut self, verbatim: bool) -> Option<Result<Next, StoreError>> {
         loop {
             if self.finished {
                 return None;
@@ -424,48 +474,60 @@ impl JournalReader {
                     self.current = None;
                 }
                 Ok(Some(offset)) => {
-                    let record = match decode_record(&self.payload) {
-                        Ok(record) => record,
-                        Err(DecodeError::UnknownKind(kind)) => {
-                            // Refused even in salvage mode: skipping it would silently drop
-                            // whatever the newer apollo recorded.
-                            let found = match &self.segments[index].header {
-                                HeaderState::Good(header) => header.format.clone(),
-                                _ => "unknown".to_owned(),
-                            };
-                            self.finish();
-                            return Some(Err(StoreError::NewerRecordKind {
-                                path,
-                                offset,
-                                kind,
-                                found,
-                                supported: format!("{FORMAT_MAJOR}.{FORMAT_MINOR}"),
-                            }));
-                        }
-                        Err(DecodeError::Malformed(what)) => {
-                            let error =
-                                StoreError::corruption(&path, offset, self.expected_seq, what);
-                            match self.problem(error) {
-                                Some(result) => return Some(result),
-                                None => continue,
+                    let recognized = if verbatim {
+                        verbatim::recognize(&self.payload)
+                    } else {
+                        None
+                    };
+                    let next = match recognized {
+                        Some(parts) => Next::Verbatim(parts),
+                        None => match decode_record(&self.payload) {
+                            Ok(record) => Next::Decoded(record),
+                            Err(DecodeError::UnknownKind(kind)) => {
+                                // Refused even in salvage mode: skipping it would silently drop
+                                // whatever the newer apollo recorded.
+                                let found = match &self.segments[index].header {
+                                    HeaderState::Good(header) => header.format.clone(),
+                                    _ => "unknown".to_owned(),
+                                };
+                                self.finish();
+                                return Some(Err(StoreError::NewerRecordKind {
+                                    path,
+                                    offset,
+                                    kind,
+                                    found,
+                                    supported: format!("{FORMAT_MAJOR}.{FORMAT_MINOR}"),
+                                }));
                             }
-                        }
+                            Err(DecodeError::Malformed(what)) => {
+                                let error =
+                                    StoreError::corruption(&path, offset, self.expected_seq, what);
+                                match self.problem(error) {
+                                    Some(result) => return Some(result),
+                                    None => continue,
+                                }
+                            }
+                        },
+                    };
+                    let (seq, ts) = match &next {
+                        Next::Decoded(record) => (record.seq, record.ts),
+                        Next::Verbatim(parts) => (parts.seq, parts.ts),
                     };
                     if let Some(expected) = self.expected_seq
-                        && record.seq != expected
+                        && seq != expected
                     {
                         {
-                            let what = if record.seq > expected {
+                            let what = if seq > expected {
                                 format!(
                                     "seq jumps from {} to {} (records {expected}..{} are missing)",
                                     expected.saturating_sub(1),
-                                    record.seq,
-                                    record.seq - 1
+                                    seq,
+                                    seq - 1
                                 )
                             } else {
                                 format!(
                                     "seq {} follows seq {} (sequence goes backwards)",
-                                    record.seq,
+                                    seq,
                                     expected.saturating_sub(1)
                                 )
                             };
@@ -475,15 +537,16 @@ impl JournalReader {
                             }
                         }
                     }
-                    self.expected_seq = Some(record.seq.saturating_add(1));
-                    self.last_seq = Some(record.seq);
-                    if self.options.since.is_some_and(|since| record.ts < since)
-                        || self.options.until.is_some_and(|until| record.ts > until)
+                    self.expected_seq = Some(seq.saturating_add(1));
+                    self.last_seq = Some(seq);
+                    if self.options.since.is_some_and(|since| ts < since)
+                        || self.options.until.is_some_and(|until| ts > until)
+                        || self.skip_through.is_some_and(|through| seq <= through)
                     {
                         continue;
                     }
                     self.n_records += 1;
-                    return Some(Ok(record));
+                    return Some(Ok(next));
                 }
                 Err(bad) => {
                     let good_after = match current.frames.next_good_frame(&bad) {
@@ -571,7 +634,99 @@ impl Iterator for JournalReader {
     type Item = Result<Record, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.next_inner()
+        match self.next_inner(false)? {
+            Ok(Next::Decoded(record)) => Some(Ok(record)),
+            // Not asked for: the loop decodes every record.
+            Ok(Next::Verbatim(parts)) => Some(self.decode_verbatim(&parts)),
+            Err(error) => Some(Err(error)),
+        }
+    }
+}
+
+/// A record as [`JournalReader::next_stored`] yields it.
+#[derive(Debug)]
+pub enum StoredRecord<'a> {
+    /// A record in this build's exact writer form, undecoded.
+    Verbatim(VerbatimRecord<'a>),
+    /// Any other record, decoded.
+    Decoded(Record),
+}
+
+impl StoredRecord<'_> {
+    /// The record's seq.
+    pub fn seq(&self) -> u64 {
+        match self {
+            StoredRecord::Verbatim(record) => record.seq(),
+            StoredRecord::Decoded(record) => record.seq,
+        }
+    }
+
+    /// The record's time.
+    pub fn ts(&self) -> DateTime<Utc> {
+        match self {
+            StoredRecord::Verbatim(record) => record.ts(),
+            StoredRecord::Decoded(record) => record.ts,
+        }
+    }
+}
+
+/// A `unit_started` or `unit_finished` record whose payload is byte for byte what this
+/// build's writer writes for its event: `{"seq":N,"ts":"…",` then
+/// `serde_json::to_vec(&event)` without its leading `{`. Its checksum, sequence and
+/// decodability have been checked like any record's.
+pub struct VerbatimRecord<'a> {
+    payload: &'a [u8],
+    parts: verbatim::Verbatim,
+}
+
+impl std::fmt::Debug for VerbatimRecord<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbatimRecord")
+            .field("seq", &self.parts.seq)
+            .field("kind", &self.kind())
+            .field("unit", &self.unit())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> VerbatimRecord<'a> {
+    /// The record's seq.
+    pub fn seq(&self) -> u64 {
+        self.parts.seq
+    }
+
+    /// The record's time.
+    pub fn ts(&self) -> DateTime<Utc> {
+        self.parts.ts
+    }
+
+    /// The `ts` as written: RFC 3339 UTC with microseconds and `Z`, exactly
+    /// `ts().to_rfc3339_opts(SecondsFormat::Micros, true)`.
+    pub fn ts_text(&self) -> &'a str {
+        // The recognizer accepted only ASCII digits and separators here.
+        std::str::from_utf8(&self.payload[self.parts.ts_text.clone()]).unwrap_or_default()
+    }
+
+    /// The event's `kind`: `unit_started` or `unit_finished`.
+    pub fn kind(&self) -> &'static str {
+        self.parts.kind.as_str()
+    }
+
+    /// The event's unit.
+    pub fn unit(&self) -> &'a str {
+        // The recognizer checked that the name is UTF-8 and has no escape.
+        std::str::from_utf8(&self.payload[self.parts.unit.clone()]).unwrap_or_default()
+    }
+
+    /// The event's JSON object without its leading `{`: `"kind":"…",…}`, exactly the bytes
+    /// `serde_json::to_vec(&event)` writes after it.
+    pub fn event_fields(&self) -> &'a [u8] {
+        &self.payload[self.parts.fields_start..]
+    }
+
+    /// The whole payload.
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
     }
 }
 
