@@ -17,6 +17,26 @@ use std::ops::Range;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether some byte of `word` is zero (exact: no false negatives, no false positives).
+fn has_zero_byte(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGH_BITS != 0
+}
+
+/// Whether some byte of `word` (eight bytes of a string) may end it or need checking: a
+/// quote, a backslash, a control character, or a non-ASCII byte. Never a false negative.
+fn needs_a_look(word: u64) -> bool {
+    let non_ascii = word & HIGH_BITS != 0;
+    // Some byte below 0x20 (exact for bytes below 0x80, which is all that is left).
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH_BITS != 0;
+    non_ascii
+        || control
+        || has_zero_byte(word ^ (ONES * u64::from(b'"')))
+        || has_zero_byte(word ^ (ONES * u64::from(b'\\')))
+}
+
 /// The kinds [`recognize`] knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HotKind {
@@ -171,17 +191,42 @@ impl Cursor<'_> {
     fn string(&mut self) -> Option<Range<usize>> {
         self.literal(b"\"")?;
         let start = self.pos;
-        let rest = &self.bytes[start..];
-        let len = rest.iter().position(|&byte| byte == b'"')?;
-        let content = &rest[..len];
-        if content.iter().any(|&byte| byte == b'\\' || byte < 0x20) {
-            return None;
+        let bytes = self.bytes;
+        let mut ascii = true;
+        let mut at = start;
+        loop {
+            // Eight bytes at a time while none of them is a quote, a backslash, a control
+            // character or non-ASCII (most strings here are hex hashes and unit names).
+            if let Some(chunk) = bytes.get(at..at + 8) {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if !needs_a_look(u64::from_le_bytes(word)) {
+                    at += 8;
+                    continue;
+                }
+            }
+            // Then byte by byte through the eight that need a look (or the last few).
+            let end = (at + 8).min(bytes.len());
+            if at == end {
+                return None;
+            }
+            for (index, &byte) in bytes[at..end].iter().enumerate() {
+                match byte {
+                    b'"' => {
+                        let close = at + index;
+                        if !ascii {
+                            std::str::from_utf8(&bytes[start..close]).ok()?;
+                        }
+                        self.pos = close + 1;
+                        return Some(start..close);
+                    }
+                    b'\\' | 0..0x20 => return None,
+                    0x80.. => ascii = false,
+                    _ => {}
+                }
+            }
+            at = end;
         }
-        if !content.is_ascii() {
-            std::str::from_utf8(content).ok()?;
-        }
-        self.pos = start + len + 1;
-        Some(start..start + len)
     }
 
     /// A unit enum variant: one of `names`, as a string.
@@ -584,6 +629,22 @@ mod tests {
             let parts = recognize(text.as_bytes()).unwrap_or_else(|| panic!("{text}"));
             assert_exact(text.as_bytes(), &parts);
             assert_mutants_exact_or_refused(text.as_bytes());
+        }
+    }
+
+    #[test]
+    fn a_word_with_any_byte_that_ends_or_spoils_a_string_needs_a_look() {
+        for byte in 0..=u8::MAX {
+            let special = byte == b'"' || byte == b'\\' || byte < 0x20 || byte >= 0x80;
+            for position in 0..8 {
+                let mut word = *b"0123abcd";
+                word[position] = byte;
+                let flagged = needs_a_look(u64::from_le_bytes(word));
+                assert!(flagged || !special, "{byte:#04x} at {position}");
+                if !special {
+                    assert!(!flagged, "{byte:#04x} at {position}: a needless look");
+                }
+            }
         }
     }
 
