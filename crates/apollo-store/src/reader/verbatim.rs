@@ -635,7 +635,7 @@ mod tests {
     #[test]
     fn a_word_with_any_byte_that_ends_or_spoils_a_string_needs_a_look() {
         for byte in 0..=u8::MAX {
-            let special = byte == b'"' || byte == b'\\' || byte < 0x20 || byte >= 0x80;
+            let special = byte == b'"' || byte == b'\\' || !(0x20..0x80).contains(&byte);
             for position in 0..8 {
                 let mut word = *b"0123abcd";
                 word[position] = byte;
