@@ -34,7 +34,7 @@ pub use diff::{
 pub use error::ReplayError;
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
 pub use html::{HtmlExtras, write_html, write_html_with};
-pub use json::write_json;
+pub use json::{EncodedRecord, JsonRecord, JsonRecords, write_json, write_json_records};
 pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{

@@ -50,6 +50,8 @@ pub(crate) struct FrameReader {
     input: BufReader<File>,
     offset: u64,
     file_len: u64,
+    /// The length of the frame `next_buffered_frame` read last.
+    last_frame_len: u64,
 }
 
 enum Step {
@@ -63,6 +65,7 @@ impl FrameReader {
             input: BufReader::with_capacity(64 * 1024, file),
             offset: 0,
             file_len,
+            last_frame_len: 0,
         }
     }
 
@@ -104,6 +107,75 @@ impl FrameReader {
     /// starting at `offset`, `Ok(Ok(None))` the clean end of the file, `Ok(Err(bad))` a damaged
     /// or incomplete frame; the outer error is an I/O failure.
     pub(crate) fn next_frame(
+        &mut self,
+        payload: &mut Vec<u8>,
+    ) -> io::Result<Result<Option<u64>, BadFrame>> {
+        if self.next_buffered_frame(payload) {
+            return Ok(Ok(Some(self.offset - self.last_frame_len)));
+        }
+        self.next_frame_bytewise(payload)
+    }
+
+    /// The common case of [`next_frame`](Self::next_frame): a good frame wholly in the read
+    /// buffer, checked and copied out in place. Anything else — a frame that straddles the
+    /// buffer's end, any irregularity — is `false`, with nothing consumed, and the byte-wise
+    /// reader takes it (and words its errors).
+    fn next_buffered_frame(&mut self, payload: &mut Vec<u8>) -> bool {
+        let buffered = self.input.buffer();
+        // Never past the length the file had when opened (see `byte`).
+        let limit = buffered
+            .len()
+            .min(usize::try_from(self.file_len.saturating_sub(self.offset)).unwrap_or(usize::MAX));
+        let frame = &buffered[..limit];
+        let Some(checksum) = frame.get(..8) else {
+            return false;
+        };
+        let mut stored_crc: u32 = 0;
+        for &byte in checksum {
+            match hex_value(byte) {
+                Some(value) => stored_crc = (stored_crc << 4) | value,
+                None => return false,
+            }
+        }
+        if frame.get(8) != Some(&b' ') {
+            return false;
+        }
+        let n_digits = frame[9..]
+            .iter()
+            .take(9)
+            .take_while(|byte| byte.is_ascii_digit())
+            .count();
+        if !(1..=8).contains(&n_digits)
+            || (n_digits > 1 && frame[9] == b'0')
+            || frame.get(9 + n_digits) != Some(&b' ')
+        {
+            return false;
+        }
+        let len_text = &frame[9..9 + n_digits];
+        let len = len_text
+            .iter()
+            .fold(0usize, |acc, digit| acc * 10 + usize::from(digit - b'0'));
+        let payload_start = 9 + n_digits + 1;
+        let end = payload_start + len;
+        if len > MAX_PAYLOAD_LEN || frame.get(end) != Some(&b'\n') {
+            return false;
+        }
+        let body = &frame[payload_start..end];
+        let mut crc = crc32c::crc32c(len_text);
+        crc = crc32c::crc32c_append(crc, b" ");
+        crc = crc32c::crc32c_append(crc, body);
+        if mask_crc(crc) != stored_crc {
+            return false;
+        }
+        payload.clear();
+        payload.extend_from_slice(body);
+        self.input.consume(end + 1);
+        self.last_frame_len = end as u64 + 1;
+        self.offset += self.last_frame_len;
+        true
+    }
+
+    fn next_frame_bytewise(
         &mut self,
         payload: &mut Vec<u8>,
     ) -> io::Result<Result<Option<u64>, BadFrame>> {
@@ -356,6 +428,75 @@ mod tests {
             .unwrap();
         let file = File::open(&path).unwrap();
         (dir, FrameReader::new(file, bytes.len() as u64))
+    }
+
+    /// Every frame `next_frame` reads (the buffered fast path where it can), and every frame
+    /// the byte-wise reader alone reads, with their offsets, payloads and errors.
+    fn frames_both_ways(bytes: &[u8]) -> [Vec<String>; 2] {
+        let read = |bytewise: bool| {
+            let (_dir, mut reader) = reader_over(bytes);
+            let mut payload = Vec::new();
+            let mut seen = Vec::new();
+            loop {
+                let next = if bytewise {
+                    reader.next_frame_bytewise(&mut payload)
+                } else {
+                    reader.next_frame(&mut payload)
+                };
+                match next.unwrap() {
+                    Ok(Some(offset)) => seen.push(format!(
+                        "{offset} {} next {}",
+                        String::from_utf8_lossy(&payload),
+                        reader.offset()
+                    )),
+                    Ok(None) => return seen,
+                    Err(bad) => {
+                        seen.push(format!("{bad:?}"));
+                        return seen;
+                    }
+                }
+            }
+        };
+        [read(false), read(true)]
+    }
+
+    #[test]
+    fn the_buffered_fast_path_reads_exactly_what_the_byte_wise_reader_reads() {
+        let mut out = Vec::new();
+        // Frames that straddle the read buffer's end, and small ones around them.
+        for len in [3, 70_000, 10, 65_000, 1, 200_000, 7] {
+            let payload: Vec<u8> = (0..len).map(|index| b'a' + (index % 26) as u8).collect();
+            encode_frame(&payload, &mut out);
+        }
+        let [fast, bytewise] = frames_both_ways(&out);
+        assert_eq!(fast.len(), 7);
+        assert_eq!(fast, bytewise);
+        // Damage anywhere in small frames: cut, flipped, or a byte replaced.
+        let mut small = Vec::new();
+        for payload in [&b"{\"seq\":1}"[..], b"x", b"0123456789"] {
+            encode_frame(payload, &mut small);
+        }
+        for at in 0..small.len() {
+            let [fast, bytewise] = frames_both_ways(&small[..at]);
+            assert_eq!(fast, bytewise, "cut at {at}");
+            for bit in 0..8 {
+                let mut flipped = small.clone();
+                flipped[at] ^= 1 << bit;
+                let [fast, bytewise] = frames_both_ways(&flipped);
+                assert_eq!(fast, bytewise, "bit {bit} of byte {at} flipped");
+            }
+            for byte in [b'0', b' ', b'\n', b'a', b'A'] {
+                let mut replaced = small.clone();
+                replaced[at] = byte;
+                let [fast, bytewise] = frames_both_ways(&replaced);
+                assert_eq!(fast, bytewise, "byte {at} replaced by {byte}");
+            }
+        }
+        // A leading zero and a too-long length field.
+        for bad in [&b"00000000 07 x\n"[..], b"00000000 123456789 x\n"] {
+            let [fast, bytewise] = frames_both_ways(bad);
+            assert_eq!(fast, bytewise);
+        }
     }
 
     #[test]

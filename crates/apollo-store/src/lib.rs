@@ -39,7 +39,7 @@ pub use input_manifest::{
     MANIFESTS_DIR, input_manifest_path, read_files_manifest, read_input_manifest,
 };
 pub use lock::{LockHolder, StateLock};
-pub use reader::{JournalReader, ReadOptions};
+pub use reader::{JournalReader, ReadOptions, StoredRecord, VerbatimRecord};
 pub use retention::{PruneOptions, PruneReport, plan_prune, prune};
 pub use reuse_index::{IndexRefresh, PipelineReuse, ReuseIndex};
 pub use run_id::RunId;
