@@ -176,6 +176,9 @@ impl<'a> OpenRun<'a> {
             }
         }
         crate::reuse::save_hash_cache(&state, hash_cache.as_deref());
+        // The run's captures are durable: the store is brought under `blob_store_max`, still
+        // under the lock (no other apollo is capturing meanwhile).
+        crate::evict::after_run(&state, &loaded.pipeline, &run_id, &lock, session_observer);
         drop(journal);
         drop(lock);
         if let Ok(report) = &result

@@ -359,6 +359,8 @@ pub fn reproduce(
             hooks: Vec::new(),
             capacity: definition.capacity,
             max_jobs: definition.max_jobs,
+            // A reproduction evicts nothing: it ends without looking at the store's size.
+            blob_store_max: None,
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,

@@ -400,21 +400,42 @@ impl Drop for Pending {
 /// `run_resumed`) and every captured file of its manifests (`unit_files`, also those kept in
 /// manifest files). What `prune` keeps and `backup` copies.
 pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> {
-    let mut hashes = BTreeSet::new();
+    let RunBlobs {
+        mut definitions,
+        captures,
+    } = run_blobs(run_dir)?;
+    definitions.extend(captures);
+    Ok(definitions)
+}
+
+/// The blobs one run references, by kind (see [`run_blobs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RunBlobs {
+    /// Its definition snapshots (`run_started`, `run_resumed`): small, and needed to show,
+    /// resume or reproduce the run at all.
+    pub(crate) definitions: BTreeSet<String>,
+    /// The captured files of its manifests: what reproducing or reusing its units needs.
+    pub(crate) captures: BTreeSet<String>,
+}
+
+/// The blobs the run in `run_dir` references, its definition snapshots apart from its
+/// captures (only well-formed names: a damaged record cannot name a path outside the store).
+pub(crate) fn run_blobs(run_dir: &Path) -> Result<RunBlobs, StoreError> {
+    let mut blobs = RunBlobs::default();
     for record in JournalReader::open(run_dir, ReadOptions::default())? {
         match record?.event {
             Event::RunStarted(started) => {
-                hashes.insert(started.definition_hash);
+                blobs.definitions.insert(started.definition_hash);
             }
             Event::RunResumed(resumed) => {
-                hashes.insert(resumed.definition_hash);
+                blobs.definitions.insert(resumed.definition_hash);
             }
             Event::UnitFiles(files) => {
                 let listed = match &files.manifest {
                     Some(reference) => read_files_manifest(run_dir, reference)?,
                     None => files.files,
                 };
-                hashes.extend(
+                blobs.captures.extend(
                     listed
                         .into_iter()
                         .filter(FileEntry::captured)
@@ -424,8 +445,9 @@ pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> 
             _ => {}
         }
     }
-    hashes.retain(|hash| check_name(hash).is_ok());
-    Ok(hashes)
+    blobs.definitions.retain(|hash| check_name(hash).is_ok());
+    blobs.captures.retain(|hash| check_name(hash).is_ok());
+    Ok(blobs)
 }
 
 /// What [`sweep_unreferenced`] removed.
