@@ -314,3 +314,44 @@ fn reproducing_an_attempt_recorded_before_capture_existed_says_what_it_cannot_co
         "{output:?}"
     );
 }
+
+#[test]
+fn a_resumed_run_that_ends_over_the_limit_evicts_too() {
+    let mut apollo = Apollo::new();
+    let gated = |limit: &str| {
+        format!(
+            "{}  - name: gate
+    deps: [gen]
+    execute: test -f markers/ok
+",
+            pipeline(limit)
+        )
+    };
+    apollo.config(&gated("none"));
+    apollo.release("ok");
+    apollo.file("data/in.txt", &content("first"));
+    let (output, first) = run_new(&mut apollo, &["run"]);
+    output.code(0);
+    std::fs::remove_file(apollo.path("markers/ok")).unwrap();
+    apollo.file("data/in.txt", &content("second"));
+    let (output, second) = run_new(&mut apollo, &["run"]);
+    output.code(1);
+    assert!(
+        has_blob(&apollo, &content("first")),
+        "no limit: nothing evicted"
+    );
+    // Resumed under a limit that holds one run's captures: the first run's go at its end.
+    apollo.release("ok");
+    apollo.config(&gated("20KiB"));
+    let output = apollo.args(&["resume", &second]).run();
+    output.code(0);
+    assert!(
+        output
+            .stderr
+            .contains(&format!("evicted the captures of run {first} (")),
+        "{output:?}"
+    );
+    assert!(!has_blob(&apollo, &content("first")));
+    assert!(has_blob(&apollo, &content("second")));
+    assert!(has_blob(&apollo, &content("second").to_uppercase()));
+}

@@ -27,10 +27,11 @@ use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use apollo_core::Event;
-use apollo_core::capture::{BlobSink, FileEntry, PendingBlob};
+use apollo_core::capture::{BlobSink, PendingBlob};
+use apollo_core::event::FileSide;
 
 use crate::input_manifest::read_files_manifest;
 use crate::reader::{JournalReader, ReadOptions};
@@ -403,6 +404,7 @@ pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> 
     let RunBlobs {
         mut definitions,
         captures,
+        ..
     } = run_blobs(run_dir)?;
     definitions.extend(captures);
     Ok(definitions)
@@ -416,6 +418,11 @@ pub(crate) struct RunBlobs {
     pub(crate) definitions: BTreeSet<String>,
     /// The captured files of its manifests: what reproducing or reusing its units needs.
     pub(crate) captures: BTreeSet<String>,
+    /// Of those, each attempt's captured outputs, by (unit, attempt).
+    pub(crate) outputs: BTreeMap<(String, u32), BTreeSet<String>>,
+    /// The attempts of earlier runs whose outputs it reused (`unit_reused`): (run, unit,
+    /// attempt). Their blobs are what restoring its outputs needs.
+    pub(crate) reused: Vec<(String, String, u32)>,
 }
 
 /// The blobs the run in `run_dir` references, its definition snapshots apart from its
@@ -435,18 +442,29 @@ pub(crate) fn run_blobs(run_dir: &Path) -> Result<RunBlobs, StoreError> {
                     Some(reference) => read_files_manifest(run_dir, reference)?,
                     None => files.files,
                 };
-                blobs.captures.extend(
-                    listed
-                        .into_iter()
-                        .filter(FileEntry::captured)
-                        .map(|file| file.sha256),
-                );
+                let captured = (listed.into_iter())
+                    .filter(|file| file.captured() && check_name(&file.sha256).is_ok())
+                    .map(|file| file.sha256);
+                if files.side == FileSide::Outputs {
+                    let outputs = blobs
+                        .outputs
+                        .entry((files.unit, files.attempt))
+                        .or_default();
+                    outputs.extend(captured);
+                    blobs.captures.extend(outputs.iter().cloned());
+                } else {
+                    blobs.captures.extend(captured);
+                }
+            }
+            Event::UnitReused(reused) => {
+                blobs
+                    .reused
+                    .push((reused.from_run, reused.unit, reused.from_attempt));
             }
             _ => {}
         }
     }
     blobs.definitions.retain(|hash| check_name(hash).is_ok());
-    blobs.captures.retain(|hash| check_name(hash).is_ok());
     Ok(blobs)
 }
 

@@ -10,7 +10,8 @@
 //!    reproduce a run at all), and every blob of a *protected* run: the latest run of each
 //!    pipeline (by creation order, as `prune` counts it; a reproduction is never the latest of
 //!    anything), a run that is running or incomplete (it may be resumed), the run the caller
-//!    just finished, and — conservatively — a run whose journal cannot be read.
+//!    just finished, and — conservatively — a run whose journal cannot be read. A protected
+//!    run also keeps the outputs of the earlier attempts it reused (`unit_reused`).
 //! 2. Blobs no run references (left by a crash or a pruned run) go first: they cost nothing.
 //! 3. Then the other runs, **oldest first**, one whole run at a time: a blob is removed once no
 //!    run still kept references it (a blob a newer kept run shares stays), until the store is
@@ -25,7 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::blobs::{BlobStore, run_blobs};
+use crate::blobs::{BlobStore, RunBlobs, run_blobs};
 use crate::error::StoreError;
 use crate::lock::StateLock;
 use crate::run_id::RunId;
@@ -103,29 +104,41 @@ pub fn evict_blobs(
         latest.insert(key, &summary.id);
     }
     let latest: BTreeSet<&RunId> = latest.into_values().collect();
-    let mut keep: BTreeSet<String> = BTreeSet::new();
-    // The evictable runs, oldest first, with their captures.
-    let mut candidates: Vec<(RunId, BTreeSet<String>)> = Vec::new();
     let runs_dir = state.runs_dir();
+    let mut all = Vec::with_capacity(summaries.len());
     for summary in &summaries {
-        let blobs = run_blobs(&runs_dir.join(summary.id.as_str()))?;
-        keep.extend(blobs.definitions);
+        all.push(run_blobs(&runs_dir.join(summary.id.as_str()))?);
+    }
+    let by_id: HashMap<&str, &RunBlobs> = (summaries.iter().zip(&all))
+        .map(|(summary, blobs)| (summary.id.as_str(), blobs))
+        .collect();
+    let mut keep: BTreeSet<&str> = BTreeSet::new();
+    // The evictable runs, oldest first, with their captures.
+    let mut candidates: Vec<(&RunId, &BTreeSet<String>)> = Vec::new();
+    for (summary, blobs) in summaries.iter().zip(&all) {
+        keep.extend(blobs.definitions.iter().map(String::as_str));
         let protected = latest.contains(&summary.id)
             || summary.id == *just_finished
             || matches!(
                 summary.state,
                 RunState::Running | RunState::Incomplete | RunState::Corrupt
             );
-        if protected {
-            keep.extend(blobs.captures);
-        } else {
-            candidates.push((summary.id.clone(), blobs.captures));
+        if !protected {
+            candidates.push((&summary.id, &blobs.captures));
+            continue;
+        }
+        keep.extend(blobs.captures.iter().map(String::as_str));
+        // What it reused from earlier runs is what restoring its outputs needs.
+        for (run, unit, attempt) in &blobs.reused {
+            let outputs = (by_id.get(run.as_str()))
+                .and_then(|from| from.outputs.get(&(unit.clone(), *attempt)));
+            keep.extend(outputs.into_iter().flatten().map(String::as_str));
         }
     }
     // How many evictable, not yet evicted runs reference each blob.
     let mut holders: HashMap<&str, usize> = HashMap::new();
     for (_, captures) in &candidates {
-        for blob in captures {
+        for blob in captures.iter() {
             *holders.entry(blob.as_str()).or_default() += 1;
         }
     }
@@ -149,7 +162,7 @@ pub fn evict_blobs(
         Ok(())
     };
     let mut unreferenced: Vec<&String> = (stored.keys())
-        .filter(|blob| !keep.contains(*blob) && !holders.contains_key(blob.as_str()))
+        .filter(|blob| !keep.contains(blob.as_str()) && !holders.contains_key(blob.as_str()))
         .collect();
     unreferenced.sort();
     for blob in unreferenced {
@@ -163,10 +176,10 @@ pub fn evict_blobs(
         if eviction.after_bytes <= limit {
             break;
         }
-        for blob in captures {
+        for blob in captures.iter() {
             let count = holders.entry(blob.as_str()).or_default();
             *count = count.saturating_sub(1);
-            if *count == 0 && !keep.contains(blob) && stored.contains_key(blob) {
+            if *count == 0 && !keep.contains(blob.as_str()) && stored.contains_key(blob) {
                 remove(blob, &mut eviction)?;
                 removed.insert(blob.as_str());
             }
@@ -179,7 +192,7 @@ pub fn evict_blobs(
             .collect();
         if !lost.is_empty() {
             eviction.evicted.push(EvictedRun {
-                run: run.clone(),
+                run: (*run).clone(),
                 blobs: lost.len(),
                 bytes: lost.iter().filter_map(|blob| stored.get(*blob)).sum(),
             });
@@ -200,6 +213,17 @@ mod tests {
     /// A finished run of pipeline `identity` whose one unit captured `contents` (each stored
     /// as a blob).
     fn run(state: &StateDir, identity: &str, contents: &[&[u8]], finish: bool) -> RunId {
+        run_with(state, identity, contents, finish, Vec::new())
+    }
+
+    /// [`run`], with `extra` events after its `unit_files`.
+    fn run_with(
+        state: &StateDir,
+        identity: &str,
+        contents: &[&[u8]],
+        finish: bool,
+        extra: Vec<Event>,
+    ) -> RunId {
         let store =
             BlobStore::open(state.path().join("blobs"), crate::writer::Durability::None).unwrap();
         let definition = state.put_blob(identity.as_bytes()).unwrap();
@@ -246,6 +270,7 @@ mod tests {
                 manifest: None,
             }),
         ];
+        events.extend(extra);
         if finish {
             events.push(Event::RunFinished(RunFinished {
                 status: RunStatus::Succeeded,
@@ -322,6 +347,40 @@ mod tests {
         assert!(eviction.evicted.is_empty());
         assert!(store.contains(&blob_of(&c)) && store.contains(&blob_of(&other)));
         let _ = other_run;
+    }
+
+    #[test]
+    fn the_latest_run_keeps_the_outputs_it_reused_from_an_evicted_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let (reused, own) = (vec![1u8; 2048], vec![2u8; 2048]);
+        let first = run(&state, "p", &[&reused, &own], true);
+        let _middle = run(&state, "p", &[&[3u8; 2048]], true);
+        let latest = run_with(
+            &state,
+            "p",
+            &[],
+            true,
+            vec![Event::UnitReused(apollo_core::event::UnitReused {
+                unit: "u".to_owned(),
+                from_run: first.to_string(),
+                from_attempt: 1,
+                input_hash: String::new(),
+                inputs: Vec::new(),
+                output_hash: String::new(),
+            })],
+        );
+        let lock = state.lock(false).unwrap();
+        let eviction = evict_blobs(&state, 10, &latest, &lock).unwrap().unwrap();
+        let store = BlobStore::open_existing(dir.path().join("blobs"));
+        assert!(
+            store.contains(&blob_of(&reused)),
+            "what the latest run reused stays: {eviction:?}"
+        );
+        assert!(!store.contains(&blob_of(&[3u8; 2048])));
+        // The first run's outputs are one manifest: reused, all of it is kept.
+        assert!(store.contains(&blob_of(&own)));
+        assert!(eviction.still_over);
     }
 
     #[test]
