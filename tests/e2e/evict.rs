@@ -322,7 +322,8 @@ fn a_resumed_run_that_ends_over_the_limit_evicts_too() {
         format!(
             "{}  - name: gate
     deps: [gen]
-    execute: test -f markers/ok
+    outputs: [out/gate.txt]
+    execute: test -f markers/ok && rev data/in.txt > out/gate.txt
 ",
             pipeline(limit)
         )
@@ -340,9 +341,10 @@ fn a_resumed_run_that_ends_over_the_limit_evicts_too() {
         has_blob(&apollo, &content("first")),
         "no limit: nothing evicted"
     );
-    // Resumed under a limit that holds one run's captures: the first run's go at its end.
+    // Resumed under a limit that holds one run's captures (24 KiB): at its end (it captured
+    // gate's output) the first run's go.
     apollo.release("ok");
-    apollo.config(&gated("20KiB"));
+    apollo.config(&gated("30KiB"));
     let output = apollo.args(&["resume", &second]).run();
     output.code(0);
     assert!(

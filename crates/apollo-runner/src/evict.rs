@@ -2,18 +2,18 @@
 //! [`apollo_store::evict_blobs`] for what is evicted and what never is.
 
 use apollo_core::Pipeline;
-use apollo_core::capture::CaptureMode;
-use apollo_store::{RunId, StateDir, StateLock, evict_blobs};
+use apollo_store::{BlobStore, RunId, StateDir, StateLock, evict_blobs};
 
 use crate::notice::{SessionNotice, SessionObserver};
 
 /// Brings the state directory's blob store under the pipeline's `blob_store_max` after
 /// `run_id` (new or resumed) ended, still under `lock`; tells `observer` what it evicted (or
-/// why it could not). Nothing to do without a limit, or when the pipeline captures nothing (the
-/// run added no blob then: one listing of `blobs/` is spared).
+/// why it could not). Nothing to do without a limit, or when the run added no blob to `blobs`
+/// (the store it captured into): the store did not grow, and not even `blobs/` is listed.
 pub(crate) fn after_run(
     state: &StateDir,
     pipeline: &Pipeline,
+    blobs: &BlobStore,
     run_id: &RunId,
     lock: &StateLock,
     observer: &mut dyn SessionObserver,
@@ -21,11 +21,7 @@ pub(crate) fn after_run(
     let Some(limit) = pipeline.blob_store_max else {
         return;
     };
-    let captures = pipeline.units.iter().any(|unit| {
-        unit.capture.mode != CaptureMode::None
-            && !(unit.inputs.is_empty() && unit.outputs.is_empty())
-    });
-    if !captures {
+    if blobs.bytes_written() == 0 {
         return;
     }
     match evict_blobs(state, limit, run_id, lock) {

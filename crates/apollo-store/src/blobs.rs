@@ -26,6 +26,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -56,6 +58,8 @@ pub struct BlobStore {
     /// `blobs/` in the state directory.
     root: PathBuf,
     durable: bool,
+    /// Bytes of the new blobs this store (and its clones) wrote.
+    written: Arc<AtomicU64>,
 }
 
 impl BlobStore {
@@ -68,6 +72,7 @@ impl BlobStore {
         Ok(Self {
             root,
             durable: durability == Durability::Fsync,
+            written: Arc::default(),
         })
     }
 
@@ -76,6 +81,7 @@ impl BlobStore {
         Self {
             root: blobs_dir.into(),
             durable: true,
+            written: Arc::default(),
         }
     }
 
@@ -88,6 +94,13 @@ impl BlobStore {
             .join("sha256")
             .join(&sha256[..2])
             .join(&sha256[2..]))
+    }
+
+    /// How many bytes of new blobs this store and its clones have written since it was
+    /// opened (content the store had already costs nothing and counts nothing): whether a run
+    /// made the store grow.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Whether blob `sha256` is stored (as a regular file).
@@ -379,9 +392,11 @@ impl PendingBlob for Pending {
         if !folder.is_dir() {
             create_dir_all_durable(folder).map_err(to_io)?;
         }
+        let size = temp.metadata()?.len();
         fs::rename(&self.temp_path, &final_path)?;
         // Renamed: nothing left for `drop` to remove.
         self.temp = None;
+        self.store.written.fetch_add(size, Ordering::Relaxed);
         if self.store.durable {
             File::open(folder)?.sync_all()?;
         }
@@ -561,6 +576,11 @@ mod tests {
             refs.push(store.put_file(&path).unwrap());
         }
         assert!(refs.iter().all(|blob| *blob == refs[0]));
+        assert_eq!(
+            store.bytes_written(),
+            10,
+            "the same content is written once"
+        );
         assert_eq!(refs[0].sha256, apollo_core::hash::sha256_hex(b"same bytes"));
         assert_eq!(refs[0].size, 10);
         assert_eq!(store.iter().unwrap(), vec![refs[0].clone()]);
