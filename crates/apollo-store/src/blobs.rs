@@ -17,7 +17,9 @@
 //!
 //! Blobs are immutable (mode `0444`) and shared by every run and unit that saw the same
 //! content: a file declared by three units over five runs is one blob. They are garbage:
-//! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]).
+//! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]),
+//! and [`evict_blobs`](crate::evict_blobs) the captures of the oldest runs when the store is
+//! over `blob_store_max`.
 //!
 //! The engine reaches the store through apollo-core's [`BlobSink`] seam; other programs use
 //! [`BlobStore::put_file`] and [`BlobStore::restore`].
