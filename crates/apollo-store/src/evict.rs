@@ -384,6 +384,38 @@ mod tests {
     }
 
     #[test]
+    fn an_eviction_cut_off_half_way_is_finished_by_the_next_and_never_takes_a_kept_blob() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let old: Vec<Vec<u8>> = (0..4u8).map(|byte| vec![byte; 1024]).collect();
+        let old_refs: Vec<&[u8]> = old.iter().map(Vec::as_slice).collect();
+        let first = run(&state, "p", &old_refs, true);
+        let latest = run(&state, "p", &[&[9u8; 1024]], true);
+        let store = BlobStore::open_existing(dir.path().join("blobs"));
+        // A SIGKILL after two of the first run's four unlinks: the store holds the rest.
+        store.remove(&blob_of(&old[0])).unwrap();
+        store.remove(&blob_of(&old[2])).unwrap();
+        let lock = state.lock(false).unwrap();
+        let eviction = evict_blobs(&state, 1500, &latest, &lock).unwrap().unwrap();
+        assert!(old.iter().all(|content| !store.contains(&blob_of(content))));
+        assert!(
+            store.contains(&blob_of(&[9u8; 1024])),
+            "the kept run's blob"
+        );
+        assert!(store.contains(&blob_of(b"p")), "the definition");
+        assert_eq!(
+            eviction.evicted,
+            vec![EvictedRun {
+                run: first,
+                blobs: 2,
+                bytes: 2048
+            }],
+            "only what this eviction removed is counted"
+        );
+        assert!(!eviction.still_over);
+    }
+
+    #[test]
     fn an_incomplete_run_and_unreferenced_blobs() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
