@@ -6,6 +6,7 @@
 mod support;
 
 mod capture;
+mod evict;
 mod example;
 mod hashing;
 mod identity;

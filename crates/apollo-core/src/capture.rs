@@ -25,6 +25,9 @@ use serde::{Deserialize, Serialize};
 /// The default `capture_max_file`: 64 MiB.
 pub const DEFAULT_CAPTURE_MAX_FILE: u64 = 64 * 1024 * 1024;
 
+/// The default `blob_store_max`: 20 GiB.
+pub const DEFAULT_BLOB_STORE_MAX: u64 = 20 * 1024 * 1024 * 1024;
+
 /// Which of a unit's declared files are kept in the blob store (`capture:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -35,6 +35,23 @@ pub struct Pipeline {
     /// [`DEFAULT_MAX_JOBS`]), beside the `max_parallel` local units.
     #[serde(default)]
     pub max_jobs: Option<usize>,
+    /// The blob store's size limit (`blob_store_max:`, default
+    /// [`DEFAULT_BLOB_STORE_MAX`](crate::capture::DEFAULT_BLOB_STORE_MAX)); `None` is `none`, no
+    /// limit. When a run of this pipeline ends over it, the captures of the oldest runs in the
+    /// state directory are evicted. Left out of definition snapshots when it is the default.
+    #[serde(
+        default = "default_blob_store_max",
+        skip_serializing_if = "is_default_blob_store_max"
+    )]
+    pub blob_store_max: Option<u64>,
+}
+
+fn default_blob_store_max() -> Option<u64> {
+    Some(crate::capture::DEFAULT_BLOB_STORE_MAX)
+}
+
+fn is_default_blob_store_max(value: &Option<u64>) -> bool {
+    *value == default_blob_store_max()
 }
 
 /// Slurm jobs in flight at once when the config sets no `max_jobs`.

@@ -278,6 +278,7 @@ mod tests {
                 .collect(),
             capacity: Default::default(),
             max_jobs: None,
+            blob_store_max: None,
         }
     }
 

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod evict;
 mod hooks;
 mod identity;
 mod logs;

@@ -1,7 +1,7 @@
 //! What a session tells its caller besides the engine's per-unit notices: lock waits, store
 //! warnings, sweeps.
 
-use apollo_store::{RunId, StoreError, Warning};
+use apollo_store::{Eviction, RunId, StoreError, Warning};
 
 use crate::sweep::SweepReason;
 
@@ -44,6 +44,17 @@ pub enum SessionNotice<'a> {
     },
     /// The reuse index could not be refreshed: nothing is reused in this run.
     ReuseUnavailable {
+        /// What went wrong.
+        error: &'a StoreError,
+    },
+    /// The run ended with the blob store over the pipeline's `blob_store_max`: the captures
+    /// of the oldest runs were evicted ([`Eviction::evicted`] names them: their units can no
+    /// longer be reproduced), or, when [`Eviction::still_over`], what the latest runs need
+    /// alone exceeds the limit and was kept.
+    BlobsEvicted(&'a Eviction),
+    /// The blob store is over `blob_store_max`, but which blobs may go could not be worked out
+    /// (a journal cannot be read, say): nothing was evicted.
+    EvictionFailed {
         /// What went wrong.
         error: &'a StoreError,
     },

@@ -36,6 +36,8 @@ pub(crate) struct OpenRunParts<'a> {
     pub(crate) identity: String,
     /// The file hash cache the engine decides with, saved after the run.
     pub(crate) hash_cache: Option<std::sync::Arc<apollo_store::HashCache>>,
+    /// The blob store the engine captures into (a clone: it counts what the run added).
+    pub(crate) blobs: apollo_store::BlobStore,
 }
 
 /// A run that is recorded as started or resumed, under the state directory's lock: the only
@@ -145,6 +147,7 @@ impl<'a> OpenRun<'a> {
             opening,
             identity,
             hash_cache,
+            blobs,
         } = *self.parts;
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
@@ -176,6 +179,16 @@ impl<'a> OpenRun<'a> {
             }
         }
         crate::reuse::save_hash_cache(&state, hash_cache.as_deref());
+        // The run's captures are durable: the store is brought under `blob_store_max`, still
+        // under the lock (no other apollo is capturing meanwhile).
+        crate::evict::after_run(
+            &state,
+            &loaded.pipeline,
+            &blobs,
+            &run_id,
+            &lock,
+            session_observer,
+        );
         drop(journal);
         drop(lock);
         if let Ok(report) = &result

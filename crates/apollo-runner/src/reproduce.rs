@@ -106,6 +106,13 @@ pub enum InputSource {
     Missing(String),
     /// An absolute path outside the project: not sandboxed, the unit reads it where it is.
     NotSandboxed,
+    /// Captured, but its blob is no longer in the blob store (evicted under
+    /// `blob_store_max`, or deleted by hand): copied from the project as it is now
+    /// (`on_disk`), else absent in the scratch directory.
+    BlobGone {
+        /// Whether the file was on disk now, and copied from there.
+        on_disk: bool,
+    },
 }
 
 /// One recorded input file and where its bytes came from.
@@ -162,6 +169,10 @@ pub struct Reproduction {
     pub inputs: Vec<InputNote>,
     /// Every recorded or reproduced output, compared.
     pub outputs: Vec<OutputComparison>,
+    /// The attempt succeeded and its unit declares outputs, but it recorded no output manifest
+    /// (it was recorded before capture existed, journal format before 1.3): its outputs
+    /// cannot be compared, and [`outputs`](Self::outputs) is empty.
+    pub outputs_unrecorded: bool,
 }
 
 impl Reproduction {
@@ -325,7 +336,9 @@ pub fn reproduce(
                         sha256: String::new(),
                         size: 0,
                         mode: 0o644,
-                        not_captured: Some("the attempt recorded no manifest".to_owned()),
+                        not_captured: Some(
+                            "recorded before capture existed, journal format < 1.3".to_owned(),
+                        ),
                     })
                     .collect::<Vec<_>>();
                 unrecorded.as_slice()
@@ -359,6 +372,8 @@ pub fn reproduce(
             hooks: Vec::new(),
             capacity: definition.capacity,
             max_jobs: definition.max_jobs,
+            // A reproduction evicts nothing: it ends without looking at the store's size.
+            blob_store_max: None,
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
@@ -379,6 +394,10 @@ pub fn reproduce(
         let _ = fs::remove_dir_all(&scratch);
     }
     let ((run_id, status), inputs, outputs) = result?;
+    let recorded_status = recorded.status_of_attempt.get(&attempt).copied();
+    let outputs_unrecorded = recorded_status == Some(AttemptStatus::Succeeded)
+        && !unit.outputs.is_empty()
+        && !recorded.outputs.contains_key(&attempt);
     Ok(Reproduction {
         original: request.run.clone(),
         unit: request.unit.clone(),
@@ -386,10 +405,11 @@ pub fn reproduce(
         run_id,
         scratch,
         kept,
-        recorded_status: recorded.status_of_attempt.get(&attempt).copied(),
+        recorded_status,
         status,
         inputs,
         outputs,
+        outputs_unrecorded,
     })
 }
 
@@ -430,6 +450,7 @@ fn materialise_inputs(
         if let Some(parent) = dest.parent() {
             fs::create_dir_all(parent).map_err(|error| (parent.to_path_buf(), error))?;
         }
+        let mut gone = false;
         let reason = match &file.not_captured {
             None => match blobs.restore(&file.sha256, &dest, file.mode) {
                 Ok(_) => {
@@ -439,17 +460,23 @@ fn materialise_inputs(
                     });
                     continue;
                 }
-                Err(error) => format!("its blob cannot be restored: {error}"),
+                Err(error) => {
+                    gone = error.kind() == apollo_store::ErrorKind::NotFound;
+                    format!("its blob cannot be restored: {error}")
+                }
             },
             Some(reason) => reason.clone(),
         };
         let source = project.join(&relative);
-        let source = match fs::copy(&source, &dest) {
-            Ok(_) => InputSource::CurrentDisk(reason),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                InputSource::Missing(reason)
-            }
+        let on_disk = match fs::copy(&source, &dest) {
+            Ok(_) => true,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
             Err(error) => return Err((source, error)),
+        };
+        let source = match (gone, on_disk) {
+            (true, on_disk) => InputSource::BlobGone { on_disk },
+            (false, true) => InputSource::CurrentDisk(reason),
+            (false, false) => InputSource::Missing(reason),
         };
         notes.push(InputNote {
             path: file.path.clone(),
@@ -622,6 +649,16 @@ pub fn describe_input(note: &InputNote) -> Option<String> {
         InputSource::NotSandboxed => Some(format!(
             "input {} is outside the project: not sandboxed, read where it is",
             note.path
+        )),
+        InputSource::BlobGone { on_disk } => Some(format!(
+            "input {} was captured, but its blob is no longer in the blob store (evicted under \
+             blob_store_max, or deleted): {}",
+            note.path,
+            if *on_disk {
+                "taken from the current disk"
+            } else {
+                "it is no longer on disk either: missing"
+            }
         )),
     }
 }

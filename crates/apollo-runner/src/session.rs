@@ -393,7 +393,7 @@ impl<'a> RunSession<'a> {
         let blobs = BlobStore::open(state.path().join("blobs"), self.writer_options.durability)?;
         let mut options = self
             .engine_options(run_id.as_str())
-            .capture(std::sync::Arc::new(blobs));
+            .capture(std::sync::Arc::new(blobs.clone()));
         options.reuse = reuse;
         options.hash_cache = hash_cache.clone().map(|cache| cache as _);
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
@@ -408,6 +408,7 @@ impl<'a> RunSession<'a> {
             opening,
             identity,
             hash_cache,
+            blobs,
         })))
     }
 }

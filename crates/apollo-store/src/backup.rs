@@ -99,7 +99,9 @@ pub fn backup(
         }
         // The blobs the run needs (definition snapshots, captured files), before the run
         // whose journal names them. A blob missing here is not copied (its run says so when
-        // it needs it); one whose content no longer matches its name is not copied either.
+        // it needs it); one whose content no longer matches its name is not copied either. A
+        // blob can go while it is copied (the end of a run evicts the oldest runs' captures
+        // under `blob_store_max`; backup does not take the lock): then it is missing too.
         let source_blobs = BlobStore::open_existing(state.path().join("blobs"));
         let dest_blobs = BlobStore::open(dest.path().join("blobs"), Durability::Fsync)?;
         for hash in referenced_blobs(&run_dir)? {
@@ -107,7 +109,11 @@ pub fn backup(
             if dest_blobs.contains(&hash) || !source_blobs.contains(&hash) {
                 continue;
             }
-            let copied = dest_blobs.put_file(&source)?;
+            let copied = match dest_blobs.put_file(&source) {
+                Ok(copied) => copied,
+                Err(_) if !source_blobs.contains(&hash) => continue,
+                Err(error) => return Err(error),
+            };
             if copied.sha256 != hash {
                 dest_blobs.remove(&copied.sha256)?;
                 report.failed.push((

@@ -17,7 +17,9 @@
 //!
 //! Blobs are immutable (mode `0444`) and shared by every run and unit that saw the same
 //! content: a file declared by three units over five runs is one blob. They are garbage:
-//! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]).
+//! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]),
+//! and [`evict_blobs`](crate::evict_blobs) the captures of the oldest runs when the store is
+//! over `blob_store_max`.
 //!
 //! The engine reaches the store through apollo-core's [`BlobSink`] seam; other programs use
 //! [`BlobStore::put_file`] and [`BlobStore::restore`].
@@ -26,11 +28,14 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use apollo_core::Event;
-use apollo_core::capture::{BlobSink, FileEntry, PendingBlob};
+use apollo_core::capture::{BlobSink, PendingBlob};
+use apollo_core::event::FileSide;
 
 use crate::input_manifest::read_files_manifest;
 use crate::reader::{JournalReader, ReadOptions};
@@ -55,6 +60,8 @@ pub struct BlobStore {
     /// `blobs/` in the state directory.
     root: PathBuf,
     durable: bool,
+    /// Bytes of the new blobs this store (and its clones) wrote.
+    written: Arc<AtomicU64>,
 }
 
 impl BlobStore {
@@ -67,6 +74,7 @@ impl BlobStore {
         Ok(Self {
             root,
             durable: durability == Durability::Fsync,
+            written: Arc::default(),
         })
     }
 
@@ -75,6 +83,7 @@ impl BlobStore {
         Self {
             root: blobs_dir.into(),
             durable: true,
+            written: Arc::default(),
         }
     }
 
@@ -87,6 +96,13 @@ impl BlobStore {
             .join("sha256")
             .join(&sha256[..2])
             .join(&sha256[2..]))
+    }
+
+    /// How many bytes of new blobs this store and its clones have written since it was
+    /// opened (content the store had already costs nothing and counts nothing): whether a run
+    /// made the store grow.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Whether blob `sha256` is stored (as a regular file).
@@ -378,9 +394,11 @@ impl PendingBlob for Pending {
         if !folder.is_dir() {
             create_dir_all_durable(folder).map_err(to_io)?;
         }
+        let size = temp.metadata()?.len();
         fs::rename(&self.temp_path, &final_path)?;
         // Renamed: nothing left for `drop` to remove.
         self.temp = None;
+        self.store.written.fetch_add(size, Ordering::Relaxed);
         if self.store.durable {
             File::open(folder)?.sync_all()?;
         }
@@ -400,32 +418,71 @@ impl Drop for Pending {
 /// `run_resumed`) and every captured file of its manifests (`unit_files`, also those kept in
 /// manifest files). What `prune` keeps and `backup` copies.
 pub fn referenced_blobs(run_dir: &Path) -> Result<BTreeSet<String>, StoreError> {
-    let mut hashes = BTreeSet::new();
+    let RunBlobs {
+        mut definitions,
+        captures,
+        ..
+    } = run_blobs(run_dir)?;
+    definitions.extend(captures);
+    Ok(definitions)
+}
+
+/// The blobs one run references, by kind (see [`run_blobs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RunBlobs {
+    /// Its definition snapshots (`run_started`, `run_resumed`): small, and needed to show,
+    /// resume or reproduce the run at all.
+    pub(crate) definitions: BTreeSet<String>,
+    /// The captured files of its manifests: what reproducing or reusing its units needs.
+    pub(crate) captures: BTreeSet<String>,
+    /// Of those, each attempt's captured outputs, by (unit, attempt).
+    pub(crate) outputs: BTreeMap<(String, u32), BTreeSet<String>>,
+    /// The attempts of earlier runs whose outputs it reused (`unit_reused`): (run, unit,
+    /// attempt). Their blobs are what restoring its outputs needs.
+    pub(crate) reused: Vec<(String, String, u32)>,
+}
+
+/// The blobs the run in `run_dir` references, its definition snapshots apart from its
+/// captures (only well-formed names: a damaged record cannot name a path outside the store).
+pub(crate) fn run_blobs(run_dir: &Path) -> Result<RunBlobs, StoreError> {
+    let mut blobs = RunBlobs::default();
     for record in JournalReader::open(run_dir, ReadOptions::default())? {
         match record?.event {
             Event::RunStarted(started) => {
-                hashes.insert(started.definition_hash);
+                blobs.definitions.insert(started.definition_hash);
             }
             Event::RunResumed(resumed) => {
-                hashes.insert(resumed.definition_hash);
+                blobs.definitions.insert(resumed.definition_hash);
             }
             Event::UnitFiles(files) => {
                 let listed = match &files.manifest {
                     Some(reference) => read_files_manifest(run_dir, reference)?,
                     None => files.files,
                 };
-                hashes.extend(
-                    listed
-                        .into_iter()
-                        .filter(FileEntry::captured)
-                        .map(|file| file.sha256),
-                );
+                let captured = (listed.into_iter())
+                    .filter(|file| file.captured() && check_name(&file.sha256).is_ok())
+                    .map(|file| file.sha256);
+                if files.side == FileSide::Outputs {
+                    let outputs = blobs
+                        .outputs
+                        .entry((files.unit, files.attempt))
+                        .or_default();
+                    outputs.extend(captured);
+                    blobs.captures.extend(outputs.iter().cloned());
+                } else {
+                    blobs.captures.extend(captured);
+                }
+            }
+            Event::UnitReused(reused) => {
+                blobs
+                    .reused
+                    .push((reused.from_run, reused.unit, reused.from_attempt));
             }
             _ => {}
         }
     }
-    hashes.retain(|hash| check_name(hash).is_ok());
-    Ok(hashes)
+    blobs.definitions.retain(|hash| check_name(hash).is_ok());
+    Ok(blobs)
 }
 
 /// What [`sweep_unreferenced`] removed.
@@ -521,6 +578,11 @@ mod tests {
             refs.push(store.put_file(&path).unwrap());
         }
         assert!(refs.iter().all(|blob| *blob == refs[0]));
+        assert_eq!(
+            store.bytes_written(),
+            10,
+            "the same content is written once"
+        );
         assert_eq!(refs[0].sha256, apollo_core::hash::sha256_hex(b"same bytes"));
         assert_eq!(refs[0].size, 10);
         assert_eq!(store.iter().unwrap(), vec![refs[0].clone()]);

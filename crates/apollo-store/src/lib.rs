@@ -4,6 +4,7 @@
 mod backup;
 mod blobs;
 mod error;
+mod evict;
 mod fault;
 mod frame;
 mod fsutil;
@@ -32,6 +33,7 @@ pub use apollo_core::Record;
 pub use backup::{BackupReport, backup};
 pub use blobs::{BlobRef, BlobStore, BlobSweep, referenced_blobs, sweep_unreferenced};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};
+pub use evict::{EvictedRun, Eviction, evict_blobs};
 pub use group::SharedWriter;
 pub use hash_cache::HashCache;
 pub use index_file::cache_file;

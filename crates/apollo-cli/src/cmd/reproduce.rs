@@ -88,6 +88,14 @@ fn render_text(
             writeln!(stderr, "warning: {text}")?;
         }
     }
+    if reproduction.outputs_unrecorded {
+        writeln!(
+            stderr,
+            "warning: attempt {} recorded no output manifest (it was recorded before capture \
+             existed): its outputs cannot be compared",
+            reproduction.attempt
+        )?;
+    }
     writeln!(
         stdout,
         "reproduction {} of {} {} attempt {} in {}{}",
@@ -113,7 +121,11 @@ fn render_text(
         .collect();
     if reproduction.reproduced() {
         let n = reproduction.outputs.len();
-        let outputs = format!("{n} output{} identical", if n == 1 { "" } else { "s" });
+        let outputs = if reproduction.outputs_unrecorded {
+            "outputs not compared: none recorded".to_owned()
+        } else {
+            format!("{n} output{} identical", if n == 1 { "" } else { "s" })
+        };
         return match reproduction.recorded_status {
             Some(recorded) if recorded != apollo_core::event::AttemptStatus::Succeeded => {
                 writeln!(
@@ -155,6 +167,13 @@ fn render_json(reproduction: &Reproduction, stdout: &mut dyn Write) -> std::io::
                 InputSource::CurrentDisk(reason) => ("current_disk", Some(reason.as_str())),
                 InputSource::Missing(reason) => ("missing", Some(reason.as_str())),
                 InputSource::NotSandboxed => ("not_sandboxed", None),
+                InputSource::BlobGone { on_disk: true } => (
+                    "current_disk",
+                    Some("its blob is no longer in the blob store"),
+                ),
+                InputSource::BlobGone { on_disk: false } => {
+                    ("missing", Some("its blob is no longer in the blob store"))
+                }
                 _ => ("unknown", None),
             };
             serde_json::json!({"path": note.path, "source": source, "not_captured": reason})
@@ -183,6 +202,7 @@ fn render_json(reproduction: &Reproduction, stdout: &mut dyn Write) -> std::io::
         "status": reproduction.status.as_str(),
         "inputs": inputs,
         "outputs": outputs,
+        "outputs_unrecorded": reproduction.outputs_unrecorded,
     });
     writeln!(stdout, "{value}")
 }

@@ -48,6 +48,8 @@ pub(crate) enum Shape {
     CaptureMode,
     /// A size: whole bytes, or a string like `64MiB`.
     Size,
+    /// A size, or `none` for no limit.
+    SizeLimit,
     /// A pipeline hook: a command, or `{execute, timeout}`.
     Hook,
     /// `local` or `slurm`.
@@ -97,7 +99,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 14] = [
+pub(crate) const TOP_LEVEL: [Key; 15] = [
     key(
         "name",
         Shape::Text,
@@ -155,6 +157,11 @@ pub(crate) const TOP_LEVEL: [Key; 14] = [
         "max_jobs",
         Shape::Count { minimum: 1 },
         "Slurm jobs in flight at once (default 100), beside the `max_parallel` local units.",
+    ),
+    key(
+        "blob_store_max",
+        Shape::SizeLimit,
+        "When a run ends with the state directory's blob store over this size (default 20GiB), the captures of the oldest runs are evicted first, never those of the latest run of each pipeline; `none` for no limit.",
     ),
 ];
 
@@ -377,6 +384,7 @@ fn shape_schema(shape: Shape) -> Value {
             {"type": "integer", "minimum": 0},
             {"type": "string", "pattern": "^\\s*[0-9]+\\s*([bB]|[kKmMgG]([iI]?[bB])?|[tT][iI][bB])?\\s*$"}
         ]}),
+        Shape::SizeLimit => json!({"anyOf": [shape_schema(Shape::Size), {"const": "none"}]}),
         Shape::Executor => json!({"enum": ["local", "slurm"]}),
         Shape::Memory => json!({"type": "string",
             "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?)\\s*$"}),

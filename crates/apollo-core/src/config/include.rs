@@ -231,6 +231,7 @@ pub(crate) fn merge(
     defaults.capture = defaults.capture.take().or(from.capture);
     defaults.capture_max_file = defaults.capture_max_file.take().or(from.capture_max_file);
     defaults.reuse = defaults.reuse.take().or(from.reuse);
+    main.blob_store_max = main.blob_store_max.take().or(included.blob_store_max);
     // A hook of the including file wins over an included file's hook of the same kind.
     for hook in included.hooks {
         if !main.hooks.iter().any(|(when, _, _)| *when == hook.0) {

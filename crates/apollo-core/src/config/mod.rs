@@ -23,6 +23,8 @@
 //! max_cpus: 8                  # local capacity for `resources` (default: this machine's)
 //! max_memory: 16G
 //! max_jobs: 100                # Slurm jobs in flight at once (the default)
+//! blob_store_max: 20GiB        # the default; `none`: no limit. Over it when a run ends, the
+//!                              # captures of the oldest runs are evicted (never the latest's)
 //! env: { TZ: UTC }             # merged under each unit's env
 //! units:
 //!   - name: fetch_data         # unique; [A-Za-z0-9_.-]+, not `.` or `..`

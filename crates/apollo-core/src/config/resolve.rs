@@ -117,6 +117,10 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             .max_jobs
             .as_ref()
             .map(|count| usize::try_from(count.value).unwrap_or(usize::MAX)),
+        blob_store_max: (spec.blob_store_max.as_ref())
+            .map_or(Some(crate::capture::DEFAULT_BLOB_STORE_MAX), |max| {
+                max.value
+            }),
     }
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Spec {
     pub(crate) max_memory: Option<Sp<u64>>,
     /// `max_jobs:`: Slurm jobs in flight at once.
     pub(crate) max_jobs: Option<Sp<u32>>,
+    /// `blob_store_max:`: `Some(None)` is an explicit `none`, no limit.
+    pub(crate) blob_store_max: Option<Sp<Option<u64>>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -219,6 +221,7 @@ impl Walker<'_, '_> {
                 "max_cpus" => spec.max_cpus = self.count(value, "`max_cpus`"),
                 "max_memory" => spec.max_memory = self.memory(value, "`max_memory`"),
                 "max_jobs" => spec.max_jobs = self.count(value, "`max_jobs`"),
+                "blob_store_max" => spec.blob_store_max = self.size_limit(value, key),
                 _ => {}
             }
         }
@@ -531,6 +534,21 @@ impl Walker<'_, '_> {
                 None
             }
         }
+    }
+
+    /// A size, or `none` (`Some(None)`: no limit).
+    fn size_limit(&mut self, node: &Node, key: &str) -> Option<Sp<Option<u64>>> {
+        if matches!(&node.value, Value::Str(text) if text.trim() == "none") {
+            return Some(Sp {
+                value: None,
+                loc: node.loc,
+            });
+        }
+        let size = self.size(node, key, "at the top level")?;
+        Some(Sp {
+            value: Some(size.value),
+            loc: size.loc,
+        })
     }
 
     fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {

@@ -41,8 +41,48 @@ fn line(notice: &SessionNotice<'_>) -> Option<String> {
         SessionNotice::ReuseUnavailable { error } => Some(format!(
             "warning: nothing is reused from earlier runs in this run: the reuse index cannot be refreshed: {error}"
         )),
+        SessionNotice::BlobsEvicted(eviction) => Some(eviction_line(eviction)),
+        SessionNotice::EvictionFailed { error } => Some(format!(
+            "warning: the blob store is over blob_store_max, and nothing was evicted: {error}"
+        )),
         _ => None,
     }
+}
+
+/// `warning: blob store over blob_store_max (20.3 GiB > 20 GiB): evicted the captures of runs
+/// A, B (1.2 GiB); their units can no longer be reproduced`.
+fn eviction_line(eviction: &apollo_store::Eviction) -> String {
+    use apollo_core::capture::human_size;
+    let mut text = format!(
+        "warning: blob store over blob_store_max ({} > {}):",
+        human_size(eviction.before_bytes),
+        human_size(eviction.limit)
+    );
+    if !eviction.evicted.is_empty() {
+        let runs: Vec<&str> = (eviction.evicted.iter())
+            .map(|evicted| evicted.run.as_str())
+            .collect();
+        text.push_str(&format!(
+            " evicted the captures of run{} {} ({}); {} units can no longer be reproduced",
+            if runs.len() == 1 { "" } else { "s" },
+            runs.join(", "),
+            human_size(eviction.freed_bytes),
+            if runs.len() == 1 { "its" } else { "their" }
+        ));
+    } else if eviction.freed_bytes > 0 {
+        text.push_str(&format!(
+            " removed {} of blobs no run references",
+            human_size(eviction.freed_bytes)
+        ));
+    }
+    if eviction.still_over {
+        text.push_str(&format!(
+            "{} the latest run of each pipeline and unfinished runs need {}, more than that: kept",
+            if eviction.freed_bytes > 0 { ";" } else { "" },
+            human_size(eviction.after_bytes)
+        ));
+    }
+    text
 }
 
 /// `apollo: hook on_failure ran (0.12s)`, or a warning with why it failed and the end of its

@@ -60,6 +60,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         hooks: Vec::new(),
         capacity: crate::model::Capacity::default(),
         max_jobs: None,
+        blob_store_max: None,
     }
 }
 
