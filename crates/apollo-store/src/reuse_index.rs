@@ -389,6 +389,9 @@ fn covered_now(state: &StateDir, id: &RunId) -> Covered {
     }
 }
 
+/// The inputs each attempt of one run recorded, by (unit, attempt).
+type RecordedInputs = HashMap<(String, u32), Vec<InputComponent>>;
+
 /// One pipeline's earlier successes, from the [`ReuseIndex`]: the engine's [`ReuseSource`].
 ///
 /// The input components of a unit's latest success (what a "not reused" is explained
@@ -400,7 +403,7 @@ pub struct PipelineReuse {
     excluding: Option<String>,
     state: Option<StateDir>,
     /// Run → (unit, attempt) → the inputs its `unit_started` recorded.
-    inputs_read: Mutex<HashMap<String, HashMap<(String, u32), Vec<InputComponent>>>>,
+    inputs_read: Mutex<HashMap<String, RecordedInputs>>,
 }
 
 impl PipelineReuse {
@@ -433,7 +436,7 @@ impl PipelineReuse {
             .unwrap_or_default()
     }
 
-    fn read_inputs(&self, run: &str) -> HashMap<(String, u32), Vec<InputComponent>> {
+    fn read_inputs(&self, run: &str) -> RecordedInputs {
         let mut inputs = HashMap::new();
         let Some(state) = &self.state else {
             return inputs;

@@ -45,6 +45,16 @@ pub(crate) struct Scope<'a> {
     pub(crate) item: Option<&'a Item>,
 }
 
+impl Scope<'_> {
+    /// The value of the environment variable `name`, noting that it was looked up.
+    fn lookup_env(&self, name: &str) -> Option<&String> {
+        if let Some(reads) = self.env_reads {
+            reads.borrow_mut().insert(name.to_owned());
+        }
+        self.env.get(name)
+    }
+}
+
 /// Where the text is used, for `${run.id}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Place {
@@ -183,12 +193,7 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
                 Err(("unknown-param", format!("unknown param `{member}`"), hint))
             }
         },
-        "env" => match {
-            if let Some(reads) = scope.env_reads {
-                reads.borrow_mut().insert(member.to_owned());
-            }
-            scope.env.get(member)
-        } {
+        "env" => match scope.lookup_env(member) {
             Some(value) => Ok(value.clone()),
             None => Err((
                 "unset-env",
