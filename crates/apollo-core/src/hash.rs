@@ -253,6 +253,18 @@ fn hash_and_capture(
     capture: Option<&Capture<'_>>,
     not_captured: &str,
 ) -> Result<Seen, Problem> {
+    hash_and_capture_stat(path, None, limits, capture, not_captured)
+}
+
+/// [`hash_and_capture`], with the `stat` of `path` when the caller just made it (one stat per
+/// file: a trusted cache hit then costs no other system call).
+fn hash_and_capture_stat(
+    path: &Path,
+    stat: Option<std::fs::Metadata>,
+    limits: &Limits<'_>,
+    capture: Option<&Capture<'_>>,
+    not_captured: &str,
+) -> Result<Seen, Problem> {
     use std::os::unix::fs::PermissionsExt;
     limits.check()?;
     let over_cap = |size: u64, capture: &Capture<'_>| {
@@ -266,7 +278,13 @@ fn hash_and_capture(
     // known, and when its bytes are to be kept they already are (its blob exists). The stamp
     // is the path's `stat`: a file replaced under its name has another inode or ctime, so it
     // misses as it would with `fstat` of an opened file.
-    let checked = stat_regular(path)?;
+    let checked = match stat {
+        Some(stat) => {
+            refuse_irregular(stat.file_type())?;
+            stat
+        }
+        None => stat_regular(path)?,
+    };
     if let Some(cache) = limits.cache {
         let stamp = FileStamp::of(&checked);
         if let Some(cached) = cache.get(&stamp)
@@ -670,6 +688,15 @@ pub fn output_hash_within(
 /// directories not), a glob what it matches. A literal path that does not exist, and a glob
 /// that matches nothing, are errors (the declared output is missing).
 pub fn expand_outputs(unit: &Unit, base_dir: &Path) -> Result<Vec<PathBuf>, HashError> {
+    expand_outputs_stat(unit, base_dir)
+        .map(|paths| paths.into_iter().map(|(path, _)| path).collect())
+}
+
+/// [`expand_outputs`], with the `stat` of each literal file path it made on the way.
+fn expand_outputs_stat(
+    unit: &Unit,
+    base_dir: &Path,
+) -> Result<Vec<(PathBuf, Option<std::fs::Metadata>)>, HashError> {
     let missing = |path: PathBuf| HashError {
         what: "output file",
         path,
@@ -696,21 +723,24 @@ pub fn expand_outputs(unit: &Unit, base_dir: &Path) -> Result<Vec<PathBuf>, Hash
                     return Err(missing(absolute));
                 }
                 // A file (or a symbolic link to one): itself, without a second look.
-                Ok(metadata) if !metadata.is_dir() => paths.push(absolute),
+                Ok(metadata) if !metadata.is_dir() => paths.push((absolute, Some(metadata))),
                 _ => push_output(absolute, &mut paths)?,
             }
         }
     }
-    paths.sort();
-    paths.dedup();
+    paths.sort_by(|a, b| a.0.cmp(&b.0));
+    paths.dedup_by(|a, b| a.0 == b.0);
     Ok(paths)
 }
 
 /// `path`, or every file under it when it is a directory.
-fn push_output(path: PathBuf, paths: &mut Vec<PathBuf>) -> Result<(), HashError> {
+fn push_output(
+    path: PathBuf,
+    paths: &mut Vec<(PathBuf, Option<std::fs::Metadata>)>,
+) -> Result<(), HashError> {
     let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir());
     if !is_dir {
-        paths.push(path);
+        paths.push((path, None));
         return Ok(());
     }
     let mut pending = vec![path];
@@ -730,7 +760,7 @@ fn push_output(path: PathBuf, paths: &mut Vec<PathBuf>) -> Result<(), HashError>
             if entry.file_type().is_ok_and(|file_type| file_type.is_dir()) {
                 pending.push(entry_path);
             } else {
-                paths.push(entry_path);
+                paths.push((entry_path, None));
             }
         }
     }
@@ -750,19 +780,18 @@ pub fn output_files_within(
     if unit.outputs.is_empty() {
         return Ok(None);
     }
-    let paths = expand_outputs(unit, base_dir)?;
+    let paths = expand_outputs_stat(unit, base_dir)?;
     let mut canonical = Canonical::default();
     canonical.field(b"apollo-output-v1");
     let mut files = Vec::with_capacity(paths.len());
-    for path in paths {
-        let seen =
-            hash_and_capture(&path, limits, capture, "capture: none").map_err(|problem| {
-                HashError {
-                    what: "output file",
-                    path: path.clone(),
-                    problem,
-                }
-            })?;
+    for (path, stat) in paths {
+        let seen = hash_and_capture_stat(&path, stat, limits, capture, "capture: none").map_err(
+            |problem| HashError {
+                what: "output file",
+                path: path.clone(),
+                problem,
+            },
+        )?;
         let name = display_name(&path, base_dir);
         canonical
             .field(name.as_bytes())
