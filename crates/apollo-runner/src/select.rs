@@ -7,7 +7,9 @@ use std::path::Path;
 
 use apollo_core::Event;
 use apollo_core::event::RunStarted;
-use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir, StoreError};
+use apollo_store::{
+    JournalReader, ReadOptions, Record, RunId, RunState, StateDir, StoreError, StoredRecord,
+};
 
 use crate::error::RunnerError;
 use crate::identity::{host_name, is_live_apollo};
@@ -184,13 +186,19 @@ fn refuse_if_still_running(state: &StateDir, run: &RunId) -> Result<(), RunnerEr
     let Ok(run_dir) = state.run_dir(run) else {
         return Ok(());
     };
-    let Ok(reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
+    let Ok(mut reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
         // What cannot be read is reported by the steps that need it.
         return Ok(());
     };
     let mut last_opener = None;
-    for record in reader {
-        let Ok(record) = record else { break };
+    while let Some(stored) = reader.next_stored() {
+        // Starts and ends of attempts, in the writer's exact form, are passed over undecoded.
+        let Ok(StoredRecord::Decoded(record)) = stored else {
+            if stored.is_err() {
+                break;
+            }
+            continue;
+        };
         match record.event {
             Event::RunStarted(started) => {
                 last_opener = Some((started.host, started.pid, record.ts.timestamp()));

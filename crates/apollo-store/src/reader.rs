@@ -730,6 +730,24 @@ impl<'a> VerbatimRecord<'a> {
     pub fn payload(&self) -> &'a [u8] {
         self.payload
     }
+
+    /// A `unit_finished`'s `status` (`succeeded`, `failed`, `timed_out`, …); `None` for a
+    /// `unit_started`.
+    pub fn status(&self) -> Option<&'a str> {
+        if self.kind() != "unit_finished" {
+            return None;
+        }
+        // The writer's form: `"unit":"…","attempt":N,"status":"…"`, and the recognizer
+        // accepted no escape in the unit's name, so the first `"status":"` is the field.
+        const FIELD: &[u8] = b"\"status\":\"";
+        let fields = self.event_fields();
+        let start = fields
+            .windows(FIELD.len())
+            .position(|window| window == FIELD)?
+            + FIELD.len();
+        let len = fields[start..].iter().position(|&byte| byte == b'"')?;
+        std::str::from_utf8(&fields[start..start + len]).ok()
+    }
 }
 
 fn created(entry: &SegmentEntry) -> Option<DateTime<Utc>> {
@@ -893,6 +911,17 @@ mod tests {
                     );
                     assert_eq!(Some(verbatim.unit()), record.event.unit());
                     assert_eq!(verbatim.kind(), record.event.kind());
+                    let status = match &record.event {
+                        Event::UnitFinished(finished) => Some(
+                            serde_json::to_value(finished.status)
+                                .unwrap()
+                                .as_str()
+                                .unwrap()
+                                .to_owned(),
+                        ),
+                        _ => None,
+                    };
+                    assert_eq!(verbatim.status().map(str::to_owned), status);
                     assert_eq!(
                         verbatim.event_fields(),
                         &serde_json::to_vec(&record.event).unwrap()[1..]

@@ -285,8 +285,10 @@ impl JournalWriter {
         loop {
             let mut reader = JournalReader::open_last_segment(run_dir)?;
             let mut last_seq = None;
-            for record in &mut reader {
-                last_seq = Some(record?.seq);
+            // Every record is checked (checksum, sequence, decodability); the ones in the
+            // writer's exact form without building their events.
+            while let Some(stored) = reader.next_stored() {
+                last_seq = Some(stored?.seq());
             }
             let warnings = reader.take_warnings();
             let journal_dir = reader.journal_dir().to_path_buf();

@@ -58,9 +58,15 @@ fn load_for_run(
 ) -> Result<Loaded, CliError> {
     let given = execution.param_overrides()?;
     let loaded = load_config(config_path, state_path, given.clone(), false, stderr)?;
-    let sweep = ProcessSweep;
-    let probe = RunSession::new(state_path, config_path, &loaded, &sweep).target(target.clone());
-    let recorded = probe.recorded_params().map_err(runner_error)?;
+    // A pipeline without params has none recorded to keep: no run to look up.
+    let recorded = if loaded.params.is_empty() {
+        None
+    } else {
+        let sweep = ProcessSweep;
+        let probe =
+            RunSession::new(state_path, config_path, &loaded, &sweep).target(target.clone());
+        probe.recorded_params().map_err(runner_error)?
+    };
     let reload = match &recorded {
         Some((_, recorded)) => recorded.iter().any(|(name, value)| {
             loaded.params.get(name).is_some_and(|now| now != value)
