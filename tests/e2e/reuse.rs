@@ -401,3 +401,46 @@ fn a_unit_whose_outputs_are_a_glob_and_a_folder_is_reused_and_its_files_restored
         "3\n"
     );
 }
+
+/// SIGKILL while units reused from an earlier run wait, unsynced, for company in a batch (a
+/// batch of only `unit_reused` records is held while other units run, see
+/// `Pacer::may_hold_reuses`): whatever was lost, the resume reuses those units again and
+/// executes none of them.
+#[test]
+fn sigkill_while_reused_units_wait_for_their_commit_loses_no_work() {
+    let mut units = String::from(
+        "max_parallel: 2\nunits:\n  - name: gate\n    execute: bin/count gate && bin/block gate\n",
+    );
+    for n in 0..200 {
+        units.push_str(&format!(
+            "  - name: r{n}\n    reuse: true\n    outputs: [out/r{n}]\n    \
+             execute: bin/count r{n} && mkdir -p out && echo {n} > out/r{n}\n"
+        ));
+    }
+    let mut apollo = Apollo::new();
+    apollo.config(&units);
+    apollo.release("gate.release");
+    apollo.args(&["run"]).run().code(0);
+    std::fs::remove_file(apollo.path("markers/gate.release")).unwrap();
+    std::fs::remove_file(apollo.path("markers/gate.started")).unwrap();
+
+    // The gate runs (and blocks) while the 200 others are checked and reused.
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("gate.started");
+    running.signal(libc::SIGKILL);
+    running.wait();
+    let durable = apollo
+        .journal_text()
+        .matches("\"kind\":\"unit_reused\"")
+        .count();
+    println!("unit_reused records durable when apollo was killed: {durable} of 200");
+
+    apollo.release("gate.release");
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    for n in 0..200 {
+        assert_eq!(apollo.count(&format!("r{n}")), 1, "r{n}: {}", output.stdout);
+    }
+    assert_eq!(apollo.run_ids().len(), 2, "the killed run was resumed");
+    apollo.assert_no_processes_left();
+}
