@@ -13,11 +13,13 @@
 //!   written, its log removed before each round), when they are installed (`apt-get install
 //!   make ninja-build`; a missing one is said, and its column left out).
 //!
-//! It prints the median of each and the ratio to the floor. Then it times how long
-//! `apollo run` takes to decide that an incomplete run whose N units all succeeded has
-//! nothing left to do (the resume decision), `apollo resume` of a finished run, and, for
-//! contrast, ninja deciding that nothing is left to do on the same graph (`ninja-stamp`: every
-//! unit writes its stamp, then ninja runs again).
+//! It prints the median of each and the ratio to the floor. Then, on the first shape's graph
+//! and alternating in each round, it times the no-op decisions: how long `apollo run` takes to
+//! decide that an incomplete run whose N units all succeeded has nothing left to do (the
+//! resume decision, issue 17), a second `apollo run` of the graph with `reuse: true` and one
+//! output per unit (every unit reused, issue 13), and ninja deciding that nothing is left to do
+//! on the same graph (`ninja-stamp`: every unit writes its stamp, then ninja runs again); and
+//! `apollo resume` of a finished run.
 #![allow(clippy::disallowed_methods)] // A benchmark driver runs the programs it measures.
 
 use std::path::{Path, PathBuf};
@@ -207,7 +209,10 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         println!("{line}");
     }
     // The resume decision: an incomplete run whose units all succeeded (its run_finished
-    // record removed), then `apollo run` must decide that nothing is left to do.
+    // record removed), then `apollo run` must decide that nothing is left to do; and, on the
+    // same graph, ninja deciding it has nothing to do (`ninja-stamp`: every unit wrote its
+    // stamp) and a second `apollo run` of the graph with `reuse: true` and one output per unit.
+    // Rounds alternate between them.
     let shape = options
         .shapes
         .first()
@@ -217,16 +222,50 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     let state = work.join(format!("state-{shape}-0"));
     let journal = first_run_journal(&state)?;
     let text = std::fs::read_to_string(&journal).map_err(|error| error.to_string())?;
-    let finished = strip_last_line(&text);
-    std::fs::write(&journal, finished).map_err(|error| error.to_string())?;
-    let decide = run_checked(
-        Command::new(&apollo)
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("run")
-            .arg(&config),
-        "apollo run (resume)",
-    )?;
+    let unfinished = strip_last_line(&text).to_owned();
+    let reuse_dir = work.join(&shape).join("apollo-reuse");
+    std::fs::create_dir_all(reuse_dir.join("stamps")).map_err(|error| error.to_string())?;
+    let reuse_config = reuse_dir.join("units.yaml");
+    std::fs::write(
+        &reuse_config,
+        reusable(&std::fs::read_to_string(&config).map_err(|error| error.to_string())?),
+    )
+    .map_err(|error| error.to_string())?;
+    let reuse_run = || {
+        run_checked(
+            Command::new(&apollo).arg("run").arg(&reuse_config),
+            "apollo run (reuse)",
+        )
+    };
+    reuse_run()?;
+    reuse_run()?;
+    let stamps = work.join(&shape).join("ninja-stamp");
+    if ninja {
+        run_checked(
+            Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
+            "ninja (stamps)",
+        )?;
+    }
+    let (mut decide, mut reuse_no_op, mut ninja_no_op) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..options.rounds {
+        std::fs::write(&journal, &unfinished).map_err(|error| error.to_string())?;
+        decide.push(run_checked(
+            Command::new(&apollo)
+                .arg("--state-dir")
+                .arg(&state)
+                .arg("run")
+                .arg(&config),
+            "apollo run (resume)",
+        )?);
+        reuse_no_op.push(reuse_run()?);
+        if ninja {
+            ninja_no_op.push(run_checked(
+                Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
+                "ninja (no-op)",
+            )?);
+        }
+    }
+    let (decide, reuse_no_op) = (median(decide), median(reuse_no_op));
     let resume_finished = run_checked(
         Command::new(&apollo)
             .arg("--state-dir")
@@ -235,32 +274,55 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             .arg(&config),
         "apollo resume",
     )?;
-    let mut line = format!(
-        "resume of an incomplete {shape} run whose {} units all succeeded: {:.3}s; `apollo resume` of a finished run: {:.3}s",
-        options.n_units,
+    println!(
+        "no-op decisions on the {shape} graph of {} units (median of {} rounds):",
+        options.n_units, options.rounds
+    );
+    let versus = |time: Duration| match ninja_no_op.is_empty() {
+        true => String::new(),
+        false => format!(
+            " = {:.1}x ninja's no-op",
+            time.as_secs_f64() / median(ninja_no_op.clone()).as_secs_f64()
+        ),
+    };
+    println!(
+        "  resume of an incomplete run whose units all succeeded: {:.3}s{}",
         decide.as_secs_f64(),
+        versus(decide)
+    );
+    println!(
+        "  second run with `reuse: true` and one output per unit (all reused): {:.3}s{}",
+        reuse_no_op.as_secs_f64(),
+        versus(reuse_no_op)
+    );
+    println!(
+        "  `apollo resume` of a finished run: {:.3}s",
         resume_finished.as_secs_f64()
     );
-    if ninja {
-        // ninja-stamp: every unit writes its stamp, so a second ninja has nothing to do.
-        let stamps = work.join(&shape).join("ninja-stamp");
-        run_checked(
-            Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
-            "ninja (stamps)",
-        )?;
-        let no_op = run_checked(
-            Command::new("ninja").args(["-j2", "-C"]).arg(&stamps),
-            "ninja (no-op)",
-        )?;
-        line.push_str(&format!(
-            "; ninja's no-op on the same graph: {:.3}s (apollo's decision = {:.1}x)",
-            no_op.as_secs_f64(),
-            decide.as_secs_f64() / no_op.as_secs_f64()
-        ));
+    if !ninja_no_op.is_empty() {
+        println!(
+            "  ninja's no-op on the same graph: {:.3}s",
+            median(ninja_no_op).as_secs_f64()
+        );
     }
-    println!("{line}");
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
+}
+
+/// The generated `units.yaml` with `reuse: true` and one declared output per unit, which its
+/// command writes (the reuse no-op benchmark of issue 13).
+fn reusable(units_yaml: &str) -> String {
+    let mut out = String::from("defaults:\n  reuse: true\n");
+    for line in units_yaml.lines() {
+        if line.trim_start().starts_with("execute:") {
+            out.push_str("    outputs: [\"stamps/${unit.name}\"]\n");
+            out.push_str("    execute: \": > stamps/$APOLLO_UNIT\"\n");
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn first_run_journal(state: &Path) -> Result<PathBuf, String> {
