@@ -51,12 +51,9 @@ pub(crate) fn expand(
     let pipeline_scope = expander.scope(None, None);
     let mut pipeline_env = std::mem::take(&mut spec.env);
     for (name, value) in &mut pipeline_env {
-        expander.text(
-            value,
-            &pipeline_scope,
-            Place::Other,
-            &format!("`{name}` in the pipeline `env`"),
-        );
+        expander.text(value, &pipeline_scope, Place::Other, &|| {
+            format!("`{name}` in the pipeline `env`")
+        });
     }
     spec.env = pipeline_env;
 
@@ -177,7 +174,12 @@ impl<'e> Expander<'e, '_> {
         }
     }
 
-    fn report(&mut self, loc: Loc, problems: Vec<Problem>, what: &str) {
+    /// `what` says where, for the message; it is built only when there is a problem.
+    fn report(&mut self, loc: Loc, problems: Vec<Problem>, what: &dyn Fn() -> String) {
+        if problems.is_empty() {
+            return;
+        }
+        let what = what();
         for problem in problems {
             let at = self
                 .source
@@ -194,7 +196,13 @@ impl<'e> Expander<'e, '_> {
     }
 
     /// Interpolates one located string in place.
-    fn text(&mut self, text: &mut Sp<String>, scope: &Scope<'_>, place: Place, what: &str) {
+    fn text(
+        &mut self,
+        text: &mut Sp<String>,
+        scope: &Scope<'_>,
+        place: Place,
+        what: &dyn Fn() -> String,
+    ) {
         if !text.value.contains('$') {
             return;
         }
@@ -205,7 +213,7 @@ impl<'e> Expander<'e, '_> {
         text.value = value.into_owned();
     }
 
-    fn command(&mut self, command: &mut Sp<Command>, scope: &Scope<'_>, what: &str) {
+    fn command(&mut self, command: &mut Sp<Command>, scope: &Scope<'_>, what: &dyn Fn() -> String) {
         let loc = command.loc;
         match &mut command.value {
             Command::Shell(script) => {
@@ -262,22 +270,19 @@ impl<'e> Expander<'e, '_> {
             ("cleanup", &mut unit.cleanup),
         ] {
             if let Some(command) = command {
-                self.command(command, &scope, &in_unit(key));
+                self.command(command, &scope, &|| in_unit(key));
             }
         }
         for input in &mut unit.inputs {
-            self.text(input, &scope, Place::Other, &in_unit("inputs"));
+            self.text(input, &scope, Place::Other, &|| in_unit("inputs"));
         }
         for output in &mut unit.outputs {
-            self.text(output, &scope, Place::Other, &in_unit("outputs"));
+            self.text(output, &scope, Place::Other, &|| in_unit("outputs"));
         }
         for (variable, value) in &mut unit.env {
-            self.text(
-                value,
-                &scope,
-                Place::Other,
-                &format!("`{variable}` in the `env` of {label}"),
-            );
+            self.text(value, &scope, Place::Other, &|| {
+                format!("`{variable}` in the `env` of {label}")
+            });
         }
         if unit.settings.workdir.is_none()
             && let Some(workdir) = &defaults.workdir
@@ -286,10 +291,10 @@ impl<'e> Expander<'e, '_> {
             unit.settings.workdir = Some(workdir.clone());
         }
         if let Some(workdir) = &mut unit.settings.workdir {
-            self.text(workdir, &scope, Place::Other, &in_unit("workdir"));
+            self.text(workdir, &scope, Place::Other, &|| in_unit("workdir"));
         }
         for dep in &mut unit.deps {
-            self.text(dep, &scope, Place::Other, &in_unit("deps"));
+            self.text(dep, &scope, Place::Other, &|| in_unit("deps"));
         }
         if let Some(condition) = unit.when.take() {
             self.condition(unit, condition, &scope, label);
@@ -307,7 +312,9 @@ impl<'e> Expander<'e, '_> {
                 for side in [left, right] {
                     let (value, problems) = interpolate(side, scope, Place::Other);
                     let value = value.into_owned();
-                    self.report(expression.loc, problems, &format!("in `when` of {label}"));
+                    self.report(expression.loc, problems, &|| {
+                        format!("in `when` of {label}")
+                    });
                     sides.push(value);
                 }
                 if self.diagnostics.len() > before {
@@ -341,7 +348,7 @@ impl<'e> Expander<'e, '_> {
                 }
             }
             When::Command(mut command) => {
-                self.command(&mut command, scope, &format!("in `when` of {label}"));
+                self.command(&mut command, scope, &|| format!("in `when` of {label}"));
                 if let Some(prepare) = &unit.prepare {
                     self.push(
                         self.source
@@ -425,7 +432,7 @@ impl<'e> Expander<'e, '_> {
                 let mut values = Vec::with_capacity(items.len());
                 for item in items {
                     let mut item = item.clone();
-                    self.text(&mut item, &scope, Place::Other, &what);
+                    self.text(&mut item, &scope, Place::Other, &|| what.clone());
                     values.push((key_of(&item.value), item.value));
                 }
                 Some(values)
@@ -467,7 +474,7 @@ impl<'e> Expander<'e, '_> {
                 }
                 let mut pattern = text.clone();
                 let before = self.diagnostics.len();
-                self.text(&mut pattern, &scope, Place::Other, &what);
+                self.text(&mut pattern, &scope, Place::Other, &|| what.clone());
                 if self.diagnostics.len() > before {
                     return None;
                 }
