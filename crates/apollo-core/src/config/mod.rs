@@ -126,7 +126,7 @@ pub struct Loaded {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct LoadReads {
-    /// Each included file (as named in diagnostics) and the SHA-256 of its text.
+    /// Each included file (its absolute path) and the SHA-256 of its text.
     pub included: Vec<(PathBuf, String)>,
     /// Each environment variable looked up, and its value (`None`: unset).
     pub env: BTreeMap<String, Option<String>>,
@@ -450,10 +450,9 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         included: included
             .iter()
             .map(|file| {
-                (
-                    file.shown.clone(),
-                    crate::hash::sha256_hex(file.text.as_bytes()),
-                )
+                // Absolute: a later load may run from another folder.
+                let path = std::path::absolute(&file.shown).unwrap_or_else(|_| file.shown.clone());
+                (path, crate::hash::sha256_hex(file.text.as_bytes()))
             })
             .collect(),
         env: expand_reads
