@@ -7,9 +7,9 @@
 //! build may resolve differently), the config's absolute path and its bytes, the param values
 //! given and every other [`LoadOptions`] field, and what the load read besides the file
 //! ([`LoadReads::unchanged`]: included files' texts, environment variables looked up, what each
-//! `foreach` glob matches, the date `today` stands for). Only a load without warnings is kept
-//! (warnings are shown on every run, from a real load). Anything else is a miss, and a miss
-//! is an ordinary load.
+//! `foreach` glob matches, the date `today` stands for, the machine's CPUs and memory). Only a
+//! load without warnings is kept (warnings are shown on every run, from a real load). Anything
+//! else is a miss, and a miss is an ordinary load.
 //!
 //! **Never trusted more than that.** One file per config path (`index/parsed-<hash of the
 //! path>`), checksummed and replaced atomically (`apollo_store::cache_file`): a torn, damaged

@@ -145,6 +145,13 @@ fn a_change_to_anything_the_load_read_is_a_miss() {
     assert!(project.hit(&options.clone()));
     let tomorrow = options.clone().today("2999-01-01");
     assert!(!project.hit(&tomorrow));
+
+    // Another machine (the default `max_parallel` is its CPU count).
+    let loaded = project.load(&options);
+    assert!(loaded.reads.unchanged(&options));
+    let mut elsewhere = loaded.reads.clone();
+    elsewhere.machine.0 += 1;
+    assert!(!elsewhere.unchanged(&options));
 }
 
 #[test]

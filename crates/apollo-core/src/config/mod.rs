@@ -122,7 +122,8 @@ pub struct Loaded {
 /// What a load read besides the config file's text and its [`LoadOptions`] (the included
 /// files, the environment variables `${env.NAME}` looked up, the files `foreach` globs
 /// matched, the date `today` stood for): with the same text and options, a load finds the
-/// same pipeline exactly when these are unchanged ([`LoadReads::unchanged`]).
+/// same pipeline exactly when these are unchanged ([`LoadReads::unchanged`]). The machine's
+/// CPU count and memory are among them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct LoadReads {
@@ -136,12 +137,16 @@ pub struct LoadReads {
     pub base_dir: PathBuf,
     /// The date `today` stood for.
     pub today: String,
+    /// This machine's CPUs and memory (bytes) as the load saw them: the default
+    /// `max_parallel` is the CPU count, and `check` measures `resources:` against both.
+    pub machine: (u32, Option<u64>),
 }
 
 impl LoadReads {
     /// Whether a load with `options` now would read the same: every included file has the
     /// same text, every variable the same value (in `options.env`, else apollo's environment),
-    /// every glob the same matches, and it is the same day (unless `options.today` is given).
+    /// every glob the same matches, it is the same day (unless `options.today` is given), and
+    /// the machine offers the same CPUs and memory.
     /// Reads files and runs the globs again; never an error (a file that cannot be read is a
     /// change).
     pub fn unchanged(&self, options: &LoadOptions) -> bool {
@@ -149,7 +154,7 @@ impl LoadReads {
             .today
             .clone()
             .unwrap_or_else(|| chrono::Utc::now().format("%Y-%m-%d").to_string());
-        if today != self.today {
+        if today != self.today || crate::engine::resources::machine_capacity() != self.machine {
             return false;
         }
         let env_now = |name: &str| match &options.env {
@@ -467,6 +472,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         globs: expand_reads.globs.into_inner(),
         base_dir: base_dir.clone(),
         today: today.clone(),
+        machine: crate::engine::resources::machine_capacity(),
     };
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
