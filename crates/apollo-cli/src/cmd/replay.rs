@@ -629,30 +629,8 @@ pub(crate) fn diff(
 mod tests {
     use super::*;
     use apollo_core::Event;
+    use apollo_core::testing::EVERY_KIND_JSONL as EVERY_KIND;
     use apollo_store::{Durability, JournalWriter, StateDir, WriterOptions};
-
-    /// One event of every kind, as JSON (hot kinds in several shapes: the fast path takes
-    /// some, an escape in a string sends others the general way).
-    const EVERY_KIND: &str = r#"
-{"kind":"run_started","run_id":"r","pipeline":"p","config_path":"c.yaml","config_hash":"h","definition_hash":"d","apollo_version":"0.1.0","host":"h","pid":1,"units":["a","b\"q","c","d","e"],"identity":"p@c.yaml","params":{"day":"2026-11-30","n":1.5}}
-{"kind":"run_reproduces","run":"r0","unit":"a","attempt":1,"scratch":"/tmp/s"}
-{"kind":"unit_started","unit":"a","attempt":1,"input_hash":"ih","inputs":[{"kind":"command","name":"execute","hash":"x"},{"kind":"file","name":"in.csv","hash":"y"}]}
-{"kind":"unit_files","unit":"a","attempt":1,"side":"inputs","files":[{"path":"in.csv","sha256":"s","size":3,"mode":420}]}
-{"kind":"unit_submitted","unit":"a","attempt":1,"executor":"slurm","job_id":"42","reattached_from":1}
-{"kind":"unit_finished","unit":"a","attempt":1,"status":"failed","exit":{"signal":9},"failed_phase":"execute","timed_out":true,"duration_ms":1000,"queued_ms":3,"output_hash":null,"stdout_bytes":1,"stderr_bytes":2,"user_cpu_ms":3,"sys_cpu_ms":4,"max_rss_kib":5,"leftovers_killed":1,"phases":[{"phase":"execute","offset_ms":0,"duration_ms":1000,"exit":null,"timed_out":true}],"error":"timed out\nafter 1s"}
-{"kind":"unit_started","unit":"b\"q","attempt":2,"input_hash":"ih","inputs":[],"inputs_manifest":{"sha256":"m","count":100000}}
-{"kind":"unit_files","unit":"b\"q","attempt":2,"side":"outputs","files":[],"manifest":{"sha256":"m","count":7}}
-{"kind":"unit_finished","unit":"b\"q","attempt":2,"status":"succeeded","exit":{"code":0},"failed_phase":null,"timed_out":false,"duration_ms":5,"output_hash":"oh","stdout_bytes":0,"stderr_bytes":0,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":0,"leftovers_killed":0,"phases":[],"error":null}
-{"kind":"unit_started","unit":"c","attempt":1,"input_hash":"ih","inputs":[{"kind":"upstream","name":"a","hash":"oh"}]}
-{"kind":"unit_finished","unit":"c","attempt":1,"status":"skipped","exit":{"code":77},"failed_phase":null,"timed_out":false,"duration_ms":5,"output_hash":null,"stdout_bytes":0,"stderr_bytes":0,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":0,"leftovers_killed":0,"phases":[{"phase":"prepare","offset_ms":0,"duration_ms":1,"exit":{"code":0},"timed_out":false},{"phase":"execute","offset_ms":1,"duration_ms":4,"exit":{"code":77},"timed_out":false}],"error":null}
-{"kind":"unit_skipped","unit":"c","reason":"upstream_failed","upstream":"a"}
-{"kind":"unit_skipped","unit":"d","reason":"interrupted"}
-{"kind":"unit_reused","unit":"e","from_run":"r0","from_attempt":1,"input_hash":"ih","output_hash":"oh"}
-{"kind":"unit_marked","unit":"a","attempt":1,"verdict":"succeeded","by":"me","note":null}
-{"kind":"run_finished","status":"failed","succeeded":1,"failed":1,"skipped":2,"reused":1}
-{"kind":"hook_finished","hook":"on_failure","run_status":"failed","status":"succeeded","exit":{"code":0},"duration_ms":1,"error":null}
-{"kind":"run_resumed","config_hash":"h","definition_hash":"d","apollo_version":"0.1.0","host":"h","pid":2,"units":["a"]}
-"#;
 
     /// A state directory holding one run whose journal has every kind of record, several
     /// times, over several segments.
@@ -712,7 +690,7 @@ mod tests {
         let (dir, run_dir) = every_kind_run();
         let all = cli_json(dir.path(), Vec::new(), None);
         assert_eq!(all, general_json(&run_dir, &Filter::all()));
-        assert_eq!(all.lines().count(), 18 + 2 * 17);
+        assert_eq!(all.lines().count(), 19 + 2 * 18);
         assert_eq!(
             cli_json(dir.path(), vec!["a".to_owned(), "c".to_owned()], None),
             general_json(&run_dir, &Filter::all().unit("a").unit("c"))
