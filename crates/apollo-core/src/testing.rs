@@ -88,28 +88,6 @@ fn missing(what: &str, how_to_get_it: &str) -> String {
     format!("needs {what} ({how_to_get_it})")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn available_runs_missing_skips_locally_and_fails_under_ci() {
-        assert_eq!(verdict(true, false), Verdict::Run);
-        assert_eq!(verdict(true, true), Verdict::Run);
-        assert_eq!(verdict(false, false), Verdict::Skip);
-        assert_eq!(verdict(false, true), Verdict::Fail);
-        assert!(require(true, "nothing", "nothing to do"));
-    }
-
-    #[test]
-    fn the_message_names_what_is_missing_and_how_to_get_it() {
-        assert_eq!(
-            missing("chromium", "apt-get install chromium"),
-            "needs chromium (apt-get install chromium)"
-        );
-    }
-}
-
 /// One journal event of every kind, one JSON object per line: the kinds a journal is mostly
 /// made of in several shapes (an escaped unit name, a non-ASCII one, an input manifest, a
 /// failure, a skip by exit 77), each other kind once. A fixture for code that reads, copies
@@ -135,3 +113,25 @@ pub const EVERY_KIND_JSONL: &str = r#"
 {"kind":"hook_finished","hook":"on_failure","run_status":"failed","status":"succeeded","exit":{"code":0},"duration_ms":1,"error":null}
 {"kind":"run_resumed","config_hash":"h","definition_hash":"d","apollo_version":"0.1.0","host":"h","pid":2,"units":["a"]}
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn available_runs_missing_skips_locally_and_fails_under_ci() {
+        assert_eq!(verdict(true, false), Verdict::Run);
+        assert_eq!(verdict(true, true), Verdict::Run);
+        assert_eq!(verdict(false, false), Verdict::Skip);
+        assert_eq!(verdict(false, true), Verdict::Fail);
+        assert!(require(true, "nothing", "nothing to do"));
+    }
+
+    #[test]
+    fn the_message_names_what_is_missing_and_how_to_get_it() {
+        assert_eq!(
+            missing("chromium", "apt-get install chromium"),
+            "needs chromium (apt-get install chromium)"
+        );
+    }
+}
