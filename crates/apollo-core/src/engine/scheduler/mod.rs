@@ -183,6 +183,11 @@ impl<'a> Scheduler<'a> {
                 due.saturating_duration_since(Instant::now())
             });
             observer.flush();
+            // Reuse checks come back within microseconds: poll briefly before sleeping (see
+            // `hasher::POLL_BEFORE_SLEEP`).
+            if self.checking_reuse > 0 && self.poll_for_hashed(channels, observer) {
+                continue;
+            }
             crossbeam_channel::select! {
                 recv(channels.from_workers) -> message => {
                     if let Ok(message) = message {
@@ -276,6 +281,24 @@ impl<'a> Scheduler<'a> {
             let _ = job_tx.send(job);
         }
         Ok(())
+    }
+
+    /// Poll the workers' channel for up to `hasher::POLL_BEFORE_SLEEP`; whether something was
+    /// taken in (then the loop goes round again without sleeping).
+    fn poll_for_hashed(&mut self, channels: &Channels<'_>, observer: &mut dyn Observer) -> bool {
+        let polling_since = Instant::now();
+        while polling_since.elapsed() < super::hasher::POLL_BEFORE_SLEEP {
+            if let Ok(message) = channels.from_workers.try_recv() {
+                self.take_in(message, observer);
+                while let Ok(message) = channels.from_workers.try_recv() {
+                    self.take_in(message, observer);
+                }
+                self.acks.send_due();
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
     }
 
     fn final_status(&self) -> Option<RunStatus> {
