@@ -191,6 +191,9 @@ impl<'a> OpenRun<'a> {
         );
         drop(journal);
         drop(lock);
+        // The engine's options hold the reuse index (for 10,000 units, tens of thousands of
+        // small allocations): freeing it took 7% of a no-op run, after the run was over.
+        drop_in_background(options);
         if let Ok(report) = &result
             && report.status == Some(RunStatus::Succeeded)
         {
@@ -210,6 +213,15 @@ impl<'a> OpenRun<'a> {
             }),
         }
     }
+}
+
+/// Frees `value` on a thread of its own, so that whoever waits for the run does not wait for
+/// its memory to be given back (a process that exits meanwhile just ends the thread).
+fn drop_in_background<T: Send + 'static>(value: T) {
+    // When no thread can be started, the closure is dropped, and `value` with it.
+    let _ = std::thread::Builder::new()
+        .name("apollo-free".into())
+        .spawn(move || drop(value));
 }
 
 /// The `APOLLO_RUN_STATUS` hooks get for how the engine ended, if hooks run at all: not for

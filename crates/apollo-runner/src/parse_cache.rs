@@ -25,7 +25,7 @@ use apollo_core::model::Pipeline;
 use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// One entry: what it was made from (`key`), and the load it stands for.
 #[derive(Serialize, Deserialize)]
@@ -36,6 +36,8 @@ struct Entry {
     id: Option<String>,
     params: Params,
     reads: LoadReads,
+    /// The hash of the pipeline's definition snapshot ([`Loaded::definition_hash`]).
+    definition_hash: String,
 }
 
 /// Loads the pipeline at `config` with `options` — from the state directory's parse cache
@@ -62,10 +64,13 @@ pub fn load_cached(
     {
         return Ok(loaded);
     }
-    let loaded = config::load_with(config, options)?;
+    let mut loaded = config::load_with(config, options)?;
     if let Some(key) = key
         && loaded.warnings.is_empty()
+        && let Ok(snapshot) = crate::session::definition_snapshot(&loaded.pipeline)
     {
+        let definition_hash = sha256_hex(&snapshot);
+        loaded.definition_hash = Some(definition_hash.clone());
         let entry = Entry {
             format: FORMAT,
             key,
@@ -73,6 +78,7 @@ pub fn load_cached(
             id: loaded.id.clone(),
             params: loaded.params.clone(),
             reads: loaded.reads.clone(),
+            definition_hash,
         };
         // A cache: a failure to keep it costs the next run a parse, nothing more.
         if let Ok(body) = serde_json::to_vec(&entry) {
@@ -103,6 +109,7 @@ fn lookup(
         source: String::from_utf8(bytes.to_vec()).ok()?,
         params: entry.params,
         reads: entry.reads,
+        definition_hash: Some(entry.definition_hash),
     })
 }
 

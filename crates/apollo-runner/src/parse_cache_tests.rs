@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use apollo_core::config::{self, LoadOptions, ParamOverride};
 
-use super::{file_name, key, load_cached, lookup};
+use super::{file_name, key, load_cached, lookup, sha256_hex};
 
 struct Project {
     dir: tempfile::TempDir,
@@ -57,6 +57,11 @@ impl Project {
         assert_eq!(cached.params, fresh.params);
         assert_eq!(cached.reads, fresh.reads);
         assert_eq!(cached.source, fresh.source);
+        // A hit (and the miss that made the entry) knows the hash of the definition snapshot
+        // a run would keep, so the run need not serialise the pipeline again.
+        let snapshot = crate::session::definition_snapshot(&fresh.pipeline).unwrap();
+        assert_eq!(cached.definition_hash, Some(sha256_hex(&snapshot)));
+        assert_eq!(fresh.definition_hash, None);
         cached
     }
 }

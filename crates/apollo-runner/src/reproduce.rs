@@ -500,7 +500,7 @@ fn run_reproduction(
     cancel: &CancelToken,
 ) -> Result<(RunId, AttemptStatus), RunnerError> {
     let mut lock = state.lock(false)?;
-    let definition = serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)?;
+    let definition = crate::session::definition_snapshot(pipeline)?;
     let definition_hash = state.put_blob(&definition)?;
     let run_id = state.new_run_id();
     let run_dir = state.create_run(&run_id)?;

@@ -273,8 +273,11 @@ impl<'a> RunSession<'a> {
 
         // The definition the run executes, kept so that `show` and a later diff can tell what
         // it was even after the config file changed.
-        let definition = serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)?;
-        let definition_hash = state.put_blob(&definition)?;
+        let definition_hash = match self.loaded.definition_hash.as_deref() {
+            // Known from the parse cache, and kept by an earlier run: nothing to write.
+            Some(known) if state.has_blob(known) => known.to_owned(),
+            _ => state.put_blob(&definition_snapshot(pipeline)?)?,
+        };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
         let host = host_name();
         let units: Vec<String> = pipeline
@@ -475,4 +478,12 @@ fn previous_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Option<RunId> {
             .and_then(|mut reader| reader.next().transpose());
         matches!(first, Ok(Some(Record { event: Event::RunStarted(started), .. })) if pipeline.owns(&started))
     })
+}
+
+/// The definition snapshot of `pipeline`: its pretty-printed JSON, which a run keeps in the
+/// blob store (`run_started` records its hash) and `apollo show --definition` prints.
+pub(crate) fn definition_snapshot(
+    pipeline: &apollo_core::Pipeline,
+) -> Result<Vec<u8>, RunnerError> {
+    serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)
 }

@@ -647,6 +647,16 @@ impl StateDir {
         Ok(hash)
     }
 
+    /// Whether a blob with this SHA-256 is stored: a regular file of that name (its content
+    /// is not read). `false` also when the store cannot be looked at.
+    pub fn has_blob(&self, hash: &str) -> bool {
+        self.blob_path(hash).is_ok()
+            && self
+                .open_blob_dir(&hash[..2], false)
+                .and_then(|dir| dir.entry_type(&hash[2..]))
+                .is_ok_and(|found| matches!(found, Some(FileType::RegularFile)))
+    }
+
     /// Reads the blob with this SHA-256, checking that its content still has that hash. Only
     /// a regular file is read.
     pub fn read_blob(&self, hash: &str) -> Result<Vec<u8>, StoreError> {

@@ -117,6 +117,11 @@ pub struct Loaded {
     /// What the load read besides the config file and its [`LoadOptions`]: a cached load
     /// stands for a new one only while these are unchanged.
     pub reads: LoadReads,
+    /// The SHA-256 (hex) of the pipeline's definition snapshot — its pretty-printed JSON,
+    /// which a run keeps in the state directory's blob store — when it is already known (a
+    /// parse-cache hit carries the one computed when the entry was made); `None`: compute it.
+    /// Whoever changes `pipeline` must set this to `None`.
+    pub definition_hash: Option<String>,
 }
 
 /// What a load read besides the config file's text and its [`LoadOptions`] (the included
@@ -489,6 +494,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         source: text,
         params,
         reads,
+        definition_hash: None,
     })
 }
 
