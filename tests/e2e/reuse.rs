@@ -444,3 +444,32 @@ fn sigkill_while_reused_units_wait_for_their_commit_loses_no_work() {
     assert_eq!(apollo.run_ids().len(), 2, "the killed run was resumed");
     apollo.assert_no_processes_left();
 }
+
+/// A new run writes the reuse index back covering itself at its end (from what it appended),
+/// so the next run reads no journal to bring it up to date.
+#[test]
+fn a_run_leaves_the_reuse_index_covering_its_own_journal() {
+    let (mut apollo, _) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    apollo.file("data/other.csv", "y\n");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(counts(&apollo), [1, 1, 2, 2]);
+    let text = std::fs::read_to_string(apollo.path(".apollo/index/reuse")).unwrap();
+    // The file is a checksum line, then the body.
+    let body: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
+    let covered = body["covered"].as_array().unwrap();
+    let runs = apollo.run_ids();
+    assert_eq!(covered.len(), runs.len(), "{covered:?}");
+    for run in &runs {
+        let journal = apollo.path(&format!(".apollo/runs/{run}/journal/000001.log"));
+        let entry = covered
+            .iter()
+            .find(|entry| entry["run"] == run.as_str())
+            .unwrap_or_else(|| panic!("run {run} is not covered: {covered:?}"));
+        assert_eq!(
+            entry["last_len"].as_u64(),
+            Some(std::fs::metadata(&journal).unwrap().len()),
+            "run {run} is covered to its journal's end"
+        );
+    }
+}

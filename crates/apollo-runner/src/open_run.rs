@@ -10,6 +10,7 @@ use crate::error::RunnerError;
 use crate::hooks::{RunEnd, run_hooks};
 use crate::logs::RunLogs;
 use crate::notice::{SessionNotice, SessionObserver, sweep_and_report};
+use crate::reuse::Recording;
 use crate::sweep::{StraySweep, SweepReason};
 
 /// Whether [`RunSession::open`](crate::RunSession::open) started a run or resumed one.
@@ -36,6 +37,8 @@ pub(crate) struct OpenRunParts<'a> {
     pub(crate) identity: String,
     /// The file hash cache the engine decides with, saved after the run.
     pub(crate) hash_cache: Option<std::sync::Arc<apollo_store::HashCache>>,
+    /// The reuse index the engine's reuse came from, written back after a new run.
+    pub(crate) reuse_index: Option<crate::reuse::KeptIndex>,
     /// The blob store the engine captures into (a clone: it counts what the run added).
     pub(crate) blobs: apollo_store::BlobStore,
 }
@@ -147,21 +150,25 @@ impl<'a> OpenRun<'a> {
             opening,
             identity,
             hash_cache,
+            reuse_index,
             blobs,
         } = *self.parts;
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
         };
+        // With a reuse index to write back, the records the engine appends are kept for it.
+        let mut recording = Recording::new(&mut journal, reuse_index.is_some());
         let result = engine::run(
             &loaded.pipeline,
             &prior,
             &options,
-            &mut journal,
+            &mut recording,
             executor,
             &logs,
             cancel,
             observer,
         );
+        let appended = recording.into_appended();
         // Every attempt is over: a process of this run still alive left its process group.
         sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
         // The run has ended (or stopped for a human): its hooks run, still under the lock.
@@ -190,10 +197,19 @@ impl<'a> OpenRun<'a> {
             session_observer,
         );
         drop(journal);
+        drop(options);
+        if let Some(index) = reuse_index {
+            // A new run is covered by the reuse index now, from what it appended (a resumed
+            // run's journal also holds what earlier processes did: the next refresh reads it).
+            let index = match (opening, appended) {
+                (Opening::Started, Some(appended)) => index.cover(&state, &run_id, appended),
+                _ => index,
+            };
+            // For 10,000 units, tens of thousands of small allocations: freeing them took 7%
+            // of a no-op run, after the run was over.
+            drop_in_background(index);
+        }
         drop(lock);
-        // The engine's options hold the reuse index (for 10,000 units, tens of thousands of
-        // small allocations): freeing it took 7% of a no-op run, after the run was over.
-        drop_in_background(options);
         if let Ok(report) = &result
             && report.status == Some(RunStatus::Succeeded)
         {

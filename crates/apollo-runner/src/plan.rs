@@ -109,7 +109,8 @@ impl RunSession<'_> {
                 resumes.as_ref(),
                 false,
                 observer,
-            );
+            )
+            .map(|(reuse, _)| reuse);
             if let Some(cache) = hash_cache_for(state, pipeline) {
                 options.hash_cache = Some(cache);
             }

@@ -20,14 +20,18 @@ use apollo_core::Event;
 use apollo_core::Unit;
 use apollo_core::capture::FileEntry;
 use apollo_core::engine::{OutputRestorer, Reuse, ReuseCandidate};
-use apollo_core::event::FileSide;
-use apollo_store::{BlobStore, HashCache, JournalReader, ReadOptions, ReuseIndex, RunId, StateDir};
+use apollo_core::event::{AttemptStatus, FileSide};
+use apollo_core::journal::{Journal, JournalError};
+use apollo_store::{
+    BlobStore, HashCache, JournalReader, PipelineReuse, ReadOptions, ReuseIndex, RunId, StateDir,
+};
 
 use crate::notice::{SessionNotice, SessionObserver};
 
 /// The engine's reuse for a run of the pipeline `identity` in `state` — `None` when no unit
-/// of `pipeline` can be reused or the index cannot be refreshed. `resuming`: the run being
-/// resumed, left out of its own lookups. `write`: refresh the index file (the lock is held).
+/// of `pipeline` can be reused or the index cannot be refreshed — and the index it came from,
+/// for a new run to cover itself in at its end. `resuming`: the run being resumed, left out
+/// of its own lookups. `write`: refresh the index file (the lock is held).
 pub(crate) fn reuse_for(
     state: &StateDir,
     pipeline: &apollo_core::Pipeline,
@@ -35,7 +39,7 @@ pub(crate) fn reuse_for(
     resuming: Option<&RunId>,
     write: bool,
     observer: &mut dyn SessionObserver,
-) -> Option<Reuse> {
+) -> Option<(Reuse, KeptIndex)> {
     if !pipeline.units.iter().any(|unit| unit.reuse) {
         return None;
     }
@@ -47,17 +51,105 @@ pub(crate) fn reuse_for(
                     n_runs: refresh.runs_read,
                 });
             }
-            let source = index.into_source(identity, resuming);
+            let mut index = index;
+            let source = Arc::new(index.take_source(identity, resuming));
             let restorer = BlobRestorer {
                 state: state.clone(),
                 blobs: BlobStore::open_existing(state.path().join("blobs")),
             };
-            Some(Reuse::new(Arc::new(source)).with_restorer(Arc::new(restorer)))
+            let reuse = Reuse::new(source.clone()).with_restorer(Arc::new(restorer));
+            let kept = KeptIndex {
+                index,
+                source,
+                identity: identity.to_owned(),
+            };
+            Some((reuse, kept))
         }
         Err(error) => {
             observer.notice(&SessionNotice::ReuseUnavailable { error: &error });
             None
         }
+    }
+}
+
+/// The reuse index a session refreshed, without the pipeline's successes (the engine's
+/// source holds them), kept so that a new run can write it back covering itself.
+pub(crate) struct KeptIndex {
+    index: ReuseIndex,
+    source: Arc<PipelineReuse>,
+    identity: String,
+}
+
+impl KeptIndex {
+    /// After the new run `run` ended, the state directory's lock still held and the engine's
+    /// options (which share the source) dropped: write the index covering the run, from the
+    /// records it appended (`appended`, see [`Recording`]). Never an error: when this cannot
+    /// be done, the next refresh reads the run's journal instead.
+    pub(crate) fn cover(mut self, state: &StateDir, run: &RunId, appended: Vec<Event>) -> Self {
+        if let Ok(source) = Arc::try_unwrap(self.source) {
+            let _ = self
+                .index
+                .cover_new_run(state, source, &self.identity, run, appended);
+            self.source = Arc::new(PipelineReuse::default());
+        } else {
+            // Still shared: the engine's options were not dropped; nothing is written.
+            self.source = Arc::new(PipelineReuse::default());
+        }
+        self
+    }
+}
+
+/// The run's journal as the engine sees it, keeping (with `keep`) a copy of each appended
+/// record that a reuse index merges (`unit_started`, a succeeded `unit_finished`,
+/// `unit_reused`), for [`KeptIndex::cover`].
+pub(crate) struct Recording<'j> {
+    journal: &'j mut dyn Journal,
+    keep: bool,
+    appended: Vec<Event>,
+    failed: bool,
+}
+
+impl<'j> Recording<'j> {
+    pub(crate) fn new(journal: &'j mut dyn Journal, keep: bool) -> Self {
+        Self {
+            journal,
+            keep,
+            appended: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// The records kept, `None` if an append failed (then what is in the journal is not
+    /// known here).
+    pub(crate) fn into_appended(self) -> Option<Vec<Event>> {
+        (!self.failed).then_some(self.appended)
+    }
+}
+
+impl Journal for Recording<'_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        let result = self.journal.append(events);
+        match result {
+            Ok(()) if !self.keep => {}
+            Ok(()) => self.appended.extend(
+                events
+                    .iter()
+                    .filter(|event| match event {
+                        Event::UnitStarted(_) | Event::UnitReused(_) => true,
+                        Event::UnitFinished(finished) => {
+                            finished.status == AttemptStatus::Succeeded
+                        }
+                        _ => false,
+                    })
+                    .cloned(),
+            ),
+            Err(_) => self.failed = true,
+        }
+        result
+    }
+
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        self.journal.store_input_manifest(sha256, bytes)
     }
 }
 
@@ -161,5 +253,71 @@ impl OutputRestorer for BlobRestorer {
                 .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use apollo_core::event::{SkipReason, UnitReused, UnitSkipped};
+    use apollo_core::journal::MemoryJournal;
+
+    use super::*;
+
+    /// A journal whose appends fail from the `fail_from`th on.
+    struct Failing {
+        inner: MemoryJournal,
+        fail_from: usize,
+        appends: usize,
+    }
+
+    impl Journal for Failing {
+        fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
+            self.appends += 1;
+            if self.appends >= self.fail_from {
+                return Err(JournalError::msg("disk full"));
+            }
+            self.inner.append(events)
+        }
+    }
+
+    fn reused(unit: &str) -> Event {
+        Event::UnitReused(UnitReused {
+            unit: unit.into(),
+            from_run: "r".into(),
+            from_attempt: 1,
+            input_hash: "h".into(),
+            inputs: Vec::new(),
+            output_hash: "o".into(),
+        })
+    }
+
+    #[test]
+    fn a_recording_keeps_what_an_index_merges_and_nothing_after_a_failed_append() {
+        let skipped = Event::UnitSkipped(UnitSkipped {
+            unit: "b".into(),
+            reason: SkipReason::Interrupted,
+        });
+        let mut journal = Failing {
+            inner: MemoryJournal::default(),
+            fail_from: 3,
+            appends: 0,
+        };
+        let mut recording = Recording::new(&mut journal, true);
+        recording.append(&[reused("a"), skipped.clone()]).unwrap();
+        recording.append(&[reused("c")]).unwrap();
+        recording.append(&[reused("d")]).unwrap_err();
+        assert_eq!(recording.into_appended(), None, "an append failed");
+        let mut journal = MemoryJournal::default();
+        let mut recording = Recording::new(&mut journal, true);
+        recording.append(&[reused("a"), skipped]).unwrap();
+        recording.append(&[reused("c")]).unwrap();
+        assert_eq!(
+            recording.into_appended(),
+            Some(vec![reused("a"), reused("c")])
+        );
+        let mut passing = Recording::new(&mut journal, false);
+        passing.append(&[reused("d")]).unwrap();
+        assert_eq!(passing.into_appended(), Some(Vec::new()));
+        assert_eq!(journal.events.len(), 4, "every record reached the journal");
     }
 }

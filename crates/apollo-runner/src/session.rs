@@ -397,6 +397,7 @@ impl<'a> RunSession<'a> {
         let mut options = self
             .engine_options(run_id.as_str())
             .capture(std::sync::Arc::new(blobs.clone()));
+        let (reuse, reuse_index) = reuse.unzip();
         options.reuse = reuse;
         options.hash_cache = hash_cache.clone().map(|cache| cache as _);
         Ok(Opened::Ready(OpenRun::new(OpenRunParts {
@@ -411,6 +412,7 @@ impl<'a> RunSession<'a> {
             opening,
             identity,
             hash_cache,
+            reuse_index,
             blobs,
         })))
     }

@@ -266,3 +266,78 @@ fn the_hash_cache_survives_a_save_and_a_damaged_one_is_ignored() {
         "a damaged cache is ignored"
     );
 }
+
+#[test]
+fn a_new_run_covered_at_its_end_is_not_read_again_and_answers_as_a_rebuild_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let (r1, _) = three_runs(&state);
+    let (mut index, _) = ReuseIndex::refresh(&state, true).unwrap();
+    let source = index.take_source(IDENTITY, None);
+
+    // The new run reuses r1's attempt for h1, runs `load` once (succeeds) and `check` once
+    // (fails): what it appended after its `run_started`, in order.
+    let appended = vec![
+        Event::UnitReused(UnitReused {
+            unit: "fetch".into(),
+            from_run: r1.to_string(),
+            from_attempt: 1,
+            input_hash: "h1".into(),
+            inputs: Vec::new(),
+            output_hash: "o1".into(),
+        }),
+        started("load", 1, "h9"),
+        started("check", 1, "h8"),
+        finished("load", 1, AttemptStatus::Succeeded, "o9"),
+        finished("check", 1, AttemptStatus::Failed, ""),
+    ];
+    let r4 = make_run(&state, Some(IDENTITY), &appended);
+    index
+        .cover_new_run(&state, source, IDENTITY, &r4, appended)
+        .unwrap();
+
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(
+        (refresh.rebuilt, refresh.runs_read, refresh.written),
+        (None, 0, false),
+        "the run is covered: its journal is not read again"
+    );
+    fs::remove_file(dir.path().join("index/reuse")).unwrap();
+    let (rebuilt, refresh) = ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(refresh.runs_read, 5);
+    let all_answers = |index: &ReuseIndex| {
+        let source = index.source(IDENTITY, None);
+        let short = |candidate: Option<apollo_core::engine::ReuseCandidate>| {
+            candidate.map(|candidate| {
+                (
+                    candidate.run_id,
+                    candidate.attempt,
+                    candidate.input_hash,
+                    candidate.output_hash,
+                )
+            })
+        };
+        [
+            short(source.find("fetch", "h1")),
+            short(source.find("fetch", "h2")),
+            short(source.latest("fetch")),
+            short(source.find("load", "h9")),
+            short(source.latest("load")),
+            short(source.find("check", "h8")),
+            short(source.latest("check")),
+        ]
+    };
+    let answers = all_answers(&index);
+    assert_eq!(answers, all_answers(&rebuilt));
+    assert_eq!(index.len(), rebuilt.len());
+    assert_eq!(
+        answers[2],
+        Some((r1.to_string(), 1, "h1".into(), "o1".into())),
+        "the reused attempt is fetch's latest success"
+    );
+    assert_eq!(
+        answers[4],
+        Some((r4.to_string(), 1, "h9".into(), "o9".into()))
+    );
+    assert_eq!(answers[6], None, "a failure is no success");
+}
