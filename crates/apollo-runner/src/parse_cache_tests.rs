@@ -195,3 +195,37 @@ fn nothing_is_written_without_a_state_directory() {
     assert!(!project.state().exists());
     assert!(!Path::new(&project.state()).join("index").exists());
 }
+
+#[test]
+fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
+    let mut config = String::from("units:\n");
+    for index in 0..2_500 {
+        config.push_str(&format!(
+            "  - name: u{index:05}\n    execute: echo {index}\n"
+        ));
+        if index > 0 {
+            config.push_str(&format!("    deps: [u{:05}]\n", index - 1));
+        }
+    }
+    let project = Project::new(&config);
+    let options = LoadOptions::default();
+    project.load(&options);
+    let body =
+        apollo_store::cache_file::read(&project.state(), &file_name(&project.config())).unwrap();
+    assert_eq!(
+        body.iter().filter(|&&byte| byte == b'\n').count(),
+        3,
+        "a head line and 3 chunks of at least 1,000 units"
+    );
+    assert!(project.hit(&options));
+    let loaded = project.load(&options);
+    assert_eq!(loaded.pipeline.units.len(), 2_500);
+    assert_eq!(loaded.pipeline.units[2_499].name, "u02499");
+
+    // A chunk line lost (as a torn or edited file would): a miss, never fewer units.
+    let lines: Vec<&[u8]> = body.split(|&byte| byte == b'\n').collect();
+    let short = [lines[0], lines[1], lines[2]].join(&b'\n');
+    apollo_store::cache_file::write(&project.state(), &file_name(&project.config()), &short)
+        .unwrap();
+    assert!(!project.hit(&options));
+}
