@@ -20,7 +20,7 @@ use apollo_core::Event;
 use apollo_core::Unit;
 use apollo_core::capture::FileEntry;
 use apollo_core::engine::{OutputRestorer, Reuse, ReuseCandidate};
-use apollo_core::event::{AttemptStatus, FileSide};
+use apollo_core::event::{AttemptStatus, FileSide, UnitReused, UnitStarted};
 use apollo_core::journal::{Journal, JournalError};
 use apollo_store::{
     BlobStore, HashCache, JournalReader, PipelineReuse, ReadOptions, ReuseIndex, RunId, StateDir,
@@ -101,7 +101,8 @@ impl KeptIndex {
 
 /// The run's journal as the engine sees it, keeping (with `keep`) a copy of each appended
 /// record that a reuse index merges (`unit_started`, a succeeded `unit_finished`,
-/// `unit_reused`), for [`KeptIndex::cover`].
+/// `unit_reused`; without their input lists, which the index file does not hold), for
+/// [`KeptIndex::cover`].
 pub(crate) struct Recording<'j> {
     journal: &'j mut dyn Journal,
     keep: bool,
@@ -131,18 +132,31 @@ impl Journal for Recording<'_> {
         let result = self.journal.append(events);
         match result {
             Ok(()) if !self.keep => {}
-            Ok(()) => self.appended.extend(
-                events
-                    .iter()
-                    .filter(|event| match event {
-                        Event::UnitStarted(_) | Event::UnitReused(_) => true,
-                        Event::UnitFinished(finished) => {
-                            finished.status == AttemptStatus::Succeeded
-                        }
-                        _ => false,
-                    })
-                    .cloned(),
-            ),
+            Ok(()) => self
+                .appended
+                .extend(events.iter().filter_map(|event| match event {
+                    Event::UnitStarted(started) => Some(Event::UnitStarted(UnitStarted {
+                        unit: started.unit.clone(),
+                        attempt: started.attempt,
+                        input_hash: started.input_hash.clone(),
+                        inputs: Vec::new(),
+                        inputs_manifest: None,
+                    })),
+                    Event::UnitReused(reused) => Some(Event::UnitReused(UnitReused {
+                        unit: reused.unit.clone(),
+                        from_run: reused.from_run.clone(),
+                        from_attempt: reused.from_attempt,
+                        input_hash: reused.input_hash.clone(),
+                        inputs: Vec::new(),
+                        output_hash: reused.output_hash.clone(),
+                    })),
+                    Event::UnitFinished(finished)
+                        if finished.status == AttemptStatus::Succeeded =>
+                    {
+                        Some(event.clone())
+                    }
+                    _ => None,
+                })),
             Err(_) => self.failed = true,
         }
         result
@@ -258,7 +272,7 @@ impl OutputRestorer for BlobRestorer {
 
 #[cfg(test)]
 mod tests {
-    use apollo_core::event::{SkipReason, UnitReused, UnitSkipped};
+    use apollo_core::event::{SkipReason, UnitSkipped};
     use apollo_core::journal::MemoryJournal;
 
     use super::*;

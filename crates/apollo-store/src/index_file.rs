@@ -30,6 +30,11 @@ pub(crate) enum Unusable {
 
 /// The body of `index/<name>`, checked against its checksum.
 pub(crate) fn read(state: &StateDir, name: &str) -> Result<Vec<u8>, Unusable> {
+    read_checked(state, name).map(|(_, body)| body)
+}
+
+/// The checksum (hex) and body of `index/<name>`, checked against each other.
+pub(crate) fn read_checked(state: &StateDir, name: &str) -> Result<(String, Vec<u8>), Unusable> {
     let file = Dir::open(state.path())
         .and_then(|root| root.subdir(INDEX_DIR))
         .and_then(|dir| dir.open_file(name, Access::Read));
@@ -47,23 +52,25 @@ pub(crate) fn read(state: &StateDir, name: &str) -> Result<Vec<u8>, Unusable> {
     };
     let body = bytes.split_off(newline + 1);
     let recorded = &bytes[..newline];
-    if recorded != apollo_core::hash::to_hex(&Sha256::digest(&body)).as_bytes() {
+    let checksum = apollo_core::hash::to_hex(&Sha256::digest(&body));
+    if recorded != checksum.as_bytes() {
         return Err(Unusable::Damaged("fails its checksum".to_owned()));
     }
-    Ok(body)
+    Ok((checksum, body))
 }
 
 /// Replace `index/<name>` with `body` (and its checksum line), atomically; durably with
-/// `durable`.
+/// `durable`. Returns the checksum (hex).
 pub(crate) fn write(
     state: &StateDir,
     name: &str,
     body: &[u8],
     durable: bool,
-) -> Result<(), StoreError> {
+) -> Result<String, StoreError> {
     let dir = Dir::open(state.path())?.create_subdir(INDEX_DIR, durable)?;
+    let checksum = apollo_core::hash::to_hex(&Sha256::digest(body));
     let mut bytes = Vec::with_capacity(body.len() + 65);
-    bytes.extend_from_slice(apollo_core::hash::to_hex(&Sha256::digest(body)).as_bytes());
+    bytes.extend_from_slice(checksum.as_bytes());
     bytes.push(b'\n');
     bytes.extend_from_slice(body);
     dir.write_file_atomic(name, &bytes, durable)?;
@@ -81,7 +88,7 @@ pub(crate) fn write(
             }
         }
     }
-    Ok(())
+    Ok(checksum)
 }
 
 /// A cache file of the state directory's `index/` folder that its owner writes without the

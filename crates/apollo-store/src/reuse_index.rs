@@ -13,11 +13,18 @@
 //! the old index or the new one. It is not fsynced: after a power loss it may be empty or
 //! torn, which its checksum catches, and it is rebuilt.
 //!
-//! **Small.** A no-op run of 10,000 reusable units loads it, reads the previous run's
-//! journal (10,000 `unit_reused` records) and writes it back, so it holds per pipeline
+//! **Small.** A no-op run of 10,000 reusable units loads it, so it holds per pipeline
 //! identity only the keys and the answer (run, attempt, output hash), as arrays, not the
 //! input components: those of a unit's latest success are read from its run's journal when
 //! a "not reused" is explained ([`PipelineReuse`]), which happens only when the unit runs.
+//!
+//! **A run covers itself.** A new run's session hands the records it appended back at its
+//! end ([`ReuseIndex::cover_new_run`]), so the next refresh reads no journal. When they
+//! changed nothing in the index (every unit reused from its latest success), the index file
+//! is not rewritten: the run is named in a small file beside it
+//! (`index/reuse-covered-since`), which counts only with the index file whose checksum it
+//! names; with any other (rewritten since, or damaged) it is ignored and its runs are read
+//! again.
 //!
 //! What counts as a success: a `unit_finished` that `succeeded` with an output hash, taken
 //! with its own `unit_started` (the input hash); and a `unit_reused`, which stands for the
@@ -43,6 +50,24 @@ use crate::state_dir::StateDir;
 const FILE_NAME: &str = "reuse";
 /// The version of the file's body; another one is rebuilt.
 const FORMAT: u32 = 2;
+
+/// The file beside the index naming the runs covered since the index file was written whose
+/// records changed nothing in it (a run that only reused units): writing it instead of the
+/// index spares a no-op run rewriting megabytes. It counts only with the very index file it
+/// names (by checksum); with any other, it is ignored and those runs are read again.
+const COVERED_SINCE_FILE_NAME: &str = "reuse-covered-since";
+
+/// The version of [`COVERED_SINCE_FILE_NAME`]'s body.
+const COVERED_SINCE_FORMAT: u32 = 1;
+
+/// [`COVERED_SINCE_FILE_NAME`]'s body.
+#[derive(Debug, Serialize, Deserialize)]
+struct CoveredSince {
+    format: u32,
+    /// The checksum of the index file these runs add nothing to.
+    index: String,
+    covered: Vec<Covered>,
+}
 
 /// How far a run's journal was read: it is read again once this changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,8 +97,8 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    /// A success later than everything merged so far.
-    fn merge(&mut self, unit: String, success: Success, inputs: Vec<InputComponent>) {
+    /// A success later than everything merged so far; whether the index file would change.
+    fn merge(&mut self, unit: String, success: Success, inputs: Vec<InputComponent>) -> bool {
         // The unit's latest success again (a run that reused it): `by_input` holds it already
         // (whatever is a unit's latest is also its input hash's), so only the inputs, if they
         // were not known, change.
@@ -83,11 +108,12 @@ impl Pipeline {
             if known.is_empty() {
                 *known = inputs;
             }
-            return;
+            return false;
         }
         self.by_input
             .insert((unit.clone(), success.input_hash.clone()), success.clone());
         self.latest.insert(unit, (success, inputs));
+        true
     }
 }
 
@@ -107,26 +133,27 @@ impl RunMerge {
         }
     }
 
-    /// Merge the run's next record into `pipeline`.
-    fn event(&mut self, pipeline: &mut Pipeline, event: Event) {
+    /// Merge the run's next record into `pipeline`; whether the index file would change.
+    fn event(&mut self, pipeline: &mut Pipeline, event: Event) -> bool {
         match event {
             Event::UnitStarted(unit_started) => {
                 self.started.insert(
                     (unit_started.unit, unit_started.attempt),
                     (unit_started.input_hash, unit_started.inputs),
                 );
+                false
             }
             Event::UnitFinished(finished) => {
                 let (AttemptStatus::Succeeded, Some(output_hash)) =
                     (finished.status, finished.output_hash)
                 else {
-                    return;
+                    return false;
                 };
                 let Some((input_hash, inputs)) = self
                     .started
                     .remove(&(finished.unit.clone(), finished.attempt))
                 else {
-                    return;
+                    return false;
                 };
                 let success = Success {
                     run: self.run.clone(),
@@ -134,7 +161,7 @@ impl RunMerge {
                     input_hash,
                     output_hash,
                 };
-                pipeline.merge(finished.unit, success, inputs);
+                pipeline.merge(finished.unit, success, inputs)
             }
             Event::UnitReused(reused) => {
                 let success = Success {
@@ -143,9 +170,9 @@ impl RunMerge {
                     input_hash: reused.input_hash,
                     output_hash: reused.output_hash,
                 };
-                pipeline.merge(reused.unit, success, reused.inputs);
+                pipeline.merge(reused.unit, success, reused.inputs)
             }
-            _ => {}
+            _ => false,
         }
     }
 }
@@ -189,6 +216,9 @@ pub struct ReuseIndex {
     /// Where the journals are, to read a latest success's inputs when asked.
     state: Option<StateDir>,
     covered: Vec<Covered>,
+    /// The checksum of the index file as loaded or last written here, and the runs that file
+    /// itself covers (the others are in [`COVERED_SINCE_FILE_NAME`] or not written yet).
+    file: Option<(String, HashSet<String>)>,
     /// Pipeline identity → its successes.
     pipelines: HashMap<String, Pipeline>,
 }
@@ -206,9 +236,9 @@ impl ReuseIndex {
             current.push(covered_now(state, id));
         }
         let mut refresh = IndexRefresh::default();
-        let loaded = match index_file::read(state, FILE_NAME) {
-            Ok(bytes) => match serde_json::from_slice::<Body>(&bytes) {
-                Ok(body) if body.format == FORMAT => Ok(body),
+        let loaded = match index_file::read_checked(state, FILE_NAME) {
+            Ok((checksum, bytes)) => match serde_json::from_slice::<Body>(&bytes) {
+                Ok(body) if body.format == FORMAT => Ok((checksum, body)),
                 Ok(body) => Err(format!("is of format {}, not {FORMAT}", body.format)),
                 // An older format's body does not parse as this one's.
                 Err(_) if format_of(&bytes).is_some_and(|format| format != FORMAT) => Err(format!(
@@ -221,14 +251,14 @@ impl ReuseIndex {
             Err(Unusable::Damaged(why)) => Err(why),
         };
         let present: HashSet<&str> = run_ids.iter().map(RunId::as_str).collect();
-        let body = loaded.and_then(|body| {
+        let body = loaded.and_then(|(checksum, body)| {
             match body
                 .covered
                 .iter()
                 .find(|covered| !present.contains(covered.run.as_str()))
             {
                 Some(gone) => Err(format!("covers run {}, which is gone", gone.run)),
-                None => Ok(body),
+                None => Ok((checksum, body)),
             }
         });
         let mut index = Self {
@@ -236,10 +266,13 @@ impl ReuseIndex {
             ..Self::default()
         };
         let known: HashMap<String, Covered> = match body {
-            Ok(body) => {
+            Ok((checksum, body)) => {
                 index.load(body.pipelines);
+                let in_file = body.covered.iter().map(|covered| covered.run.clone());
+                index.file = Some((checksum.clone(), in_file.collect()));
                 body.covered
                     .into_iter()
+                    .chain(covered_since(state, &checksum, &present))
                     .map(|covered| (covered.run.clone(), covered))
                     .collect()
             }
@@ -258,10 +291,18 @@ impl ReuseIndex {
             index.covered.push(now);
         }
         if write && changed {
-            index_file::write(state, FILE_NAME, &index.body_bytes()?, false)?;
+            index.write_file(state)?;
             refresh.written = true;
         }
         Ok((index, refresh))
+    }
+
+    /// Write the index file, covering every run covered here.
+    fn write_file(&mut self, state: &StateDir) -> Result<(), StoreError> {
+        let checksum = index_file::write(state, FILE_NAME, &self.body_bytes()?, false)?;
+        let in_file = self.covered.iter().map(|covered| covered.run.clone());
+        self.file = Some((checksum, in_file.collect()));
+        Ok(())
     }
 
     /// The index's view for one pipeline, as the engine's [`ReuseSource`]: successes of runs
@@ -387,12 +428,34 @@ impl ReuseIndex {
             std::collections::hash_map::Entry::Vacant(entry) => entry.insert(source.pipeline),
         };
         let mut merge = RunMerge::new(id);
+        let mut changed = false;
         for event in appended {
-            merge.event(pipeline, event);
+            changed |= merge.event(pipeline, event);
         }
         self.covered.retain(|covered| covered.run != id.as_str());
         self.covered.push(covered_now(state, id));
-        index_file::write(state, FILE_NAME, &self.body_bytes()?, false)
+        match &self.file {
+            // Only reused units, each its latest success already: the index file would not
+            // change but for naming the run, which the small file beside it does.
+            Some((checksum, in_file)) if !changed => {
+                let since = CoveredSince {
+                    format: COVERED_SINCE_FORMAT,
+                    index: checksum.clone(),
+                    covered: self
+                        .covered
+                        .iter()
+                        .filter(|covered| !in_file.contains(&covered.run))
+                        .cloned()
+                        .collect(),
+                };
+                let bytes = serde_json::to_vec(&since).map_err(|error| {
+                    StoreError::invalid(format!("cannot encode the reuse index: {error}"))
+                })?;
+                index_file::write(state, COVERED_SINCE_FILE_NAME, &bytes, false)?;
+                Ok(())
+            }
+            _ => self.write_file(state),
+        }
     }
 
     /// The file's body: covered runs, then each pipeline's successes and which is each
@@ -442,6 +505,25 @@ fn format_of(bytes: &[u8]) -> Option<u32> {
     serde_json::from_slice::<Probe>(bytes)
         .ok()
         .map(|probe| probe.format)
+}
+
+/// The runs [`COVERED_SINCE_FILE_NAME`] says add nothing to the index file whose checksum is
+/// `checksum` — none when it is missing, damaged, of another format, extends another index
+/// file, or names a run that is gone (those runs are then read again, which is only slower).
+fn covered_since(state: &StateDir, checksum: &str, present: &HashSet<&str>) -> Vec<Covered> {
+    index_file::read(state, COVERED_SINCE_FILE_NAME)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<CoveredSince>(&bytes).ok())
+        .filter(|since| {
+            since.format == COVERED_SINCE_FORMAT
+                && since.index == checksum
+                && since
+                    .covered
+                    .iter()
+                    .all(|covered| present.contains(covered.run.as_str()))
+        })
+        .map(|since| since.covered)
+        .unwrap_or_default()
 }
 
 /// How far `id`'s journal goes now: its segments and the last one's length (zeros when it

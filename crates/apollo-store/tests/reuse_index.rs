@@ -341,3 +341,89 @@ fn a_new_run_covered_at_its_end_is_not_read_again_and_answers_as_a_rebuild_does(
     );
     assert_eq!(answers[6], None, "a failure is no success");
 }
+
+#[test]
+fn a_run_that_changed_nothing_is_covered_beside_the_index_file_not_by_rewriting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let (_, r2) = three_runs(&state);
+    let (mut index, _) = ReuseIndex::refresh(&state, true).unwrap();
+    let file = dir.path().join("index/reuse");
+    let beside = dir.path().join("index/reuse-covered-since");
+    let written = fs::read(&file).unwrap();
+    // Reusing fetch's latest success (r2 attempt 2, h2) changes nothing in the index.
+    let no_op = || {
+        vec![Event::UnitReused(UnitReused {
+            unit: "fetch".into(),
+            from_run: r2.to_string(),
+            from_attempt: 2,
+            input_hash: "h2".into(),
+            inputs: Vec::new(),
+            output_hash: "o2".into(),
+        })]
+    };
+    let mut no_op_runs = Vec::new();
+    for _ in 0..2 {
+        let source = index.take_source(IDENTITY, None);
+        let run = make_run(&state, Some(IDENTITY), &no_op());
+        index
+            .cover_new_run(&state, source, IDENTITY, &run, no_op())
+            .unwrap();
+        no_op_runs.push(run);
+        assert_eq!(
+            fs::read(&file).unwrap(),
+            written,
+            "the index file is not rewritten"
+        );
+        assert!(beside.is_file());
+        let (again, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+        assert_eq!(
+            (refresh.rebuilt, refresh.runs_read, refresh.written),
+            (None, 0, false),
+            "every run is covered"
+        );
+        index = again;
+    }
+
+    // Without the file beside it (or with one naming another index file), those runs are
+    // read again: slower, the same answers.
+    let expected = answers(&index);
+    let kept = fs::read(&beside).unwrap();
+    fs::remove_file(&beside).unwrap();
+    let (index, refresh) = ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!((refresh.rebuilt, refresh.runs_read), (None, 2));
+    assert_eq!(answers(&index), expected);
+    let (mut index, _) = ReuseIndex::refresh(&state, true).unwrap();
+    fs::write(&beside, kept).unwrap();
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(
+        (refresh.runs_read, refresh.written),
+        (0, false),
+        "the rewritten index file covers them itself; the stale file beside it is ignored"
+    );
+
+    // A run that changes something rewrites the index file, covering every run.
+    let source = index.take_source(IDENTITY, None);
+    let changing = vec![
+        started("fetch", 1, "h3"),
+        finished("fetch", 1, AttemptStatus::Succeeded, "o3"),
+    ];
+    let run = make_run(&state, Some(IDENTITY), &changing);
+    index
+        .cover_new_run(&state, source, IDENTITY, &run, changing)
+        .unwrap();
+    assert_ne!(fs::read(&file).unwrap(), written);
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!((refresh.runs_read, refresh.written), (0, false));
+    assert_eq!(
+        index.source(IDENTITY, None).latest("fetch").unwrap().run_id,
+        run.to_string()
+    );
+    // The rewritten file names the no-op runs: one pruned, it is rebuilt, as for any run.
+    fs::remove_dir_all(dir.path().join("runs").join(no_op_runs[0].as_str())).unwrap();
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(
+        refresh.rebuilt,
+        Some(format!("covers run {}, which is gone", no_op_runs[0]))
+    );
+}
