@@ -473,3 +473,59 @@ fn a_run_leaves_the_reuse_index_covering_its_own_journal() {
         );
     }
 }
+
+/// The reuse index that runs leave (each covering itself at its end, a no-op run named beside
+/// the index file) answers as one rebuilt from every journal, through the real run path:
+/// reruns after an edit, an edit undone (an older success reused again), no-op runs.
+#[test]
+fn the_index_runs_leave_answers_as_one_rebuilt_from_every_journal() {
+    let (mut apollo, _) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    apollo.file("data/raw.csv", "c\na\n");
+    apollo.args(&["run"]).run().code(0);
+    apollo.file("data/raw.csv", "b\na\n");
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(counts(&apollo), [2, 2, 1, 2]);
+    assert!(
+        apollo.path(".apollo/index/reuse-covered-since").is_file(),
+        "the last run reused every unit's latest success: named beside the index file"
+    );
+    let text = apollo.journal_text();
+    let identity = text
+        .split("\"identity\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let state = apollo_store::StateDir::open_existing(apollo.path(".apollo")).unwrap();
+    let answers = |index: &apollo_store::ReuseIndex| {
+        let source = index.source(&identity, None);
+        let answers: Vec<_> = UNITS
+            .iter()
+            .map(|unit| {
+                apollo_core::engine::ReuseSource::latest(&source, unit).map(|candidate| {
+                    (
+                        candidate.run_id,
+                        candidate.attempt,
+                        candidate.input_hash,
+                        candidate.output_hash,
+                    )
+                })
+            })
+            .collect();
+        (answers, index.len())
+    };
+    let (kept, refresh) = apollo_store::ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(refresh.runs_read, 0, "every run is covered");
+    std::fs::remove_file(apollo.path(".apollo/index/reuse")).unwrap();
+    std::fs::remove_file(apollo.path(".apollo/index/reuse-covered-since")).unwrap();
+    let (rebuilt, refresh) = apollo_store::ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(refresh.runs_read, 5);
+    assert_eq!(answers(&kept), answers(&rebuilt));
+    assert_eq!(
+        answers(&kept).1,
+        7,
+        "two successes each of fetch, clean and report, one of other"
+    );
+}

@@ -157,7 +157,8 @@ impl<'a> OpenRun<'a> {
             run: state.run_dir(&run_id)?,
         };
         // With a reuse index to write back, the records the engine appends are kept for it.
-        let mut recording = Recording::new(&mut journal, reuse_index.is_some());
+        let keep = reuse_index.is_some() && opening == Opening::Started;
+        let mut recording = Recording::new(&mut journal, keep);
         let result = engine::run(
             &loaded.pipeline,
             &prior,

@@ -130,14 +130,23 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
     if entry.format != FORMAT || chunks.len() != entry.chunks || !wanted(&entry) {
         return None;
     }
+    let decode_chunk = |chunk: &[u8]| serde_json::from_slice::<Vec<Unit>>(chunk).ok();
     let decoded: Vec<Option<Vec<Unit>>> = std::thread::scope(|scope| {
         let (first, rest) = chunks.split_first()?;
+        // A chunk whose thread cannot be started is decoded here, after the first.
         let others: Vec<_> = rest
             .iter()
-            .map(|chunk| scope.spawn(move || serde_json::from_slice::<Vec<Unit>>(chunk).ok()))
+            .map(|&chunk| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || decode_chunk(chunk))
+                    .map_err(|_| chunk)
+            })
             .collect();
-        let mut decoded = vec![serde_json::from_slice::<Vec<Unit>>(first).ok()];
-        decoded.extend(others.into_iter().map(|other| other.join().ok().flatten()));
+        let mut decoded = vec![decode_chunk(first)];
+        decoded.extend(others.into_iter().map(|other| match other {
+            Ok(thread) => thread.join().ok().flatten(),
+            Err(chunk) => decode_chunk(chunk),
+        }));
         Some(decoded)
     })
     .unwrap_or_default();

@@ -77,13 +77,17 @@ fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
             return Ok(json);
         }
     }
-    // `{"kind":"…",` + `{…}`: drop the struct's own `{` (an empty struct's `{}` would need
-    // the comma gone too, but none of these is empty).
-    if json.get(fields_at..fields_at + 2) == Some(b"{}".as_slice()) {
-        json.truncate(fields_at - 1);
-        json.push(b'}');
-    } else {
-        json.remove(fields_at);
+    // `{"kind":"…",` + `{…}`: drop the struct's own `{` (and, for an empty object, the comma).
+    match json.get(fields_at..fields_at + 2) {
+        Some(b"{}") => {
+            json.truncate(fields_at - 1);
+            json.push(b'}');
+        }
+        Some([b'{', _]) => {
+            json.remove(fields_at);
+        }
+        // Not an object: serde's own encoding says what is wrong.
+        _ => return serde_json::to_vec(event),
     }
     Ok(json)
 }

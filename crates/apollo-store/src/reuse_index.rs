@@ -60,6 +60,9 @@ const COVERED_SINCE_FILE_NAME: &str = "reuse-covered-since";
 /// The version of [`COVERED_SINCE_FILE_NAME`]'s body.
 const COVERED_SINCE_FORMAT: u32 = 1;
 
+/// The most runs [`COVERED_SINCE_FILE_NAME`] names; past them the index file is rewritten.
+const COVERED_SINCE_MAX_RUNS: usize = 64;
+
 /// [`COVERED_SINCE_FILE_NAME`]'s body.
 #[derive(Debug, Serialize, Deserialize)]
 struct CoveredSince {
@@ -293,6 +296,10 @@ impl ReuseIndex {
         if write && changed {
             index.write_file(state)?;
             refresh.written = true;
+        } else if changed {
+            // What was read is in memory only: the file no longer stands for this index, so
+            // `cover_new_run` must not name runs beside it.
+            index.file = None;
         }
         Ok((index, refresh))
     }
@@ -437,7 +444,11 @@ impl ReuseIndex {
         match &self.file {
             // Only reused units, each its latest success already: the index file would not
             // change but for naming the run, which the small file beside it does.
-            Some((checksum, in_file)) if !changed => {
+            Some((checksum, in_file))
+                if !changed
+                    && self.covered.len().saturating_sub(in_file.len())
+                        <= COVERED_SINCE_MAX_RUNS =>
+            {
                 let since = CoveredSince {
                     format: COVERED_SINCE_FORMAT,
                     index: checksum.clone(),

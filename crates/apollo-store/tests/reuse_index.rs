@@ -427,3 +427,54 @@ fn a_run_that_changed_nothing_is_covered_beside_the_index_file_not_by_rewriting_
         Some(format!("covers run {}, which is gone", no_op_runs[0]))
     );
 }
+
+#[test]
+fn the_file_beside_the_index_names_a_bounded_number_of_runs_and_never_extends_an_unwritten_refresh()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let (_, r2) = three_runs(&state);
+    let no_op = || {
+        vec![Event::UnitReused(UnitReused {
+            unit: "fetch".into(),
+            from_run: r2.to_string(),
+            from_attempt: 2,
+            input_hash: "h2".into(),
+            inputs: Vec::new(),
+            output_hash: "o2".into(),
+        })]
+    };
+    let file = dir.path().join("index/reuse");
+    let (mut index, _) = ReuseIndex::refresh(&state, true).unwrap();
+    let written = fs::read(&file).unwrap();
+    for n in 1..=65 {
+        let source = index.take_source(IDENTITY, None);
+        let run = make_run(&state, Some(IDENTITY), &no_op());
+        index
+            .cover_new_run(&state, source, IDENTITY, &run, no_op())
+            .unwrap();
+        assert_eq!(
+            fs::read(&file).unwrap() == written,
+            n <= 64,
+            "run {n}: the index file is rewritten once 64 runs are named beside it"
+        );
+    }
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!((refresh.runs_read, refresh.written), (0, false));
+
+    // A read-only refresh that read a run the file does not cover: what it read is in
+    // memory only, so a run covered after it rewrites the index file (which then covers
+    // that run too) rather than naming runs beside a file that lacks one.
+    make_run(&state, Some(IDENTITY), &no_op());
+    let (mut index, refresh) = ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!((refresh.runs_read, refresh.written), (1, false));
+    let before = fs::read(&file).unwrap();
+    let source = index.take_source(IDENTITY, None);
+    let run = make_run(&state, Some(IDENTITY), &no_op());
+    index
+        .cover_new_run(&state, source, IDENTITY, &run, no_op())
+        .unwrap();
+    assert_ne!(fs::read(&file).unwrap(), before);
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!((refresh.runs_read, refresh.written), (0, false));
+}
