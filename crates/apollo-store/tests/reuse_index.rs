@@ -50,6 +50,18 @@ fn finished(unit: &str, attempt: u32, status: AttemptStatus, output_hash: &str) 
     })
 }
 
+/// `fetch` reused from `run`'s `attempt`, which had `input_hash` and left `output_hash`.
+fn fetch_reused(run: &RunId, attempt: u32, input_hash: &str, output_hash: &str) -> Event {
+    Event::UnitReused(UnitReused {
+        unit: "fetch".into(),
+        from_run: run.to_string(),
+        from_attempt: attempt,
+        input_hash: input_hash.into(),
+        inputs: Vec::new(),
+        output_hash: output_hash.into(),
+    })
+}
+
 /// A run of `identity` whose journal holds `events` after its `run_started`.
 fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId {
     let id = state.new_run_id();
@@ -188,18 +200,7 @@ fn a_stale_index_reads_only_new_runs_and_a_pruned_run_makes_it_rebuild() {
 
     // A new run reusing r1's attempt for h1: only it is read; h1 still names r1 (the run
     // that did the work), and it is now the latest.
-    make_run(
-        &state,
-        Some(IDENTITY),
-        &[Event::UnitReused(UnitReused {
-            unit: "fetch".into(),
-            from_run: r1.to_string(),
-            from_attempt: 1,
-            input_hash: "h1".into(),
-            inputs: Vec::new(),
-            output_hash: "o1".into(),
-        })],
-    );
+    make_run(&state, Some(IDENTITY), &[fetch_reused(&r1, 1, "h1", "o1")]);
     let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
     assert_eq!((refresh.rebuilt.as_deref(), refresh.runs_read), (None, 1));
     let source = index.source(IDENTITY, None);
@@ -278,14 +279,7 @@ fn a_new_run_covered_at_its_end_is_not_read_again_and_answers_as_a_rebuild_does(
     // The new run reuses r1's attempt for h1, runs `load` once (succeeds) and `check` once
     // (fails): what it appended after its `run_started`, in order.
     let appended = vec![
-        Event::UnitReused(UnitReused {
-            unit: "fetch".into(),
-            from_run: r1.to_string(),
-            from_attempt: 1,
-            input_hash: "h1".into(),
-            inputs: Vec::new(),
-            output_hash: "o1".into(),
-        }),
+        fetch_reused(&r1, 1, "h1", "o1"),
         started("load", 1, "h9"),
         started("check", 1, "h8"),
         finished("load", 1, AttemptStatus::Succeeded, "o9"),
@@ -352,16 +346,7 @@ fn a_run_that_changed_nothing_is_covered_beside_the_index_file_not_by_rewriting_
     let beside = dir.path().join("index/reuse-covered-since");
     let written = fs::read(&file).unwrap();
     // Reusing fetch's latest success (r2 attempt 2, h2) changes nothing in the index.
-    let no_op = || {
-        vec![Event::UnitReused(UnitReused {
-            unit: "fetch".into(),
-            from_run: r2.to_string(),
-            from_attempt: 2,
-            input_hash: "h2".into(),
-            inputs: Vec::new(),
-            output_hash: "o2".into(),
-        })]
-    };
+    let no_op = || vec![fetch_reused(&r2, 2, "h2", "o2")];
     let mut no_op_runs = Vec::new();
     for _ in 0..2 {
         let source = index.take_source(IDENTITY, None);
@@ -434,16 +419,7 @@ fn the_file_beside_the_index_names_a_bounded_number_of_runs_and_never_extends_an
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::open_or_create(dir.path()).unwrap();
     let (_, r2) = three_runs(&state);
-    let no_op = || {
-        vec![Event::UnitReused(UnitReused {
-            unit: "fetch".into(),
-            from_run: r2.to_string(),
-            from_attempt: 2,
-            input_hash: "h2".into(),
-            inputs: Vec::new(),
-            output_hash: "o2".into(),
-        })]
-    };
+    let no_op = || vec![fetch_reused(&r2, 2, "h2", "o2")];
     let file = dir.path().join("index/reuse");
     let (mut index, _) = ReuseIndex::refresh(&state, true).unwrap();
     let written = fs::read(&file).unwrap();
