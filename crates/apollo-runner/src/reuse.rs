@@ -86,14 +86,11 @@ impl KeptIndex {
     /// records it appended (`appended`, see [`Recording`]). Never an error: when this cannot
     /// be done, the next refresh reads the run's journal instead.
     pub(crate) fn cover(mut self, state: &StateDir, run: &RunId, appended: Vec<Event>) -> Self {
-        if let Ok(source) = Arc::try_unwrap(self.source) {
+        // Still shared (the engine's options were not dropped): nothing is written.
+        if let Ok(source) = Arc::try_unwrap(std::mem::take(&mut self.source)) {
             let _ = self
                 .index
                 .cover_new_run(state, source, &self.identity, run, appended);
-            self.source = Arc::new(PipelineReuse::default());
-        } else {
-            // Still shared: the engine's options were not dropped; nothing is written.
-            self.source = Arc::new(PipelineReuse::default());
         }
         self
     }
