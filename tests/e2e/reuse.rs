@@ -529,3 +529,52 @@ fn the_index_runs_leave_answers_as_one_rebuilt_from_every_journal() {
         "two successes each of fetch, clean and report, one of other"
     );
 }
+
+/// apollo SIGKILLed while it brings the reuse index up to date at the end of a run (the index
+/// file, or the file beside it, half written): the run itself is finished and stays so, and
+/// the next run reads the journal the index missed and reuses everything.
+#[test]
+fn sigkill_while_a_run_covers_itself_in_the_index_leaves_the_next_run_correct() {
+    let (mut apollo, _) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    let index_dir = apollo.path(".apollo/index");
+    let mut n_killed_mid_write = 0;
+    for round in 0..10 {
+        // Alternately a run that changes the index (rewritten) and one that does not (the
+        // file beside it written).
+        apollo.file("data/other.csv", if round % 2 == 0 { "x\n" } else { "z\n" });
+        let mut running = apollo.args(&["run"]).spawn();
+        let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+        let mut killed = false;
+        while std::time::Instant::now() < deadline && running.is_running() {
+            let writing = std::fs::read_dir(&index_dir).is_ok_and(|entries| {
+                entries.filter_map(Result::ok).any(|entry| {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    name.starts_with(".reuse.tmp-") || name.starts_with(".reuse-covered-since.tmp-")
+                })
+            });
+            if writing {
+                running.signal(libc::SIGKILL);
+                killed = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let output = running.wait();
+        if killed && output.code.is_none() {
+            n_killed_mid_write += 1;
+        }
+        // Whatever the kill interrupted, the next run finds every unit done and runs nothing.
+        let before = counts(&apollo);
+        let output = apollo.args(&["run"]).run();
+        output.code(0);
+        assert_eq!(counts(&apollo), before, "{}", output.stdout);
+        assert!(
+            output.stdout.contains("0 succeeded, 4 reused"),
+            "{}",
+            output.stdout
+        );
+    }
+    println!("killed mid-write {n_killed_mid_write} times out of 10");
+    apollo.assert_no_processes_left();
+}

@@ -228,6 +228,13 @@ impl Running {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Whether apollo has not exited yet (an exited one is reaped; `wait` still reports it).
+    pub(crate) fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
     /// Send `signal` to apollo (not its units).
     pub(crate) fn signal(&self, signal: i32) {
         // SAFETY: kill(2) with a pid we spawned and have not reaped.
