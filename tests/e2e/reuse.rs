@@ -319,6 +319,32 @@ fn an_input_rewritten_with_the_same_size_and_mtime_is_still_detected() {
 /// still reuses exactly what it should. The index is deleted before each try so that every
 /// run rewrites it; a try whose apollo finished before its temporary file was seen still
 /// checks the next run.
+/// SIGKILLs `running` the moment a temporary file whose name starts with one of `prefixes`
+/// is in `dir` (a file being written there), while `go_on` holds and apollo runs; whether it
+/// was sent.
+fn kill_while_writing(
+    running: &mut crate::support::Running,
+    dir: &std::path::Path,
+    prefixes: &[&str],
+    go_on: impl Fn() -> bool,
+) -> bool {
+    let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+    while std::time::Instant::now() < deadline && go_on() && running.is_running() {
+        let writing = std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                prefixes.iter().any(|prefix| name.starts_with(prefix))
+            })
+        });
+        if writing {
+            running.signal(libc::SIGKILL);
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    false
+}
+
 #[test]
 fn sigkill_while_the_index_is_written_leaves_the_next_run_correct() {
     let (mut apollo, _) = ran_once();
@@ -328,25 +354,10 @@ fn sigkill_while_the_index_is_written_leaves_the_next_run_correct() {
     for _ in 0..10 {
         let _ = std::fs::remove_file(&index);
         let n_runs = apollo.run_ids().len();
-        let running = apollo.args(&["run"]).spawn();
-        let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
-        let mut killed = false;
-        while std::time::Instant::now() < deadline && !index.exists() {
-            let writing = std::fs::read_dir(&index_dir).is_ok_and(|entries| {
-                entries.filter_map(Result::ok).any(|entry| {
-                    entry
-                        .file_name()
-                        .to_string_lossy()
-                        .starts_with(".reuse.tmp-")
-                })
-            });
-            if writing {
-                running.signal(libc::SIGKILL);
-                killed = true;
-                break;
-            }
-            std::thread::yield_now();
-        }
+        let mut running = apollo.args(&["run"]).spawn();
+        let killed = kill_while_writing(&mut running, &index_dir, &[".reuse.tmp-"], || {
+            !index.exists()
+        });
         let output = running.wait();
         if killed && output.code.is_none() {
             n_killed_mid_write += 1;
@@ -544,22 +555,8 @@ fn sigkill_while_a_run_covers_itself_in_the_index_leaves_the_next_run_correct() 
         // file beside it written).
         apollo.file("data/other.csv", if round % 2 == 0 { "x\n" } else { "z\n" });
         let mut running = apollo.args(&["run"]).spawn();
-        let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
-        let mut killed = false;
-        while std::time::Instant::now() < deadline && running.is_running() {
-            let writing = std::fs::read_dir(&index_dir).is_ok_and(|entries| {
-                entries.filter_map(Result::ok).any(|entry| {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    name.starts_with(".reuse.tmp-") || name.starts_with(".reuse-covered-since.tmp-")
-                })
-            });
-            if writing {
-                running.signal(libc::SIGKILL);
-                killed = true;
-                break;
-            }
-            std::thread::yield_now();
-        }
+        let temporary = [".reuse.tmp-", ".reuse-covered-since.tmp-"];
+        let killed = kill_while_writing(&mut running, &index_dir, &temporary, || true);
         let output = running.wait();
         if killed && output.code.is_none() {
             n_killed_mid_write += 1;
