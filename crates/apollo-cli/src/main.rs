@@ -8,6 +8,7 @@ mod color;
 mod error;
 mod excerpt;
 mod exit;
+mod memory;
 mod progress;
 mod signals;
 mod state;

@@ -39,6 +39,67 @@ pub fn to_hex(bytes: &[u8]) -> String {
     hex
 }
 
+/// An [`io::Write`] that passes everything on to `inner` and hashes it (SHA-256) on the way:
+/// the hash of content too big to hold in memory at once, such as the definition snapshot of
+/// 100,000 units, made while it is written (or, with [`io::sink`], without keeping it).
+///
+/// ```
+/// use std::io::Write;
+/// let mut writer = apollo_core::hash::HashingWriter::new(Vec::new());
+/// writer.write_all(b"abc").unwrap();
+/// let (hash, bytes) = writer.finish();
+/// assert_eq!(bytes, b"abc");
+/// assert_eq!(hash, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+/// ```
+#[derive(Debug)]
+pub struct HashingWriter<W> {
+    hasher: Sha256,
+    inner: W,
+}
+
+impl<W: io::Write> HashingWriter<W> {
+    /// A writer into `inner` that hashes what goes through.
+    pub fn new(inner: W) -> Self {
+        Self {
+            hasher: Sha256::new(),
+            inner,
+        }
+    }
+
+    /// The SHA-256 (lowercase hex) of everything written, and `inner`.
+    pub fn finish(self) -> (String, W) {
+        (to_hex(&self.hasher.finalize()), self.inner)
+    }
+}
+
+/// The SHA-256 (lowercase hex) of what `write` writes, passed on to `inner` through a buffer
+/// (serialisers write in small pieces): [`HashingWriter`] in one call. With [`io::sink`], the
+/// hash of content that is never held anywhere.
+pub fn sha256_of_written(
+    inner: impl io::Write,
+    write: impl FnOnce(&mut dyn io::Write) -> io::Result<()>,
+) -> io::Result<String> {
+    let mut buffered = io::BufWriter::with_capacity(256 * 1024, HashingWriter::new(inner));
+    write(&mut buffered)?;
+    let (hash, _) = buffered
+        .into_inner()
+        .map_err(io::IntoInnerError::into_error)?
+        .finish();
+    Ok(hash)
+}
+
+impl<W: io::Write> io::Write for HashingWriter<W> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// SHA-256 of `bytes`, as lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     to_hex(&Sha256::digest(bytes))

@@ -4,7 +4,7 @@
 //!
 //! Everything is reported at once: a missing dependency does not hide a cycle elsewhere.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -274,10 +274,16 @@ fn check_dependencies(
     let n_units = spec.units.len();
     // Edges of the graph, with the place each was written, for the cycle messages.
     let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n_units];
-    let mut dep_locs: HashMap<(usize, usize), Loc> = HashMap::new();
+    // Where each edge was written, beside it (`deps[a][i]` was written at `dep_locs[a][i]`).
+    let mut dep_locs: Vec<Vec<Loc>> = vec![Vec::new(); n_units];
     let mut n_suggested = 0;
+    // The deps one unit listed so far: its own list while short, a set once it is long (a
+    // unit after a 100,000-item fan-out lists every instance).
+    let mut listed: HashSet<usize> = HashSet::new();
     for (unit_idx, unit) in spec.units.iter().enumerate() {
-        let label = unit.label(unit_idx);
+        let label = unit.named(unit_idx);
+        let many = unit.deps.len() > 16;
+        listed.clear();
         for dep in &unit.deps {
             let Some(&dep_idx) = index.get(dep.value.as_str()) else {
                 let mut diagnostic = source.error(
@@ -317,7 +323,12 @@ fn check_dependencies(
                 );
                 continue;
             }
-            if dep_locs.contains_key(&(unit_idx, dep_idx)) {
+            let listed_before = if many {
+                !listed.insert(dep_idx)
+            } else {
+                deps[unit_idx].contains(&dep_idx)
+            };
+            if listed_before {
                 diagnostics.push(
                     source
                         .warning(
@@ -329,7 +340,7 @@ fn check_dependencies(
                 );
                 continue;
             }
-            dep_locs.insert((unit_idx, dep_idx), dep.loc);
+            dep_locs[unit_idx].push(dep.loc);
             deps[unit_idx].push(dep_idx);
         }
     }
@@ -337,9 +348,12 @@ fn check_dependencies(
     for _ in 0..MAX_CYCLES {
         let dag = Dag::from_deps(deps.clone());
         let Some(cycle) = dag.find_cycle() else { break };
-        diagnostics.push(cycle_diagnostic(spec, source, &cycle, &dep_locs));
-        if let [first, .., closing] = cycle[..cycle.len().saturating_sub(1)] {
-            deps[closing].retain(|&dep_idx| dep_idx != first);
+        diagnostics.push(cycle_diagnostic(spec, source, &cycle, &deps, &dep_locs));
+        if let [first, .., closing] = cycle[..cycle.len().saturating_sub(1)]
+            && let Some(edge) = deps[closing].iter().position(|&dep_idx| dep_idx == first)
+        {
+            deps[closing].remove(edge);
+            dep_locs[closing].remove(edge);
         } else {
             break;
         }
@@ -351,13 +365,20 @@ fn cycle_diagnostic(
     spec: &Spec,
     source: &SourceFile<'_>,
     cycle: &[usize],
-    dep_locs: &HashMap<(usize, usize), Loc>,
+    deps: &[Vec<usize>],
+    dep_locs: &[Vec<Loc>],
 ) -> Diagnostic {
     let name = |unit_idx: usize| unit_name(&spec.units[unit_idx]);
+    let edge_loc = |from: usize, to: usize| {
+        deps[from]
+            .iter()
+            .position(|&dep_idx| dep_idx == to)
+            .map(|edge| dep_locs[from][edge])
+    };
     let path: Vec<&str> = cycle.iter().map(|&unit_idx| name(unit_idx)).collect();
     // Point at the dependency that closes the cycle.
     let closing_loc = match cycle {
-        [.., from, to] => dep_locs.get(&(*from, *to)).copied().unwrap_or_default(),
+        [.., from, to] => edge_loc(*from, *to).unwrap_or_default(),
         _ => Loc::default(),
     };
     let mut diagnostic = source
@@ -368,7 +389,7 @@ fn cycle_diagnostic(
         )
         .with_hint("remove one of these dependencies to break the cycle (`a → b` reads `a` depends on `b`)");
     for pair in cycle.windows(2) {
-        let line = dep_locs.get(&(pair[0], pair[1])).map_or(0, |loc| loc.line);
+        let line = edge_loc(pair[0], pair[1]).map_or(0, |loc| loc.line);
         diagnostic = diagnostic.with_note(format!(
             "`{}` depends on `{}` at line {line}",
             name(pair[0]),
@@ -415,7 +436,7 @@ fn check_warnings(
     let defaults = &spec.defaults;
     let mut output_owner: HashMap<PathBuf, (usize, Loc)> = HashMap::new();
     for (unit_idx, unit) in spec.units.iter().enumerate() {
-        let label = unit.label(unit_idx);
+        let label = unit.named(unit_idx);
         let settings = &unit.settings;
         let retries = settings.retries.as_ref().or(defaults.retries.as_ref());
         let idempotent = settings

@@ -89,9 +89,6 @@ pub enum RunnerError {
         /// This host.
         host: String,
     },
-    /// The pipeline definition could not be serialized for its snapshot.
-    #[error("cannot snapshot the pipeline definition")]
-    Snapshot(#[source] serde_json::Error),
     /// The engine refused to run, or stopped (a human verdict is needed, inputs changed, the
     /// journal could not be written).
     #[error("run {run} could not proceed")]

@@ -78,14 +78,14 @@ pub fn load_cached(
     let mut loaded = config::load_with(config, options)?;
     if let Some(key) = key
         && loaded.warnings.is_empty()
-        && let Ok(snapshot) = crate::session::definition_snapshot(&loaded.pipeline)
+        && let Ok(definition_hash) = crate::session::definition_snapshot_hash(&loaded.pipeline)
     {
-        let definition_hash = sha256_hex(&snapshot);
         loaded.definition_hash = Some(definition_hash.clone());
-        // A cache: a failure to keep it costs the next run a parse, nothing more.
-        if let Ok(body) = encode(&mut loaded, key, definition_hash) {
-            let _ = apollo_store::cache_file::write(state_dir, &name, &body);
-        }
+        // A cache: a failure to keep it costs the next run a parse, nothing more. Streamed
+        // to the file (100,000 units are ~50 MB of JSON).
+        let _ = apollo_store::cache_file::write_with(state_dir, &name, |out| {
+            encode(&mut loaded, key, definition_hash, out)
+        });
     }
     Ok(loaded)
 }
@@ -95,7 +95,8 @@ fn encode(
     loaded: &mut Loaded,
     key: String,
     definition_hash: String,
-) -> serde_json::Result<Vec<u8>> {
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let units = std::mem::take(&mut loaded.pipeline.units);
     let per_chunk = units
         .len()
@@ -111,14 +112,14 @@ fn encode(
         reads: loaded.reads.clone(),
         definition_hash,
     };
-    let head = serde_json::to_vec(&entry);
+    let head = serde_json::to_writer(&mut *out, &entry);
     loaded.pipeline.units = units;
-    let mut body = head?;
+    head?;
     for chunk in loaded.pipeline.units.chunks(per_chunk) {
-        body.push(b'\n');
-        serde_json::to_writer(&mut body, chunk)?;
+        out.write_all(b"\n")?;
+        serde_json::to_writer(&mut *out, chunk)?;
     }
-    Ok(body)
+    Ok(())
 }
 
 /// An entry read back, if `wanted` (checked before its units are decoded, in parallel).

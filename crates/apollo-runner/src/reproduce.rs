@@ -500,8 +500,9 @@ fn run_reproduction(
     cancel: &CancelToken,
 ) -> Result<(RunId, AttemptStatus), RunnerError> {
     let mut lock = state.lock(false)?;
-    let definition = crate::session::definition_snapshot(pipeline)?;
-    let definition_hash = state.put_blob(&definition)?;
+    let definition_hash = state.put_blob_streamed(None, |out| {
+        crate::session::write_definition_snapshot(pipeline, out)
+    })?;
     let run_id = state.new_run_id();
     let run_dir = state.create_run(&run_id)?;
     let options = WriterOptions::default().durability(request.durability);
@@ -514,7 +515,8 @@ fn run_reproduction(
             run_id: run_id.to_string(),
             pipeline: pipeline.name.clone(),
             config_path: recorded.config_path.clone(),
-            config_hash: hash::sha256_hex(&definition),
+            // What a reproduction runs is the snapshot itself.
+            config_hash: definition_hash.clone(),
             definition_hash,
             apollo_version: env!("CARGO_PKG_VERSION").to_owned(),
             host: String::new(),

@@ -276,7 +276,10 @@ impl<'a> RunSession<'a> {
         let definition_hash = match self.loaded.definition_hash.as_deref() {
             // Known from the parse cache, and kept by an earlier run: nothing to write.
             Some(known) if state.has_blob(known) => known.to_owned(),
-            _ => state.put_blob(&definition_snapshot(pipeline)?)?,
+            // Streamed: the snapshot of 100,000 units is ~80 MB, never held in memory.
+            known => {
+                state.put_blob_streamed(known, |out| write_definition_snapshot(pipeline, out))?
+            }
         };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
         let host = host_name();
@@ -482,10 +485,28 @@ fn previous_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Option<RunId> {
     })
 }
 
-/// The definition snapshot of `pipeline`: its pretty-printed JSON, which a run keeps in the
-/// blob store (`run_started` records its hash) and `apollo show --definition` prints.
-pub(crate) fn definition_snapshot(
+/// The definition snapshot of `pipeline`, in memory (tests compare with it).
+#[cfg(test)]
+pub(crate) fn definition_snapshot(pipeline: &apollo_core::Pipeline) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec_pretty(pipeline)
+}
+
+/// Writes the definition snapshot of `pipeline` to `out`, a piece at a time: its
+/// pretty-printed JSON, which a run keeps in the blob store (`run_started` records its hash)
+/// and `apollo show --definition` prints.
+pub(crate) fn write_definition_snapshot(
     pipeline: &apollo_core::Pipeline,
-) -> Result<Vec<u8>, RunnerError> {
-    serde_json::to_vec_pretty(pipeline).map_err(RunnerError::Snapshot)
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(out, pipeline).map_err(std::io::Error::from)
+}
+
+/// The hash of the definition snapshot of `pipeline` (what its blob is named), made
+/// without holding the snapshot in memory.
+pub(crate) fn definition_snapshot_hash(
+    pipeline: &apollo_core::Pipeline,
+) -> std::io::Result<String> {
+    apollo_core::hash::sha256_of_written(std::io::sink(), |out| {
+        write_definition_snapshot(pipeline, out)
+    })
 }

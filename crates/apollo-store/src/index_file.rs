@@ -116,4 +116,24 @@ pub mod cache_file {
         bytes.extend_from_slice(body);
         dir.write_file_atomic(name, &bytes, false)
     }
+
+    /// [`write`] of the body `fill` writes, a piece at a time: the body is never held in
+    /// memory (a parse cache of 100,000 units is ~50 MB). The checksum line is written
+    /// last, over a placeholder, before the file is renamed into place.
+    pub fn write_with(
+        state_dir: &std::path::Path,
+        name: &str,
+        fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
+        use std::io::Write;
+        use std::os::unix::fs::FileExt;
+        let state = StateDir::open_existing(state_dir)?;
+        let dir = Dir::open(state.path())?.create_subdir(INDEX_DIR, false)?;
+        dir.write_file_atomic_with(name, false, |file| {
+            file.write_all(&[b'0'; 64])?;
+            file.write_all(b"\n")?;
+            let checksum = apollo_core::hash::sha256_of_written(&mut *file, fill)?;
+            file.write_all_at(checksum.as_bytes(), 0)
+        })
+    }
 }

@@ -350,11 +350,22 @@ impl Dir {
         bytes: &[u8],
         durable: bool,
     ) -> Result<(), StoreError> {
+        self.write_file_atomic_with(name, durable, |file| file.write_all(bytes))
+    }
+
+    /// [`write_file_atomic`](Self::write_file_atomic) of what `fill` writes to the temporary
+    /// file (it may write through a buffer: the file is fsynced after it returns).
+    pub(crate) fn write_file_atomic_with(
+        &self,
+        name: &str,
+        durable: bool,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
         let temp = format!(".{name}.tmp-{}", crate::fsutil::random_hex(4));
         let temp_path = self.path.join(&temp);
         let result = (|| {
             let mut file = self.create_new_file(&temp, false)?;
-            file.write_all(bytes)
+            fill(&mut file)
                 .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
             if durable {
                 file.sync_all()

@@ -1,7 +1,7 @@
 //! The state directory: its layout, runs, attempt log folders and content-addressed blobs.
 
 use std::fs;
-use std::io::Read;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
+use apollo_core::hash::sha256_of_written;
 use rustix::fs::FileType;
 
 use crate::fsutil::{create_dir_all_durable, random_hex};
@@ -647,6 +648,54 @@ impl StateDir {
         Ok(hash)
     }
 
+    /// [`put_blob`](Self::put_blob) of content too big to hold in memory at once (the
+    /// definition snapshot of 100,000 units is ~80 MB): `write` produces it, once to hash it
+    /// (unless the caller `known` its hash already) and, when no blob of that hash is stored
+    /// yet, once more into the blob's temporary file. Every pass must write the same bytes:
+    /// the one into the file is hashed too, and a difference is an error (nothing is stored).
+    pub fn put_blob_streamed(
+        &self,
+        known: Option<&str>,
+        write: impl Fn(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<String, StoreError> {
+        let hash_of = |sink: &mut dyn Write| sha256_of_written(sink, &write);
+        let hash = match known {
+            Some(known) => known.to_owned(),
+            None => hash_of(&mut io::sink())
+                .map_err(|source| StoreError::io("serialise a blob for", &self.root, source))?,
+        };
+        let path = self.blob_path(&hash)?;
+        let dir = self.open_blob_dir(&hash[..2], true)?;
+        match dir.entry_type(&hash[2..])? {
+            Some(FileType::RegularFile) => return Ok(hash),
+            Some(found) => {
+                return Err(StoreError::UnexpectedFileType {
+                    path,
+                    expected: "a regular file",
+                    found: describe(found),
+                });
+            }
+            None => {}
+        }
+        let mismatched = std::cell::Cell::new(false);
+        let written = dir.write_file_atomic_with(&hash[2..], true, |file| {
+            if hash_of(file)? == hash {
+                Ok(())
+            } else {
+                mismatched.set(true);
+                Err(io::Error::other(
+                    "the content changed between its two passes (hashed, then written)",
+                ))
+            }
+        });
+        match written {
+            // The hash the caller knew was not this content's: hash it here.
+            Err(_) if mismatched.get() && known.is_some() => self.put_blob_streamed(None, write),
+            Err(error) => Err(error),
+            Ok(()) => Ok(hash),
+        }
+    }
+
     /// Whether a blob with this SHA-256 is stored: a regular file of that name (its content
     /// is not read). `false` also when the store cannot be looked at.
     pub fn has_blob(&self, hash: &str) -> bool {
@@ -905,6 +954,70 @@ mod tests {
             state.read_blob("../etc"),
             Err(StoreError::InvalidInput { .. })
         ));
+    }
+
+    /// The names of the files under `dir`, recursively (sorted).
+    fn files_under(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(files_under(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn a_streamed_blob_is_the_blob_of_its_bytes_whatever_hash_the_caller_knew() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let content = b"{\n  \"units\": []\n}".repeat(50_000);
+        let writes = |out: &mut dyn Write| {
+            // Small pieces, as a serialiser writes them.
+            content.chunks(7).try_for_each(|piece| out.write_all(piece))
+        };
+        let hash = state.put_blob_streamed(None, writes).unwrap();
+        assert_eq!(hash, apollo_core::hash::sha256_hex(&content));
+        assert_eq!(state.read_blob(&hash).unwrap(), content);
+        // Stored already: found, not written again; the same name as `put_blob` gives.
+        assert_eq!(state.put_blob_streamed(Some(&hash), writes).unwrap(), hash);
+        assert_eq!(state.put_blob(&content).unwrap(), hash);
+
+        // A hash the caller knew wrongly names nothing: the content is stored under its own.
+        let other = b"other content".repeat(1000);
+        let stored = state
+            .put_blob_streamed(Some(&"0".repeat(64)), |out| out.write_all(&other))
+            .unwrap();
+        assert_eq!(stored, apollo_core::hash::sha256_hex(&other));
+        assert_eq!(state.read_blob(&stored).unwrap(), other);
+        assert!(!state.has_blob(&"0".repeat(64)));
+    }
+
+    #[test]
+    fn a_streamed_blob_whose_passes_differ_is_not_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let blobs = dir.path().join("blobs");
+        let before = if blobs.exists() {
+            files_under(&blobs)
+        } else {
+            Vec::new()
+        };
+        let pass = std::cell::Cell::new(0_u8);
+        let result = state.put_blob_streamed(None, |out| {
+            pass.set(pass.get() + 1);
+            write!(out, "pass {}", pass.get())
+        });
+        assert_eq!(pass.get(), 2, "hashed, then written");
+        assert!(result.is_err(), "{result:?}");
+        assert!(!state.has_blob(&apollo_core::hash::sha256_hex(b"pass 1")));
+        assert!(!state.has_blob(&apollo_core::hash::sha256_hex(b"pass 2")));
+        // No blob and no temporary file left behind.
+        assert_eq!(files_under(&blobs), before);
     }
 
     #[test]

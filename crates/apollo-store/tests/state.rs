@@ -409,3 +409,41 @@ fn the_runs_index_never_changes_what_a_listing_says() {
     assert_eq!(listed.len(), 2);
     assert!(!fs::read_to_string(&index).unwrap().contains(ok.as_str()));
 }
+
+#[test]
+fn a_cache_file_written_a_piece_at_a_time_reads_back_whole_and_a_failed_one_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    StateDir::open_or_create(dir.path()).unwrap();
+    let body: Vec<u8> = (0..200_000u32)
+        .flat_map(|n| format!("{n}\n").into_bytes())
+        .collect();
+    apollo_store::cache_file::write_with(dir.path(), "parsed-x", |out| {
+        body.chunks(13).try_for_each(|piece| out.write_all(piece))
+    })
+    .unwrap();
+    // The checksum line written last, over its placeholder, is the body's.
+    assert_eq!(
+        apollo_store::cache_file::read(dir.path(), "parsed-x").unwrap(),
+        body
+    );
+    // The same as writing the body in one piece.
+    let whole = fs::read(dir.path().join("index/parsed-x")).unwrap();
+    apollo_store::cache_file::write(dir.path(), "parsed-x", &body).unwrap();
+    assert_eq!(fs::read(dir.path().join("index/parsed-x")).unwrap(), whole);
+
+    // A body that fails half-way replaces nothing and leaves no temporary file.
+    let failed = apollo_store::cache_file::write_with(dir.path(), "parsed-x", |out| {
+        out.write_all(b"half")?;
+        Err(std::io::Error::other("the serialiser failed"))
+    });
+    assert!(failed.is_err());
+    assert_eq!(
+        apollo_store::cache_file::read(dir.path(), "parsed-x").unwrap(),
+        body
+    );
+    let names: Vec<_> = fs::read_dir(dir.path().join("index"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["parsed-x"]);
+}

@@ -13,7 +13,7 @@ use std::path::Path;
 use super::fanout::{Axis, Foreach, Instance, glob_items, glob_key, key_of, product};
 use super::interpolate::{Item, Place, Problem, Scope, interpolate};
 use super::params::{Params, render};
-use super::schema::{Settings, Sp, Spec, UnitSpec};
+use super::schema::{Label, Settings, Sp, Spec, UnitSpec};
 use super::when::{self, When};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile};
 use crate::model::{Command, unit_folder_name};
@@ -57,24 +57,27 @@ pub(crate) fn expand(
     }
     spec.env = pipeline_env;
 
-    let units = std::mem::take(&mut spec.units);
-    let mut expanded: Vec<UnitSpec> = Vec::with_capacity(units.len());
     // Fan-out name → its instances' names, and where the fan-out is defined.
     let mut fanouts: HashMap<String, (Vec<String>, Loc)> = HashMap::new();
+    if spec.units.iter().all(|unit| unit.foreach.is_none()) {
+        // No fan-out: every unit is expanded where it is (a second list of 100,000 units
+        // would double the memory loading takes).
+        for (position, unit) in spec.units.iter_mut().enumerate() {
+            expander.plain_unit(unit, position, &spec.defaults);
+        }
+        expander.resolve_deps(&mut spec.units, &fanouts);
+        expander.check_folders(&spec.units, &fanouts);
+        return (expander.diagnostics, reads);
+    }
+    let units = std::mem::take(&mut spec.units);
+    let mut expanded: Vec<UnitSpec> = Vec::with_capacity(units.len());
     for (position, mut unit) in units.into_iter().enumerate() {
-        let template_label = unit.label(position);
         let (Some(foreach), Some(name)) = (unit.foreach.take(), unit.name.clone()) else {
-            let name = unit.name.as_ref().map(|name| name.value.clone());
-            expander.unit(
-                &mut unit,
-                name.as_deref(),
-                None,
-                &spec.defaults,
-                &template_label,
-            );
+            expander.plain_unit(&mut unit, position, &spec.defaults);
             expanded.push(unit);
             continue;
         };
+        let template_label = unit.label(position);
         let Some(items) = expander.items(&foreach, &template_label) else {
             continue;
         };
@@ -111,9 +114,9 @@ pub(crate) fn expand(
                 &spec.defaults,
                 &template_label,
             );
-            instance.instance = Some(Instance {
+            instance.instance = Some(Box::new(Instance {
                 base: name.value.clone(),
-            });
+            }));
             names.push(instance_name);
             expanded.push(instance);
         }
@@ -172,6 +175,13 @@ impl<'e> Expander<'e, '_> {
         if self.reported.insert(key) {
             self.diagnostics.push(diagnostic);
         }
+    }
+
+    /// Expands a unit without `foreach` in place.
+    fn plain_unit(&mut self, unit: &mut UnitSpec, position: usize, defaults: &Settings) {
+        let name = unit.name.as_ref().map(|name| name.value.clone());
+        let label = Label::new(name.as_deref(), position);
+        self.unit(unit, name.as_deref(), None, defaults, &label);
     }
 
     /// `what` says where, for the message; it is built only when there is a problem.
@@ -260,7 +270,7 @@ impl<'e> Expander<'e, '_> {
         name: Option<&str>,
         item: Option<&Item>,
         defaults: &Settings,
-        label: &str,
+        label: &dyn std::fmt::Display,
     ) {
         let scope = self.scope(name, item);
         let in_unit = |key: &str| format!("in `{key}` of {label}");
@@ -288,22 +298,28 @@ impl<'e> Expander<'e, '_> {
             && let Some(workdir) = &defaults.workdir
             && workdir.value.contains('$')
         {
-            unit.settings.workdir = Some(workdir.clone());
+            unit.settings.make_mut().workdir = Some(workdir.clone());
         }
-        if let Some(workdir) = &mut unit.settings.workdir {
+        if let Some(workdir) = unit.settings.workdir_mut() {
             self.text(workdir, &scope, Place::Other, &|| in_unit("workdir"));
         }
         for dep in &mut unit.deps {
             self.text(dep, &scope, Place::Other, &|| in_unit("deps"));
         }
         if let Some(condition) = unit.when.take() {
-            self.condition(unit, condition, &scope, label);
+            self.condition(unit, *condition, &scope, label);
         }
     }
 
     /// Applies a `when:` (see `when.rs`): a false expression makes the unit skip itself, a
     /// command guards its `execute`.
-    fn condition(&mut self, unit: &mut UnitSpec, condition: When, scope: &Scope<'_>, label: &str) {
+    fn condition(
+        &mut self,
+        unit: &mut UnitSpec,
+        condition: When,
+        scope: &Scope<'_>,
+        label: &dyn std::fmt::Display,
+    ) {
         match condition {
             When::Expression(expression) => {
                 let (left, operator, right) = when::split(&expression.value);

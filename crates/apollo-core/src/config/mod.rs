@@ -340,7 +340,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
                 .with_hint("a pipeline needs at least `units:` with one unit that has a `name` and an `execute` command"),
         ]));
     }
-    let root = match raw::parse(&text) {
+    let mut root = match raw::parse(&text) {
         Ok(root) => root,
         Err(error) if error.message.contains("multiple YAML documents") => {
             return Err(invalid(vec![
@@ -388,7 +388,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         source.include(&file.shown, &file.text, file.chain.clone());
     }
     let source = source;
-    let (mut spec, mut diagnostics) = schema::walk(&root, &source);
+    let (mut spec, mut diagnostics) = schema::walk(&mut root, &source);
     drop(root);
     diagnostics.extend(
         include_problems
@@ -400,10 +400,10 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         for (index, file) in included.iter().enumerate() {
             let file_number = u16::try_from(index + 1).unwrap_or(u16::MAX);
             // A syntax error was reported when the file was read.
-            let Ok(tree) = raw::parse_file(&file.text, file_number) else {
+            let Ok(mut tree) = raw::parse_file(&file.text, file_number) else {
                 continue;
             };
-            let (included_spec, included_diagnostics) = schema::walk_included(&tree, &source);
+            let (included_spec, included_diagnostics) = schema::walk_included(&mut tree, &source);
             diagnostics.extend(included_diagnostics);
             include::merge(
                 &mut spec,

@@ -21,8 +21,15 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         .map_or_else(default_max_parallel, |count| count.value);
     let defaults = &spec.defaults;
     let capacity = capacity(&spec.max_cpus, &spec.max_memory);
-    let mut units = Vec::with_capacity(spec.units.len());
-    for unit in spec.units {
+    let mut specs = spec.units;
+    let mut units = Vec::with_capacity(specs.len());
+    // From the last unit back, handing the specs' memory back as they are used (each spec is
+    // moved out; the list is trimmed every few thousand): 100,000 units and their specs are
+    // never all held at once. Put back in config order at the end.
+    while let Some(unit) = specs.pop() {
+        if specs.len().is_multiple_of(4096) {
+            specs.shrink_to_fit();
+        }
         let (Some(unit_name), Some(execute)) = (unit.name, unit.execute) else {
             continue;
         };
@@ -96,6 +103,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             resources: resources(settings, defaults),
         });
     }
+    units.reverse();
     let hooks = spec
         .hooks
         .into_iter()

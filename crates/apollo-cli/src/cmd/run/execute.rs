@@ -104,6 +104,7 @@ pub(super) fn execute(
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, Some(config_path));
     let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
+    crate::memory::give_back_freed();
     let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
