@@ -340,7 +340,8 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
                 .with_hint("a pipeline needs at least `units:` with one unit that has a `name` and an `execute` command"),
         ]));
     }
-    let mut root = match raw::parse(&text) {
+    let (parsed, walked) = parse_and_walk_units(&text, &source);
+    let mut root = match parsed {
         Ok(root) => root,
         Err(error) if error.message.contains("multiple YAML documents") => {
             return Err(invalid(vec![
@@ -388,7 +389,10 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         source.include(&file.shown, &file.text, file.chain.clone());
     }
     let source = source;
-    let (mut spec, mut diagnostics) = schema::walk(&mut root, &source);
+    let (mut spec, mut diagnostics) = match walked {
+        Some(walked) => schema::walk_streamed(&mut root, &source, walked),
+        None => schema::walk(&mut root, &source),
+    };
     drop(root);
     diagnostics.extend(
         include_problems
@@ -498,6 +502,79 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
     })
 }
 
+/// Texts at least this long are parsed and their units walked on two threads.
+const WALK_ALONGSIDE_FROM_BYTES: usize = 256 * 1024;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests force either way of [`parse_and_walk_units`] to compare them.
+    static WALK_ALONGSIDE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+fn walks_alongside(text: &str) -> bool {
+    #[cfg(test)]
+    if let Some(forced) = WALK_ALONGSIDE.get() {
+        return forced;
+    }
+    text.len() >= WALK_ALONGSIDE_FROM_BYTES
+}
+
+/// How many units the parser hands the walking thread at a time.
+const UNITS_PER_HANDOVER: usize = 256;
+
+/// Parses `text`; for a long text, also walks the items of its `units` list on a second thread
+/// as the parser completes them (about a sixth of loading 100,000 units, done alongside the
+/// parse instead of after it). The walk of the rest of the tree is left to the caller, with
+/// the units walked if they were (`None`: the tree has them). `source` renders places in
+/// `text` (the units' places are all in it).
+fn parse_and_walk_units<'a>(
+    text: &'a str,
+    source: &SourceFile<'_>,
+) -> (
+    Result<raw::Node<'a>, raw::SyntaxError>,
+    Option<schema::WalkedUnits>,
+) {
+    if !walks_alongside(text) {
+        return (raw::parse(text), None);
+    }
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<raw::Node<'a>>>(64);
+        let walker = std::thread::Builder::new()
+            .name("apollo-walk".to_owned())
+            .spawn_scoped(scope, move || {
+                let mut walked = schema::WalkedUnits::default();
+                for batch in receiver {
+                    for node in batch {
+                        walked.walk(&node, source);
+                    }
+                }
+                walked
+            });
+        let Ok(walker) = walker else {
+            // No thread to be had: the walk after the parse, as for a short text.
+            return (raw::parse(text), None);
+        };
+        let mut batch = Vec::with_capacity(UNITS_PER_HANDOVER);
+        let mut hand_over = |node: raw::Node<'a>| {
+            batch.push(node);
+            if batch.len() == UNITS_PER_HANDOVER {
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(UNITS_PER_HANDOVER));
+                // The walker only stops early if it panicked: `join` reports that below.
+                let _ = sender.send(full);
+            }
+        };
+        let parsed = raw::parse_streaming_units(text, &mut hand_over);
+        if !batch.is_empty() {
+            let _ = sender.send(batch);
+        }
+        drop(sender);
+        match walker.join() {
+            Ok(walked) => (parsed, Some(walked)),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// The diagnostic for a file that is not UTF-8, pointing at the first bad byte.
 fn not_utf8(bytes: &[u8], error: std::str::Utf8Error, path: &Path) -> Diagnostic {
     let valid = &bytes[..error.valid_up_to()];
@@ -554,6 +631,86 @@ pub fn find_default_config(cwd: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A long config (walked alongside its parse) with something wrong in units here and
+    /// there, anchors, aliases and merge keys among its units, and keys after `units`.
+    fn long_config(broken: bool) -> String {
+        let mut text = String::from("name: long\nunits:\n");
+        for n in 0..4000 {
+            match n {
+                7 => text.push_str("  - &base {name: u7, execute: \"true\", retries: 1}\n"),
+                8 => text.push_str("  - <<: *base\n    name: u8\n    deps: [u7]\n"),
+                1500 if broken => text.push_str("  - name: u1500\n    exeucte: \"true\"\n"),
+                2000 if broken => text.push_str("  - just a string\n"),
+                2500 if broken => text.push_str("  - {name: u7, execute: \"true\"}\n"),
+                3000 if broken => {
+                    text.push_str("  - {name: u3000, execute: \"true\", timeout: soon}\n")
+                }
+                0 => text.push_str("  - name: u0\n    execute: \"echo 0\"\n"),
+                _ => text.push_str(&format!(
+                    "  - name: u{n}\n    deps: [u{}]\n    execute: \"echo {n}\"  # a comment\n",
+                    n - 1
+                )),
+            }
+        }
+        text.push_str("defaults:\n  timeout: 1m\nmax_parallel: 3\n");
+        text
+    }
+
+    fn load_walking_alongside(text: &str, alongside: bool) -> Result<Loaded, LoadError> {
+        WALK_ALONGSIDE.set(Some(alongside));
+        let loaded = load_str(text, Path::new("/p/long.yaml"));
+        WALK_ALONGSIDE.set(None);
+        loaded
+    }
+
+    #[test]
+    fn a_config_walked_alongside_its_parse_loads_as_one_walked_after_it() {
+        let valid = long_config(false);
+        assert!(valid.len() >= WALK_ALONGSIDE_FROM_BYTES, "{}", valid.len());
+        let (alongside, after) = match (
+            load_walking_alongside(&valid, true),
+            load_walking_alongside(&valid, false),
+        ) {
+            (Ok(alongside), Ok(after)) => (alongside, after),
+            other => panic!("the valid config loads: {other:?}"),
+        };
+        assert_eq!(alongside.pipeline, after.pipeline);
+        assert_eq!(alongside.warnings, after.warnings);
+        assert_eq!(alongside.pipeline.units.len(), 4000);
+        assert_eq!(alongside.pipeline.units[8].deps, ["u7"]);
+        assert_eq!(alongside.pipeline.units[8].retries, 1);
+
+        let broken = long_config(true);
+        let diagnostics = |alongside| match load_walking_alongside(&broken, alongside) {
+            Err(LoadError::Invalid { diagnostics, .. }) => diagnostics,
+            other => panic!("{other:?}"),
+        };
+        let (alongside, after) = (diagnostics(true), diagnostics(false));
+        assert_eq!(alongside, after);
+        let codes: Vec<&str> = alongside.iter().map(|d| d.code).collect();
+        for code in [
+            "unknown-key",
+            "wrong-type",
+            "duplicate-name",
+            "bad-duration",
+        ] {
+            assert!(codes.contains(&code), "{code} in {codes:?}");
+        }
+
+        // A syntax error after units were handed over: that error alone.
+        let torn = format!(
+            "{}  - [unclosed\n",
+            &valid[..valid.find("defaults:").unwrap_or(0)]
+        );
+        let errors = |alongside| match load_walking_alongside(&torn, alongside) {
+            Err(LoadError::Invalid { diagnostics, .. }) => diagnostics,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(errors(true), errors(false));
+        assert_eq!(errors(true).len(), 1);
+        assert_eq!(errors(true)[0].code, "yaml-syntax");
+    }
     use std::time::Duration;
 
     use crate::model::Command;

@@ -84,6 +84,25 @@ enum FrameKind<'a> {
 /// Aliases are expanded (with a cap on the total number of nodes, against alias bombs);
 /// duplicate keys are kept, for the schema walk to report with both places.
 pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
+    parse_with(text, None)
+}
+
+/// [`parse`], handing each item of the top-level `units` list to `on_unit` as soon as it is
+/// complete instead of keeping it in the tree (that list is then empty in the tree): a
+/// 100,000-unit pipeline is walked on another thread while the rest is parsed (see
+/// `load_string`). Only the first `units` list is handed over; on a syntax error, what was
+/// handed over is to be dropped.
+pub(crate) fn parse_streaming_units<'a>(
+    text: &'a str,
+    on_unit: &mut dyn FnMut(Node<'a>),
+) -> Result<Node<'a>, SyntaxError> {
+    parse_with(text, Some(on_unit))
+}
+
+fn parse_with<'a>(
+    text: &'a str,
+    mut on_unit: Option<&mut dyn FnMut(Node<'a>)>,
+) -> Result<Node<'a>, SyntaxError> {
     // Alias expansion may produce at most this many nodes: far more than any real config
     // (a 100,000-unit pipeline has about a million), far less than an alias bomb.
     let max_nodes = 4_000_000usize.max(text.len().saturating_mul(2));
@@ -203,6 +222,17 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
             }
             anchors[anchor_id] = Some((node.clone(), size));
         }
+        if let Some(hand_over) = on_unit.as_deref_mut()
+            && is_top_level_unit(&stack)
+        {
+            hand_over(node);
+            continue;
+        }
+        if on_unit.is_some() && stack.len() == 1 && is_units_key(&stack[0]) {
+            // The first `units` list is complete: a second one (a duplicate key, reported by
+            // the walk) stays in the tree.
+            on_unit = None;
+        }
         match stack.last_mut() {
             None => root = Some(node),
             Some(Frame {
@@ -231,6 +261,21 @@ pub(crate) fn parse(text: &str) -> Result<Node<'_>, SyntaxError> {
             ..Loc::default()
         },
     }))
+}
+
+/// Whether a node completed now is an item of the top-level `units` list: the stack is the
+/// root mapping, waiting for the value of its key `units`, and the list.
+fn is_top_level_unit(stack: &[Frame<'_>]) -> bool {
+    matches!(stack, [root, list] if is_units_key(root) && matches!(list.kind, FrameKind::Seq(_)))
+}
+
+/// Whether `frame` is a mapping waiting for the value of its key `units`.
+fn is_units_key(frame: &Frame<'_>) -> bool {
+    matches!(
+        &frame.kind,
+        FrameKind::Map { pending_key: Some(key), .. }
+            if matches!(&key.value, Value::Str(text) if text == "units")
+    )
 }
 
 /// Parses the text of an included file: like [`parse`], with every place marked as being in

@@ -201,6 +201,46 @@ pub(crate) fn walk(root: &mut Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagn
     (spec, walker.diagnostics)
 }
 
+/// The units of the top-level `units` list, walked as the parser handed them over
+/// ([`raw::parse_streaming_units`](super::raw::parse_streaming_units)), with what their walk
+/// found.
+#[derive(Debug, Default)]
+pub(crate) struct WalkedUnits {
+    /// How many items the list had (units that could not be read are not in `units`).
+    pub(crate) items: usize,
+    pub(crate) units: Vec<UnitSpec>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+impl WalkedUnits {
+    /// Walks `node`, the next item of the list.
+    pub(crate) fn walk(&mut self, node: &Node, source: &SourceFile<'_>) {
+        let mut walker = Walker {
+            source,
+            diagnostics: std::mem::take(&mut self.diagnostics),
+            included: false,
+        };
+        self.units.extend(walker.unit(node, self.items));
+        self.items += 1;
+        self.diagnostics = walker.diagnostics;
+    }
+}
+
+/// [`walk`] of a tree whose `units` list was handed over to `walked` while it was parsed.
+pub(crate) fn walk_streamed(
+    root: &mut Node,
+    source: &SourceFile<'_>,
+    walked: WalkedUnits,
+) -> (Spec, Vec<Diagnostic>) {
+    let mut walker = Walker {
+        source,
+        diagnostics: Vec::new(),
+        included: false,
+    };
+    let spec = walker.top_level_with(root, Some(walked));
+    (spec, walker.diagnostics)
+}
+
 /// Like [`walk`], for an included file: it need not have `units`, and may not set what only
 /// the main file sets (`name`, `id`, `max_parallel`).
 pub(crate) fn walk_included(root: &mut Node, source: &SourceFile<'_>) -> (Spec, Vec<Diagnostic>) {
@@ -246,6 +286,11 @@ impl Walker<'_, '_> {
     }
 
     fn top_level(&mut self, root: &mut Node) -> Spec {
+        self.top_level_with(root, None)
+    }
+
+    /// `walked`: the `units` list's items, walked already (the list in `root` is empty).
+    fn top_level_with(&mut self, root: &mut Node, walked: Option<WalkedUnits>) -> Spec {
         let mut spec = Spec::default();
         let Value::Map(map) = &root.value else {
             self.wrong_type(root, "the top level of a pipeline", "a mapping")
@@ -318,6 +363,13 @@ impl Walker<'_, '_> {
                 .hint("add `units:` with at least one unit that has a `name` and an `execute` command");
             }
             Some(node) => match &mut node.value {
+                Value::Seq(items)
+                    if items.is_empty() && walked.as_ref().is_some_and(|w| w.items > 0) =>
+                {
+                    let walked = walked.unwrap_or_default();
+                    spec.units = walked.units;
+                    self.diagnostics.extend(walked.diagnostics);
+                }
                 Value::Seq(items) if items.is_empty() => {
                     self.error("no-units", node.loc, "the `units` list is empty".to_owned())
                         .hint("a pipeline needs at least one unit");
