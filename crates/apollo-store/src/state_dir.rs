@@ -627,23 +627,29 @@ impl StateDir {
             .join(&hash[2..]))
     }
 
+    /// The folder blob `hash` goes in, created if need be; `None` when that blob is stored
+    /// already. Anything but a regular file in its place is an error.
+    fn folder_of_new_blob(&self, hash: &str) -> Result<Option<Dir>, StoreError> {
+        let path = self.blob_path(hash)?;
+        let dir = self.open_blob_dir(&hash[..2], true)?;
+        match dir.entry_type(&hash[2..])? {
+            Some(FileType::RegularFile) => Ok(None),
+            Some(found) => Err(StoreError::UnexpectedFileType {
+                path,
+                expected: "a regular file",
+                found: describe(found),
+            }),
+            None => Ok(Some(dir)),
+        }
+    }
+
     /// Stores `bytes` under their SHA-256 (hex), which it returns. Idempotent: storing the
     /// same bytes again finds them there. Written through a temporary file, fsynced, renamed.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
         let hash = apollo_core::hash::to_hex(&Sha256::digest(bytes));
-        let path = self.blob_path(&hash)?;
-        let dir = self.open_blob_dir(&hash[..2], true)?;
-        match dir.entry_type(&hash[2..])? {
-            Some(FileType::RegularFile) => return Ok(hash),
-            Some(found) => {
-                return Err(StoreError::UnexpectedFileType {
-                    path,
-                    expected: "a regular file",
-                    found: describe(found),
-                });
-            }
-            None => {}
-        }
+        let Some(dir) = self.folder_of_new_blob(&hash)? else {
+            return Ok(hash);
+        };
         dir.write_file_atomic(&hash[2..], bytes, true)?;
         Ok(hash)
     }
@@ -664,19 +670,9 @@ impl StateDir {
             None => hash_of(&mut io::sink())
                 .map_err(|source| StoreError::io("serialise a blob for", &self.root, source))?,
         };
-        let path = self.blob_path(&hash)?;
-        let dir = self.open_blob_dir(&hash[..2], true)?;
-        match dir.entry_type(&hash[2..])? {
-            Some(FileType::RegularFile) => return Ok(hash),
-            Some(found) => {
-                return Err(StoreError::UnexpectedFileType {
-                    path,
-                    expected: "a regular file",
-                    found: describe(found),
-                });
-            }
-            None => {}
-        }
+        let Some(dir) = self.folder_of_new_blob(&hash)? else {
+            return Ok(hash);
+        };
         let mismatched = std::cell::Cell::new(false);
         let written = dir.write_file_atomic_with(&hash[2..], true, |file| {
             if hash_of(file)? == hash {
