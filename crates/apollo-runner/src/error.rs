@@ -89,6 +89,10 @@ pub enum RunnerError {
         /// This host.
         host: String,
     },
+    /// The pipeline definition could not be serialized for its snapshot (a path that is not
+    /// UTF-8, which JSON cannot hold).
+    #[error("cannot snapshot the pipeline definition")]
+    Snapshot(#[source] std::io::Error),
     /// The engine refused to run, or stopped (a human verdict is needed, inputs changed, the
     /// journal could not be written).
     #[error("run {run} could not proceed")]

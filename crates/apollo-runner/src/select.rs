@@ -74,8 +74,8 @@ pub(crate) fn select(
     let selection = match target {
         RunTarget::Fresh => Selection::New,
         RunTarget::Named(run) => {
-            let summary = state.run_summary(run)?;
-            if summary.state == RunState::Succeeded {
+            let (run_state, _) = state.run_state(run)?;
+            if run_state == RunState::Succeeded {
                 Selection::Succeeded(run.clone())
             } else {
                 Selection::Resume(run.clone())
@@ -96,14 +96,14 @@ pub(crate) fn select(
             let Some(run) = latest_run(state, pipeline)? else {
                 return Ok(Selection::New);
             };
-            let summary = state.run_summary(&run)?;
-            match summary.state {
+            let (run_state, problem) = state.run_state(&run)?;
+            match run_state {
                 RunState::Succeeded => Selection::New,
                 RunState::Corrupt => {
                     return Err(RunnerError::UnreadableRun {
                         run,
                         pipeline: pipeline.name.to_owned(),
-                        problem: summary.problem.unwrap_or_default(),
+                        problem: problem.unwrap_or_default(),
                     });
                 }
                 _ => Selection::Resume(run),
@@ -152,7 +152,7 @@ fn latest_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Result<Option<RunI
                     && started.pipeline == pipeline.name
                     && seen_identities.insert(started.identity.clone())
                     && matches!(
-                        state.run_summary(&run)?.state,
+                        state.run_state(&run)?.0,
                         RunState::Incomplete | RunState::Failed | RunState::Interrupted
                     )
                 {

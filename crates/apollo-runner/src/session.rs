@@ -278,7 +278,13 @@ impl<'a> RunSession<'a> {
             Some(known) if state.has_blob(known) => known.to_owned(),
             // Streamed: the snapshot of 100,000 units is ~80 MB, never held in memory.
             known => {
-                state.put_blob_streamed(known, |out| write_definition_snapshot(pipeline, out))?
+                let hash = match known {
+                    Some(known) => known.to_owned(),
+                    None => definition_snapshot_hash(pipeline).map_err(RunnerError::Snapshot)?,
+                };
+                state.put_blob_streamed(Some(&hash), |out| {
+                    write_definition_snapshot(pipeline, out)
+                })?
             }
         };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());

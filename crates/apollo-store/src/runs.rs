@@ -221,6 +221,17 @@ pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
 }
 
 pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder>) -> RunSummary {
+    summarize_counting(state, id, holder, true)
+}
+
+/// [`summarize`]; without `count`, an unfinished run's units are not counted (its counts stay
+/// zero), which spares a pass that decodes its whole journal.
+fn summarize_counting(
+    state: &StateDir,
+    id: &RunId,
+    holder: Option<&LockHolder>,
+    count: bool,
+) -> RunSummary {
     let mut summary = RunSummary {
         id: id.clone(),
         pipeline: None,
@@ -271,12 +282,14 @@ pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder
                 } else {
                     RunState::Incomplete
                 };
-                (
-                    summary.succeeded,
-                    summary.failed,
-                    summary.skipped,
-                    summary.reused,
-                ) = count_units(&run_dir)?;
+                if count {
+                    (
+                        summary.succeeded,
+                        summary.failed,
+                        summary.skipped,
+                        summary.reused,
+                    ) = count_units(&run_dir)?;
+                }
             }
         }
         Ok(())
@@ -330,6 +343,17 @@ impl StateDir {
         self.run_dir(id)?;
         let holder = self.lock_holder()?;
         Ok(summarize(self, id, holder.as_ref()))
+    }
+
+    /// The state of one run ([`RunSummary::state`]) and, for a [`RunState::Corrupt`] one, what
+    /// is wrong ([`RunSummary::problem`]): [`run_summary`](Self::run_summary) without counting
+    /// an unfinished run's units, which would decode its whole journal (deciding whether to
+    /// resume a run needs only its state).
+    pub fn run_state(&self, id: &RunId) -> Result<(RunState, Option<String>), StoreError> {
+        self.run_dir(id)?;
+        let holder = self.lock_holder()?;
+        let summary = summarize_counting(self, id, holder.as_ref(), false);
+        Ok((summary.state, summary.problem))
     }
 
     /// The newest run (in creation order, see [`StateDir::run_ids`]) whose `run_started` names

@@ -656,9 +656,11 @@ impl StateDir {
 
     /// [`put_blob`](Self::put_blob) of content too big to hold in memory at once (the
     /// definition snapshot of 100,000 units is ~80 MB): `write` produces it, once to hash it
-    /// (unless the caller `known` its hash already) and, when no blob of that hash is stored
-    /// yet, once more into the blob's temporary file. Every pass must write the same bytes:
-    /// the one into the file is hashed too, and a difference is an error (nothing is stored).
+    /// (unless the caller knows its hash: `known`) and, when no blob of that hash is stored
+    /// yet, once more into the blob's temporary file. The pass into the file is hashed too:
+    /// when `known` was not the content's hash (or not a hash at all), the content is hashed
+    /// and stored under its own; when two passes of `write` differ, that is an error and
+    /// nothing is stored. A blob already stored under `known` is trusted to hold the content.
     pub fn put_blob_streamed(
         &self,
         known: Option<&str>,
@@ -670,8 +672,14 @@ impl StateDir {
             None => hash_of(&mut io::sink())
                 .map_err(|source| StoreError::io("serialise a blob for", &self.root, source))?,
         };
-        let Some(dir) = self.folder_of_new_blob(&hash)? else {
-            return Ok(hash);
+        let dir = match self.folder_of_new_blob(&hash) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => return Ok(hash),
+            // Not a hash: the caller's knowledge was wrong.
+            Err(StoreError::InvalidInput { .. }) if known.is_some() => {
+                return self.put_blob_streamed(None, write);
+            }
+            Err(error) => return Err(error),
         };
         let mismatched = std::cell::Cell::new(false);
         let written = dir.write_file_atomic_with(&hash[2..], true, |file| {
@@ -991,6 +999,12 @@ mod tests {
         assert_eq!(stored, apollo_core::hash::sha256_hex(&other));
         assert_eq!(state.read_blob(&stored).unwrap(), other);
         assert!(!state.has_blob(&"0".repeat(64)));
+        // Nor does something that is no hash at all.
+        let third = b"third".repeat(10);
+        let stored = state
+            .put_blob_streamed(Some("../not-a-hash"), |out| out.write_all(&third))
+            .unwrap();
+        assert_eq!(stored, apollo_core::hash::sha256_hex(&third));
     }
 
     #[test]

@@ -533,11 +533,24 @@ impl<'e> Expander<'e, '_> {
         if fanouts.is_empty() {
             return;
         }
+        // Each fan-out's instances as a set: `name[key]` deps of 100,000 instances are each
+        // looked up, not searched for in a list.
+        let instance_sets: HashMap<&str, HashSet<&str>> = fanouts
+            .iter()
+            .map(|(base, (instances, _))| {
+                (
+                    base.as_str(),
+                    instances.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
         for unit in units.iter_mut() {
-            let label = unit.name.as_ref().map_or_else(
-                || "a unit".to_owned(),
-                |name| format!("unit `{}`", name.value),
-            );
+            let label = || {
+                unit.name.as_ref().map_or_else(
+                    || "a unit".to_owned(),
+                    |name| format!("unit `{}`", name.value),
+                )
+            };
             let deps = std::mem::take(&mut unit.deps);
             let mut resolved = Vec::with_capacity(deps.len());
             for dep in deps {
@@ -549,14 +562,19 @@ impl<'e> Expander<'e, '_> {
                     continue;
                 }
                 if let Some((base, _)) = dep.value.split_once('[')
-                    && let Some((instances, _)) = fanouts.get(base)
-                    && !instances.contains(&dep.value)
+                    && let Some(instances) = instance_sets.get(base)
+                    && !instances.contains(dep.value.as_str())
                 {
+                    // The instances in their order, for the message.
+                    let instances = fanouts
+                        .get(base)
+                        .map_or(&[][..], |(instances, _)| instances.as_slice());
                     let mut diagnostic = self.source.error(
                         "unknown-dependency",
                         dep.loc,
                         format!(
-                            "{label} depends on `{}`, which is not an instance of `{base}`",
+                            "{} depends on `{}`, which is not an instance of `{base}`",
+                            label(),
                             dep.value
                         ),
                     );

@@ -646,6 +646,7 @@ mod tests {
                 3000 if broken => {
                     text.push_str("  - {name: u3000, execute: \"true\", timeout: soon}\n")
                 }
+                3500 if broken => text.push_str("  - *base\n"),
                 0 => text.push_str("  - name: u0\n    execute: \"echo 0\"\n"),
                 _ => text.push_str(&format!(
                     "  - name: u{n}\n    deps: [u{}]\n    execute: \"echo {n}\"  # a comment\n",
@@ -654,7 +655,68 @@ mod tests {
             }
         }
         text.push_str("defaults:\n  timeout: 1m\nmax_parallel: 3\n");
+        if broken {
+            text.push_str("units: []\n");
+        }
         text
+    }
+
+    #[test]
+    fn the_parser_hands_over_the_items_of_the_first_top_level_units_list_and_no_other() {
+        let text = "x-base: &b {name: b, execute: \"true\"}\nunits:\n  - {name: a, execute: \"true\"}\n  - *b\n  - just text\nunits: [{name: c, execute: \"true\"}]\ndefaults:\n  units: [1]\n";
+        let mut handed = Vec::new();
+        let root = raw::parse_streaming_units(text, &mut |node| handed.push(node)).unwrap();
+        let name_of = |node: &raw::Node<'_>| match &node.value {
+            raw::Value::Map(entries) => {
+                entries
+                    .iter()
+                    .find_map(|(key, value)| match (&key.value, &value.value) {
+                        (raw::Value::Str(key), raw::Value::Str(name)) if key == "name" => {
+                            Some(name.to_string())
+                        }
+                        _ => None,
+                    })
+            }
+            _ => None,
+        };
+        let names: Vec<Option<String>> = handed.iter().map(name_of).collect();
+        assert_eq!(names, [Some("a".to_owned()), Some("b".to_owned()), None]);
+        assert_eq!(handed[2].value, raw::Value::Str("just text".into()));
+        // In the tree: the first list emptied; the repeated key and `defaults.units` kept.
+        let raw::Value::Map(entries) = &root.value else {
+            panic!("{root:?}");
+        };
+        let lengths: Vec<(String, usize)> = entries
+            .iter()
+            .filter_map(|(key, value)| match (&key.value, &value.value) {
+                (raw::Value::Str(key), raw::Value::Seq(items)) => {
+                    Some((key.to_string(), items.len()))
+                }
+                (raw::Value::Str(key), raw::Value::Map(inner)) => {
+                    Some((key.to_string(), inner.len()))
+                }
+                _ => None,
+            })
+            .collect();
+        let expected = [("x-base", 2), ("units", 0), ("units", 1), ("defaults", 1)];
+        assert_eq!(lengths, expected.map(|(key, len)| (key.to_owned(), len)));
+    }
+
+    #[test]
+    fn a_long_deps_list_is_checked_for_repeats_and_kept_once_each() {
+        let mut text = String::from("units:\n");
+        for n in 0..20 {
+            text.push_str(&format!("  - {{name: d{n}, execute: \"true\"}}\n"));
+        }
+        let deps: Vec<String> = (0..20).map(|n| format!("d{n}")).collect();
+        text.push_str(&format!(
+            "  - name: last\n    execute: \"true\"\n    deps: [{}, d3]\n",
+            deps.join(", ")
+        ));
+        let loaded = load_str(&text, Path::new("/p/deps.yaml")).unwrap();
+        let codes: Vec<&str> = loaded.warnings.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["duplicate-dependency"]);
+        assert_eq!(loaded.pipeline.units[20].deps, deps);
     }
 
     fn load_walking_alongside(text: &str, alongside: bool) -> Result<Loaded, LoadError> {

@@ -198,8 +198,6 @@ fn parse_with<'a>(
                         loc,
                     });
                 };
-                // Trimmed to their length: a unit's mapping of 3 keys would otherwise hold
-                // room for 4, its list of 2 deps room for 4 (~20 MB of 100,000 units).
                 let value = match frame.kind {
                     FrameKind::Seq(items) => Value::Seq(items),
                     FrameKind::Map { entries, .. } => Value::Map(merge_keys(entries)?),

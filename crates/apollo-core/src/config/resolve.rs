@@ -34,12 +34,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             continue;
         };
         let settings = &unit.settings;
-        let mut deps: Vec<String> = Vec::with_capacity(unit.deps.len());
-        for dep in unit.deps {
-            if !deps.contains(&dep.value) {
-                deps.push(dep.value);
-            }
-        }
+        let deps = without_repeats(unit.deps);
         let outputs: Vec<String> = unit
             .outputs
             .into_iter()
@@ -133,6 +128,27 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
 }
 
 /// The unit's `resources:` merged over the `defaults:` ones, field by field.
+/// The names of `deps` in order, each once. A long list (a unit after a 100,000-item fan-out
+/// depends on every instance) is checked against a set, not against itself.
+fn without_repeats(deps: Vec<Sp<String>>) -> Vec<String> {
+    let mut kept: Vec<String> = Vec::with_capacity(deps.len());
+    if deps.len() <= 16 {
+        for dep in deps {
+            if !kept.contains(&dep.value) {
+                kept.push(dep.value);
+            }
+        }
+        return kept;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(deps.len());
+    for dep in deps {
+        if seen.insert(dep.value.clone()) {
+            kept.push(dep.value);
+        }
+    }
+    kept
+}
+
 fn resources(unit: &Settings, defaults: &Settings) -> crate::model::Resources {
     let none = ResourcesSpec::default();
     let defaults = defaults.resources.as_ref().map_or(&none, |r| &r.value);

@@ -58,6 +58,9 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
                 "{error}; its lock file was deleted or replaced: wait for it to finish (or stop it) before running again"
             ),
         },
+        RunnerError::Snapshot(error) => CliError::Usage {
+            message: format!("cannot snapshot the pipeline definition: {error}"),
+        },
         RunnerError::Engine { run, source } => engine_error(source, run.as_str()),
         RunnerError::NotStarted { source } => engine_error(source, "(new)"),
         RunnerError::Plan { run, source } => {
