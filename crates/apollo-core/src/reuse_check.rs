@@ -15,7 +15,7 @@ use crate::diagnostic::{Diagnostic, SourceFile};
 pub(crate) fn check_reuse(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Diagnostic>) {
     let defaults = &spec.defaults;
     for (unit_idx, unit) in spec.units.iter().enumerate() {
-        let label = unit.label(unit_idx);
+        let label = unit.named(unit_idx);
         let own = unit.settings.reuse.as_ref().filter(|reuse| reuse.value);
         if let Some(reuse) = own
             && unit.outputs.is_empty()

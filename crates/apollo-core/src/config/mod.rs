@@ -384,7 +384,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
     // The included files, read and numbered; then the source set that renders places in any
     // of them.
     let (included, include_problems) = include::collect(&root, path);
-    let mut source = SourceFile::new(path, &text);
+    let mut source = source;
     for file in &included {
         source.include(&file.shown, &file.text, file.chain.clone());
     }
