@@ -103,8 +103,9 @@ pub(super) fn execute(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, Some(config_path));
-    let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
-    crate::memory::give_back_freed();
+    let loaded = crate::memory::load_in_one_heap(|| {
+        load_for_run(config_path, &state_path, &target, execution, stderr)
+    })?;
     let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
