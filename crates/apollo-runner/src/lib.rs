@@ -29,7 +29,7 @@ pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};
-pub use parse_cache::load_cached;
+pub use parse_cache::{load_cached, load_cached_parsing_with};
 pub use plan::Plan;
 pub use reproduce::{
     InputNote, InputSource, MAX_DIFF_BYTES, OutputComparison, ReproduceRequest, Reproduction,

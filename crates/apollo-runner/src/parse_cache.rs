@@ -63,9 +63,21 @@ pub fn load_cached(
     config: &Path,
     options: &LoadOptions,
 ) -> Result<Loaded, LoadError> {
+    load_cached_parsing_with(state_dir, config, options, &config::load_with)
+}
+
+/// [`load_cached`], loading with `load` (given the config and the options) when nothing is
+/// cached: [`config::load_with`], or a caller's wrapping of it (the `apollo` binary loads
+/// with its allocator set for the parse, see its `memory.rs`).
+pub fn load_cached_parsing_with(
+    state_dir: &Path,
+    config: &Path,
+    options: &LoadOptions,
+    load: &dyn Fn(&Path, &LoadOptions) -> Result<Loaded, LoadError>,
+) -> Result<Loaded, LoadError> {
     let Ok(bytes) = std::fs::read(config) else {
         // The load says what is wrong, in its words.
-        return config::load_with(config, options);
+        return load(config, options);
     };
     let key = key(config, &bytes, options);
     let name = file_name(config);
@@ -75,7 +87,7 @@ pub fn load_cached(
     {
         return Ok(loaded);
     }
-    let mut loaded = config::load_with(config, options)?;
+    let mut loaded = load(config, options)?;
     if let Some(key) = key
         && loaded.warnings.is_empty()
         && let Ok(definition_hash) = crate::session::definition_snapshot_hash(&loaded.pipeline)

@@ -37,8 +37,16 @@ fn load_config(
     warn: bool,
     stderr: &mut dyn Write,
 ) -> Result<Loaded, CliError> {
-    let loaded =
-        apollo_runner::load_cached(state_path, path, &LoadOptions::default().params(params))?;
+    // A parse of 100,000 units runs with the allocator set for it (see `memory.rs`); a cache
+    // hit's decoding threads keep their own heaps.
+    let loaded = apollo_runner::load_cached_parsing_with(
+        state_path,
+        path,
+        &LoadOptions::default().params(params),
+        &|config, options| {
+            crate::memory::in_one_heap(|| apollo_core::config::load_with(config, options))
+        },
+    )?;
     if warn && !loaded.warnings.is_empty() {
         let _ = stderr.write_all(render_all(&loaded.warnings).as_bytes());
     }
@@ -103,9 +111,8 @@ pub(super) fn execute(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, Some(config_path));
-    let loaded = crate::memory::load_in_one_heap(|| {
-        load_for_run(config_path, &state_path, &target, execution, stderr)
-    })?;
+    let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
+    crate::memory::give_back_freed();
     let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
