@@ -117,7 +117,7 @@ pub mod cache_file {
         dir.write_file_atomic(name, &bytes, false)
     }
 
-    /// [`write`] of the body `fill` writes, a piece at a time: the body is never held in
+    /// [`write`](fn@write) of the body `fill` writes, a piece at a time: the body is never held in
     /// memory (a parse cache of 100,000 units is ~50 MB). The checksum line is written
     /// last, over a placeholder, before the file is renamed into place.
     pub fn write_with(
