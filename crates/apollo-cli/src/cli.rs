@@ -60,7 +60,7 @@ pub(crate) struct GlobalArgs {
         conflicts_with = "verbose"
     )]
     pub(crate) quiet: bool,
-    /// Say more: also a line when each unit starts
+    /// Say more: also a line when each unit starts or is reused from an earlier run
     #[arg(long, short = 'v', global = true, help_heading = "Global options")]
     pub(crate) verbose: bool,
 }

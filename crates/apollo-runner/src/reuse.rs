@@ -129,31 +129,33 @@ impl Journal for Recording<'_> {
         let result = self.journal.append(events);
         match result {
             Ok(()) if !self.keep => {}
-            Ok(()) => self
-                .appended
-                .extend(events.iter().filter_map(|event| match event {
-                    Event::UnitStarted(started) => Some(Event::UnitStarted(UnitStarted {
-                        unit: started.unit.clone(),
-                        attempt: started.attempt,
-                        input_hash: started.input_hash.clone(),
-                        inputs: Vec::new(),
-                        inputs_manifest: None,
-                    })),
-                    Event::UnitReused(reused) => Some(Event::UnitReused(UnitReused {
-                        unit: reused.unit.clone(),
-                        from_run: reused.from_run.clone(),
-                        from_attempt: reused.from_attempt,
-                        input_hash: reused.input_hash.clone(),
-                        inputs: Vec::new(),
-                        output_hash: reused.output_hash.clone(),
-                    })),
-                    Event::UnitFinished(finished)
-                        if finished.status == AttemptStatus::Succeeded =>
-                    {
-                        Some(event.clone())
-                    }
-                    _ => None,
-                })),
+            Ok(()) => {
+                self.appended.reserve(events.len());
+                self.appended
+                    .extend(events.iter().filter_map(|event| match event {
+                        Event::UnitStarted(started) => Some(Event::UnitStarted(UnitStarted {
+                            unit: started.unit.clone(),
+                            attempt: started.attempt,
+                            input_hash: started.input_hash.clone(),
+                            inputs: Vec::new(),
+                            inputs_manifest: None,
+                        })),
+                        Event::UnitReused(reused) => Some(Event::UnitReused(UnitReused {
+                            unit: reused.unit.clone(),
+                            from_run: reused.from_run.clone(),
+                            from_attempt: reused.from_attempt,
+                            input_hash: reused.input_hash.clone(),
+                            inputs: Vec::new(),
+                            output_hash: reused.output_hash.clone(),
+                        })),
+                        Event::UnitFinished(finished)
+                            if finished.status == AttemptStatus::Succeeded =>
+                        {
+                            Some(event.clone())
+                        }
+                        _ => None,
+                    }));
+            }
             Err(_) => self.failed = true,
         }
         result

@@ -34,6 +34,8 @@ pub(super) struct HashJob {
 pub(super) struct Hashed {
     pub(super) unit_idx: usize,
     pub(super) inputs: Result<Vec<InputComponent>, HashError>,
+    /// The input hash of `inputs` when they were hashed (computed here, off the engine thread).
+    pub(super) input_hash: Option<String>,
     /// The manifest of the input files hashed (and captured).
     pub(super) files: Vec<FileEntry>,
     /// How long hashing its inputs took: it counts against the attempt's timeout.
@@ -111,19 +113,22 @@ pub(super) fn hasher(
                 })
             })
         });
-        let reuse = match (&inputs, reuse) {
-            (Ok(components), Some(reuse)) if job.check_reuse => {
+        let input_hash = inputs
+            .as_ref()
+            .ok()
+            .map(|inputs| hash::combine_components(inputs));
+        let reuse = match (&inputs, &input_hash, reuse) {
+            (Ok(components), Some(input_hash), Some(reuse)) if job.check_reuse => {
                 let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
                     .with_halt(shared.halt)
                     .with_cache(cache);
-                let input_hash = hash::combine_components(components);
                 Some(
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         reuse::check(
                             reuse,
                             unit,
                             &shared.pipeline.base_dir,
-                            &input_hash,
+                            input_hash,
                             components,
                             &limits,
                         )
@@ -138,6 +143,7 @@ pub(super) fn hasher(
         let message = Hashed {
             unit_idx: job.unit_idx,
             inputs,
+            input_hash,
             files,
             took,
             outputs,

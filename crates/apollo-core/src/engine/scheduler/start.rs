@@ -107,6 +107,7 @@ impl Scheduler<'_> {
                 let (inputs, files, reuse_check, took) = *stashed;
                 let found = Found {
                     components: Ok(inputs),
+                    input_hash: None,
                     files,
                     outputs: None,
                     reuse: Some(reuse_check),
@@ -165,6 +166,7 @@ impl Scheduler<'_> {
             let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
             let found = Found {
                 components: inputs,
+                input_hash: None,
                 files: Vec::new(),
                 outputs: None,
                 reuse: None,
@@ -186,6 +188,7 @@ impl Scheduler<'_> {
         let Hashed {
             unit_idx,
             inputs,
+            input_hash,
             files,
             took,
             outputs,
@@ -238,6 +241,7 @@ impl Scheduler<'_> {
         }
         let found = Found {
             components: inputs,
+            input_hash,
             files,
             outputs: outputs.and_then(Result::ok),
             reuse,
@@ -254,6 +258,7 @@ impl Scheduler<'_> {
     fn admit(&mut self, unit_idx: usize, found: Found, observer: &mut dyn Observer) -> bool {
         let Found {
             components,
+            input_hash,
             files,
             outputs,
             reuse: reuse_check,
@@ -264,7 +269,7 @@ impl Scheduler<'_> {
             Ok(inputs) => (inputs, None),
             Err(error) => (Vec::new(), Some(error)),
         };
-        let input_hash = hash::combine_components(&inputs);
+        let input_hash = input_hash.unwrap_or_else(|| hash::combine_components(&inputs));
         if self.units[unit_idx].attempts_here == 0 && hash_error.is_none() {
             let OutputCheck {
                 changes: output_changes,
@@ -380,6 +385,8 @@ impl Scheduler<'_> {
 struct Found {
     /// Its input components, or why they could not be hashed.
     components: Result<Vec<InputComponent>, hash::HashError>,
+    /// The input hash of `components`, when a hashing thread computed it already.
+    input_hash: Option<String>,
     /// The manifest of its declared input files (empty when it declares none).
     files: Vec<FileEntry>,
     /// What the check of its declared outputs found (`None`: it needed none, see
