@@ -1,43 +1,77 @@
-//! The process's memory while a pipeline is parsed, and between loading it and running it.
+//! The process's allocator, and how it holds memory while a large config is parsed.
+//!
+//! `apollo` allocates with mimalloc. Deciding a run is short and allocation-heavy (a no-op run
+//! of 10,000 reused units builds and drops some 400,000 small objects in 0.2 s): with glibc's
+//! malloc a fifth of that was heap bookkeeping and page faults, which mimalloc, keeping freed
+//! pages for reuse and mapping its arenas in large pages where the system allows, mostly
+//! avoids (issue 13's and 17's benchmarks; `docs/design/2026-12-01-allocator.md`).
 
-/// Runs `parse` with every thread allocating from the one heap of the main thread.
+use std::sync::{Mutex, PoisonError};
+
+/// Every allocation of the binary goes through mimalloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc's `mi_option_purge_delay` (`mimalloc.h`; libmimalloc-sys names no constant for
+/// it): how many milliseconds freed memory stays committed before it goes back to the system.
+/// The test below checks the number still names that option.
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Held while the purge delay is changed (see [`freeing_at_once`]).
+static SETTING: Mutex<()> = Mutex::new(());
+
+/// Runs `parse` with freed memory given back to the system at once, then the allocator's
+/// delay set back (`apollo run` around the parse of a parse-cache miss, `apollo check`).
 ///
 /// A config of 100,000 units is parsed on this thread while another walks its units as they
-/// come (apollo-core's config loader): with a heap of its own, the walking thread could not
-/// reuse the YAML nodes the parse frees, and a run would peak ~17 MB higher. Afterwards glibc's
-/// default limit (8 heaps per CPU) is set back: the run's threads, and the threads that decode
-/// a parse-cache hit (which is not parsed), keep heaps of their own. Elsewhere than glibc this
-/// only runs `parse`.
-pub(crate) fn in_one_heap<T>(parse: impl FnOnce() -> T) -> T {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes how many heaps glibc's allocator may create from now on.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-    let parsed = parse();
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-        let default_limit = libc::c_int::try_from(8 * cpus).unwrap_or(libc::c_int::MAX);
-        // SAFETY: as above.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, default_limit);
+/// come (apollo-core's config loader), and the YAML tree is freed as it is walked: kept
+/// committed for mimalloc's default second, it made a first run of 100,000 units peak at
+/// 201 MB instead of 144 MB (issue 17's budget: 150 MiB), and `apollo check` of them 174 MB
+/// instead of 113 MB, no slower. Anything else (a parse-cache hit, the run itself) keeps the
+/// default, which is what makes it fast.
+pub(crate) fn freeing_at_once<T>(parse: impl FnOnce() -> T) -> T {
+    // One setter at a time, so that each sets back what it found.
+    let _one_at_a_time = SETTING.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Sets the delay back however `parse` ends.
+    struct Restore(std::ffi::c_long);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: mimalloc's options are process-wide settings any thread may read and
+            // change at any time; changing one only changes when freed memory is returned.
+            unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, self.0) };
         }
     }
-    parsed
+    // SAFETY: as above.
+    let _restore = Restore(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) });
+    // SAFETY: as above.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 0) };
+    parse()
 }
 
-/// Gives the memory freed so far back to the system (glibc's `malloc_trim`).
-///
-/// Loading 100,000 units builds and drops a YAML tree and the units as written, ~50 MB the
-/// allocator would otherwise keep for the whole run: freed, but resident, in the middle of its
-/// heap (issue 17's budget: 150 MiB for a run of 100,000 units). Elsewhere than glibc this
-/// does nothing.
-pub(crate) fn give_back_freed() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `malloc_trim` only returns free pages of the allocator's own heaps to the
-    // system; it touches no memory the program holds.
-    unsafe {
-        libc::malloc_trim(0);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn purge_delay() -> std::ffi::c_long {
+        // SAFETY: reading an option has no effect.
+        unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }
+    }
+
+    #[test]
+    fn the_purge_delay_option_is_the_one_mimalloc_documents_and_is_set_back() {
+        // mimalloc's documented default for `purge_delay` (options.c): 1000 ms. Another
+        // option at this number would have another default. (Read under the lock: other
+        // tests check configs in this process.)
+        let default = {
+            let _setting = SETTING.lock().unwrap_or_else(PoisonError::into_inner);
+            purge_delay()
+        };
+        assert_eq!(default, 1000);
+        assert_eq!(freeing_at_once(purge_delay), 0);
+        let after = {
+            let _setting = SETTING.lock().unwrap_or_else(PoisonError::into_inner);
+            purge_delay()
+        };
+        assert_eq!(after, default);
     }
 }

@@ -69,11 +69,12 @@ pub(crate) fn run(
             args.params_file.as_deref(),
         )?)
         .placeholders(true);
-    let (pipeline, mut diagnostics) = match config::load_with(&path, &options) {
-        Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),
-        Err(LoadError::Invalid { diagnostics, .. }) => (None, diagnostics),
-        Err(error) => return Err(error.into()),
-    };
+    let (pipeline, mut diagnostics) =
+        match crate::memory::freeing_at_once(|| config::load_with(&path, &options)) {
+            Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),
+            Err(LoadError::Invalid { diagnostics, .. }) => (None, diagnostics),
+            Err(error) => return Err(error.into()),
+        };
     if let Some(pipeline) = &pipeline {
         diagnostics.extend(special_files(pipeline, &path));
     }

@@ -38,13 +38,13 @@ fn load_config(
     stderr: &mut dyn Write,
 ) -> Result<Loaded, CliError> {
     // A parse of 100,000 units runs with the allocator set for it (see `memory.rs`); a cache
-    // hit's decoding threads keep their own heaps.
+    // hit does not need it.
     let loaded = apollo_runner::load_cached_parsing_with(
         state_path,
         path,
         &LoadOptions::default().params(params),
         &|config, options| {
-            crate::memory::in_one_heap(|| apollo_core::config::load_with(config, options))
+            crate::memory::freeing_at_once(|| apollo_core::config::load_with(config, options))
         },
     )?;
     if warn && !loaded.warnings.is_empty() {
@@ -112,7 +112,6 @@ pub(super) fn execute(
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, Some(config_path));
     let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
-    crate::memory::give_back_freed();
     let pipeline = &loaded.pipeline;
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
