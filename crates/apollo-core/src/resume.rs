@@ -72,7 +72,10 @@ pub struct PriorUnit {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PriorState {
     units: HashMap<String, PriorUnit>,
-    started: HashMap<(String, u32), StartedInputs>,
+    /// Per unit, what each of its attempts' `unit_started` recorded (looked up by `&str`: a
+    /// resume of 10,000 units folds 20,000 records, and a key to build for each was a tenth of
+    /// the fold).
+    started: HashMap<String, Vec<(u32, StartedInputs)>>,
     /// Done units whose recorded inputs are in an input manifest not (successfully) read
     /// yet: their `Done::inputs` is empty until [`PriorState::load_input_manifests`].
     manifest_inputs: HashMap<String, ManifestInputs>,
@@ -119,14 +122,22 @@ impl PriorState {
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::UnitStarted(started) => {
-                self.started.insert(
-                    (started.unit.clone(), started.attempt),
-                    StartedInputs {
-                        input_hash: started.input_hash.clone(),
-                        inputs: started.inputs.clone(),
-                        manifest: started.inputs_manifest.clone(),
-                    },
-                );
+                let recorded = StartedInputs {
+                    input_hash: started.input_hash.clone(),
+                    inputs: started.inputs.clone(),
+                    manifest: started.inputs_manifest.clone(),
+                };
+                match self.started.get_mut(&started.unit) {
+                    Some(attempts) => {
+                        // A repeated attempt number (never written by apollo) keeps the last.
+                        attempts.retain(|(attempt, _)| *attempt != started.attempt);
+                        attempts.push((started.attempt, recorded));
+                    }
+                    None => {
+                        self.started
+                            .insert(started.unit.clone(), vec![(started.attempt, recorded)]);
+                    }
+                }
                 let unit = self.unit_mut(&started.unit);
                 unit.last_attempt = unit.last_attempt.max(started.attempt);
                 unit.state = PriorUnitState::InFlight {
@@ -135,8 +146,7 @@ impl PriorState {
             }
             Event::UnitFinished(finished) => {
                 let recorded = self
-                    .started
-                    .get(&(finished.unit.clone(), finished.attempt))
+                    .started_inputs(&finished.unit, finished.attempt)
                     .cloned();
                 self.note_manifest(
                     &finished.unit,
@@ -146,9 +156,10 @@ impl PriorState {
                 // An attempt with no phase and no submission never started a process: whatever
                 // stopped it, nothing of it can be half done.
                 let ran = !finished.phases.is_empty()
-                    || self
-                        .submitted
-                        .contains(&(finished.unit.clone(), finished.attempt));
+                    || (!self.submitted.is_empty()
+                        && self
+                            .submitted
+                            .contains(&(finished.unit.clone(), finished.attempt)));
                 let unit = self.unit_mut(&finished.unit);
                 unit.last_attempt = unit.last_attempt.max(finished.attempt);
                 unit.state = match (finished.status, recorded) {
@@ -177,10 +188,7 @@ impl PriorState {
                 self.unit_mut(&skipped.unit).state = PriorUnitState::NotDone;
             }
             Event::UnitMarked(marked) => {
-                let recorded = self
-                    .started
-                    .get(&(marked.unit.clone(), marked.attempt))
-                    .cloned();
+                let recorded = self.started_inputs(&marked.unit, marked.attempt).cloned();
                 // A `rerun` verdict on the done attempt keeps the unit done (below), and with
                 // it the manifest of its recorded inputs.
                 let stays_done = marked.verdict == Verdict::Rerun
@@ -246,8 +254,12 @@ impl PriorState {
                 };
                 return;
             }
-            Event::RunStarted(_)
-            | Event::RunResumed(_)
+            // Every unit of the run will be mentioned: room for them at once.
+            Event::RunStarted(run_started) => {
+                self.units.reserve(run_started.units.len());
+                self.started.reserve(run_started.units.len());
+            }
+            Event::RunResumed(_)
             | Event::RunFinished(_)
             | Event::UnitFiles(_)
             | Event::RunReproduces(_)
@@ -335,6 +347,15 @@ impl PriorState {
                 manifest.reference.count, manifest.reference.sha256
             ),
         })
+    }
+
+    /// What the `unit_started` of `unit`'s `attempt` recorded.
+    fn started_inputs(&self, unit: &str, attempt: u32) -> Option<&StartedInputs> {
+        let attempts = self.started.get(unit)?;
+        attempts
+            .iter()
+            .find(|(number, _)| *number == attempt)
+            .map(|(_, recorded)| recorded)
     }
 
     fn unit_mut(&mut self, name: &str) -> &mut PriorUnit {
