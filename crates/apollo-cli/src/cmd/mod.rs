@@ -99,7 +99,7 @@ pub(crate) struct StateArgs {
 }
 
 impl StateArgs {
-    /// The existing state directory (see [`state::find_existing`]).
+    /// The existing state directory (see [`crate::state::find_existing`]).
     pub(crate) fn open(
         &self,
         state_dir: Option<&Path>,
