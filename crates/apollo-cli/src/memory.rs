@@ -1,9 +1,10 @@
 //! The process's allocator, and how it holds memory while a large config is parsed.
 //!
 //! `apollo` allocates with mimalloc. Deciding a run is short and allocation-heavy (a no-op run
-//! of 10,000 reused units builds and drops some 400,000 small objects in 0.2 s): with glibc's
-//! malloc a fifth of that was heap bookkeeping and page faults, which mimalloc, keeping freed
-//! pages for reuse and mapping its arenas in large pages where the system allows, mostly
+//! of 10,000 reused units loads its indexes, checks and journals every unit in 0.2 s): with glibc's
+//! malloc a fifth of that was heap bookkeeping and 13,000 page faults, which mimalloc, keeping
+//! freed pages for reuse and mapping its arenas in transparent huge pages where the kernel
+//! allows (seen: 18 MB of `AnonHugePages` during a `check`), mostly
 //! avoids (issue 13's and 17's benchmarks; `docs/design/2026-12-01-allocator.md`).
 
 use std::sync::{Mutex, PoisonError};
