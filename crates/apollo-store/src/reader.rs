@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 
 mod verbatim;
 
+pub(crate) use verbatim::decode as decode_exact;
+
 use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::{FrameReader, TailVerdict};

@@ -112,6 +112,10 @@ pub(crate) enum DecodeError {
 
 /// Decodes a record payload.
 pub(crate) fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
+    // A start or end of an attempt in the writer's exact form: built without serde.
+    if let Some(record) = crate::reader::decode_exact(payload) {
+        return Ok(record);
+    }
     if let Some(record) = decode_hot_record(payload) {
         return Ok(record);
     }

@@ -12,10 +12,21 @@
 //! layout, a field this list does not know) is `None`, and the caller decodes it the general
 //! way. So the check may be stricter than the decoder, never looser: the tests hold every
 //! accepted payload, mutated byte by byte, to "decodes, and re-serializes to itself".
+//!
+//! [`decode`] walks the same layout with the same code and builds the event as it goes: a
+//! record in the writer's form is read without serde (whose decoding of these two kinds was
+//! most of a resume's fold). The tests hold it to "the event the general decoder decodes".
 
 use std::ops::Range;
 
+use apollo_core::Phase;
+use apollo_core::event::{
+    AttemptStatus, Event, ExitStatus, InputComponent, InputKind, InputManifestRef, PhaseRecord,
+    UnitFinished, UnitStarted,
+};
 use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::Record;
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
@@ -69,8 +80,25 @@ pub(crate) struct Verbatim {
 }
 
 /// The payload's parts when it is exactly what the writer writes for a `unit_started` or
-/// `unit_finished` event (see the module docs); `None` otherwise.
+/// `unit_finished` event (see the module docs); `None` otherwise. Allocates nothing.
 pub(crate) fn recognize(payload: &[u8]) -> Option<Verbatim> {
+    walk::<false>(payload).map(|(parts, _)| parts)
+}
+
+/// The record in a payload [`recognize`] accepts, built straight from it; `None` for any
+/// other payload (the general decoder's to read).
+pub(crate) fn decode(payload: &[u8]) -> Option<Record> {
+    let (parts, event) = walk::<true>(payload)?;
+    Some(Record {
+        seq: parts.seq,
+        ts: parts.ts,
+        event,
+    })
+}
+
+/// [`recognize`] and [`decode`] in one: with `BUILD`, the event's strings and lists are
+/// filled in; without, they stay empty (no allocation) and the event is thrown away.
+fn walk<const BUILD: bool>(payload: &[u8]) -> Option<(Verbatim, Event)> {
     let mut cursor = Cursor {
         bytes: payload,
         pos: 0,
@@ -92,21 +120,25 @@ pub(crate) fn recognize(payload: &[u8]) -> Option<Verbatim> {
         return None;
     };
     let unit = cursor.string()?;
+    let name = cursor.text::<BUILD>(unit.clone())?;
     cursor.literal(b",\"attempt\":")?;
-    cursor.unsigned_u32()?;
-    match kind {
-        HotKind::UnitStarted => cursor.unit_started_rest()?,
-        HotKind::UnitFinished => cursor.unit_finished_rest()?,
-    }
+    let attempt = cursor.unsigned_u32()?;
+    let event = match kind {
+        HotKind::UnitStarted => cursor.unit_started_rest::<BUILD>(name, attempt)?,
+        HotKind::UnitFinished => cursor.unit_finished_rest::<BUILD>(name, attempt)?,
+    };
     cursor.literal(b"}")?;
-    (cursor.pos == payload.len()).then_some(Verbatim {
-        seq,
-        ts,
-        kind,
-        ts_text,
-        unit,
-        fields_start,
-    })
+    (cursor.pos == payload.len()).then_some((
+        Verbatim {
+            seq,
+            ts,
+            kind,
+            ts_text,
+            unit,
+            fields_start,
+        },
+        event,
+    ))
 }
 
 struct Cursor<'a> {
@@ -114,15 +146,24 @@ struct Cursor<'a> {
     pos: usize,
 }
 
-const INPUT_KINDS: [&[u8]; 4] = [b"command", b"env", b"file", b"upstream"];
-const ATTEMPT_STATUSES: [&[u8]; 5] = [
-    b"succeeded",
-    b"failed",
-    b"timed_out",
-    b"interrupted",
-    b"skipped",
+const INPUT_KINDS: [(&[u8], InputKind); 4] = [
+    (b"command", InputKind::Command),
+    (b"env", InputKind::Env),
+    (b"file", InputKind::File),
+    (b"upstream", InputKind::Upstream),
 ];
-const PHASES: [&[u8]; 3] = [b"prepare", b"execute", b"cleanup"];
+const ATTEMPT_STATUSES: [(&[u8], AttemptStatus); 5] = [
+    (b"succeeded", AttemptStatus::Succeeded),
+    (b"failed", AttemptStatus::Failed),
+    (b"timed_out", AttemptStatus::TimedOut),
+    (b"interrupted", AttemptStatus::Interrupted),
+    (b"skipped", AttemptStatus::Skipped),
+];
+const PHASES: [(&[u8], Phase); 3] = [
+    (b"prepare", Phase::Prepare),
+    (b"execute", Phase::Execute),
+    (b"cleanup", Phase::Cleanup),
+];
 
 impl Cursor<'_> {
     fn try_literal(&mut self, literal: &[u8]) -> bool {
@@ -229,10 +270,33 @@ impl Cursor<'_> {
         }
     }
 
-    /// A unit enum variant: one of `names`, as a string.
-    fn one_of(&mut self, names: &[&[u8]]) -> Option<()> {
+    /// With `BUILD`, the content of a string [`Cursor::string`] accepted, owned; without,
+    /// an empty string (nothing allocated).
+    fn text<const BUILD: bool>(&self, content: Range<usize>) -> Option<String> {
+        if BUILD {
+            // `string` accepted only UTF-8 here; checked again rather than assumed.
+            std::str::from_utf8(&self.bytes[content])
+                .ok()
+                .map(str::to_owned)
+        } else {
+            Some(String::new())
+        }
+    }
+
+    /// A string, owned with `BUILD` (see [`Cursor::text`]).
+    fn owned_string<const BUILD: bool>(&mut self) -> Option<String> {
         let content = self.string()?;
-        names.contains(&&self.bytes[content]).then_some(())
+        self.text::<BUILD>(content)
+    }
+
+    /// A unit enum variant: one of `names`, as a string; its value.
+    fn one_of<T: Copy>(&mut self, names: &[(&[u8], T)]) -> Option<T> {
+        let content = self.string()?;
+        let name = &self.bytes[content];
+        names
+            .iter()
+            .find(|(candidate, _)| *candidate == name)
+            .map(|&(_, value)| value)
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, the writer's form (chrono's RFC 3339 with microseconds),
@@ -271,24 +335,30 @@ impl Cursor<'_> {
         Some(time.and_utc())
     }
 
-    fn exit_status(&mut self) -> Option<()> {
-        if !self.try_literal(b"{\"code\":") {
+    fn exit_status(&mut self) -> Option<ExitStatus> {
+        let signal = !self.try_literal(b"{\"code\":");
+        if signal {
             self.literal(b"{\"signal\":")?;
         }
-        self.signed_i32()?;
-        self.literal(b"}")
+        let value = self.signed_i32()?;
+        self.literal(b"}")?;
+        Some(if signal {
+            ExitStatus::Signal(value)
+        } else {
+            ExitStatus::Code(value)
+        })
     }
 
-    fn optional_exit_status(&mut self) -> Option<()> {
+    fn optional_exit_status(&mut self) -> Option<Option<ExitStatus>> {
         if self.null() {
-            Some(())
+            Some(None)
         } else {
-            self.exit_status()
+            self.exit_status().map(Some)
         }
     }
 
     /// A JSON array of `item`s, serde_json's compact form.
-    fn array(&mut self, item: impl Fn(&mut Self) -> Option<()>) -> Option<()> {
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.literal(b"[")?;
         if self.try_literal(b"]") {
             return Some(());
@@ -303,82 +373,153 @@ impl Cursor<'_> {
     }
 
     /// `UnitStarted` after `unit` and `attempt`.
-    fn unit_started_rest(&mut self) -> Option<()> {
+    fn unit_started_rest<const BUILD: bool>(
+        &mut self,
+        unit: String,
+        attempt: u32,
+    ) -> Option<Event> {
         self.literal(b",\"input_hash\":")?;
-        self.string()?;
+        let input_hash = self.owned_string::<BUILD>()?;
         self.literal(b",\"inputs\":")?;
+        let mut inputs = Vec::new();
         self.array(|cursor| {
             cursor.literal(b"{\"kind\":")?;
-            cursor.one_of(&INPUT_KINDS)?;
+            let kind = cursor.one_of(&INPUT_KINDS)?;
             cursor.literal(b",\"name\":")?;
-            cursor.string()?;
+            let name = cursor.owned_string::<BUILD>()?;
             cursor.literal(b",\"hash\":")?;
-            cursor.string()?;
+            let hash = cursor.owned_string::<BUILD>()?;
+            if BUILD {
+                inputs.push(InputComponent { kind, name, hash });
+            }
             cursor.literal(b"}")
         })?;
         // `inputs_manifest` is skipped when `None`.
-        if self.try_literal(b",\"inputs_manifest\":{\"sha256\":") {
-            self.string()?;
+        let inputs_manifest = if self.try_literal(b",\"inputs_manifest\":{\"sha256\":") {
+            let sha256 = self.owned_string::<BUILD>()?;
             self.literal(b",\"count\":")?;
-            self.unsigned()?;
+            let count = self.unsigned()?;
             self.literal(b"}")?;
-        }
-        Some(())
+            Some(InputManifestRef { sha256, count })
+        } else {
+            None
+        };
+        Some(Event::UnitStarted(UnitStarted {
+            unit,
+            attempt,
+            input_hash,
+            inputs,
+            inputs_manifest,
+        }))
     }
 
     /// `UnitFinished` after `unit` and `attempt`.
-    fn unit_finished_rest(&mut self) -> Option<()> {
+    fn unit_finished_rest<const BUILD: bool>(
+        &mut self,
+        unit: String,
+        attempt: u32,
+    ) -> Option<Event> {
         self.literal(b",\"status\":")?;
-        self.one_of(&ATTEMPT_STATUSES)?;
+        let status = self.one_of(&ATTEMPT_STATUSES)?;
         self.literal(b",\"exit\":")?;
-        self.optional_exit_status()?;
+        let exit = self.optional_exit_status()?;
         self.literal(b",\"failed_phase\":")?;
-        if !self.null() {
-            self.one_of(&PHASES)?;
-        }
+        let failed_phase = if self.null() {
+            None
+        } else {
+            Some(self.one_of(&PHASES)?)
+        };
         self.literal(b",\"timed_out\":")?;
-        self.boolean()?;
+        let timed_out = self.boolean()?;
         self.literal(b",\"duration_ms\":")?;
-        self.unsigned()?;
+        let duration_ms = self.unsigned()?;
         // `queued_ms` is skipped when zero: a written zero would not serialize back.
-        if self.try_literal(b",\"queued_ms\":") && self.unsigned()? == 0 {
-            return None;
-        }
+        let queued_ms = if self.try_literal(b",\"queued_ms\":") {
+            match self.unsigned()? {
+                0 => return None,
+                queued_ms => queued_ms,
+            }
+        } else {
+            0
+        };
         self.literal(b",\"output_hash\":")?;
-        if !self.null() {
-            self.string()?;
-        }
-        for field in [
+        let output_hash = if self.null() {
+            None
+        } else {
+            Some(self.owned_string::<BUILD>()?)
+        };
+        let mut counts = [0u64; 5];
+        for (field, count) in [
             &b",\"stdout_bytes\":"[..],
             b",\"stderr_bytes\":",
             b",\"user_cpu_ms\":",
             b",\"sys_cpu_ms\":",
             b",\"max_rss_kib\":",
-        ] {
+        ]
+        .into_iter()
+        .zip(&mut counts)
+        {
             self.literal(field)?;
-            self.unsigned()?;
+            *count = self.unsigned()?;
         }
+        let [
+            stdout_bytes,
+            stderr_bytes,
+            user_cpu_ms,
+            sys_cpu_ms,
+            max_rss_kib,
+        ] = counts;
         self.literal(b",\"leftovers_killed\":")?;
-        self.unsigned_u32()?;
+        let leftovers_killed = self.unsigned_u32()?;
         self.literal(b",\"phases\":")?;
+        let mut phases = Vec::new();
         self.array(|cursor| {
             cursor.literal(b"{\"phase\":")?;
-            cursor.one_of(&PHASES)?;
+            let phase = cursor.one_of(&PHASES)?;
             cursor.literal(b",\"offset_ms\":")?;
-            cursor.unsigned()?;
+            let offset_ms = cursor.unsigned()?;
             cursor.literal(b",\"duration_ms\":")?;
-            cursor.unsigned()?;
+            let duration_ms = cursor.unsigned()?;
             cursor.literal(b",\"exit\":")?;
-            cursor.optional_exit_status()?;
+            let exit = cursor.optional_exit_status()?;
             cursor.literal(b",\"timed_out\":")?;
-            cursor.boolean()?;
+            let timed_out = cursor.boolean()?;
+            if BUILD {
+                phases.push(PhaseRecord {
+                    phase,
+                    offset_ms,
+                    duration_ms,
+                    exit,
+                    timed_out,
+                });
+            }
             cursor.literal(b"}")
         })?;
         self.literal(b",\"error\":")?;
-        if !self.null() {
-            self.string()?;
-        }
-        Some(())
+        let error = if self.null() {
+            None
+        } else {
+            Some(self.owned_string::<BUILD>()?)
+        };
+        Some(Event::UnitFinished(UnitFinished {
+            unit,
+            attempt,
+            status,
+            exit,
+            failed_phase,
+            timed_out,
+            duration_ms,
+            queued_ms,
+            output_hash,
+            stdout_bytes,
+            stderr_bytes,
+            user_cpu_ms,
+            sys_cpu_ms,
+            max_rss_kib,
+            leftovers_killed,
+            phases,
+            error,
+        }))
     }
 }
 
@@ -432,6 +573,11 @@ mod tests {
         );
         let event_json = serde_json::to_vec(&record.event).unwrap();
         assert_eq!(&payload[parts.fields_start..], &event_json[1..], "{text}");
+        assert_eq!(
+            decode(payload).as_ref(),
+            Some(&record),
+            "accepted, but built differently from the general decoder: {text}"
+        );
     }
 
     fn text() -> impl Strategy<Value = String> {
@@ -581,8 +727,9 @@ mod tests {
                 mutant.extend(byte);
                 let rest = if replace { at + 1 } else { at };
                 mutant.extend_from_slice(&payload[rest..]);
-                if let Some(parts) = recognize(&mutant) {
-                    assert_exact(&mutant, &parts);
+                match recognize(&mutant) {
+                    Some(parts) => assert_exact(&mutant, &parts),
+                    None => assert_eq!(decode(&mutant), None),
                 }
             }
         }
@@ -667,6 +814,7 @@ mod tests {
         ];
         for case in &cases {
             assert!(recognize(case.as_bytes()).is_none(), "{case}");
+            assert!(decode(case.as_bytes()).is_none(), "{case}");
         }
         // And what the decoder itself refuses, the recognizer refuses too.
         for case in [
