@@ -221,6 +221,21 @@ impl Batch {
             notices: std::mem::take(&mut self.notices),
         }
     }
+
+    /// Take back a commit's emptied vectors, keeping their capacity for the next batch: a
+    /// batch of reuses holds thousands of records, and growing fresh vectors for each one
+    /// touched megabytes of new pages every commit (page faults were a seventh of the engine
+    /// thread's time in a no-op run).
+    pub(super) fn recycle(&mut self, mut committed: Committing) {
+        if self.events.is_empty() && self.jobs.is_empty() && self.notices.is_empty() {
+            committed.events.clear();
+            committed.jobs.clear();
+            committed.notices.clear();
+            self.events = committed.events;
+            self.jobs = committed.jobs;
+            self.notices = committed.notices;
+        }
+    }
 }
 
 /// Move the file list of a `unit_files` too large for a record into a manifest stored through

@@ -267,11 +267,11 @@ impl<'a> Scheduler<'a> {
         self.pacer.commit_took(started.elapsed());
         // Outcomes are reported only once durable, so "ok" on the screen means the journal
         // holds it.
-        for notice in committing.notices {
+        for notice in committing.notices.drain(..) {
             notice.deliver(self.pipeline, observer);
         }
         // Attempts may spawn only once their `unit_started` is durable.
-        for job in committing.jobs {
+        for job in committing.jobs.drain(..) {
             observer.notice(&Notice::Started {
                 unit: &self.pipeline.units[job.unit_idx].name,
                 attempt: job.attempt,
@@ -280,6 +280,7 @@ impl<'a> Scheduler<'a> {
             // The workers outlive this loop (the scope joins them), so a send cannot fail.
             let _ = job_tx.send(job);
         }
+        self.batch.recycle(committing);
         Ok(())
     }
 
