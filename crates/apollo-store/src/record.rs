@@ -46,13 +46,47 @@ impl EncodedEvent {
     /// `grep '"seq":42,'` and `jq .seq` both work.
     pub(crate) fn payload(&self, seq: u64, ts: DateTime<Utc>, out: &mut Vec<u8>) {
         out.clear();
+        out.reserve(RECORD_PREFIX_ROOM + self.json.len());
         out.extend_from_slice(b"{\"seq\":");
-        out.extend_from_slice(seq.to_string().as_bytes());
+        out.extend_from_slice(crate::frame::decimal(seq, &mut [0u8; 20]));
         out.extend_from_slice(b",\"ts\":\"");
-        out.extend_from_slice(ts.to_rfc3339_opts(SecondsFormat::Micros, true).as_bytes());
+        push_timestamp(ts, out);
         out.extend_from_slice(b"\",");
         out.extend_from_slice(&self.json[1..]);
     }
+}
+
+/// `ts` as `ts.to_rfc3339_opts(SecondsFormat::Micros, true)` writes it
+/// (`2026-11-30T02:15:07.123456Z`), by hand for the years 0000–9999 (chrono's formatting was
+/// most of building a payload); other years, and a leap second, through chrono.
+fn push_timestamp(ts: DateTime<Utc>, out: &mut Vec<u8>) {
+    use chrono::{Datelike, Timelike};
+    let (year, nanos) = (ts.year(), ts.nanosecond());
+    let (Ok(year), true) = (u32::try_from(year), nanos < 1_000_000_000) else {
+        out.extend_from_slice(ts.to_rfc3339_opts(SecondsFormat::Micros, true).as_bytes());
+        return;
+    };
+    if year > 9999 {
+        out.extend_from_slice(ts.to_rfc3339_opts(SecondsFormat::Micros, true).as_bytes());
+        return;
+    }
+    // Each field and the separator before it (`T`, `:`, `.`; none before the year).
+    let fields = [
+        (None, year, 4),
+        (Some(b'-'), ts.month(), 2),
+        (Some(b'-'), ts.day(), 2),
+        (Some(b'T'), ts.hour(), 2),
+        (Some(b':'), ts.minute(), 2),
+        (Some(b':'), ts.second(), 2),
+        (Some(b'.'), nanos / 1000, 6),
+    ];
+    for (separator, value, width) in fields {
+        out.extend(separator);
+        for place in (0..width).rev() {
+            out.push(b'0' + (value / 10u32.pow(place) % 10) as u8);
+        }
+    }
+    out.push(b'Z');
 }
 
 /// The event's JSON object, `{"kind":"…",…fields…}`, as serde writes [`Event`] (an internally
@@ -302,6 +336,41 @@ mod tests {
         }
         for hot in ["unit_started", "unit_finished", "unit_reused", "unit_files"] {
             assert!(kinds.contains(hot), "the fixtures have a {hot}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_written_as_chrono_writes_them() {
+        let micros = [
+            0,
+            1_764_547_200_123_456,
+            -62_167_219_200_000_000, // 0000-01-01
+            253_402_300_799_999_999, // 9999-12-31T23:59:59.999999
+            253_402_300_800_000_000, // 10000-01-01: chrono's `+10000`
+            -62_167_219_200_000_001, // -0001-12-31
+            951_782_400_000_001,     // 2000-02-29
+        ];
+        let mut cases: Vec<DateTime<Utc>> = micros
+            .into_iter()
+            .map(|us| DateTime::from_timestamp_micros(us).unwrap())
+            .collect();
+        // A leap second (chrono keeps it as a nanosecond past 999,999,999), and nanoseconds
+        // below a microsecond, which the format drops.
+        cases.push(
+            chrono::NaiveDate::from_ymd_opt(2016, 12, 31)
+                .unwrap()
+                .and_hms_nano_opt(23, 59, 59, 1_500_000_000)
+                .unwrap()
+                .and_utc(),
+        );
+        cases.push(DateTime::from_timestamp(1_764_547_200, 123_456_789).unwrap());
+        for ts in cases {
+            let mut written = Vec::new();
+            push_timestamp(ts, &mut written);
+            assert_eq!(
+                String::from_utf8(written).unwrap(),
+                ts.to_rfc3339_opts(SecondsFormat::Micros, true)
+            );
         }
     }
 
