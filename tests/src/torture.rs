@@ -29,7 +29,8 @@
 //! 8. **deletion mid-run**: instead of a SIGKILL, the lock file is deleted or the run folder
 //!    moved away (and back once apollo exited) while apollo runs: apollo exits 6 (or 0/1 when
 //!    the tampering came after its last commit; 2 when the folder went before apollo opened
-//!    it), starts nothing unrecorded (check 1) and the next run redoes no success (check 2);
+//!    it; 5 when it came while apollo refused the run it had read for a human's verdict),
+//!    starts nothing unrecorded (check 1) and the next run redoes no success (check 2);
 //! 9. **clock steps**: every invocation's journal clock (`APOLLO_CLOCK_OFFSET`) is stepped back
 //!    by 1–30 hours from the previous one with 35% chance (often across a UTC day), and with
 //!    20% chance keeps stepping back by 1–120 minutes at every reading during the run (the
@@ -183,6 +184,9 @@ pub struct Summary {
     pub tampered_before_open: u64,
     /// Mid-run tamperings that landed after the run's last commit (apollo rightly finished).
     pub tampered_after_finish: u64,
+    /// Mid-run tamperings that landed after apollo had read the run it resumes and while it
+    /// refused it for a human's verdict (exit 5: it starts nothing, and asks again next time).
+    pub tampered_during_refusal: u64,
     /// Invocations whose journal clock was stepped back (hours, often across a UTC day) from
     /// the previous invocation's.
     pub clock_steps: u64,
@@ -468,6 +472,13 @@ fn iteration(
                 }
                 // The tampering came after the run's last commit: apollo rightly finished.
                 Some(0 | 1) if latest_run_finished(dir)? => totals.tampered_after_finish += 1,
+                // The tampering came after apollo had read the run it resumes, while it refused
+                // it for a human's verdict (a non-idempotent unit cut off mid-attempt): that
+                // refusal starts nothing and records no resume, so it stands; the verdict is
+                // given below as for any exit 5.
+                Some(5) if parse_verdict_request(&stderr).is_some() => {
+                    totals.tampered_during_refusal += 1;
+                }
                 other => {
                     violations.push(format!(
                         "apollo run exited {other:?} after {what} mid-run, not 6:\n{stderr}"
@@ -1159,7 +1170,7 @@ impl std::fmt::Display for Summary {
             f,
             "iterations {}, kills {}, resumes {}, human verdicts {}, killed after success {}, \
              stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
-             run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, clock steps back {}, \
+             run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, tampered during a refusal for a verdict {}, clock steps back {}, \
              stepping clocks {}, \
              run creations cut short (ignored) {}, violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
@@ -1177,6 +1188,7 @@ impl std::fmt::Display for Summary {
             self.unchecked_at_start,
             self.tampered_before_open,
             self.tampered_after_finish,
+            self.tampered_during_refusal,
             self.clock_steps,
             self.stepping_clocks,
             self.journal_less_runs,
