@@ -129,7 +129,7 @@ where
     W: Write,
 {
     let mut origin = None;
-    let mut digits = [0u8; 20];
+    let mut digits = itoa::Buffer::new();
     while let Some(record) = records.next_record() {
         match record.map_err(ReplayError::Read)? {
             JsonRecord::Decoded(record) => {
@@ -160,11 +160,11 @@ where
                 // What JsonLine's serialization writes, the flattened event's fields being
                 // serde_json's encoding of the event without its `{`.
                 out.write_all(b"{\"seq\":")?;
-                out.write_all(decimal(record.seq, &mut digits))?;
+                out.write_all(digits.format(record.seq).as_bytes())?;
                 out.write_all(b",\"ts\":\"")?;
                 out.write_all(record.ts_text.as_bytes())?;
                 out.write_all(b"\",\"offset_ms\":")?;
-                out.write_all(decimal(offset_ms(origin, record.ts), &mut digits))?;
+                out.write_all(digits.format(offset_ms(origin, record.ts)).as_bytes())?;
                 out.write_all(b",")?;
                 out.write_all(record.event_fields)?;
                 out.write_all(b"\n")?;
@@ -173,19 +173,6 @@ where
     }
     out.flush()?;
     Ok(())
-}
-
-/// `value` in decimal, as serde_json writes an integer.
-fn decimal(mut value: u64, buffer: &mut [u8; 20]) -> &[u8] {
-    let mut start = buffer.len();
-    loop {
-        start -= 1;
-        buffer[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            return &buffer[start..];
-        }
-    }
 }
 
 #[cfg(test)]
@@ -289,16 +276,5 @@ mod tests {
             output(headless.clone(), true, &Filter::all()),
             output(headless, false, &Filter::all())
         );
-    }
-
-    #[test]
-    fn decimal_writes_integers_as_serde_json_does() {
-        let mut buffer = [0u8; 20];
-        for value in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
-            assert_eq!(
-                decimal(value, &mut buffer),
-                serde_json::to_vec(&value).unwrap()
-            );
-        }
     }
 }

@@ -48,7 +48,7 @@ impl EncodedEvent {
         out.clear();
         out.reserve(RECORD_PREFIX_ROOM + self.json.len());
         out.extend_from_slice(b"{\"seq\":");
-        out.extend_from_slice(crate::frame::decimal(seq, &mut [0u8; 20]));
+        out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
         out.extend_from_slice(b",\"ts\":\"");
         push_timestamp(ts, out);
         out.extend_from_slice(b"\",");
