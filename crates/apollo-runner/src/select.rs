@@ -7,12 +7,9 @@ use std::path::Path;
 
 use apollo_core::Event;
 use apollo_core::event::RunStarted;
-use apollo_store::{
-    JournalReader, ReadOptions, Record, RunId, RunState, StateDir, StoreError, StoredRecord,
-};
+use apollo_store::{JournalReader, ReadOptions, Record, RunId, RunState, StateDir, StoreError};
 
 use crate::error::RunnerError;
-use crate::identity::{host_name, is_live_apollo};
 
 /// The run a session opens.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -63,9 +60,9 @@ impl PipelineKey<'_> {
     }
 }
 
-/// Resolves `target` for `pipeline` in `state`. A run to resume that another apollo on this
-/// host is still running (its lock file deleted, so the lock did not stop this one) is
-/// [`RunnerError::RunInUse`].
+/// Resolves `target` for `pipeline` in `state`. Whether another apollo on this host is still
+/// running a run to resume (its lock file deleted, so the lock did not stop this one) is
+/// checked as its journal is folded ([`fold_journal`](crate::state::fold_journal)).
 pub(crate) fn select(
     state: &StateDir,
     target: &RunTarget,
@@ -110,9 +107,6 @@ pub(crate) fn select(
             }
         }
     };
-    if let Selection::Resume(run) = &selection {
-        refuse_if_still_running(state, run)?;
-    }
     Ok(selection)
 }
 
@@ -176,49 +170,5 @@ fn latest_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Result<Option<RunI
             config: pipeline.config_path.display().to_string(),
         }),
         None => Ok(None),
-    }
-}
-
-/// Refuses to resume `run` while the apollo that last started or resumed it, on this host,
-/// is still alive. The lock normally says so; this catches a lock file deleted under a live
-/// apollo (which notices only at its next commit), so two apollos never run one run's units.
-fn refuse_if_still_running(state: &StateDir, run: &RunId) -> Result<(), RunnerError> {
-    let Ok(run_dir) = state.run_dir(run) else {
-        return Ok(());
-    };
-    let Ok(mut reader) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
-        // What cannot be read is reported by the steps that need it.
-        return Ok(());
-    };
-    let mut last_opener = None;
-    while let Some(stored) = reader.next_stored() {
-        // Starts and ends of attempts, in the writer's exact form, are passed over undecoded.
-        let Ok(StoredRecord::Decoded(record)) = stored else {
-            if stored.is_err() {
-                break;
-            }
-            continue;
-        };
-        match record.event {
-            Event::RunStarted(started) => {
-                last_opener = Some((started.host, started.pid, record.ts.timestamp()));
-            }
-            Event::RunResumed(resumed) => {
-                last_opener = Some((resumed.host, resumed.pid, record.ts.timestamp()));
-            }
-            _ => {}
-        }
-    }
-    match last_opener {
-        Some((host, pid, recorded_at))
-            if host == host_name() && is_live_apollo(pid, recorded_at) =>
-        {
-            Err(RunnerError::RunInUse {
-                run: run.clone(),
-                pid,
-                host,
-            })
-        }
-        _ => Ok(()),
     }
 }

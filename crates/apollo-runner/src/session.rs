@@ -18,7 +18,7 @@ use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_r
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
 use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{PipelineKey, RunTarget, Selection, select};
-use crate::state::fold_prior;
+use crate::state::{Folded, fold_journal};
 use crate::sweep::{StraySweep, SweepReason};
 
 /// A run of one pipeline in one state directory, configured and not yet opened.
@@ -342,11 +342,20 @@ impl<'a> RunSession<'a> {
             }
             Some(run_id) => {
                 let run_dir = state.run_dir(&run_id)?;
-                let (mut journal, recovery) =
-                    JournalWriter::open_for_append(run_dir.path(), self.writer_options.clone())?;
+                // One read of the journal: the fold's reader hands the writer its last
+                // segment, whose torn tail (if any) the writer then cuts off.
+                let Folded {
+                    prior,
+                    recorded,
+                    reader,
+                } = fold_journal(&state, &run_id)?;
+                let (mut journal, recovery) = JournalWriter::open_for_append_after(
+                    reader,
+                    run_dir.path(),
+                    self.writer_options.clone(),
+                )?;
                 journal.watch_lock(&lock)?;
                 report_warnings(&recovery.warnings, observer);
-                let (prior, recorded) = fold_prior(&state, &run_id, observer)?;
                 let differences = param_differences(&recorded.params, &self.loaded.params);
                 if !differences.is_empty() {
                     return Err(RunnerError::ParamsChanged {

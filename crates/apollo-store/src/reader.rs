@@ -12,6 +12,7 @@ use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::{FrameReader, TailVerdict};
 use crate::record::{DecodeError, decode_record};
+use crate::safe_dir::{FileId, held_state};
 use crate::segment::{
     FORMAT_MAJOR, FORMAT_MINOR, SegmentFile, SegmentHeader, check_last_segment, check_numbering,
     list_segment_files, open_segment_for_read,
@@ -113,6 +114,10 @@ pub struct JournalReader {
     payload: Vec<u8>,
     run_id: Option<String>,
     skip_through: Option<u64>,
+    /// The last segment as this reader opened it (identity, length), when its header was good.
+    last_segment_read: Option<(FileId, u64)>,
+    /// The iteration reached the journal's end (or its torn tail) without an error.
+    read_to_end: bool,
 }
 
 /// What the reader's loop produced: a decoded record, or a payload [`verbatim::recognize`]
@@ -279,6 +284,8 @@ impl JournalReader {
             payload: Vec::new(),
             run_id,
             skip_through: None,
+            last_segment_read: None,
+            read_to_end: false,
         })
     }
 
@@ -352,6 +359,19 @@ impl JournalReader {
         })
     }
 
+    /// The last segment as this reader read it — its identity and its length when opened —
+    /// if the reader read the whole journal (no `since`/`until` window, no salvage) to its
+    /// end or its torn tail without an error, and that segment's header was good: what
+    /// [`JournalWriter::open_for_append_after`](crate::JournalWriter::open_for_append_after)
+    /// needs to take over the reading instead of doing it again.
+    pub(crate) fn whole_read_of_last_segment(&self) -> Option<(FileId, u64)> {
+        let whole = !self.options.salvage
+            && self.options.since.is_none()
+            && self.options.until.is_none()
+            && self.read_to_end;
+        self.last_segment_read.filter(|_| whole)
+    }
+
     pub(crate) fn segment_entries(&self) -> &[SegmentEntry] {
         &self.segments
     }
@@ -396,6 +416,9 @@ impl JournalReader {
             return Ok(true);
         }
         let (file, file_len) = open_segment_for_read(&path)?;
+        if index + 1 == self.segments.len() {
+            self.last_segment_read = Some((held_state(&file, &path)?.id, file_len));
+        }
         let mut frames = FrameReader::new(file, file_len);
         match &entry.header {
             HeaderState::Torn => return Ok(true),
@@ -452,6 +475,7 @@ impl JournalReader {
                     Ok(true) => continue,
                     Ok(false) => {
                         self.finish();
+                        self.read_to_end = true;
                         return None;
                     }
                     Err(error) => {
@@ -588,6 +612,7 @@ impl JournalReader {
                                 ),
                             });
                             self.finish();
+                            self.read_to_end = true;
                             return None;
                         }
                         _ => {

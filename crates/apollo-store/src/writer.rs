@@ -281,15 +281,51 @@ impl JournalWriter {
         run_dir: &Path,
         options: WriterOptions,
     ) -> Result<(Self, RecoveryReport), StoreError> {
+        Self::recover(run_dir, options, None)
+    }
+
+    /// [`open_for_append`](Self::open_for_append) for a caller that has just read the run's
+    /// whole journal with `read` (to its end, without an error: resuming a run folds every
+    /// record first): the last segment is not read a second time when it is still the file
+    /// `read` read, at the length it read — else, or when `read` stopped early, read a window
+    /// or salvaged, it is read again as `open_for_append` does. The recovery rules and the
+    /// report are the same; the report's warnings are `read`'s (a torn tail).
+    pub fn open_for_append_after(
+        read: JournalReader,
+        run_dir: &Path,
+        options: WriterOptions,
+    ) -> Result<(Self, RecoveryReport), StoreError> {
+        Self::recover(run_dir, options, Some(read))
+    }
+
+    fn recover(
+        run_dir: &Path,
+        options: WriterOptions,
+        mut read: Option<JournalReader>,
+    ) -> Result<(Self, RecoveryReport), StoreError> {
         let mut report = RecoveryReport::default();
         loop {
-            let mut reader = JournalReader::open_last_segment(run_dir)?;
-            let mut last_seq = None;
-            // Every record is checked (checksum, sequence, decodability); the ones in the
-            // writer's exact form without building their events.
-            while let Some(stored) = reader.next_stored() {
-                last_seq = Some(stored?.seq());
-            }
+            let (mut reader, last_seq, seen) = match read.take() {
+                Some(read) if read.journal_dir() == run_dir.join("journal") => {
+                    match read.whole_read_of_last_segment() {
+                        Some(seen) => {
+                            let last_seq = read.last_seq();
+                            (read, last_seq, Some(seen))
+                        }
+                        None => continue,
+                    }
+                }
+                _ => {
+                    let mut reader = JournalReader::open_last_segment(run_dir)?;
+                    let mut last_seq = None;
+                    // Every record is checked (checksum, sequence, decodability); the ones in
+                    // the writer's exact form without building their events.
+                    while let Some(stored) = reader.next_stored() {
+                        last_seq = Some(stored?.seq());
+                    }
+                    (reader, last_seq, None)
+                }
+            };
             let warnings = reader.take_warnings();
             let journal_dir = reader.journal_dir().to_path_buf();
             let journal = Dir::open_checked_tail(&journal_dir, 3, false, false)?;
@@ -346,6 +382,17 @@ impl JournalWriter {
                         .metadata()
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
+                    // What the caller's reader read must still be the whole last segment:
+                    // the same file at the same length, and no segment after it.
+                    if let Some((read_id, read_len)) = seen
+                        && (held_state(&file, &segment_path)?.id != read_id
+                            || segment_len != read_len
+                            || list_segment_files(&journal_dir)?
+                                .last()
+                                .is_none_or(|on_disk| on_disk.number != last.file.number))
+                    {
+                        continue;
+                    }
                     let last_seq = last_seq.unwrap_or(header.prev_seq);
                     let Some(next_seq) = last_seq.checked_add(1) else {
                         return Err(StoreError::corruption(

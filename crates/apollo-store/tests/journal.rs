@@ -367,3 +367,86 @@ fn the_documented_example_segment_is_byte_exact() {
     let block = &block[..block.find("```").unwrap()];
     assert_eq!(block, written, "README.md's example segment is out of date");
 }
+
+/// A writer taking over a reader that read a multi-segment journal to its end appends where
+/// the journal ends; one whose reader read less, or whose last segment changed since the
+/// read, reads the last segment again instead of trusting the reader: it never writes a seq
+/// that is already there.
+#[test]
+fn a_writer_takes_over_a_whole_read_and_reads_again_what_changed_since() {
+    let options = fast().segment_max_bytes(600);
+    let write = |n_records: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::create(dir.path(), "r", options.clone()).unwrap();
+        for n in 1..=n_records {
+            writer.append_batch(&[event(n)]).unwrap();
+        }
+        dir
+    };
+    let last_segment = |dir: &std::path::Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir.join("journal"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.to_string_lossy().ends_with(".log"))
+            .collect();
+        names.sort();
+        names.pop().unwrap()
+    };
+    let read_to_end = |dir: &std::path::Path| {
+        let mut reader = JournalReader::open(dir, ReadOptions::default()).unwrap();
+        assert_eq!(reader.by_ref().count(), 40);
+        reader
+    };
+    let next_seq_after = |dir: &std::path::Path, reader: JournalReader| {
+        let (mut writer, report) =
+            JournalWriter::open_for_append_after(reader, dir, options.clone()).unwrap();
+        let seq = writer.append_batch(&[event(1000)]).unwrap();
+        drop(writer);
+        let records = read_all(dir, ReadOptions::default()).0.unwrap();
+        assert!(
+            records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r.seq == i as u64 + 1)
+        );
+        assert!(verify(dir).unwrap().is_clean());
+        (report.last_seq, seq)
+    };
+
+    // Read to its end: taken over as read.
+    let dir = write(40);
+    let reader = read_to_end(dir.path());
+    assert!(reader.n_segments() >= 5);
+    assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
+
+    // Read only part of the way.
+    let dir = write(40);
+    let mut reader = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
+    assert_eq!(reader.by_ref().take(3).count(), 3);
+    assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
+
+    // A window of the journal.
+    let dir = write(40);
+    let all = read_all(dir.path(), ReadOptions::default()).0.unwrap();
+    let mut reader =
+        JournalReader::open(dir.path(), ReadOptions::default().until(all[0].ts)).unwrap();
+    reader.by_ref().for_each(drop);
+    assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
+
+    // Records appended after the read (the last segment grew).
+    let dir = write(40);
+    let reader = read_to_end(dir.path());
+    let (mut other, _) = JournalWriter::open_for_append(dir.path(), options.clone()).unwrap();
+    other.append_batch(&[event(41), event(42)]).unwrap();
+    drop(other);
+    assert_eq!(next_seq_after(dir.path(), reader), (42, 43));
+
+    // The last segment replaced by a copy (another file, the same bytes): read again.
+    let dir = write(40);
+    let reader = read_to_end(dir.path());
+    let path = last_segment(dir.path());
+    let copy = path.with_extension("copy");
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::rename(&copy, &path).unwrap();
+    assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
+}

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use apollo_core::event::{Event, SkipReason, UnitSkipped};
-use apollo_store::{ErrorKind, JournalWriter, ReadOptions, WarningKind, verify};
+use apollo_store::{ErrorKind, JournalReader, JournalWriter, ReadOptions, WarningKind, verify};
 
 use crate::support::*;
 
@@ -51,18 +51,42 @@ fn assert_torn_at(dir: &Path, bytes: &[u8], offset: usize, kept: u64) {
         report.is_clean() && report.torn_tail.is_some(),
         "{report:?}"
     );
-    let (mut writer, report) = JournalWriter::open_for_append(dir, fast()).unwrap();
-    assert_eq!(report.last_seq, kept);
-    assert_eq!(report.torn.len(), 1);
-    assert_eq!(report.torn[0].offset, offset as u64);
-    assert_eq!(
-        fs::read(&report.torn[0].saved_to).unwrap(),
-        &bytes[offset..]
-    );
-    assert_eq!(fs::read(segment(dir, 1)).unwrap(), &bytes[..offset]);
-    assert_eq!(writer.append_batch(&[event(99)]).unwrap(), kept + 1);
-    drop(writer);
-    assert!(verify(dir).unwrap().is_clean());
+    // Recovery on its own, and taking over a reader that read the journal to its end (a
+    // resume's fold): the same cut, the same report, the same next seq.
+    for after_read in [false, true] {
+        fs::write(segment(dir, 1), bytes).unwrap();
+        remove_torn_files(dir);
+        let (mut writer, report) = if after_read {
+            let mut reader = JournalReader::open(dir, ReadOptions::default()).unwrap();
+            assert_eq!(reader.by_ref().count() as u64, kept);
+            JournalWriter::open_for_append_after(reader, dir, fast()).unwrap()
+        } else {
+            JournalWriter::open_for_append(dir, fast()).unwrap()
+        };
+        assert_eq!(report.last_seq, kept);
+        assert_eq!(report.torn.len(), 1);
+        assert_eq!(report.torn[0].offset, offset as u64);
+        assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+        assert_eq!(report.warnings[0].kind, WarningKind::TornTail);
+        assert_eq!(
+            fs::read(&report.torn[0].saved_to).unwrap(),
+            &bytes[offset..]
+        );
+        assert_eq!(fs::read(segment(dir, 1)).unwrap(), &bytes[..offset]);
+        assert_eq!(writer.append_batch(&[event(99)]).unwrap(), kept + 1);
+        drop(writer);
+        assert!(verify(dir).unwrap().is_clean());
+    }
+}
+
+/// Removes what recovery moved aside (`*.torn`).
+fn remove_torn_files(dir: &Path) {
+    for entry in fs::read_dir(dir.join("journal")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().contains(".torn") {
+            fs::remove_file(path).unwrap();
+        }
+    }
 }
 
 /// The tail from `offset` is corruption everywhere, and nothing is modified.
