@@ -37,6 +37,18 @@ fn killed_during_a_unit_resumes_without_redoing_recorded_work() {
         "{}",
         resumed.stdout
     );
+    // Counted, not listed: a resume of 10,000 done units says so in one line, not 10,000
+    // (`--explain` or `-v` lists them).
+    assert!(
+        !resumed.stdout.contains("succeeded earlier"),
+        "{}",
+        resumed.stdout
+    );
+    assert!(
+        resumed.stdout.contains("(1 already done)"),
+        "{}",
+        resumed.stdout
+    );
     assert_eq!(
         (apollo.count("a"), apollo.count("b"), apollo.count("c")),
         (1, 2, 1)
@@ -149,6 +161,15 @@ units:
     );
     assert!(
         explained.stdout.contains("upstream copy output changed"),
+        "{}",
+        explained.stdout
+    );
+    assert!(
+        explained
+            .stdout
+            .lines()
+            .any(|line| line.contains("after_constant")
+                && line.contains("succeeded earlier in this run (attempt 1), inputs unchanged")),
         "{}",
         explained.stdout
     );

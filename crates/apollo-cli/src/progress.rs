@@ -464,7 +464,10 @@ impl Observer for Progress<'_> {
                 if matches!(decision, Decision::Reuse { .. }) {
                     self.with_counts(|counts| counts.done += 1);
                 }
-                if self.explain || (matches!(decision, Decision::Reuse { .. }) && verbosity() > 0) {
+                // A unit done earlier in the run is counted (the opening line, the summary)
+                // and said with `--explain` or `-v`: a resume of 10,000 done units prints
+                // its few lines, not 10,000.
+                if self.explain || (matches!(decision, Decision::Reuse { .. }) && verbosity() > 1) {
                     let label = if matches!(decision, Decision::Reuse { .. }) {
                         "done"
                     } else {
