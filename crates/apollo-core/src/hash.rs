@@ -134,6 +134,9 @@ pub struct Limits<'a> {
     /// Hashes of files already hashed, by stamp: a file whose stamp is unchanged is not read
     /// again (see [`crate::hash_cache`]).
     cache: Option<&'a dyn FileHashCache>,
+    /// Nothing may be read or copied, only `stat`ed: a file whose hash the cache does not
+    /// hold is a [`NotReadHere`] error (the engine's own thread, see `stat_only`).
+    stat_only: bool,
 }
 
 impl<'a> Limits<'a> {
@@ -146,6 +149,7 @@ impl<'a> Limits<'a> {
             grace: None,
             cancel_seen: Cell::new(None),
             cache: None,
+            stat_only: false,
         }
     }
 
@@ -179,6 +183,23 @@ impl<'a> Limits<'a> {
     /// computes. `None`: every file is read.
     pub fn with_cache(self, cache: Option<&'a dyn FileHashCache>) -> Self {
         Self { cache, ..self }
+    }
+
+    /// The same limits, for a thread that must not block on a file's content (the engine's
+    /// own): a file is only `stat`ed, its hash taken from the cache; one the cache does not
+    /// vouch for (or whose bytes would have to be copied into the blob store) is not read but
+    /// fails hashing with an error for which [`HashError::not_read_here`] holds, and the
+    /// caller hands the work to a thread that may read.
+    pub(crate) fn stat_only(self) -> Self {
+        Self {
+            stat_only: true,
+            ..self
+        }
+    }
+
+    /// Whether these limits allow no reading ([`stat_only`](Self::stat_only)).
+    pub(crate) fn is_stat_only(&self) -> bool {
+        self.stat_only
     }
 
     /// The same limits, going on for `grace` after a graceful cancellation (as a unit's
@@ -368,6 +389,12 @@ fn hash_and_capture_stat(
                 });
             }
         }
+    }
+    if limits.stat_only {
+        return Err(Problem::Io(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            NotReadHere,
+        )));
     }
     let (file, meta) = open_regular(path)?;
     let mode = meta.permissions().mode() & 0o7777;
@@ -564,7 +591,26 @@ impl HashError {
     pub fn not_found(&self) -> bool {
         matches!(&self.problem, Problem::Io(error) if error.kind() == io::ErrorKind::NotFound)
     }
+
+    /// Whether the file was not read because the limits allowed only a `stat`
+    /// ([`Limits::stat_only`]): nothing is known about it yet.
+    pub fn not_read_here(&self) -> bool {
+        matches!(&self.problem, Problem::Io(error)
+            if error.get_ref().is_some_and(|inner| inner.is::<NotReadHere>()))
+    }
 }
+
+/// Why a file was not read under [`Limits::stat_only`].
+#[derive(Debug)]
+struct NotReadHere;
+
+impl std::fmt::Display for NotReadHere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not read on the engine's own thread")
+    }
+}
+
+impl std::error::Error for NotReadHere {}
 
 /// The declared inputs (literal paths, not globs: a glob only matches regular files) and
 /// outputs of `unit` that exist now and are neither regular files nor directories: each
@@ -968,6 +1014,66 @@ mod tests {
         unit.inputs = inputs.iter().map(|input| (*input).to_owned()).collect();
         unit.outputs = outputs.iter().map(|output| (*output).to_owned()).collect();
         unit
+    }
+
+    /// A hash cache of a few entries.
+    #[derive(Debug, Default)]
+    struct MapCache(std::sync::Mutex<std::collections::HashMap<FileStamp, CachedHash>>);
+
+    impl FileHashCache for MapCache {
+        fn get(&self, stamp: &FileStamp) -> Option<CachedHash> {
+            self.0.lock().unwrap().get(stamp).cloned()
+        }
+
+        fn put(&self, stamp: FileStamp, hash: CachedHash) {
+            self.0.lock().unwrap().insert(stamp, hash);
+        }
+    }
+
+    #[test]
+    fn stat_only_limits_take_a_trusted_cached_hash_and_read_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("out.csv"), "a,b\n").unwrap();
+        let unit = unit_with(&[], &["out.csv"]);
+        let expected = output_hash(&unit, dir.path()).unwrap();
+        let cache = MapCache::default();
+
+        // Not cached: not read.
+        let limits = Limits::none().with_cache(Some(&cache)).stat_only();
+        let error = output_hash_within(&unit, dir.path(), &limits).unwrap_err();
+        assert!(error.not_read_here(), "{error}");
+        assert!(cache.0.lock().unwrap().is_empty());
+        // A missing file is known without reading: it is missing.
+        let missing = unit_with(&[], &["gone.csv"]);
+        assert!(
+            output_hash_within(&missing, dir.path(), &limits)
+                .unwrap_err()
+                .not_found()
+        );
+
+        // Cached, but racily clean (hashed as it was written): not trusted, not read.
+        let reading = Limits::none().with_cache(Some(&cache));
+        assert_eq!(
+            output_hash_within(&unit, dir.path(), &reading).unwrap(),
+            expected
+        );
+        for (stamp, cached) in cache.0.lock().unwrap().iter_mut() {
+            cached.hashed_at_ns = stamp.mtime_ns.max(stamp.ctime_ns);
+        }
+        let error = output_hash_within(&unit, dir.path(), &limits).unwrap_err();
+        assert!(error.not_read_here(), "{error}");
+
+        // Cached and trusted: known from the cache.
+        for cached in cache.0.lock().unwrap().values_mut() {
+            cached.hashed_at_ns = i64::MAX / 2;
+        }
+        assert_eq!(
+            output_hash_within(&unit, dir.path(), &limits).unwrap(),
+            expected
+        );
+        // Other limits are not stat-only: an error from them is not "not read here".
+        let error = output_hash_within(&missing, dir.path(), &reading).unwrap_err();
+        assert!(!error.not_read_here());
     }
 
     #[test]

@@ -48,112 +48,163 @@ pub(super) struct Hashed {
     pub(super) reuse_only: bool,
 }
 
+/// What hashing a job needs besides the job: shared by the hashing threads and the engine
+/// thread (which takes jobs on itself when that needs no file read, see
+/// [`Scheduler`](super::scheduler::Scheduler)).
+#[derive(Clone, Copy)]
+pub(super) struct HashContext<'a> {
+    pub(super) pipeline: &'a crate::model::Pipeline,
+    pub(super) cancel: &'a crate::cancel::CancelToken,
+    pub(super) halt: &'a std::sync::atomic::AtomicBool,
+    pub(super) capture: Option<&'a dyn crate::capture::BlobSink>,
+    pub(super) prior: &'a PriorState,
+    pub(super) reuse: Option<&'a Reuse>,
+    pub(super) cache: Option<&'a dyn FileHashCache>,
+}
+
+impl<'a> HashContext<'a> {
+    pub(super) fn new(
+        shared: &WorkerShared<'a>,
+        prior: &'a PriorState,
+        (reuse, cache): (Option<&'a Reuse>, Option<&'a dyn FileHashCache>),
+    ) -> Self {
+        Self {
+            pipeline: shared.pipeline,
+            cancel: shared.cancel,
+            halt: shared.halt,
+            capture: shared.capture,
+            prior,
+            reuse,
+            cache,
+        }
+    }
+}
+
 /// One hashing thread: hashes the declared input files of the units handed to it, and checks
 /// the declared outputs of those done in `prior`, within each unit's timeout, until the run's
 /// cancellation or `halt` (checked before every read), and reports each result to the
-/// scheduler. It runs until the job channel closes.
+/// scheduler. It runs until both job channels close; a job the engine thread handed back
+/// (`deferred`: it needs a file read) goes first.
 ///
 /// The output check gets a timeout of its own (the unit's, from when the inputs were hashed):
 /// it decides whether the unit runs at all, so it is not taken off the attempt that may follow
 /// (a rerun after outputs that took the whole timeout to hash would otherwise time out
 /// without a process).
 pub(super) fn hasher(
-    shared: WorkerShared<'_>,
-    prior: &PriorState,
-    (reuse, cache): (Option<&Reuse>, Option<&dyn FileHashCache>),
-    jobs: &Receiver<HashJob>,
+    context: HashContext<'_>,
+    (jobs, deferred): (&Receiver<HashJob>, &Receiver<HashJob>),
     to_scheduler: &Sender<FromWorker>,
 ) {
-    let internal_error = |what| HashError {
-        what,
-        path: shared.pipeline.base_dir.clone(),
-        problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
-    };
-    while let Some(job) = next_job(jobs) {
-        let unit = &shared.pipeline.units[job.unit_idx];
-        let started = Instant::now();
-        let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-            .with_halt(shared.halt)
-            .with_cache(cache);
-        let upstream: Vec<(&str, &str)> = job
-            .upstream
-            .iter()
-            .map(|(name, hash)| (name.as_str(), hash.as_str()))
-            .collect();
-        let capture = capture_for(shared.capture, unit, unit.capture.mode.inputs());
-        let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            hash::input_files_within(
-                unit,
-                &shared.pipeline.base_dir,
-                &upstream,
-                &limits,
-                capture.as_ref(),
-            )
-        }))
-        .unwrap_or_else(|_| Err(internal_error("input file")));
-        let (inputs, files) = match hashed {
-            Ok((inputs, mut files)) => {
-                why_not_captured(&mut files, capture.as_ref(), unit);
-                (Ok(inputs), files)
-            }
-            Err(error) => (Err(error), Vec::new()),
-        };
-        let took = started.elapsed();
-        let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
-            let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-                .with_halt(shared.halt)
-                .with_cache(cache);
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                policy::check_outputs(prior, unit, &shared.pipeline.base_dir, &limits)
-            }))
-            .unwrap_or_else(|_| {
-                Ok(OutputCheck {
-                    changes: vec!["outputs cannot be read: internal error while hashing".into()],
-                    marked_hash: None,
-                })
-            })
-        });
-        let input_hash = inputs
-            .as_ref()
-            .ok()
-            .map(|inputs| hash::combine_components(inputs));
-        let reuse = match (&inputs, &input_hash, reuse) {
-            (Ok(components), Some(input_hash), Some(reuse)) if job.check_reuse => {
-                let limits = Limits::new(shared.cancel, unit.timeout, unit.timeout)
-                    .with_halt(shared.halt)
-                    .with_cache(cache);
-                Some(
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        reuse::check(
-                            reuse,
-                            unit,
-                            &shared.pipeline.base_dir,
-                            input_hash,
-                            components,
-                            &limits,
-                        )
-                    }))
-                    .unwrap_or_else(|_| {
-                        ReuseCheck::NotReused("internal error while checking for reuse".into())
-                    }),
-                )
-            }
-            _ => None,
-        };
-        let message = Hashed {
-            unit_idx: job.unit_idx,
-            inputs,
-            input_hash,
-            files,
-            took,
-            outputs,
-            reuse,
-            reuse_only: job.reuse_only,
+    while let Some(job) = next_job(jobs, deferred) {
+        let Some(message) = hash_job(&context, &job, false) else {
+            // Only the engine thread's stat-only limits leave a job undone.
+            continue;
         };
         if to_scheduler.send(FromWorker::Hashed(message)).is_err() {
             return;
         }
     }
+}
+
+/// Hashes `job`'s unit's input files, checks its outputs and looks it up for reuse, as the
+/// job asks. With `stat_only` (the engine thread), nothing is read or copied: `None` when
+/// that would be needed — a file the hash cache does not vouch for, outputs to restore.
+pub(super) fn hash_job(
+    context: &HashContext<'_>,
+    job: &HashJob,
+    stat_only: bool,
+) -> Option<Hashed> {
+    let pipeline = context.pipeline;
+    let internal_error = |what| HashError {
+        what,
+        path: pipeline.base_dir.clone(),
+        problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
+    };
+    let unit = &pipeline.units[job.unit_idx];
+    let started = Instant::now();
+    let limits = || {
+        let limits = Limits::new(context.cancel, unit.timeout, unit.timeout)
+            .with_halt(context.halt)
+            .with_cache(context.cache);
+        if stat_only {
+            limits.stat_only()
+        } else {
+            limits
+        }
+    };
+    let upstream: Vec<(&str, &str)> = job
+        .upstream
+        .iter()
+        .map(|(name, hash)| (name.as_str(), hash.as_str()))
+        .collect();
+    let capture = capture_for(context.capture, unit, unit.capture.mode.inputs());
+    let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hash::input_files_within(
+            unit,
+            &pipeline.base_dir,
+            &upstream,
+            &limits(),
+            capture.as_ref(),
+        )
+    }))
+    .unwrap_or_else(|_| Err(internal_error("input file")));
+    let (inputs, files) = match hashed {
+        Err(error) if stat_only && error.not_read_here() => return None,
+        Ok((inputs, mut files)) => {
+            why_not_captured(&mut files, capture.as_ref(), unit);
+            (Ok(inputs), files)
+        }
+        Err(error) => (Err(error), Vec::new()),
+    };
+    let took = started.elapsed();
+    let outputs = (job.check_outputs && inputs.is_ok()).then(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            policy::check_outputs(context.prior, unit, &pipeline.base_dir, &limits())
+        }))
+        .unwrap_or_else(|_| {
+            Ok(OutputCheck {
+                changes: vec!["outputs cannot be read: internal error while hashing".into()],
+                marked_hash: None,
+            })
+        })
+    });
+    if stat_only && matches!(&outputs, Some(Err(error)) if error.not_read_here()) {
+        return None;
+    }
+    let input_hash = inputs
+        .as_ref()
+        .ok()
+        .map(|inputs| hash::combine_components(inputs));
+    let reuse = match (&inputs, &input_hash, context.reuse) {
+        (Ok(components), Some(input_hash), Some(reuse)) if job.check_reuse => Some(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                reuse::check(
+                    reuse,
+                    unit,
+                    &pipeline.base_dir,
+                    input_hash,
+                    components,
+                    &limits(),
+                )
+            }))
+            .unwrap_or_else(|_| {
+                Some(ReuseCheck::NotReused(
+                    "internal error while checking for reuse".into(),
+                ))
+            })?,
+        ),
+        _ => None,
+    };
+    Some(Hashed {
+        unit_idx: job.unit_idx,
+        inputs,
+        input_hash,
+        files,
+        took,
+        outputs,
+        reuse,
+        reuse_only: job.reuse_only,
+    })
 }
 
 /// Files hashed without capturing say why: the unit's capture mode excludes them
@@ -182,19 +233,36 @@ pub(super) fn why_not_captured(
 /// spent most of its second in futex wake-ups).
 pub(super) const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
-/// The next job, polled for [`POLL_BEFORE_SLEEP`] before sleeping; `None` once the channel is
-/// closed.
-fn next_job(jobs: &Receiver<HashJob>) -> Option<HashJob> {
+/// The next job, a deferred one first, polled for [`POLL_BEFORE_SLEEP`] before sleeping;
+/// `None` once both channels are closed.
+fn next_job(jobs: &Receiver<HashJob>, deferred: &Receiver<HashJob>) -> Option<HashJob> {
+    use crossbeam_channel::TryRecvError;
     let polling_since = Instant::now();
     loop {
-        match jobs.try_recv() {
-            Ok(job) => return Some(job),
-            Err(crossbeam_channel::TryRecvError::Disconnected) => return None,
-            Err(crossbeam_channel::TryRecvError::Empty) => {}
+        let from_deferred = deferred.try_recv();
+        if let Ok(job) = from_deferred {
+            return Some(job);
         }
-        if polling_since.elapsed() >= POLL_BEFORE_SLEEP {
-            return jobs.recv().ok();
+        let from_jobs = jobs.try_recv();
+        if let Ok(job) = from_jobs {
+            return Some(job);
         }
-        std::hint::spin_loop();
+        let closed = |result: Result<HashJob, TryRecvError>| {
+            matches!(result, Err(TryRecvError::Disconnected))
+        };
+        let sleep = polling_since.elapsed() >= POLL_BEFORE_SLEEP;
+        match (closed(from_deferred), closed(from_jobs)) {
+            (true, true) => return None,
+            (true, false) if sleep => return jobs.recv().ok(),
+            (false, true) if sleep => return deferred.recv().ok(),
+            (false, false) if sleep => {
+                crossbeam_channel::select! {
+                    recv(deferred) -> job => if let Ok(job) = job { return Some(job) },
+                    recv(jobs) -> job => if let Ok(job) = job { return Some(job) },
+                }
+                // A channel closed: the loop looks again.
+            }
+            _ => std::hint::spin_loop(),
+        }
     }
 }

@@ -69,7 +69,9 @@
 //!   [`OutputRestorer`] seams and the check, run on the hashing threads, that an earlier
 //!   success with the same input hash still has its outputs on disk.
 //! * `workers.rs` — the worker threads, and their halt and acknowledgement protocol.
-//! * `hasher.rs` — the hashing threads: input files, a done unit's outputs, reuse lookups.
+//! * `hasher.rs` — the hashing threads: input files, a done unit's outputs, reuse lookups;
+//!   `hash_job`, which the engine thread also runs with stat-only limits (a job that would
+//!   read a file is handed to the hashing threads instead).
 
 mod api;
 mod batch;
@@ -104,8 +106,8 @@ use crate::executor::Executor;
 use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
-use hasher::HashJob;
-use scheduler::{Channels, Scheduler};
+use hasher::{HashContext, HashJob};
+use scheduler::{Channels, HashChannels, Scheduler};
 use workers::{FromWorker, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
@@ -175,14 +177,21 @@ pub fn run(
                     || reuse::wants_check(options.reuse.as_ref(), prior, unit)
             })
             .count();
+        // Jobs the engine thread took on itself and handed back because they need a file
+        // read go to `deferred`: the hashing threads take those first.
         let (hash_tx, hash_rx) = crossbeam_channel::unbounded::<HashJob>();
+        let (deferred_tx, deferred_rx) = crossbeam_channel::unbounded::<HashJob>();
+        let hash_context = HashContext::new(
+            &shared,
+            prior,
+            (options.reuse.as_ref(), options.hash_cache.as_deref()),
+        );
         for _ in 0..n_workers.min(n_with_inputs) {
             let hash_rx = hash_rx.clone();
+            let deferred_rx = deferred_rx.clone();
             let to_scheduler = to_scheduler.clone();
-            let reuse = options.reuse.as_ref();
-            let cache = options.hash_cache.as_deref();
             scope.spawn(move || {
-                hasher::hasher(shared, prior, (reuse, cache), &hash_rx, &to_scheduler)
+                hasher::hasher(hash_context, (&hash_rx, &deferred_rx), &to_scheduler)
             });
         }
         drop(to_scheduler);
@@ -195,7 +204,12 @@ pub fn run(
             cancel,
             &halt,
             acks,
-            (n_with_inputs > 0).then_some(&hash_tx),
+            (n_with_inputs > 0).then_some(HashChannels {
+                jobs: &hash_tx,
+                take: &hash_rx,
+                deferred: &deferred_tx,
+                context: hash_context,
+            }),
         );
         let channels = Channels {
             job_tx: &job_tx,
@@ -208,6 +222,7 @@ pub fn run(
         drop(job_tx);
         drop(scheduler);
         drop(hash_tx);
+        drop(deferred_tx);
         result
     })
 }

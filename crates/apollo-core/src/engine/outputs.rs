@@ -88,7 +88,8 @@ pub(super) fn check_outputs(
         }
     }
     let now = match hash::output_hash_within(unit, base_dir, limits) {
-        Err(error) if error.cancelled() => return Err(error),
+        // Cancelled, or not read on the engine thread: nothing is known yet.
+        Err(error) if error.cancelled() || error.not_read_here() => return Err(error),
         now => now,
     };
     let changes = match (output_hash, now) {

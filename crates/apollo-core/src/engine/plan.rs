@@ -188,7 +188,14 @@ pub fn dry_run(
                         if reuse::wants_check(Some(reuse), prior, unit) =>
                     {
                         let base_dir = &pipeline.base_dir;
-                        match reuse::check(reuse, unit, base_dir, &input_hash, &inputs, &limits) {
+                        match reuse::check_reading(
+                            reuse,
+                            unit,
+                            base_dir,
+                            &input_hash,
+                            &inputs,
+                            &limits,
+                        ) {
                             ReuseCheck::Reusable(candidate) => {
                                 output_hashes[unit_idx] = Some(candidate.output_hash);
                                 Decision::Reused {

@@ -141,6 +141,9 @@ pub(super) fn wants_check(reuse: Option<&Reuse>, prior: &PriorState, unit: &Unit
 /// Look `unit` up by its input hash and, when an earlier success matches, hash its declared
 /// outputs now and compare; restore them when they differ and the restorer can. Reads files:
 /// the engine calls it on a hashing thread, within `limits`.
+///
+/// `None` only under [`stat_only`](hash::Limits::stat_only) limits, when deciding needs a
+/// file read or a restore from the blob store: the caller hands the check to a hashing thread.
 pub(super) fn check(
     reuse: &Reuse,
     unit: &Unit,
@@ -148,40 +151,59 @@ pub(super) fn check(
     input_hash: &str,
     inputs: &[InputComponent],
     limits: &hash::Limits<'_>,
-) -> ReuseCheck {
+) -> Option<ReuseCheck> {
     let Some(candidate) = reuse.source.find(&unit.name, input_hash) else {
-        return ReuseCheck::NotReused(why_no_match(
+        return Some(ReuseCheck::NotReused(why_no_match(
             reuse.source.as_ref(),
             unit,
             input_hash,
             inputs,
-        ));
+        )));
     };
-    let first = match outputs_differ(unit, base_dir, &candidate, limits) {
-        None => return ReuseCheck::Reusable(candidate),
+    let first = match outputs_differ(unit, base_dir, &candidate, limits)? {
+        None => return Some(ReuseCheck::Reusable(candidate)),
         Some(why) => why,
     };
-    match reuse.restorer.restore(unit, base_dir, &candidate) {
-        Ok(()) => match outputs_differ(unit, base_dir, &candidate, limits) {
+    if limits.is_stat_only() {
+        return None;
+    }
+    Some(match reuse.restorer.restore(unit, base_dir, &candidate) {
+        Ok(()) => match outputs_differ(unit, base_dir, &candidate, limits)? {
             None => ReuseCheck::Reusable(candidate),
             Some(why) => ReuseCheck::NotReused(format!("{first}, and after restoring it {why}")),
         },
         Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),
-    }
+    })
 }
 
-/// `None` when `unit`'s declared outputs have `candidate`'s output hash now; else why not, as
-/// a phrase ("output out/x.csv is missing", "output out/x.csv differs from the recorded one").
+/// [`check`] on a thread that may read files: it always decides.
+pub(super) fn check_reading(
+    reuse: &Reuse,
+    unit: &Unit,
+    base_dir: &Path,
+    input_hash: &str,
+    inputs: &[InputComponent],
+    limits: &hash::Limits<'_>,
+) -> ReuseCheck {
+    check(reuse, unit, base_dir, input_hash, inputs, limits).unwrap_or_else(|| {
+        ReuseCheck::NotReused("the reuse check could not read the outputs".to_owned())
+    })
+}
+
+/// `Some(None)` when `unit`'s declared outputs have `candidate`'s output hash now; else why
+/// not, as a phrase ("output out/x.csv is missing", "output out/x.csv differs from the
+/// recorded one"); `None` when that needs a read `limits` do not allow.
 fn outputs_differ(
     unit: &Unit,
     base_dir: &Path,
     candidate: &ReuseCandidate,
     limits: &hash::Limits<'_>,
-) -> Option<String> {
+) -> Option<Option<String>> {
     let mut outputs: Vec<&str> = unit.outputs.iter().map(String::as_str).collect();
     outputs.sort_unstable();
     outputs.dedup();
-    match hash::output_hash_within(unit, base_dir, limits) {
+    Some(match hash::output_hash_within(unit, base_dir, limits) {
+        Err(error) if error.not_read_here() => return None,
         Ok(Some(now)) if now == candidate.output_hash => None,
         Ok(_) if outputs.len() == 1 => Some(format!(
             "output {} differs from the recorded one",
@@ -209,7 +231,7 @@ fn outputs_differ(
                 Some(format!("output {} is missing", missing.join(", ")))
             }
         }
-    }
+    })
 }
 
 /// Why no earlier success matches `input_hash`: what changed since the latest one.
@@ -297,7 +319,7 @@ mod tests {
 
     fn check_now(reuse: &Reuse, unit: &Unit, dir: &Path, input_hash: &str) -> ReuseCheck {
         let cancel = CancelToken::new();
-        check(
+        check_reading(
             reuse,
             unit,
             dir,

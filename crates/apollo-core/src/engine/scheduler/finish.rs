@@ -4,8 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::Scheduler;
+use super::{Channels, Scheduler};
 use crate::engine::api::UnitResult;
+use crate::engine::hasher;
 use crate::engine::observer::{HeldNotice, Observer};
 use crate::engine::policy;
 use crate::engine::record::{self, first_line};
@@ -20,13 +21,57 @@ impl Scheduler<'_> {
     pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
         match message {
             FromWorker::Done(done) => self.finish_attempt(done),
-            FromWorker::Hashed(hashed) => self.take_hashed(hashed, observer),
+            FromWorker::Hashed(hashed) => {
+                self.at_hashers -= 1;
+                self.take_hashed(hashed, observer);
+            }
             FromWorker::Report {
                 unit_idx,
                 attempt,
                 event,
             } => self.take_report(unit_idx, attempt, event),
         }
+    }
+
+    /// Poll the workers' channel for up to `hasher::POLL_BEFORE_SLEEP`, meanwhile doing
+    /// jobs still queued for the hashing threads that need no file read (see
+    /// [`hasher::hash_job`]): whether something was taken in (then the loop goes round again
+    /// without sleeping). On a small machine the hashing threads and this one share the
+    /// cores: checking a unit here costs less than spinning while a hashing thread does.
+    pub(super) fn poll_for_hashed(
+        &mut self,
+        channels: &Channels<'_>,
+        observer: &mut dyn Observer,
+    ) -> bool {
+        let polling_since = Instant::now();
+        while polling_since.elapsed() < super::hasher::POLL_BEFORE_SLEEP {
+            if let Ok(message) = channels.from_workers.try_recv() {
+                self.take_in(message, observer);
+                while let Ok(message) = channels.from_workers.try_recv() {
+                    self.take_in(message, observer);
+                }
+                self.acks.send_due();
+                return true;
+            }
+            if let Some(hashing) = self.hashing
+                && let Ok(job) = hashing.take.try_recv()
+            {
+                match hasher::hash_job(&hashing.context, &job, true) {
+                    Some(hashed) => {
+                        self.at_hashers -= 1;
+                        self.take_hashed(hashed, observer);
+                        return true;
+                    }
+                    // The hashing threads outlive this loop (the scope joins them).
+                    None => {
+                        let _ = hashing.deferred.send(job);
+                    }
+                }
+                continue;
+            }
+            std::hint::spin_loop();
+        }
+        false
     }
 
     /// Queue what a running attempt reported. It is never held back for company: a remote

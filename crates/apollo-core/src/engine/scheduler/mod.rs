@@ -16,7 +16,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::{EngineError, EngineOptions, RunReport};
 use super::batch::Batch;
-use super::hasher::HashJob;
+use super::hasher::{self, HashContext, HashJob};
 use super::observer::{Notice, Observer};
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
@@ -46,6 +46,19 @@ pub(super) struct Channels<'c> {
     pub(super) wake_rx: &'c Receiver<()>,
 }
 
+/// The hashing threads' job channels, and what the engine thread needs to do a job itself.
+#[derive(Clone, Copy)]
+pub(super) struct HashChannels<'a> {
+    /// Jobs for the hashing threads.
+    pub(super) jobs: &'a Sender<HashJob>,
+    /// The same channel's receiving end: the engine thread takes a job back while it waits.
+    pub(super) take: &'a Receiver<HashJob>,
+    /// Jobs the engine thread took on and found to need a file read: the hashing threads
+    /// take these first.
+    pub(super) deferred: &'a Sender<HashJob>,
+    pub(super) context: HashContext<'a>,
+}
+
 /// The run's state, owned by the engine thread alone.
 pub(super) struct Scheduler<'a> {
     pipeline: &'a Pipeline,
@@ -72,7 +85,9 @@ pub(super) struct Scheduler<'a> {
     /// Slurm jobs in flight at most; 0 when no unit runs on Slurm.
     max_jobs: usize,
     /// Units declaring input files are hashed on these threads (`None`: no unit declares any).
-    hash_tx: Option<&'a Sender<HashJob>>,
+    hashing: Option<HashChannels<'a>>,
+    /// Jobs sent to the hashing threads whose results have not come back.
+    at_hashers: usize,
     /// Non-idempotent units whose inputs are being hashed (nothing is committed ahead then).
     hashing_non_idempotent: usize,
     /// Reuse checks of idempotent units on the hashing threads (not counted in `running`).
@@ -101,7 +116,7 @@ impl<'a> Scheduler<'a> {
         cancel: &'a CancelToken,
         halt: &'a AtomicBool,
         acks: Acks,
-        hash_tx: Option<&'a Sender<HashJob>>,
+        hashing: Option<HashChannels<'a>>,
     ) -> Self {
         let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
         Self {
@@ -121,7 +136,8 @@ impl<'a> Scheduler<'a> {
             running: 0,
             running_slurm: 0,
             max_jobs: max_jobs(pipeline),
-            hash_tx,
+            hashing,
+            at_hashers: 0,
             hashing_non_idempotent: 0,
             checking_reuse: 0,
             at_workers: 0,
@@ -184,8 +200,11 @@ impl<'a> Scheduler<'a> {
             });
             observer.flush();
             // Reuse checks come back within microseconds: poll briefly before sleeping (see
-            // `hasher::POLL_BEFORE_SLEEP`).
-            if self.checking_reuse > 0 && self.poll_for_hashed(channels, observer) {
+            // `hasher::POLL_BEFORE_SLEEP`), doing queued checks meanwhile. So is a
+            // resume's output check when nothing runs.
+            if (self.checking_reuse > 0 || (self.at_hashers > 0 && self.at_workers == 0))
+                && self.poll_for_hashed(channels, observer)
+            {
                 continue;
             }
             crossbeam_channel::select! {
@@ -282,24 +301,6 @@ impl<'a> Scheduler<'a> {
         }
         self.batch.recycle(committing);
         Ok(())
-    }
-
-    /// Poll the workers' channel for up to `hasher::POLL_BEFORE_SLEEP`; whether something was
-    /// taken in (then the loop goes round again without sleeping).
-    fn poll_for_hashed(&mut self, channels: &Channels<'_>, observer: &mut dyn Observer) -> bool {
-        let polling_since = Instant::now();
-        while polling_since.elapsed() < super::hasher::POLL_BEFORE_SLEEP {
-            if let Ok(message) = channels.from_workers.try_recv() {
-                self.take_in(message, observer);
-                while let Ok(message) = channels.from_workers.try_recv() {
-                    self.take_in(message, observer);
-                }
-                self.acks.send_due();
-                return true;
-            }
-            std::hint::spin_loop();
-        }
-        false
     }
 
     fn final_status(&self) -> Option<RunStatus> {

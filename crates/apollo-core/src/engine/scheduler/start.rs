@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::Scheduler;
 use super::reuse::with_reuse;
 use crate::capture::FileEntry;
-use crate::engine::hasher::{HashJob, Hashed};
+use crate::engine::hasher::{self, HashJob, Hashed};
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
 use crate::engine::reuse::{self, ReuseCheck};
@@ -119,7 +119,7 @@ impl Scheduler<'_> {
                 continue;
             }
             if (check_outputs || check_reuse || !unit.inputs.is_empty())
-                && let Some(hash_tx) = self.hash_tx
+                && let Some(hashing) = self.hashing
             {
                 let upstream = self
                     .dag
@@ -142,14 +142,29 @@ impl Scheduler<'_> {
                     self.hashing_non_idempotent += 1;
                 }
                 self.units[unit_idx].state = State::Hashing;
-                // The hashing threads outlive this loop (the scope joins them).
-                let _ = hash_tx.send(HashJob {
+                let job = HashJob {
                     unit_idx,
                     upstream,
                     check_outputs,
                     check_reuse,
                     reuse_only,
-                });
+                };
+                // Nothing else being hashed and no other unit ready (a chain): the engine
+                // would only wait for this job, so it does it here when that needs no file
+                // read, without the round trip to a hashing thread.
+                if self.at_hashers == 0 && self.queue.is_empty() {
+                    match hasher::hash_job(&hashing.context, &job, true) {
+                        Some(hashed) => self.take_hashed(hashed, observer),
+                        None => {
+                            self.at_hashers += 1;
+                            // The hashing threads outlive this loop (the scope joins them).
+                            let _ = hashing.deferred.send(job);
+                        }
+                    }
+                    continue;
+                }
+                self.at_hashers += 1;
+                let _ = hashing.jobs.send(job);
                 continue;
             }
             let upstream: Vec<(&str, &str)> = self

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use super::hashing::kinds_of;
 use super::*;
 use crate::event::UnitFinished;
+use crate::hash_cache::{CachedHash, FileHashCache, FileStamp};
 
 /// Earlier successes, from a first run's events, as apollo-store's index would give them.
 struct EventsSource {
@@ -87,11 +88,23 @@ fn run_reusing(
     pipeline: &Pipeline,
     source: Option<EventsSource>,
 ) -> (RunReport, Vec<Event>, Vec<(String, u32)>) {
+    run_reusing_with(pipeline, source, None)
+}
+
+/// [`run_reusing`] with a hash cache.
+fn run_reusing_with(
+    pipeline: &Pipeline,
+    source: Option<EventsSource>,
+    cache: Option<Arc<dyn FileHashCache>>,
+) -> (RunReport, Vec<Event>, Vec<(String, u32)>) {
     let mut journal = SharedJournal::default();
     let executor = FakeExecutor::new(&journal, |_, _, _| ok());
     let mut options = EngineOptions::new("r2", pipeline);
     if let Some(source) = source {
         options = options.reuse(Reuse::new(Arc::new(source)));
+    }
+    if let Some(cache) = cache {
+        options = options.hash_cache(cache);
     }
     let report = run_with(
         pipeline,
@@ -276,4 +289,93 @@ fn many_reuse_checks_in_flight_and_the_units_that_must_run_wait_their_turn() {
     assert_eq!(n_reused, 300 - expected.len());
     assert_eq!(run_finished(&events).reused as usize, n_reused);
     assert_eq!(report.status, Some(RunStatus::Succeeded));
+}
+
+/// A hash cache that remembers which threads looked a file up in it and which told it a
+/// hash: only a thread that read the file does that.
+#[derive(Debug, Default)]
+struct ThreadsCache {
+    hashes: Mutex<HashMap<FileStamp, CachedHash>>,
+    looked_up_from: Mutex<Vec<std::thread::ThreadId>>,
+    told_from: Mutex<Vec<std::thread::ThreadId>>,
+}
+
+impl FileHashCache for ThreadsCache {
+    fn get(&self, stamp: &FileStamp) -> Option<CachedHash> {
+        self.looked_up_from
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.hashes.lock().unwrap().get(stamp).cloned()
+    }
+
+    fn put(&self, stamp: FileStamp, hash: CachedHash) {
+        self.told_from
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.hashes.lock().unwrap().insert(stamp, hash);
+    }
+}
+
+#[test]
+fn the_engine_thread_checks_reuse_from_the_hash_cache_alone_and_never_reads_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    let cache = Arc::new(ThreadsCache::default());
+    // `run_with` runs the engine on this thread.
+    let engine_thread = std::thread::current().id();
+    let reused_both = ["unit_reused fetch", "unit_reused report", "run_finished"];
+
+    // Nothing cached: each check in the chain is looked up here first, then handed to a
+    // hashing thread, which reads the output.
+    let (_, events, ran) = run_reusing_with(
+        &pipeline,
+        Some(EventsSource::from_events("r1", &first)),
+        Some(cache.clone()),
+    );
+    assert_eq!(
+        (ran, kinds_of(&events)),
+        (vec![], reused_both.map(String::from).to_vec())
+    );
+    let told_from = std::mem::take(&mut *cache.told_from.lock().unwrap());
+    assert_eq!(told_from.len(), 2, "both outputs were read");
+    assert!(
+        !told_from.contains(&engine_thread),
+        "a file was read on the engine thread"
+    );
+    assert!(
+        cache
+            .looked_up_from
+            .lock()
+            .unwrap()
+            .contains(&engine_thread)
+    );
+
+    // Cached, as a later run finds the hashes (taken well after the files last changed: not
+    // racily clean): the engine thread checks the chain itself, reading nothing.
+    for cached in cache.hashes.lock().unwrap().values_mut() {
+        cached.hashed_at_ns = i64::MAX / 2;
+    }
+    cache.looked_up_from.lock().unwrap().clear();
+    let (_, events, ran) = run_reusing_with(
+        &pipeline,
+        Some(EventsSource::from_events("r1", &first)),
+        Some(cache.clone()),
+    );
+    assert_eq!(
+        (ran, kinds_of(&events)),
+        (vec![], reused_both.map(String::from).to_vec())
+    );
+    assert!(
+        cache.told_from.lock().unwrap().is_empty(),
+        "nothing was read"
+    );
+    let looked_up_from = cache.looked_up_from.lock().unwrap().clone();
+    assert_eq!(
+        looked_up_from,
+        vec![engine_thread; 2],
+        "both checks made here"
+    );
 }
