@@ -1,6 +1,7 @@
 //! Record payloads: `{"seq":N,"ts":"…","kind":"…",…event fields…}`.
 
 use apollo_core::Event;
+use apollo_core::event::{InputComponent, InputKind, UnitReused};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 
@@ -96,6 +97,12 @@ fn push_timestamp(ts: DateTime<Utc>, out: &mut Vec<u8>) {
 /// time encoding its records).
 fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
     let mut json = Vec::with_capacity(512);
+    // Ten thousand of them make a no-op run: by hand, as serde writes it (the tests hold it
+    // to that, byte for byte).
+    if let Event::UnitReused(reused) = event {
+        encode_unit_reused(reused, &mut json);
+        return Ok(json);
+    }
     json.extend_from_slice(b"{\"kind\":\"");
     json.extend_from_slice(event.kind().as_bytes());
     json.extend_from_slice(b"\",");
@@ -124,6 +131,84 @@ fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
         _ => return serde_json::to_vec(event),
     }
     Ok(json)
+}
+
+/// A `unit_reused` event as [`encode_event`] writes it through serde: the fields in their
+/// declaration order, `inputs` left out when empty.
+fn encode_unit_reused(reused: &UnitReused, out: &mut Vec<u8>) {
+    let UnitReused {
+        unit,
+        from_run,
+        from_attempt,
+        input_hash,
+        inputs,
+        output_hash,
+    } = reused;
+    out.extend_from_slice(b"{\"kind\":\"unit_reused\",\"unit\":");
+    push_json_str(unit, out);
+    out.extend_from_slice(b",\"from_run\":");
+    push_json_str(from_run, out);
+    out.extend_from_slice(b",\"from_attempt\":");
+    out.extend_from_slice(itoa::Buffer::new().format(*from_attempt).as_bytes());
+    out.extend_from_slice(b",\"input_hash\":");
+    push_json_str(input_hash, out);
+    if !inputs.is_empty() {
+        out.extend_from_slice(b",\"inputs\":[");
+        for (index, InputComponent { kind, name, hash }) in inputs.iter().enumerate() {
+            if index > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"kind\":\"");
+            out.extend_from_slice(match kind {
+                InputKind::Command => b"command".as_slice(),
+                InputKind::Env => b"env",
+                InputKind::File => b"file",
+                InputKind::Upstream => b"upstream",
+            });
+            out.extend_from_slice(b"\",\"name\":");
+            push_json_str(name, out);
+            out.extend_from_slice(b",\"hash\":");
+            push_json_str(hash, out);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b",\"output_hash\":");
+    push_json_str(output_hash, out);
+    out.push(b'}');
+}
+
+/// `value` as a JSON string the way serde_json writes one: quoted, `"` and `\` escaped,
+/// control characters as `\b \t \n \f \r` or `\u00xx`, everything else as it is.
+fn push_json_str(value: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    let bytes = value.as_bytes();
+    let mut plain_from = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let short: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[plain_from..at]);
+        plain_from = at + 1;
+        if short.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0xf)]);
+        } else {
+            out.extend_from_slice(short);
+        }
+    }
+    out.extend_from_slice(&bytes[plain_from..]);
+    out.push(b'"');
 }
 
 #[derive(Deserialize)]
@@ -229,6 +314,69 @@ mod tests {
     use super::*;
     use apollo_core::event::{RunFinished, RunStatus};
     use chrono::TimeZone;
+
+    fn reused(unit: &str, name: &str, inputs: usize) -> Event {
+        let kinds = [
+            InputKind::Command,
+            InputKind::Env,
+            InputKind::File,
+            InputKind::Upstream,
+        ];
+        Event::UnitReused(UnitReused {
+            unit: unit.to_owned(),
+            from_run: format!("20261201T130916Z-1d0b{name}"),
+            from_attempt: u32::try_from(inputs).unwrap() * 70_000,
+            input_hash: "6590cc98aba1f56893900704471ba8e12e4099bd5ddf2829aff56e1cb7c82350".into(),
+            inputs: (0..inputs)
+                .map(|index| InputComponent {
+                    kind: kinds[index % kinds.len()],
+                    name: format!("{name}{index}"),
+                    hash: format!("{index}{name}"),
+                })
+                .collect(),
+            output_hash: name.to_owned(),
+        })
+    }
+
+    #[test]
+    fn unit_reused_is_encoded_by_hand_exactly_as_serde_encodes_it() {
+        let mut texts: Vec<String> = (0u8..=0x7f)
+            .map(|byte| char::from(byte).to_string())
+            .collect();
+        texts.extend(
+            [
+                "",
+                "u00001",
+                "a \"quoted\" \\ name",
+                "tab\tnew\nline\r\u{8}\u{c}\u{0}\u{1f}\u{7f}",
+                "é, ü, 日本, 🚀, \u{2028}\u{2029}",
+                "\\u0041 is not an escape here",
+            ]
+            .map(String::from),
+        );
+        for text in &texts {
+            for inputs in [0, 1, 5] {
+                let event = reused(text, text, inputs);
+                let by_hand = encode_event(&event).unwrap();
+                assert_eq!(
+                    String::from_utf8_lossy(&by_hand),
+                    String::from_utf8_lossy(&serde_json::to_vec(&event).unwrap()),
+                    "{text:?}, {inputs} inputs"
+                );
+                let Record { event: decoded, .. } =
+                    decode_general(&frame_payload(&EncodedEvent::new(&event).unwrap()));
+                assert_eq!(decoded, event);
+            }
+        }
+    }
+
+    /// A record payload around `encoded`.
+    fn frame_payload(encoded: &EncodedEvent) -> Vec<u8> {
+        let mut payload = Vec::new();
+        let ts = Utc.with_ymd_and_hms(2026, 12, 1, 23, 30, 0).unwrap();
+        encoded.payload(7, ts, &mut payload);
+        payload
+    }
 
     /// What the general path (serde's tagged enum under the flattened envelope) decodes.
     fn decode_general(payload: &[u8]) -> Record {
