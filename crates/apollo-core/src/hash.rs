@@ -187,9 +187,10 @@ impl<'a> Limits<'a> {
 
     /// The same limits, for a thread that must not block on a file's content (the engine's
     /// own): a file is only `stat`ed, its hash taken from the cache; one the cache does not
-    /// vouch for (or whose bytes would have to be copied into the blob store) is not read but
-    /// fails hashing with an error for which [`HashError::not_read_here`] holds, and the
-    /// caller hands the work to a thread that may read.
+    /// vouch for (or whose bytes would have to be copied into the blob store), and a declared
+    /// output that is a directory (its tree is not walked), is not read but fails hashing with
+    /// an error for which [`HashError::not_read_here`] holds, and the caller hands the work to
+    /// a thread that may read.
     pub(crate) fn stat_only(self) -> Self {
         Self {
             stat_only: true,
@@ -391,10 +392,7 @@ fn hash_and_capture_stat(
         }
     }
     if limits.stat_only {
-        return Err(Problem::Io(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            NotReadHere,
-        )));
+        return Err(not_read_here());
     }
     let (file, meta) = open_regular(path)?;
     let mode = meta.permissions().mode() & 0o7777;
@@ -592,8 +590,9 @@ impl HashError {
         matches!(&self.problem, Problem::Io(error) if error.kind() == io::ErrorKind::NotFound)
     }
 
-    /// Whether the file was not read because the limits allowed only a `stat`
-    /// ([`Limits::stat_only`]): nothing is known about it yet.
+    /// Whether the file was not read because the limits allowed only a `stat` (the engine's
+    /// own thread hashes that way, handing anything else to its hashing threads): nothing is
+    /// known about it yet.
     pub fn not_read_here(&self) -> bool {
         matches!(&self.problem, Problem::Io(error)
             if error.get_ref().is_some_and(|inner| inner.is::<NotReadHere>()))
@@ -603,6 +602,11 @@ impl HashError {
 /// Why a file was not read under [`Limits::stat_only`].
 #[derive(Debug)]
 struct NotReadHere;
+
+/// The problem of a file not read under [`Limits::stat_only`].
+fn not_read_here() -> Problem {
+    Problem::Io(io::Error::new(io::ErrorKind::WouldBlock, NotReadHere))
+}
 
 impl std::fmt::Display for NotReadHere {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -795,14 +799,16 @@ pub fn output_hash_within(
 /// directories not), a glob what it matches. A literal path that does not exist, and a glob
 /// that matches nothing, are errors (the declared output is missing).
 pub fn expand_outputs(unit: &Unit, base_dir: &Path) -> Result<Vec<PathBuf>, HashError> {
-    expand_outputs_stat(unit, base_dir)
+    expand_outputs_stat(unit, base_dir, false)
         .map(|paths| paths.into_iter().map(|(path, _)| path).collect())
 }
 
-/// [`expand_outputs`], with the `stat` of each literal file path it made on the way.
+/// [`expand_outputs`], with the `stat` of each literal file path it made on the way. With
+/// `stat_only`, a directory is not walked: it is a [`HashError::not_read_here`] error.
 fn expand_outputs_stat(
     unit: &Unit,
     base_dir: &Path,
+    stat_only: bool,
 ) -> Result<Vec<(PathBuf, Option<std::fs::Metadata>)>, HashError> {
     let missing = |path: PathBuf| HashError {
         what: "output file",
@@ -831,6 +837,13 @@ fn expand_outputs_stat(
                 }
                 // A file (or a symbolic link to one): itself, without a second look.
                 Ok(metadata) if !metadata.is_dir() => paths.push((absolute, Some(metadata))),
+                Ok(_) if stat_only => {
+                    return Err(HashError {
+                        what: "output file",
+                        path: absolute,
+                        problem: not_read_here(),
+                    });
+                }
                 _ => push_output(absolute, &mut paths)?,
             }
         }
@@ -887,7 +900,7 @@ pub fn output_files_within(
     if unit.outputs.is_empty() {
         return Ok(None);
     }
-    let paths = expand_outputs_stat(unit, base_dir)?;
+    let paths = expand_outputs_stat(unit, base_dir, limits.stat_only)?;
     let mut canonical = Canonical::default();
     canonical.field(b"apollo-output-v1");
     let mut files = Vec::with_capacity(paths.len());
@@ -1074,6 +1087,16 @@ mod tests {
         // Other limits are not stat-only: an error from them is not "not read here".
         let error = output_hash_within(&missing, dir.path(), &reading).unwrap_err();
         assert!(!error.not_read_here());
+        // A declared output folder is not walked, whatever the cache holds.
+        std::fs::create_dir(dir.path().join("tree")).unwrap();
+        std::fs::write(dir.path().join("tree/leaf.csv"), "a,b\n").unwrap();
+        let folder = unit_with(&[], &["tree"]);
+        assert!(output_hash_within(&folder, dir.path(), &reading).is_ok());
+        for cached in cache.0.lock().unwrap().values_mut() {
+            cached.hashed_at_ns = i64::MAX / 2;
+        }
+        let error = output_hash_within(&folder, dir.path(), &limits).unwrap_err();
+        assert!(error.not_read_here(), "{error}");
     }
 
     #[test]

@@ -256,7 +256,13 @@ impl<'a> RunSession<'a> {
         let identity = self.identity();
         let resume = match select(&state, &self.target, self.key(&identity))? {
             Selection::New => None,
-            Selection::Resume(run) => Some(run),
+            // Folded first, in one read of its journal that also refuses a run a live
+            // apollo still runs: before anything is written (the reuse index, the
+            // definition snapshot, the recovery).
+            Selection::Resume(run) => {
+                let folded = fold_journal(&state, &run)?;
+                Some((run, folded))
+            }
             Selection::Succeeded(run) => return Ok(Opened::NothingToResume(run)),
         };
         // Earlier runs' successes, for `reuse: true` units: the index is brought up to date
@@ -264,7 +270,14 @@ impl<'a> RunSession<'a> {
         // it writes the index leaves no run behind.
         let (reuse, hash_cache) = if self.reuse {
             (
-                reuse_for(&state, pipeline, &identity, resume.as_ref(), true, observer),
+                reuse_for(
+                    &state,
+                    pipeline,
+                    &identity,
+                    resume.as_ref().map(|(run, _)| run),
+                    true,
+                    observer,
+                ),
                 hash_cache_for(&state, pipeline),
             )
         } else {
@@ -340,15 +353,17 @@ impl<'a> RunSession<'a> {
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)
             }
-            Some(run_id) => {
-                let run_dir = state.run_dir(&run_id)?;
-                // One read of the journal: the fold's reader hands the writer its last
-                // segment, whose torn tail (if any) the writer then cuts off.
-                let Folded {
+            Some((
+                run_id,
+                Folded {
                     prior,
                     recorded,
                     reader,
-                } = fold_journal(&state, &run_id)?;
+                },
+            )) => {
+                let run_dir = state.run_dir(&run_id)?;
+                // One read of the journal: the fold's reader hands the writer its last
+                // segment, whose torn tail (if any) the writer then cuts off.
                 let (mut journal, recovery) = JournalWriter::open_for_append_after(
                     reader,
                     run_dir.path(),

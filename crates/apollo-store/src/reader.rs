@@ -12,7 +12,7 @@ use crate::Record;
 use crate::error::{StoreError, Warning, WarningKind};
 use crate::frame::{FrameReader, TailVerdict};
 use crate::record::{DecodeError, decode_record};
-use crate::safe_dir::{FileId, held_state};
+use crate::safe_dir::{ContentStamp, content_stamp};
 use crate::segment::{
     FORMAT_MAJOR, FORMAT_MINOR, SegmentFile, SegmentHeader, check_last_segment, check_numbering,
     list_segment_files, open_segment_for_read,
@@ -114,8 +114,10 @@ pub struct JournalReader {
     payload: Vec<u8>,
     run_id: Option<String>,
     skip_through: Option<u64>,
-    /// The last segment as this reader opened it (identity, length), when its header was good.
-    last_segment_read: Option<(FileId, u64)>,
+    /// The last segment as this reader opened it, when its header was good.
+    last_segment_read: Option<ContentStamp>,
+    /// Where the torn tail of the last segment starts, if the reading ended on one.
+    torn_at: Option<u64>,
     /// The iteration reached the journal's end (or its torn tail) without an error.
     read_to_end: bool,
 }
@@ -285,6 +287,7 @@ impl JournalReader {
             run_id,
             skip_through: None,
             last_segment_read: None,
+            torn_at: None,
             read_to_end: false,
         })
     }
@@ -359,17 +362,21 @@ impl JournalReader {
         })
     }
 
-    /// The last segment as this reader read it — its identity and its length when opened —
-    /// if the reader read the whole journal (no `since`/`until` window, no salvage) to its
-    /// end or its torn tail without an error, and that segment's header was good: what
+    /// The last segment as this reader read it — its stamp when opened, and where its torn
+    /// tail starts if it has one — if the reader read the whole journal (no `since`/`until`
+    /// window, no salvage) to its end or its torn tail without an error, and that segment's
+    /// header was good: what
     /// [`JournalWriter::open_for_append_after`](crate::JournalWriter::open_for_append_after)
-    /// needs to take over the reading instead of doing it again.
-    pub(crate) fn whole_read_of_last_segment(&self) -> Option<(FileId, u64)> {
+    /// needs to take over the reading instead of doing it again. (Kept apart from the
+    /// warnings, which a caller may take.)
+    pub(crate) fn whole_read_of_last_segment(&self) -> Option<(ContentStamp, Option<u64>)> {
         let whole = !self.options.salvage
             && self.options.since.is_none()
             && self.options.until.is_none()
             && self.read_to_end;
-        self.last_segment_read.filter(|_| whole)
+        self.last_segment_read
+            .filter(|_| whole)
+            .map(|stamp| (stamp, self.torn_at))
     }
 
     pub(crate) fn segment_entries(&self) -> &[SegmentEntry] {
@@ -417,7 +424,9 @@ impl JournalReader {
         }
         let (file, file_len) = open_segment_for_read(&path)?;
         if index + 1 == self.segments.len() {
-            self.last_segment_read = Some((held_state(&file, &path)?.id, file_len));
+            // Only a stamp of the length read stands for what was read.
+            self.last_segment_read =
+                Some(content_stamp(&file, &path)?).filter(|stamp| stamp.len() == file_len);
         }
         let mut frames = FrameReader::new(file, file_len);
         match &entry.header {
@@ -613,6 +622,7 @@ impl JournalReader {
                             });
                             self.finish();
                             self.read_to_end = true;
+                            self.torn_at = Some(bad.offset);
                             return None;
                         }
                         _ => {

@@ -55,6 +55,37 @@ pub(crate) fn held_state(fd: impl AsFd, path: &Path) -> Result<HeldState, StoreE
     })
 }
 
+/// What says a file's content is unchanged without reading it: its identity, size, and
+/// modification and status-change times (a file cut and written back to its length has
+/// other times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ContentStamp {
+    id: FileId,
+    size: i64,
+    modified: (i128, i128),
+    changed: (i128, i128),
+}
+
+impl ContentStamp {
+    /// The size, in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        u64::try_from(self.size).unwrap_or(0)
+    }
+}
+
+/// The [`ContentStamp`] of an open descriptor (`fstat`).
+#[allow(clippy::useless_conversion)]
+pub(crate) fn content_stamp(fd: impl AsFd, path: &Path) -> Result<ContentStamp, StoreError> {
+    let stat = rustix::fs::fstat(fd).map_err(|errno| StoreError::io("stat", path, errno.into()))?;
+    Ok(ContentStamp {
+        id: stat_id(&stat),
+        size: i64::from(stat.st_size),
+        // (Field types differ between platforms: `i128` holds them all.)
+        modified: (i128::from(stat.st_mtime), i128::from(stat.st_mtime_nsec)),
+        changed: (i128::from(stat.st_ctime), i128::from(stat.st_ctime_nsec)),
+    })
+}
+
 /// The identity of what `path` names now, without following a final symbolic link; `None`
 /// when nothing is there.
 pub(crate) fn path_id(path: &Path) -> Result<Option<FileId>, StoreError> {

@@ -13,7 +13,7 @@ use crate::frame::encode_frame;
 use crate::lock::LockWatch;
 use crate::reader::{HeaderState, JournalReader};
 use crate::record::EncodedEvent;
-use crate::safe_dir::{Access, Dir, explain_efbig, held_state, path_id};
+use crate::safe_dir::{Access, Dir, content_stamp, explain_efbig, held_state, path_id};
 use crate::segment::{LAST_SEGMENT_FILE, SegmentHeader, list_segment_files, segment_file_name};
 
 /// Whether appends wait for the disk.
@@ -286,10 +286,13 @@ impl JournalWriter {
 
     /// [`open_for_append`](Self::open_for_append) for a caller that has just read the run's
     /// whole journal with `read` (to its end, without an error: resuming a run folds every
-    /// record first): the last segment is not read a second time when it is still the file
-    /// `read` read, at the length it read — else, or when `read` stopped early, read a window
-    /// or salvaged, it is read again as `open_for_append` does. The recovery rules and the
-    /// report are the same; the report's warnings are `read`'s (a torn tail).
+    /// record first): the last segment is not read a second time. If the journal changed
+    /// since `read` read it (the last segment is another file, or its size or times changed,
+    /// or a segment follows it) another process writes it, and what the caller made of it is
+    /// stale: [`StoreError::StateChanged`], nothing modified. When `read` stopped early, read a
+    /// window or salvaged, the last segment is read again as `open_for_append` does. The
+    /// recovery rules and the report are the same; the report's warnings are those `read`
+    /// still holds (a torn tail is cut even if the caller took them).
     pub fn open_for_append_after(
         read: JournalReader,
         run_dir: &Path,
@@ -312,6 +315,7 @@ impl JournalWriter {
                             let last_seq = read.last_seq();
                             (read, last_seq, Some(seen))
                         }
+                        // It read less than all: read the last segment here.
                         None => continue,
                     }
                 }
@@ -382,16 +386,20 @@ impl JournalWriter {
                         .metadata()
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
-                    // What the caller's reader read must still be the whole last segment:
-                    // the same file at the same length, and no segment after it.
-                    if let Some((read_id, read_len)) = seen
-                        && (held_state(&file, &segment_path)?.id != read_id
-                            || segment_len != read_len
+                    // What the caller's reader read must still be the whole journal: the
+                    // last segment the same file, unchanged, and no segment after it. Else
+                    // another process wrote it since, and what the caller made of it (a
+                    // resume's fold) is stale.
+                    if let Some((read, _)) = seen
+                        && (content_stamp(&file, &segment_path)? != read
                             || list_segment_files(&journal_dir)?
                                 .last()
                                 .is_none_or(|on_disk| on_disk.number != last.file.number))
                     {
-                        continue;
+                        return Err(StoreError::StateChanged {
+                            path: segment_path,
+                            what: "changed after apollo read it: another process writes this run's journal",
+                        });
                     }
                     let last_seq = last_seq.unwrap_or(header.prev_seq);
                     let Some(next_seq) = last_seq.checked_add(1) else {
@@ -402,17 +410,20 @@ impl JournalWriter {
                             "the journal's seq has reached the largest possible value",
                         ));
                     };
-                    if let Some(torn) = warnings
-                        .iter()
-                        .find(|warning| warning.kind == WarningKind::TornTail)
-                    {
-                        let tail =
-                            cut_torn_tail(&journal, &segment_name, torn.offset, segment_len)?;
+                    let torn_at = match seen {
+                        Some((_, torn_at)) => torn_at,
+                        None => warnings
+                            .iter()
+                            .find(|warning| warning.kind == WarningKind::TornTail)
+                            .map(|torn| torn.offset),
+                    };
+                    if let Some(torn_at) = torn_at {
+                        let tail = cut_torn_tail(&journal, &segment_name, torn_at, segment_len)?;
                         report.torn.push(TornTail {
                             last_kept_seq: Some(last_seq).filter(|&seq| seq > 0),
                             ..tail
                         });
-                        segment_len = torn.offset;
+                        segment_len = torn_at;
                     }
                     report.warnings.extend(warnings);
                     let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));

@@ -369,11 +369,11 @@ fn the_documented_example_segment_is_byte_exact() {
 }
 
 /// A writer taking over a reader that read a multi-segment journal to its end appends where
-/// the journal ends; one whose reader read less, or whose last segment changed since the
-/// read, reads the last segment again instead of trusting the reader: it never writes a seq
-/// that is already there.
+/// the journal ends; one whose reader read less reads the last segment again; and one whose
+/// journal changed since its reader read all of it (another process writes it: what the
+/// reader's caller made of it is stale) refuses, and modifies nothing.
 #[test]
-fn a_writer_takes_over_a_whole_read_and_reads_again_what_changed_since() {
+fn a_writer_takes_over_a_whole_read_and_refuses_a_journal_changed_since() {
     let options = fast().segment_max_bytes(600);
     let write = |n_records: u64| {
         let dir = tempfile::tempdir().unwrap();
@@ -412,6 +412,24 @@ fn a_writer_takes_over_a_whole_read_and_reads_again_what_changed_since() {
         assert!(verify(dir).unwrap().is_clean());
         (report.last_seq, seq)
     };
+    let refused_after = |dir: &std::path::Path, reader: JournalReader| {
+        let before = read_all(dir, ReadOptions::default()).0.unwrap().len();
+        let error = JournalWriter::open_for_append_after(reader, dir, options.clone())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(error, apollo_store::StoreError::StateChanged { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("changed after apollo read it"),
+            "{error}"
+        );
+        assert_eq!(
+            read_all(dir, ReadOptions::default()).0.unwrap().len(),
+            before
+        );
+    };
 
     // Read to its end: taken over as read.
     let dir = write(40);
@@ -419,13 +437,13 @@ fn a_writer_takes_over_a_whole_read_and_reads_again_what_changed_since() {
     assert!(reader.n_segments() >= 5);
     assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
 
-    // Read only part of the way.
+    // Read only part of the way: read again.
     let dir = write(40);
     let mut reader = JournalReader::open(dir.path(), ReadOptions::default()).unwrap();
     assert_eq!(reader.by_ref().take(3).count(), 3);
     assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
 
-    // A window of the journal.
+    // A window of the journal: read again.
     let dir = write(40);
     let all = read_all(dir.path(), ReadOptions::default()).0.unwrap();
     let mut reader =
@@ -433,20 +451,39 @@ fn a_writer_takes_over_a_whole_read_and_reads_again_what_changed_since() {
     reader.by_ref().for_each(drop);
     assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
 
-    // Records appended after the read (the last segment grew).
-    let dir = write(40);
-    let reader = read_to_end(dir.path());
-    let (mut other, _) = JournalWriter::open_for_append(dir.path(), options.clone()).unwrap();
-    other.append_batch(&[event(41), event(42)]).unwrap();
-    drop(other);
-    assert_eq!(next_seq_after(dir.path(), reader), (42, 43));
+    // Records appended after the read, in the last segment or in a new one.
+    for n_records in [1, 30] {
+        let dir = write(40);
+        let reader = read_to_end(dir.path());
+        let (mut other, _) = JournalWriter::open_for_append(dir.path(), options.clone()).unwrap();
+        for n in 0..n_records {
+            other.append_batch(&[event(41 + n)]).unwrap();
+        }
+        drop(other);
+        refused_after(dir.path(), reader);
+    }
 
-    // The last segment replaced by a copy (another file, the same bytes): read again.
+    // The last segment replaced by a copy (another file, the same bytes).
     let dir = write(40);
     let reader = read_to_end(dir.path());
     let path = last_segment(dir.path());
     let copy = path.with_extension("copy");
     std::fs::copy(&path, &copy).unwrap();
     std::fs::rename(&copy, &path).unwrap();
-    assert_eq!(next_seq_after(dir.path(), reader), (40, 41));
+    refused_after(dir.path(), reader);
+
+    // The last segment cut and written back to the same length (the same bytes, even): its
+    // times say so. (Set here to a time unlike the read's: file times have the kernel clock's
+    // coarse granularity, a change within one tick of the read keeps them.)
+    let dir = write(40);
+    let reader = read_to_end(dir.path());
+    let path = last_segment(dir.path());
+    let bytes = std::fs::read(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.set_len(0).unwrap();
+    std::io::Write::write_all(&mut file, &bytes).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400))
+        .unwrap();
+    drop(file);
+    refused_after(dir.path(), reader);
 }

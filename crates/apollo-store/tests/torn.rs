@@ -52,13 +52,17 @@ fn assert_torn_at(dir: &Path, bytes: &[u8], offset: usize, kept: u64) {
         "{report:?}"
     );
     // Recovery on its own, and taking over a reader that read the journal to its end (a
-    // resume's fold): the same cut, the same report, the same next seq.
-    for after_read in [false, true] {
+    // resume's fold), whose warnings its caller may have taken: the same cut, the same next
+    // seq.
+    for (after_read, warnings_taken) in [(false, false), (true, false), (true, true)] {
         fs::write(segment(dir, 1), bytes).unwrap();
         remove_torn_files(dir);
         let (mut writer, report) = if after_read {
             let mut reader = JournalReader::open(dir, ReadOptions::default()).unwrap();
             assert_eq!(reader.by_ref().count() as u64, kept);
+            if warnings_taken {
+                assert_eq!(reader.take_warnings().len(), 1);
+            }
             JournalWriter::open_for_append_after(reader, dir, fast()).unwrap()
         } else {
             JournalWriter::open_for_append(dir, fast()).unwrap()
@@ -66,8 +70,14 @@ fn assert_torn_at(dir: &Path, bytes: &[u8], offset: usize, kept: u64) {
         assert_eq!(report.last_seq, kept);
         assert_eq!(report.torn.len(), 1);
         assert_eq!(report.torn[0].offset, offset as u64);
-        assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
-        assert_eq!(report.warnings[0].kind, WarningKind::TornTail);
+        let n_warnings = usize::from(!warnings_taken);
+        assert_eq!(report.warnings.len(), n_warnings, "{:?}", report.warnings);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .all(|warning| warning.kind == WarningKind::TornTail)
+        );
         assert_eq!(
             fs::read(&report.torn[0].saved_to).unwrap(),
             &bytes[offset..]

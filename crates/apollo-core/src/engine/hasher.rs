@@ -107,20 +107,31 @@ pub(super) fn hasher(
 }
 
 /// Hashes `job`'s unit's input files, checks its outputs and looks it up for reuse, as the
-/// job asks. With `stat_only` (the engine thread), nothing is read or copied: `None` when
-/// that would be needed — a file the hash cache does not vouch for, outputs to restore.
+/// job asks. With `stat_only` (the engine thread), nothing is read or copied and no folder
+/// walked: `None` when that would be needed — a file the hash cache does not vouch for, a
+/// glob, an output folder, outputs to restore, a journal to read to explain a miss.
 pub(super) fn hash_job(
     context: &HashContext<'_>,
     job: &HashJob,
     stat_only: bool,
 ) -> Option<Hashed> {
     let pipeline = context.pipeline;
+    let unit = &pipeline.units[job.unit_idx];
+    // A glob is expanded by reading folders, as many as it spans.
+    if stat_only
+        && unit
+            .inputs
+            .iter()
+            .chain(&unit.outputs)
+            .any(|declared| hash::is_glob(declared))
+    {
+        return None;
+    }
     let internal_error = |what| HashError {
         what,
         path: pipeline.base_dir.clone(),
         problem: hash::Problem::Io(std::io::Error::other("internal error while hashing")),
     };
-    let unit = &pipeline.units[job.unit_idx];
     let started = Instant::now();
     let limits = || {
         let limits = Limits::new(context.cancel, unit.timeout, unit.timeout)

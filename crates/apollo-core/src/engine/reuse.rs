@@ -143,7 +143,8 @@ pub(super) fn wants_check(reuse: Option<&Reuse>, prior: &PriorState, unit: &Unit
 /// the engine calls it on a hashing thread, within `limits`.
 ///
 /// `None` only under [`stat_only`](hash::Limits::stat_only) limits, when deciding needs a
-/// file read or a restore from the blob store: the caller hands the check to a hashing thread.
+/// file read, a restore from the blob store or (no earlier success matches) a journal read to
+/// say why: the caller hands the check to a hashing thread.
 pub(super) fn check(
     reuse: &Reuse,
     unit: &Unit,
@@ -153,6 +154,10 @@ pub(super) fn check(
     limits: &hash::Limits<'_>,
 ) -> Option<ReuseCheck> {
     let Some(candidate) = reuse.source.find(&unit.name, input_hash) else {
+        // Saying why may read the latest success's journal for its inputs.
+        if limits.is_stat_only() {
+            return None;
+        }
         return Some(ReuseCheck::NotReused(why_no_match(
             reuse.source.as_ref(),
             unit,

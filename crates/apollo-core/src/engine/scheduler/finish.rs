@@ -53,7 +53,9 @@ impl Scheduler<'_> {
                 self.acks.send_due();
                 return true;
             }
-            if let Some(hashing) = self.hashing
+            // Not while attempts run: a `stat` on a hung mount would hold their commits.
+            if self.at_workers == 0
+                && let Some(hashing) = self.hashing
                 && let Ok(job) = hashing.take.try_recv()
             {
                 match hasher::hash_job(&hashing.context, &job, true) {

@@ -149,10 +149,11 @@ impl Scheduler<'_> {
                     check_reuse,
                     reuse_only,
                 };
-                // Nothing else being hashed and no other unit ready (a chain): the engine
-                // would only wait for this job, so it does it here when that needs no file
-                // read, without the round trip to a hashing thread.
-                if self.at_hashers == 0 && self.queue.is_empty() {
+                // Nothing else being hashed, no other unit ready and no attempt running (a
+                // chain): the engine would only wait for this job, so it does it here when
+                // that needs no file read, without the round trip to a hashing thread. (Not
+                // while attempts run: a `stat` on a hung mount would hold their commits.)
+                if self.at_hashers == 0 && self.at_workers == 0 && self.queue.is_empty() {
                     match hasher::hash_job(&hashing.context, &job, true) {
                         Some(hashed) => self.take_hashed(hashed, observer),
                         None => {
