@@ -22,6 +22,19 @@ pub trait Journal {
     /// An error is final for the run: the engine stops starting units and reports it.
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError>;
 
+    /// Append `events` in order **without** waiting for them to be durable: they go into the
+    /// journal ahead of any later append's events, and are durable once a later
+    /// [`append`](Self::append) returned (an `append` of no events makes them durable and
+    /// nothing else). The engine uses it only for records whose loss in a crash costs nothing
+    /// but a decision made again — a batch of `unit_reused` while more units are being
+    /// decided — so that a run reusing thousands of units neither holds all their records in
+    /// memory nor pays a sync for every thousand; its last append is always a durable one.
+    ///
+    /// The default is [`append`](Self::append): durable at once, which is never wrong.
+    fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append(events)
+    }
+
     /// Store a unit's input manifest (`bytes`, whose SHA-256 is `sha256`, see
     /// [`input_manifest`](crate::input_manifest)) durably beside the journal. The engine calls
     /// it before appending the `unit_started` that names the manifest, and returns only once

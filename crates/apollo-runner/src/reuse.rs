@@ -127,6 +127,26 @@ impl<'j> Recording<'j> {
 impl Journal for Recording<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         let result = self.journal.append(events);
+        self.record(events, result)
+    }
+
+    fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        let result = self.journal.append_unsynced(events);
+        self.record(events, result)
+    }
+
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        self.journal.store_input_manifest(sha256, bytes)
+    }
+}
+
+impl Recording<'_> {
+    /// Keep what the index merges of `events`, which the journal took with `result`.
+    fn record(
+        &mut self,
+        events: &[Event],
+        result: Result<(), JournalError>,
+    ) -> Result<(), JournalError> {
         match result {
             Ok(()) if !self.keep => {}
             Ok(()) => {
@@ -159,10 +179,6 @@ impl Journal for Recording<'_> {
             Err(_) => self.failed = true,
         }
         result
-    }
-
-    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
-        self.journal.store_input_manifest(sha256, bytes)
     }
 }
 

@@ -183,6 +183,9 @@ pub struct JournalWriter {
     poisoned: Option<String>,
     batch: Vec<u8>,
     payload: Vec<u8>,
+    /// Records were written by [`Journal::append_unsynced`] since the last sync: the next
+    /// durable append syncs even when it writes nothing.
+    unsynced: bool,
 }
 
 impl std::fmt::Debug for JournalWriter {
@@ -260,6 +263,7 @@ impl JournalWriter {
             poisoned: None,
             batch: Vec::new(),
             payload: Vec::new(),
+            unsynced: false,
         })
     }
 
@@ -452,6 +456,7 @@ impl JournalWriter {
                         poisoned: None,
                         batch: Vec::new(),
                         payload: Vec::new(),
+                        unsynced: false,
                     };
                     return Ok((writer, report));
                 }
@@ -462,12 +467,28 @@ impl JournalWriter {
     /// Appends `events` in order and returns once all of them are durable (one `fdatasync`
     /// for the lot, two if a rotation happens in between). Returns the seq of the last one.
     pub fn append_batch(&mut self, events: &[Event]) -> Result<u64, StoreError> {
+        self.append_events(events, true)
+    }
+
+    /// Appends `events` in order without syncing them (see [`Journal::append_unsynced`]):
+    /// they are durable once a later [`append_batch`](Self::append_batch) returns, which then
+    /// syncs even if it has no events of its own. A rotation still makes the segment it seals
+    /// durable first. Returns the seq of the last one.
+    pub fn append_batch_unsynced(&mut self, events: &[Event]) -> Result<u64, StoreError> {
+        self.append_events(events, false)
+    }
+
+    fn append_events(&mut self, events: &[Event], sync: bool) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         let encoded = events
             .iter()
             .map(EncodedEvent::new)
             .collect::<Result<Vec<_>, _>>()?;
-        self.write_encoded(&encoded)
+        if sync {
+            self.write_encoded(&encoded)
+        } else {
+            self.write_encoded_unsynced(&encoded)
+        }
     }
 
     /// Makes the writer check, before each commit, that `lock` still holds the state
@@ -542,17 +563,34 @@ impl JournalWriter {
     /// Writes already-serialized events as one batch; the group-commit leader's entry point.
     pub(crate) fn write_encoded(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
         self.check_poisoned()?;
-        if events.is_empty() {
+        if events.is_empty() && !self.unsynced {
             return Ok(self.next_seq - 1);
         }
-        let result = self.write_encoded_inner(events);
+        let result = self.write_encoded_inner(events, true);
         if let Err(error) = &result {
             self.poisoned = Some(error.to_string());
         }
         result
     }
 
-    fn write_encoded_inner(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+    /// [`write_encoded`](Self::write_encoded) without the sync at the end.
+    fn write_encoded_unsynced(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+        self.check_poisoned()?;
+        if events.is_empty() {
+            return Ok(self.next_seq - 1);
+        }
+        let result = self.write_encoded_inner(events, false);
+        if let Err(error) = &result {
+            self.poisoned = Some(error.to_string());
+        }
+        result
+    }
+
+    fn write_encoded_inner(
+        &mut self,
+        events: &[EncodedEvent],
+        sync: bool,
+    ) -> Result<u64, StoreError> {
         self.check_in_place()?;
         self.batch.clear();
         for event in events {
@@ -562,33 +600,44 @@ impl JournalWriter {
             if has_records && (full || now.date_naive() != self.segment_day) {
                 // The old segment is made durable before the next one exists, so a sealed
                 // segment never has a torn tail.
-                self.flush_batch()?;
+                self.flush_batch(true)?;
                 self.rotate(now)?;
             }
             event.payload(self.next_seq, now, &mut self.payload);
             encode_frame(&self.payload, &mut self.batch);
             self.next_seq += 1;
         }
-        self.flush_batch()?;
+        self.flush_batch(sync)?;
         Ok(self.next_seq - 1)
     }
 
-    fn flush_batch(&mut self) -> Result<(), StoreError> {
-        if self.batch.is_empty() {
+    /// Writes the encoded batch and, with `sync`, makes the segment durable (also what
+    /// unsynced appends wrote before it, even when the batch is empty).
+    fn flush_batch(&mut self, sync: bool) -> Result<(), StoreError> {
+        if self.batch.is_empty() && !(sync && self.unsynced) {
             return Ok(());
         }
+        // A failed write or sync cuts back to here. What unsynced appends wrote before stays:
+        // it was never said to be durable, and is only records whose loss a resume repairs
+        // (see `Journal::append_unsynced`).
         let acknowledged_len = self.segment_len;
-        if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
-            self.cut_back(acknowledged_len);
-            return Err(StoreError::io(
-                "write to",
-                &self.segment_path,
-                explain_efbig(source),
-            ));
+        if !self.batch.is_empty() {
+            if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
+                self.cut_back(acknowledged_len);
+                return Err(StoreError::io(
+                    "write to",
+                    &self.segment_path,
+                    explain_efbig(source),
+                ));
+            }
+            self.segment_len += self.batch.len() as u64;
+            self.segment_has_records = true;
+            self.batch.clear();
         }
-        self.segment_len += self.batch.len() as u64;
-        self.segment_has_records = true;
-        self.batch.clear();
+        if !sync {
+            self.unsynced = true;
+            return Ok(());
+        }
         if self.durability == Durability::Fsync {
             let file = &self.file;
             if let Err(source) = self.faults.sync(|| file.sync_data()) {
@@ -596,6 +645,7 @@ impl JournalWriter {
                 return Err(StoreError::io("fdatasync", &self.segment_path, source));
             }
         }
+        self.unsynced = false;
         Ok(())
     }
 
@@ -637,6 +687,12 @@ impl JournalWriter {
 impl Journal for JournalWriter {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch(events)
+            .map(|_| ())
+            .map_err(JournalError::caused_by)
+    }
+
+    fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append_batch_unsynced(events)
             .map(|_| ())
             .map_err(JournalError::caused_by)
     }
@@ -742,4 +798,57 @@ fn cut_torn_tail(
         saved_to: journal.path().join(saved_name),
         last_kept_seq: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use apollo_core::Event;
+    use apollo_core::event::UnitReused;
+
+    use super::*;
+
+    fn reused(unit: &str) -> Event {
+        Event::UnitReused(UnitReused {
+            unit: unit.to_owned(),
+            from_run: "r1".to_owned(),
+            from_attempt: 1,
+            input_hash: "i".to_owned(),
+            inputs: Vec::new(),
+            output_hash: "o".to_owned(),
+        })
+    }
+
+    #[test]
+    fn an_unsynced_append_is_written_at_once_and_synced_by_the_next_durable_append_even_an_empty_one()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = JournalWriter::create(dir.path(), "r", WriterOptions::default()).unwrap();
+        let (writes, before) = writer.faults.counts();
+        assert_eq!(
+            writer
+                .append_batch_unsynced(&[reused("a"), reused("b")])
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            writer.faults.counts(),
+            (writes + 1, before),
+            "written, not synced"
+        );
+        // In the file already: a reader sees the records.
+        let read: Vec<_> = crate::JournalReader::open(dir.path(), crate::ReadOptions::default())
+            .unwrap()
+            .map(|record| record.unwrap().seq)
+            .collect();
+        assert_eq!(read, [1, 2]);
+        // An empty durable append syncs them; a second has nothing to sync.
+        assert_eq!(writer.append_batch(&[]).unwrap(), 2);
+        assert_eq!(writer.faults.counts(), (writes + 1, before + 1));
+        writer.append_batch(&[]).unwrap();
+        assert_eq!(writer.faults.counts().1, before + 1);
+        // A durable append with records syncs once, whatever was unsynced before it.
+        writer.append_batch_unsynced(&[reused("c")]).unwrap();
+        assert_eq!(writer.append_batch(&[reused("d")]).unwrap(), 4);
+        assert_eq!(writer.faults.counts(), (writes + 3, before + 2));
+    }
 }

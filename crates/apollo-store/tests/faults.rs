@@ -7,8 +7,10 @@ use apollo_store::{
 
 use crate::support::*;
 
-/// A workload: 12 batches of 1–3 events, small segments so rotations happen. Returns the
-/// events acknowledged (in order) and the first error, if any.
+/// A workload: 12 batches of 1–3 events, small segments so rotations happen; every fourth
+/// batch is appended unsynced (acknowledged only by the next durable append), and the last
+/// append syncs nothing of its own. Returns the events acknowledged (in order) and the first
+/// error, if any.
 fn workload(
     run_dir: &std::path::Path,
     faults: FaultPlan,
@@ -22,18 +24,29 @@ fn workload(
         Err(error) => return (Vec::new(), Some(error)),
     };
     let mut acked = Vec::new();
+    let mut unsynced = Vec::new();
     let mut n = 0;
-    for batch in 0..12u64 {
+    for batch in 0..13u64 {
         let events: Vec<_> = (0..=batch % 3)
+            .filter(|_| batch < 12)
             .map(|_| {
                 n += 1;
                 event(n)
             })
             .collect();
-        match writer.append_batch(&events) {
+        let result = if batch % 4 == 1 {
+            writer.append_batch_unsynced(&events)
+        } else {
+            writer.append_batch(&events)
+        };
+        match result {
             Ok(seq) => {
-                assert_eq!(seq, acked.len() as u64 + events.len() as u64);
-                acked.extend(events);
+                let written = acked.len() + unsynced.len() + events.len();
+                assert_eq!(seq, written as u64);
+                unsynced.extend(events);
+                if batch % 4 != 1 {
+                    acked.append(&mut unsynced);
+                }
             }
             Err(error) => {
                 // Poisoned from now on: nothing more is accepted, nothing retried.

@@ -28,6 +28,9 @@ pub(super) struct Batch {
     oversized: bool,
     /// How many of `events` are `unit_reused`.
     reused: usize,
+    /// The notices of records appended unsynced (a full batch of reuses, see
+    /// [`Journal::append_unsynced`]): told once a later append is durable.
+    unsynced: Option<Vec<HeldNotice>>,
 }
 
 /// An attempt whose `unit_started` cannot be recorded whole: it is recorded without its
@@ -220,6 +223,17 @@ impl Batch {
             jobs: std::mem::take(&mut self.jobs),
             notices: std::mem::take(&mut self.notices),
         }
+    }
+
+    /// `notices` are of records just appended unsynced: they wait for a durable append.
+    pub(super) fn hold_unsynced(&mut self, notices: &mut Vec<HeldNotice>) {
+        self.unsynced.get_or_insert_default().append(notices);
+    }
+
+    /// The notices of records appended unsynced, if any were: to deliver once a durable
+    /// append returned (which made those records durable too).
+    pub(super) fn take_unsynced(&mut self) -> Option<Vec<HeldNotice>> {
+        self.unsynced.take()
     }
 
     /// Take back a commit's emptied vectors, keeping their capacity for the next batch: a

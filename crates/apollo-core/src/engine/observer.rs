@@ -87,15 +87,16 @@ impl Observer for NoObserver {
 }
 
 /// A notice held back until the batch holding its record is durable: "ok" on the screen must
-/// mean the journal holds it.
+/// mean the journal holds it. Small (the records boxed): a run reusing thousands of units
+/// holds a notice for each until a durable append.
 pub(super) enum HeldNotice {
     Submitted {
         unit_idx: usize,
-        record: UnitSubmitted,
+        record: Box<UnitSubmitted>,
     },
     Finished {
         unit_idx: usize,
-        record: UnitFinished,
+        record: Box<UnitFinished>,
         retry_in: Option<Duration>,
         log_dir: PathBuf,
     },

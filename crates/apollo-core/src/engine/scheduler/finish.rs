@@ -91,7 +91,7 @@ impl Scheduler<'_> {
                 };
                 let notice = HeldNotice::Submitted {
                     unit_idx,
-                    record: submitted.clone(),
+                    record: Box::new(submitted.clone()),
                 };
                 self.batch.push_submitted(submitted, notice);
             }
@@ -109,7 +109,7 @@ impl Scheduler<'_> {
                 };
                 let notice = HeldNotice::Submitted {
                     unit_idx,
-                    record: submitted.clone(),
+                    record: Box::new(submitted.clone()),
                 };
                 self.batch.push_submitted(submitted, notice);
             }
@@ -202,7 +202,7 @@ impl Scheduler<'_> {
         }
         let notice = HeldNotice::Finished {
             unit_idx,
-            record: record.clone(),
+            record: Box::new(record.clone()),
             retry_in,
             log_dir,
         };

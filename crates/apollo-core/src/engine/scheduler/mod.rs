@@ -175,10 +175,15 @@ impl<'a> Scheduler<'a> {
                 };
                 let commit_due = self.stop_starting || self.batch.is_urgent() || !may_wait;
                 if commit_due {
+                    let full = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
                     if let Err(error) = self.commit(journal, observer, channels.job_tx) {
                         return Err(self.abort_on_journal_error(error, channels.from_workers));
                     }
                     self.pacer.release();
+                    // `start_ready` stopped at a full batch of reuses: decide on at once.
+                    if full {
+                        continue;
+                    }
                 }
             }
             if self.running == 0
@@ -222,14 +227,24 @@ impl<'a> Scheduler<'a> {
                 default(timeout) => {}
             }
         }
+        let status = self
+            .final_status()
+            .filter(|_| self.input_change_error.is_none());
+        // The last append is durable: `run_finished`, else one that syncs what was appended
+        // unsynced (and only then are its notices told).
+        let last = status.map(|status| Event::RunFinished(self.units.run_finished(status)));
+        if let Some(unsynced) = self.batch.take_unsynced() {
+            journal
+                .append(last.as_slice())
+                .map_err(EngineError::Journal)?;
+            unsynced
+                .into_iter()
+                .for_each(|notice| notice.deliver(self.pipeline, observer));
+        } else if let Some(last) = last {
+            journal.append(&[last]).map_err(EngineError::Journal)?;
+        }
         if let Some(error) = self.input_change_error.take() {
             return Err(error);
-        }
-        let status = self.final_status();
-        if let Some(status) = status {
-            journal
-                .append(&[Event::RunFinished(self.units.run_finished(status))])
-                .map_err(EngineError::Journal)?;
         }
         Ok(RunReport {
             status,
@@ -271,6 +286,9 @@ impl<'a> Scheduler<'a> {
                 awaits_ack: false,
             });
         }
+        let unsynced = self.batch.only_reuses()
+            && self.pacer.reuses_full(self.batch.len())
+            && !self.stop_starting;
         let mut committing = self.batch.take();
         let started = Instant::now();
         for job in &mut committing.jobs {
@@ -282,11 +300,20 @@ impl<'a> Scheduler<'a> {
                 .events
                 .retain(|event| !matches!(event, Event::UnitStarted(_)));
         }
+        // A full batch of reuses while the run goes on is not synced (see
+        // `Pacer::reuses_full`); its notices wait for the next durable append.
+        if unsynced {
+            journal.append_unsynced(&committing.events)?;
+            self.batch.hold_unsynced(&mut committing.notices);
+            self.batch.recycle(committing);
+            return Ok(());
+        }
         journal.append(&committing.events)?;
         self.pacer.commit_took(started.elapsed());
         // Outcomes are reported only once durable, so "ok" on the screen means the journal
         // holds it.
-        for notice in committing.notices.drain(..) {
+        let unsynced = self.batch.take_unsynced().unwrap_or_default();
+        for notice in unsynced.into_iter().chain(committing.notices.drain(..)) {
             notice.deliver(self.pipeline, observer);
         }
         // Attempts may spawn only once their `unit_started` is durable.

@@ -57,6 +57,11 @@ impl Scheduler<'_> {
         let mut passed_over: Vec<usize> = Vec::new();
         // A worker raises `halt` itself when an attempt fails for good (see `Job`).
         while !self.stop_starting && !self.halt.load(Ordering::SeqCst) {
+            // A full batch of reuses goes out before more units are decided (a chain of
+            // reused units is otherwise decided whole in this one call).
+            if self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()) {
+                break;
+            }
             let running_local = self.running - self.running_slurm;
             let local_full = running_local >= limit;
             let slurm_full = self.running_slurm >= self.max_jobs;

@@ -75,9 +75,27 @@ pub(super) struct SharedJournal {
     manifests: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
     /// Refuse to store input manifests.
     refuse_manifests: bool,
+    /// Appended unsynced and not yet made durable by an `append`: not in `events` (which is
+    /// what survives a crash, and what the write-ahead rule is checked against).
+    unsynced: Vec<Event>,
+    /// Every append that went through: whether it was durable, and how many events it had.
+    appended: Vec<(bool, usize)>,
 }
 
 impl Journal for SharedJournal {
+    fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        if self
+            .fail_from
+            .is_some_and(|fail_from| self.appends >= fail_from)
+        {
+            return Err(JournalError::msg("injected failure"));
+        }
+        self.appends += 1;
+        self.appended.push((false, events.len()));
+        self.unsynced.extend_from_slice(events);
+        Ok(())
+    }
+
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         if self
             .fail_from
@@ -102,7 +120,10 @@ impl Journal for SharedJournal {
             }
         }
         self.appends += 1;
-        self.events.lock().unwrap().extend_from_slice(events);
+        self.appended.push((true, events.len()));
+        let mut durable = self.events.lock().unwrap();
+        durable.append(&mut self.unsynced);
+        durable.extend_from_slice(events);
         Ok(())
     }
 

@@ -291,6 +291,109 @@ fn many_reuse_checks_in_flight_and_the_units_that_must_run_wait_their_turn() {
     assert_eq!(report.status, Some(RunStatus::Succeeded));
 }
 
+/// Tells, at each notice of a reused unit, whether its `unit_reused` was durable then.
+struct ReusedNotices {
+    durable: Arc<Mutex<Vec<Event>>>,
+    told: Vec<(String, bool)>,
+}
+
+impl Observer for ReusedNotices {
+    fn notice(&mut self, notice: &Notice<'_>) {
+        if let Notice::Reused { unit, .. } = notice {
+            let durable =
+                self.durable.lock().unwrap().iter().any(
+                    |event| matches!(event, Event::UnitReused(reused) if reused.unit == *unit),
+                );
+            self.told.push(((*unit).to_owned(), durable));
+        }
+    }
+}
+
+#[test]
+fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_last_append_makes_durable()
+ {
+    // A chain is decided whole in one turn of the engine: its records once piled up in one
+    // batch (20 MB at 10,000 units). Now a full batch of reuses goes out unsynced.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2_500;
+    let units: Vec<Unit> = (0..n)
+        .map(|i| {
+            let output = format!("out{i}.txt");
+            std::fs::write(dir.path().join(&output), format!("{i}")).unwrap();
+            let deps: Vec<String> = (i > 0)
+                .then(|| format!("u{:04}", i - 1))
+                .into_iter()
+                .collect();
+            let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+            Unit {
+                outputs: vec![output],
+                reuse: true,
+                ..unit(&format!("u{i:04}"), &deps)
+            }
+        })
+        .collect();
+    let mut pipeline = pipeline(units, 2);
+    pipeline.base_dir = dir.path().to_owned();
+    let first = first_run(&pipeline, |_, _, _| ok());
+    let source = Arc::new(EventsSource::from_events("r1", &first));
+    // The outputs' hashes cached (by a first reuse), as a later run finds them: the engine
+    // thread then decides the chain itself, in one turn, however slow the machine.
+    let cache = Arc::new(ThreadsCache::default());
+    let _ = run_reusing_with(
+        &pipeline,
+        Some(EventsSource::from_events("r1", &first)),
+        Some(cache.clone()),
+    );
+    for cached in cache.hashes.lock().unwrap().values_mut() {
+        cached.hashed_at_ns = i64::MAX / 2;
+    }
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let options = EngineOptions::new("r2", &pipeline)
+        .reuse(Reuse::new(source))
+        .hash_cache(cache);
+    let mut observer = ReusedNotices {
+        durable: journal.events.clone(),
+        told: Vec::new(),
+    };
+    let report = run(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &TempLogs,
+        &CancelToken::new(),
+        &mut observer,
+    )
+    .unwrap();
+    executor.assert_no_violations();
+    assert_eq!(executor.ran(), vec![]);
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    // Every record durable in the end, in the chain's order, `run_finished` last.
+    let events = journal.events.lock().unwrap().clone();
+    let kinds = kinds_of(&events);
+    assert_eq!(kinds.len(), n + 1);
+    assert!(
+        kinds[..n]
+            .iter()
+            .enumerate()
+            .all(|(i, kind)| *kind == format!("unit_reused u{i:04}"))
+    );
+    assert_eq!(run_finished(&events).reused as usize, n);
+    // Two full batches unsynced, the rest durable, then `run_finished`.
+    assert_eq!(
+        journal.appended,
+        [(false, 1024), (false, 1024), (true, n - 2048), (true, 1)]
+    );
+    // Each unit told as reused once, and only once its record was durable.
+    assert_eq!(observer.told.len(), n);
+    assert!(
+        observer.told.iter().all(|(_, durable)| *durable),
+        "told before durable"
+    );
+}
+
 /// A hash cache that remembers which threads looked a file up in it and which told it a
 /// hash: only a thread that read the file does that.
 #[derive(Debug, Default)]
