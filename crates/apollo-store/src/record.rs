@@ -184,6 +184,16 @@ fn push_json_str(value: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     let bytes = value.as_bytes();
+    // Names, run ids and hashes have nothing to escape: one pass over all the bytes, without
+    // a branch per byte (it vectorises), then one copy. The loop below was 4% of a no-op run.
+    let plain = bytes.iter().fold(true, |plain, &byte| {
+        plain & (byte >= 0x20) & (byte != b'"') & (byte != b'\\')
+    });
+    if plain {
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+        return;
+    }
     let mut plain_from = 0;
     for (at, &byte) in bytes.iter().enumerate() {
         let short: &[u8] = match byte {

@@ -411,6 +411,38 @@ fn the_runs_index_never_changes_what_a_listing_says() {
 }
 
 #[test]
+fn a_cache_file_is_checked_by_crc32c_and_one_an_older_apollo_checked_by_sha256_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    StateDir::open_or_create(dir.path()).unwrap();
+    let body = b"{\"units\":[]}".to_vec();
+    apollo_store::cache_file::write(dir.path(), "parsed-x", &body).unwrap();
+    let path = dir.path().join("index/parsed-x");
+    let written = fs::read(&path).unwrap();
+    let line = format!("{:08x}\n", crc32c::crc32c(&body));
+    assert_eq!(written, [line.as_bytes(), &body].concat());
+    // Every bit of the body and of the checksum line matters.
+    for bit in 0..written.len() * 8 {
+        let mut flipped = written.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        fs::write(&path, &flipped).unwrap();
+        assert_eq!(
+            apollo_store::cache_file::read(dir.path(), "parsed-x"),
+            None,
+            "bit {bit} flipped"
+        );
+    }
+    // An older apollo's file: the SHA-256 of the body, in hex.
+    let sha256 = apollo_core::hash::sha256_hex(&body);
+    fs::write(&path, [sha256.as_bytes(), b"\n", &body].concat()).unwrap();
+    assert_eq!(
+        apollo_store::cache_file::read(dir.path(), "parsed-x").unwrap(),
+        body
+    );
+    fs::write(&path, [sha256.as_bytes(), b"\n", b"{}"].concat()).unwrap();
+    assert_eq!(apollo_store::cache_file::read(dir.path(), "parsed-x"), None);
+}
+
+#[test]
 fn a_cache_file_written_a_piece_at_a_time_reads_back_whole_and_a_failed_one_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     StateDir::open_or_create(dir.path()).unwrap();
