@@ -46,7 +46,7 @@ impl RunSession<'_> {
         let state = StateDir::open_existing(self.state_dir())?;
         let identity = self.identity();
         let run = match select(&state, self.target_ref(), self.key(&identity))? {
-            Selection::New => return Ok(None),
+            Selection::New(_) => return Ok(None),
             Selection::Resume(run) | Selection::Succeeded(run) => run,
         };
         let run_dir = state.run_dir(&run)?;
@@ -79,7 +79,7 @@ impl RunSession<'_> {
         let resumes = match &state {
             None => None,
             Some(state) => match select(state, self.target_ref(), self.key(&identity))? {
-                Selection::New => None,
+                Selection::New(_) => None,
                 Selection::Resume(run) | Selection::Succeeded(run) => Some(run),
             },
         };

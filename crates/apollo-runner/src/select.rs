@@ -30,8 +30,9 @@ pub enum RunTarget {
 /// What the target resolved to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Selection {
-    /// Start a new run.
-    New,
+    /// Start a new run. With the pipeline's latest run when the selection read it (it is
+    /// finished; what its units left running is swept before the new run starts).
+    New(Option<RunId>),
     /// Resume this run.
     Resume(RunId),
     /// The named run succeeded: nothing to resume.
@@ -69,7 +70,7 @@ pub(crate) fn select(
     pipeline: PipelineKey<'_>,
 ) -> Result<Selection, RunnerError> {
     let selection = match target {
-        RunTarget::Fresh => Selection::New,
+        RunTarget::Fresh => Selection::New(None),
         RunTarget::Named(run) => {
             let (run_state, _) = state.run_state(run)?;
             if run_state == RunState::Succeeded {
@@ -91,11 +92,11 @@ pub(crate) fn select(
                 });
             }
             let Some(run) = latest_run(state, pipeline)? else {
-                return Ok(Selection::New);
+                return Ok(Selection::New(None));
             };
             let (run_state, problem) = state.run_state(&run)?;
             match run_state {
-                RunState::Succeeded => Selection::New,
+                RunState::Succeeded => Selection::New(Some(run)),
                 RunState::Corrupt => {
                     return Err(RunnerError::UnreadableRun {
                         run,

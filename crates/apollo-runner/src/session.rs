@@ -254,8 +254,12 @@ impl<'a> RunSession<'a> {
         let state = StateDir::open_or_create(&self.state_dir)?;
         let mut lock = acquire_lock(&state, self.wait_for_lock, observer)?;
         let identity = self.identity();
+        let mut latest = None;
         let resume = match select(&state, &self.target, self.key(&identity))? {
-            Selection::New => None,
+            Selection::New(found) => {
+                latest = found;
+                None
+            }
             // Folded first, in one read of its journal that also refuses a run a live
             // apollo still runs: before anything is written (the reuse index, the
             // definition snapshot, the recovery).
@@ -324,7 +328,10 @@ impl<'a> RunSession<'a> {
                 .map_err(|source| RunnerError::NotStarted { source })?;
                 // What units of the pipeline's previous run left running must not race the
                 // new run's units.
-                if let Some(previous) = previous_run(&state, self.key(&identity)) {
+                // (The selection usually read which it is already: its first record names
+                // every unit, 90 KB at 10,000 units.)
+                if let Some(previous) = latest.or_else(|| previous_run(&state, self.key(&identity)))
+                {
                     sweep_and_report(self.sweep, &previous, SweepReason::PreviousRun, observer);
                 }
                 let run_id = state.new_run_id();

@@ -411,6 +411,61 @@ fn the_runs_index_never_changes_what_a_listing_says() {
 }
 
 #[test]
+fn a_run_counts_once_its_first_record_is_whole_wherever_its_segment_was_cut() {
+    // A `run_started` naming many units (the first record of a large pipeline's run), then
+    // one more record: cut at every byte, the run is listed exactly when the segment holds a
+    // second newline (the header's, then the first record's), however the listing finds out.
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let id = state.new_run_id();
+    let run = state.create_run(&id).unwrap();
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), fast()).unwrap();
+    let started = apollo_core::event::RunStarted {
+        run_id: id.to_string(),
+        pipeline: "etl".into(),
+        config_path: "pipeline.yaml".into(),
+        config_hash: "c".repeat(64),
+        definition_hash: "d".repeat(64),
+        apollo_version: "0.1.0".into(),
+        host: "test".into(),
+        pid: 1,
+        units: (0..1_000).map(|i| format!("u{i:05}")).collect(),
+        identity: Some("etl".into()),
+        params: Default::default(),
+    };
+    writer
+        .append_batch(&[apollo_core::Event::RunStarted(started), event(2)])
+        .unwrap();
+    drop(writer);
+    let segment = run.path().join("journal/000001.log");
+    let whole = fs::read(&segment).unwrap();
+    let header_end = whole.iter().position(|&byte| byte == b'\n').unwrap();
+    assert!(
+        whole.len() - header_end > 8192,
+        "the first record spans pages"
+    );
+    for cut in header_end + 1..=whole.len() {
+        fs::write(&segment, &whole[..cut]).unwrap();
+        let newlines = whole[..cut].iter().filter(|&&byte| byte == b'\n').count();
+        let listed = state.run_ids().unwrap().contains(&id);
+        assert_eq!(
+            listed,
+            newlines >= 2,
+            "cut at byte {cut} of {}",
+            whole.len()
+        );
+    }
+    // A damaged length field is not trusted: the segment is read for its newline instead.
+    let mut damaged = whole.clone();
+    damaged[header_end + 10] = b'9';
+    fs::write(&segment, &damaged).unwrap();
+    assert!(state.run_ids().unwrap().contains(&id));
+    damaged.truncate(header_end + 200);
+    fs::write(&segment, &damaged).unwrap();
+    assert!(!state.run_ids().unwrap().contains(&id));
+}
+
+#[test]
 fn a_cache_file_is_checked_by_crc32c_and_one_an_older_apollo_checked_by_sha256_still_reads() {
     let dir = tempfile::tempdir().unwrap();
     StateDir::open_or_create(dir.path()).unwrap();
