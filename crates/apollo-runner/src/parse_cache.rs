@@ -25,7 +25,7 @@ use apollo_core::model::{Pipeline, Unit};
 use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -41,8 +41,11 @@ const UNITS_PER_CHUNK_AT_LEAST: usize = 1_000;
 struct Entry {
     format: u32,
     key: String,
-    /// How many lines of units follow.
+    /// How many lines of units follow...
     chunks: usize,
+    /// ... and how many units each holds (the last may hold fewer): a chunk is decoded into
+    /// a vector of that size, not one grown (and copied to fresh pages) as it is read.
+    units_per_chunk: usize,
     pipeline: Pipeline,
     id: Option<String>,
     params: Params,
@@ -118,6 +121,7 @@ fn encode(
         format: FORMAT,
         key,
         chunks: units.chunks(per_chunk).count(),
+        units_per_chunk: per_chunk,
         pipeline: loaded.pipeline.clone(),
         id: loaded.id.clone(),
         params: loaded.params.clone(),
@@ -143,7 +147,12 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
     if entry.format != FORMAT || chunks.len() != entry.chunks || !wanted(&entry) {
         return None;
     }
-    let decode_chunk = |chunk: &[u8]| serde_json::from_slice::<Vec<Unit>>(chunk).ok();
+    let capacity = entry.units_per_chunk.min(MAX_UNITS_PER_CHUNK);
+    let decode_chunk = |chunk: &[u8]| {
+        let mut deserializer = serde_json::Deserializer::from_slice(chunk);
+        let units = serde::de::DeserializeSeed::deserialize(UnitsSeed(capacity), &mut deserializer);
+        deserializer.end().ok().and(units.ok())
+    };
     let decoded: Vec<Option<Vec<Unit>>> = std::thread::scope(|scope| {
         let (first, rest) = chunks.split_first()?;
         // A chunk whose thread cannot be started is decoded here, after the first.
@@ -173,6 +182,40 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
         entry.pipeline.units.extend(units);
     }
     Some(entry)
+}
+
+/// The most units a chunk's vector is sized for before it is read (a damaged entry must not
+/// make apollo reserve gigabytes; a larger chunk still decodes, growing as it goes).
+const MAX_UNITS_PER_CHUNK: usize = 1_000_000;
+
+/// A JSON array of units, read into a vector of `.0` units' capacity.
+struct UnitsSeed(usize);
+
+impl<'de> serde::de::DeserializeSeed<'de> for UnitsSeed {
+    type Value = Vec<Unit>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UnitsSeed {
+    type Value = Vec<Unit>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an array of units")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut units = Vec::with_capacity(self.0);
+        while let Some(unit) = seq.next_element()? {
+            units.push(unit);
+        }
+        Ok(units)
+    }
 }
 
 /// The cached load for `key`, if the entry is there, whole, made from the same inputs, and
