@@ -147,8 +147,10 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
     if entry.format != FORMAT || chunks.len() != entry.chunks || !wanted(&entry) {
         return None;
     }
-    let capacity = entry.units_per_chunk.min(MAX_UNITS_PER_CHUNK);
     let decode_chunk = |chunk: &[u8]| {
+        // Never more than the chunk's bytes could hold: a damaged count must not make apollo
+        // reserve gigabytes (a unit's JSON is hundreds of bytes; its fields are all written).
+        let capacity = entry.units_per_chunk.min(chunk.len() / MIN_UNIT_JSON_BYTES);
         let mut deserializer = serde_json::Deserializer::from_slice(chunk);
         let units = serde::de::DeserializeSeed::deserialize(UnitsSeed(capacity), &mut deserializer);
         deserializer.end().ok().and(units.ok())
@@ -184,9 +186,9 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
     Some(entry)
 }
 
-/// The most units a chunk's vector is sized for before it is read (a damaged entry must not
-/// make apollo reserve gigabytes; a larger chunk still decodes, growing as it goes).
-const MAX_UNITS_PER_CHUNK: usize = 1_000_000;
+/// Fewer bytes than any unit's JSON in an entry: a chunk's vector is sized for at most its
+/// length over this before it is read (a larger count still decodes, growing as it goes).
+const MIN_UNIT_JSON_BYTES: usize = 64;
 
 /// A JSON array of units, read into a vector of `.0` units' capacity.
 struct UnitsSeed(usize);

@@ -222,6 +222,26 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
     assert_eq!(loaded.pipeline.units.len(), 2_500);
     assert_eq!(loaded.pipeline.units[2_499].name, "u02499");
 
+    // A count of units per chunk far beyond what the chunks hold (an edited entry, whose
+    // checksum was made to match) reserves no more than the bytes could hold: the entry still
+    // reads back whole, and apollo does not abort on an allocation of terabytes.
+    let head =
+        String::from_utf8(body.split(|&byte| byte == b'\n').next().unwrap().to_vec()).unwrap();
+    assert!(head.contains(r#""units_per_chunk":1000,"#), "{head}");
+    let inflated = String::from_utf8(body.clone()).unwrap().replacen(
+        r#""units_per_chunk":1000,"#,
+        r#""units_per_chunk":1000000000000,"#,
+        1,
+    );
+    apollo_store::cache_file::write(
+        &project.state(),
+        &file_name(&project.config()),
+        inflated.as_bytes(),
+    )
+    .unwrap();
+    assert!(project.hit(&options));
+    assert_eq!(project.load(&options).pipeline.units.len(), 2_500);
+
     // A chunk line lost (as a torn or edited file would): a miss, never fewer units.
     let lines: Vec<&[u8]> = body.split(|&byte| byte == b'\n').collect();
     let short = [lines[0], lines[1], lines[2]].join(&b'\n');

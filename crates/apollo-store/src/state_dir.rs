@@ -793,6 +793,34 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    /// `first_frame_is_whole` answers from the frame's length alone when the frame is whole
+    /// (the listing's fallback scan would hide a wrong `false`).
+    #[test]
+    fn a_whole_first_frame_is_told_from_its_length_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("000001.log");
+        let payload = vec![b'x'; 10_000];
+        let mut bytes = b"APOLLO-JOURNAL header\n".to_vec();
+        crate::frame::encode_frame(&payload, &mut bytes);
+        let mut buffer = vec![0u8; 4096];
+        let whole = |bytes: &[u8], buffer: &mut [u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            first_frame_is_whole(&std::fs::File::open(&path).unwrap(), buffer)
+        };
+        assert!(whole(&bytes, &mut buffer));
+        // One byte short of its newline, or its newline another byte: not whole.
+        assert!(!whole(&bytes[..bytes.len() - 1], &mut buffer));
+        let mut last = bytes.clone();
+        *last.last_mut().unwrap() = b'x';
+        assert!(!whole(&last, &mut buffer));
+        // A length field that is not a number, or a header with no end: not whole.
+        let mut garbled = bytes.clone();
+        let at = bytes.iter().position(|&byte| byte == b'\n').unwrap() + 10;
+        garbled[at] = b'z';
+        assert!(!whole(&garbled, &mut buffer));
+        assert!(!whole(&[b'h'; 5000], &mut buffer));
+    }
+
     #[test]
     fn the_layout_is_created_and_the_lock_file_kept() {
         let dir = tempfile::tempdir().unwrap();

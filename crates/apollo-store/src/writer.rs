@@ -186,6 +186,9 @@ pub struct JournalWriter {
     /// Records were written by [`Journal::append_unsynced`] since the last sync: the next
     /// durable append syncs even when it writes nothing.
     unsynced: bool,
+    /// The segment's length at its last sync: a failed write or sync cuts back to it, so
+    /// records written unsynced before never outlive a failure half on disk.
+    synced_len: u64,
 }
 
 impl std::fmt::Debug for JournalWriter {
@@ -257,6 +260,7 @@ impl JournalWriter {
             segment_number: number,
             segment_path: path,
             segment_len: len,
+            synced_len: len,
             segment_day: now.date_naive(),
             segment_has_records: false,
             next_seq: prev_seq + 1,
@@ -450,6 +454,7 @@ impl JournalWriter {
                         segment_number: header.segment,
                         segment_path,
                         segment_len,
+                        synced_len: segment_len,
                         segment_day,
                         segment_has_records: last_seq > header.prev_seq,
                         next_seq,
@@ -547,7 +552,10 @@ impl JournalWriter {
     }
 
     /// Turns the writer into one that many threads can append through, with group commit.
-    pub fn into_shared(self) -> crate::SharedWriter {
+    pub fn into_shared(mut self) -> crate::SharedWriter {
+        // A shared writer's empty append syncs nothing: records written unsynced are made
+        // durable first (a failure poisons the writer, and its appends say so).
+        let _ = self.write_encoded(&[]);
         crate::SharedWriter::new(self)
     }
 
@@ -617,10 +625,10 @@ impl JournalWriter {
         if self.batch.is_empty() && !(sync && self.unsynced) {
             return Ok(());
         }
-        // A failed write or sync cuts back to here. What unsynced appends wrote before stays:
-        // it was never said to be durable, and is only records whose loss a resume repairs
-        // (see `Journal::append_unsynced`).
-        let acknowledged_len = self.segment_len;
+        // A failed write or sync cuts back to the last sync: what unsynced appends wrote
+        // since was never said to be durable, and is only records whose loss a resume repairs
+        // (see `Journal::append_unsynced`); kept, it could reach the disk in part.
+        let acknowledged_len = self.synced_len;
         if !self.batch.is_empty() {
             if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
                 self.cut_back(acknowledged_len);
@@ -646,6 +654,7 @@ impl JournalWriter {
             }
         }
         self.unsynced = false;
+        self.synced_len = self.segment_len;
         Ok(())
     }
 
@@ -674,6 +683,7 @@ impl JournalWriter {
         self.segment_number = number;
         self.segment_path = path;
         self.segment_len = len;
+        self.synced_len = len;
         self.segment_day = now.date_naive();
         self.segment_has_records = false;
         // Only now that the new segment's header is durable: the journal records that it has
@@ -779,8 +789,10 @@ fn cut_torn_tail(
     use std::io::{Read, Seek, SeekFrom};
     let segment = journal.path().join(segment_name);
     let mut file = journal.open_file(segment_name, Access::ReadWrite)?;
-    // A torn tail is at most one batch of records (each at most 16 MiB): reading it whole is
-    // bounded.
+    // A torn tail is at most what was written since the last sync: one batch of records
+    // (each at most 16 MiB), and the batches of reuses written unsynced before it, which the
+    // engine syncs within 200 ms and before it waits (see `Journal::append_unsynced`); and at
+    // most a segment: reading it whole is bounded.
     let mut cut = Vec::new();
     file.seek(SeekFrom::Start(offset))
         .and_then(|_| file.read_to_end(&mut cut))

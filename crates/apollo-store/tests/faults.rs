@@ -8,8 +8,8 @@ use apollo_store::{
 use crate::support::*;
 
 /// A workload: 12 batches of 1–3 events, small segments so rotations happen; every fourth
-/// batch is appended unsynced (acknowledged only by the next durable append), and the last
-/// append syncs nothing of its own. Returns the events acknowledged (in order) and the first
+/// batch and the last are appended unsynced (acknowledged only by the next durable append),
+/// and a last, empty append syncs them. Returns the events acknowledged (in order) and the first
 /// error, if any.
 fn workload(
     run_dir: &std::path::Path,
@@ -24,7 +24,7 @@ fn workload(
         Err(error) => return (Vec::new(), Some(error)),
     };
     let mut acked = Vec::new();
-    let mut unsynced = Vec::new();
+    let mut pending = Vec::new();
     let mut n = 0;
     for batch in 0..13u64 {
         let events: Vec<_> = (0..=batch % 3)
@@ -34,18 +34,19 @@ fn workload(
                 event(n)
             })
             .collect();
-        let result = if batch % 4 == 1 {
+        let unsynced = batch % 4 == 1 || batch == 11;
+        let result = if unsynced {
             writer.append_batch_unsynced(&events)
         } else {
             writer.append_batch(&events)
         };
         match result {
             Ok(seq) => {
-                let written = acked.len() + unsynced.len() + events.len();
+                let written = acked.len() + pending.len() + events.len();
                 assert_eq!(seq, written as u64);
-                unsynced.extend(events);
-                if batch % 4 != 1 {
-                    acked.append(&mut unsynced);
+                pending.extend(events);
+                if !unsynced {
+                    acked.append(&mut pending);
                 }
             }
             Err(error) => {

@@ -28,9 +28,9 @@ pub(super) struct Batch {
     oversized: bool,
     /// How many of `events` are `unit_reused`.
     reused: usize,
-    /// The notices of records appended unsynced (a full batch of reuses, see
-    /// [`Journal::append_unsynced`]): told once a later append is durable.
-    unsynced: Option<Vec<HeldNotice>>,
+    /// Since when records were appended unsynced (a full batch of reuses, see
+    /// [`Journal::append_unsynced`]), and their notices: told once a later append is durable.
+    unsynced: Option<(std::time::Instant, Vec<HeldNotice>)>,
 }
 
 /// An attempt whose `unit_started` cannot be recorded whole: it is recorded without its
@@ -225,15 +225,23 @@ impl Batch {
         }
     }
 
-    /// `notices` are of records just appended unsynced: they wait for a durable append.
-    pub(super) fn hold_unsynced(&mut self, notices: &mut Vec<HeldNotice>) {
-        self.unsynced.get_or_insert_default().append(notices);
+    /// `notices` are of records appended unsynced `now`: they wait for a durable append.
+    pub(super) fn hold_unsynced(&mut self, now: std::time::Instant, notices: &mut Vec<HeldNotice>) {
+        self.unsynced
+            .get_or_insert_with(|| (now, Vec::new()))
+            .1
+            .append(notices);
+    }
+
+    /// Since when records appended unsynced wait for a durable append, if any do.
+    pub(super) fn unsynced_since(&self) -> Option<std::time::Instant> {
+        self.unsynced.as_ref().map(|(since, _)| *since)
     }
 
     /// The notices of records appended unsynced, if any were: to deliver once a durable
     /// append returned (which made those records durable too).
     pub(super) fn take_unsynced(&mut self) -> Option<Vec<HeldNotice>> {
-        self.unsynced.take()
+        self.unsynced.take().map(|(_, notices)| notices)
     }
 
     /// Take back a commit's emptied vectors, keeping their capacity for the next batch: a

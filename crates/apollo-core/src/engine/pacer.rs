@@ -190,6 +190,12 @@ impl Pacer {
         in_flight && !self.reuses_full(records) && !waited_enough
     }
 
+    /// Whether records appended unsynced `since` have waited as long as a batch of reuses
+    /// may: the next append is durable.
+    pub(super) fn reuses_overdue(&self, since: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(since) >= self.tuning.max_reuse_delay
+    }
+
     /// Whether a batch of `records` that are all `unit_reused` is full: it is committed
     /// before any other unit is decided, without a sync while the run goes on (see
     /// [`Tuning::reuses_per_commit`]).

@@ -212,6 +212,10 @@ impl<'a> Scheduler<'a> {
             {
                 continue;
             }
+            // Nothing is left unsynced while the engine waits.
+            if let Err(error) = self.sync_unsynced(journal, observer) {
+                return Err(self.abort_on_journal_error(error, channels.from_workers));
+            }
             crossbeam_channel::select! {
                 recv(channels.from_workers) -> message => {
                     if let Ok(message) = message {
@@ -286,9 +290,7 @@ impl<'a> Scheduler<'a> {
                 awaits_ack: false,
             });
         }
-        let unsynced = self.batch.only_reuses()
-            && self.pacer.reuses_full(self.batch.len())
-            && !self.stop_starting;
+        let unsynced = self.may_go_unsynced();
         let mut committing = self.batch.take();
         let started = Instant::now();
         for job in &mut committing.jobs {
@@ -303,8 +305,12 @@ impl<'a> Scheduler<'a> {
         // A full batch of reuses while the run goes on is not synced (see
         // `Pacer::reuses_full`); its notices wait for the next durable append.
         if unsynced {
+            debug_assert!(
+                committing.jobs.is_empty(),
+                "a batch of reuses starts nothing"
+            );
             journal.append_unsynced(&committing.events)?;
-            self.batch.hold_unsynced(&mut committing.notices);
+            self.batch.hold_unsynced(started, &mut committing.notices);
             self.batch.recycle(committing);
             return Ok(());
         }

@@ -309,17 +309,14 @@ impl Observer for ReusedNotices {
     }
 }
 
-#[test]
-fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_last_append_makes_durable()
- {
-    // A chain is decided whole in one turn of the engine: its records once piled up in one
-    // batch (20 MB at 10,000 units). Now a full batch of reuses goes out unsynced.
-    let dir = tempfile::tempdir().unwrap();
-    let n = 2_500;
+/// A chain of `n` reused units in `dir` whose outputs' hashes are cached (by a first reuse), as
+/// a later run finds them: the engine thread then decides the chain itself, in one turn,
+/// however slow the machine. The pipeline, and the options of a run reusing from the first.
+fn cached_reused_chain(dir: &Path, n: usize) -> (Pipeline, EngineOptions) {
     let units: Vec<Unit> = (0..n)
         .map(|i| {
             let output = format!("out{i}.txt");
-            std::fs::write(dir.path().join(&output), format!("{i}")).unwrap();
+            std::fs::write(dir.join(&output), format!("{i}")).unwrap();
             let deps: Vec<String> = (i > 0)
                 .then(|| format!("u{:04}", i - 1))
                 .into_iter()
@@ -333,11 +330,8 @@ fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_la
         })
         .collect();
     let mut pipeline = pipeline(units, 2);
-    pipeline.base_dir = dir.path().to_owned();
+    pipeline.base_dir = dir.to_owned();
     let first = first_run(&pipeline, |_, _, _| ok());
-    let source = Arc::new(EventsSource::from_events("r1", &first));
-    // The outputs' hashes cached (by a first reuse), as a later run finds them: the engine
-    // thread then decides the chain itself, in one turn, however slow the machine.
     let cache = Arc::new(ThreadsCache::default());
     let _ = run_reusing_with(
         &pipeline,
@@ -347,11 +341,24 @@ fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_la
     for cached in cache.hashes.lock().unwrap().values_mut() {
         cached.hashed_at_ns = i64::MAX / 2;
     }
+    let options = EngineOptions::new("r2", &pipeline)
+        .reuse(Reuse::new(Arc::new(EventsSource::from_events(
+            "r1", &first,
+        ))))
+        .hash_cache(cache);
+    (pipeline, options)
+}
+
+#[test]
+fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_last_append_makes_durable()
+ {
+    // A chain is decided whole in one turn of the engine: its records once piled up in one
+    // batch (20 MB at 10,000 units). Now a full batch of reuses goes out unsynced.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2_500;
+    let (pipeline, options) = cached_reused_chain(dir.path(), n);
     let mut journal = SharedJournal::default();
     let executor = FakeExecutor::new(&journal, |_, _, _| ok());
-    let options = EngineOptions::new("r2", &pipeline)
-        .reuse(Reuse::new(source))
-        .hash_cache(cache);
     let mut observer = ReusedNotices {
         durable: journal.events.clone(),
         told: Vec::new(),
@@ -392,6 +399,34 @@ fn a_long_chain_of_reused_units_goes_out_in_bounded_unsynced_batches_that_the_la
         observer.told.iter().all(|(_, durable)| *durable),
         "told before durable"
     );
+}
+
+#[test]
+fn a_journal_that_fails_an_unsynced_append_stops_the_run_and_nothing_unsynced_counts_as_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pipeline, options) = cached_reused_chain(dir.path(), 2_500);
+    // The first batch of reuses goes out unsynced; the second fails.
+    let mut journal = SharedJournal {
+        fail_from: Some(1),
+        ..SharedJournal::default()
+    };
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let error = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(error, EngineError::Journal(_)), "{error}");
+    assert_eq!(journal.appended, [(false, 1024)]);
+    assert!(
+        journal.events.lock().unwrap().is_empty(),
+        "nothing was synced"
+    );
+    assert_eq!(executor.ran(), vec![]);
 }
 
 /// A hash cache that remembers which threads looked a file up in it and which told it a
