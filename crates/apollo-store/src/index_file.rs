@@ -76,6 +76,12 @@ pub(crate) fn read_checked(state: &StateDir, name: &str) -> Result<(String, Vec<
 /// The length of an older apollo's checksum line (SHA-256, hex), still read.
 const OLD_CHECKSUM_LEN: usize = 64;
 
+/// Whether `checksum` (as [`read_checked`] returns it) is an older apollo's: its owner may
+/// write the file again, to be checked the cheaper way from then on.
+pub(crate) fn is_older_checksum(checksum: &str) -> bool {
+    checksum.len() == OLD_CHECKSUM_LEN
+}
+
 /// The checksum line of `body`: its CRC-32C, as 8 lower-case hex digits.
 fn checksum_of(body: &[u8]) -> String {
     format!("{:08x}", crc32c::crc32c(body))

@@ -284,7 +284,12 @@ impl ReuseIndex {
                 HashMap::new()
             }
         };
-        let mut changed = refresh.rebuilt.is_some();
+        // A file an older apollo checked by SHA-256 is written again (once) when it may be.
+        let older = index
+            .file
+            .as_ref()
+            .is_some_and(|(checksum, _)| index_file::is_older_checksum(checksum));
+        let mut changed = refresh.rebuilt.is_some() || (write && older);
         for (id, now) in run_ids.iter().zip(current) {
             if known.get(id.as_str()) != Some(&now) {
                 index.read_run(state, id);

@@ -166,6 +166,31 @@ fn the_index_is_built_from_the_journals_and_found_again_when_deleted_or_garbled(
     let latest = index.source(IDENTITY, None).latest("fetch").unwrap();
     assert_eq!(latest.inputs[0].hash, "file-of-h2");
 
+    // Written by an older apollo (its checksum line a SHA-256): read as it is, same answers,
+    // and rewritten once (with `write`) so later runs check it the cheaper way.
+    let current = fs::read(&file).unwrap();
+    let newline = current.iter().position(|&byte| byte == b'\n').unwrap();
+    let body = &current[newline + 1..];
+    let older = [apollo_core::hash::sha256_hex(body).as_bytes(), b"\n", body].concat();
+    fs::write(&file, &older).unwrap();
+    let (index, refresh) = ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(answers(&index), expected);
+    assert_eq!(
+        (refresh.rebuilt, refresh.runs_read, refresh.written),
+        (None, 0, false)
+    );
+    let (index, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert_eq!(answers(&index), expected);
+    assert_eq!(
+        (refresh.rebuilt, refresh.runs_read, refresh.written),
+        (None, 0, true)
+    );
+    let rewritten = fs::read(&file).unwrap();
+    let line_end = rewritten.iter().position(|&byte| byte == b'\n');
+    assert_eq!(line_end, Some(8), "checked by CRC-32C now");
+    let (_, refresh) = ReuseIndex::refresh(&state, true).unwrap();
+    assert!(!refresh.written, "written once");
+
     // Garbled: one flipped bit fails the checksum; rebuilt, same answers.
     let mut bytes = fs::read(&file).unwrap();
     let last = bytes.len() - 2;
