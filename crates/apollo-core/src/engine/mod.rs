@@ -18,7 +18,10 @@
 //!    Attempts go to the workers only once the batch holding their `unit_started` is durable.
 //!    So `unit_started` is on disk before a unit's first process exists, and `unit_finished`
 //!    is on disk before any dependent starts;
-//! 3. waits for an attempt to end, a retry to come due, or a cancellation. A worker whose
+//! 3. waits for an attempt to end, a retry to come due, or a cancellation — while short
+//!    attempts keep the workers' queue long, first asleep for a few milliseconds without
+//!    waiting on the channel (`Scheduler::nap`, `Pacer::nap`), so that outcomes are taken in
+//!    a few at a time rather than waking the engine thread for each. A worker whose
 //!    attempt failed for good (fail-fast, no retry left) raises `halt` itself before it
 //!    reports, and every worker whose attempt failed waits for the engine to take the outcome
 //!    in before its next attempt: attempts committed ahead are halted at once, even while the

@@ -2,7 +2,7 @@
 //! does to the rest of the run (downstream skipped, fail-fast).
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Channels, Scheduler};
 use crate::engine::api::UnitResult;
@@ -62,6 +62,52 @@ impl Scheduler<'_> {
                 event,
             } => self.take_report(unit_idx, attempt, event),
         }
+    }
+
+    /// How long the engine may wait for a message: until a retry comes due or a held
+    /// batch's deadline, else an hour.
+    pub(super) fn wait_timeout(&self) -> Duration {
+        let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
+        [self.retries.next_due(), commit_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+            .map_or(Duration::from_secs(3600), |due| {
+                due.saturating_duration_since(Instant::now())
+            })
+    }
+
+    /// Sleep, without waiting on the workers' channel, for as long as [`Pacer::nap`] allows
+    /// (at most `timeout`), and return what is left of `timeout`: while the workers have
+    /// committed attempts queued, their outcomes are then taken in a few at a time instead of
+    /// waking this thread for each. Not when an outcome is already waiting, once the run stops
+    /// starting units, while a non-idempotent attempt is at a worker (its end is recorded at
+    /// once: unrecorded after a crash, it would make the resume stop and ask a human), while
+    /// the pipeline has Slurm units (a job's id is recorded as soon as it is known), nor while
+    /// inputs are being hashed or units checked for reuse (their results come back within
+    /// microseconds).
+    ///
+    /// [`Pacer::nap`]: super::super::pacer::Pacer::nap
+    pub(super) fn nap(&self, channels: &Channels<'_>, timeout: Duration) -> Duration {
+        if self.stop_starting
+            || self.non_idempotent_at_workers > 0
+            || self.max_jobs > 0
+            || self.at_hashers > 0
+            || self.checking_reuse > 0
+            || self.cancel.is_cancelled()
+            || !channels.from_workers.is_empty()
+        {
+            return timeout;
+        }
+        let workers = self.options.max_parallel.max(1);
+        let Some(nap) = self.pacer.nap(workers, channels.job_tx.len()) else {
+            return timeout;
+        };
+        #[cfg(test)]
+        super::NAPS.set(super::NAPS.get() + 1);
+        let started = Instant::now();
+        std::thread::sleep(nap.min(timeout));
+        timeout.saturating_sub(started.elapsed())
     }
 
     /// Poll the workers' channel for up to `hasher::POLL_BEFORE_SLEEP`, meanwhile doing
@@ -170,10 +216,11 @@ impl Scheduler<'_> {
         if ran {
             self.pacer.attempt_ended(outcome.wall_time);
         }
+        let unit = &self.pipeline.units[unit_idx];
         if worker.is_some() {
             self.at_workers -= 1;
+            self.non_idempotent_at_workers -= usize::from(!unit.idempotent);
         }
-        let unit = &self.pipeline.units[unit_idx];
         let settled = record::settle(&outcome, outputs);
         let record = record::unit_finished(unit, attempt, &settled, &outcome, queued);
         let record::Settled {

@@ -35,6 +35,8 @@ thread_local! {
     /// and hand the attempts to the workers all the same — the write-ahead rule broken on
     /// purpose, to prove that the tests' checks notice.
     pub(super) static BREAK_WRITE_AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Test-only: how many naps (`Scheduler::nap`) the engine on this thread took.
+    pub(super) static NAPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The channels the scheduler works with.
@@ -92,8 +94,9 @@ pub(super) struct Scheduler<'a> {
     hashing_non_idempotent: usize,
     /// Reuse checks of idempotent units on the hashing threads (not counted in `running`).
     checking_reuse: usize,
-    /// Attempts handed to workers and not yet taken back in.
+    /// Attempts handed to workers and not yet taken back in, and how many are non-idempotent.
     at_workers: usize,
+    non_idempotent_at_workers: usize,
     /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
     stop_starting: bool,
     /// A unit failed for good.
@@ -141,6 +144,7 @@ impl<'a> Scheduler<'a> {
             hashing_non_idempotent: 0,
             checking_reuse: 0,
             at_workers: 0,
+            non_idempotent_at_workers: 0,
             stop_starting: false,
             failed_any: false,
             input_change_error: None,
@@ -195,14 +199,7 @@ impl<'a> Scheduler<'a> {
             }
             // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a
             // cancellation.
-            let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
-            let next_due = match (self.retries.next_due(), commit_deadline) {
-                (Some(retry), Some(commit)) => Some(retry.min(commit)),
-                (retry, commit) => retry.or(commit),
-            };
-            let timeout = next_due.map_or(Duration::from_secs(3600), |due| {
-                due.saturating_duration_since(Instant::now())
-            });
+            let timeout = self.wait_timeout();
             observer.flush();
             // Reuse checks come back within microseconds: poll briefly before sleeping (see
             // `hasher::POLL_BEFORE_SLEEP`), doing queued checks meanwhile. So is a
@@ -216,6 +213,7 @@ impl<'a> Scheduler<'a> {
             if let Err(error) = self.sync_unsynced(journal, observer) {
                 return Err(self.abort_on_journal_error(error, channels.from_workers));
             }
+            let timeout = self.nap(channels, timeout);
             crossbeam_channel::select! {
                 recv(channels.from_workers) -> message => {
                     if let Ok(message) = message {
@@ -329,6 +327,8 @@ impl<'a> Scheduler<'a> {
                 attempt: job.attempt,
             });
             self.at_workers += 1;
+            self.non_idempotent_at_workers +=
+                usize::from(!self.pipeline.units[job.unit_idx].idempotent);
             // The workers outlive this loop (the scope joins them), so a send cannot fail.
             let _ = job_tx.send(job);
         }

@@ -157,6 +157,8 @@ pub(super) struct FakeExecutor {
     /// Units whose attempts report being submitted to a cluster as the given job id, as a
     /// remote executor would.
     submits_as: BTreeMap<String, String>,
+    /// The wall time each attempt reports (default: none), which the engine's pacing reads.
+    wall_time: Duration,
 }
 
 impl FakeExecutor {
@@ -173,6 +175,7 @@ impl FakeExecutor {
             ran: Mutex::new(Vec::new()),
             violations: Mutex::new(Vec::new()),
             submits_as: BTreeMap::new(),
+            wall_time: Duration::ZERO,
         }
     }
 
@@ -257,6 +260,7 @@ impl Executor for FakeExecutor {
         let mut outcome = failed_to_start(String::new());
         outcome.status = status;
         outcome.exit = exit;
+        outcome.wall_time = self.wall_time;
         // The attempt's process ran (an attempt with no phase never started anything).
         outcome.phases.push(crate::executor::PhaseOutcome {
             phase: crate::model::Phase::Execute,

@@ -149,3 +149,60 @@ fn a_unit_that_skips_itself_satisfies_its_dependents() {
     assert_eq!(report.units[0].1, UnitResult::SelfSkipped { attempt: 1 });
     assert_eq!(report.units[1].1, UnitResult::Succeeded { attempt: 1 });
 }
+
+/// Runs `n` idempotent units whose attempts take 2 ms and report 1 ms (short attempts, see
+/// `Pacer::nap`) on 2 workers — after, with `careful`, a non-idempotent unit that holds a
+/// worker until all of them are done — and returns the naps the engine took.
+fn naps_over_short_attempts(n: usize, careful: bool) -> usize {
+    let mut units: Vec<Unit> = (0..n).map(|idx| unit(&format!("u{idx}"), &[])).collect();
+    if careful {
+        let mut careful = unit("careful", &[]);
+        careful.idempotent = false;
+        units.insert(0, careful);
+    }
+    let pipeline = pipeline(units, 2);
+    let mut journal = SharedJournal::default();
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Arc::clone(&done);
+    // The sleep is the attempts' work (the workers' queue stays long), not a synchronization.
+    let mut executor = FakeExecutor::new(&journal, move |name, _, _| {
+        if name == "careful" {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while seen.load(std::sync::atomic::Ordering::SeqCst) < n {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the others never ended"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(2));
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        ok()
+    });
+    executor.wall_time = Duration::from_millis(1);
+    super::scheduler::NAPS.set(0);
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    assert_eq!(done.load(std::sync::atomic::Ordering::SeqCst), n);
+    super::scheduler::NAPS.get()
+}
+
+#[test]
+fn the_engine_naps_while_short_attempts_are_queued_but_not_while_a_non_idempotent_one_runs() {
+    // Idempotent units are committed ahead: the workers' queue is long, the engine sleeps
+    // between intakes instead of waking for each outcome.
+    assert!(naps_over_short_attempts(100, false) > 0);
+    // The same queue behind a non-idempotent attempt at the other worker: its end is taken in
+    // (and recorded) at once.
+    assert_eq!(naps_over_short_attempts(100, true), 0);
+}
