@@ -58,6 +58,9 @@ impl Drop for Tmpfs {
     }
 }
 
+/// The chain's length: its records take more than 64 KiB.
+const N_UNITS: usize = 400;
+
 /// `bin/fill MNT`: the first time only, fill the filesystem at MNT with `MNT/filler`.
 const FILL_SCRIPT: &str = r#"#!/bin/sh
 dir=$(dirname "$0")/..
@@ -79,17 +82,19 @@ fn state_dir_filled_up_mid_run() {
     let tmpfs = Tmpfs::mount("1m");
     let mount: PathBuf = tmpfs.path().to_path_buf();
 
-    // Two units, the filler, then a chain long enough that its records need new pages.
+    // Two units, the filler, then a chain long enough that its records need more than the
+    // journal's space allocated ahead (64 KiB when the segment was created: records written
+    // into it need no new blocks, so the disk fills only when the writer asks for more).
     let mut yaml = String::from("name: full-disk\nmax_parallel: 1\nunits:\n");
-    yaml.push_str("  - name: u00\n    execute: ./bin/count u00\n");
-    yaml.push_str("  - name: u01\n    deps: [u00]\n    execute: ./bin/count u01\n");
+    yaml.push_str("  - name: u000\n    execute: ./bin/count u000\n");
+    yaml.push_str("  - name: u001\n    deps: [u000]\n    execute: ./bin/count u001\n");
     yaml.push_str(&format!(
-        "  - name: fill\n    deps: [u01]\n    execute: ./bin/fill {}\n",
+        "  - name: fill\n    deps: [u001]\n    execute: ./bin/fill {}\n",
         mount.display()
     ));
-    let mut names = vec!["u00".to_owned(), "u01".to_owned(), "fill".to_owned()];
-    for i in 2..40 {
-        let name = format!("u{i:02}");
+    let mut names = vec!["u000".to_owned(), "u001".to_owned(), "fill".to_owned()];
+    for i in 2..N_UNITS {
+        let name = format!("u{i:03}");
         let dep = names.last().cloned().unwrap_or_default();
         yaml.push_str(&format!(
             "  - name: {name}\n    deps: [{dep}]\n    execute: ./bin/count {name}\n"
@@ -119,11 +124,13 @@ fn state_dir_filled_up_mid_run() {
     }
     let after_failure = project.journal();
     assert!(
-        after_failure.succeeded.contains_key("u01"),
-        "the disk filled before u01's success was recorded: {after_failure:?}"
+        after_failure.succeeded.contains_key("u001"),
+        "the disk filled before u001's success was recorded: {after_failure:?}"
     );
     assert!(
-        !after_failure.succeeded.contains_key("u39"),
+        !after_failure
+            .succeeded
+            .contains_key(names.last().map(String::as_str).unwrap_or_default()),
         "the run completed on a full disk: {after_failure:?}"
     );
     println!(

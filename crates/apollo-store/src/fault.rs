@@ -218,13 +218,19 @@ impl FaultInjector {
             .map(|fault| io::Error::from_raw_os_error(fault.errno.raw()))
     }
 
-    /// Writes all of `bytes` to `sink`, or half of them and an injected error.
-    pub(crate) fn write_all(&self, sink: &mut impl io::Write, bytes: &[u8]) -> io::Result<()> {
+    /// Writes all of `bytes` to `file` at `offset`, or half of them and an injected error.
+    pub(crate) fn write_all_at(
+        &self,
+        file: &std::fs::File,
+        bytes: &[u8],
+        offset: u64,
+    ) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
         if let Some(error) = self.check(FaultOp::Write) {
-            sink.write_all(&bytes[..bytes.len() / 2])?;
+            file.write_all_at(&bytes[..bytes.len() / 2], offset)?;
             return Err(error);
         }
-        sink.write_all(bytes)
+        file.write_all_at(bytes, offset)
     }
 
     /// Runs `sync`, or returns an injected error without syncing.
@@ -280,12 +286,19 @@ mod tests {
     #[test]
     fn the_nth_write_fails_after_writing_half() {
         let injector = FaultInjector::new(FaultPlan::fail(FaultOp::Write, 2, FaultErrno::Eio));
-        let mut sink = Vec::new();
-        injector.write_all(&mut sink, b"abcd").unwrap();
-        let error = injector.write_all(&mut sink, b"efgh").unwrap_err();
+        let file = tempfile::tempfile().unwrap();
+        injector.write_all_at(&file, b"abcd", 0).unwrap();
+        let error = injector.write_all_at(&file, b"efgh", 4).unwrap_err();
         assert_eq!(error.raw_os_error(), Some(libc::EIO));
-        assert_eq!(sink, b"abcdef");
-        injector.write_all(&mut sink, b"ij").unwrap();
+        assert_eq!(
+            std::fs::read(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&file)
+            ))
+            .unwrap(),
+            b"abcdef"
+        );
+        injector.write_all_at(&file, b"ij", 6).unwrap();
         assert_eq!(injector.counts(), (3, 0));
     }
 }

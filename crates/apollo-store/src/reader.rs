@@ -15,7 +15,7 @@ use crate::record::{DecodeError, decode_record};
 use crate::safe_dir::{ContentStamp, content_stamp};
 use crate::segment::{
     FORMAT_MAJOR, FORMAT_MINOR, SegmentFile, SegmentHeader, check_last_segment, check_numbering,
-    list_segment_files, open_segment_for_read,
+    data_end, list_segment_files, open_segment_for_read,
 };
 
 /// How to read a journal.
@@ -428,7 +428,10 @@ impl JournalReader {
             self.last_segment_read =
                 Some(content_stamp(&file, &path)?).filter(|stamp| stamp.len() == file_len);
         }
-        let mut frames = FrameReader::new(file, file_len);
+        // Zeros after the last record are space the writer allocated ahead, not records.
+        let data_len =
+            data_end(&file, file_len).map_err(|source| StoreError::io("read", &path, source))?;
+        let mut frames = FrameReader::new(file, data_len);
         match &entry.header {
             HeaderState::Torn => return Ok(true),
             HeaderState::Good(header) => {
@@ -836,7 +839,8 @@ fn probe_header(
         Err(error @ StoreError::Corruption { .. }) => return Ok(Err(Some((error, None)))),
         Err(error) => return Err(error),
     };
-    let mut frames = FrameReader::new(file, file_len);
+    let data_len = data_end(&file, file_len).map_err(io_error)?;
+    let mut frames = FrameReader::new(file, data_len);
     let mut payload = Vec::new();
     let bad = match frames.next_frame(&mut payload).map_err(io_error)? {
         Ok(Some(_)) => {

@@ -15,7 +15,7 @@ use crate::reader::{JournalReader, ReadOptions, StoredRecord};
 use crate::record::decode_record;
 use crate::run_id::RunId;
 use crate::runs_index::RunsIndex;
-use crate::segment::{list_segment_files, open_segment_for_read};
+use crate::segment::{data_end, list_segment_files, open_segment_for_read};
 use crate::state_dir::StateDir;
 
 /// Where a run stands, as its journal tells it.
@@ -108,6 +108,9 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
     let segments = list_segment_files(&run_dir.join("journal"))?;
     if let Some(last) = segments.last() {
         let (file, len) = open_segment_for_read(&last.path)?;
+        // Zeros after the last record are space the writer allocated ahead.
+        let len =
+            data_end(&file, len).map_err(|source| StoreError::io("read", &last.path, source))?;
         if len > TAIL {
             let mut frames = FrameReader::new(file, len);
             let io_error = |source| StoreError::io("read", &last.path, source);

@@ -117,8 +117,6 @@ pub(crate) enum Access {
     Read,
     /// Read and write, creating the file when missing (never through a symbolic link).
     ReadWriteCreate,
-    /// Append only.
-    Append,
     /// Read and write.
     ReadWrite,
 }
@@ -276,19 +274,12 @@ impl Dir {
         }
     }
 
-    /// Creates the new file `name` (it must not exist: a symbolic link there counts as
-    /// existing) for writing, or for appending with `append`.
-    pub(crate) fn create_new_file(
-        &self,
-        name: impl AsRef<Path>,
-        append: bool,
-    ) -> Result<File, StoreError> {
+    /// Creates the new file `name` for writing (it must not exist: a symbolic link there
+    /// counts as existing).
+    pub(crate) fn create_new_file(&self, name: impl AsRef<Path>) -> Result<File, StoreError> {
         let name = name.as_ref();
-        let mut flags =
+        let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        if append {
-            flags |= OFlags::APPEND;
-        }
         rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666))
             .map(File::from)
             .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
@@ -318,7 +309,6 @@ impl Dir {
             | match access {
                 Access::Read => OFlags::RDONLY,
                 Access::ReadWriteCreate => OFlags::RDWR | OFlags::CREATE,
-                Access::Append => OFlags::WRONLY | OFlags::APPEND,
                 Access::ReadWrite => OFlags::RDWR,
             };
         let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666)) {
@@ -395,7 +385,7 @@ impl Dir {
         let temp = format!(".{name}.tmp-{}", crate::fsutil::random_hex(4));
         let temp_path = self.path.join(&temp);
         let result = (|| {
-            let mut file = self.create_new_file(&temp, false)?;
+            let mut file = self.create_new_file(&temp)?;
             fill(&mut file)
                 .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
             if durable {
@@ -472,7 +462,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, dir.path().join("name")).unwrap();
         let opened = Dir::open(dir.path()).unwrap();
         assert!(opened.open_file("name", Access::Read).is_err());
-        assert!(opened.create_new_file("name", false).is_err());
+        assert!(opened.create_new_file("name").is_err());
         opened.write_file_atomic("name", b"new", true).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         assert_eq!(

@@ -21,8 +21,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// record (a pipeline hook ran after the run ended), the `unit_reused` record (a unit reused
 /// from an earlier run), the `reused` count of `run_finished`, the run's `params` in
 /// `run_started` and the `reattached_from` of `unit_submitted` (an attempt that took over the
-/// Slurm job an attempt left in flight when apollo died).
-pub const FORMAT_MINOR: u32 = 3;
+/// Slurm job an attempt left in flight when apollo died); 1.4 zero-filled space after a
+/// segment's last record (allocated ahead by the writer, trimmed when it closes the segment;
+/// a reader reads to the last non-zero byte, and an older one calls the zeros a torn tail).
+pub const FORMAT_MINOR: u32 = 4;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {
@@ -105,6 +107,33 @@ pub(crate) fn open_segment_for_read(path: &Path) -> Result<(File, u64), StoreErr
     }
     let len = u64::try_from(stat.st_size).unwrap_or(0);
     Ok((File::from(fd), len))
+}
+
+/// Where a segment's data ends: after its last non-zero byte. The writer allocates space
+/// ahead of its records by writing zeros (so that a sync need not commit a change of the
+/// file's size or blocks), and never writes a zero byte itself: a run of zeros at the end of
+/// a segment is space not yet written, and a reader reads only up to this offset. `len` is
+/// the file's length; the file's read position is left alone.
+pub(crate) fn data_end(file: &File, len: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    // The last byte of a frame is a newline: one small read finds the end of a segment that
+    // was trimmed when its writer closed it; an unfinished one is searched back block by block
+    // (at most a chunk of allocated space, see `writer.rs`).
+    let mut block = vec![0u8; 4096];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let want = &mut block[..usize::try_from(end - start).unwrap_or(0)];
+        file.read_exact_at(want, start)?;
+        if let Some(last) = want.iter().rposition(|&byte| byte != 0) {
+            return Ok(start + last as u64 + 1);
+        }
+        end = start;
+        if block.len() < 64 * 1024 {
+            block.resize(block.len() * 4, 0);
+        }
+    }
+    Ok(0)
 }
 
 /// The file in a journal folder that records the highest segment number the writer started

@@ -189,7 +189,20 @@ pub struct JournalWriter {
     /// The segment's length at its last sync: a failed write or sync cuts back to it, so
     /// records written unsynced before never outlive a failure half on disk.
     synced_len: u64,
+    /// The file's length: `segment_len` and the zeros written ahead of the records (see
+    /// [`ALLOCATION_CHUNK`]).
+    allocated_len: u64,
 }
+
+/// The writer allocates a segment's space ahead of its records by writing zeros, up to this
+/// much at a time (doubling from 64 KiB), and trims what is left when it closes the segment.
+/// Records are then written over zeros already on disk: the segment's size and blocks do not
+/// change, so a sync need not commit the filesystem's own journal — on a loaded machine that
+/// is a good part of what a sync costs. Readers read to the last non-zero byte (the writer
+/// never writes a zero byte, and every record ends with a newline); see `segment::data_end`.
+pub(crate) const ALLOCATION_CHUNK: u64 = 1024 * 1024;
+/// The first chunk, written with a segment's header.
+const FIRST_ALLOCATION: u64 = 64 * 1024;
 
 impl std::fmt::Debug for JournalWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -238,13 +251,14 @@ impl JournalWriter {
         let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
         let faults = FaultInjector::new(options.faults.clone());
         let now = clock();
-        let (file, path, len) = new_segment(
+        let (file, path, len, allocated_len) = new_segment(
             &journal,
             &run_id,
             number,
             prev_seq,
             now,
             options.durability,
+            options.segment_max_bytes,
             &faults,
         )?;
         Ok(Self {
@@ -261,6 +275,7 @@ impl JournalWriter {
             segment_path: path,
             segment_len: len,
             synced_len: len,
+            allocated_len,
             segment_day: now.date_naive(),
             segment_has_records: false,
             next_seq: prev_seq + 1,
@@ -389,11 +404,15 @@ impl JournalWriter {
                 HeaderState::Good(header) => {
                     let header = header.clone();
                     // Never through a symbolic link, only a regular file.
-                    let file = journal.open_file(&segment_name, Access::Append)?;
-                    let mut segment_len = file
+                    let file = journal.open_file(&segment_name, Access::ReadWrite)?;
+                    let mut allocated_len = file
                         .metadata()
                         .map_err(|source| StoreError::io("stat", &segment_path, source))?
                         .len();
+                    // The records end at the last non-zero byte; zeros after it are space
+                    // allocated ahead, written over from there on.
+                    let mut segment_len = crate::segment::data_end(&file, allocated_len)
+                        .map_err(|source| StoreError::io("read", &segment_path, source))?;
                     // What the caller's reader read must still be the whole journal: the
                     // last segment the same file, unchanged, and no segment after it. Else
                     // another process wrote it since, and what the caller made of it (a
@@ -432,6 +451,16 @@ impl JournalWriter {
                             ..tail
                         });
                         segment_len = torn_at;
+                        allocated_len = torn_at;
+                    } else if allocated_len > segment_len {
+                        // Zeros a writer that did not close left (a crash): given back, so
+                        // that this writer's records change the file's size, as every
+                        // session's do. A finished run's summary is cached while its last
+                        // segment's size and times are unchanged (`runs_index.rs`), and times
+                        // have the clock's coarse granularity.
+                        file.set_len(segment_len)
+                            .map_err(|source| StoreError::io("truncate", &segment_path, source))?;
+                        allocated_len = segment_len;
                     }
                     report.warnings.extend(warnings);
                     let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
@@ -455,6 +484,7 @@ impl JournalWriter {
                         segment_path,
                         segment_len,
                         synced_len: segment_len,
+                        allocated_len,
                         segment_day,
                         segment_has_records: last_seq > header.prev_seq,
                         next_seq,
@@ -630,7 +660,12 @@ impl JournalWriter {
         // (see `Journal::append_unsynced`); kept, it could reach the disk in part.
         let acknowledged_len = self.synced_len;
         if !self.batch.is_empty() {
-            if let Err(source) = self.faults.write_all(&mut self.file, &self.batch) {
+            let end = self.segment_len + self.batch.len() as u64;
+            let written = self.allocate(end).and_then(|()| {
+                self.faults
+                    .write_all_at(&self.file, &self.batch, self.segment_len)
+            });
+            if let Err(source) = written {
                 self.cut_back(acknowledged_len);
                 return Err(StoreError::io(
                     "write to",
@@ -638,7 +673,8 @@ impl JournalWriter {
                     explain_efbig(source),
                 ));
             }
-            self.segment_len += self.batch.len() as u64;
+            self.allocated_len = self.allocated_len.max(end);
+            self.segment_len = end;
             self.segment_has_records = true;
             self.batch.clear();
         }
@@ -666,17 +702,53 @@ impl JournalWriter {
     fn cut_back(&mut self, acknowledged_len: u64) {
         let _ = self.file.set_len(acknowledged_len);
         self.segment_len = acknowledged_len;
+        self.allocated_len = acknowledged_len;
+    }
+
+    /// Makes sure the segment's space up to `end` is allocated (written with zeros), a chunk
+    /// ahead (see [`ALLOCATION_CHUNK`]). Not past `segment_max_bytes`: the batch that crosses
+    /// it is the segment's last, and its write extends the file itself.
+    fn allocate(&mut self, end: u64) -> std::io::Result<()> {
+        if end <= self.allocated_len || end >= self.segment_max_bytes {
+            return Ok(());
+        }
+        let chunk = self.allocated_len.clamp(FIRST_ALLOCATION, ALLOCATION_CHUNK);
+        let target = (self.allocated_len + chunk)
+            .min(self.segment_max_bytes)
+            .max(end);
+        let zeros = vec![0u8; usize::try_from(target - self.allocated_len).unwrap_or(0)];
+        self.faults
+            .write_all_at(&self.file, &zeros, self.allocated_len)?;
+        self.allocated_len = target;
+        Ok(())
+    }
+
+    /// Gives back the space allocated ahead of the records, best effort: zeros left behind are
+    /// read as no records, and take at most a chunk.
+    fn trim(&mut self) {
+        if self.allocated_len > self.segment_len
+            && self
+                .file
+                .metadata()
+                .is_ok_and(|metadata| metadata.len() == self.allocated_len)
+            && self.file.set_len(self.segment_len).is_ok()
+        {
+            self.allocated_len = self.segment_len;
+        }
     }
 
     fn rotate(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
+        // Its records are durable: the sealed segment gives its spare space back.
+        self.trim();
         let number = self.segment_number + 1;
-        let (file, path, len) = new_segment(
+        let (file, path, len, allocated_len) = new_segment(
             &self.journal,
             &self.run_id,
             number,
             self.next_seq - 1,
             now,
             self.durability,
+            self.segment_max_bytes,
             &self.faults,
         )?;
         self.file = file;
@@ -684,6 +756,7 @@ impl JournalWriter {
         self.segment_path = path;
         self.segment_len = len;
         self.synced_len = len;
+        self.allocated_len = allocated_len;
         self.segment_day = now.date_naive();
         self.segment_has_records = false;
         // Only now that the new segment's header is durable: the journal records that it has
@@ -691,6 +764,16 @@ impl JournalWriter {
         // (`verify`, the reader and recovery refuse it).
         write_last_segment(&self.journal, number, self.durability)?;
         Ok(())
+    }
+}
+
+impl Drop for JournalWriter {
+    /// Trims the space allocated ahead of the records (a poisoned writer has cut its segment
+    /// back already). Not synced: zeros that come back after a crash are read as no records.
+    fn drop(&mut self) {
+        if self.poisoned.is_none() {
+            self.trim();
+        }
     }
 }
 
@@ -716,8 +799,10 @@ impl Journal for JournalWriter {
     }
 }
 
-/// Creates segment `number` with its header, durably: the header is fdatasynced and the new
-/// file's directory entry fsynced. Returns the file (opened for append), its path, its length.
+/// Creates segment `number` with its header and the first chunk of zero-filled space after it,
+/// durably: both are fdatasynced and the new file's directory entry fsynced. Returns the file
+/// (opened for writing), its path, the header's length (where records start) and the file's.
+#[allow(clippy::too_many_arguments)]
 fn new_segment(
     journal: &Dir,
     run_id: &str,
@@ -725,12 +810,13 @@ fn new_segment(
     prev_seq: u64,
     now: DateTime<Utc>,
     durability: Durability,
+    segment_max_bytes: u64,
     faults: &FaultInjector,
-) -> Result<(File, PathBuf, u64), StoreError> {
+) -> Result<(File, PathBuf, u64, u64), StoreError> {
     let name = segment_file_name(number);
     let path = journal.path().join(&name);
-    let mut file = journal
-        .create_new_file(&name, true)
+    let file = journal
+        .create_new_file(&name)
         .map_err(|error| match error {
             StoreError::Io { error, .. } => StoreError::io("create segment", &path, error),
             other => other,
@@ -740,8 +826,11 @@ fn new_segment(
         &SegmentHeader::new(run_id, number, prev_seq, now).to_payload(),
         &mut frame,
     );
+    let header_len = frame.len() as u64;
+    let allocated_len = header_len.max(FIRST_ALLOCATION.min(segment_max_bytes));
+    frame.resize(usize::try_from(allocated_len).unwrap_or(frame.len()), 0);
     faults
-        .write_all(&mut file, &frame)
+        .write_all_at(&file, &frame, 0)
         .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
     if durability == Durability::Fsync {
         faults
@@ -751,7 +840,7 @@ fn new_segment(
             .sync(|| rustix::fs::fsync(journal.fd()).map_err(Into::into))
             .map_err(|source| StoreError::io("fsync directory", journal.path(), source))?;
     }
-    Ok((file, path, frame.len() as u64))
+    Ok((file, path, header_len, allocated_len))
 }
 
 /// Records in `journal/last_segment` that the journal's segments go up to `number`.
@@ -779,7 +868,8 @@ fn free_torn_name(journal: &Dir, segment_name: &str) -> Result<String, StoreErro
 }
 
 /// Keeps bytes `offset..len` of the segment `segment_name` in a `.torn` file (durably), then
-/// truncates the segment to `offset` (durably).
+/// truncates the segment to `offset` (durably), dropping the zeros after `len` (space allocated
+/// ahead) with them.
 fn cut_torn_tail(
     journal: &Dir,
     segment_name: &str,
@@ -795,7 +885,11 @@ fn cut_torn_tail(
     // most a segment: reading it whole is bounded.
     let mut cut = Vec::new();
     file.seek(SeekFrom::Start(offset))
-        .and_then(|_| file.read_to_end(&mut cut))
+        .and_then(|_| {
+            (&mut file)
+                .take(len.saturating_sub(offset))
+                .read_to_end(&mut cut)
+        })
         .map_err(|source| StoreError::io("read", &segment, source))?;
     let saved_name = free_torn_name(journal, segment_name)?;
     journal.write_file_atomic(&saved_name, &cut, true)?;

@@ -142,14 +142,14 @@ fn a_bit_flip_in_the_last_acknowledged_record_is_corruption_not_a_torn_tail() {
 }
 
 #[test]
-fn trailing_zero_bytes_after_a_crash_are_a_torn_tail() {
+fn trailing_zero_bytes_after_a_crash_are_the_end_not_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
     let mut bytes = one_segment_run(dir.path(), 3);
     bytes.extend_from_slice(&[0u8; 4096]);
     fs::write(segment(dir.path(), 1), &bytes).unwrap();
     let (_, report) = JournalWriter::open_for_append(dir.path(), fast()).unwrap();
     assert_eq!(report.last_seq, 3);
-    assert_eq!(report.torn[0].n_bytes, 4096);
+    assert!(report.torn.is_empty(), "{report:?}");
 }
 
 #[test]

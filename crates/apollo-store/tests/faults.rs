@@ -7,17 +7,41 @@ use apollo_store::{
 
 use crate::support::*;
 
-/// A workload: 12 batches of 1–3 events, small segments so rotations happen; every fourth
-/// batch and the last are appended unsynced (acknowledged only by the next durable append),
-/// and a last, empty append syncs them. Returns the events acknowledged (in order) and the first
-/// error, if any.
+/// The shape of a workload's records.
+#[derive(Clone, Copy)]
+enum Records {
+    /// Small records in small segments, so that rotations happen.
+    Rotating,
+    /// 20 KB records in one segment, so that the writer allocates space ahead several times.
+    Allocating,
+}
+
+/// A record of about 20 KB.
+fn big_event(n: u64) -> apollo_core::Event {
+    use apollo_core::event::{SkipReason, UnitSkipped};
+    apollo_core::Event::UnitSkipped(UnitSkipped {
+        unit: format!("unit_{n}"),
+        reason: SkipReason::UpstreamFailed {
+            upstream: "u".repeat(20_000),
+        },
+    })
+}
+
+/// A workload: 12 batches of 1–3 events; every fourth batch and the last are appended unsynced
+/// (acknowledged only by the next durable append), and a last, empty append syncs them.
+/// Returns the events acknowledged (in order) and the first error, if any.
 fn workload(
     run_dir: &std::path::Path,
     faults: FaultPlan,
+    records: Records,
 ) -> (Vec<apollo_core::Event>, Option<StoreError>) {
+    let (segment_max_bytes, make): (u64, fn(u64) -> apollo_core::Event) = match records {
+        Records::Rotating => (400, event),
+        Records::Allocating => (64 << 20, big_event),
+    };
     let options = WriterOptions::default()
         .durability(Durability::Fsync)
-        .segment_max_bytes(400)
+        .segment_max_bytes(segment_max_bytes)
         .faults(faults);
     let mut writer = match JournalWriter::create(run_dir, "20261130T021507Z-3f9a", options) {
         Ok(writer) => writer,
@@ -31,7 +55,7 @@ fn workload(
             .filter(|_| batch < 12)
             .map(|_| {
                 n += 1;
-                event(n)
+                make(n)
             })
             .collect();
         let unsynced = batch % 4 == 1 || batch == 11;
@@ -61,12 +85,12 @@ fn workload(
     (acked, None)
 }
 
-fn sweep(op: FaultOp, errno: FaultErrno) -> usize {
+fn sweep(op: FaultOp, errno: FaultErrno, records: Records) -> usize {
     let mut n_failures = 0;
     for nth in 1.. {
         assert!(nth < 500, "the workload never ran clean");
         let dir = tempfile::tempdir().unwrap();
-        let (acked, error) = workload(dir.path(), FaultPlan::fail(op, nth, errno));
+        let (acked, error) = workload(dir.path(), FaultPlan::fail(op, nth, errno), records);
         let Some(error) = error else {
             // Past the workload's last operation of this kind: done.
             break;
@@ -115,14 +139,24 @@ fn sweep(op: FaultOp, errno: FaultErrno) -> usize {
 
 #[test]
 fn failing_every_write_in_turn_loses_no_acknowledged_record() {
-    let n = sweep(FaultOp::Write, FaultErrno::Enospc);
+    let n = sweep(FaultOp::Write, FaultErrno::Enospc, Records::Rotating);
     assert!(n >= 12, "only {n} writes swept");
 }
 
 #[test]
 fn failing_every_fsync_in_turn_loses_no_acknowledged_record() {
-    let n = sweep(FaultOp::Fsync, FaultErrno::Eio);
+    let n = sweep(FaultOp::Fsync, FaultErrno::Eio, Records::Rotating);
     assert!(n >= 12, "only {n} fsyncs swept");
+}
+
+#[test]
+fn failing_every_write_or_fsync_while_space_is_allocated_ahead_loses_no_acknowledged_record() {
+    // The writes include those of the zeros allocated ahead (64 KiB, then doubling): 24
+    // records of 20 KB cross three chunk boundaries.
+    let n = sweep(FaultOp::Write, FaultErrno::Enospc, Records::Allocating);
+    assert!(n >= 15, "only {n} writes swept");
+    let n = sweep(FaultOp::Fsync, FaultErrno::Eio, Records::Allocating);
+    assert!(n >= 10, "only {n} fsyncs swept");
 }
 
 #[test]

@@ -33,6 +33,7 @@ fn segment_lines_are_inspectable_json_after_two_fields() {
     let dir = tempfile::tempdir().unwrap();
     let mut writer = JournalWriter::create(dir.path(), "r", fast()).unwrap();
     writer.append_batch(&[event(7)]).unwrap();
+    drop(writer);
     let text = std::fs::read_to_string(segment(dir.path(), 1)).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2);
@@ -359,6 +360,7 @@ fn the_documented_example_segment_is_byte_exact() {
             reused: 0,
         })])
         .unwrap();
+    drop(writer);
     let written = std::fs::read_to_string(segment(dir.path(), 1)).unwrap();
     let readme = include_str!("../README.md");
     let start = readme.find("<!-- example-segment -->\n```text\n").unwrap();

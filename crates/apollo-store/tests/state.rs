@@ -325,11 +325,10 @@ fn a_run_of_format_1_1_without_identity_or_sequence_still_reads_and_comes_first(
     let text = fs::read_to_string(&segment).unwrap();
     assert!(!text.contains("identity"), "{text}");
     let (header, rest) = text.split_once('\n').unwrap();
-    let payload = header
-        .splitn(3, ' ')
-        .nth(2)
-        .unwrap()
-        .replace(r#""format":"1.3""#, r#""format":"1.1""#);
+    let payload = header.splitn(3, ' ').nth(2).unwrap().replace(
+        &format!(r#""format":"1.{}""#, apollo_store::FORMAT_MINOR),
+        r#""format":"1.1""#,
+    );
     let mut bytes = frame(&payload);
     bytes.extend_from_slice(rest.as_bytes());
     fs::write(&segment, bytes).unwrap();

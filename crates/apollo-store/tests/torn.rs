@@ -1,6 +1,7 @@
 //! Torn write or damaged record: what a crash can leave at the end of the last segment (a
 //! prefix of the last batch, zeros where delayed allocation left blocks unwritten) is cut off;
 //! a last record that was written whole and damaged since is corruption (README, recovery).
+//! Zeros after the last record are space the writer allocated ahead: the end, not a tear.
 
 use std::fs;
 use std::path::Path;
@@ -19,7 +20,7 @@ fn run_with_batch(dir: &Path, acked: &[Event], unacked: &[Event]) -> (Vec<u8>, u
     for event in acked {
         writer.append_batch(std::slice::from_ref(event)).unwrap();
     }
-    let batch_start = fs::metadata(segment(dir, 1)).unwrap().len() as usize;
+    let batch_start = data_len(&fs::read(segment(dir, 1)).unwrap());
     if !unacked.is_empty() {
         writer.append_batch(unacked).unwrap();
     }
@@ -78,9 +79,10 @@ fn assert_torn_at(dir: &Path, bytes: &[u8], offset: usize, kept: u64) {
                 .iter()
                 .all(|warning| warning.kind == WarningKind::TornTail)
         );
+        // What was torn is kept, without the zeros allocated after it.
         assert_eq!(
             fs::read(&report.torn[0].saved_to).unwrap(),
-            &bytes[offset..]
+            &bytes[offset..data_len(bytes)]
         );
         assert_eq!(fs::read(segment(dir, 1)).unwrap(), &bytes[..offset]);
         assert_eq!(writer.append_batch(&[event(99)]).unwrap(), kept + 1);
@@ -121,16 +123,80 @@ fn assert_corrupt_at(dir: &Path, bytes: &[u8], offset: usize, needle: &str) {
     );
 }
 
+/// `bytes` end after `kept` whole records and zeros: read to its end without a warning,
+/// `verify` clean, recovery cuts nothing and appends right after the records (over the zeros),
+/// and the closed segment ends at its last record.
+fn assert_clean_end_at(dir: &Path, bytes: &[u8], end: usize, kept: u64) {
+    fs::write(segment(dir, 1), bytes).unwrap();
+    let (records, warnings) = read_all(dir, ReadOptions::default());
+    assert_eq!(records.unwrap().len() as u64, kept);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let report = verify(dir).unwrap();
+    assert!(
+        report.is_clean() && report.torn_tail.is_none(),
+        "{report:?}"
+    );
+    for after_read in [false, true] {
+        fs::write(segment(dir, 1), bytes).unwrap();
+        let (mut writer, report) = if after_read {
+            let mut reader = JournalReader::open(dir, ReadOptions::default()).unwrap();
+            assert_eq!(reader.by_ref().count() as u64, kept);
+            JournalWriter::open_for_append_after(reader, dir, fast()).unwrap()
+        } else {
+            JournalWriter::open_for_append(dir, fast()).unwrap()
+        };
+        assert_eq!(report.last_seq, kept);
+        assert!(
+            report.torn.is_empty() && report.warnings.is_empty(),
+            "{report:?}"
+        );
+        assert_eq!(writer.append_batch(&[event(99)]).unwrap(), kept + 1);
+        drop(writer);
+        let after = fs::read(segment(dir, 1)).unwrap();
+        assert_eq!(&after[..end], &bytes[..end]);
+        assert_eq!(line_ranges(&after).last().unwrap().end, after.len());
+        let (records, warnings) = read_all(dir, ReadOptions::default());
+        assert_eq!(records.unwrap().len() as u64, kept + 1);
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+}
+
 #[test]
-fn zeros_appended_after_the_last_record_are_a_torn_tail_whatever_their_length() {
-    // Delayed allocation: after a crash the file was extended but the batch's blocks were
-    // never written; they read back as zeros.
-    for n_zeros in [1, 7, 100, 511, 512, 513, 4096, 4096 + 7] {
+fn zeros_after_the_last_record_are_the_end_whatever_their_length() {
+    // Space the writer allocated ahead, or, with delayed allocation, a batch whose blocks
+    // never reached the disk before a crash: either way no record, and nothing torn.
+    for n_zeros in [1, 7, 100, 511, 512, 513, 4096, 4096 + 7, 1 << 20] {
         let dir = tempfile::tempdir().unwrap();
         let (mut bytes, end) = run_with_batch(dir.path(), &[event(1), event(2)], &[]);
         bytes.resize(end + n_zeros, 0);
-        assert_torn_at(dir.path(), &bytes, end, 2);
+        assert_clean_end_at(dir.path(), &bytes, end, 2);
     }
+}
+
+#[test]
+fn a_segment_being_written_has_zeros_allocated_after_its_records_and_is_trimmed_when_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = JournalWriter::create(dir.path(), RUN_ID, fast()).unwrap();
+    writer.append_batch(&[event(1)]).unwrap();
+    let open = fs::read(segment(dir.path(), 1)).unwrap();
+    let end = line_ranges(&open).last().unwrap().end;
+    assert!(open.len() >= 64 * 1024, "{}", open.len());
+    assert!(open[end..].iter().all(|&byte| byte == 0));
+    // Read while open: the records, no warning.
+    let (records, warnings) = read_all(dir.path(), ReadOptions::default());
+    assert_eq!(records.unwrap().len(), 1);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // Past the first chunk: more space allocated, records still contiguous.
+    let big: Vec<_> = (2..=80).map(big_event).collect();
+    writer.append_batch(&big).unwrap();
+    let open = fs::read(segment(dir.path(), 1)).unwrap();
+    let end = line_ranges(&open).last().unwrap().end;
+    assert!(end > 64 * 1024 && open.len() > end, "{end} {}", open.len());
+    drop(writer);
+    let closed = fs::read(segment(dir.path(), 1)).unwrap();
+    assert_eq!(closed, &open[..end]);
+    let (records, _) = read_all(dir.path(), ReadOptions::default());
+    assert_eq!(records.unwrap().len(), 80);
 }
 
 #[test]
@@ -152,9 +218,11 @@ fn a_batch_written_as_zeros_or_as_a_prefix_then_zeros_is_a_torn_tail() {
         (lines[index].start, index as u64 - 1)
     };
     let first_boundary = blocks(start + 1);
+    // No block of the batch reached the disk: the segment ends after the acknowledged records.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(base.path(), dir.path());
+    assert_clean_end_at(dir.path(), &zeroed(start, batch_end), start, 2);
     let cases = [
-        // No block of the batch reached the disk.
-        (zeroed(start, batch_end), start, 2),
         // Up to the first block boundary written, the rest zeros.
         (
             zeroed(first_boundary, batch_end),
@@ -199,14 +267,58 @@ fn a_batch_cut_at_every_byte_is_a_torn_tail_from_its_first_incomplete_record() {
     let base = tempfile::tempdir().unwrap();
     let (full, start) = run_with_batch(base.path(), &[event(1)], &[event(2), event(3), event(4)]);
     let lines = line_ranges(&full);
-    for cut in start + 1..full.len() {
-        let Some(torn) = lines.iter().find(|line| line.start < cut && cut < line.end) else {
-            continue; // a frame boundary: nothing torn
-        };
-        let dir = tempfile::tempdir().unwrap();
-        copy_dir(base.path(), dir.path());
-        let kept = lines.iter().filter(|line| line.end <= cut).count() as u64 - 1;
-        assert_torn_at(dir.path(), &full[..cut], torn.start, kept);
+    // Cut as an append leaves it, and with the allocated zeros still behind the cut (a
+    // write into space allocated ahead, cut short).
+    for zeros in [0, 700] {
+        for cut in start + 1..=full.len() {
+            let mut bytes = full[..cut].to_vec();
+            bytes.resize(cut + zeros, 0);
+            let kept = lines.iter().filter(|line| line.end <= cut).count() as u64 - 1;
+            let dir = tempfile::tempdir().unwrap();
+            copy_dir(base.path(), dir.path());
+            match lines.iter().find(|line| line.start < cut && cut < line.end) {
+                Some(torn) => assert_torn_at(dir.path(), &bytes, torn.start, kept),
+                // A frame boundary: nothing torn.
+                None => assert_clean_end_at(dir.path(), &bytes, cut, kept),
+            }
+        }
+    }
+}
+
+#[test]
+fn every_bit_flip_in_the_last_record_or_the_space_after_it_is_caught_and_loses_nothing() {
+    // The last segment of a run that crashed: its last record is acknowledged, zeros follow.
+    let base = tempfile::tempdir().unwrap();
+    let (full, end) = run_with_batch(base.path(), &[event(1), event(2)], &[]);
+    let last = line_ranges(&full).last().unwrap().clone();
+    let mut bytes = full.clone();
+    bytes.resize(end + 1536, 0);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(base.path(), dir.path());
+    for byte in last.start..bytes.len() {
+        for bit in 0..8 {
+            let mut flipped = bytes.clone();
+            flipped[byte] ^= 1 << bit;
+            fs::write(segment(dir.path(), 1), &flipped).unwrap();
+            let what = format!("bit {bit} of byte {byte}");
+            // Never a wrong record; either the damage is reported, or the flip was in the
+            // space after the records and both of them are kept.
+            match read_all(dir.path(), ReadOptions::default()).0 {
+                Err(error) => assert_eq!(error.kind(), ErrorKind::Corruption, "{what}: {error}"),
+                Ok(records) => {
+                    assert!(byte >= end, "{what}: the damaged record read back");
+                    assert_eq!(records.len(), 2, "{what}");
+                }
+            }
+            match JournalWriter::open_for_append(dir.path(), fast()) {
+                Err(error) => assert_eq!(error.kind(), ErrorKind::Corruption, "{what}: {error}"),
+                Ok((_, report)) => {
+                    assert!(byte >= end, "{what}: recovery accepted the damaged record");
+                    assert_eq!(report.last_seq, 2, "{what}");
+                }
+            }
+            remove_torn_files(dir.path());
+        }
     }
 }
 

@@ -102,6 +102,15 @@ pub(crate) fn frame(payload: &str) -> Vec<u8> {
     format!("{masked:08x} {body}\n").into_bytes()
 }
 
+/// Where a segment's records end: after its last non-zero byte (zeros after it are space the
+/// writer allocated ahead).
+pub(crate) fn data_len(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .rposition(|&byte| byte != 0)
+        .map_or(0, |last| last + 1)
+}
+
 /// The byte ranges of the frames (lines) of a segment file.
 pub(crate) fn line_ranges(bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
     let mut ranges = Vec::new();
