@@ -153,7 +153,9 @@ pub fn backup(
 }
 
 /// The names and sizes of the files in a run's `journal/` folder, sorted: what tells a copy
-/// from a run that was resumed since (a journal only grows, by appends and new segments).
+/// from a run that was resumed since (a journal only grows, by records and new segments). A
+/// segment's size is where its records end: space allocated ahead takes records without
+/// changing the file's size.
 fn journal_files(run_dir: &Path) -> Result<Vec<(std::ffi::OsString, u64)>, StoreError> {
     let journal = run_dir.join("journal");
     let entries = match fs::read_dir(&journal) {
@@ -167,7 +169,16 @@ fn journal_files(run_dir: &Path) -> Result<Vec<(std::ffi::OsString, u64)>, Store
         let meta = entry
             .metadata()
             .map_err(|source| StoreError::io("stat", entry.path(), source))?;
-        files.push((entry.file_name(), meta.len()));
+        let mut len = meta.len();
+        if meta.is_file()
+            && let Some(name) = entry.file_name().to_str()
+            && crate::segment::parse_segment_file_name(name).is_some()
+        {
+            let (file, file_len) = crate::segment::open_segment_for_read(&entry.path())?;
+            len = crate::segment::data_end(&file, file_len)
+                .map_err(|source| StoreError::io("read", entry.path(), source))?;
+        }
+        files.push((entry.file_name(), len));
     }
     files.sort();
     Ok(files)

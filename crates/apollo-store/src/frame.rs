@@ -358,12 +358,140 @@ impl FrameReader {
     /// bit makes neither: the line keeps its newline, and a flip to zero is one zero byte
     /// between non-zero ones, never such a run.
     pub(crate) fn classify_bad_tail(&mut self, bad: &BadFrame) -> io::Result<TailVerdict> {
+        self.classify_tail_from(bad, true)
+    }
+
+    /// [`classify_bad_tail`](Self::classify_bad_tail), where `write_start` says whether an
+    /// unfinished write may have started at `bad` (else a run of zeros must start on a block
+    /// boundary: the block holding `bad`'s start also holds the good frame before it).
+    fn classify_tail_from(&mut self, bad: &BadFrame, write_start: bool) -> io::Result<TailVerdict> {
+        let line = self.scan_line(bad, write_start)?;
+        if bad.incomplete && !line.newline {
+            return Ok(TailVerdict::Torn("a write cut short"));
+        }
+        if line.n_runs > 0 && line.n_runs == line.n_unwritten_runs {
+            return Ok(TailVerdict::Torn(
+                "zeros where a crash left the write's blocks unwritten",
+            ));
+        }
+        Ok(TailVerdict::Damaged)
+    }
+
+    /// Classifies the bad frame `bad` of the last segment that has good frames after it: a
+    /// torn write too when the rest of the segment is what one unfinished batch leaves after a
+    /// power loss that kept some of its blocks and not others (records are written over space
+    /// allocated ahead, so nothing orders their blocks before the batch's sync returns). That
+    /// is: the bad frames' lines hold zeros in whole blocks only (the first may also start
+    /// where the write started), the last may be a prefix, every good frame after `bad` is of
+    /// one batch (the writer gives the records of a batch one time, and each batch its own),
+    /// and the hole is in that batch too: the good frame before `bad`, or `bad`'s own readable
+    /// start, has the batch's time, or the zeros start at `bad` off a block boundary (where the
+    /// batch started, in a block that also holds synced records). A record after such a hole
+    /// cannot have been acknowledged: the batch's sync would have written the hole's blocks.
+    /// Anything else — zeros not in whole blocks, good frames of two batches, a hole that may
+    /// be in an earlier batch — is corruption. Leaves the reader at an unspecified position.
+    pub(crate) fn classify_hole(&mut self, bad: &BadFrame) -> io::Result<Option<&'static str>> {
+        const WHY: &str = "blocks of an unfinished batch reached the disk out of order (zeros in whole blocks before records of the same batch)";
+        let mut at = bad.clone();
+        let mut batch_ts: Option<Vec<u8>> = None;
+        let mut payload = Vec::new();
+        let mut zeros_from = None;
+        let consistent = loop {
+            let Some(next) = self.next_good_frame(&at)? else {
+                // The last bad frame: as for a bad last frame with nothing good after it.
+                break self.classify_tail_from(&at, at.offset == bad.offset)?
+                    != TailVerdict::Damaged;
+            };
+            let line = self.scan_line(&at, at.offset == bad.offset)?;
+            if line.n_runs == 0 || line.n_runs != line.n_unwritten_runs {
+                return Ok(None);
+            }
+            if at.offset == bad.offset {
+                zeros_from = line.first_zero;
+            }
+            self.seek(next)?;
+            let more = loop {
+                match self.next_frame(&mut payload)? {
+                    Ok(Some(_)) => {
+                        let Some(ts) = record_ts(&payload) else {
+                            return Ok(None);
+                        };
+                        match &batch_ts {
+                            Some(batch) if batch.as_slice() != ts => return Ok(None),
+                            Some(_) => {}
+                            None => batch_ts = Some(ts.to_vec()),
+                        }
+                    }
+                    Ok(None) => break None,
+                    Err(bad) => break Some(bad),
+                }
+            };
+            match more {
+                Some(bad) => at = bad,
+                None => break true,
+            }
+        };
+        let Some(batch_ts) = batch_ts.filter(|_| consistent) else {
+            return Ok(None);
+        };
+        let in_batch = self.previous_frame_ts(bad.offset)?.as_deref() == Some(&batch_ts)
+            || self.ts_at(bad.offset)?.as_deref() == Some(&batch_ts)
+            || (zeros_from == Some(bad.offset) && !bad.offset.is_multiple_of(UNWRITTEN_ALIGN));
+        Ok(in_batch.then_some(WHY))
+    }
+
+    /// The time of the record that ends right before `end` (its newline at `end - 1`), when its
+    /// start is found within 64 KiB and it is a record.
+    fn previous_frame_ts(&mut self, end: u64) -> io::Result<Option<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        let Some(last) = end.checked_sub(1) else {
+            return Ok(None);
+        };
+        let from = last.saturating_sub(64 * 1024);
+        let mut bytes = vec![0u8; usize::try_from(last - from).unwrap_or(0)];
+        self.input.get_ref().read_exact_at(&mut bytes, from)?;
+        let start = match bytes.iter().rposition(|&byte| byte == b'\n') {
+            Some(newline) => from + newline as u64 + 1,
+            None if from == 0 => 0,
+            None => return Ok(None),
+        };
+        self.ts_at(start)
+    }
+
+    /// The time of the frame starting at `offset`, read from its first bytes (which may be
+    /// followed by zeros or damage): `None` unless they hold a whole `ts` field.
+    fn ts_at(&mut self, offset: u64) -> io::Result<Option<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = [0u8; 128];
+        let want = usize::try_from(self.file_len.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        let n_read = self.input.get_ref().read_at(&mut bytes[..want], offset)?;
+        let bytes = &bytes[..n_read];
+        let bytes = &bytes[..bytes
+            .iter()
+            .position(|&byte| byte == 0)
+            .unwrap_or(bytes.len())];
+        // `<checksum> <length> ` then the payload.
+        let Some(payload) = bytes.splitn(3, |&byte| byte == b' ').nth(2) else {
+            return Ok(None);
+        };
+        Ok(record_ts(payload).map(<[u8]>::to_vec))
+    }
+
+    /// Scans the line of the bad frame `bad` (from its start to its first newline, or to the
+    /// end of the file): whether it has a newline, how many runs of zeros it holds, and how
+    /// many of those a crash can leave (starting on a block boundary, or at `bad` itself when
+    /// `write_start`, where an unfinished write began; ending on a block boundary or at the
+    /// end of the file).
+    fn scan_line(&mut self, bad: &BadFrame, write_start: bool) -> io::Result<Line> {
         self.seek(bad.offset)?;
         let mut newline = false;
         let mut zero_run: Option<u64> = None;
+        let mut first_zero = None;
         let (mut n_runs, mut n_unwritten_runs) = (0u32, 0u32);
         let unwritten = |start: u64, end: u64, file_len: u64| {
-            (start == bad.offset || start.is_multiple_of(UNWRITTEN_ALIGN))
+            ((write_start && start == bad.offset) || start.is_multiple_of(UNWRITTEN_ALIGN))
                 && (end == file_len || end.is_multiple_of(UNWRITTEN_ALIGN))
         };
         'scan: while self.offset < self.file_len {
@@ -379,6 +507,7 @@ impl FrameReader {
                     let at = self.offset + index as u64;
                     if byte == 0 {
                         zero_run.get_or_insert(at);
+                        first_zero.get_or_insert(at);
                         continue;
                     }
                     if let Some(start) = zero_run.take() {
@@ -403,16 +532,37 @@ impl FrameReader {
             n_runs += 1;
             n_unwritten_runs += u32::from(unwritten(start, self.file_len, self.file_len));
         }
-        if bad.incomplete && !newline {
-            return Ok(TailVerdict::Torn("a write cut short"));
-        }
-        if n_runs > 0 && n_runs == n_unwritten_runs {
-            return Ok(TailVerdict::Torn(
-                "zeros where a crash left the write's blocks unwritten",
-            ));
-        }
-        Ok(TailVerdict::Damaged)
+        Ok(Line {
+            newline,
+            n_runs,
+            n_unwritten_runs,
+            first_zero,
+        })
     }
+}
+
+/// What [`FrameReader::scan_line`] found in a bad frame's line.
+struct Line {
+    /// The line ends with a newline (not with the end of the file).
+    newline: bool,
+    /// Runs of zero bytes in it.
+    n_runs: u32,
+    /// Those of them a crash can leave (see [`UNWRITTEN_ALIGN`]).
+    n_unwritten_runs: u32,
+    /// Where its first zero byte is.
+    first_zero: Option<u64>,
+}
+
+/// The `ts` of a record's payload as written (`{"seq":N,"ts":"…",…`), without decoding it.
+fn record_ts(payload: &[u8]) -> Option<&[u8]> {
+    const TS: &[u8] = b",\"ts\":\"";
+    let start = payload
+        .windows(TS.len())
+        .take(40)
+        .position(|window| window == TS)?
+        + TS.len();
+    let len = payload[start..].iter().position(|&byte| byte == b'"')?;
+    Some(&payload[start..start + len])
 }
 
 fn hex_value(byte: u8) -> Option<u32> {

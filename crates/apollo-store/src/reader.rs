@@ -608,6 +608,14 @@ impl JournalReader {
                                 return Some(Err(StoreError::io("read", &path, source)));
                             }
                         },
+                        // Records after a hole that only an unfinished batch can leave.
+                        Some(_) if is_last => match current.frames.classify_hole(&bad) {
+                            Ok(torn) => torn.map(TailVerdict::Torn),
+                            Err(source) => {
+                                self.finish();
+                                return Some(Err(StoreError::io("read", &path, source)));
+                            }
+                        },
                         _ => None,
                     };
                     match tail {

@@ -125,10 +125,12 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
                             }
                         }
                         Ok(None) => break,
-                        Err(bad) => match frames.next_good_frame(&bad).map_err(io_error)? {
-                            Some(offset) => frames.seek(offset).map_err(io_error)?,
-                            None => break,
-                        },
+                        // Damage or a torn tail: the reader below applies the rules (a record
+                        // after a torn write's hole was never acknowledged).
+                        Err(_) => {
+                            found = None;
+                            break;
+                        }
                     }
                 }
             }
@@ -332,7 +334,7 @@ impl StateDir {
                     let before = RunsIndex::stamps(&run_dir);
                     let summary = summarize(self, &run.id, holder.as_ref());
                     let after = RunsIndex::stamps(&run_dir);
-                    index.learn(run.sequence, &summary, before, after);
+                    index.learn(&run_dir, run.sequence, &summary, before, after);
                     summary
                 }
             })

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::run_id::RunId;
 use crate::runs::{RunState, RunSummary};
 use crate::safe_dir::Dir;
-use crate::segment::list_segment_files;
+use crate::segment::{is_trimmed, list_segment_files};
 
 /// The index's folder in the state directory, and the file in it.
 const INDEX_DIR: &str = "index";
@@ -188,6 +188,7 @@ impl RunsIndex {
     /// (see [`RunsIndex::stamps`]), if the run is finished and nothing changed meanwhile.
     pub(crate) fn learn(
         &mut self,
+        run_dir: &Path,
         sequence: Option<u64>,
         summary: &RunSummary,
         before: Option<Stamps>,
@@ -197,7 +198,10 @@ impl RunsIndex {
             (Some(before), Some(after)) if before == after => after,
             _ => return,
         };
-        if !summary.state.is_finished() || summary.problem.is_some() {
+        // A last segment still holding space allocated ahead (its writer died before closing
+        // it) could take records without changing size: not learned until it is trimmed.
+        let trimmed = || is_trimmed(&run_dir.join("journal").join(&stamps.segment));
+        if !summary.state.is_finished() || summary.problem.is_some() || !trimmed() {
             if self.file.runs.remove(summary.id.as_str()).is_some() {
                 self.changed = true;
             }

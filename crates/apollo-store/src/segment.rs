@@ -124,8 +124,17 @@ pub(crate) fn data_end(file: &File, len: u64) -> std::io::Result<u64> {
     while end > 0 {
         let start = end.saturating_sub(block.len() as u64);
         let want = &mut block[..usize::try_from(end - start).unwrap_or(0)];
-        file.read_exact_at(want, start)?;
-        if let Some(last) = want.iter().rposition(|&byte| byte != 0) {
+        // A writer may trim the file meanwhile: a short read is its new end.
+        let mut n_read = 0;
+        while n_read < want.len() {
+            match file.read_at(&mut want[n_read..], start + n_read as u64) {
+                Ok(0) => break,
+                Ok(n) => n_read += n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some(last) = want[..n_read].iter().rposition(|&byte| byte != 0) {
             return Ok(start + last as u64 + 1);
         }
         end = start;
@@ -134,6 +143,20 @@ pub(crate) fn data_end(file: &File, len: u64) -> std::io::Result<u64> {
         }
     }
     Ok(0)
+}
+
+/// Whether the segment at `path` ends at its last record: it holds no space allocated ahead,
+/// as its writer leaves it when it closes it. Records written to it later change its size.
+pub(crate) fn is_trimmed(path: &Path) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok((file, len)) = open_segment_for_read(path) else {
+        return false;
+    };
+    let mut last = [0u8; 1];
+    len == 0
+        || file
+            .read_at(&mut last, len - 1)
+            .is_ok_and(|n| n == 1 && last[0] != 0)
 }
 
 /// The file in a journal folder that records the highest segment number the writer started

@@ -25,10 +25,11 @@
 //! use apollo_core::event::{Event, RunFinished, RunStatus};
 //!
 //! # let temp = tempfile::tempdir().expect("temp dir");
-//! let plan: FaultPlan = "write:2:ENOSPC".parse()?;
-//! assert_eq!(plan, FaultPlan::fail(FaultOp::Write, 2, FaultErrno::Enospc));
+//! let plan: FaultPlan = "write:3:ENOSPC".parse()?;
+//! assert_eq!(plan, FaultPlan::fail(FaultOp::Write, 3, FaultErrno::Enospc));
 //!
-//! // The segment header is write 1, so the first append is the write that fails.
+//! // The segment header and the space allocated after it are writes 1 and 2, so the first
+//! // append is the write that fails.
 //! let options = WriterOptions::default().faults(plan);
 //! let mut writer = JournalWriter::create(temp.path(), "20261130T021507Z-3f9a", options)?;
 //! let event = Event::RunFinished(RunFinished {

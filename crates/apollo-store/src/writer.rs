@@ -192,6 +192,9 @@ pub struct JournalWriter {
     /// The file's length: `segment_len` and the zeros written ahead of the records (see
     /// [`ALLOCATION_CHUNK`]).
     allocated_len: u64,
+    /// The time of the last batch written: the next one's differs from it (to the
+    /// microsecond records are dated to).
+    last_batch_ts: Option<DateTime<Utc>>,
 }
 
 /// The writer allocates a segment's space ahead of its records by writing zeros, up to this
@@ -276,6 +279,7 @@ impl JournalWriter {
             segment_len: len,
             synced_len: len,
             allocated_len,
+            last_batch_ts: None,
             segment_day: now.date_naive(),
             segment_has_records: false,
             next_seq: prev_seq + 1,
@@ -485,6 +489,7 @@ impl JournalWriter {
                         segment_len,
                         synced_len: segment_len,
                         allocated_len,
+                        last_batch_ts: None,
                         segment_day,
                         segment_has_records: last_seq > header.prev_seq,
                         next_seq,
@@ -631,8 +636,17 @@ impl JournalWriter {
     ) -> Result<u64, StoreError> {
         self.check_in_place()?;
         self.batch.clear();
+        // Every record of a batch gets the batch's time, and each batch its own: recovery
+        // tells one unfinished batch from acknowledged records by it (`classify_hole`).
+        let mut now = (self.clock)();
+        if self
+            .last_batch_ts
+            .is_some_and(|last| last.timestamp_micros() == now.timestamp_micros())
+        {
+            now += chrono::TimeDelta::microseconds(1);
+        }
+        self.last_batch_ts = Some(now);
         for event in events {
-            let now = (self.clock)();
             let has_records = self.segment_has_records || !self.batch.is_empty();
             let full = self.segment_len + self.batch.len() as u64 >= self.segment_max_bytes;
             if has_records && (full || now.date_naive() != self.segment_day) {
@@ -724,22 +738,27 @@ impl JournalWriter {
     }
 
     /// Gives back the space allocated ahead of the records, best effort: zeros left behind are
-    /// read as no records, and take at most a chunk.
-    fn trim(&mut self) {
-        if self.allocated_len > self.segment_len
+    /// read as no records, and take at most a chunk. Whether it trimmed anything.
+    fn trim(&mut self) -> bool {
+        let trimmed = self.allocated_len > self.segment_len
             && self
                 .file
                 .metadata()
                 .is_ok_and(|metadata| metadata.len() == self.allocated_len)
-            && self.file.set_len(self.segment_len).is_ok()
-        {
+            && self.file.set_len(self.segment_len).is_ok();
+        if trimmed {
             self.allocated_len = self.segment_len;
         }
+        trimmed
     }
 
     fn rotate(&mut self, now: DateTime<Utc>) -> Result<(), StoreError> {
-        // Its records are durable: the sealed segment gives its spare space back.
-        self.trim();
+        // Its records are durable: the sealed segment gives its spare space back, durably
+        // (best effort: zeros left are read as no records, but a 1.3 reader would call them
+        // damage in a sealed segment).
+        if self.trim() && self.durability == Durability::Fsync {
+            let _ = self.file.sync_data();
+        }
         let number = self.segment_number + 1;
         let (file, path, len, allocated_len) = new_segment(
             &self.journal,
@@ -771,8 +790,10 @@ impl Drop for JournalWriter {
     /// Trims the space allocated ahead of the records (a poisoned writer has cut its segment
     /// back already). Not synced: zeros that come back after a crash are read as no records.
     fn drop(&mut self) {
-        if self.poisoned.is_none() {
-            self.trim();
+        // Only while this writer still owns the segment (its lock file, journal folder and
+        // segment in place): never past records another apollo may have written since.
+        if self.poisoned.is_none() && self.check_in_place().is_ok() {
+            let _ = self.trim();
         }
     }
 }
@@ -828,9 +849,16 @@ fn new_segment(
     );
     let header_len = frame.len() as u64;
     let allocated_len = header_len.max(FIRST_ALLOCATION.min(segment_max_bytes));
-    frame.resize(usize::try_from(allocated_len).unwrap_or(frame.len()), 0);
+    // Two writes (one sync): a write cut short can tear the header.
+    let zeros = vec![0u8; usize::try_from(allocated_len - header_len).unwrap_or(0)];
     faults
         .write_all_at(&file, &frame, 0)
+        .and_then(|()| {
+            if zeros.is_empty() {
+                return Ok(());
+            }
+            faults.write_all_at(&file, &zeros, header_len)
+        })
         .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
     if durability == Durability::Fsync {
         faults
