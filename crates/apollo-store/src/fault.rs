@@ -233,6 +233,41 @@ impl FaultInjector {
         file.write_all_at(bytes, offset)
     }
 
+    /// Writes `len` zero bytes to `file` at `offset` (one counted write), or half of them and
+    /// an injected error. The zeros come from one static block, written many times over with
+    /// `pwritev`: no buffer of `len` fresh bytes to allocate and fault in.
+    pub(crate) fn write_zeros_at(
+        &self,
+        file: &std::fs::File,
+        len: u64,
+        offset: u64,
+    ) -> io::Result<()> {
+        static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+        let injected = self.check(FaultOp::Write);
+        let end = offset + if injected.is_some() { len / 2 } else { len };
+        let mut at = offset;
+        while at < end {
+            let left = end - at;
+            let slices: Vec<io::IoSlice<'_>> = (0..left.div_ceil(ZEROS.len() as u64).min(64))
+                .map(|index| {
+                    let from = index * ZEROS.len() as u64;
+                    let n = (left - from).min(ZEROS.len() as u64);
+                    io::IoSlice::new(&ZEROS[..usize::try_from(n).unwrap_or(ZEROS.len())])
+                })
+                .collect();
+            match rustix::io::pwritev(file, &slices, at) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => at += n as u64,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(errno) => return Err(errno.into()),
+            }
+        }
+        match injected {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
     /// Runs `sync`, or returns an injected error without syncing.
     pub(crate) fn sync(&self, sync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
         if let Some(error) = self.check(FaultOp::Fsync) {
@@ -281,6 +316,28 @@ mod tests {
             let error = text.parse::<FaultPlan>().unwrap_err();
             assert!(error.to_string().contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn zeros_are_written_over_what_was_there_and_an_injected_failure_writes_half() {
+        use std::os::unix::fs::FileExt;
+        let injector = FaultInjector::new(FaultPlan::fail(FaultOp::Write, 2, FaultErrno::Enospc));
+        let file = tempfile::tempfile().unwrap();
+        let ones = vec![0xffu8; 5 << 20];
+        file.write_all_at(&ones, 0).unwrap();
+        // Past what one `pwritev` of 64 blocks writes, at an odd offset.
+        injector.write_zeros_at(&file, (4 << 20) + 100, 7).unwrap();
+        let mut bytes = vec![0u8; 5 << 20];
+        file.read_exact_at(&mut bytes, 0).unwrap();
+        assert!(bytes[..7].iter().all(|&byte| byte == 0xff));
+        assert!(bytes[7..(4 << 20) + 107].iter().all(|&byte| byte == 0));
+        assert!(bytes[(4 << 20) + 107..].iter().all(|&byte| byte == 0xff));
+        file.write_all_at(&ones, 0).unwrap();
+        let error = injector.write_zeros_at(&file, 1000, 0).unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::ENOSPC));
+        file.read_exact_at(&mut bytes[..1000], 0).unwrap();
+        assert!(bytes[..500].iter().all(|&byte| byte == 0));
+        assert!(bytes[500..1000].iter().all(|&byte| byte == 0xff));
     }
 
     #[test]

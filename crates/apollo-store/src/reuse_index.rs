@@ -362,6 +362,7 @@ impl ReuseIndex {
         for stored in stored {
             let pipeline = self.pipelines.entry(stored.identity).or_default();
             pipeline.by_input.reserve(stored.successes.len());
+            pipeline.latest.reserve(stored.latest.len());
             for (unit, input_hash, run, attempt, output_hash) in stored.successes {
                 let success = Success {
                     run,

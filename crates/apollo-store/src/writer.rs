@@ -730,9 +730,8 @@ impl JournalWriter {
         let target = (self.allocated_len + chunk)
             .min(self.segment_max_bytes)
             .max(end);
-        let zeros = vec![0u8; usize::try_from(target - self.allocated_len).unwrap_or(0)];
         self.faults
-            .write_all_at(&self.file, &zeros, self.allocated_len)?;
+            .write_zeros_at(&self.file, target - self.allocated_len, self.allocated_len)?;
         self.allocated_len = target;
         Ok(())
     }
@@ -850,14 +849,13 @@ fn new_segment(
     let header_len = frame.len() as u64;
     let allocated_len = header_len.max(FIRST_ALLOCATION.min(segment_max_bytes));
     // Two writes (one sync): a write cut short can tear the header.
-    let zeros = vec![0u8; usize::try_from(allocated_len - header_len).unwrap_or(0)];
     faults
         .write_all_at(&file, &frame, 0)
         .and_then(|()| {
-            if zeros.is_empty() {
+            if allocated_len == header_len {
                 return Ok(());
             }
-            faults.write_all_at(&file, &zeros, header_len)
+            faults.write_zeros_at(&file, allocated_len - header_len, header_len)
         })
         .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
     if durability == Durability::Fsync {
