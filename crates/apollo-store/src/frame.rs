@@ -6,7 +6,7 @@
 //! a torn write from a damaged record at the end of a journal.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
 
 /// The largest payload a frame may carry. Larger lengths are treated as damage, so a flipped
 /// bit in a length field cannot make a reader allocate gigabytes.
@@ -61,7 +61,17 @@ pub(crate) struct FrameReader {
     file_len: u64,
     /// The length of the frame `next_buffered_frame` read last.
     last_frame_len: u64,
+    /// Payload bytes looked at (checksummed or scanned), for the tests that bound the work a
+    /// damaged or hostile segment can cause.
+    #[cfg(test)]
+    examined: u64,
 }
+
+/// A payload longer than this is scanned for a newline before it is checksummed: a frame
+/// holds exactly one newline, its last byte, so a line that claims a longer payload than it
+/// has is refused after reading to its own end, not after checksumming what its length claims
+/// (a hostile segment of many such lines would otherwise cost their lengths' sum).
+const SCAN_FOR_NEWLINE_ABOVE: usize = 1024;
 
 enum Step {
     Byte(u8),
@@ -75,6 +85,8 @@ impl FrameReader {
             offset: 0,
             file_len,
             last_frame_len: 0,
+            #[cfg(test)]
+            examined: 0,
         }
     }
 
@@ -170,6 +182,13 @@ impl FrameReader {
             return false;
         }
         let body = &frame[payload_start..end];
+        if body.len() > SCAN_FOR_NEWLINE_ABOVE && body.contains(&b'\n') {
+            return false;
+        }
+        #[cfg(test)]
+        {
+            self.examined += body.len() as u64;
+        }
         let mut crc = crc32c::crc32c(len_text);
         crc = crc32c::crc32c_append(crc, b" ");
         crc = crc32c::crc32c_append(crc, body);
@@ -253,16 +272,37 @@ impl FrameReader {
             // Do not even allocate: the rest of the file is too short for the payload.
             return bad(true, "the file ends inside a record's payload");
         }
+        let declared_end = payload_start + len as u64 + 1;
+        // Read piece by piece: a newline before the declared end means the length is wrong
+        // (a frame's only newline is its last byte), and no more is read.
         payload.clear();
-        payload.resize(len, 0);
-        if let Err(error) = self.input.read_exact(payload) {
-            if error.kind() == io::ErrorKind::UnexpectedEof {
+        while payload.len() < len {
+            let buf = self.input.fill_buf()?;
+            if buf.is_empty() {
                 return bad(true, "the file ends inside a record's payload");
             }
-            return Err(error);
+            let piece = &buf[..buf.len().min(len - payload.len())];
+            if let Some(newline) = piece.iter().position(|&byte| byte == b'\n') {
+                #[cfg(test)]
+                {
+                    self.examined += newline as u64 + 1;
+                }
+                self.input.consume(newline + 1);
+                self.offset += newline as u64 + 1;
+                return bad_after_payload(
+                    "a newline inside the record: its length is wrong",
+                    declared_end,
+                );
+            }
+            let n = piece.len();
+            payload.extend_from_slice(piece);
+            #[cfg(test)]
+            {
+                self.examined += n as u64;
+            }
+            self.input.consume(n);
         }
         self.offset += len as u64;
-        let declared_end = self.offset + 1;
         match self.byte()? {
             Step::Eof => return bad(true, "the file ends before a record's newline"),
             Step::Byte(b'\n') => {}
@@ -440,43 +480,14 @@ impl FrameReader {
         Ok(in_batch.then_some(WHY))
     }
 
-    /// The time of the record that ends right before `end` (its newline at `end - 1`), when its
-    /// start is found within 64 KiB and it is a record.
+    /// The time of the record that ends right before `end` (see [`ts_before`]).
     fn previous_frame_ts(&mut self, end: u64) -> io::Result<Option<Vec<u8>>> {
-        use std::os::unix::fs::FileExt;
-        let Some(last) = end.checked_sub(1) else {
-            return Ok(None);
-        };
-        let from = last.saturating_sub(64 * 1024);
-        let mut bytes = vec![0u8; usize::try_from(last - from).unwrap_or(0)];
-        self.input.get_ref().read_exact_at(&mut bytes, from)?;
-        let start = match bytes.iter().rposition(|&byte| byte == b'\n') {
-            Some(newline) => from + newline as u64 + 1,
-            None if from == 0 => 0,
-            None => return Ok(None),
-        };
-        self.ts_at(start)
+        ts_before(self.input.get_ref(), end)
     }
 
-    /// The time of the frame starting at `offset`, read from its first bytes (which may be
-    /// followed by zeros or damage): `None` unless they hold a whole `ts` field.
+    /// The time of the frame starting at `offset` (see [`ts_at`]).
     fn ts_at(&mut self, offset: u64) -> io::Result<Option<Vec<u8>>> {
-        use std::os::unix::fs::FileExt;
-        let mut bytes = [0u8; 128];
-        let want = usize::try_from(self.file_len.saturating_sub(offset))
-            .unwrap_or(usize::MAX)
-            .min(bytes.len());
-        let n_read = self.input.get_ref().read_at(&mut bytes[..want], offset)?;
-        let bytes = &bytes[..n_read];
-        let bytes = &bytes[..bytes
-            .iter()
-            .position(|&byte| byte == 0)
-            .unwrap_or(bytes.len())];
-        // `<checksum> <length> ` then the payload.
-        let Some(payload) = bytes.splitn(3, |&byte| byte == b' ').nth(2) else {
-            return Ok(None);
-        };
-        Ok(record_ts(payload).map(<[u8]>::to_vec))
+        ts_at(self.input.get_ref(), offset, self.file_len)
     }
 
     /// Scans the line of the bad frame `bad` (from its start to its first newline, or to the
@@ -541,6 +552,46 @@ impl FrameReader {
     }
 }
 
+/// The time of the record of `file` that ends right before `end` (its newline at `end - 1`),
+/// when its start is found within 64 KiB and it is a record.
+pub(crate) fn ts_before(file: &File, end: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    let Some(last) = end.checked_sub(1) else {
+        return Ok(None);
+    };
+    let from = last.saturating_sub(64 * 1024);
+    let mut bytes = vec![0u8; usize::try_from(last - from).unwrap_or(0)];
+    file.read_exact_at(&mut bytes, from)?;
+    let start = match bytes.iter().rposition(|&byte| byte == b'\n') {
+        Some(newline) => from + newline as u64 + 1,
+        None if from == 0 => 0,
+        None => return Ok(None),
+    };
+    ts_at(file, start, end)
+}
+
+/// The time of the frame of `file` starting at `offset`, read from its first bytes (before
+/// `end`; they may be followed by zeros or damage): `None` unless they hold a whole `ts`
+/// field.
+fn ts_at(file: &File, offset: u64, end: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::FileExt;
+    let mut bytes = [0u8; 128];
+    let want = usize::try_from(end.saturating_sub(offset))
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    let n_read = file.read_at(&mut bytes[..want], offset)?;
+    let bytes = &bytes[..n_read];
+    let bytes = &bytes[..bytes
+        .iter()
+        .position(|&byte| byte == 0)
+        .unwrap_or(bytes.len())];
+    // `<checksum> <length> ` then the payload.
+    let Some(payload) = bytes.splitn(3, |&byte| byte == b' ').nth(2) else {
+        return Ok(None);
+    };
+    Ok(record_ts(payload).map(<[u8]>::to_vec))
+}
+
 /// What [`FrameReader::scan_line`] found in a bad frame's line.
 struct Line {
     /// The line ends with a newline (not with the end of the file).
@@ -587,6 +638,50 @@ mod tests {
             .unwrap();
         let file = File::open(&path).unwrap();
         (dir, FrameReader::new(file, bytes.len() as u64))
+    }
+
+    #[test]
+    fn lines_that_claim_long_payloads_cost_their_own_length_not_the_claimed_one() {
+        // A hostile segment: thousands of lines, each claiming a payload that ends at the
+        // same far newline, 100 KB on. Checking each by its claim would read 300 MB.
+        let tail = 100_000;
+        let n_lines = 3000;
+        let mut lines = Vec::new();
+        let mut at = 0usize;
+        for _ in 0..n_lines {
+            // The length field's width is fixed (6 digits), so the line's length is known.
+            let line_len = "00000000 123456 x\n".len();
+            let payload_start = at + "00000000 123456 ".len();
+            // Where the last byte, the newline, is.
+            let end = n_lines * line_len + tail - 1;
+            lines.extend_from_slice(format!("00000000 {:06} x\n", end - payload_start).as_bytes());
+            at += line_len;
+        }
+        lines.extend(std::iter::repeat_n(b'a', tail - 1));
+        lines.push(b'\n');
+        let (_dir, mut reader) = reader_over(&lines);
+        let mut payload = Vec::new();
+        let mut n_bad = 0;
+        loop {
+            match reader.next_frame(&mut payload).unwrap() {
+                Ok(Some(_)) => panic!("no line here is a frame"),
+                Ok(None) => break,
+                Err(bad) => {
+                    n_bad += 1;
+                    match reader.next_good_frame(&bad).unwrap() {
+                        Some(offset) => reader.seek(offset).unwrap(),
+                        None => break,
+                    }
+                }
+            }
+        }
+        assert!(n_bad >= 1);
+        assert!(
+            reader.examined < 4 * lines.len() as u64,
+            "{} payload bytes looked at for a {}-byte file",
+            reader.examined,
+            lines.len()
+        );
     }
 
     /// Every frame `next_frame` reads (the buffered fast path where it can), and every frame

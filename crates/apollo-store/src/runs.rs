@@ -114,13 +114,20 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
         if len > TAIL {
             let mut frames = FrameReader::new(file, len);
             let io_error = |source| StoreError::io("read", &last.path, source);
-            let mut found = None;
+            let mut found: Option<Record> = None;
+            // Whether the window holds a record of an earlier batch than the last one (the
+            // writer dates every record of a batch alike): then the whole last batch is in the
+            // window and good, and its last record stands. Else a hole in the last batch
+            // before the window (never acknowledged, cut by recovery) cannot be ruled out.
+            let mut earlier_batch = false;
             let mut payload = Vec::new();
             if frames.resync_after(len - TAIL - 1).map_err(io_error)? {
                 loop {
                     match frames.next_frame(&mut payload).map_err(io_error)? {
                         Ok(Some(_)) => {
                             if let Ok(record) = decode_record(&payload) {
+                                earlier_batch |=
+                                    found.as_ref().is_some_and(|last| last.ts != record.ts);
                                 found = Some(record);
                             }
                         }
@@ -134,6 +141,7 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
                     }
                 }
             }
+            let found = found.filter(|_| earlier_batch);
             if found.is_some() {
                 return Ok(found);
             }

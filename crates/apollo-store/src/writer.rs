@@ -467,6 +467,15 @@ impl JournalWriter {
                         allocated_len = segment_len;
                     }
                     report.warnings.extend(warnings);
+                    // The first batch's time must differ from the last one kept (see
+                    // `write_encoded_inner`), whichever process wrote it.
+                    let last_batch_ts = crate::frame::ts_before(&file, segment_len)
+                        .map_err(|source| StoreError::io("read", &segment_path, source))?
+                        .and_then(|ts| {
+                            let ts = std::str::from_utf8(&ts).ok()?;
+                            DateTime::parse_from_rfc3339(ts).ok()
+                        })
+                        .map(|ts| ts.with_timezone(&Utc));
                     let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
                     let segment_day = header
                         .created_at()
@@ -489,7 +498,7 @@ impl JournalWriter {
                         segment_len,
                         synced_len: segment_len,
                         allocated_len,
-                        last_batch_ts: None,
+                        last_batch_ts,
                         segment_day,
                         segment_has_records: last_seq > header.prev_seq,
                         next_seq,
@@ -645,7 +654,9 @@ impl JournalWriter {
         {
             now += chrono::TimeDelta::microseconds(1);
         }
-        self.last_batch_ts = Some(now);
+        if !events.is_empty() {
+            self.last_batch_ts = Some(now);
+        }
         for event in events {
             let has_records = self.segment_has_records || !self.batch.is_empty();
             let full = self.segment_len + self.batch.len() as u64 >= self.segment_max_bytes;

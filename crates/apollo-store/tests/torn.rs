@@ -329,6 +329,101 @@ fn a_batch_whose_blocks_reached_the_disk_out_of_order_is_a_torn_tail() {
 }
 
 #[test]
+fn a_hole_in_the_first_record_of_the_last_batch_is_told_by_its_own_time() {
+    // The record before the hole is of an earlier batch: the bad record's readable start
+    // carries the last batch's time.
+    let base = tempfile::tempdir().unwrap();
+    let unacked = [big_event(3), event(4), event(5)];
+    let (full, _) = run_with_batch(base.path(), &[event(1), event(2)], &unacked);
+    let lines = line_ranges(&full);
+    let block = (lines[3].start + 100).next_multiple_of(512);
+    assert!(block + 512 < lines[3].end - 1);
+    let mut bytes = full.clone();
+    bytes[block..block + 512].fill(0);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(base.path(), dir.path());
+    assert_torn_at(dir.path(), &bytes, lines[3].start, 2);
+}
+
+#[test]
+fn zeros_off_a_block_boundary_in_a_later_bad_record_are_corruption() {
+    // The first hole is a crash's, the second does not start on a block boundary (the block
+    // holding its start also holds a good record, which reached the disk).
+    let base = tempfile::tempdir().unwrap();
+    let unacked = [event(3), big_event(4), event(5), big_event(6), event(7)];
+    let (full, _) = run_with_batch(base.path(), &[event(1), event(2)], &unacked);
+    let lines = line_ranges(&full);
+    let mut bytes = full.clone();
+    let first = (lines[4].start + 40).next_multiple_of(512);
+    bytes[first..first + 512].fill(0);
+    let second = (lines[6].start + 40).next_multiple_of(512);
+    assert!(second + 512 < lines[6].end - 1);
+    bytes[second + 7..second + 512].fill(0);
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(base.path(), dir.path());
+    fs::write(segment(dir.path(), 1), &bytes).unwrap();
+    let error = read_all(dir.path(), ReadOptions::default()).0.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("at byte {}", lines[4].start)),
+        "{error}"
+    );
+    let error = JournalWriter::open_for_append(dir.path(), fast())
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Corruption, "{error}");
+    assert_eq!(fs::read(segment(dir.path(), 1)).unwrap(), bytes);
+    let report = verify(dir.path()).unwrap();
+    assert!(
+        report.corruptions.len() == 2 && report.torn_tail.is_none(),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn consecutive_batches_never_share_a_time_even_on_a_frozen_clock_or_across_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new();
+    let options = || fast().clock(clock.clock());
+    let mut writer = JournalWriter::create(dir.path(), RUN_ID, options()).unwrap();
+    writer.append_batch(&[event(1), event(2)]).unwrap();
+    writer.append_batch_unsynced(&[big_event(3)]).unwrap();
+    // An empty sync writes no record: it takes no time from the next batch.
+    writer.append_batch(&[]).unwrap();
+    writer.append_batch(&[event(4)]).unwrap();
+    drop(writer);
+    let (mut writer, _) = JournalWriter::open_for_append(dir.path(), options()).unwrap();
+    writer.append_batch(&[event(5)]).unwrap();
+    drop(writer);
+    let (records, _) = read_all(dir.path(), ReadOptions::default());
+    let times: Vec<_> = records.unwrap().iter().map(|record| record.ts).collect();
+    assert_eq!(times[0], times[1], "one batch, one time");
+    for (index, pair) in times[1..].windows(2).enumerate() {
+        assert_ne!(
+            pair[0],
+            pair[1],
+            "batches {} and {} share a time",
+            index + 1,
+            index + 2
+        );
+    }
+    // So a block of zeros in an acknowledged batch before the last is still corruption.
+    let bytes = fs::read(segment(dir.path(), 1)).unwrap();
+    let lines = line_ranges(&bytes);
+    let block = (lines[3].start + 100).next_multiple_of(512);
+    let mut damaged = bytes.clone();
+    damaged[block..block + 512].fill(0);
+    assert_corrupt_at(
+        dir.path(),
+        &damaged,
+        lines[3].start,
+        "followed by a good record",
+    );
+}
+
+#[test]
 fn a_hole_in_acknowledged_records_before_the_last_batch_is_corruption() {
     // Each record its own batch, each acknowledged: a block of zeros in one of them (a disk
     // that lost it) followed by later batches is damage, whatever batch follows.
