@@ -55,10 +55,7 @@ pub(super) struct Tuning {
     /// futex wake, a context switch, on a machine whose cores run the units) made 10,000
     /// wide or layered no-op units take 11–13% longer (same-round runs on 2 cores); taken in
     /// a few at a time, their records also share a batch. The price: an outcome is taken in
-    /// up to this much later. 8 ms since the journal writes over space allocated ahead (its
-    /// syncs cost less, and fewer of them pay off more): 10,000 layered no-op units 4.56 s at
-    /// 4 ms against 4.33 s at 8 ms, wide 4.47 against 4.31 s (make -j2 4.30 and 4.17 s; same
-    /// rounds, 5 each); 16 ms was no better than 8.
+    /// up to this much later (8 ms: see the chain-fsync design note, "The nap, again").
     pub(super) max_nap: Duration,
     /// Naps shorter than this are not taken (a sleep costs a wake-up of its own).
     pub(super) min_nap: Duration,
