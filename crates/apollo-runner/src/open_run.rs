@@ -159,6 +159,10 @@ impl<'a> OpenRun<'a> {
         // With a reuse index to write back, the records the engine appends are kept for it.
         let keep = reuse_index.is_some() && opening == Opening::Started;
         let mut recording = Recording::new(&mut journal, keep);
+        if keep {
+            // About a record kept per unit (a reuse, or a start): reserved once, not grown.
+            recording.reserve(loaded.pipeline.units.len());
+        }
         let result = engine::run(
             &loaded.pipeline,
             &prior,

@@ -117,6 +117,11 @@ impl<'j> Recording<'j> {
         }
     }
 
+    /// Makes room for `n` more records kept.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.appended.reserve(n);
+    }
+
     /// The records kept, `None` if an append failed (then what is in the journal is not
     /// known here).
     pub(crate) fn into_appended(self) -> Option<Vec<Event>> {
