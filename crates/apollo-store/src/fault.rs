@@ -1,7 +1,8 @@
 //! Fault injection: fail the N-th write or fsync of a journal writer.
 //!
 //! Every write and every sync a [`JournalWriter`](crate::JournalWriter) issues (segment data,
-//! segment headers, directory fsyncs, torn-tail copies) goes through one [`FaultInjector`], which
+//! segment headers, the zeros allocated ahead, directory fsyncs, torn-tail copies) goes through
+//! one [`FaultInjector`], which
 //! counts them. A [`FaultPlan`] names which operation fails and with which error. A failed write
 //! first writes half of its buffer, as a full disk or a crash in the middle of `write(2)` can
 //! leave it, so the recovery of a torn tail is exercised too.
