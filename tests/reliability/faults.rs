@@ -3,9 +3,11 @@
 //! to do, loses no acknowledged record, leaves a journal `apollo verify` accepts (at most a
 //! torn tail), and the next `apollo run` resumes and completes.
 //!
-//! Two pipelines: one unit at a time (every run issues the same operations, so the sweep hits
-//! each one, the last included), and parallel units whose records share group commits (the
-//! batching depends on timing, so which record a given N hits varies from run to run).
+//! Two pipelines: one unit at a time, and parallel units whose records share group commits.
+//! In both, how records are batched depends on timing (the engine naps while short attempts
+//! keep its workers busy, DESIGN §6), so which record a given N hits, and how many writes a
+//! run makes, vary a little from run to run: an N that does not fail the run is tried three
+//! times before it counts as not reached.
 
 use crate::support::{Project, assert_nothing_acknowledged_lost, counting_pipeline};
 
@@ -15,6 +17,9 @@ const MAX_N: u64 = 500;
 /// The sweep stops after this many consecutive N that do not fail the run (with parallel
 /// units the number of operations varies by a few from run to run).
 const STOP_AFTER_OK: u64 = 3;
+
+/// How many times an N that does not fail the run is tried (see the module docs).
+const TRIES: u32 = 3;
 
 /// What a sweep did.
 struct Swept {
@@ -38,8 +43,15 @@ fn sweep(op: &str, errno: &str, errno_text: &str, n_units: usize, max_parallel: 
     let mut consecutive_ok = 0;
     for n in 1..=MAX_N {
         let plan = format!("{op}:{n}:{errno}");
-        let project = Project::new(&yaml);
-        let failed = project.apollo(&["run"], Some(&plan));
+        let mut project = Project::new(&yaml);
+        let mut failed = project.apollo(&["run"], Some(&plan));
+        for _ in 1..TRIES {
+            if failed.code != Some(0) {
+                break;
+            }
+            project = Project::new(&yaml);
+            failed = project.apollo(&["run"], Some(&plan));
+        }
         if failed.code == Some(0) {
             assert!(n > 1, "{plan}: the very first {op} was not attempted");
             consecutive_ok += 1;
