@@ -470,24 +470,25 @@ fn a_run_leaves_the_reuse_index_covering_its_own_journal() {
     apollo.file("data/other.csv", "y\n");
     apollo.args(&["run"]).run().code(0);
     assert_eq!(counts(&apollo), [1, 1, 2, 2]);
-    let text = std::fs::read_to_string(apollo.path(".apollo/index/reuse")).unwrap();
-    // The file is a checksum line, then the body.
-    let body: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
-    let covered = body["covered"].as_array().unwrap();
-    let runs = apollo.run_ids();
-    assert_eq!(covered.len(), runs.len(), "{covered:?}");
-    for run in &runs {
-        let journal = apollo.path(&format!(".apollo/runs/{run}/journal/000001.log"));
-        let entry = covered
-            .iter()
-            .find(|entry| entry["run"] == run.as_str())
-            .unwrap_or_else(|| panic!("run {run} is not covered: {covered:?}"));
-        assert_eq!(
-            entry["last_len"].as_u64(),
-            Some(std::fs::metadata(&journal).unwrap().len()),
-            "run {run} is covered to its journal's end"
-        );
-    }
+    // Brought up to date by a refresh, the index reads no journal: it covers every run,
+    // each to its journal's end (a run covered short of it would be read again).
+    let state = apollo_store::StateDir::open_existing(apollo.path(".apollo")).unwrap();
+    let (_, refresh) = apollo_store::ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(refresh.rebuilt, None);
+    assert_eq!(
+        refresh.runs_read, 0,
+        "every run is covered to its journal's end"
+    );
+    // A run whose journal grew since is read again.
+    let last = apollo.run_ids().pop().unwrap();
+    let journal = apollo.path(&format!(".apollo/runs/{last}/journal/000001.log"));
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(journal)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"x").unwrap();
+    let (_, refresh) = apollo_store::ReuseIndex::refresh(&state, false).unwrap();
+    assert_eq!(refresh.runs_read, 1);
 }
 
 /// The reuse index that runs leave (each covering itself at its end, a no-op run named beside

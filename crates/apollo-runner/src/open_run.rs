@@ -157,9 +157,11 @@ impl<'a> OpenRun<'a> {
             run: state.run_dir(&run_id)?,
         };
         // With a reuse index to write back, the records the engine appends are kept for it.
-        let keep = reuse_index.is_some() && opening == Opening::Started;
+        let keep = (reuse_index.as_ref())
+            .filter(|_| opening == Opening::Started)
+            .map(crate::reuse::KeptIndex::source);
         let mut recording = Recording::new(&mut journal, keep);
-        if keep {
+        if keep.is_some() {
             // About a record kept per unit (a reuse, or a start): reserved once, not grown.
             recording.reserve(loaded.pipeline.units.len());
         }

@@ -81,6 +81,11 @@ pub(crate) struct KeptIndex {
 }
 
 impl KeptIndex {
+    /// The pipeline's successes, as the engine's source holds them.
+    pub(crate) fn source(&self) -> &PipelineReuse {
+        &self.source
+    }
+
     /// After the new run `run` ended, the state directory's lock still held and the engine's
     /// options (which share the source) dropped: write the index covering the run, from the
     /// records it appended (`appended`, see [`Recording`]). Never an error: when this cannot
@@ -96,19 +101,20 @@ impl KeptIndex {
     }
 }
 
-/// The run's journal as the engine sees it, keeping (with `keep`) a copy of each appended
-/// record that a reuse index merges (`unit_started`, a succeeded `unit_finished`,
-/// `unit_reused`; without their input lists, which the index file does not hold), for
+/// The run's journal as the engine sees it, keeping (with a source to keep them for) a copy
+/// of each appended record that a reuse index merges (`unit_started`, a succeeded
+/// `unit_finished`, a `unit_reused` other than of the unit's latest success, which would
+/// change nothing; without their input lists, which the index file does not hold), for
 /// [`KeptIndex::cover`].
 pub(crate) struct Recording<'j> {
     journal: &'j mut dyn Journal,
-    keep: bool,
+    keep: Option<&'j PipelineReuse>,
     appended: Vec<Event>,
     failed: bool,
 }
 
 impl<'j> Recording<'j> {
-    pub(crate) fn new(journal: &'j mut dyn Journal, keep: bool) -> Self {
+    pub(crate) fn new(journal: &'j mut dyn Journal, keep: Option<&'j PipelineReuse>) -> Self {
         Self {
             journal,
             keep,
@@ -153,9 +159,10 @@ impl Recording<'_> {
         result: Result<(), JournalError>,
     ) -> Result<(), JournalError> {
         match result {
-            Ok(()) if !self.keep => {}
             Ok(()) => {
-                self.appended.reserve(events.len());
+                let Some(source) = self.keep else {
+                    return result;
+                };
                 self.appended
                     .extend(events.iter().filter_map(|event| match event {
                         Event::UnitStarted(started) => Some(Event::UnitStarted(UnitStarted {
@@ -165,6 +172,7 @@ impl Recording<'_> {
                             inputs: Vec::new(),
                             inputs_manifest: None,
                         })),
+                        Event::UnitReused(reused) if source.is_latest(reused) => None,
                         Event::UnitReused(reused) => Some(Event::UnitReused(UnitReused {
                             unit: reused.unit.clone(),
                             from_run: reused.from_run.clone(),
@@ -336,20 +344,21 @@ mod tests {
             fail_from: 3,
             appends: 0,
         };
-        let mut recording = Recording::new(&mut journal, true);
+        let source = PipelineReuse::default();
+        let mut recording = Recording::new(&mut journal, Some(&source));
         recording.append(&[reused("a"), skipped.clone()]).unwrap();
         recording.append(&[reused("c")]).unwrap();
         recording.append(&[reused("d")]).unwrap_err();
         assert_eq!(recording.into_appended(), None, "an append failed");
         let mut journal = MemoryJournal::default();
-        let mut recording = Recording::new(&mut journal, true);
+        let mut recording = Recording::new(&mut journal, Some(&source));
         recording.append(&[reused("a"), skipped]).unwrap();
         recording.append(&[reused("c")]).unwrap();
         assert_eq!(
             recording.into_appended(),
             Some(vec![reused("a"), reused("c")])
         );
-        let mut passing = Recording::new(&mut journal, false);
+        let mut passing = Recording::new(&mut journal, None);
         passing.append(&[reused("d")]).unwrap();
         assert_eq!(passing.into_appended(), Some(Vec::new()));
         assert_eq!(journal.events.len(), 4, "every record reached the journal");

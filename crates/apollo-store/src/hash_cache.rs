@@ -13,30 +13,92 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use apollo_core::hash_cache::{CachedHash, FileHashCache, FileStamp};
-use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::index_file;
 use crate::state_dir::StateDir;
 
 const FILE_NAME: &str = "hashes";
-const FORMAT: u32 = 1;
+/// The version of the file's body; another one is ignored (and replaced at the next save).
+/// Format 1 was JSON with hashes in hex: for 10,000 files 1.5 MB, decoded through a vector
+/// of strings into another; this one is 0.8 MB, decoded straight into the table.
+const FORMAT: u32 = 2;
 /// The most entries kept across runs.
 const MAX_ENTRIES: usize = 200_000;
 
-/// One entry as stored: dev, ino, size, mtime ns, ctime ns, hashed-at ns, sha256.
-type StoredEntry = (u64, u64, u64, i64, i64, i64, String);
+/// The body's first bytes, then [`FORMAT`] (u32, little-endian), then the entries.
+const MAGIC: &[u8] = b"apollo hash cache\n";
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Body {
-    format: u32,
-    entries: Vec<StoredEntry>,
+/// One entry in the file: dev, ino, size, mtime ns, ctime ns, hashed-at ns (each 8 bytes,
+/// little-endian), then the SHA-256 (32 bytes).
+const ENTRY_LEN: usize = 6 * 8 + 32;
+
+/// An entry in memory: the file's stamp, its hash and when it was hashed, and whether this
+/// run used it.
+#[derive(Debug)]
+struct Entry {
+    stamp: FileStamp,
+    sha256: [u8; 32],
+    hashed_at_ns: i64,
+    used: bool,
 }
 
 #[derive(Debug, Default)]
 struct Entries {
-    by_file: HashMap<(u64, u64), (FileStamp, CachedHash, bool)>,
+    by_file: HashMap<(u64, u64), Entry>,
     dirty: bool,
+}
+
+/// The entries of a body, `None` when it is not one of this format.
+fn decode(body: &[u8]) -> Option<HashMap<(u64, u64), Entry>> {
+    let rest = body.strip_prefix(MAGIC)?;
+    let (format, entries) = rest.split_first_chunk::<4>()?;
+    if u32::from_le_bytes(*format) != FORMAT || entries.len() % ENTRY_LEN != 0 {
+        return None;
+    }
+    let mut by_file = HashMap::with_capacity(entries.len() / ENTRY_LEN);
+    for entry in entries.chunks_exact(ENTRY_LEN) {
+        let field = |at: usize| {
+            let mut bytes = [0; 8];
+            bytes.copy_from_slice(&entry[at * 8..at * 8 + 8]);
+            bytes
+        };
+        let stamp = FileStamp {
+            dev: u64::from_le_bytes(field(0)),
+            ino: u64::from_le_bytes(field(1)),
+            size: u64::from_le_bytes(field(2)),
+            mtime_ns: i64::from_le_bytes(field(3)),
+            ctime_ns: i64::from_le_bytes(field(4)),
+        };
+        let mut sha256 = [0; 32];
+        sha256.copy_from_slice(&entry[48..]);
+        let entry = Entry {
+            stamp,
+            sha256,
+            hashed_at_ns: i64::from_le_bytes(field(5)),
+            used: false,
+        };
+        by_file.insert((entry.stamp.dev, entry.stamp.ino), entry);
+    }
+    Some(by_file)
+}
+
+/// A hash as [`CachedHash`] holds it (hex) in its 32 bytes; `None` if it is not a SHA-256.
+fn sha256_bytes(hex: &str) -> Option<[u8; 32]> {
+    let digit = |byte: u8| match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        _ => None,
+    };
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut bytes = [0; 32];
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
+    }
+    Some(bytes)
 }
 
 /// The file hash cache of a state directory, loaded in memory; an
@@ -50,37 +112,10 @@ impl HashCache {
     /// The cache as saved in `state` — empty when there is none or it is damaged (then the
     /// next [`save`](Self::save) replaces it).
     pub fn load(state: &StateDir) -> Self {
-        let body = index_file::read(state, FILE_NAME)
+        let by_file = index_file::read(state, FILE_NAME)
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<Body>(&bytes).ok())
-            .filter(|body| body.format == FORMAT)
+            .and_then(|bytes| decode(&bytes))
             .unwrap_or_default();
-        let by_file = body
-            .entries
-            .into_iter()
-            .map(
-                |(dev, ino, size, mtime_ns, ctime_ns, hashed_at_ns, sha256)| {
-                    let stamp = FileStamp {
-                        dev,
-                        ino,
-                        size,
-                        mtime_ns,
-                        ctime_ns,
-                    };
-                    (
-                        (dev, ino),
-                        (
-                            stamp,
-                            CachedHash {
-                                sha256,
-                                hashed_at_ns,
-                            },
-                            false,
-                        ),
-                    )
-                },
-            )
-            .collect();
         Self {
             entries: Mutex::new(Entries {
                 by_file,
@@ -107,28 +142,26 @@ impl HashCache {
             return Ok(());
         }
         let keep_unused = entries.by_file.len() <= MAX_ENTRIES;
-        let mut stored: Vec<StoredEntry> = entries
+        let mut kept: Vec<&Entry> = entries
             .by_file
             .values()
-            .filter(|(_, _, used)| keep_unused || *used)
-            .map(|(stamp, cached, _)| {
-                (
-                    stamp.dev,
-                    stamp.ino,
-                    stamp.size,
-                    stamp.mtime_ns,
-                    stamp.ctime_ns,
-                    cached.hashed_at_ns,
-                    cached.sha256.clone(),
-                )
-            })
+            .filter(|entry| keep_unused || entry.used)
             .collect();
-        stored.sort_unstable();
-        let body = serde_json::to_vec(&Body {
-            format: FORMAT,
-            entries: stored,
-        })
-        .map_err(|error| StoreError::invalid(format!("cannot encode the hash cache: {error}")))?;
+        // In a stable order: the same entries make the same file.
+        kept.sort_unstable_by_key(|entry| (entry.stamp.dev, entry.stamp.ino));
+        let mut body = Vec::with_capacity(MAGIC.len() + 4 + kept.len() * ENTRY_LEN);
+        body.extend_from_slice(MAGIC);
+        body.extend_from_slice(&FORMAT.to_le_bytes());
+        for entry in kept {
+            let stamp = &entry.stamp;
+            body.extend_from_slice(&stamp.dev.to_le_bytes());
+            body.extend_from_slice(&stamp.ino.to_le_bytes());
+            body.extend_from_slice(&stamp.size.to_le_bytes());
+            body.extend_from_slice(&stamp.mtime_ns.to_le_bytes());
+            body.extend_from_slice(&stamp.ctime_ns.to_le_bytes());
+            body.extend_from_slice(&entry.hashed_at_ns.to_le_bytes());
+            body.extend_from_slice(&entry.sha256);
+        }
         index_file::write(state, FILE_NAME, &body, durable)?;
         entries.dirty = false;
         Ok(())
@@ -143,19 +176,30 @@ impl HashCache {
 impl FileHashCache for HashCache {
     fn get(&self, stamp: &FileStamp) -> Option<CachedHash> {
         let mut entries = self.lock();
-        let (known, cached, used) = entries.by_file.get_mut(&(stamp.dev, stamp.ino))?;
-        if known != stamp {
+        let entry = entries.by_file.get_mut(&(stamp.dev, stamp.ino))?;
+        if entry.stamp != *stamp {
             return None;
         }
-        *used = true;
-        Some(cached.clone())
+        entry.used = true;
+        Some(CachedHash {
+            sha256: apollo_core::hash::to_hex(&entry.sha256),
+            hashed_at_ns: entry.hashed_at_ns,
+        })
     }
 
     fn put(&self, stamp: FileStamp, hash: CachedHash) {
+        // Only SHA-256s are kept (all apollo computes): anything else is not cached.
+        let Some(sha256) = sha256_bytes(&hash.sha256) else {
+            return;
+        };
+        let entry = Entry {
+            stamp,
+            sha256,
+            hashed_at_ns: hash.hashed_at_ns,
+            used: true,
+        };
         let mut entries = self.lock();
-        entries
-            .by_file
-            .insert((stamp.dev, stamp.ino), (stamp, hash, true));
+        entries.by_file.insert((stamp.dev, stamp.ino), entry);
         entries.dirty = true;
     }
 }

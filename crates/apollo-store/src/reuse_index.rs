@@ -14,9 +14,11 @@
 //! torn, which its checksum catches, and it is rebuilt.
 //!
 //! **Small.** A no-op run of 10,000 reusable units loads it, so it holds per pipeline
-//! identity only the keys and the answer (run, attempt, output hash), as arrays, not the
-//! input components: those of a unit's latest success are read from its run's journal when
-//! a "not reused" is explained ([`PipelineReuse`]), which happens only when the unit runs.
+//! identity only the keys and the answer (run, attempt, output hash), not the input
+//! components: those of a unit's latest success are read from its run's journal when a "not
+//! reused" is explained ([`PipelineReuse`]), which happens only when the unit runs. A hash is
+//! kept as its 32 bytes, a unit name or run id once and then by number, in memory and in the
+//! file (binary, see `reuse_index/body.rs`).
 //!
 //! **A run covers itself.** A new run's session hands the records it appended back at its
 //! end ([`ReuseIndex::cover_new_run`]), so the next refresh reads no journal. When they
@@ -36,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use apollo_core::engine::{ReuseCandidate, ReuseSource};
-use apollo_core::event::{AttemptStatus, Event, InputComponent};
+use apollo_core::event::{AttemptStatus, Event, InputComponent, UnitReused};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
@@ -46,10 +48,12 @@ use crate::run_id::RunId;
 use crate::segment::list_segment_files;
 use crate::state_dir::StateDir;
 
+mod body;
+
 /// The index's file name in `index/`.
 const FILE_NAME: &str = "reuse";
-/// The version of the file's body; another one is rebuilt.
-const FORMAT: u32 = 2;
+/// The version of the file's body (see `body.rs`); another one is rebuilt.
+const FORMAT: u32 = 3;
 
 /// The file beside the index naming the runs covered since the index file was written whose
 /// records changed nothing in it (a run that only reused units): writing it instead of the
@@ -80,42 +84,154 @@ struct Covered {
     last_len: u64,
 }
 
-/// One successful attempt: the run whose attempt did the work, and what it left.
+/// A hash as the index keeps it: a SHA-256 (64 lower-case hex digits in the journal) in its
+/// 32 bytes; anything else a journal held, as it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Digest {
+    Sha256([u8; 32]),
+    Other(Box<str>),
+}
+
+impl Digest {
+    fn new(text: &str) -> Self {
+        let digit = |byte: u8| match byte {
+            b'0'..=b'9' => Some(byte - b'0'),
+            b'a'..=b'f' => Some(byte - b'a' + 10),
+            _ => None,
+        };
+        let mut bytes = [0; 32];
+        let sha256 = text.len() == 64
+            && text
+                .as_bytes()
+                .chunks_exact(2)
+                .zip(&mut bytes)
+                .all(|(pair, byte)| match (digit(pair[0]), digit(pair[1])) {
+                    (Some(high), Some(low)) => {
+                        *byte = high << 4 | low;
+                        true
+                    }
+                    _ => false,
+                });
+        if sha256 {
+            Self::Sha256(bytes)
+        } else {
+            Self::Other(text.into())
+        }
+    }
+
+    /// As the journal writes it.
+    fn text(&self) -> String {
+        match self {
+            Self::Sha256(bytes) => apollo_core::hash::to_hex(bytes),
+            Self::Other(text) => text.to_string(),
+        }
+    }
+}
+
+/// Names the index holds many times (unit names, run ids), each once, by number.
+#[derive(Debug, Default, Clone)]
+struct Names {
+    list: Vec<Box<str>>,
+    numbers: HashMap<Box<str>, u32>,
+}
+
+impl Names {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            list: Vec::with_capacity(capacity),
+            numbers: HashMap::with_capacity(capacity),
+        }
+    }
+
+    /// The number of `name`, given it now if it had none.
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(&number) = self.numbers.get(name) {
+            return number;
+        }
+        // Fewer than 2³² names: each came from a journal record or a file of at most 1 GiB.
+        let number = u32::try_from(self.list.len()).unwrap_or(u32::MAX);
+        self.list.push(name.into());
+        self.numbers.insert(name.into(), number);
+        number
+    }
+
+    fn find(&self, name: &str) -> Option<u32> {
+        self.numbers.get(name).copied()
+    }
+
+    fn name(&self, number: u32) -> &str {
+        self.list.get(number as usize).map_or("", |name| name)
+    }
+}
+
+/// One successful attempt: the run (by number) whose attempt did the work, and what it left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Success {
-    run: String,
+    run: u32,
     attempt: u32,
-    input_hash: String,
-    output_hash: String,
+    output: Digest,
+}
+
+/// A unit's latest success, the input hash it had, and its input components when they were
+/// read from a journal in this process (empty when loaded from the file).
+#[derive(Debug, Clone)]
+struct Latest {
+    success: Success,
+    input: Digest,
+    inputs: Vec<InputComponent>,
 }
 
 /// One pipeline's successes.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Pipeline {
+    units: Names,
+    runs: Names,
     /// (unit, input hash) → the latest success with it.
-    by_input: HashMap<(String, String), Success>,
-    /// unit → its latest success, whatever its inputs, and its input components when they
-    /// were read from a journal in this process (empty when loaded from the file).
-    latest: HashMap<String, (Success, Vec<InputComponent>)>,
+    by_input: HashMap<(u32, Digest), Success>,
+    /// By unit number: its latest success, whatever its inputs.
+    latest: Vec<Option<Latest>>,
 }
 
 impl Pipeline {
-    /// A success later than everything merged so far; whether the index file would change.
-    fn merge(&mut self, unit: String, success: Success, inputs: Vec<InputComponent>) -> bool {
+    /// A success of `unit` (`run`'s `attempt`, which had `input_hash` and left `output_hash`)
+    /// later than everything merged so far; whether the index file would change.
+    fn merge(
+        &mut self,
+        unit: &str,
+        (run, attempt): (&str, u32),
+        input_hash: &str,
+        output_hash: &str,
+        inputs: Vec<InputComponent>,
+    ) -> bool {
+        let unit = self.units.number(unit);
+        let success = Success {
+            run: self.runs.number(run),
+            attempt,
+            output: Digest::new(output_hash),
+        };
+        let input = Digest::new(input_hash);
+        let slot = unit as usize;
+        if self.latest.len() <= slot {
+            self.latest.resize(slot + 1, None);
+        }
         // The unit's latest success again (a run that reused it): `by_input` holds it already
         // (whatever is a unit's latest is also its input hash's), so only the inputs, if they
         // were not known, change.
-        if let Some((latest, known)) = self.latest.get_mut(&unit)
-            && *latest == success
+        if let Some(latest) = &mut self.latest[slot]
+            && latest.success == success
+            && latest.input == input
         {
-            if known.is_empty() {
-                *known = inputs;
+            if latest.inputs.is_empty() {
+                latest.inputs = inputs;
             }
             return false;
         }
-        self.by_input
-            .insert((unit.clone(), success.input_hash.clone()), success.clone());
-        self.latest.insert(unit, (success, inputs));
+        self.by_input.insert((unit, input.clone()), success.clone());
+        self.latest[slot] = Some(Latest {
+            success,
+            input,
+            inputs,
+        });
         true
     }
 }
@@ -158,46 +274,17 @@ impl RunMerge {
                 else {
                     return false;
                 };
-                let success = Success {
-                    run: self.run.clone(),
-                    attempt: finished.attempt,
-                    input_hash,
-                    output_hash,
-                };
-                pipeline.merge(finished.unit, success, inputs)
+                let run = (self.run.as_str(), finished.attempt);
+                pipeline.merge(&finished.unit, run, &input_hash, &output_hash, inputs)
             }
             Event::UnitReused(reused) => {
-                let success = Success {
-                    run: reused.from_run,
-                    attempt: reused.from_attempt,
-                    input_hash: reused.input_hash,
-                    output_hash: reused.output_hash,
-                };
-                pipeline.merge(reused.unit, success, reused.inputs)
+                let run = (reused.from_run.as_str(), reused.from_attempt);
+                let (input, output) = (&reused.input_hash, &reused.output_hash);
+                pipeline.merge(&reused.unit, run, input, output, reused.inputs)
             }
             _ => false,
         }
     }
-}
-
-/// A stored success: unit, input hash, run, attempt, output hash.
-type StoredSuccess = (String, String, String, u32, String);
-
-/// One pipeline as stored.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct StoredPipeline {
-    identity: String,
-    successes: Vec<StoredSuccess>,
-    /// Each unit's latest success, by its input hash: (unit, input hash).
-    latest: Vec<(String, String)>,
-}
-
-/// The file's body.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Body {
-    format: u32,
-    covered: Vec<Covered>,
-    pipelines: Vec<StoredPipeline>,
 }
 
 /// What a refresh did, for a caller that wants to say so.
@@ -240,28 +327,18 @@ impl ReuseIndex {
         }
         let mut refresh = IndexRefresh::default();
         let loaded = match index_file::read_checked(state, FILE_NAME) {
-            Ok((checksum, bytes)) => match serde_json::from_slice::<Body>(&bytes) {
-                Ok(body) if body.format == FORMAT => Ok((checksum, body)),
-                Ok(body) => Err(format!("is of format {}, not {FORMAT}", body.format)),
-                // An older format's body does not parse as this one's.
-                Err(_) if format_of(&bytes).is_some_and(|format| format != FORMAT) => Err(format!(
-                    "is of format {}, not {FORMAT}",
-                    format_of(&bytes).unwrap_or(0)
-                )),
-                Err(error) => Err(format!("cannot be parsed: {error}")),
-            },
+            Ok((checksum, bytes)) => body::decode(FORMAT, &bytes).map(|body| (checksum, body)),
             Err(Unusable::Missing) => Err("is missing".to_owned()),
             Err(Unusable::Damaged(why)) => Err(why),
         };
         let present: HashSet<&str> = run_ids.iter().map(RunId::as_str).collect();
-        let body = loaded.and_then(|(checksum, body)| {
-            match body
-                .covered
+        let body = loaded.and_then(|(checksum, (covered, pipelines))| {
+            match covered
                 .iter()
                 .find(|covered| !present.contains(covered.run.as_str()))
             {
                 Some(gone) => Err(format!("covers run {}, which is gone", gone.run)),
-                None => Ok((checksum, body)),
+                None => Ok((checksum, covered, pipelines)),
             }
         });
         let mut index = Self {
@@ -269,11 +346,11 @@ impl ReuseIndex {
             ..Self::default()
         };
         let known: HashMap<String, Covered> = match body {
-            Ok((checksum, body)) => {
-                index.load(body.pipelines);
-                let in_file = body.covered.iter().map(|covered| covered.run.clone());
+            Ok((checksum, covered, pipelines)) => {
+                index.pipelines = pipelines;
+                let in_file = covered.iter().map(|covered| covered.run.clone());
                 index.file = Some((checksum.clone(), in_file.collect()));
-                body.covered
+                covered
                     .into_iter()
                     .chain(covered_since(state, &checksum, &present))
                     .map(|covered| (covered.run.clone(), covered))
@@ -311,7 +388,8 @@ impl ReuseIndex {
 
     /// Write the index file, covering every run covered here.
     fn write_file(&mut self, state: &StateDir) -> Result<(), StoreError> {
-        let checksum = index_file::write(state, FILE_NAME, &self.body_bytes()?, false)?;
+        let body = body::encode(FORMAT, &self.covered, &self.pipelines);
+        let checksum = index_file::write(state, FILE_NAME, &body, false)?;
         let in_file = self.covered.iter().map(|covered| covered.run.clone());
         self.file = Some((checksum, in_file.collect()));
         Ok(())
@@ -322,10 +400,7 @@ impl ReuseIndex {
     /// own successes the resume rules handle). See also [`into_source`](Self::into_source),
     /// which does not copy.
     pub fn source(&self, identity: &str, excluding: Option<&RunId>) -> PipelineReuse {
-        let pipeline = self.pipelines.get(identity).map(|pipeline| Pipeline {
-            by_input: pipeline.by_input.clone(),
-            latest: pipeline.latest.clone(),
-        });
+        let pipeline = self.pipelines.get(identity).cloned();
         self.view(pipeline.unwrap_or_default(), excluding)
     }
 
@@ -337,8 +412,8 @@ impl ReuseIndex {
 
     fn view(&self, pipeline: Pipeline, excluding: Option<&RunId>) -> PipelineReuse {
         PipelineReuse {
+            excluding: excluding.and_then(|run| pipeline.runs.find(run.as_str())),
             pipeline,
-            excluding: excluding.map(|run| run.as_str().to_owned()),
             state: self.state.clone(),
             inputs_read: Mutex::new(HashMap::new()),
         }
@@ -355,31 +430,6 @@ impl ReuseIndex {
     /// Whether the index holds no success.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The successes of a loaded file.
-    fn load(&mut self, stored: Vec<StoredPipeline>) {
-        for stored in stored {
-            let pipeline = self.pipelines.entry(stored.identity).or_default();
-            pipeline.by_input.reserve(stored.successes.len());
-            pipeline.latest.reserve(stored.latest.len());
-            for (unit, input_hash, run, attempt, output_hash) in stored.successes {
-                let success = Success {
-                    run,
-                    attempt,
-                    input_hash: input_hash.clone(),
-                    output_hash,
-                };
-                pipeline.by_input.insert((unit, input_hash), success);
-            }
-            for (unit, input_hash) in stored.latest {
-                let key = (unit, input_hash);
-                if let Some(success) = pipeline.by_input.get(&key) {
-                    let success = success.clone();
-                    pipeline.latest.insert(key.0, (success, Vec::new()));
-                }
-            }
-        }
     }
 
     /// Merge one run's successes, in journal order. A journal that cannot be read (corrupt,
@@ -474,54 +524,6 @@ impl ReuseIndex {
             _ => self.write_file(state),
         }
     }
-
-    /// The file's body: covered runs, then each pipeline's successes and which is each
-    /// unit's latest.
-    fn body_bytes(&self) -> Result<Vec<u8>, StoreError> {
-        let pipelines = self
-            .pipelines
-            .iter()
-            .map(|(identity, pipeline)| StoredPipeline {
-                identity: identity.clone(),
-                successes: pipeline
-                    .by_input
-                    .iter()
-                    .map(|((unit, input_hash), success)| {
-                        (
-                            unit.clone(),
-                            input_hash.clone(),
-                            success.run.clone(),
-                            success.attempt,
-                            success.output_hash.clone(),
-                        )
-                    })
-                    .collect(),
-                latest: pipeline
-                    .latest
-                    .iter()
-                    .map(|(unit, (success, _))| (unit.clone(), success.input_hash.clone()))
-                    .collect(),
-            })
-            .collect();
-        let body = Body {
-            format: FORMAT,
-            covered: self.covered.clone(),
-            pipelines,
-        };
-        serde_json::to_vec(&body)
-            .map_err(|error| StoreError::invalid(format!("cannot encode the reuse index: {error}")))
-    }
-}
-
-/// The `format` of an index body that does not parse as this version's.
-fn format_of(bytes: &[u8]) -> Option<u32> {
-    #[derive(Deserialize)]
-    struct Probe {
-        format: u32,
-    }
-    serde_json::from_slice::<Probe>(bytes)
-        .ok()
-        .map(|probe| probe.format)
 }
 
 /// The runs [`COVERED_SINCE_FILE_NAME`] says add nothing to the index file whose checksum is
@@ -569,24 +571,45 @@ type RecordedInputs = HashMap<(String, u32), Vec<InputComponent>>;
 #[derive(Debug, Default)]
 pub struct PipelineReuse {
     pipeline: Pipeline,
-    /// The run being resumed: its successes are not candidates.
-    excluding: Option<String>,
+    /// The run being resumed (by number): its successes are not candidates.
+    excluding: Option<u32>,
     state: Option<StateDir>,
     /// Run → (unit, attempt) → the inputs its `unit_started` recorded.
     inputs_read: Mutex<HashMap<String, RecordedInputs>>,
 }
 
 impl PipelineReuse {
-    fn candidate(&self, success: &Success, inputs: Vec<InputComponent>) -> Option<ReuseCandidate> {
-        if self.excluding.as_deref() == Some(success.run.as_str()) {
+    /// Whether `reused` names its unit's latest success as this source holds it: covering a
+    /// new run, [`ReuseIndex::cover_new_run`] can be handed the run's records without it
+    /// (merged, it would change nothing). A no-op run's records are all such.
+    pub fn is_latest(&self, reused: &UnitReused) -> bool {
+        let Some(unit) = self.pipeline.units.find(&reused.unit) else {
+            return false;
+        };
+        let Some(Some(latest)) = self.pipeline.latest.get(unit as usize) else {
+            return false;
+        };
+        self.pipeline.runs.find(&reused.from_run) == Some(latest.success.run)
+            && latest.success.attempt == reused.from_attempt
+            && latest.input == Digest::new(&reused.input_hash)
+            && latest.success.output == Digest::new(&reused.output_hash)
+    }
+
+    fn candidate(
+        &self,
+        success: &Success,
+        input: &Digest,
+        inputs: Vec<InputComponent>,
+    ) -> Option<ReuseCandidate> {
+        if self.excluding == Some(success.run) {
             return None;
         }
         Some(ReuseCandidate {
-            run_id: success.run.clone(),
+            run_id: self.pipeline.runs.name(success.run).to_owned(),
             attempt: success.attempt,
-            input_hash: success.input_hash.clone(),
+            input_hash: input.text(),
             inputs,
-            output_hash: success.output_hash.clone(),
+            output_hash: success.output.text(),
         })
     }
 
@@ -635,20 +658,21 @@ impl PipelineReuse {
 
 impl ReuseSource for PipelineReuse {
     fn find(&self, unit: &str, input_hash: &str) -> Option<ReuseCandidate> {
-        let success = self
-            .pipeline
-            .by_input
-            .get(&(unit.to_owned(), input_hash.to_owned()))?;
-        self.candidate(success, Vec::new())
+        let key = (self.pipeline.units.find(unit)?, Digest::new(input_hash));
+        let success = self.pipeline.by_input.get(&key)?;
+        self.candidate(success, &key.1, Vec::new())
     }
 
     fn latest(&self, unit: &str) -> Option<ReuseCandidate> {
-        let (success, inputs) = self.pipeline.latest.get(unit)?;
-        let inputs = if inputs.is_empty() {
-            self.recorded_inputs(&success.run, unit, success.attempt)
+        let number = self.pipeline.units.find(unit)?;
+        let latest = self.pipeline.latest.get(number as usize)?.as_ref()?;
+        let success = &latest.success;
+        let inputs = if latest.inputs.is_empty() {
+            let run = self.pipeline.runs.name(success.run);
+            self.recorded_inputs(run, unit, success.attempt)
         } else {
-            inputs.clone()
+            latest.inputs.clone()
         };
-        self.candidate(success, inputs)
+        self.candidate(success, &latest.input, inputs)
     }
 }

@@ -282,7 +282,30 @@ fn the_hash_cache_survives_a_save_and_a_damaged_one_is_ignored() {
         None
     );
 
+    // Only SHA-256s are kept (all apollo computes).
+    let other = FileStamp { ino: 9, ..stamp };
+    loaded.put(
+        other,
+        CachedHash {
+            sha256: "not a sha-256".into(),
+            hashed_at_ns: 6,
+        },
+    );
+    assert_eq!(loaded.get(&other), None);
+
+    // A body cut short, or of the older JSON format, under a checksum that matches it: ignored.
     let file = dir.path().join("index/hashes");
+    let saved = fs::read(&file).unwrap();
+    let body = &saved[saved.iter().position(|&byte| byte == b'\n').unwrap() + 1..];
+    let older = br#"{"format":1,"entries":[[1,2,3,4,5,6,"aaaa"]]}"#;
+    for body in [&body[..body.len() - 1], older] {
+        let line = apollo_core::hash::sha256_hex(body);
+        fs::write(&file, [line.as_bytes(), b"\n", body].concat()).unwrap();
+        assert!(HashCache::load(&state).is_empty());
+    }
+    fs::write(&file, &saved).unwrap();
+    assert_eq!(HashCache::load(&state).len(), 1);
+
     let mut bytes = fs::read(&file).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x04;
@@ -370,8 +393,24 @@ fn a_run_that_changed_nothing_is_covered_beside_the_index_file_not_by_rewriting_
     let file = dir.path().join("index/reuse");
     let beside = dir.path().join("index/reuse-covered-since");
     let written = fs::read(&file).unwrap();
-    // Reusing fetch's latest success (r2 attempt 2, h2) changes nothing in the index.
+    // Reusing fetch's latest success (r2 attempt 2, h2) changes nothing in the index: a
+    // session need not even hand the record over. Any other would.
     let no_op = || vec![fetch_reused(&r2, 2, "h2", "o2")];
+    let Event::UnitReused(latest) = &no_op()[0] else {
+        unreachable!()
+    };
+    let source = index.source(IDENTITY, None);
+    assert!(source.is_latest(latest));
+    for (attempt, input, output) in [(1, "h2", "o2"), (2, "h1", "o2"), (2, "h2", "o1")] {
+        let Event::UnitReused(other) = fetch_reused(&r2, attempt, input, output) else {
+            unreachable!()
+        };
+        assert!(!source.is_latest(&other), "{attempt} {input} {output}");
+    }
+    let Event::UnitReused(other_run) = fetch_reused(&state.new_run_id(), 2, "h2", "o2") else {
+        unreachable!()
+    };
+    assert!(!source.is_latest(&other_run));
     let mut no_op_runs = Vec::new();
     for _ in 0..2 {
         let source = index.take_source(IDENTITY, None);
