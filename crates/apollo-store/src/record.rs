@@ -21,40 +21,65 @@ const RECORD_PREFIX_ROOM: usize = 64;
 
 impl EncodedEvent {
     pub(crate) fn new(event: &Event) -> Result<Self, StoreError> {
-        let json = encode_event(event).map_err(|error| {
-            StoreError::invalid(format!(
-                "cannot serialize a {} event: {error}",
-                event.kind()
-            ))
-        })?;
-        if json.first() != Some(&b'{') || json.len() < 2 {
-            return Err(StoreError::invalid(format!(
-                "a {} event does not serialize to a JSON object",
-                event.kind()
-            )));
-        }
-        if json.len() + RECORD_PREFIX_ROOM > MAX_PAYLOAD_LEN {
-            return Err(StoreError::invalid(format!(
-                "a {} event is {} bytes, more than a journal record may hold ({MAX_PAYLOAD_LEN})",
-                event.kind(),
-                json.len()
-            )));
-        }
+        let mut json = Vec::new();
+        encode_checked(event, &mut json)?;
         Ok(Self { json })
     }
 
-    /// The record payload: the event's object with `seq` and `ts` spliced in first, so
-    /// `grep '"seq":42,'` and `jq .seq` both work.
+    /// The record payload ([`payload`]) of this event.
+    #[cfg(test)]
     pub(crate) fn payload(&self, seq: u64, ts: DateTime<Utc>, out: &mut Vec<u8>) {
-        out.clear();
-        out.reserve(RECORD_PREFIX_ROOM + self.json.len());
-        out.extend_from_slice(b"{\"seq\":");
-        out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
-        out.extend_from_slice(b",\"ts\":\"");
-        push_timestamp(ts, out);
-        out.extend_from_slice(b"\",");
-        out.extend_from_slice(&self.json[1..]);
+        payload(&self.json, seq, ts, out);
     }
+}
+
+impl AsRef<[u8]> for EncodedEvent {
+    fn as_ref(&self) -> &[u8] {
+        &self.json
+    }
+}
+
+/// Appends `event`'s JSON object to `json`, checked to be one that a record can hold; on an
+/// error, `json` is as it was.
+pub(crate) fn encode_checked(event: &Event, json: &mut Vec<u8>) -> Result<(), StoreError> {
+    let start = json.len();
+    let encoded = encode_event_into(event, json);
+    let len = json.len() - start;
+    let problem = match encoded {
+        Err(error) => Some(format!(
+            "cannot serialize a {} event: {error}",
+            event.kind()
+        )),
+        Ok(()) if json.get(start) != Some(&b'{') || len < 2 => Some(format!(
+            "a {} event does not serialize to a JSON object",
+            event.kind()
+        )),
+        Ok(()) if len + RECORD_PREFIX_ROOM > MAX_PAYLOAD_LEN => Some(format!(
+            "a {} event is {len} bytes, more than a journal record may hold ({MAX_PAYLOAD_LEN})",
+            event.kind(),
+        )),
+        Ok(()) => None,
+    };
+    match problem {
+        Some(problem) => {
+            json.truncate(start);
+            Err(StoreError::invalid(problem))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The record payload of an event whose JSON object ([`encode_checked`]) is `json`: the
+/// object with `seq` and `ts` spliced in first, so `grep '"seq":42,'` and `jq .seq` both work.
+pub(crate) fn payload(json: &[u8], seq: u64, ts: DateTime<Utc>, out: &mut Vec<u8>) {
+    out.clear();
+    out.reserve(RECORD_PREFIX_ROOM + json.len());
+    out.extend_from_slice(b"{\"seq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+    out.extend_from_slice(b",\"ts\":\"");
+    push_timestamp(ts, out);
+    out.extend_from_slice(b"\",");
+    out.extend_from_slice(&json[1..]);
 }
 
 /// `ts` as `ts.to_rfc3339_opts(SecondsFormat::Micros, true)` writes it
@@ -90,33 +115,43 @@ fn push_timestamp(ts: DateTime<Utc>, out: &mut Vec<u8>) {
     out.push(b'Z');
 }
 
+/// [`encode_event_into`] into a buffer of its own.
+#[cfg(test)]
+fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
+    let mut json = Vec::new();
+    encode_event_into(event, &mut json).map(|()| json)
+}
+
 /// The event's JSON object, `{"kind":"…",…fields…}`, as serde writes [`Event`] (an internally
 /// tagged enum). The records a journal is mostly made of are written from their payload struct
 /// with the tag put first by hand — the same bytes (the tests check), without serde's tagging
-/// layer, into a buffer sized for them (a no-op run of 10,000 reused units spent 7% of its
-/// time encoding its records).
-fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
-    let mut json = Vec::with_capacity(512);
+/// layer (a no-op run of 10,000 reused units spent 7% of its time encoding its records) —
+/// appended to `json`, which may hold other events before it (the writer encodes a batch into
+/// one buffer it keeps).
+fn encode_event_into(event: &Event, json: &mut Vec<u8>) -> serde_json::Result<()> {
     // Ten thousand of them make a no-op run: by hand, as serde writes it (the tests hold it
     // to that, byte for byte).
     if let Event::UnitReused(reused) = event {
-        encode_unit_reused(reused, &mut json);
-        return Ok(json);
+        encode_unit_reused(reused, json);
+        return Ok(());
     }
+    let start = json.len();
     json.extend_from_slice(b"{\"kind\":\"");
     json.extend_from_slice(event.kind().as_bytes());
     json.extend_from_slice(b"\",");
     let fields_at = json.len();
-    match event {
-        Event::UnitStarted(payload) => serde_json::to_writer(&mut json, payload)?,
-        Event::UnitFinished(payload) => serde_json::to_writer(&mut json, payload)?,
-        Event::UnitReused(payload) => serde_json::to_writer(&mut json, payload)?,
-        Event::UnitFiles(payload) => serde_json::to_writer(&mut json, payload)?,
+    let fields = match event {
+        Event::UnitStarted(payload) => serde_json::to_writer(&mut *json, payload),
+        Event::UnitFinished(payload) => serde_json::to_writer(&mut *json, payload),
+        Event::UnitFiles(payload) => serde_json::to_writer(&mut *json, payload),
         other => {
-            json.clear();
-            serde_json::to_writer(&mut json, other)?;
-            return Ok(json);
+            json.truncate(start);
+            return serde_json::to_writer(&mut *json, other);
         }
+    };
+    if let Err(error) = fields {
+        json.truncate(start);
+        return Err(error);
     }
     // `{"kind":"…",` + `{…}`: drop the struct's own `{` (and, for an empty object, the comma).
     match json.get(fields_at..fields_at + 2) {
@@ -128,9 +163,12 @@ fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
             json.remove(fields_at);
         }
         // Not an object: serde's own encoding says what is wrong.
-        _ => return serde_json::to_vec(event),
+        _ => {
+            json.truncate(start);
+            serde_json::to_writer(&mut *json, event)?;
+        }
     }
-    Ok(json)
+    Ok(())
 }
 
 /// A `unit_reused` event as [`encode_event`] writes it through serde: the fields in their

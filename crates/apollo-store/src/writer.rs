@@ -12,7 +12,7 @@ use crate::fault::{FaultInjector, FaultPlan};
 use crate::frame::encode_frame;
 use crate::lock::LockWatch;
 use crate::reader::{HeaderState, JournalReader};
-use crate::record::EncodedEvent;
+use crate::record::{encode_checked, payload};
 use crate::safe_dir::{Access, Dir, content_stamp, explain_efbig, held_state, path_id};
 use crate::segment::{LAST_SEGMENT_FILE, SegmentHeader, list_segment_files, segment_file_name};
 
@@ -183,6 +183,8 @@ pub struct JournalWriter {
     poisoned: Option<String>,
     batch: Vec<u8>,
     payload: Vec<u8>,
+    /// The JSON objects of the events of the batch being appended, one after the other.
+    encoded: Vec<u8>,
     /// Records were written by [`Journal::append_unsynced`] since the last sync: the next
     /// durable append syncs even when it writes nothing.
     unsynced: bool,
@@ -286,6 +288,7 @@ impl JournalWriter {
             poisoned: None,
             batch: Vec::new(),
             payload: Vec::new(),
+            encoded: Vec::new(),
             unsynced: false,
         })
     }
@@ -505,6 +508,7 @@ impl JournalWriter {
                         poisoned: None,
                         batch: Vec::new(),
                         payload: Vec::new(),
+                        encoded: Vec::new(),
                         unsynced: false,
                     };
                     return Ok((writer, report));
@@ -529,15 +533,29 @@ impl JournalWriter {
 
     fn append_events(&mut self, events: &[Event], sync: bool) -> Result<u64, StoreError> {
         self.check_poisoned()?;
-        let encoded = events
-            .iter()
-            .map(EncodedEvent::new)
-            .collect::<Result<Vec<_>, _>>()?;
-        if sync {
+        // Every event is encoded before any is written (one that cannot be is an error, and
+        // nothing is written), into one buffer the writer keeps: a batch of 1,024 reused
+        // units took a thousand allocations, a tenth of a no-op run's fresh pages.
+        let mut json = std::mem::take(&mut self.encoded);
+        json.clear();
+        let mut ends = Vec::with_capacity(events.len());
+        for event in events {
+            if let Err(error) = encode_checked(event, &mut json) {
+                self.encoded = json;
+                return Err(error);
+            }
+            ends.push(json.len());
+        }
+        let starts = std::iter::once(0).chain(ends.iter().copied());
+        let encoded: Vec<&[u8]> = starts.zip(&ends).map(|(at, &end)| &json[at..end]).collect();
+        let result = if sync {
             self.write_encoded(&encoded)
         } else {
             self.write_encoded_unsynced(&encoded)
-        }
+        };
+        drop(encoded);
+        self.encoded = json;
+        result
     }
 
     /// Makes the writer check, before each commit, that `lock` still holds the state
@@ -599,7 +617,7 @@ impl JournalWriter {
     pub fn into_shared(mut self) -> crate::SharedWriter {
         // A shared writer's empty append syncs nothing: records written unsynced are made
         // durable first (a failure poisons the writer, and its appends say so).
-        let _ = self.write_encoded(&[]);
+        let _ = self.write_encoded::<&[u8]>(&[]);
         crate::SharedWriter::new(self)
     }
 
@@ -613,7 +631,10 @@ impl JournalWriter {
     }
 
     /// Writes already-serialized events as one batch; the group-commit leader's entry point.
-    pub(crate) fn write_encoded(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+    pub(crate) fn write_encoded<E: AsRef<[u8]>>(
+        &mut self,
+        events: &[E],
+    ) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         if events.is_empty() && !self.unsynced {
             return Ok(self.next_seq - 1);
@@ -626,7 +647,7 @@ impl JournalWriter {
     }
 
     /// [`write_encoded`](Self::write_encoded) without the sync at the end.
-    fn write_encoded_unsynced(&mut self, events: &[EncodedEvent]) -> Result<u64, StoreError> {
+    fn write_encoded_unsynced<E: AsRef<[u8]>>(&mut self, events: &[E]) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         if events.is_empty() {
             return Ok(self.next_seq - 1);
@@ -638,9 +659,9 @@ impl JournalWriter {
         result
     }
 
-    fn write_encoded_inner(
+    fn write_encoded_inner<E: AsRef<[u8]>>(
         &mut self,
-        events: &[EncodedEvent],
+        events: &[E],
         sync: bool,
     ) -> Result<u64, StoreError> {
         self.check_in_place()?;
@@ -666,7 +687,7 @@ impl JournalWriter {
                 self.flush_batch(true)?;
                 self.rotate(now)?;
             }
-            event.payload(self.next_seq, now, &mut self.payload);
+            payload(event.as_ref(), self.next_seq, now, &mut self.payload);
             encode_frame(&self.payload, &mut self.batch);
             self.next_seq += 1;
         }
