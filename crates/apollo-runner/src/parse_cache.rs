@@ -27,16 +27,17 @@ use serde::{Deserialize, Serialize};
 /// The version of an entry's layout; another is a miss.
 const FORMAT: u32 = 4;
 
-/// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
+/// An entry's units are kept in up to this many chunks (lines).
 const MAX_CHUNKS: usize = 4;
 
-/// Fewer units than this are kept in one chunk (threads would cost more than they save).
+/// Fewer units than this are kept in one chunk.
 const UNITS_PER_CHUNK_AT_LEAST: usize = 1_000;
 
 /// One entry: what it was made from (`key`), and the load it stands for. On disk: this, as
 /// one line of JSON with the pipeline's `units` empty, then `chunks` lines, each a JSON array
 /// of the next units in order (compact JSON has no raw newline, so the lines split cleanly):
-/// decoding 10,000 units was most of a hit's time, and chunks decode on threads of their own.
+/// chunks were decoded on threads of their own (format 4); they are now decoded one after the
+/// other into one vector, which costs the same time on two cores and a third fewer fresh pages.
 #[derive(Serialize, Deserialize)]
 struct Entry {
     format: u32,
@@ -86,7 +87,7 @@ pub fn load_cached_parsing_with(
     let name = file_name(config);
     if let Some(loaded) = key
         .as_deref()
-        .and_then(|key| lookup(state_dir, &name, key, &bytes, options))
+        .and_then(|key| lookup(state_dir, &name, key, bytes, options))
     {
         return Ok(loaded);
     }
@@ -138,51 +139,48 @@ fn encode(
     Ok(())
 }
 
-/// An entry read back, if `wanted` (checked before its units are decoded, in parallel).
-/// `None` if it is not wanted or anything is amiss.
-fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
-    let mut lines = body.split(|&byte| byte == b'\n');
-    let mut entry: Entry = serde_json::from_slice(lines.next()?).ok()?;
-    let chunks: Vec<&[u8]> = lines.collect();
-    if entry.format != FORMAT || chunks.len() != entry.chunks || !wanted(&entry) {
+/// An entry read back from `body` (of `body_len` bytes), if `wanted` (checked before its
+/// units are decoded). `None` if it is not wanted or anything is amiss. Read a line at a time:
+/// the whole body is never held (see [`apollo_store::cache_file::read_with`], which checks it
+/// once it is read).
+fn decode(
+    body: &mut dyn std::io::BufRead,
+    body_len: u64,
+    wanted: impl Fn(&Entry) -> bool,
+) -> Option<Entry> {
+    let mut line = Vec::new();
+    let mut next_line = |line: &mut Vec<u8>| {
+        line.clear();
+        let read = body.read_until(b'\n', line).ok()?;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        (read > 0).then_some(())
+    };
+    next_line(&mut line)?;
+    let mut entry: Entry = serde_json::from_slice(&line).ok()?;
+    if entry.format != FORMAT || !wanted(&entry) {
         return None;
     }
-    let decode_chunk = |chunk: &[u8]| {
-        // Never more than the chunk's bytes could hold: a damaged count must not make apollo
-        // reserve gigabytes (a unit's JSON is hundreds of bytes; its fields are all written).
-        let capacity = entry.units_per_chunk.min(chunk.len() / MIN_UNIT_JSON_BYTES);
-        let mut deserializer = serde_json::Deserializer::from_slice(chunk);
-        let units = serde::de::DeserializeSeed::deserialize(UnitsSeed(capacity), &mut deserializer);
-        deserializer.end().ok().and(units.ok())
-    };
-    let decoded: Vec<Option<Vec<Unit>>> = std::thread::scope(|scope| {
-        let (first, rest) = chunks.split_first()?;
-        // A chunk whose thread cannot be started is decoded here, after the first.
-        let others: Vec<_> = rest
-            .iter()
-            .map(|&chunk| {
-                std::thread::Builder::new()
-                    .spawn_scoped(scope, move || decode_chunk(chunk))
-                    .map_err(|_| chunk)
-            })
-            .collect();
-        let mut decoded = vec![decode_chunk(first)];
-        decoded.extend(others.into_iter().map(|other| match other {
-            Ok(thread) => thread.join().ok().flatten(),
-            Err(chunk) => decode_chunk(chunk),
-        }));
-        Some(decoded)
-    })
-    .unwrap_or_default();
-    // Sized once: grown chunk by chunk, 10,000 units were copied twice over fresh pages.
-    let decoded: Vec<Vec<Unit>> = decoded.into_iter().collect::<Option<_>>()?;
-    entry
-        .pipeline
-        .units
-        .reserve_exact(decoded.iter().map(Vec::len).sum());
-    for units in decoded {
-        entry.pipeline.units.extend(units);
+    // Into one vector, sized once, chunk after chunk: decoded on threads of their own, the
+    // chunks' vectors and their concatenation were a third of a no-op run's fresh pages (a
+    // unit is 448 bytes before its strings), for no time saved on two cores.
+    let total = entry.units_per_chunk.saturating_mul(entry.chunks);
+    // Never more than the body could hold: a damaged count must not make apollo reserve
+    // gigabytes (a unit's JSON is hundreds of bytes; its fields are all written).
+    let at_most = usize::try_from(body_len).unwrap_or(usize::MAX) / MIN_UNIT_JSON_BYTES;
+    let mut units = Vec::with_capacity(total.min(at_most));
+    for _ in 0..entry.chunks {
+        next_line(&mut line)?;
+        let mut deserializer = serde_json::Deserializer::from_slice(&line);
+        serde::de::DeserializeSeed::deserialize(UnitsSeed(&mut units), &mut deserializer).ok()?;
+        deserializer.end().ok()?;
     }
+    // Nothing after the last chunk.
+    if next_line(&mut line).is_some() {
+        return None;
+    }
+    entry.pipeline.units = units;
     Some(entry)
 }
 
@@ -190,11 +188,11 @@ fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
 /// length over this before it is read (a larger count still decodes, growing as it goes).
 const MIN_UNIT_JSON_BYTES: usize = 64;
 
-/// A JSON array of units, read into a vector of `.0` units' capacity.
-struct UnitsSeed(usize);
+/// A JSON array of units, read onto the end of `.0`.
+struct UnitsSeed<'u>(&'u mut Vec<Unit>);
 
-impl<'de> serde::de::DeserializeSeed<'de> for UnitsSeed {
-    type Value = Vec<Unit>;
+impl<'de> serde::de::DeserializeSeed<'de> for UnitsSeed<'_> {
+    type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(
         self,
@@ -204,19 +202,18 @@ impl<'de> serde::de::DeserializeSeed<'de> for UnitsSeed {
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for UnitsSeed {
-    type Value = Vec<Unit>;
+impl<'de> serde::de::Visitor<'de> for UnitsSeed<'_> {
+    type Value = ();
 
     fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
         formatter.write_str("an array of units")
     }
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut units = Vec::with_capacity(self.0);
         while let Some(unit) = seq.next_element()? {
-            units.push(unit);
+            self.0.push(unit);
         }
-        Ok(units)
+        Ok(())
     }
 }
 
@@ -226,18 +223,19 @@ fn lookup(
     state_dir: &Path,
     name: &str,
     key: &str,
-    bytes: &[u8],
+    bytes: Vec<u8>,
     options: &LoadOptions,
 ) -> Option<Loaded> {
-    let body = apollo_store::cache_file::read(state_dir, name)?;
-    let entry = decode(&body, |entry| {
-        entry.key == key && entry.reads.unchanged(options)
+    let entry = apollo_store::cache_file::read_with(state_dir, name, |body, body_len| {
+        decode(body, body_len, |entry| {
+            entry.key == key && entry.reads.unchanged(options)
+        })
     })?;
     Some(Loaded {
         pipeline: entry.pipeline,
         id: entry.id,
         warnings: Vec::new(),
-        source: String::from_utf8(bytes.to_vec()).ok()?,
+        source: String::from_utf8(bytes).ok()?,
         params: entry.params,
         reads: entry.reads,
         definition_hash: Some(entry.definition_hash),
