@@ -27,25 +27,25 @@ use serde::{Deserialize, Serialize};
 /// The version of an entry's layout; another is a miss.
 const FORMAT: u32 = 4;
 
-/// An entry's units are kept in up to this many chunks (lines).
+/// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
 
-/// Fewer units than this are kept in one chunk.
+/// Fewer units than this are kept in one chunk (threads would cost more than they save).
 const UNITS_PER_CHUNK_AT_LEAST: usize = 1_000;
 
 /// One entry: what it was made from (`key`), and the load it stands for. On disk: this, as
 /// one line of JSON with the pipeline's `units` empty, then `chunks` lines, each a JSON array
 /// of the next units in order (compact JSON has no raw newline, so the lines split cleanly):
-/// chunks were decoded on threads of their own (format 4); they are now decoded one after the
-/// other into one vector, which costs the same time on two cores and a third fewer fresh pages.
+/// decoding 10,000 units was most of a hit's time, and chunks decode on threads of their own,
+/// each into its place in one vector ([`decode_units`]).
 #[derive(Serialize, Deserialize)]
 struct Entry {
     format: u32,
     key: String,
     /// How many lines of units follow...
     chunks: usize,
-    /// ... and how many units each holds (the last may hold fewer): a chunk is decoded into
-    /// a vector of that size, not one grown (and copied to fresh pages) as it is read.
+    /// ... and how many units each holds (the last may hold fewer): the vector they are decoded
+    /// into is sized once, not grown (and copied to fresh pages) as they are read.
     units_per_chunk: usize,
     pipeline: Pipeline,
     id: Option<String>,
@@ -139,57 +139,122 @@ fn encode(
     Ok(())
 }
 
-/// An entry read back from `body` (of `body_len` bytes), if `wanted` (checked before its
-/// units are decoded). `None` if it is not wanted or anything is amiss. Read a line at a time:
-/// the whole body is never held (see [`apollo_store::cache_file::read_with`], which checks it
-/// once it is read).
-fn decode(
-    body: &mut dyn std::io::BufRead,
-    body_len: u64,
-    wanted: impl Fn(&Entry) -> bool,
-) -> Option<Entry> {
-    let mut line = Vec::new();
-    let mut next_line = |line: &mut Vec<u8>| {
-        line.clear();
-        let read = body.read_until(b'\n', line).ok()?;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        (read > 0).then_some(())
-    };
-    next_line(&mut line)?;
-    let mut entry: Entry = serde_json::from_slice(&line).ok()?;
-    if entry.format != FORMAT || !wanted(&entry) {
+/// An entry read back, if `wanted` (checked before its units are decoded, in parallel).
+/// `None` if it is not wanted or anything is amiss.
+fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
+    let mut lines = body.split(|&byte| byte == b'\n');
+    let mut entry: Entry = serde_json::from_slice(lines.next()?).ok()?;
+    let chunks: Vec<&[u8]> = lines.collect();
+    if entry.format != FORMAT || chunks.len() != entry.chunks || !wanted(&entry) {
         return None;
     }
-    // Into one vector, sized once, chunk after chunk: decoded on threads of their own, the
-    // chunks' vectors and their concatenation were a third of a no-op run's fresh pages (a
-    // unit is 448 bytes before its strings), for no time saved on two cores.
-    let total = entry.units_per_chunk.saturating_mul(entry.chunks);
-    // Never more than the body could hold: a damaged count must not make apollo reserve
-    // gigabytes (a unit's JSON is hundreds of bytes; its fields are all written).
-    let at_most = usize::try_from(body_len).unwrap_or(usize::MAX) / MIN_UNIT_JSON_BYTES;
-    let mut units = Vec::with_capacity(total.min(at_most));
-    for _ in 0..entry.chunks {
-        next_line(&mut line)?;
-        let mut deserializer = serde_json::Deserializer::from_slice(&line);
-        serde::de::DeserializeSeed::deserialize(UnitsSeed(&mut units), &mut deserializer).ok()?;
-        deserializer.end().ok()?;
-    }
-    // Nothing after the last chunk.
-    if next_line(&mut line).is_some() {
-        return None;
-    }
-    entry.pipeline.units = units;
+    entry.pipeline.units = decode_units(&chunks, entry.units_per_chunk)?;
     Some(entry)
 }
 
-/// Fewer bytes than any unit's JSON in an entry: a chunk's vector is sized for at most its
-/// length over this before it is read (a larger count still decodes, growing as it goes).
+/// Fewer bytes than any unit's JSON in an entry: a count of units the chunks' bytes cannot
+/// hold is a damaged entry, refused before anything is reserved for it.
 const MIN_UNIT_JSON_BYTES: usize = 64;
 
-/// A JSON array of units, read onto the end of `.0`.
-struct UnitsSeed<'u>(&'u mut Vec<Unit>);
+/// The units of `chunks` (each a JSON array of units: `per_chunk` of them in every chunk but
+/// the last, which holds at most that many), in order, or `None` if they are not that.
+///
+/// Each chunk is decoded on a thread of its own (the first on this one) **straight into its
+/// place in one vector**, sized once. Decoded into vectors of their own and concatenated, 10,000
+/// units (448 bytes each before their strings) were two copies of 4.5 MB of fresh pages; decoded
+/// one after the other, the decision to resume took 5 ms longer on two cores.
+fn decode_units(chunks: &[&[u8]], per_chunk: usize) -> Option<Vec<Unit>> {
+    let (last, full) = chunks.split_last()?;
+    let holds = |chunk: &&[u8]| chunk.len() / MIN_UNIT_JSON_BYTES;
+    if per_chunk == 0 || full.iter().any(|chunk| holds(chunk) < per_chunk) {
+        return None;
+    }
+    // No overflow: each full chunk holds `per_chunk` units of at least a byte.
+    let lens: Vec<usize> = (full.iter().map(|_| per_chunk))
+        .chain([per_chunk.min(holds(last))])
+        .collect();
+    let capacity = lens.iter().sum();
+    let mut units: Vec<Unit> = Vec::with_capacity(capacity);
+    let counts: Vec<Option<usize>> = {
+        let mut slots = &mut units.spare_capacity_mut()[..capacity];
+        let mut parts = Vec::with_capacity(lens.len());
+        for &len in &lens {
+            let (part, rest) = slots.split_at_mut(len);
+            parts.push(part);
+            slots = rest;
+        }
+        std::thread::scope(|scope| {
+            let mut parts = chunks.iter().zip(parts);
+            let (first_chunk, first_part) = parts.next()?;
+            // A chunk whose thread cannot be started is not decoded: a miss.
+            let others: Vec<_> = parts
+                .map(|(&chunk, part)| {
+                    std::thread::Builder::new()
+                        .spawn_scoped(scope, move || decode_into(chunk, part))
+                        .ok()
+                })
+                .collect();
+            let mut counts = vec![decode_into(first_chunk, first_part)];
+            counts.extend(others.into_iter().map(|other| other?.join().ok()?));
+            Some(counts)
+        })?
+    };
+    let whole = counts
+        .iter()
+        .zip(&lens)
+        .enumerate()
+        .all(|(at, (count, &len))| {
+            count.is_some_and(|count| count == len || (at == lens.len() - 1 && count <= len))
+        });
+    if whole {
+        let len = capacity - lens[lens.len() - 1] + counts[counts.len() - 1].unwrap_or(0);
+        // SAFETY: every part but the last is full (`whole`): `decode_into` wrote each of its
+        // slots, and the last part's first `count` slots; the parts are the vector's first
+        // `capacity` slots, one after the other. So its first `len` elements are initialized.
+        unsafe { units.set_len(len) };
+        return Some(units);
+    }
+    // Not whole: the units the parts that were decoded hold are dropped.
+    let mut start = 0;
+    let slots = units.spare_capacity_mut();
+    for (count, len) in counts.into_iter().zip(lens) {
+        for slot in &mut slots[start..start + count.unwrap_or(0)] {
+            // SAFETY: `decode_into` returned `count`: it wrote the part's first `count` slots,
+            // and nothing has read or dropped them since.
+            unsafe { slot.assume_init_drop() };
+        }
+        start += len;
+    }
+    None
+}
+
+/// Decodes `chunk`, a JSON array of units, into the first slots of `part`: how many, or `None`
+/// (then every unit it wrote was dropped again) when it is not such an array or holds more
+/// units than `part` has slots.
+fn decode_into(chunk: &[u8], part: &mut [std::mem::MaybeUninit<Unit>]) -> Option<usize> {
+    let mut written = 0;
+    let mut deserializer = serde_json::Deserializer::from_slice(chunk);
+    let seed = UnitsSeed {
+        slots: &mut *part,
+        written: &mut written,
+    };
+    let decoded = serde::de::DeserializeSeed::deserialize(seed, &mut deserializer)
+        .and_then(|()| deserializer.end());
+    if decoded.is_ok() {
+        return Some(written);
+    }
+    for slot in &mut part[..written] {
+        // SAFETY: `UnitsSeed` wrote the first `written` slots, and nothing read them since.
+        unsafe { slot.assume_init_drop() };
+    }
+    None
+}
+
+/// A JSON array of units, written into `slots` from the first on; `written` counts them.
+struct UnitsSeed<'s> {
+    slots: &'s mut [std::mem::MaybeUninit<Unit>],
+    written: &'s mut usize,
+}
 
 impl<'de> serde::de::DeserializeSeed<'de> for UnitsSeed<'_> {
     type Value = ();
@@ -211,7 +276,12 @@ impl<'de> serde::de::Visitor<'de> for UnitsSeed<'_> {
 
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while let Some(unit) = seq.next_element()? {
-            self.0.push(unit);
+            let Some(slot) = self.slots.get_mut(*self.written) else {
+                // Dropped here: not in a slot.
+                return Err(serde::de::Error::custom("more units than the entry says"));
+            };
+            slot.write(unit);
+            *self.written += 1;
         }
         Ok(())
     }
@@ -226,15 +296,15 @@ fn lookup(
     bytes: Vec<u8>,
     options: &LoadOptions,
 ) -> Option<Loaded> {
-    let entry = apollo_store::cache_file::read_with(state_dir, name, |body, body_len| {
-        decode(body, body_len, |entry| {
-            entry.key == key && entry.reads.unchanged(options)
-        })
+    let body = apollo_store::cache_file::read(state_dir, name)?;
+    let entry = decode(&body, |entry| {
+        entry.key == key && entry.reads.unchanged(options)
     })?;
     Some(Loaded {
         pipeline: entry.pipeline,
         id: entry.id,
         warnings: Vec::new(),
+        // The config's bytes, moved: copied, they were another megabyte of fresh pages.
         source: String::from_utf8(bytes).ok()?,
         params: entry.params,
         reads: entry.reads,

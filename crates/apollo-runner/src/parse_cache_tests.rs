@@ -242,23 +242,30 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
     assert_eq!(loaded.pipeline.units.len(), 2_500);
     assert_eq!(loaded.pipeline.units[2_499].name, "u02499");
 
-    // A count of units per chunk far beyond what the chunks hold (an edited entry, whose
-    // checksum was made to match) reserves no more than the bytes could hold: the entry still
-    // reads back whole, and apollo does not abort on an allocation of terabytes.
+    // A count of units per chunk other than the chunks hold (an edited entry, whose checksum
+    // was made to match): a miss, whatever the count — far beyond what the bytes could hold
+    // (nothing is reserved for it: apollo does not abort on an allocation of terabytes), one
+    // more (a middle chunk falls short) or one fewer (a chunk holds more than its part: the
+    // units decoded into the vector so far are dropped again, each once).
     let head =
         String::from_utf8(body.split(|&byte| byte == b'\n').next().unwrap().to_vec()).unwrap();
     assert!(head.contains(r#""units_per_chunk":1000,"#), "{head}");
-    let inflated = String::from_utf8(body.clone()).unwrap().replacen(
-        r#""units_per_chunk":1000,"#,
-        r#""units_per_chunk":1000000000000,"#,
-        1,
-    );
-    apollo_store::cache_file::write(
-        &project.state(),
-        &file_name(&project.config()),
-        inflated.as_bytes(),
-    )
-    .unwrap();
+    for count in ["1000000000000", "1001", "999", "0"] {
+        let edited = String::from_utf8(body.clone()).unwrap().replacen(
+            r#""units_per_chunk":1000,"#,
+            &format!(r#""units_per_chunk":{count},"#),
+            1,
+        );
+        apollo_store::cache_file::write(
+            &project.state(),
+            &file_name(&project.config()),
+            edited.as_bytes(),
+        )
+        .unwrap();
+        assert!(!project.hit(&options), "units_per_chunk {count}");
+    }
+    apollo_store::cache_file::write(&project.state(), &file_name(&project.config()), &body)
+        .unwrap();
     assert!(project.hit(&options));
     assert_eq!(project.load(&options).pipeline.units.len(), 2_500);
 

@@ -42,7 +42,14 @@ pub(crate) fn read(state: &StateDir, name: &str) -> Result<Vec<u8>, Unusable> {
 
 /// The checksum (hex) and body of `index/<name>`, checked against each other.
 pub(crate) fn read_checked(state: &StateDir, name: &str) -> Result<(String, Vec<u8>), Unusable> {
-    let file = open(state, name)?;
+    let file = Dir::open(state.path())
+        .and_then(|root| root.subdir(INDEX_DIR))
+        .and_then(|dir| dir.open_file(name, Access::Read));
+    let file = match file {
+        Ok(file) => file,
+        Err(StoreError::NotFound { .. }) => return Err(Unusable::Missing),
+        Err(error) => return Err(Unusable::Damaged(error.to_string())),
+    };
     // Read into a buffer of the file's size, and the body kept where it was read: a parse
     // cache of 10,000 units is 5 MB, and growing and copying it touched three times as many
     // fresh pages, each a page fault (a tenth of a no-op run on a virtual machine).
@@ -64,18 +71,6 @@ pub(crate) fn read_checked(state: &StateDir, name: &str) -> Result<(String, Vec<
     }
     bytes.drain(..=newline);
     Ok((checksum, bytes))
-}
-
-/// `index/<name>`, opened for reading (never through a symbolic link).
-fn open(state: &StateDir, name: &str) -> Result<std::fs::File, Unusable> {
-    let file = Dir::open(state.path())
-        .and_then(|root| root.subdir(INDEX_DIR))
-        .and_then(|dir| dir.open_file(name, Access::Read));
-    match file {
-        Ok(file) => Ok(file),
-        Err(StoreError::NotFound { .. }) => Err(Unusable::Missing),
-        Err(error) => Err(Unusable::Damaged(error.to_string())),
-    }
 }
 
 /// The length of an older apollo's checksum line (SHA-256, hex), still read.
@@ -142,86 +137,6 @@ pub mod cache_file {
     pub fn read(state_dir: &std::path::Path, name: &str) -> Option<Vec<u8>> {
         let state = StateDir::open_existing(state_dir).ok()?;
         super::read(&state, name).ok()
-    }
-
-    /// [`read`](fn@read), handing the body to `decode` as it is read — through a buffer of
-    /// 256 KiB, never whole (a parse cache of 10,000 units is 5 MB: read whole, it was a
-    /// tenth of a no-op run's fresh pages) — with its length. What `decode` returns is kept
-    /// only if the body, read to its end, matches its checksum; `decode` must treat the bytes
-    /// as untrusted until then (a damaged body is an error or garbage, never a panic).
-    pub fn read_with<T>(
-        state_dir: &std::path::Path,
-        name: &str,
-        decode: impl FnOnce(&mut dyn std::io::BufRead, u64) -> Option<T>,
-    ) -> Option<T> {
-        use std::io::BufRead;
-        let state = StateDir::open_existing(state_dir).ok()?;
-        let file = super::open(&state, name).ok()?;
-        let size = file.metadata().ok()?.len();
-        if size > MAX_INDEX_BYTES {
-            return None;
-        }
-        let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-        let mut line = Vec::with_capacity(OLD_CHECKSUM_LEN + 1);
-        reader.read_until(b'\n', &mut line).ok()?;
-        let expected = line.strip_suffix(b"\n")?;
-        let mut body = Checked {
-            inner: reader,
-            check: match expected.len() {
-                OLD_CHECKSUM_LEN => Check::Sha256(Box::default()),
-                _ => Check::Crc32c(0),
-            },
-        };
-        let body_len = size.saturating_sub(line.len() as u64);
-        let value = decode(&mut body, body_len)?;
-        // The rest, if `decode` stopped before the end, is checked too.
-        std::io::copy(&mut body, &mut std::io::sink()).ok()?;
-        let checksum = match body.check {
-            Check::Crc32c(crc) => format!("{crc:08x}"),
-            Check::Sha256(sha) => apollo_core::hash::to_hex(&sha.finalize()),
-        };
-        (checksum.as_bytes() == expected).then_some(value)
-    }
-
-    /// How [`Checked`] checks what it reads.
-    enum Check {
-        Crc32c(u32),
-        Sha256(Box<Sha256>),
-    }
-
-    /// Reads through to `inner`, checking what was read (consumed).
-    struct Checked<R> {
-        inner: R,
-        check: Check,
-    }
-
-    impl<R: std::io::BufRead> std::io::Read for Checked<R> {
-        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-            use std::io::BufRead;
-            let buffered = self.fill_buf()?;
-            let len = buffered.len().min(out.len());
-            out[..len].copy_from_slice(&buffered[..len]);
-            self.consume(len);
-            Ok(len)
-        }
-    }
-
-    impl<R: std::io::BufRead> std::io::BufRead for Checked<R> {
-        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-            self.inner.fill_buf()
-        }
-
-        fn consume(&mut self, amount: usize) {
-            // What `fill_buf` returned is still buffered: this reads nothing.
-            if let Ok(buffered) = self.inner.fill_buf() {
-                let consumed = &buffered[..amount.min(buffered.len())];
-                match &mut self.check {
-                    Check::Crc32c(crc) => *crc = crc32c::crc32c_append(*crc, consumed),
-                    Check::Sha256(sha) => sha.update(consumed),
-                }
-            }
-            self.inner.consume(amount);
-        }
     }
 
     /// Replace `index/<name>` with `body`, atomically and not durably (a lost cache is
