@@ -30,13 +30,64 @@ use crate::model::{Command, Phase, Unit};
 
 /// Lower-case hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(bytes.len() * 2);
+    let mut hex = Vec::with_capacity(bytes.len() * 2);
     for &byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+        hex.extend_from_slice(&HEX_PAIRS[usize::from(byte)]);
     }
-    hex
+    // Only ASCII digits were written (a no-op run of 10,000 reused units writes ~50,000 hashes
+    // in hex: a byte at a time, not a `char`).
+    String::from_utf8(hex).unwrap_or_default()
+}
+
+/// Each byte's two lower-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [DIGITS[byte >> 4], DIGITS[byte & 0xf]];
+        byte += 1;
+    }
+    pairs
+};
+
+/// Each byte's value as a lower-case hex digit, or 0xff.
+const HEX_VALUES: [u8; 256] = {
+    let mut values = [0xff; 256];
+    let mut digit = 0;
+    while digit < 16 {
+        values[b"0123456789abcdef"[digit] as usize] = digit as u8;
+        digit += 1;
+    }
+    values
+};
+
+/// The 32 bytes of a SHA-256 written as [`to_hex`] writes one (64 lower-case hex digits);
+/// `None` for any other text.
+pub fn sha256_from_hex(text: &str) -> Option<[u8; 32]> {
+    let text: &[u8; 64] = text.as_bytes().try_into().ok()?;
+    let mut bytes = [0; 32];
+    // No branch per digit: a digit that is not one sets a high bit, checked once.
+    let mut invalid = 0;
+    for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
+        let (high, low) = (
+            HEX_VALUES[usize::from(pair[0])],
+            HEX_VALUES[usize::from(pair[1])],
+        );
+        invalid |= high | low;
+        *byte = high << 4 | (low & 0xf);
+    }
+    (invalid & 0xf0 == 0).then_some(bytes)
+}
+
+/// Whether `text` is `bytes` as [`to_hex`] writes them, without writing them.
+pub fn is_hex_of(text: &str, bytes: &[u8]) -> bool {
+    text.len() == bytes.len() * 2
+        && text
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(bytes)
+            .all(|(pair, &byte)| *pair == HEX_PAIRS[usize::from(byte)])
 }
 
 /// An [`io::Write`] that passes everything on to `inner` and hashes it (SHA-256) on the way:
@@ -972,6 +1023,36 @@ pub fn describe_input_changes(before: &[InputComponent], after: &[InputComponent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_written_and_read_back_as_lower_case_sha256_digits_only() {
+        let digest: [u8; 32] = Sha256::digest(b"apollo").into();
+        let hex = to_hex(&digest);
+        assert_eq!(hex, sha256_hex(b"apollo"));
+        assert_eq!(to_hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        assert_eq!(sha256_from_hex(&hex), Some(digest));
+        assert!(is_hex_of(&hex, &digest));
+        for (at, bad) in [
+            (0, 'A'),
+            (63, 'g'),
+            (10, ' '),
+            (31, '/'),
+            (32, ':'),
+            (5, 'F'),
+        ] {
+            let mut text = hex.clone().into_bytes();
+            text[at] = bad as u8;
+            let text = String::from_utf8(text).unwrap();
+            assert_eq!(sha256_from_hex(&text), None, "{text}");
+            assert!(!is_hex_of(&text, &digest), "{text}");
+        }
+        let not_ascii = format!("é{}", &hex[2..]);
+        assert_eq!(not_ascii.len(), 64);
+        assert_eq!(sha256_from_hex(&not_ascii), None);
+        assert_eq!(sha256_from_hex(&hex[..62]), None);
+        assert_eq!(sha256_from_hex(&format!("{hex}0")), None);
+        assert!(!is_hex_of(&hex[..62], &digest));
+    }
 
     #[test]
     fn sha256_is_the_standard_one() {

@@ -83,24 +83,6 @@ fn decode(body: &[u8]) -> Option<HashMap<(u64, u64), Entry>> {
     Some(by_file)
 }
 
-/// A hash as [`CachedHash`] holds it (hex) in its 32 bytes; `None` if it is not a SHA-256.
-fn sha256_bytes(hex: &str) -> Option<[u8; 32]> {
-    let digit = |byte: u8| match byte {
-        b'0'..=b'9' => Some(byte - b'0'),
-        b'a'..=b'f' => Some(byte - b'a' + 10),
-        _ => None,
-    };
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut bytes = [0; 32];
-    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
-        *byte = digit(pair[0])? << 4 | digit(pair[1])?;
-    }
-    Some(bytes)
-}
-
 /// The file hash cache of a state directory, loaded in memory; an
 /// [`apollo_core::hash_cache::FileHashCache`] for the engine. Thread-safe.
 #[derive(Debug, Default)]
@@ -189,7 +171,7 @@ impl FileHashCache for HashCache {
 
     fn put(&self, stamp: FileStamp, hash: CachedHash) {
         // Only SHA-256s are kept (all apollo computes): anything else is not cached.
-        let Some(sha256) = sha256_bytes(&hash.sha256) else {
+        let Some(sha256) = apollo_core::hash::sha256_from_hex(&hash.sha256) else {
             return;
         };
         let entry = Entry {

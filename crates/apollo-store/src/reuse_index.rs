@@ -94,28 +94,17 @@ enum Digest {
 
 impl Digest {
     fn new(text: &str) -> Self {
-        let digit = |byte: u8| match byte {
-            b'0'..=b'9' => Some(byte - b'0'),
-            b'a'..=b'f' => Some(byte - b'a' + 10),
-            _ => None,
-        };
-        let mut bytes = [0; 32];
-        let sha256 = text.len() == 64
-            && text
-                .as_bytes()
-                .chunks_exact(2)
-                .zip(&mut bytes)
-                .all(|(pair, byte)| match (digit(pair[0]), digit(pair[1])) {
-                    (Some(high), Some(low)) => {
-                        *byte = high << 4 | low;
-                        true
-                    }
-                    _ => false,
-                });
-        if sha256 {
-            Self::Sha256(bytes)
-        } else {
-            Self::Other(text.into())
+        match apollo_core::hash::sha256_from_hex(text) {
+            Some(bytes) => Self::Sha256(bytes),
+            None => Self::Other(text.into()),
+        }
+    }
+
+    /// Whether `text` is this hash as the journal writes it.
+    fn is(&self, text: &str) -> bool {
+        match self {
+            Self::Sha256(bytes) => apollo_core::hash::is_hex_of(text, bytes),
+            Self::Other(other) => **other == *text,
         }
     }
 
@@ -591,8 +580,8 @@ impl PipelineReuse {
         };
         self.pipeline.runs.find(&reused.from_run) == Some(latest.success.run)
             && latest.success.attempt == reused.from_attempt
-            && latest.input == Digest::new(&reused.input_hash)
-            && latest.success.output == Digest::new(&reused.output_hash)
+            && latest.input.is(&reused.input_hash)
+            && latest.success.output.is(&reused.output_hash)
     }
 
     fn candidate(
