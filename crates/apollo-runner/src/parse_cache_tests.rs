@@ -212,15 +212,19 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
     project.load(&options);
     let body =
         apollo_store::cache_file::read(&project.state(), &file_name(&project.config())).unwrap();
-    assert_eq!(
-        body.iter().filter(|&&byte| byte == b'\n').count(),
-        3,
-        "a head line and 3 chunks of at least 1,000 units"
-    );
+    // A head line, then 3 chunks of at least 1,000 units, each its length and its units.
+    let head_end = body.iter().position(|&byte| byte == b'\n').unwrap() + 1;
+    let mut chunk_starts = Vec::new();
+    let mut at = head_end;
+    while at < body.len() {
+        chunk_starts.push(at);
+        let len: [u8; 8] = body[at..at + 8].try_into().unwrap();
+        at += 8 + usize::try_from(u64::from_le_bytes(len)).unwrap();
+    }
+    assert_eq!((chunk_starts.len(), at), (3, body.len()));
     assert!(project.hit(&options));
-    // A damaged chunk that still decodes (a unit renamed) fails the checksum, which is checked
-    // once the body was read to its end (it is decoded as it is read): a miss, never the
-    // damaged pipeline. So does a byte added at the end.
+    // A damaged chunk that still decodes (a unit renamed) fails the checksum: a miss, never
+    // the damaged pipeline. So does a byte added at the end.
     let path = project
         .state()
         .join("index")
@@ -247,11 +251,10 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
     // (nothing is reserved for it: apollo does not abort on an allocation of terabytes), one
     // more (a middle chunk falls short) or one fewer (a chunk holds more than its part: the
     // units decoded into the vector so far are dropped again, each once).
-    let head =
-        String::from_utf8(body.split(|&byte| byte == b'\n').next().unwrap().to_vec()).unwrap();
+    let head = std::str::from_utf8(&body[..head_end]).unwrap();
     assert!(head.contains(r#""units_per_chunk":1000,"#), "{head}");
     for count in ["1000000000000", "1001", "999", "0"] {
-        let edited = String::from_utf8(body.clone()).unwrap().replacen(
+        let edited = head.replacen(
             r#""units_per_chunk":1000,"#,
             &format!(r#""units_per_chunk":{count},"#),
             1,
@@ -259,7 +262,7 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
         apollo_store::cache_file::write(
             &project.state(),
             &file_name(&project.config()),
-            edited.as_bytes(),
+            &[edited.as_bytes(), &body[head_end..]].concat(),
         )
         .unwrap();
         assert!(!project.hit(&options), "units_per_chunk {count}");
@@ -269,10 +272,41 @@ fn a_large_pipeline_is_kept_in_chunks_and_read_back_whole_and_in_order() {
     assert!(project.hit(&options));
     assert_eq!(project.load(&options).pipeline.units.len(), 2_500);
 
-    // A chunk line lost (as a torn or edited file would): a miss, never fewer units.
-    let lines: Vec<&[u8]> = body.split(|&byte| byte == b'\n').collect();
-    let short = [lines[0], lines[1], lines[2]].join(&b'\n');
-    apollo_store::cache_file::write(&project.state(), &file_name(&project.config()), &short)
-        .unwrap();
-    assert!(!project.hit(&options));
+    // Under a checksum that matches (an edited file): a chunk lost, a chunk cut short, a
+    // length past the end, a unit's bytes garbled: a miss, never fewer or other units.
+    let last = chunk_starts[2];
+    let mut past_end = body.clone();
+    past_end[last] = past_end[last].wrapping_add(1);
+    let mut garbled = body.clone();
+    garbled[last + 8] = 0xff;
+    garbled[last + 9] = 0xff;
+    for damaged in [&body[..last], &body[..body.len() - 1], &past_end, &garbled] {
+        apollo_store::cache_file::write(&project.state(), &file_name(&project.config()), damaged)
+            .unwrap();
+        assert!(!project.hit(&options));
+    }
+}
+
+#[test]
+fn a_unit_with_every_field_set_is_read_back_as_parsed() {
+    // `Project::load` checks the cached load against a fresh one, field by field.
+    let project = Project::new(
+        "units:\n  - name: up\n    execute: echo up\n    outputs: [up.txt]\n\
+         \x20 - name: all\n    deps: [up]\n    prepare: echo prepare\n\
+         \x20   execute: [\"/bin/echo\", \"argv\"]\n    cleanup: echo cleanup\n\
+         \x20   inputs: [\"in/*.csv\"]\n    outputs: [out.txt]\n    env: {A: \"1\", B: \"2\"}\n\
+         \x20   workdir: sub\n    timeout: 90s\n    retries: 3\n    retry_delay: 2s\n\
+         \x20   kill_grace: 7s\n    capture: inputs\n    capture_max_file: 1MiB\n\
+         \x20   reuse: true\n    executor: slurm\n    resources:\n      cpus: 4\n\
+         \x20     memory: 2G\n      gpus: 1\n      slurm:\n        partition: p\n\
+         \x20       account: a\n        qos: q\n        extra_args: [\"--x\"]\n\
+         \x20       on_stop: detach\n",
+    );
+    let options = LoadOptions::default();
+    let first = project.load(&options);
+    assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+    assert!(project.hit(&options), "cached");
+    let cached = project.load(&options);
+    let unit = &cached.pipeline.units[1];
+    assert!(unit.reuse && unit.prepare.is_some() && unit.resources.slurm.detach_on_stop);
 }
