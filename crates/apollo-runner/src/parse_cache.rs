@@ -43,7 +43,7 @@ const UNITS_PER_CHUNK_AT_LEAST: usize = 1_000;
 struct Entry {
     format: u32,
     key: String,
-    /// How many lines of units follow...
+    /// How many chunks of units follow (at most [`MAX_CHUNKS`], each decoded on a thread)...
     chunks: usize,
     /// ... and how many units each holds (the last may hold fewer): the vector they are decoded
     /// into is sized once, not grown (and copied to fresh pages) as they are read.
@@ -268,10 +268,11 @@ impl From<CachedUnit> for Unit {
 fn decode(body: &[u8], wanted: impl Fn(&Entry) -> bool) -> Option<Entry> {
     let newline = body.iter().position(|&byte| byte == b'\n')?;
     let mut entry: Entry = serde_json::from_slice(&body[..newline]).ok()?;
-    if entry.format != FORMAT || !wanted(&entry) {
+    // More chunks than apollo writes would be more threads than it starts: a forged entry.
+    if entry.format != FORMAT || entry.chunks > MAX_CHUNKS || !wanted(&entry) {
         return None;
     }
-    let mut chunks = Vec::with_capacity(entry.chunks.min(MAX_CHUNKS));
+    let mut chunks = Vec::with_capacity(entry.chunks);
     let mut rest = &body[newline + 1..];
     while let Some((len, after)) = rest.split_first_chunk::<8>() {
         let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
@@ -309,7 +310,9 @@ fn decode_units(chunks: &[&[u8]], per_chunk: usize) -> Option<Vec<Unit>> {
         .chain([per_chunk.min(holds(last))])
         .collect();
     let capacity = lens.iter().sum();
-    let mut units: Vec<Unit> = Vec::with_capacity(capacity);
+    // What a forged count asks for may not be there: a miss, not an abort.
+    let mut units: Vec<Unit> = Vec::new();
+    units.try_reserve_exact(capacity).ok()?;
     let counts: Vec<Option<usize>> = {
         let mut slots = &mut units.spare_capacity_mut()[..capacity];
         let mut parts = Vec::with_capacity(lens.len());

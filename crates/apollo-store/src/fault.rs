@@ -180,6 +180,9 @@ impl fmt::Display for FaultPlan {
     }
 }
 
+/// What a fault that fires writes on stderr, before the fault (`write:5:ENOSPC`).
+pub const FAULT_FIRED: &str = "apollo: APOLLO_FAULTS fired: ";
+
 /// Counts a writer's operations and fails the ones its plan names. Cheap when the plan is
 /// empty: two relaxed atomic increments per operation.
 #[derive(Debug, Clone, Default)]
@@ -211,12 +214,15 @@ impl FaultInjector {
             FaultOp::Fsync => &self.inner.syncs,
         };
         let nth = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        self.inner
-            .plan
-            .faults
-            .iter()
-            .find(|fault| fault.op == op && fault.nth == nth)
-            .map(|fault| io::Error::from_raw_os_error(fault.errno.raw()))
+        let fault =
+            (self.inner.plan.faults.iter()).find(|fault| fault.op == op && fault.nth == nth)?;
+        // Said on stderr (only ever under a plan, a test's): a test then tells a fault that
+        // fired from one the run never reached, whatever the run's exit code.
+        let fired = FaultPlan {
+            faults: vec![*fault],
+        };
+        eprintln!("{FAULT_FIRED}{fired}");
+        Some(io::Error::from_raw_os_error(fault.errno.raw()))
     }
 
     /// Writes all of `bytes` to `file` at `offset`, or half of them and an injected error.

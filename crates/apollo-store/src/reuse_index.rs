@@ -125,13 +125,6 @@ struct Names {
 }
 
 impl Names {
-    fn with_capacity(capacity: usize) -> Self {
-        Self {
-            list: Vec::with_capacity(capacity),
-            numbers: HashMap::with_capacity(capacity),
-        }
-    }
-
     /// The number of `name`, given it now if it had none.
     fn number(&mut self, name: &str) -> u32 {
         if let Some(&number) = self.numbers.get(name) {

@@ -40,5 +40,5 @@
 //! # Ok::<(), apollo_store::StoreError>(())
 //! ```
 
-pub use crate::fault::{FAULT_PLAN_ENV, Fault, FaultErrno, FaultOp, FaultPlan};
+pub use crate::fault::{FAULT_FIRED, FAULT_PLAN_ENV, Fault, FaultErrno, FaultOp, FaultPlan};
 pub use crate::writer::Clock;

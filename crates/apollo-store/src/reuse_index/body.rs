@@ -109,7 +109,8 @@ fn decode_from(
     cursor: &mut Cursor<'_>,
 ) -> Result<(Vec<Covered>, HashMap<String, Pipeline>), &'static str> {
     let count = cursor.count(4 + 8 + 8)?;
-    let mut covered = Vec::with_capacity(count);
+    let mut covered = Vec::new();
+    covered.try_reserve_exact(count).map_err(|_| TOO_MANY)?;
     for _ in 0..count {
         covered.push(Covered {
             run: cursor.str()?.to_owned(),
@@ -118,7 +119,8 @@ fn decode_from(
         });
     }
     let count = cursor.count(4 * 5)?;
-    let mut pipelines = HashMap::with_capacity(count);
+    let mut pipelines = HashMap::new();
+    pipelines.try_reserve(count).map_err(|_| TOO_MANY)?;
     for _ in 0..count {
         let identity = cursor.str()?.to_owned();
         let mut pipeline = Pipeline {
@@ -127,7 +129,7 @@ fn decode_from(
             ..Pipeline::default()
         };
         let count = cursor.count(4 + 5 + 4 + 4 + 5)?;
-        pipeline.by_input.reserve(count);
+        pipeline.by_input.try_reserve(count).map_err(|_| TOO_MANY)?;
         for _ in 0..count {
             let unit = cursor.number(pipeline.units.list.len())?;
             let input = cursor.digest()?;
@@ -142,7 +144,12 @@ fn decode_from(
             pipeline.by_input.insert((unit, input), success);
         }
         let count = cursor.count(4 + 5)?;
-        pipeline.latest.resize(pipeline.units.list.len(), None);
+        let units = pipeline.units.list.len();
+        pipeline
+            .latest
+            .try_reserve_exact(units)
+            .map_err(|_| TOO_MANY)?;
+        pipeline.latest.resize(units, None);
         for _ in 0..count {
             let unit = cursor.number(pipeline.units.list.len())?;
             let input = cursor.digest()?;
@@ -165,9 +172,15 @@ fn decode_from(
     Ok((covered, pipelines))
 }
 
+/// A count the memory cannot hold (the counts are bounded by the body's length, but an item
+/// takes more room in memory than in the file): "cannot be parsed", not an abort.
+const TOO_MANY: &str = "a count too large to hold";
+
 fn names(cursor: &mut Cursor<'_>) -> Result<Names, &'static str> {
     let count = cursor.count(4)?;
-    let mut names = Names::with_capacity(count);
+    let mut names = Names::default();
+    names.list.try_reserve_exact(count).map_err(|_| TOO_MANY)?;
+    names.numbers.try_reserve(count).map_err(|_| TOO_MANY)?;
     for _ in 0..count {
         let name = cursor.str()?;
         if names.find(name).is_some() {
@@ -263,7 +276,8 @@ impl<'a> Cursor<'a> {
                 bytes.copy_from_slice(self.take(32)?);
                 Ok(Digest::Sha256(bytes))
             }
-            1 => Ok(Digest::Other(self.str()?.into())),
+            // As the index was built: text that is a SHA-256 is kept as one.
+            1 => Ok(Digest::new(self.str()?)),
             _ => Err("a hash of no known kind"),
         }
     }
@@ -332,6 +346,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_sha256_written_as_text_reads_back_as_one() {
+        let sha = "ab".repeat(32);
+        let mut out = Vec::new();
+        put_digest(&mut out, &Digest::Other(sha.as_str().into()));
+        let mut cursor = Cursor { bytes: &out, at: 0 };
+        let digest = cursor.digest().unwrap();
+        assert!(matches!(digest, Digest::Sha256(_)));
+        assert_eq!(digest, Digest::new(&sha));
     }
 
     #[test]
