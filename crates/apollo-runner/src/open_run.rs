@@ -1,7 +1,7 @@
 //! [`OpenRun`]: a run recorded as started or resumed, holding the lock, ready for the engine;
 //! and [`FinishedRun`], what running it gave.
 
-use apollo_core::engine::{self, EngineOptions, Observer, Planned, RunReport};
+use apollo_core::engine::{self, EngineOptions, Notice, Observer, Planned, RunReport};
 use apollo_core::event::RunStatus;
 use apollo_core::{CancelToken, Executor, Loaded, PriorState};
 use apollo_store::{JournalWriter, RunId, StateDir, StateLock};
@@ -128,7 +128,8 @@ impl<'a> OpenRun<'a> {
     /// Runs the engine through `executor`, telling `observer` what happens to each unit, until
     /// every unit in scope is done, a unit fails for good (without `keep_going`), or `cancel`
     /// is raised; then sweeps what the run's units left running outside their process groups
-    /// (also when the engine failed), and releases the lock.
+    /// (also when the engine failed; not when no attempt was started: every unit was reused
+    /// or done before), and releases the lock.
     ///
     /// The engine writes every unit record and `run_finished`; see `apollo_core::engine::run`.
     pub fn run(
@@ -165,6 +166,10 @@ impl<'a> OpenRun<'a> {
             // About a record kept per unit (a reuse, or a start): reserved once, not grown.
             recording.reserve(loaded.pipeline.units.len());
         }
+        let mut observer = NoteStarts {
+            inner: observer,
+            started: false,
+        };
         let result = engine::run(
             &loaded.pipeline,
             &prior,
@@ -173,11 +178,17 @@ impl<'a> OpenRun<'a> {
             executor,
             &logs,
             cancel,
-            observer,
+            &mut observer,
         );
         let appended = recording.into_appended();
         // Every attempt is over: a process of this run still alive left its process group.
-        sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
+        // When this process started no attempt (every unit reused or done before), there is
+        // none: what earlier processes of the run left was swept before it was resumed. (A
+        // sweep reads every process's environment: on a busy machine, the longest part of a
+        // no-op run's end.)
+        if observer.started {
+            sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
+        }
         // The run has ended (or stopped for a human): its hooks run, still under the lock.
         if let Some(end_status) = hook_status(&result) {
             let run_dir = state.runs_dir().join(run_id.as_str());
@@ -270,4 +281,22 @@ pub struct FinishedRun {
     pub opening: Opening,
     /// The engine's report: the run's status and each unit's result.
     pub report: RunReport,
+}
+
+/// Passes the engine's notices on, noting whether it handed any attempt to the executor (it
+/// says [`Notice::Started`] or [`Notice::Submitted`] before it does).
+struct NoteStarts<'o> {
+    inner: &'o mut dyn Observer,
+    started: bool,
+}
+
+impl Observer for NoteStarts<'_> {
+    fn notice(&mut self, notice: &Notice<'_>) {
+        self.started |= matches!(notice, Notice::Started { .. } | Notice::Submitted { .. });
+        self.inner.notice(notice);
+    }
+
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
 }

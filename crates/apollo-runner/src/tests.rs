@@ -284,6 +284,47 @@ fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
     );
 }
 
+#[test]
+fn a_run_that_starts_no_attempt_is_swept_before_it_resumes_and_not_after() {
+    let project = Project::new(true);
+    let log = Log::default();
+    let sweep = logging_sweep(&log);
+    let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
+    let first = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    let run_id = first.run_id().clone();
+    run_quietly(first, &executor).unwrap();
+    // apollo died after every unit succeeded, before `run_finished`: cut it off.
+    let journal = project
+        .state_dir()
+        .join("runs")
+        .join(run_id.as_str())
+        .join("journal/000001.log");
+    let bytes = std::fs::read(&journal).unwrap();
+    let body = &bytes[..bytes.len() - 1];
+    let last_line = body.iter().rposition(|&byte| byte == b'\n').unwrap() + 1;
+    assert!(String::from_utf8_lossy(&body[last_line..]).contains("run_finished"));
+    std::fs::write(&journal, &bytes[..last_line]).unwrap();
+    log.lock().unwrap().clear();
+
+    let resumed = ready(
+        project
+            .session(&sweep)
+            .open(&mut NoSessionObserver)
+            .unwrap(),
+    );
+    assert_eq!(resumed.opening(), Opening::Resumed);
+    let finished = run_quietly(resumed, &executor).unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    // What the apollo that died left is swept before the run goes on; this process started
+    // nothing, so there is nothing of its own to sweep after.
+    assert_eq!(*log.lock().unwrap(), [format!("sweep {run_id}")]);
+}
+
 /// A run whose non-idempotent `b` was cut off mid-attempt (apollo died). Its recorded input
 /// hash is the one `b` has once `a` ran (the fake executor's `a` prints nothing), so a
 /// verdict that `b` succeeded leaves nothing changed to run it again for.
