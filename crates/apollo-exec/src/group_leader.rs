@@ -81,7 +81,8 @@ impl<'g> GroupLeader<'g> {
     /// Start `spawn` as a new group (which comes with its pidfd) and arm `slot` with it.
     pub(crate) fn spawn(spawn: &Spawn<'_>, slot: Slot<'g>) -> io::Result<GroupLeader<'g>> {
         let spawned_at = Instant::now();
-        let (pid, pidfd) = spawn_group_leader(spawn)?;
+        // The child armed the slot itself before its exec; armed again here, the same id.
+        let (pid, pidfd) = spawn_group_leader(spawn, Some(slot.entry()))?;
         slot.arm(pid);
         Ok(GroupLeader {
             pid,
@@ -269,6 +270,48 @@ mod tests {
                 Some((b'Z' | b'X', _)) | None
             ),
         }
+    }
+
+    #[test]
+    fn the_child_arms_its_slot_before_it_execs_and_a_failed_spawn_takes_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = Guard::default();
+        let environment = Environment::capture();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let args = [OsString::from("-c"), OsString::from("exec sleep 1000")];
+        let spawn = |program: &'static str| Spawn {
+            program: OsStr::new(program),
+            args: &args,
+            workdir: dir.path(),
+            stdin: null.as_fd(),
+            stdout: null.as_fd(),
+            stderr: null.as_fd(),
+            base: &environment,
+            overrides: &[],
+        };
+        // apollo never arms this slot: the child did, before its exec (apollo's thread waits
+        // for that), so a SIGKILL of apollo right after the spawn still kills the group.
+        let slot = guard.reserve().unwrap();
+        let (pid, pidfd) = spawn_group_leader(&spawn("/bin/sh"), Some(slot.entry())).unwrap();
+        assert_eq!(
+            slot.entry().load(std::sync::atomic::Ordering::Acquire),
+            pid.as_raw_pid()
+        );
+        rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).unwrap();
+        crate::pidfds::reap_if_child(&pidfd);
+        slot.disarm();
+        // A child that cannot exec has armed the slot too: it is reserved again once the
+        // spawn has failed, before the child's pid can be reused.
+        let slot = guard.reserve().unwrap();
+        let failed = spawn_group_leader(
+            &spawn("/nonexistent/apollo-no-such-program"),
+            Some(slot.entry()),
+        );
+        assert_eq!(failed.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            slot.entry().load(std::sync::atomic::Ordering::Acquire),
+            crate::guard::RESERVED
+        );
     }
 
     #[test]

@@ -2,9 +2,14 @@
 //! running phases when apollo dies (or the executor is dropped without reaping them).
 //!
 //! * A **table** of process-group ids (`sys::shared_table`) that apollo and the helper both
-//!   see. A phase takes a slot before its spawn (marked [`RESERVED`]), writes its group id
-//!   there right after the spawn ([`Slot::arm`]) and clears it before reaping its leader
-//!   ([`Slot::disarm`]). While the leader is an unreaped zombie its pid (the group id) cannot
+//!   see. A phase takes a slot before its spawn (marked [`RESERVED`]); the spawned child
+//!   writes its own group id there before it execs (`sys::clone_child`: it shares apollo's
+//!   memory until then), and apollo again after the spawn ([`Slot::arm`]); the slot is cleared
+//!   before its leader is reaped ([`Slot::disarm`]). Until its exec the child also holds the
+//!   pipe's write end below (close-on-exec), so the helper cannot see apollo gone before the
+//!   group is in the table: a SIGKILL of apollo at any moment leaves no unit unguarded. (Armed
+//!   only by apollo after the spawn, a group whose apollo was starved of CPU for a few
+//!   milliseconds and then killed could outlive it: seen under load in the exec tests.) While the leader is an unreaped zombie its pid (the group id) cannot
 //!   be reused, so disarm-then-reap leaves no window in which the table names a stranger.
 //!   Arming and disarming are plain atomic stores: no syscall, no wake-up of the helper.
 //! * A **pipe** whose write end only apollo holds (`O_CLOEXEC`, so no unit inherits it). The
@@ -32,7 +37,7 @@ use crate::sys::guard_helper;
 use crate::sys::shared_table::{SLOTS, Table};
 
 /// A slot taken by a phase that has not spawned yet (or whose spawn failed).
-const RESERVED: i32 = -1;
+pub(crate) const RESERVED: i32 = -1;
 
 /// The running helper process.
 struct Helper {
@@ -106,6 +111,11 @@ pub(crate) struct Slot<'g> {
 }
 
 impl Slot<'_> {
+    /// The entry the spawned child arms itself (see the module docs).
+    pub(crate) fn entry(&self) -> &AtomicI32 {
+        self.entry
+    }
+
     /// The phase's group `pgid` now runs: kill it if apollo dies.
     pub(crate) fn arm(&self, pgid: Pid) {
         self.entry.store(pgid.as_raw_pid(), Ordering::Release);

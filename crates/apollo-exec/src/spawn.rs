@@ -32,8 +32,12 @@ pub(crate) struct Spawn<'a> {
 
 /// Start `spawn` as the leader of a new process group; its pid and pidfd. The error is the
 /// one the exec failed with (`ENOENT`, `EACCES`, `ENOEXEC`, …) or `InvalidInput` for a NUL
-/// byte.
-pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<(Pid, OwnedFd)> {
+/// byte. With `arm`, the child stores its group id there before it execs (a guard's slot,
+/// see `guard.rs`), and the slot is set back to reserved if the spawn fails.
+pub(crate) fn spawn_group_leader(
+    spawn: &Spawn<'_>,
+    arm: Option<&std::sync::atomic::AtomicI32>,
+) -> io::Result<(Pid, OwnedFd)> {
     if !pidfds_work() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -106,6 +110,7 @@ pub(crate) fn spawn_group_leader(spawn: &Spawn<'_>) -> io::Result<(Pid, OwnedFd)
         envp: &envp,
         workdir: &workdir,
         stdio,
+        arm,
     })
 }
 

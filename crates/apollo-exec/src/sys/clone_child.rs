@@ -11,7 +11,9 @@
 //!    (`SIGPIPE` by Rust's runtime, `SIGXFSZ`, anything a parent of apollo ignored) — back to
 //!    the default, so no apollo handler can run in it and the unit starts as from a clean
 //!    shell;
-//! 2. joins a new process group (`setpgid(0, 0)`);
+//! 2. joins a new process group (`setpgid(0, 0)`) and, when given a guard's slot, stores its
+//!    group id there (an atomic store to apollo's memory, which it shares: the guard knows the
+//!    group before the unit's program runs, see `guard.rs`);
 //! 3. `dup3`s its stdin, stdout and stderr into place (the caller guarantees that no source is
 //!    0–2 unless it already is its own target, so no `dup3` overwrites a later one's source);
 //! 4. `chdir`s to the unit's folder;
@@ -39,6 +41,8 @@ pub(crate) struct ChildArgs<'a> {
     /// Its stdin, stdout and stderr. None of them may be a descriptor 0–2 other than its own
     /// target (see step 3 above).
     pub(crate) stdio: [BorrowedFd<'a>; 3],
+    /// The guard's slot the child arms with its group id (step 2), if any.
+    pub(crate) arm: Option<&'a std::sync::atomic::AtomicI32>,
 }
 
 /// Start `args` as the leader of a new process group; its pid and pidfd. The error is the
@@ -65,6 +69,7 @@ pub(crate) fn spawn(args: &ChildArgs<'_>) -> io::Result<(Pid, OwnedFd)> {
         envp: args.envp.as_ptr(),
         workdir: args.workdir.as_ptr(),
         fds: args.stdio.map(|fd| fd.as_raw_fd()),
+        arm: args.arm.map_or(std::ptr::null(), std::ptr::from_ref),
         error: 0,
     };
     let mut spawn_on_thread_stack = |stack: &std::cell::RefCell<Option<ChildStack>>| {
@@ -86,6 +91,12 @@ pub(crate) fn spawn(args: &ChildArgs<'_>) -> io::Result<(Pid, OwnedFd)> {
     }
 }
 
+/// The slot `plan` arms, if any.
+fn args_arm(plan: &ChildPlan) -> Option<&std::sync::atomic::AtomicI32> {
+    // SAFETY: non-null, it came from a reference to a slot that outlives the spawn.
+    (!plan.arm.is_null()).then(|| unsafe { &*plan.arm })
+}
+
 /// What the child reads, and where it leaves its error.
 #[repr(C)]
 struct ChildPlan {
@@ -95,6 +106,8 @@ struct ChildPlan {
     workdir: *const libc::c_char,
     /// The child's stdin, stdout and stderr.
     fds: [libc::c_int; 3],
+    /// The guard's slot to arm with the child's group id, or null.
+    arm: *const std::sync::atomic::AtomicI32,
     /// The `errno` of the step that failed in the child (0: it exec'd).
     error: libc::c_int,
 }
@@ -229,7 +242,16 @@ fn clone_and_exec(
         Some(pidfd) if error == 0 => Ok((pid, pidfd)),
         _ => {
             // It failed before its exec (and exited 127), or, on a kernel that ignores
-            // CLONE_PIDFD, it runs without a pidfd to supervise it by: kill it, reap it.
+            // CLONE_PIDFD, it runs without a pidfd to supervise it by: kill it, reap it. The
+            // slot it may have armed is taken back first, before its pid can be reused.
+            if let Some(arm) = args_arm(plan) {
+                let _ = arm.compare_exchange(
+                    pid.as_raw_pid(),
+                    crate::guard::RESERVED,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
             if error == 0 {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
@@ -309,6 +331,12 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         if libc::syscall(libc::SYS_setpgid, 0, 0) != 0 {
             return child_failed(plan);
+        }
+        // The group id is this process's id (the raw call: the C library's cached pid would
+        // be apollo's, whose memory this child shares).
+        if !plan.arm.is_null() {
+            let pid = libc::syscall(libc::SYS_getpid) as i32;
+            (*plan.arm).store(pid, std::sync::atomic::Ordering::Release);
         }
         let [stdin, stdout, stderr] = plan.fds;
         if !child_dup(stdin, 0) || !child_dup(stdout, 1) || !child_dup(stderr, 2) {
