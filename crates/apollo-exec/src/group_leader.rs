@@ -293,13 +293,13 @@ mod tests {
         // for that), so a SIGKILL of apollo right after the spawn still kills the group.
         let slot = guard.reserve().unwrap();
         let (pid, pidfd) = spawn_group_leader(&spawn("/bin/sh"), Some(slot.entry())).unwrap();
-        assert_eq!(
-            slot.entry().load(std::sync::atomic::Ordering::Acquire),
-            pid.as_raw_pid()
-        );
+        let armed = slot.entry().load(std::sync::atomic::Ordering::Acquire);
+        // Killed before anything is asserted (nothing outlives the test), disarmed before the
+        // reap (the module's order).
         rustix::process::pidfd_send_signal(&pidfd, rustix::process::Signal::KILL).unwrap();
-        crate::pidfds::reap_if_child(&pidfd);
         slot.disarm();
+        crate::pidfds::reap_if_child(&pidfd);
+        assert_eq!(armed, pid.as_raw_pid());
         // A child that cannot exec has armed the slot too: it is reserved again once the
         // spawn has failed, before the child's pid can be reused.
         let slot = guard.reserve().unwrap();

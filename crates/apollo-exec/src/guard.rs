@@ -4,13 +4,17 @@
 //! * A **table** of process-group ids (`sys::shared_table`) that apollo and the helper both
 //!   see. A phase takes a slot before its spawn (marked [`RESERVED`]); the spawned child
 //!   writes its own group id there before it execs (`sys::clone_child`: it shares apollo's
-//!   memory until then), and apollo again after the spawn ([`Slot::arm`]); the slot is cleared
-//!   before its leader is reaped ([`Slot::disarm`]). Until its exec the child also holds the
-//!   pipe's write end below (close-on-exec), so the helper cannot see apollo gone before the
-//!   group is in the table: a SIGKILL of apollo at any moment leaves no unit unguarded. (Armed
-//!   only by apollo after the spawn, a group whose apollo was starved of CPU for a few
-//!   milliseconds and then killed could outlive it: seen under load in the exec tests.) While the leader is an unreaped zombie its pid (the group id) cannot
-//!   be reused, so disarm-then-reap leaves no window in which the table names a stranger.
+//!   memory until then), and apollo again after the spawn ([`Slot::arm`]); the slot is
+//!   cleared before its leader is reaped ([`Slot::disarm`]). Until its exec the child also
+//!   holds the pipe's write end below (close-on-exec), so the helper cannot see apollo gone
+//!   before the group is in the table: while the helper lives, no moment of apollo's death
+//!   leaves a running unit unregistered. (The one exception: a replacement helper started
+//!   while a child is between its `clone` and its exec, and apollo killed in those same
+//!   microseconds — the child holds the old helper's pipe.) Armed only by apollo after the
+//!   spawn, a group whose apollo was starved of CPU and then killed could outlive it: seen
+//!   under load in the exec tests (RELIABILITY.md, finding 5). While the leader is an
+//!   unreaped zombie its pid (the group id) cannot be reused, so disarm-then-reap leaves no
+//!   window in which the table names a stranger.
 //!   Arming and disarming are plain atomic stores: no syscall, no wake-up of the helper.
 //! * A **pipe** whose write end only apollo holds (`O_CLOEXEC`, so no unit inherits it). The
 //!   helper (`sys::guard_helper`) blocks in `read` on the other end; `read` returns 0 (EOF)

@@ -243,7 +243,11 @@ fn clone_and_exec(
         _ => {
             // It failed before its exec (and exited 127), or, on a kernel that ignores
             // CLONE_PIDFD, it runs without a pidfd to supervise it by: kill it, reap it. The
-            // slot it may have armed is taken back first, before its pid can be reused.
+            // slot it armed is taken back once it cannot run anything (killed, or exited
+            // before its exec) and before its pid can be reused (the reap below).
+            if error == 0 {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
             if let Some(arm) = args_arm(plan) {
                 let _ = arm.compare_exchange(
                     pid.as_raw_pid(),
@@ -251,9 +255,6 @@ fn clone_and_exec(
                     std::sync::atomic::Ordering::AcqRel,
                     std::sync::atomic::Ordering::Relaxed,
                 );
-            }
-            if error == 0 {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
             reap_quietly(pid);
             Err(if error != 0 {
@@ -332,8 +333,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if libc::syscall(libc::SYS_setpgid, 0, 0) != 0 {
             return child_failed(plan);
         }
-        // The group id is this process's id (the raw call: the C library's cached pid would
-        // be apollo's, whose memory this child shares).
+        // The group id is this process's id (a raw call, as everything here).
         if !plan.arm.is_null() {
             let pid = libc::syscall(libc::SYS_getpid) as i32;
             (*plan.arm).store(pid, std::sync::atomic::Ordering::Release);
