@@ -149,7 +149,7 @@ fn encode(
 
 /// A [`Unit`] as the parse cache keeps it: every field, in this order, whatever its value
 /// (postcard is not self-describing: a unit's own serde form leaves `reuse` out when it is
-/// false). Built from and into a unit field by field, with no `..`: a field added to `Unit`
+/// false). Built from and into a unit by `every_field!`, with no `..`: a field added to `Unit`
 /// does not compile until it is kept here too.
 #[derive(Serialize, Deserialize)]
 struct CachedUnit {
@@ -173,9 +173,11 @@ struct CachedUnit {
     resources: apollo_core::model::Resources,
 }
 
-impl From<&Unit> for CachedUnit {
-    fn from(unit: &Unit) -> Self {
-        let Unit {
+/// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
+/// `..`, it does not compile until a field added to either struct is added here.
+macro_rules! every_field {
+    ($value:expr, $from:ident => $to:ident) => {{
+        let $from {
             name,
             deps,
             timeout,
@@ -194,8 +196,8 @@ impl From<&Unit> for CachedUnit {
             reuse,
             executor,
             resources,
-        } = unit.clone();
-        Self {
+        } = $value;
+        $to {
             name,
             deps,
             timeout,
@@ -215,51 +217,18 @@ impl From<&Unit> for CachedUnit {
             executor,
             resources,
         }
+    }};
+}
+
+impl From<&Unit> for CachedUnit {
+    fn from(unit: &Unit) -> Self {
+        every_field!(unit.clone(), Unit => CachedUnit)
     }
 }
 
 impl From<CachedUnit> for Unit {
     fn from(unit: CachedUnit) -> Self {
-        let CachedUnit {
-            name,
-            deps,
-            timeout,
-            retries,
-            retry_delay,
-            kill_grace,
-            prepare,
-            execute,
-            cleanup,
-            inputs,
-            outputs,
-            env,
-            workdir,
-            idempotent,
-            capture,
-            reuse,
-            executor,
-            resources,
-        } = unit;
-        Self {
-            name,
-            deps,
-            timeout,
-            retries,
-            retry_delay,
-            kill_grace,
-            prepare,
-            execute,
-            cleanup,
-            inputs,
-            outputs,
-            env,
-            workdir,
-            idempotent,
-            capture,
-            reuse,
-            executor,
-            resources,
-        }
+        every_field!(unit, CachedUnit => Unit)
     }
 }
 
