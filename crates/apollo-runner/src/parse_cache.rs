@@ -176,47 +176,16 @@ struct CachedUnit {
 /// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
 /// `..`, it does not compile until a field added to either struct is added here.
 macro_rules! every_field {
-    ($value:expr, $from:ident => $to:ident) => {{
-        let $from {
-            name,
-            deps,
-            timeout,
-            retries,
-            retry_delay,
-            kill_grace,
-            prepare,
-            execute,
-            cleanup,
-            inputs,
-            outputs,
-            env,
-            workdir,
-            idempotent,
-            capture,
-            reuse,
-            executor,
-            resources,
-        } = $value;
-        $to {
-            name,
-            deps,
-            timeout,
-            retries,
-            retry_delay,
-            kill_grace,
-            prepare,
-            execute,
-            cleanup,
-            inputs,
-            outputs,
-            env,
-            workdir,
-            idempotent,
-            capture,
-            reuse,
-            executor,
-            resources,
-        }
+    ($value:expr, $from:ident => $to:ident) => {
+        every_field!(
+            $value, $from => $to;
+            name, deps, timeout, retries, retry_delay, kill_grace, prepare, execute, cleanup,
+            inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources
+        )
+    };
+    ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{
+        let $from { $($field),* } = $value;
+        $to { $($field),* }
     }};
 }
 

@@ -152,6 +152,11 @@ impl Project {
             .durability(Durability::None)
     }
 
+    /// A session with `sweep`, opened, ready to run.
+    fn open_ready<'a>(&'a self, sweep: &'a dyn crate::StraySweep) -> crate::OpenRun<'a> {
+        ready(self.session(sweep).open(&mut NoSessionObserver).unwrap())
+    }
+
     fn events(&self, run: &RunId) -> Vec<Event> {
         let run_dir = self.state_dir().join("runs").join(run.as_str());
         JournalReader::open(&run_dir, ReadOptions::default())
@@ -187,12 +192,7 @@ fn run_started_is_durable_before_the_first_attempt_and_the_last_sweep_follows_th
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     assert_eq!(run.opening(), Opening::Started);
     let run_id = run.run_id().clone();
     // Before the engine: the journal holds exactly `run_started`, and no sweep ran (no
@@ -219,23 +219,13 @@ fn a_new_run_sweeps_the_previous_run_before_it_records_run_started() {
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let first = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let first = project.open_ready(&sweep);
     let first_id = first.run_id().clone();
     run_quietly(first, &executor).unwrap();
     log.lock().unwrap().clear();
 
     // The first run succeeded: `LatestIfIncomplete` starts a new one, after sweeping the old.
-    let second = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let second = project.open_ready(&sweep);
     assert_ne!(second.run_id(), &first_id);
     assert_eq!(*log.lock().unwrap(), [format!("sweep {first_id}")]);
 }
@@ -246,24 +236,14 @@ fn resume_folds_prior_state_and_runs_only_what_is_not_done() {
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let failing_b = FakeExecutor::new(&project.state_dir(), &["b"], &log);
-    let first = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let first = project.open_ready(&sweep);
     let run_id = first.run_id().clone();
     let finished = run_quietly(first, &failing_b).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Failed));
     log.lock().unwrap().clear();
 
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let resumed = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let resumed = project.open_ready(&sweep);
     assert_eq!(resumed.opening(), Opening::Resumed);
     assert_eq!(resumed.run_id(), &run_id);
     assert_eq!(resumed.n_done(), 1);
@@ -290,12 +270,7 @@ fn a_run_that_starts_no_attempt_is_swept_before_it_resumes_and_not_after() {
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let first = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let first = project.open_ready(&sweep);
     let run_id = first.run_id().clone();
     run_quietly(first, &executor).unwrap();
     // apollo died after every unit succeeded, before `run_finished`: cut it off.
@@ -311,12 +286,7 @@ fn a_run_that_starts_no_attempt_is_swept_before_it_resumes_and_not_after() {
     std::fs::write(&journal, &bytes[..last_line]).unwrap();
     log.lock().unwrap().clear();
 
-    let resumed = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let resumed = project.open_ready(&sweep);
     assert_eq!(resumed.opening(), Opening::Resumed);
     let finished = run_quietly(resumed, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
@@ -329,12 +299,7 @@ fn a_run_that_starts_no_attempt_is_swept_before_it_resumes_and_not_after() {
 /// hash is the one `b` has once `a` ran (the fake executor's `a` prints nothing), so a
 /// verdict that `b` succeeded leaves nothing changed to run it again for.
 fn run_with_b_in_flight(project: &Project) -> RunId {
-    let run = ready(
-        project
-            .session(&crate::NoStraySweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&crate::NoStraySweep);
     let run_id = run.run_id().clone();
     drop(run);
     let run_dir = project.state_dir().join("runs").join(run_id.as_str());
@@ -395,12 +360,7 @@ fn the_sweep_runs_before_preflight_refuses_and_a_refusal_records_nothing() {
         (1, PreviousOutcome::InFlight)
     );
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let resumed = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let resumed = project.open_ready(&sweep);
     let finished = run_quietly(resumed, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
     // The verdict was that `b`'s work is done: it did not run again.
@@ -420,12 +380,7 @@ fn a_verdict_on_a_unit_with_an_outcome_needs_force() {
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     let run_id = run.run_id().clone();
     run.run(
         &executor,
@@ -486,12 +441,7 @@ fn a_named_run_that_succeeded_has_nothing_to_resume_and_plan_reads_only() {
     assert!(!project.state_dir().exists());
 
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     let run_id = run.run_id().clone();
     run.run(
         &executor,
@@ -517,12 +467,7 @@ fn a_named_run_that_succeeded_has_nothing_to_resume_and_plan_reads_only() {
 #[test]
 fn an_unreadable_latest_run_is_an_error_not_a_new_run() {
     let project = Project::new(true);
-    let run = ready(
-        project
-            .session(&crate::NoStraySweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&crate::NoStraySweep);
     let run_id = run.run_id().clone();
     drop(run);
     // Flip a bit in the middle of the segment (its header or `run_started`) and append a
@@ -600,12 +545,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
     let log = Log::default();
     let sweep = logging_sweep(&log);
     let executor = FakeExecutor::new(&project.state_dir(), &["gate"], &log);
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     let run_id = run.run_id().clone();
     let finished = run_quietly(run, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Failed));
@@ -640,12 +580,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
     project.reconfigure(&changing_upstream_config("true # v2", false));
     std::fs::write(project.dir.path().join("a.out"), "v2").unwrap();
     let executor = FakeExecutor::new(&project.state_dir(), &[], &log);
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     let error = run_quietly(run, &executor).unwrap_err();
     assert!(
         matches!(
@@ -678,12 +613,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
         (marked.attempt, marked.previous),
         (1, PreviousOutcome::Succeeded)
     );
-    let run = ready(
-        project
-            .session(&sweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&sweep);
     let finished = run_quietly(run, &executor).unwrap();
     assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
     assert_eq!(
@@ -700,12 +630,7 @@ fn every_stop_for_a_changed_non_idempotent_unit_is_swept_before_it_returns() {
 #[test]
 fn a_timed_out_non_idempotent_unit_is_swept_and_refused_until_marked() {
     let project = Project::new(false);
-    let run = ready(
-        project
-            .session(&crate::NoStraySweep)
-            .open(&mut NoSessionObserver)
-            .unwrap(),
-    );
+    let run = project.open_ready(&crate::NoStraySweep);
     let run_id = run.run_id().clone();
     drop(run);
     let run_dir = project.state_dir().join("runs").join(run_id.as_str());
