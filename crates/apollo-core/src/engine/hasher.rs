@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::policy::{self, OutputCheck};
+use super::prefetch::OutputPrefetch;
 use super::reuse::{self, Reuse, ReuseCheck};
 use super::workers::{FromWorker, WorkerShared, capture_for};
 use crate::capture::{Capture, FileEntry};
@@ -60,6 +61,8 @@ pub(super) struct HashContext<'a> {
     pub(super) prior: &'a PriorState,
     pub(super) reuse: Option<&'a Reuse>,
     pub(super) cache: Option<&'a dyn FileHashCache>,
+    /// Declared outputs hashed ahead for the reuse checks (`None`: no unit has one).
+    pub(super) prefetch: Option<&'a OutputPrefetch>,
 }
 
 impl<'a> HashContext<'a> {
@@ -67,6 +70,7 @@ impl<'a> HashContext<'a> {
         shared: &WorkerShared<'a>,
         prior: &'a PriorState,
         (reuse, cache): (Option<&'a Reuse>, Option<&'a dyn FileHashCache>),
+        prefetch: Option<&'a OutputPrefetch>,
     ) -> Self {
         Self {
             pipeline: shared.pipeline,
@@ -76,6 +80,7 @@ impl<'a> HashContext<'a> {
             prior,
             reuse,
             cache,
+            prefetch,
         }
     }
 }
@@ -193,9 +198,9 @@ pub(super) fn hash_job(
                     reuse,
                     unit,
                     &pipeline.base_dir,
-                    input_hash,
-                    components,
+                    (input_hash, components),
                     &limits(),
+                    context.prefetch.map(|prefetch| (prefetch, job.unit_idx)),
                 )
             }))
             .unwrap_or_else(|_| {

@@ -60,8 +60,10 @@
 //! * `policy.rs` — the resume rules as pure functions ([`Decision`]), shared with the dry-run
 //!   planner in `plan.rs` ([`dry_run`]).
 //! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
-//!   attempts, handing units with input files or done outputs to the hashing threads;
-//!   `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an attempt).
+//!   attempts; `hashing.rs`: handing units with input files, done outputs or a reuse check
+//!   to the hashing threads, or hashing them here, and taking them back; `commit.rs`: the
+//!   group commit; `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an
+//!   attempt).
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
@@ -75,6 +77,8 @@
 //! * `hasher.rs` — the hashing threads: input files, a done unit's outputs, reuse lookups;
 //!   `hash_job`, which the engine thread also runs with stat-only limits (a job that would
 //!   read a file is handed to the hashing threads instead).
+//! * `prefetch.rs` — the declared outputs of units that may be reused, hashed ahead of their
+//!   reuse checks on a thread of their own while nothing of the run has written anything.
 
 mod api;
 mod batch;
@@ -84,6 +88,7 @@ mod outputs;
 mod pacer;
 mod plan;
 mod policy;
+mod prefetch;
 mod record;
 pub(crate) mod resources;
 mod retry;
@@ -110,6 +115,7 @@ use crate::journal::Journal;
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 use hasher::{HashContext, HashJob};
+use prefetch::OutputPrefetch;
 use scheduler::{Channels, HashChannels, Scheduler};
 use workers::{FromWorker, Job, WorkerShared};
 
@@ -155,6 +161,15 @@ pub fn run(
     let halt = AtomicBool::new(false);
     let (capacity_cpus, capacity_memory) = resources::effective_capacity(pipeline.capacity);
     let resource_pool = resources::ResourcePool::new(capacity_cpus, capacity_memory);
+    // Reuse checks compare; their outputs are hashed ahead (see `prefetch.rs`).
+    let reuse_checked: Vec<bool> = (pipeline.units.iter().zip(&in_scope))
+        .map(|(unit, &in_scope)| {
+            in_scope && reuse::wants_check(options.reuse.as_ref(), prior, unit)
+        })
+        .collect();
+    let prefetch = reuse_checked
+        .contains(&true)
+        .then(|| OutputPrefetch::new(pipeline.units.len()));
     std::thread::scope(|scope| {
         let shared = WorkerShared {
             pipeline,
@@ -188,7 +203,21 @@ pub fn run(
             &shared,
             prior,
             (options.reuse.as_ref(), options.hash_cache.as_deref()),
+            prefetch.as_ref(),
         );
+        if let Some(prefetch) = &prefetch {
+            let reuse_checked = &reuse_checked;
+            let prefetcher =
+                move || prefetch.run(&hash_context, |unit_idx| reuse_checked[unit_idx]);
+            #[cfg(test)]
+            match prefetch::AHEAD.get() {
+                prefetch::Ahead::Racing => drop(scope.spawn(prefetcher)),
+                prefetch::Ahead::First => prefetcher(),
+                prefetch::Ahead::Never => {}
+            }
+            #[cfg(not(test))]
+            scope.spawn(prefetcher);
+        }
         for _ in 0..n_workers.min(n_with_inputs) {
             let hash_rx = hash_rx.clone();
             let deferred_rx = deferred_rx.clone();
@@ -220,6 +249,9 @@ pub fn run(
             wake_rx: &wake_rx,
         };
         let result = scheduler.run(observer, &channels, journal);
+        if let Some(prefetch) = &prefetch {
+            prefetch.close();
+        }
         // Dropping the job sender and the acknowledgements ends the workers; the scope joins
         // them.
         drop(job_tx);

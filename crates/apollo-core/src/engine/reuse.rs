@@ -19,6 +19,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::prefetch::OutputPrefetch;
 use crate::event::InputComponent;
 use crate::hash;
 use crate::model::Unit;
@@ -145,13 +146,16 @@ pub(super) fn wants_check(reuse: Option<&Reuse>, prior: &PriorState, unit: &Unit
 /// `None` only under [`stat_only`](hash::Limits::stat_only) limits, when deciding needs a
 /// file read, a restore from the blob store or (no earlier success matches) a journal read to
 /// say why: the caller hands the check to a hashing thread.
+///
+/// `ahead`: the run's [`OutputPrefetch`] and the unit's index in it, when its outputs may have
+/// been hashed ahead; closed before anything is restored.
 pub(super) fn check(
     reuse: &Reuse,
     unit: &Unit,
     base_dir: &Path,
-    input_hash: &str,
-    inputs: &[InputComponent],
+    (input_hash, inputs): (&str, &[InputComponent]),
     limits: &hash::Limits<'_>,
+    ahead: Option<(&OutputPrefetch, usize)>,
 ) -> Option<ReuseCheck> {
     let Some(candidate) = reuse.source.find(&unit.name, input_hash) else {
         // Saying why may read the latest success's journal for its inputs.
@@ -165,12 +169,20 @@ pub(super) fn check(
             inputs,
         )));
     };
+    let observed = ahead.and_then(|(prefetch, unit_idx)| prefetch.take(unit_idx));
+    if observed == Some(candidate.output_hash.as_str()) {
+        return Some(ReuseCheck::Reusable(candidate));
+    }
     let first = match outputs_differ(unit, base_dir, &candidate, limits)? {
         None => return Some(ReuseCheck::Reusable(candidate)),
         Some(why) => why,
     };
     if limits.is_stat_only() {
         return None;
+    }
+    // Restoring writes in the workspace: nothing observed ahead may be used from now on.
+    if let Some((prefetch, _)) = ahead {
+        prefetch.close();
     }
     Some(match reuse.restorer.restore(unit, base_dir, &candidate) {
         Ok(()) => match outputs_differ(unit, base_dir, &candidate, limits)? {
@@ -190,7 +202,7 @@ pub(super) fn check_reading(
     inputs: &[InputComponent],
     limits: &hash::Limits<'_>,
 ) -> ReuseCheck {
-    check(reuse, unit, base_dir, input_hash, inputs, limits).unwrap_or_else(|| {
+    check(reuse, unit, base_dir, (input_hash, inputs), limits, None).unwrap_or_else(|| {
         ReuseCheck::NotReused("the reuse check could not read the outputs".to_owned())
     })
 }
@@ -263,151 +275,4 @@ fn why_no_match(
         latest.run_id,
         latest.attempt
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
-    use super::*;
-    use crate::cancel::CancelToken;
-    use crate::engine::tests::unit;
-
-    #[derive(Default)]
-    struct Source {
-        by_hash: HashMap<String, ReuseCandidate>,
-        latest: Option<ReuseCandidate>,
-    }
-
-    impl ReuseSource for Source {
-        fn find(&self, _unit: &str, input_hash: &str) -> Option<ReuseCandidate> {
-            self.by_hash.get(input_hash).cloned()
-        }
-        fn latest(&self, _unit: &str) -> Option<ReuseCandidate> {
-            self.latest.clone()
-        }
-    }
-
-    /// Writes `content` to the output on restore, and counts calls.
-    struct Restorer {
-        content: &'static str,
-        calls: Mutex<u32>,
-    }
-
-    impl OutputRestorer for Restorer {
-        fn restore(&self, unit: &Unit, base_dir: &Path, _: &ReuseCandidate) -> Result<(), String> {
-            *self.calls.lock().unwrap() += 1;
-            std::fs::write(base_dir.join(&unit.outputs[0]), self.content).map_err(|e| e.to_string())
-        }
-    }
-
-    fn writer() -> Unit {
-        Unit {
-            outputs: vec!["out.txt".into()],
-            reuse: true,
-            ..unit("writer", &[])
-        }
-    }
-
-    fn candidate(dir: &Path, unit: &Unit, content: &str) -> ReuseCandidate {
-        std::fs::write(dir.join("out.txt"), content).unwrap();
-        let output_hash = hash::output_hash(unit, dir).unwrap().unwrap();
-        ReuseCandidate {
-            run_id: "20261130T000000Z-0001".into(),
-            attempt: 1,
-            input_hash: "h1".into(),
-            inputs: Vec::new(),
-            output_hash,
-        }
-    }
-
-    fn check_now(reuse: &Reuse, unit: &Unit, dir: &Path, input_hash: &str) -> ReuseCheck {
-        let cancel = CancelToken::new();
-        check_reading(
-            reuse,
-            unit,
-            dir,
-            input_hash,
-            &[],
-            &hash::Limits::new(&cancel, None, None),
-        )
-    }
-
-    #[test]
-    fn a_match_with_outputs_as_recorded_is_reused_and_a_changed_output_is_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let unit = writer();
-        let found = candidate(dir.path(), &unit, "recorded");
-        let source = Source {
-            by_hash: HashMap::from([("h1".to_owned(), found.clone())]),
-            latest: Some(found.clone()),
-        };
-        let reuse = Reuse::new(Arc::new(source));
-        assert_eq!(
-            check_now(&reuse, &unit, dir.path(), "h1"),
-            ReuseCheck::Reusable(found)
-        );
-        std::fs::write(dir.path().join("out.txt"), "edited").unwrap();
-        assert_eq!(
-            check_now(&reuse, &unit, dir.path(), "h1"),
-            ReuseCheck::NotReused(
-                "output out.txt differs from the recorded one (not restorable: no blob store yet)"
-                    .into()
-            )
-        );
-        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
-        assert_eq!(
-            check_now(&reuse, &unit, dir.path(), "h1"),
-            ReuseCheck::NotReused(
-                "output out.txt is missing (not restorable: no blob store yet)".into()
-            )
-        );
-        assert_eq!(
-            check_now(&reuse, &unit, dir.path(), "h2"),
-            ReuseCheck::NotReused(
-                "input hash changed since run 20261130T000000Z-0001 attempt 1".into()
-            )
-        );
-        let empty = Reuse::new(Arc::new(Source::default()));
-        assert_eq!(
-            check_now(&empty, &unit, dir.path(), "h1"),
-            ReuseCheck::NotReused("no earlier success".into())
-        );
-    }
-
-    #[test]
-    fn a_restored_output_is_hashed_again_before_it_is_reused() {
-        let dir = tempfile::tempdir().unwrap();
-        let unit = writer();
-        let found = candidate(dir.path(), &unit, "recorded");
-        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
-        let source = Arc::new(Source {
-            by_hash: HashMap::from([("h1".to_owned(), found.clone())]),
-            latest: None,
-        });
-        let good = Arc::new(Restorer {
-            content: "recorded",
-            calls: Mutex::new(0),
-        });
-        let reuse = Reuse::new(source.clone()).with_restorer(good.clone());
-        assert_eq!(
-            check_now(&reuse, &unit, dir.path(), "h1"),
-            ReuseCheck::Reusable(found)
-        );
-        assert_eq!(*good.calls.lock().unwrap(), 1);
-        // A restorer that writes the wrong bytes costs a rerun, never a wrong reuse.
-        std::fs::remove_file(dir.path().join("out.txt")).unwrap();
-        let wrong = Reuse::new(source).with_restorer(Arc::new(Restorer {
-            content: "wrong",
-            calls: Mutex::new(0),
-        }));
-        assert_eq!(
-            check_now(&wrong, &unit, dir.path(), "h1"),
-            ReuseCheck::NotReused(
-                "output out.txt is missing, and after restoring it output out.txt differs from the recorded one"
-                    .into()
-            )
-        );
-    }
 }

@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 use super::Scheduler;
 use super::reuse::with_reuse;
 use crate::capture::FileEntry;
-use crate::engine::hasher::{self, HashJob, Hashed};
+use crate::engine::hasher::HashJob;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
 use crate::engine::reuse::{self, ReuseCheck};
-use crate::engine::units::State;
 use crate::engine::workers::{Done, Job, failed_to_start};
 use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
 use crate::hash;
@@ -126,51 +125,14 @@ impl Scheduler<'_> {
             if (check_outputs || check_reuse || !unit.inputs.is_empty())
                 && let Some(hashing) = self.hashing
             {
-                let upstream = self
-                    .dag
-                    .deps(unit_idx)
-                    .iter()
-                    .map(|&dep_idx| {
-                        (
-                            self.pipeline.units[dep_idx].name.clone(),
-                            self.units[dep_idx].output_hash.clone().unwrap_or_default(),
-                        )
-                    })
-                    .collect();
-                if reuse_only {
-                    self.checking_reuse += 1;
-                } else {
-                    self.running += 1;
-                    self.running_slurm += usize::from(slurm);
-                }
-                if !unit.idempotent {
-                    self.hashing_non_idempotent += 1;
-                }
-                self.units[unit_idx].state = State::Hashing;
                 let job = HashJob {
                     unit_idx,
-                    upstream,
+                    upstream: Vec::new(),
                     check_outputs,
                     check_reuse,
                     reuse_only,
                 };
-                // Nothing else being hashed, no other unit ready and no attempt running (a
-                // chain): the engine would only wait for this job, so it does it here when
-                // that needs no file read, without the round trip to a hashing thread. (Not
-                // while attempts run: a `stat` on a hung mount would hold their commits.)
-                if self.at_hashers == 0 && self.at_workers == 0 && self.queue.is_empty() {
-                    match hasher::hash_job(&hashing.context, &job, true) {
-                        Some(hashed) => self.take_hashed(hashed, observer),
-                        None => {
-                            self.at_hashers += 1;
-                            // The hashing threads outlive this loop (the scope joins them).
-                            let _ = hashing.deferred.send(job);
-                        }
-                    }
-                    continue;
-                }
-                self.at_hashers += 1;
-                let _ = hashing.jobs.send(job);
+                self.hash_first(job, hashing, observer);
                 continue;
             }
             let upstream: Vec<(&str, &str)> = self
@@ -202,81 +164,17 @@ impl Scheduler<'_> {
         }
     }
 
-    /// Take a unit's hashed inputs (and output check) in: admit it, unless the run stopped
-    /// starting units meanwhile or the hashing was cancelled (then it stays unstarted, as if
-    /// never taken from the queue).
-    pub(super) fn take_hashed(&mut self, hashed: Hashed, observer: &mut dyn Observer) {
-        let Hashed {
-            unit_idx,
-            inputs,
-            input_hash,
-            files,
-            took,
-            outputs,
-            reuse,
-            reuse_only,
-        } = hashed;
-        if reuse_only {
-            self.checking_reuse -= 1;
-        } else {
-            self.running -= 1;
-            self.running_slurm -= usize::from(self.is_slurm(unit_idx));
-        }
-        if !self.pipeline.units[unit_idx].idempotent {
-            self.hashing_non_idempotent -= 1;
-        }
-        let stopped = self.stop_starting
-            || self.halt.load(Ordering::SeqCst)
-            || (reuse.is_some() && self.cancel.is_cancelled())
-            || matches!(&inputs, Err(error) if error.cancelled())
-            || matches!(&outputs, Some(Err(error)) if error.cancelled());
-        if stopped {
-            let slot = &mut self.units[unit_idx];
-            slot.state = if slot.last_failure.is_some() {
-                State::RetryWait
-            } else {
-                State::Waiting
-            };
-            // A retry cut off by fail-fast: the unit's last real attempt failed.
-            if self.failed_any
-                && !self.options.keep_going
-                && !self.cancel.is_cancelled()
-                && let Some(result) = slot.last_failure.take()
-            {
-                slot.state = State::Failed;
-                slot.result = Some(result);
-                self.skip_downstream(unit_idx);
-            }
-            return;
-        }
-        // A unit that runs after all waits for a place among the running, with what was
-        // found kept (nothing is hashed twice).
-        if reuse_only
-            && let (Ok(components), Some(check @ ReuseCheck::NotReused(_))) = (&inputs, &reuse)
-        {
-            let slot = &mut self.units[unit_idx];
-            slot.stashed = Some(Box::new((components.clone(), files, check.clone(), took)));
-            slot.state = State::Waiting;
-            self.queue.requeue(unit_idx);
-            return;
-        }
-        let found = Found {
-            components: inputs,
-            input_hash,
-            files,
-            outputs: outputs.and_then(Result::ok),
-            reuse,
-            spent: took,
-        };
-        self.admit(unit_idx, found, observer);
-    }
-
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
     /// so, queue its `unit_started` (and the manifest of its input files, when it declares
     /// any, in a `unit_files` record right after it), from what was `found` about it. An input
     /// that could not be hashed records an attempt that failed (or timed out) without a
     /// process. Returns `false` when the run stopped starting units.
-    fn admit(&mut self, unit_idx: usize, found: Found, observer: &mut dyn Observer) -> bool {
+    pub(super) fn admit(
+        &mut self,
+        unit_idx: usize,
+        found: Found,
+        observer: &mut dyn Observer,
+    ) -> bool {
         let Found {
             components,
             input_hash,
@@ -403,18 +301,18 @@ impl Scheduler<'_> {
 }
 
 /// What was found out about a unit before it is admitted (see `Scheduler::admit`).
-struct Found {
+pub(super) struct Found {
     /// Its input components, or why they could not be hashed.
-    components: Result<Vec<InputComponent>, hash::HashError>,
+    pub(super) components: Result<Vec<InputComponent>, hash::HashError>,
     /// The input hash of `components`, when a hashing thread computed it already.
-    input_hash: Option<String>,
+    pub(super) input_hash: Option<String>,
     /// The manifest of its declared input files (empty when it declares none).
-    files: Vec<FileEntry>,
+    pub(super) files: Vec<FileEntry>,
     /// What the check of its declared outputs found (`None`: it needed none, see
     /// [`needs_output_check`]).
-    outputs: Option<OutputCheck>,
+    pub(super) outputs: Option<OutputCheck>,
     /// What its reuse check found (`None`: it had none, see [`reuse::wants_check`]).
-    reuse: Option<ReuseCheck>,
+    pub(super) reuse: Option<ReuseCheck>,
     /// The part of its timeout hashing its inputs took.
-    spent: Duration,
+    pub(super) spent: Duration,
 }

@@ -10,6 +10,7 @@ mod records;
 mod rehash;
 mod resume;
 mod reuse;
+mod reuse_check;
 mod scheduling;
 mod worker_protocol;
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use super::hashing::kinds_of;
 use super::*;
+use crate::engine::prefetch::{AHEAD, Ahead};
 use crate::event::UnitFinished;
 use crate::hash_cache::{CachedHash, FileHashCache, FileStamp};
 
@@ -462,8 +463,9 @@ fn the_engine_thread_checks_reuse_from_the_hash_cache_alone_and_never_reads_a_fi
     let pipeline = reusable_chain(dir.path());
     let first = first_run(&pipeline, |_, _, _| ok());
     let cache = Arc::new(ThreadsCache::default());
-    // `run_with` runs the engine on this thread.
+    // `run_with` runs the engine on this thread; first without outputs hashed ahead.
     let engine_thread = std::thread::current().id();
+    AHEAD.set(Ahead::Never);
     // Both units reused, nothing run.
     let run_reusing_both = || {
         let (_, events, ran) = run_reusing_with(
@@ -506,10 +508,70 @@ fn the_engine_thread_checks_reuse_from_the_hash_cache_alone_and_never_reads_a_fi
         cache.told_from.lock().unwrap().is_empty(),
         "nothing was read"
     );
-    let looked_up_from = cache.looked_up_from.lock().unwrap().clone();
+    let looked_up_from = std::mem::take(&mut *cache.looked_up_from.lock().unwrap());
     assert_eq!(
         looked_up_from,
         vec![engine_thread; 2],
         "both checks made here"
+    );
+
+    // With the outputs hashed ahead (here, all before the engine decides anything), the
+    // checks only compare: each output looked up once, by the prefetcher, nothing read.
+    AHEAD.set(Ahead::First);
+    run_reusing_both();
+    AHEAD.set(Ahead::Racing);
+    assert!(cache.told_from.lock().unwrap().is_empty());
+    assert_eq!(cache.looked_up_from.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn an_output_hashed_ahead_is_not_trusted_once_an_attempt_of_the_run_has_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipeline = reusable_chain(dir.path());
+    let first = first_run(&pipeline, |_, _, _| ok());
+    // Outputs are hashed ahead from the hash cache alone: a run that reads them fills it
+    // (hashes taken well after the files last changed: not racily clean).
+    let cache = Arc::new(ThreadsCache::default());
+    AHEAD.set(Ahead::Never);
+    let (_, _, ran) = run_reusing_with(
+        &pipeline,
+        Some(EventsSource::from_events("r1", &first)),
+        Some(cache.clone()),
+    );
+    assert_eq!(ran, vec![]);
+    for cached in cache.hashes.lock().unwrap().values_mut() {
+        cached.hashed_at_ns = i64::MAX / 2;
+    }
+    // `fetch` must run (its command changed); its attempt also rewrites `report`'s output,
+    // which was hashed ahead, as recorded, before `fetch` started.
+    pipeline.units[0].execute = Command::Shell("fetch --again".into());
+    let report_txt = dir.path().join("report.txt");
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, move |unit, _, _| {
+        if unit == "fetch" {
+            std::fs::write(&report_txt, "rewritten by fetch\n").unwrap();
+        }
+        ok()
+    });
+    let options = EngineOptions::new("r2", &pipeline)
+        .reuse(Reuse::new(Arc::new(EventsSource::from_events(
+            "r1", &first,
+        ))))
+        .hash_cache(cache);
+    AHEAD.set(Ahead::First);
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    );
+    AHEAD.set(Ahead::Racing);
+    report.unwrap();
+    assert_eq!(
+        executor.ran(),
+        vec![("fetch".into(), 1), ("report".into(), 1)],
+        "report's output changed after it was hashed ahead"
     );
 }
