@@ -38,7 +38,7 @@ pub struct Dag {
 impl Dag {
     /// Build the graph of `pipeline`. Fails on a missing dependency or a cycle.
     pub fn new(pipeline: &Pipeline) -> Result<Self, DagError> {
-        let index: std::collections::HashMap<&str, usize> = pipeline
+        let index: foldhash::HashMap<&str, usize> = pipeline
             .units
             .iter()
             .enumerate()

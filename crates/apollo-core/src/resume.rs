@@ -16,7 +16,7 @@
 //!   verdict (`apollo mark`): its side effects may be half done, however it was cut off;
 //! * failed, skipped for an upstream failure, or never started → run.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use crate::event::{AttemptStatus, Event, InputComponent, InputManifestRef, Verdict};
 

@@ -272,18 +272,24 @@ impl<'a> RunSession<'a> {
         // Earlier runs' successes, for `reuse: true` units: the index is brought up to date
         // (and rewritten) before this run is created or resumed, so that apollo killed while
         // it writes the index leaves no run behind.
-        let (reuse, hash_cache) = if self.reuse {
-            (
-                reuse_for(
+        let (reuse, hash_cache) = if self.reuse && pipeline.units.iter().any(|unit| unit.reuse) {
+            // The file hash cache is read beside the index (a few milliseconds each at
+            // 10,000 units).
+            std::thread::scope(|scope| {
+                let hash_cache = scope.spawn(|| hash_cache_for(&state, pipeline));
+                let reuse = reuse_for(
                     &state,
                     pipeline,
                     &identity,
                     resume.as_ref().map(|(run, _)| run),
                     true,
                     observer,
-                ),
-                hash_cache_for(&state, pipeline),
-            )
+                );
+                let hash_cache = hash_cache
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (reuse, hash_cache)
+            })
         } else {
             (None, None)
         };

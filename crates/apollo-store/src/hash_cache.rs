@@ -9,7 +9,7 @@
 //! Saved atomically under the state directory's lock (see `index_file.rs`). Entries not used
 //! by a run are kept up to 200,000 entries; beyond that only those the run used are kept.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Mutex, PoisonError};
 
 use apollo_core::hash_cache::{CachedHash, FileHashCache, FileStamp};

@@ -34,7 +34,7 @@
 //! 77) and human verdicts measured no outputs and are not indexed; nor are runs recorded
 //! without a pipeline identity (journal format 1.0/1.1).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use apollo_core::engine::{ReuseCandidate, ReuseSource};

@@ -16,7 +16,7 @@
 //! Integers are little-endian. A body that does not decode — cut short, a number naming no
 //! unit or run, a name given twice — is "cannot be parsed", and the index is rebuilt.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use super::{Covered, Digest, Latest, Names, Pipeline, Success};
 
@@ -302,7 +302,7 @@ mod tests {
             segments: 1,
             last_len: 4096,
         }];
-        let pipelines = HashMap::from([("etl@../p.yaml".to_owned(), pipeline())]);
+        let pipelines = HashMap::from_iter([("etl@../p.yaml".to_owned(), pipeline())]);
         encode(3, &covered, &pipelines)
     }
 
