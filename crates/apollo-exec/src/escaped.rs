@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, PidfdFlags, Signal};
 
 use crate::pidfds::{reap_if_child, wait_all_exited};
-use crate::procfs::{self, EnvMatch};
+use crate::procfs::{self, EnvMatch, EnvironmentState};
 
 /// How many times orphans handed over by the ones just killed are looked for.
 const ROUNDS: usize = 64;
@@ -40,10 +40,9 @@ const ROUNDS: usize = 64;
 /// takes more than an instant).
 const EXIT_SAFETY_NET: Duration = Duration::from_secs(10);
 
-/// How long a live child whose environment reads empty is looked at again: one caught between
-/// `execve`s shows its environment within microseconds; one with an empty environment never
-/// does (and carries no marker).
-const EMPTY_ENVIRONMENT_PATIENCE: Duration = Duration::from_millis(20);
+/// How long a live child caught between `execve`s is waited for (only one stuck in
+/// uninterruptible sleep in its `execve` takes more than an instant).
+const EXECVE_SAFETY_NET: Duration = Duration::from_secs(10);
 
 /// Whether this process is a child subreaper (set by [`become_subreaper`]).
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
@@ -121,10 +120,11 @@ pub(crate) fn kill_escaped(attempt: &Attempt<'_>) -> u32 {
             };
             // Pinned: check again that the pid still names our live child of the attempt. Our
             // child's pid is not recycled before we reap it, and only sweeps (serialised) reap
-            // orphans, so until the end of this round the pid names it: its group too.
+            // orphans, so until the end of this round the pid names it: its group too. Patient
+            // again: the child may have started an `execve` since it was looked at.
             match procfs::read_stat_head(child) {
                 Some(head) if head.parent == own && !head.is_dead() => {
-                    if procfs::env_match(child, &markers) != EnvMatch::All {
+                    if !carries(child, &markers) {
                         continue;
                     }
                     if head.group == child.as_raw_pid() {
@@ -149,21 +149,27 @@ pub(crate) fn kill_escaped(attempt: &Attempt<'_>) -> u32 {
     killed
 }
 
-/// Whether `pid`'s environment holds every one of `markers`, looking again for a while when it
-/// reads empty (a process between `execve`s).
+/// Whether `pid`'s environment holds every one of `markers`. One that reads empty is looked at
+/// again while `pid` is between `execve`s, however long that takes under load, until its new
+/// memory image has its environment: not for a given time, which a loaded machine can spend
+/// before the process or this reader runs again (a deadline measured that way gave up on
+/// processes that had finished their `execve` in the meantime).
 fn carries(pid: Pid, markers: &[&[u8]]) -> bool {
     let start = Instant::now();
     loop {
         match procfs::env_match(pid, markers) {
             EnvMatch::All => return true,
             EnvMatch::Not | EnvMatch::Unreadable => return false,
-            EnvMatch::Empty if start.elapsed() >= EMPTY_ENVIRONMENT_PATIENCE => return false,
-            EnvMatch::Empty => {
-                if procfs::read_stat_head(pid).is_none_or(|head| head.is_dead()) {
-                    return false;
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
+            EnvMatch::Empty => {}
+        }
+        match procfs::read_environment_state(pid) {
+            // Its `execve` finished since the read: read the new image.
+            Some(EnvironmentState::Present) => {}
+            Some(EnvironmentState::NotYetSet) => std::thread::sleep(Duration::from_micros(200)),
+            Some(EnvironmentState::Empty | EnvironmentState::Exited) | None => return false,
+        }
+        if start.elapsed() >= EXECVE_SAFETY_NET {
+            return false;
         }
     }
 }
