@@ -9,10 +9,16 @@
 //! * the key is the [`FileStamp`] of the *opened* file (`fstat`), so a file replaced under its
 //!   name has another inode or ctime and misses;
 //! * **racily clean** (git's rule): an entry is trusted only if the file's mtime and ctime are
-//!   at least [`RACY_WINDOW`] older than the moment it was hashed. A file rewritten with the
-//!   same size within the filesystem's timestamp granularity after it was hashed keeps the
-//!   same stamp; such a file was hashed too soon after a change to be trusted later, so it is
-//!   read again (and cached anew, trustworthy once the window has passed).
+//!   older than the moment it was hashed by more than the filesystem's timestamp granularity.
+//!   A file rewritten with the same size within that granularity after it was hashed keeps
+//!   the same stamp; such a file was hashed too soon after a change to be trusted later, so
+//!   it is read again (and cached anew, trustworthy once the window has passed). The window
+//!   is [`RACY_WINDOW`] for timestamps in whole seconds, which may come from a filesystem
+//!   that keeps seconds or two (ext3, HFS+, FAT), and [`RACY_WINDOW_FINE`] for timestamps
+//!   with a fraction of a second: a filesystem that keeps nanoseconds stamps a file from the
+//!   kernel's clock, which is coarse by one scheduler tick at most (10 ms at `HZ=100`, the
+//!   lowest). So a file hashed a second after a run wrote it is trusted on ext4, XFS, Btrfs
+//!   and tmpfs, and a no-op run right after another reads nothing.
 //!
 //! [`Limits::with_cache`]: crate::hash::Limits::with_cache
 
@@ -20,9 +26,14 @@ use std::fs::Metadata;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How much older than the moment of hashing a file's mtime and ctime must be for its cached
-/// hash to be trusted: above the timestamp granularity of every common filesystem (2 s on
-/// FAT, 1 s on ext3 and HFS+, a scheduler tick on ext4 and XFS).
+/// hash to be trusted, when either is in whole seconds: above the timestamp granularity of
+/// every common filesystem (2 s on FAT, 1 s on ext3 and HFS+).
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+/// The same when both have a fraction of a second, which only a filesystem that keeps
+/// nanoseconds gives: five of the longest scheduler tick its kernel clock is coarse by (see
+/// the module docs).
+pub const RACY_WINDOW_FINE: Duration = Duration::from_millis(50);
 
 /// What identifies a file's content without reading it, as `stat` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,10 +76,15 @@ pub struct CachedHash {
 }
 
 impl CachedHash {
-    /// Whether the hash may be used for a file with `stamp`: it was hashed at least
-    /// [`RACY_WINDOW`] after the file's last change (not "racily clean").
+    /// Whether the hash may be used for a file with `stamp`: it was hashed at least the
+    /// filesystem's timestamp granularity after the file's last change (not "racily clean"):
+    /// [`RACY_WINDOW_FINE`] when both its times have a fraction of a second, else
+    /// [`RACY_WINDOW`].
     pub fn trusted_for(&self, stamp: &FileStamp) -> bool {
-        let window = i64::try_from(RACY_WINDOW.as_nanos()).unwrap_or(i64::MAX);
+        const SECOND: i64 = 1_000_000_000;
+        let fine = stamp.mtime_ns.rem_euclid(SECOND) != 0 && stamp.ctime_ns.rem_euclid(SECOND) != 0;
+        let window = if fine { RACY_WINDOW_FINE } else { RACY_WINDOW };
+        let window = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX);
         stamp.mtime_ns.max(stamp.ctime_ns).saturating_add(window) <= self.hashed_at_ns
     }
 }
@@ -211,5 +227,30 @@ mod tests {
         assert!(!cached.trusted_for(&stamp(97 * second, 99 * second + 1)));
         // Changed after it was hashed (a clock step): never trusted.
         assert!(!cached.trusted_for(&stamp(101 * second, 101 * second)));
+    }
+
+    #[test]
+    fn times_with_a_fraction_of_a_second_come_from_a_fine_filesystem_and_a_short_window() {
+        let (second, ms) = (1_000_000_000, 1_000_000);
+        let cached = CachedHash {
+            sha256: "h".into(),
+            hashed_at_ns: 100 * second,
+        };
+        // Nanosecond times (ext4, XFS, tmpfs): trusted once the fine window has passed.
+        let fine = |at: i64| stamp(at + 123, at + 456);
+        assert!(cached.trusted_for(&fine(100 * second - 60 * ms)));
+        assert!(!cached.trusted_for(&fine(100 * second - 40 * ms)));
+        // Either time in whole seconds (FAT, ext3, HFS+, or by chance): the long window.
+        assert!(!cached.trusted_for(&stamp(99 * second, 99 * second + 7)));
+        assert!(!cached.trusted_for(&stamp(99 * second + 7, 99 * second)));
+        assert!(cached.trusted_for(&stamp(97 * second, 97 * second + 7)));
+        // Before the epoch (a clock set back far): a fraction is still a fraction.
+        assert!(
+            !CachedHash {
+                sha256: "h".into(),
+                hashed_at_ns: -second,
+            }
+            .trusted_for(&stamp(-second - 7, -second - 7))
+        );
     }
 }
