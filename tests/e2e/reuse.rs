@@ -153,6 +153,16 @@ fn a_deleted_or_changed_output_is_restored_from_the_blob_store_and_a_damaged_blo
     let clean = std::fs::read(apollo.path("out/clean.csv")).unwrap();
     std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
     apollo.file("out/other.csv", "tampered\n");
+    // A plan writes nothing: it says the units are reused (they would be restored) and leaves
+    // the workspace as it is.
+    let plan = apollo.args(&["run", "--dry-run"]).run();
+    plan.code(0);
+    assert!(!plan.stdout.contains("runs, not reused"), "{}", plan.stdout);
+    assert!(!apollo.path("out/clean.csv").exists(), "a dry run restored");
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/other.csv")).unwrap(),
+        "tampered\n"
+    );
     let output = apollo.args(&["run", "--explain"]).run();
     output.code(0);
     assert_eq!(

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::cancel::{CancelLevel, CancelToken};
 use crate::capture::{Capture, FileEntry, PendingBlob};
 use crate::event::{InputComponent, InputKind};
-use crate::hash_cache::{CachedHash, FileHashCache, FileStamp};
+use crate::hash_cache::{CachedHash, FileHashCache, FileStamp, Timestamps};
 use crate::model::{Command, Phase, Unit};
 
 /// Lower-case hex of `bytes`.
@@ -422,7 +422,7 @@ fn hash_and_capture_stat(
     if let Some(cache) = limits.cache {
         let stamp = FileStamp::of(&checked);
         if let Some(cached) = cache.get(&stamp)
-            && cached.trusted_for(&stamp)
+            && cached.trusted_for(&stamp, Timestamps::of(stamp.dev, path))
         {
             let size = checked.len();
             let reason = match capture {

@@ -13,12 +13,21 @@
 //!   A file rewritten with the same size within that granularity after it was hashed keeps
 //!   the same stamp; such a file was hashed too soon after a change to be trusted later, so
 //!   it is read again (and cached anew, trustworthy once the window has passed). The window
-//!   is [`RACY_WINDOW`] for timestamps in whole seconds, which may come from a filesystem
-//!   that keeps seconds or two (ext3, HFS+, FAT), and [`RACY_WINDOW_FINE`] for timestamps
-//!   with a fraction of a second: a filesystem that keeps nanoseconds stamps a file from the
-//!   kernel's clock, which is coarse by one scheduler tick at most (10 ms at `HZ=100`, the
-//!   lowest). So a file hashed a second after a run wrote it is trusted on ext4, XFS, Btrfs
-//!   and tmpfs, and a no-op run right after another reads nothing.
+//!   is [`RACY_WINDOW_FINE`] on a local filesystem that keeps nanoseconds (ext4, XFS, Btrfs,
+//!   tmpfs, F2FS, ZFS, overlayfs over them; [`Timestamps::of`] asks `statfs` once per device)
+//!   for times with a fraction of a second: such a filesystem stamps a file from this kernel's
+//!   clock, coarse by a scheduler tick (10 ms at `HZ=100`, the lowest), and a fraction rules
+//!   out an ext2/ext3 inode that keeps whole seconds. Anywhere else it is [`RACY_WINDOW`]:
+//!   whole seconds may come from a filesystem that keeps seconds or two (ext3, HFS+, FAT), and
+//!   a network or host-shared filesystem (NFS, SMB, 9p, virtiofs, FUSE) is stamped by another
+//!   machine's clock, which may be off from the one `hashed_at` is read from. So a file hashed
+//!   a second after a run wrote it is trusted on a local disk, and a no-op run right after
+//!   another reads nothing.
+//!
+//!   Not guarded against, whatever the window (as git's index is not): a clock stepped back to
+//!   the very tick of a file's last change before it is rewritten at the same size, and a
+//!   network filesystem's attribute cache returning a stamp older than another client's
+//!   rewrite.
 //!
 //! [`Limits::with_cache`]: crate::hash::Limits::with_cache
 
@@ -30,10 +39,58 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// every common filesystem (2 s on FAT, 1 s on ext3 and HFS+).
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
 
-/// The same when both have a fraction of a second, which only a filesystem that keeps
-/// nanoseconds gives: five of the longest scheduler tick its kernel clock is coarse by (see
-/// the module docs).
-pub const RACY_WINDOW_FINE: Duration = Duration::from_millis(50);
+/// The same on a local filesystem that keeps nanoseconds, for times with a fraction of a
+/// second ([`Timestamps::Fine`]): 25 times the longest scheduler tick the kernel's clock is
+/// coarse by (see the module docs), room for a virtual machine whose clock tick was late.
+pub const RACY_WINDOW_FINE: Duration = Duration::from_millis(250);
+
+/// How finely the filesystem holding a file stamps it (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timestamps {
+    /// A local filesystem that keeps nanoseconds, stamping from this kernel's clock.
+    Fine,
+    /// Any other, or unknown.
+    Coarse,
+}
+
+impl Timestamps {
+    /// The timestamps of the filesystem holding `path`, whose device is `dev`: asked of
+    /// `statfs` once per device in the process, then remembered.
+    pub fn of(dev: u64, path: &std::path::Path) -> Self {
+        static KNOWN: std::sync::Mutex<Vec<(u64, Timestamps)>> = std::sync::Mutex::new(Vec::new());
+        let mut known = KNOWN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&(_, timestamps)) = known.iter().find(|(known, _)| *known == dev) {
+            return timestamps;
+        }
+        let timestamps = match rustix::fs::statfs(path) {
+            Ok(stat) => Self::of_filesystem(i128::from(stat.f_type)),
+            // Unknown (gone meanwhile, or refused): not remembered, asked again next time.
+            Err(_) => return Self::Coarse,
+        };
+        known.push((dev, timestamps));
+        timestamps
+    }
+
+    /// The timestamps of a filesystem of type `magic` (`statfs`'s `f_type`).
+    pub fn of_filesystem(magic: i128) -> Self {
+        const FINE: [i128; 7] = [
+            0xEF53,      // ext2, ext3, ext4 (an inode of ext2/ext3 keeps whole seconds)
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0xF2F5_2010, // F2FS
+            0x2FC1_2FC1, // ZFS
+            0x794C_7630, // overlayfs (its upper layer is one of these)
+        ];
+        if FINE.contains(&magic) {
+            Self::Fine
+        } else {
+            Self::Coarse
+        }
+    }
+}
 
 /// What identifies a file's content without reading it, as `stat` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,13 +133,15 @@ pub struct CachedHash {
 }
 
 impl CachedHash {
-    /// Whether the hash may be used for a file with `stamp`: it was hashed at least the
-    /// filesystem's timestamp granularity after the file's last change (not "racily clean"):
-    /// [`RACY_WINDOW_FINE`] when both its times have a fraction of a second, else
-    /// [`RACY_WINDOW`].
-    pub fn trusted_for(&self, stamp: &FileStamp) -> bool {
+    /// Whether the hash may be used for a file with `stamp` on a filesystem with
+    /// `timestamps`: it was hashed at least the filesystem's timestamp granularity after the
+    /// file's last change (not "racily clean"): [`RACY_WINDOW_FINE`] on a [`Timestamps::Fine`]
+    /// filesystem when both its times have a fraction of a second, else [`RACY_WINDOW`].
+    pub fn trusted_for(&self, stamp: &FileStamp, timestamps: Timestamps) -> bool {
         const SECOND: i64 = 1_000_000_000;
-        let fine = stamp.mtime_ns.rem_euclid(SECOND) != 0 && stamp.ctime_ns.rem_euclid(SECOND) != 0;
+        let fine = timestamps == Timestamps::Fine
+            && stamp.mtime_ns.rem_euclid(SECOND) != 0
+            && stamp.ctime_ns.rem_euclid(SECOND) != 0;
         let window = if fine { RACY_WINDOW_FINE } else { RACY_WINDOW };
         let window = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX);
         stamp.mtime_ns.max(stamp.ctime_ns).saturating_add(window) <= self.hashed_at_ns
@@ -219,38 +278,71 @@ mod tests {
             sha256: "h".into(),
             hashed_at_ns: 100 * second,
         };
-        assert!(cached.trusted_for(&stamp(97 * second, 98 * second)));
-        assert!(cached.trusted_for(&stamp(98 * second, 98 * second)));
+        assert!(cached.trusted_for(&stamp(97 * second, 98 * second), Timestamps::Fine));
+        assert!(cached.trusted_for(&stamp(98 * second, 98 * second), Timestamps::Fine));
         // Changed within the window before it was hashed: a same-size rewrite in the same
         // timestamp tick would keep this stamp.
-        assert!(!cached.trusted_for(&stamp(99 * second, 98 * second)));
-        assert!(!cached.trusted_for(&stamp(97 * second, 99 * second + 1)));
+        assert!(!cached.trusted_for(&stamp(99 * second, 98 * second), Timestamps::Fine));
+        assert!(!cached.trusted_for(&stamp(97 * second, 99 * second + 1), Timestamps::Fine));
         // Changed after it was hashed (a clock step): never trusted.
-        assert!(!cached.trusted_for(&stamp(101 * second, 101 * second)));
+        assert!(!cached.trusted_for(&stamp(101 * second, 101 * second), Timestamps::Fine));
     }
 
     #[test]
-    fn times_with_a_fraction_of_a_second_come_from_a_fine_filesystem_and_a_short_window() {
+    fn times_with_a_fraction_of_a_second_on_a_fine_local_filesystem_get_the_short_window() {
         let (second, ms) = (1_000_000_000, 1_000_000);
         let cached = CachedHash {
             sha256: "h".into(),
             hashed_at_ns: 100 * second,
         };
-        // Nanosecond times (ext4, XFS, tmpfs): trusted once the fine window has passed.
+        let trusted = |stamp: FileStamp, timestamps| cached.trusted_for(&stamp, timestamps);
+        // Nanosecond times on ext4, XFS, tmpfs…: trusted once the short window has passed.
         let fine = |at: i64| stamp(at + 123, at + 456);
-        assert!(cached.trusted_for(&fine(100 * second - 60 * ms)));
-        assert!(!cached.trusted_for(&fine(100 * second - 40 * ms)));
-        // Either time in whole seconds (FAT, ext3, HFS+, or by chance): the long window.
-        assert!(!cached.trusted_for(&stamp(99 * second, 99 * second + 7)));
-        assert!(!cached.trusted_for(&stamp(99 * second + 7, 99 * second)));
-        assert!(cached.trusted_for(&stamp(97 * second, 97 * second + 7)));
+        assert!(trusted(fine(100 * second - 300 * ms), Timestamps::Fine));
+        assert!(!trusted(fine(100 * second - 200 * ms), Timestamps::Fine));
+        // The same times on a network or unknown filesystem: the long window.
+        assert!(!trusted(fine(100 * second - 300 * ms), Timestamps::Coarse));
+        assert!(!trusted(fine(99 * second), Timestamps::Coarse));
+        assert!(trusted(fine(97 * second), Timestamps::Coarse));
+        // Either time in whole seconds (ext3's inodes, or by chance): the long window.
+        assert!(!trusted(
+            stamp(99 * second, 99 * second + 7),
+            Timestamps::Fine
+        ));
+        assert!(!trusted(
+            stamp(99 * second + 7, 99 * second),
+            Timestamps::Fine
+        ));
+        assert!(trusted(
+            stamp(97 * second, 97 * second + 7),
+            Timestamps::Fine
+        ));
         // Before the epoch (a clock set back far): a fraction is still a fraction.
-        assert!(
-            !CachedHash {
-                sha256: "h".into(),
-                hashed_at_ns: -second,
-            }
-            .trusted_for(&stamp(-second - 7, -second - 7))
+        let before = CachedHash {
+            sha256: "h".into(),
+            hashed_at_ns: -second,
+        };
+        let early = -second - 300 * ms - 7;
+        assert!(before.trusted_for(&stamp(early, early), Timestamps::Fine));
+        assert!(!before.trusted_for(&stamp(early, early), Timestamps::Coarse));
+    }
+
+    #[test]
+    fn local_filesystems_that_keep_nanoseconds_are_fine_and_the_rest_coarse() {
+        assert_eq!(Timestamps::of_filesystem(0xEF53), Timestamps::Fine);
+        assert_eq!(Timestamps::of_filesystem(0x0102_1994), Timestamps::Fine);
+        // NFS, SMB2, FUSE, 9p: stamped by another machine's clock.
+        for remote in [0x6969, 0xFE53_4D42, 0x6573_5546, 0x0102_1997] {
+            assert_eq!(Timestamps::of_filesystem(remote), Timestamps::Coarse);
+        }
+        // This test's own temporary folder is on some filesystem, asked once and remembered.
+        let dir = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(dir.path()).unwrap().dev();
+        let first = Timestamps::of(dev, dir.path());
+        assert_eq!(
+            Timestamps::of(dev, std::path::Path::new("/nonexistent")),
+            first
         );
     }
 }

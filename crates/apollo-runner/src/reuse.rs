@@ -58,6 +58,12 @@ pub(crate) fn reuse_for(
                 blobs: BlobStore::open_existing(state.path().join("blobs")),
             };
             let reuse = Reuse::new(source.clone()).with_restorer(Arc::new(restorer));
+            // A plan writes nothing: it says what a restore would do instead.
+            let reuse = if write {
+                reuse
+            } else {
+                reuse.without_writing()
+            };
             let kept = KeptIndex {
                 index,
                 source,
@@ -261,13 +267,14 @@ impl BlobRestorer {
     }
 }
 
-impl OutputRestorer for BlobRestorer {
-    fn restore(
+impl BlobRestorer {
+    /// The files `restore` would put back: every output `candidate` recorded, each captured and
+    /// its blob present; else why not.
+    fn restorable(
         &self,
         unit: &Unit,
-        base_dir: &Path,
         candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<FileEntry>, String> {
         let files = self.recorded_outputs(&unit.name, candidate)?;
         // Every file must be restorable before any is written: a half-restored output is
         // worse than none (the unit then runs and writes it whole).
@@ -284,6 +291,18 @@ impl OutputRestorer for BlobRestorer {
                 file.path
             ));
         }
+        Ok(files)
+    }
+}
+
+impl OutputRestorer for BlobRestorer {
+    fn restore(
+        &self,
+        unit: &Unit,
+        base_dir: &Path,
+        candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        let files = self.restorable(unit, candidate)?;
         for file in &files {
             let dest = base_dir.join(&file.path);
             if let Some(parent) = dest.parent() {
@@ -295,6 +314,15 @@ impl OutputRestorer for BlobRestorer {
                 .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
         }
         Ok(())
+    }
+
+    fn can_restore(
+        &self,
+        unit: &Unit,
+        _base_dir: &Path,
+        candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        self.restorable(unit, candidate).map(drop)
     }
 }
 

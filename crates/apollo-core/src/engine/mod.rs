@@ -167,8 +167,9 @@ pub fn run(
             in_scope && reuse::wants_check(options.reuse.as_ref(), prior, unit)
         })
         .collect();
-    let prefetch = reuse_checked
-        .contains(&true)
+    // Stat-only hashing knows a file's hash from the hash cache alone: without one, nothing
+    // could be observed.
+    let prefetch = (options.hash_cache.is_some() && reuse_checked.contains(&true))
         .then(|| OutputPrefetch::new(pipeline.units.len()));
     std::thread::scope(|scope| {
         let shared = WorkerShared {

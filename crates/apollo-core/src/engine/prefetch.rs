@@ -27,6 +27,12 @@
 //! Each unit's outputs are hashed once: the prefetcher and the check each claim a unit
 //! before they hash it, and a check that finds its unit claimed but not yet hashed hashes it
 //! itself rather than wait.
+//!
+//! The prefetcher stops at the next unit once the run is cancelled or halted, or the prefetch
+//! closed; a panic in it is only a unit without an observation. A `stat` that never returns (a
+//! hard-mounted network filesystem whose server is gone) holds it, and the end of the run
+//! waits for it, as it waits for a hashing thread caught the same way. There is no prefetcher
+//! without a hash cache (stat-only hashing could then observe nothing).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -140,9 +146,12 @@ impl OutputPrefetch {
                 .with_halt(context.halt)
                 .with_cache(context.cache)
                 .stat_only();
-            if let Ok(Some(output_hash)) =
+            // A panic is no observation (the check then hashes the outputs itself, on a thread
+            // that reports it), not a lost run at the scope's end.
+            let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 hash::output_hash_within(unit, &pipeline.base_dir, &limits)
-            {
+            }));
+            if let Ok(Ok(Some(output_hash))) = hashed {
                 let _ = slot.hash.set(output_hash);
             }
         }

@@ -13,7 +13,9 @@
 //!
 //! The check reads files (the declared outputs), so the engine runs it on its hashing threads,
 //! right after the unit's inputs are hashed, within the unit's timeout and the run's
-//! cancellation; the dry-run planner runs it on the calling thread.
+//! cancellation — or on the engine thread with stat-only limits, when the hash cache vouches
+//! for every file (see `hasher::hash_job`), with the outputs often hashed ahead already (see
+//! `prefetch.rs`); the dry-run planner runs it on the calling thread.
 
 use std::fmt;
 use std::path::Path;
@@ -65,6 +67,18 @@ pub trait OutputRestorer: Send + Sync {
         base_dir: &Path,
         candidate: &ReuseCandidate,
     ) -> Result<(), String>;
+
+    /// Whether [`restore`](Self::restore) could put them back, writing nothing (a plan): as
+    /// far as can be told without copying (a damaged blob is found only as it is copied).
+    /// Without an answer of its own, a plan takes them as not restorable.
+    fn can_restore(
+        &self,
+        _unit: &Unit,
+        _base_dir: &Path,
+        _candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        Err("not restorable: cannot tell without restoring".to_owned())
+    }
 }
 
 /// The restorer used until a blob store is wired in: nothing can be restored.
@@ -80,6 +94,15 @@ impl OutputRestorer for NoRestore {
     ) -> Result<(), String> {
         Err("not restorable: no blob store yet".to_owned())
     }
+
+    fn can_restore(
+        &self,
+        unit: &Unit,
+        base_dir: &Path,
+        candidate: &ReuseCandidate,
+    ) -> Result<(), String> {
+        self.restore(unit, base_dir, candidate)
+    }
 }
 
 /// Reuse across runs, as the engine is given it ([`EngineOptions::reuse`]): a source of
@@ -91,6 +114,8 @@ impl OutputRestorer for NoRestore {
 pub struct Reuse {
     source: Arc<dyn ReuseSource>,
     restorer: Arc<dyn OutputRestorer>,
+    /// Whether outputs may be restored; `false` for a plan, which writes nothing.
+    writes: bool,
 }
 
 impl Reuse {
@@ -99,12 +124,23 @@ impl Reuse {
         Self {
             source,
             restorer: Arc::new(NoRestore),
+            writes: true,
         }
     }
 
     /// The same, restoring missing or changed outputs with `restorer`.
     pub fn with_restorer(self, restorer: Arc<dyn OutputRestorer>) -> Self {
         Self { restorer, ..self }
+    }
+
+    /// The same for a plan (`apollo run --dry-run`): nothing is restored, and a unit whose
+    /// missing or changed outputs the restorer could put back counts as reused, as it would be
+    /// ([`OutputRestorer::can_restore`]).
+    pub fn without_writing(self) -> Self {
+        Self {
+            writes: false,
+            ..self
+        }
     }
 }
 
@@ -179,6 +215,14 @@ pub(super) fn check(
     };
     if limits.is_stat_only() {
         return None;
+    }
+    if !reuse.writes {
+        return Some(
+            match reuse.restorer.can_restore(unit, base_dir, &candidate) {
+                Ok(()) => ReuseCheck::Reusable(candidate),
+                Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),
+            },
+        );
     }
     // Restoring writes in the workspace: nothing observed ahead may be used from now on.
     if let Some((prefetch, _)) = ahead {

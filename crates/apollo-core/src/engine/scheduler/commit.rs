@@ -96,6 +96,13 @@ impl Scheduler<'_> {
             self.at_workers += 1;
             self.non_idempotent_at_workers +=
                 usize::from(!self.pipeline.units[job.unit_idx].idempotent);
+            // Checked where it could be broken (every engine test with reuse and an attempt
+            // passes here): nothing hashed ahead is trusted once an attempt may write.
+            debug_assert!(
+                (self.hashing.and_then(|hashing| hashing.context.prefetch))
+                    .is_none_or(|prefetch| !prefetch.is_open()),
+                "an attempt handed out while outputs hashed ahead may still be used"
+            );
             // The workers outlive this loop (the scope joins them), so a send cannot fail.
             let _ = job_tx.send(job);
         }

@@ -43,6 +43,13 @@ impl OutputRestorer for Restorer {
         *self.calls.lock().unwrap() += 1;
         std::fs::write(base_dir.join(&unit.outputs[0]), self.content).map_err(|e| e.to_string())
     }
+
+    fn can_restore(&self, _: &Unit, _: &Path, _: &ReuseCandidate) -> Result<(), String> {
+        match self.content {
+            "recorded" => Ok(()),
+            _ => Err("not restorable: test".to_owned()),
+        }
+    }
 }
 
 fn writer() -> Unit {
@@ -133,6 +140,19 @@ fn a_restored_output_is_hashed_again_before_it_is_reused() {
         content: "recorded",
         calls: Mutex::new(0),
     });
+    // A plan restores nothing: it counts the unit reused, as a run that restores it would.
+    let planning = Reuse::new(source.clone())
+        .with_restorer(good.clone())
+        .without_writing();
+    assert_eq!(
+        check_now(&planning, &unit, dir.path(), "h1"),
+        ReuseCheck::Reusable(found.clone())
+    );
+    assert_eq!(*good.calls.lock().unwrap(), 0);
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "a plan wrote an output"
+    );
     let reuse = Reuse::new(source.clone()).with_restorer(good.clone());
     assert_eq!(
         check_now(&reuse, &unit, dir.path(), "h1"),
