@@ -14,7 +14,9 @@
 //!   make ninja-build`; a missing one is said, and its column left out).
 //!
 //! It prints the median of each and the ratio to the floor. Then, on the first shape's graph
-//! and alternating in each round, it times the no-op decisions: how long `apollo run` takes to
+//! and alternating in each round (five per round of the shapes, fifteen at least: each takes
+//! tens of milliseconds, and three of them were too few to tell on a shared machine), it times
+//! the no-op decisions: how long `apollo run` takes to
 //! decide that an incomplete run whose N units all succeeded has nothing left to do (the
 //! resume decision, issue 17), a second `apollo run` of the graph with `reuse: true` and one
 //! output per unit (every unit reused, issue 13), and ninja deciding that nothing is left to do
@@ -247,7 +249,11 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         )?;
     }
     let (mut decide, mut reuse_no_op, mut ninja_no_op) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..options.rounds {
+    // A no-op takes tens of milliseconds, where a shape's run takes seconds: on a shared
+    // machine the median of three of them moved by a third from one run of the benchmark to
+    // the next, so the no-op decisions get more rounds (fifteen at least), still alternating.
+    let no_op_rounds = no_op_rounds(options.rounds);
+    for _ in 0..no_op_rounds {
         std::fs::write(&journal, &unfinished).map_err(|error| error.to_string())?;
         decide.push(run_checked(
             Command::new(&apollo)
@@ -276,7 +282,7 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     )?;
     println!(
         "no-op decisions on the {shape} graph of {} units (median of {} rounds):",
-        options.n_units, options.rounds
+        options.n_units, no_op_rounds
     );
     let versus = |time: Duration| match ninja_no_op.is_empty() {
         true => String::new(),
@@ -307,6 +313,11 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
+}
+
+/// How many rounds the no-op decisions get when the shapes get `rounds`.
+fn no_op_rounds(rounds: usize) -> usize {
+    rounds.saturating_mul(5).max(15)
 }
 
 /// The generated `units.yaml` with `reuse: true` and one declared output per unit, which its
