@@ -45,14 +45,48 @@ fn stat_id(stat: &rustix::fs::Stat) -> FileId {
     }
 }
 
-/// The state of an open descriptor (`fstat`).
+/// The state of an open descriptor: a `statx` asking for the identity and the link count
+/// only, `fstat` where `statx` is refused.
+///
+/// Not asking for the times matters to the journal, which checks its segment this way before
+/// every commit. Since Linux 6.13 a `stat` that reports a file's times marks them as looked
+/// at, and the next write then stamps the file with a fine-grained time instead of the
+/// current timer tick's, so that every write changes the inode; on ext4 without a
+/// filesystem journal every `fdatasync` writes a changed inode to disk, one more device
+/// write per commit (a fifth of a chain link's time on a machine where it was measured;
+/// `docs/design/2026-12-02-chain-fsync-levers.md`).
 #[allow(clippy::useless_conversion)] // See `stat_id`.
 pub(crate) fn held_state(fd: impl AsFd, path: &Path) -> Result<HeldState, StoreError> {
-    let stat = rustix::fs::fstat(fd).map_err(|errno| StoreError::io("stat", path, errno.into()))?;
-    Ok(HeldState {
-        id: stat_id(&stat),
-        n_links: u64::from(stat.st_nlink),
-    })
+    use rustix::fs::{StatxFlags, makedev, statx};
+    let fd = fd.as_fd();
+    match statx(
+        fd,
+        "",
+        AtFlags::EMPTY_PATH,
+        StatxFlags::INO | StatxFlags::NLINK,
+    ) {
+        Ok(stat)
+            if stat.stx_mask & (StatxFlags::INO | StatxFlags::NLINK).bits()
+                == (StatxFlags::INO | StatxFlags::NLINK).bits() =>
+        {
+            Ok(HeldState {
+                id: FileId {
+                    device: u64::from(makedev(stat.stx_dev_major, stat.stx_dev_minor)),
+                    inode: stat.stx_ino,
+                },
+                n_links: u64::from(stat.stx_nlink),
+            })
+        }
+        // Refused (an old kernel, a seccomp filter) or incomplete: what `fstat` says.
+        _ => {
+            let stat = rustix::fs::fstat(fd)
+                .map_err(|errno| StoreError::io("stat", path, errno.into()))?;
+            Ok(HeldState {
+                id: stat_id(&stat),
+                n_links: u64::from(stat.st_nlink),
+            })
+        }
+    }
 }
 
 /// What says a file's content is unchanged without reading it: its identity, size, and
@@ -472,6 +506,30 @@ mod tests {
         assert_eq!(
             opened.entry_type("name").unwrap(),
             Some(FileType::RegularFile)
+        );
+    }
+
+    #[test]
+    fn a_held_file_has_the_identity_its_name_has_and_its_links_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        let file = File::create(&path).unwrap();
+        let held = held_state(&file, &path).unwrap();
+        assert_eq!(Some(held.id), path_id(&path).unwrap());
+        assert_eq!(held.n_links, 1);
+        std::fs::hard_link(&path, dir.path().join("second")).unwrap();
+        assert_eq!(held_state(&file, &path).unwrap().n_links, 2);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::remove_file(dir.path().join("second")).unwrap();
+        assert_eq!(held_state(&file, &path).unwrap().n_links, 0);
+        // Another file at the name is another identity.
+        std::fs::write(&path, "other").unwrap();
+        assert_ne!(Some(held.id), path_id(&path).unwrap());
+        // A folder's descriptor too.
+        let opened = Dir::open(dir.path()).unwrap();
+        assert_eq!(
+            Some(opened.held_state().unwrap().id),
+            path_id(dir.path()).unwrap()
         );
     }
 }

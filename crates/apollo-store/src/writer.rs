@@ -571,7 +571,9 @@ impl JournalWriter {
 
     /// Checks that what this writer writes is still where readers look: the lock file (when
     /// watched), the journal folder and the segment are not deleted or replaced. Called once
-    /// per commit: two `fstat` and one `lstat` calls, two more with a watched lock.
+    /// per commit: two `statx` of held descriptors (identity and link count only: asking for
+    /// the times would make every write change the segment's inode, see [`held_state`]) and one
+    /// `lstat`, two more with a watched lock.
     fn check_in_place(&self) -> Result<(), StoreError> {
         let journal = self.journal.held_state()?;
         if journal.n_links == 0 {
