@@ -16,8 +16,8 @@
 //! background job its shell never waited for), are reaped on the way.
 //!
 //! Cost: nothing when no phase of the attempt forked anything (the leftover probe saw no pid
-//! allocated after its leader); otherwise one read of that small file, plus an `environ` read
-//! per child. No `/proc` scan.
+//! allocated after its leader but other phases' leaders: `group_members`); otherwise one read
+//! of that small file, plus an `environ` read per child. No `/proc` scan.
 //!
 //! Every signal goes through a pidfd taken while the process is apollo's unreaped child and
 //! checked again after: it cannot reach a recycled pid. Sweeps are serialised, so no other

@@ -83,6 +83,7 @@ impl<'g> GroupLeader<'g> {
         let spawned_at = Instant::now();
         // The child armed the slot itself before its exec; armed again here, the same id.
         let (pid, pidfd) = spawn_group_leader(spawn, Some(slot.entry()))?;
+        crate::group_members::note_leader(pid);
         slot.arm(pid);
         Ok(GroupLeader {
             pid,
@@ -183,7 +184,11 @@ impl<'g> GroupLeader<'g> {
         // A leftover may fork between our scan and the kill; its child is killed by the group
         // SIGKILL too, and a second scan picks it up for the count and the wait.
         for round in 0..8 {
-            let members = group_members(self.pid, self.spawned_at)?;
+            let members = group_members(self.pid, self.spawned_at, |pid| {
+                self.slot
+                    .as_ref()
+                    .is_some_and(|slot| slot.leads_a_phase(pid))
+            })?;
             if round == 0 {
                 forked_nothing = members.forked_nothing;
             }

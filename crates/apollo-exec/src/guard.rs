@@ -125,6 +125,16 @@ impl Slot<'_> {
         self.entry.store(pgid.as_raw_pid(), Ordering::Release);
     }
 
+    /// Whether `pid` leads a phase of this executor now: its entry is armed (the child arms it
+    /// before its `exec`; it is disarmed before the leader is reaped, so the pid cannot name
+    /// another process meanwhile).
+    pub(crate) fn leads_a_phase(&self, pid: i32) -> bool {
+        self.guard
+            .table
+            .get()
+            .is_some_and(|table| table.armed().any(|armed| armed == pid))
+    }
+
     /// Stop guarding (call before reaping the leader, whose zombie pins the group id).
     pub(crate) fn disarm(self) {
         drop(self);
