@@ -176,9 +176,16 @@ impl<'g> GroupLeader<'g> {
     }
 
     /// After the leader exited (and before reaping it): SIGKILL every other process still in
-    /// the group, wait until they are gone, reap those handed to apollo (the child subreaper:
+    /// the group (and each one a scan found there, should it have left the group since), wait
+    /// until they are gone, reap those handed to apollo (the child subreaper:
     /// see `escaped`), and say how many there were.
     pub(crate) fn kill_leftovers(&self) -> io::Result<Leftovers> {
+        self.kill_leftovers_with(&|| {})
+    }
+
+    /// [`kill_leftovers`](Self::kill_leftovers), calling `between` after each scan, before its
+    /// kill (a test stands in for a leftover's timing with it).
+    fn kill_leftovers_with(&self, between: &dyn Fn()) -> io::Result<Leftovers> {
         let mut killed: BTreeSet<i32> = BTreeSet::new();
         let mut forked_nothing = false;
         // A leftover may fork between our scan and the kill; its child is killed by the group
@@ -208,7 +215,14 @@ impl<'g> GroupLeader<'g> {
                     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
                 })
                 .collect();
+            between();
             self.signal_group(GroupSignal::Kill);
+            // One that left the group (`setsid`) between the scan and the group's signal would
+            // escape it, and the wait below would wait for it: each is killed through its own
+            // pidfd as well (it cannot name a recycled pid).
+            for pidfd in &pidfds {
+                let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
+            }
             killed.extend(fresh.iter().map(|pid| pid.as_raw_pid()));
             wait_all_exited(&pidfds, LEFTOVER_EXIT_SAFETY_NET)?;
             // Those whose parent died first were handed to apollo: reap them (exactly them,
@@ -373,5 +387,73 @@ mod tests {
             Some(()),
             "the guard is still usable"
         );
+    }
+
+    #[test]
+    fn a_leftover_that_leaves_the_group_between_the_scan_and_the_kill_is_killed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        // The leftover records its pid, waits for `go` without forking (it is then the
+        // group's only other process), then leaves the group in its own process: setsid(1)
+        // calls setsid() without forking when its caller leads no group.
+        let script = format!(
+            "sh -c 'echo $$ > {d}/leftover.tmp && mv {d}/leftover.tmp {d}/leftover; \
+             while [ ! -e {d}/go ]; do :; done; exec setsid sleep 1000' & \
+             while [ ! -e {d}/leftover ]; do sleep 0.01; done; exit 0"
+        );
+        let guard = Guard::default();
+        let environment = Environment::capture();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let args = [OsString::from("-c"), OsString::from(script)];
+        let spawn = Spawn {
+            program: OsStr::new("/bin/sh"),
+            args: &args,
+            workdir: dir.path(),
+            stdin: null.as_fd(),
+            stdout: null.as_fd(),
+            stderr: null.as_fd(),
+            base: &environment,
+            overrides: &[],
+        };
+        let leader = GroupLeader::spawn(&spawn, guard.reserve().unwrap()).unwrap();
+        let cancel = crate::cancel_event::create().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        assert_eq!(
+            leader.wait(&cancel, Some(deadline)).unwrap(),
+            Wake::LeaderExited
+        );
+        let leftover: i32 = std::fs::read_to_string(dir.path().join("leftover"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let leftover = Pid::from_raw(leftover).unwrap();
+        // Pinned here, so that it is killed below whatever happens (nothing outlives the test).
+        let pinned =
+            rustix::process::pidfd_open(leftover, rustix::process::PidfdFlags::empty()).unwrap();
+        let moved = std::cell::Cell::new(false);
+        // Between the scan (which found it in the group) and the kill, it leaves the group.
+        let found = leader.kill_leftovers_with(&|| {
+            if moved.replace(true) {
+                return;
+            }
+            std::fs::write(dir.path().join("go"), b"").unwrap();
+            while crate::procfs::read_state_and_pgrp(leftover)
+                .is_some_and(|(_, pgrp)| pgrp != leftover.as_raw_pid())
+            {
+                assert!(
+                    Instant::now() < deadline,
+                    "the leftover never left its group"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let gone = is_gone_or_zombie(leftover);
+        let _ = rustix::process::pidfd_send_signal(&pinned, rustix::process::Signal::KILL);
+        leader.reap().unwrap();
+        assert!(moved.get(), "the scan did not find the leftover");
+        let found = found.expect("kill_leftovers waited for a process it did not kill");
+        assert_eq!(found.killed, 1);
+        assert!(gone, "the leftover that left the group is still running");
     }
 }
