@@ -135,9 +135,9 @@ pub struct Unit {
     /// Whether running the unit again after a half-done attempt is safe (DESIGN §7).
     pub idempotent: bool,
     /// Which declared files are kept in the blob store, and up to what size (`capture:`,
-    /// `capture_max_file:`). Absent from definition snapshots written before it existed: the
-    /// default then.
-    #[serde(default)]
+    /// `capture_max_file:`). Absent from definition snapshots written before it existed, and
+    /// left out of them at its default (as `executor` and `resources` are): the default then.
+    #[serde(default, skip_serializing_if = "is_default")]
     pub capture: crate::capture::CapturePolicy,
     /// Whether a new run may reuse this unit's result from an earlier run of the same
     /// pipeline instead of running it (`reuse: true`; DESIGN §12): when its input hash equals
@@ -148,11 +148,11 @@ pub struct Unit {
     #[serde(default, skip_serializing_if = "is_false")]
     pub reuse: bool,
     /// Where its attempts run (`executor:`; local by default).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub executor: ExecutorKind,
     /// What one attempt asks for (`resources:`): the local executor schedules against the
     /// machine's capacity with it, a cluster executor turns it into its scheduler's options.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub resources: Resources,
 }
 
@@ -233,6 +233,13 @@ pub struct Capacity {
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+/// Whether `value` is its type's default: a field that is, is left out of a definition
+/// snapshot (a third of a plain unit's snapshot was the defaults of the fields added for
+/// capture, executors and resources), and read back as the default.
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// A command: a shell string or an argument vector.

@@ -684,3 +684,41 @@ fn a_timed_out_non_idempotent_unit_is_swept_and_refused_until_marked() {
     .unwrap();
     assert_eq!(marked.previous, PreviousOutcome::TimedOut);
 }
+
+/// A definition snapshot leaves out what a unit leaves at its default (its capture policy,
+/// executor and resources were half of a plain unit's snapshot), keeps what it sets, and
+/// reads back as the same pipeline; so does a snapshot with every field written out, as
+/// they were before.
+#[test]
+fn a_definition_snapshot_leaves_out_the_defaults_and_reads_back_the_same_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.yaml");
+    std::fs::write(
+        &path,
+        "units:\n  - name: plain\n    execute: \"true\"\n  - name: sized\n    execute: \"true\"\n    capture: none\n    resources: {cpus: 2}\n",
+    )
+    .unwrap();
+    let pipeline = config::load(&path).unwrap().pipeline;
+    let snapshot = crate::session::definition_snapshot(&pipeline).unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&snapshot).unwrap();
+    let (plain, sized) = (&value["units"][0], &value["units"][1]);
+    for field in ["capture", "executor", "resources"] {
+        assert!(
+            plain.get(field).is_none(),
+            "{field} at its default: {plain}"
+        );
+    }
+    assert_eq!(sized["resources"]["cpus"], 2, "{sized}");
+    assert_eq!(sized["capture"]["mode"], "none", "{sized}");
+    let read: apollo_core::Pipeline = serde_json::from_slice(&snapshot).unwrap();
+    assert_eq!(read, pipeline);
+
+    let mut every_field = value.clone();
+    every_field["units"][0]["capture"] =
+        serde_json::to_value(apollo_core::capture::CapturePolicy::default()).unwrap();
+    every_field["units"][0]["executor"] = "local".into();
+    every_field["units"][0]["resources"] =
+        serde_json::to_value(apollo_core::model::Resources::default()).unwrap();
+    let read: apollo_core::Pipeline = serde_json::from_value(every_field).unwrap();
+    assert_eq!(read, pipeline);
+}
