@@ -211,15 +211,13 @@ impl<'g> GroupLeader<'g> {
             // watches exactly these processes even if their pids are recycled.
             let pidfds: Vec<OwnedFd> = fresh
                 .iter()
-                .filter_map(|&pid| {
-                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-                })
+                .filter_map(|&pid| self.pin_member(pid))
                 .collect();
             between();
             self.signal_group(GroupSignal::Kill);
-            // One that left the group (`setsid`) between the scan and the group's signal would
-            // escape it, and the wait below would wait for it: each is killed through its own
-            // pidfd as well (it cannot name a recycled pid).
+            // One that left the group (`setsid`) after it was pinned would escape the group's
+            // signal, and the wait below would wait for it: each is killed through its own
+            // pidfd as well.
             for pidfd in &pidfds {
                 let _ = rustix::process::pidfd_send_signal(pidfd, Signal::KILL);
             }
@@ -235,6 +233,28 @@ impl<'g> GroupLeader<'g> {
             killed: u32::try_from(killed.len()).unwrap_or(u32::MAX),
             forked_nothing,
         })
+    }
+
+    /// A pidfd of `pid`, found in the group by a scan, if it still runs in the group once
+    /// pinned. Between the scan and the pin it may have died and its pid gone to another
+    /// process, which must not be signalled; or it may have left the group, and then the
+    /// escaped-process sweep at the attempt's end deals with it. The group is read while the
+    /// pinned process still runs, so the pid names that process.
+    fn pin_member(&self, pid: Pid) -> Option<OwnedFd> {
+        let pidfd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()?;
+        let in_group = crate::sys::getpgid::process_group_of(pid) == Some(self.pid.as_raw_pid());
+        let mut exited = [PollFd::new(&pidfd, PollFlags::IN)];
+        let running = matches!(
+            rustix::event::poll(
+                &mut exited,
+                Some(&Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0
+                })
+            ),
+            Ok(0)
+        );
+        (in_group && running).then_some(pidfd)
     }
 
     /// Reap the leader (it must have exited or been SIGKILLed) and return its status and
@@ -393,13 +413,14 @@ mod tests {
     fn a_leftover_that_leaves_the_group_between_the_scan_and_the_kill_is_killed_too() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display();
-        // The leftover records its pid, waits for `go` without forking (it is then the
-        // group's only other process), then leaves the group in its own process: setsid(1)
-        // calls setsid() without forking when its caller leads no group.
+        // The leftover records its pid, says it is ready once the `mv` it forked has exited
+        // (with a builtin: no fork), waits for `go` without forking (it is then the group's
+        // only other process), then leaves the group in its own process: setsid(1) calls
+        // setsid() without forking when its caller leads no group.
         let script = format!(
-            "sh -c 'echo $$ > {d}/leftover.tmp && mv {d}/leftover.tmp {d}/leftover; \
-             while [ ! -e {d}/go ]; do :; done; exec setsid sleep 1000' & \
-             while [ ! -e {d}/leftover ]; do sleep 0.01; done; exit 0"
+            "sh -c 'echo $$ > {d}/leftover.tmp && mv {d}/leftover.tmp {d}/leftover \
+             && : > {d}/ready; while [ ! -e {d}/go ]; do :; done; exec setsid sleep 1000' & \
+             while [ ! -e {d}/ready ]; do sleep 0.01; done; exit 0"
         );
         let guard = Guard::default();
         let environment = Environment::capture();
@@ -428,9 +449,16 @@ mod tests {
             .parse()
             .unwrap();
         let leftover = Pid::from_raw(leftover).unwrap();
-        // Pinned here, so that it is killed below whatever happens (nothing outlives the test).
-        let pinned =
-            rustix::process::pidfd_open(leftover, rustix::process::PidfdFlags::empty()).unwrap();
+        // Pinned here, and killed when the test ends however it ends (nothing outlives it).
+        struct KillOnDrop(OwnedFd);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                let _ = rustix::process::pidfd_send_signal(&self.0, Signal::KILL);
+            }
+        }
+        let pinned = KillOnDrop(
+            rustix::process::pidfd_open(leftover, rustix::process::PidfdFlags::empty()).unwrap(),
+        );
         let moved = std::cell::Cell::new(false);
         // Between the scan (which found it in the group) and the kill, it leaves the group.
         let found = leader.kill_leftovers_with(&|| {
@@ -438,9 +466,12 @@ mod tests {
                 return;
             }
             std::fs::write(dir.path().join("go"), b"").unwrap();
-            while crate::procfs::read_state_and_pgrp(leftover)
-                .is_some_and(|(_, pgrp)| pgrp != leftover.as_raw_pid())
-            {
+            loop {
+                match crate::procfs::read_state_and_pgrp(leftover) {
+                    Some((_, pgrp)) if pgrp == leftover.as_raw_pid() => break,
+                    Some(_) => {}
+                    None => panic!("the leftover ended instead of leaving its group (setsid?)"),
+                }
                 assert!(
                     Instant::now() < deadline,
                     "the leftover never left its group"
@@ -449,7 +480,7 @@ mod tests {
             }
         });
         let gone = is_gone_or_zombie(leftover);
-        let _ = rustix::process::pidfd_send_signal(&pinned, rustix::process::Signal::KILL);
+        drop(pinned);
         leader.reap().unwrap();
         assert!(moved.get(), "the scan did not find the leftover");
         let found = found.expect("kill_leftovers waited for a process it did not kill");

@@ -301,7 +301,10 @@ mod tests {
         // and nothing more can be read from it.
         #[allow(clippy::disallowed_methods)]
         let mut child = std::process::Command::new("/bin/sh")
-            .args(["-c", "read _ && exec /bin/sh -c 'echo execed && read _'"])
+            .args([
+                "-c",
+                "echo started && read _ && exec /bin/sh -c 'echo execed && read _'",
+            ])
             .env("APOLLO_TEST_FILLER", "x".repeat(64 * 1024))
             .env("APOLLO_TEST_MARKER", "last")
             .stdin(Stdio::piped())
@@ -311,6 +314,12 @@ mod tests {
         let pid = Pid::from_child(&child);
         let stdin = child.stdin.take().unwrap();
         let stdout = std::cell::RefCell::new(io::BufReader::new(child.stdout.take().unwrap()));
+        // The spawn returns once the child's `execve` has replaced its memory, which can be
+        // before the new image's environment is in place (a read then finds none): wait for
+        // the shell to run first.
+        let mut line = String::new();
+        stdout.borrow_mut().read_line(&mut line).unwrap();
+        assert_eq!(line, "started\n");
         let exec = || {
             (&stdin).write_all(b"go\n").unwrap();
             let mut line = String::new();
