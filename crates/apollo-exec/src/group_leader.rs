@@ -311,6 +311,28 @@ mod tests {
         }
     }
 
+    /// `program` with `args` in `workdir`, reading `stdin`, writing both outputs to `output`,
+    /// with apollo's own environment.
+    fn spawn_of<'a>(
+        program: &'a str,
+        args: &'a [OsString],
+        workdir: &'a std::path::Path,
+        stdin: &'a std::fs::File,
+        output: &'a std::fs::File,
+        base: &'a Environment,
+    ) -> Spawn<'a> {
+        Spawn {
+            program: OsStr::new(program),
+            args,
+            workdir,
+            stdin: stdin.as_fd(),
+            stdout: output.as_fd(),
+            stderr: output.as_fd(),
+            base,
+            overrides: &[],
+        }
+    }
+
     #[test]
     fn the_child_arms_its_slot_before_it_execs_and_a_failed_spawn_takes_it_back() {
         let dir = tempfile::tempdir().unwrap();
@@ -318,15 +340,8 @@ mod tests {
         let environment = Environment::capture();
         let null = std::fs::File::open("/dev/null").unwrap();
         let args = [OsString::from("-c"), OsString::from("exec sleep 1000")];
-        let spawn = |program: &'static str| Spawn {
-            program: OsStr::new(program),
-            args: &args,
-            workdir: dir.path(),
-            stdin: null.as_fd(),
-            stdout: null.as_fd(),
-            stderr: null.as_fd(),
-            base: &environment,
-            overrides: &[],
+        let spawn = |program: &'static str| {
+            spawn_of(program, &args, dir.path(), &null, &null, &environment)
         };
         // apollo never arms this slot: the child did, before its exec (apollo's thread waits
         // for that), so a SIGKILL of apollo right after the spawn still kills the group.
@@ -368,16 +383,7 @@ mod tests {
         let args = [OsString::from("-c"), OsString::from(script)];
         let leader_pid = std::sync::Mutex::new(None);
         let panicked = std::panic::catch_unwind(|| {
-            let spawn = Spawn {
-                program: OsStr::new("/bin/sh"),
-                args: &args,
-                workdir: dir.path(),
-                stdin: null.as_fd(),
-                stdout: log.as_fd(),
-                stderr: log.as_fd(),
-                base: &environment,
-                overrides: &[],
-            };
+            let spawn = spawn_of("/bin/sh", &args, dir.path(), &null, &log, &environment);
             let leader = GroupLeader::spawn(&spawn, guard.reserve().unwrap()).unwrap();
             *leader_pid.lock().unwrap() = Some(leader.pid);
             let deadline = Instant::now() + Duration::from_secs(60);
@@ -426,16 +432,7 @@ mod tests {
         let environment = Environment::capture();
         let null = std::fs::File::open("/dev/null").unwrap();
         let args = [OsString::from("-c"), OsString::from(script)];
-        let spawn = Spawn {
-            program: OsStr::new("/bin/sh"),
-            args: &args,
-            workdir: dir.path(),
-            stdin: null.as_fd(),
-            stdout: null.as_fd(),
-            stderr: null.as_fd(),
-            base: &environment,
-            overrides: &[],
-        };
+        let spawn = spawn_of("/bin/sh", &args, dir.path(), &null, &null, &environment);
         let leader = GroupLeader::spawn(&spawn, guard.reserve().unwrap()).unwrap();
         let cancel = crate::cancel_event::create().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
