@@ -93,7 +93,10 @@ pub fn load_cached_parsing_with(
         return Ok(loaded);
     }
     let mut loaded = load(config, options)?;
+    // No state directory yet (a first run creates it): nowhere to keep the entry, and the run
+    // hashes the definition snapshot as it writes it.
     if let Some(key) = key
+        && state_dir.join("runs").is_dir()
         && loaded.warnings.is_empty()
         && let Ok(definition_hash) = crate::session::definition_snapshot_hash(&loaded.pipeline)
     {

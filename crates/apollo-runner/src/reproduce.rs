@@ -500,9 +500,7 @@ fn run_reproduction(
     cancel: &CancelToken,
 ) -> Result<(RunId, AttemptStatus), RunnerError> {
     let mut lock = state.lock(false)?;
-    let definition_hash =
-        crate::session::definition_snapshot_hash(pipeline).map_err(RunnerError::Snapshot)?;
-    let definition_hash = state.put_blob_streamed(Some(&definition_hash), |out| {
+    let definition_hash = state.put_blob_streamed(None, |out| {
         crate::session::write_definition_snapshot(pipeline, out)
     })?;
     let run_id = state.new_run_id();

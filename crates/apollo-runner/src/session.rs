@@ -299,15 +299,10 @@ impl<'a> RunSession<'a> {
         let definition_hash = match self.loaded.definition_hash.as_deref() {
             // Known from the parse cache, and kept by an earlier run: nothing to write.
             Some(known) if state.has_blob(known) => known.to_owned(),
-            // Streamed: the snapshot of 100,000 units is ~80 MB, never held in memory.
+            // Streamed (the snapshot of 100,000 units is ~40 MB, never held in memory), and
+            // hashed as it is written when the parse cache did not know its hash.
             known => {
-                let hash = match known {
-                    Some(known) => known.to_owned(),
-                    None => definition_snapshot_hash(pipeline).map_err(RunnerError::Snapshot)?,
-                };
-                state.put_blob_streamed(Some(&hash), |out| {
-                    write_definition_snapshot(pipeline, out)
-                })?
+                state.put_blob_streamed(known, |out| write_definition_snapshot(pipeline, out))?
             }
         };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());

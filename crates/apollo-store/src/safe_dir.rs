@@ -383,6 +383,19 @@ impl Dir {
         })
     }
 
+    /// Renames `from` in this folder to `to` in the folder `into` (on the same filesystem; a
+    /// symbolic link is renamed, not followed).
+    pub(crate) fn rename_into(
+        &self,
+        from: impl AsRef<Path>,
+        into: &Dir,
+        to: impl AsRef<Path>,
+    ) -> Result<(), StoreError> {
+        rustix::fs::renameat(&self.fd, from.as_ref(), &into.fd, to.as_ref()).map_err(|errno| {
+            StoreError::io("rename into", into.path.join(to.as_ref()), errno.into())
+        })
+    }
+
     /// Removes the file `name` (best effort callers ignore the error).
     pub(crate) fn remove_file(&self, name: impl AsRef<Path>) -> Result<(), StoreError> {
         rustix::fs::unlinkat(&self.fd, name.as_ref(), AtFlags::empty())

@@ -16,7 +16,7 @@ use crate::fsutil::{create_dir_all_durable, random_hex};
 use crate::lock::{LockHolder, StateLock};
 use crate::run_id::RunId;
 use crate::runs_index::RunsIndex;
-use crate::safe_dir::{Access, Dir, describe};
+use crate::safe_dir::{Access, Dir, describe, explain_efbig};
 
 /// An Apollo state directory (by default `.apollo/` beside the config):
 ///
@@ -691,48 +691,83 @@ impl StateDir {
     }
 
     /// [`put_blob`](Self::put_blob) of content too big to hold in memory at once (the
-    /// definition snapshot of 100,000 units is ~80 MB): `write` produces it, once to hash it
-    /// (unless the caller knows its hash: `known`) and, when no blob of that hash is stored
-    /// yet, once more into the blob's temporary file. The pass into the file is hashed too:
-    /// when `known` was not the content's hash (or not a hash at all), the content is hashed
-    /// and stored under its own; when two passes of `write` differ, that is an error and
-    /// nothing is stored. A blob already stored under `known` is trusted to hold the content.
+    /// definition snapshot of 100,000 units is ~80 MB), which `write` produces. When the caller
+    /// knows its hash (`known`) and a blob of that hash is stored, nothing is written (the blob
+    /// is trusted to hold the content); when none is, the content is written into the blob's
+    /// temporary file and hashed on the way, and a hash other than `known` (or a `known` that
+    /// is no hash at all) makes it stored under its own, as content of unknown hash is: written
+    /// once into a temporary file in `blobs/tmp/` and hashed on the way, then renamed to its
+    /// blob's name, or removed when that blob is stored already. The state directory's lock
+    /// must be held (`blobs/tmp/` is swept under it).
     pub fn put_blob_streamed(
         &self,
         known: Option<&str>,
         write: impl Fn(&mut dyn Write) -> io::Result<()>,
     ) -> Result<String, StoreError> {
-        let hash_of = |sink: &mut dyn Write| sha256_of_written(sink, &write);
-        let hash = match known {
-            Some(known) => known.to_owned(),
-            None => hash_of(&mut io::sink())
-                .map_err(|source| StoreError::io("serialise a blob for", &self.root, source))?,
+        let Some(hash) = known else {
+            return self.put_new_blob_streamed(&write);
         };
-        let dir = match self.folder_of_new_blob(&hash) {
+        let dir = match self.folder_of_new_blob(hash) {
             Ok(Some(dir)) => dir,
-            Ok(None) => return Ok(hash),
+            Ok(None) => return Ok(hash.to_owned()),
             // Not a hash: the caller's knowledge was wrong.
-            Err(StoreError::InvalidInput { .. }) if known.is_some() => {
-                return self.put_blob_streamed(None, write);
-            }
+            Err(StoreError::InvalidInput { .. }) => return self.put_new_blob_streamed(&write),
             Err(error) => return Err(error),
         };
         let mismatched = std::cell::Cell::new(false);
         let written = dir.write_file_atomic_with(&hash[2..], true, |file| {
-            if hash_of(file)? == hash {
+            if sha256_of_written(file, &write)? == hash {
                 Ok(())
             } else {
                 mismatched.set(true);
                 Err(io::Error::other(
-                    "the content changed between its two passes (hashed, then written)",
+                    "the content is not that of the hash it was given",
                 ))
             }
         });
         match written {
-            // The hash the caller knew was not this content's: hash it here.
-            Err(_) if mismatched.get() && known.is_some() => self.put_blob_streamed(None, write),
+            // The hash the caller knew was not this content's: stored under its own.
+            Err(_) if mismatched.get() => self.put_new_blob_streamed(&write),
             Err(error) => Err(error),
-            Ok(()) => Ok(hash),
+            Ok(()) => Ok(hash.to_owned()),
+        }
+    }
+
+    /// [`put_blob_streamed`](Self::put_blob_streamed) of content of unknown hash: one pass of
+    /// `write`, into a temporary file in `blobs/tmp/` (fsynced, renamed, the blob's folder
+    /// fsynced), removed when anything fails or the blob is stored already.
+    fn put_new_blob_streamed(
+        &self,
+        write: &dyn Fn(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<String, StoreError> {
+        let tmp = Dir::open(&self.root)?
+            .create_subdir("blobs", true)?
+            .create_subdir("tmp", true)?;
+        let temp = format!("streamed-{}", random_hex(8));
+        let temp_path = tmp.path().join(&temp);
+        let file = tmp.create_new_file(&temp)?;
+        let stored = (|| {
+            let hash = sha256_of_written(&file, write)
+                .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
+            let Some(dir) = self.folder_of_new_blob(&hash)? else {
+                return Ok((hash, false));
+            };
+            file.sync_all()
+                .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
+            tmp.rename_into(&temp, &dir, &hash[2..])?;
+            dir.sync()?;
+            Ok((hash, true))
+        })();
+        match stored {
+            Ok((hash, true)) => Ok(hash),
+            Ok((hash, false)) => {
+                let _ = tmp.remove_file(&temp);
+                Ok(hash)
+            }
+            Err(error) => {
+                let _ = tmp.remove_file(&temp);
+                Err(error)
+            }
         }
     }
 
@@ -1072,7 +1107,7 @@ mod tests {
     }
 
     #[test]
-    fn a_streamed_blob_whose_passes_differ_is_not_stored() {
+    fn a_streamed_blob_whose_passes_differ_is_stored_as_its_last_pass_wrote_it() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
         let blobs = dir.path().join("blobs");
@@ -1082,16 +1117,60 @@ mod tests {
             Vec::new()
         };
         let pass = std::cell::Cell::new(0_u8);
-        let result = state.put_blob_streamed(None, |out| {
+        // A hash the caller knew wrongly, and a content that differs at each pass: the pass
+        // checked against the hash is not stored, the one after it is, under its own hash.
+        let result = state.put_blob_streamed(Some(&"0".repeat(64)), |out| {
             pass.set(pass.get() + 1);
             write!(out, "pass {}", pass.get())
         });
-        assert_eq!(pass.get(), 2, "hashed, then written");
-        assert!(result.is_err(), "{result:?}");
+        assert_eq!(
+            pass.get(),
+            2,
+            "written against the hash, then once under its own"
+        );
+        assert_eq!(
+            result.unwrap(),
+            apollo_core::hash::sha256_hex(b"pass 2"),
+            "stored under the hash of what was written"
+        );
         assert!(!state.has_blob(&apollo_core::hash::sha256_hex(b"pass 1")));
-        assert!(!state.has_blob(&apollo_core::hash::sha256_hex(b"pass 2")));
-        // No blob and no temporary file left behind.
-        assert_eq!(files_under(&blobs), before);
+        assert!(!state.has_blob(&"0".repeat(64)));
+        // That blob, and no temporary file, left behind.
+        let mut after = files_under(&blobs);
+        after.retain(|path| !before.contains(path));
+        assert_eq!(after.len(), 1, "{after:?}");
+    }
+
+    /// Content whose hash nobody knows (a new definition snapshot) is produced once: hashed as
+    /// it is written to a temporary file, which then becomes the blob, or goes when the store
+    /// has that blob already. A failed pass leaves nothing behind.
+    #[test]
+    fn a_streamed_blob_of_unknown_hash_is_written_in_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let blobs = dir.path().join("blobs");
+        let content = b"{ \"units\": [] }".repeat(20_000);
+        let passes = std::cell::Cell::new(0_u32);
+        let writes = |out: &mut dyn Write| {
+            passes.set(passes.get() + 1);
+            content.chunks(7).try_for_each(|piece| out.write_all(piece))
+        };
+        let hash = state.put_blob_streamed(None, writes).unwrap();
+        assert_eq!(passes.get(), 1);
+        assert_eq!(hash, apollo_core::hash::sha256_hex(&content));
+        assert_eq!(state.read_blob(&hash).unwrap(), content);
+        let stored = files_under(&blobs);
+        // Stored already: the second pass's file is dropped, the blob stays as it was.
+        assert_eq!(state.put_blob_streamed(None, writes).unwrap(), hash);
+        assert_eq!(passes.get(), 2);
+        assert_eq!(files_under(&blobs), stored);
+        // A pass that fails stores nothing and leaves no temporary file.
+        let failed = state.put_blob_streamed(None, |out| {
+            out.write_all(b"half a snapshot")?;
+            Err(io::Error::other("the serialiser gave up"))
+        });
+        assert!(failed.is_err(), "{failed:?}");
+        assert_eq!(files_under(&blobs), stored);
     }
 
     #[test]
