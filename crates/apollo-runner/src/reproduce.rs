@@ -500,7 +500,7 @@ fn run_reproduction(
     cancel: &CancelToken,
 ) -> Result<(RunId, AttemptStatus), RunnerError> {
     let mut lock = state.lock(false)?;
-    let definition_hash = state.put_blob_streamed(None, |out| {
+    let definition_hash = state.put_blob_streamed(&lock, None, |out| {
         crate::session::write_definition_snapshot(pipeline, out)
     })?;
     let run_id = state.new_run_id();

@@ -299,11 +299,19 @@ impl<'a> RunSession<'a> {
         let definition_hash = match self.loaded.definition_hash.as_deref() {
             // Known from the parse cache, and kept by an earlier run: nothing to write.
             Some(known) if state.has_blob(known) => known.to_owned(),
-            // Streamed (the snapshot of 100,000 units is ~40 MB, never held in memory), and
-            // hashed as it is written when the parse cache did not know its hash.
-            known => {
-                state.put_blob_streamed(known, |out| write_definition_snapshot(pipeline, out))?
+            // A load with warnings is never cached, so its snapshot's hash is not known, but an
+            // earlier run of the same config may have kept the snapshot: hashed first, and
+            // written only if it was not.
+            None if !self.loaded.warnings.is_empty() => {
+                let hash = definition_snapshot_hash(pipeline).map_err(RunnerError::Snapshot)?;
+                state.put_blob_streamed(&lock, Some(&hash), |out| {
+                    write_definition_snapshot(pipeline, out)
+                })?
             }
+            // Streamed (the snapshot of 100,000 units is ~40 MB, never held in memory), and
+            // hashed as it is written when the parse cache did not know its hash (a first run).
+            known => state
+                .put_blob_streamed(&lock, known, |out| write_definition_snapshot(pipeline, out))?,
         };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
         let host = host_name();

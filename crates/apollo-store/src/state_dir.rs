@@ -691,16 +691,17 @@ impl StateDir {
     }
 
     /// [`put_blob`](Self::put_blob) of content too big to hold in memory at once (the
-    /// definition snapshot of 100,000 units is ~80 MB), which `write` produces. When the caller
+    /// definition snapshot of 100,000 units is ~40 MB), which `write` produces. When the caller
     /// knows its hash (`known`) and a blob of that hash is stored, nothing is written (the blob
     /// is trusted to hold the content); when none is, the content is written into the blob's
     /// temporary file and hashed on the way, and a hash other than `known` (or a `known` that
     /// is no hash at all) makes it stored under its own, as content of unknown hash is: written
     /// once into a temporary file in `blobs/tmp/` and hashed on the way, then renamed to its
-    /// blob's name, or removed when that blob is stored already. The state directory's lock
-    /// must be held (`blobs/tmp/` is swept under it).
+    /// blob's name, or removed when that blob is stored already. Under the state directory's
+    /// lock (`blobs/tmp/` is swept under it): `_lock` is the proof.
     pub fn put_blob_streamed(
         &self,
+        _lock: &StateLock,
         known: Option<&str>,
         write: impl Fn(&mut dyn Write) -> io::Result<()>,
     ) -> Result<String, StoreError> {
@@ -743,32 +744,37 @@ impl StateDir {
         let tmp = Dir::open(&self.root)?
             .create_subdir("blobs", true)?
             .create_subdir("tmp", true)?;
-        let temp = format!("streamed-{}", random_hex(8));
-        let temp_path = tmp.path().join(&temp);
-        let file = tmp.create_new_file(&temp)?;
-        let stored = (|| {
-            let hash = sha256_of_written(&file, write)
-                .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
-            let Some(dir) = self.folder_of_new_blob(&hash)? else {
-                return Ok((hash, false));
-            };
-            file.sync_all()
-                .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
-            tmp.rename_into(&temp, &dir, &hash[2..])?;
-            dir.sync()?;
-            Ok((hash, true))
-        })();
-        match stored {
-            Ok((hash, true)) => Ok(hash),
-            Ok((hash, false)) => {
-                let _ = tmp.remove_file(&temp);
-                Ok(hash)
-            }
-            Err(error) => {
-                let _ = tmp.remove_file(&temp);
-                Err(error)
+        /// The temporary file, removed when dropped before it became a blob (also when
+        /// `write` panics).
+        struct Temporary<'a> {
+            folder: &'a Dir,
+            name: String,
+            renamed: bool,
+        }
+        impl Drop for Temporary<'_> {
+            fn drop(&mut self) {
+                if !self.renamed {
+                    let _ = self.folder.remove_file(&self.name);
+                }
             }
         }
+        let mut temp = Temporary {
+            folder: &tmp,
+            name: format!("streamed-{}", random_hex(8)),
+            renamed: false,
+        };
+        let temp_path = tmp.path().join(&temp.name);
+        let file = tmp.create_new_file(&temp.name)?;
+        let hash = sha256_of_written(&file, write)
+            .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
+        if let Some(dir) = self.folder_of_new_blob(&hash)? {
+            file.sync_all()
+                .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
+            tmp.rename_into(&temp.name, &dir, &hash[2..])?;
+            temp.renamed = true;
+            dir.sync()?;
+        }
+        Ok(hash)
     }
 
     /// Whether a blob with this SHA-256 is stored: a regular file of that name (its content
@@ -1078,22 +1084,26 @@ mod tests {
     fn a_streamed_blob_is_the_blob_of_its_bytes_whatever_hash_the_caller_knew() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
+        let lock = state.lock(false).unwrap();
         let content = b"{\n  \"units\": []\n}".repeat(50_000);
         let writes = |out: &mut dyn Write| {
             // Small pieces, as a serialiser writes them.
             content.chunks(7).try_for_each(|piece| out.write_all(piece))
         };
-        let hash = state.put_blob_streamed(None, writes).unwrap();
+        let hash = state.put_blob_streamed(&lock, None, writes).unwrap();
         assert_eq!(hash, apollo_core::hash::sha256_hex(&content));
         assert_eq!(state.read_blob(&hash).unwrap(), content);
         // Stored already: found, not written again; the same name as `put_blob` gives.
-        assert_eq!(state.put_blob_streamed(Some(&hash), writes).unwrap(), hash);
+        assert_eq!(
+            state.put_blob_streamed(&lock, Some(&hash), writes).unwrap(),
+            hash
+        );
         assert_eq!(state.put_blob(&content).unwrap(), hash);
 
         // A hash the caller knew wrongly names nothing: the content is stored under its own.
         let other = b"other content".repeat(1000);
         let stored = state
-            .put_blob_streamed(Some(&"0".repeat(64)), |out| out.write_all(&other))
+            .put_blob_streamed(&lock, Some(&"0".repeat(64)), |out| out.write_all(&other))
             .unwrap();
         assert_eq!(stored, apollo_core::hash::sha256_hex(&other));
         assert_eq!(state.read_blob(&stored).unwrap(), other);
@@ -1101,7 +1111,7 @@ mod tests {
         // Nor does something that is no hash at all.
         let third = b"third".repeat(10);
         let stored = state
-            .put_blob_streamed(Some("../not-a-hash"), |out| out.write_all(&third))
+            .put_blob_streamed(&lock, Some("../not-a-hash"), |out| out.write_all(&third))
             .unwrap();
         assert_eq!(stored, apollo_core::hash::sha256_hex(&third));
     }
@@ -1110,6 +1120,7 @@ mod tests {
     fn a_streamed_blob_whose_passes_differ_is_stored_as_its_last_pass_wrote_it() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
+        let lock = state.lock(false).unwrap();
         let blobs = dir.path().join("blobs");
         let before = if blobs.exists() {
             files_under(&blobs)
@@ -1119,7 +1130,7 @@ mod tests {
         let pass = std::cell::Cell::new(0_u8);
         // A hash the caller knew wrongly, and a content that differs at each pass: the pass
         // checked against the hash is not stored, the one after it is, under its own hash.
-        let result = state.put_blob_streamed(Some(&"0".repeat(64)), |out| {
+        let result = state.put_blob_streamed(&lock, Some(&"0".repeat(64)), |out| {
             pass.set(pass.get() + 1);
             write!(out, "pass {}", pass.get())
         });
@@ -1148,6 +1159,7 @@ mod tests {
     fn a_streamed_blob_of_unknown_hash_is_written_in_one_pass() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
+        let lock = state.lock(false).unwrap();
         let blobs = dir.path().join("blobs");
         let content = b"{ \"units\": [] }".repeat(20_000);
         let passes = std::cell::Cell::new(0_u32);
@@ -1155,21 +1167,30 @@ mod tests {
             passes.set(passes.get() + 1);
             content.chunks(7).try_for_each(|piece| out.write_all(piece))
         };
-        let hash = state.put_blob_streamed(None, writes).unwrap();
+        let hash = state.put_blob_streamed(&lock, None, writes).unwrap();
         assert_eq!(passes.get(), 1);
         assert_eq!(hash, apollo_core::hash::sha256_hex(&content));
         assert_eq!(state.read_blob(&hash).unwrap(), content);
         let stored = files_under(&blobs);
         // Stored already: the second pass's file is dropped, the blob stays as it was.
-        assert_eq!(state.put_blob_streamed(None, writes).unwrap(), hash);
+        assert_eq!(state.put_blob_streamed(&lock, None, writes).unwrap(), hash);
         assert_eq!(passes.get(), 2);
         assert_eq!(files_under(&blobs), stored);
         // A pass that fails stores nothing and leaves no temporary file.
-        let failed = state.put_blob_streamed(None, |out| {
+        let failed = state.put_blob_streamed(&lock, None, |out| {
             out.write_all(b"half a snapshot")?;
             Err(io::Error::other("the serialiser gave up"))
         });
         assert!(failed.is_err(), "{failed:?}");
+        assert_eq!(files_under(&blobs), stored);
+        // Nor does one that panics.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            state.put_blob_streamed(&lock, None, |out| {
+                out.write_all(&[b'x'; 300_000])?;
+                panic!("a serialiser bug")
+            })
+        }));
+        assert!(panicked.is_err());
         assert_eq!(files_under(&blobs), stored);
     }
 
