@@ -43,6 +43,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::fsutil::{create_dir_all_durable, fsync_dir, random_hex};
+use crate::safe_dir::Dir;
 use crate::writer::Durability;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
@@ -69,8 +70,12 @@ impl BlobStore {
     /// fsyncs unless `durability` is [`Durability::None`].
     pub fn open(blobs_dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
         let root = blobs_dir.into();
-        create_dir_all_durable(&root.join("sha256"))?;
-        create_dir_all_durable(&root.join("tmp"))?;
+        create_dir_all_durable(&root)?;
+        // Below `blobs/` nothing is followed: a symbolic link planted as `sha256` or `tmp`
+        // is refused, so no capture is written through it and no sweep removes behind it.
+        let blobs = Dir::open(&root)?;
+        blobs.create_subdir("sha256", true)?;
+        blobs.create_subdir("tmp", true)?;
         Ok(Self {
             root,
             durable: durability == Durability::Fsync,
@@ -266,17 +271,25 @@ impl BlobStore {
     }
 
     /// Removes the temporary files a crash left in `blobs/tmp/`; returns how many. Only call
-    /// it under the state directory's lock (no blob is being written then).
+    /// it under the state directory's lock (no blob is being written then). The folder is read
+    /// and emptied through its own descriptor, and refused when it is a symbolic link: nothing
+    /// behind a link is ever removed.
     pub fn sweep_temporary(&self) -> Result<usize, StoreError> {
-        let tmp = self.root.join("tmp");
-        let entries = match fs::read_dir(&tmp) {
-            Ok(entries) => entries,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(source) => return Err(StoreError::io("read", &tmp, source)),
+        let tmp = match Dir::open(&self.root).and_then(|blobs| blobs.subdir("tmp")) {
+            Ok(tmp) => tmp,
+            Err(StoreError::NotFound { .. }) => return Ok(0),
+            Err(error) => return Err(error),
         };
+        let entries = rustix::fs::Dir::read_from(tmp.fd())
+            .map_err(|errno| StoreError::io("read", tmp.path(), errno.into()))?;
         let mut removed = 0;
-        for entry in entries.flatten() {
-            if fs::remove_file(entry.path()).is_ok() {
+        for entry in entries {
+            let entry = entry.map_err(|errno| StoreError::io("read", tmp.path(), errno.into()))?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if rustix::fs::unlinkat(tmp.fd(), name, rustix::fs::AtFlags::empty()).is_ok() {
                 removed += 1;
             }
         }
@@ -339,12 +352,26 @@ impl Pending {
     /// The temporary file, created on first need.
     fn create_temp(&mut self) -> io::Result<&mut File> {
         if self.temp.is_none() {
-            let temp = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&self.temp_path)?;
-            self.temp = Some(temp);
+            // Created in `blobs/tmp` opened without following a link (see `BlobStore::open`).
+            let tmp = Dir::open(&self.store.root)
+                .and_then(|blobs| blobs.subdir("tmp"))
+                .map_err(|error| io::Error::other(error.to_string()))?;
+            let name = self
+                .temp_path
+                .file_name()
+                .ok_or_else(|| io::Error::other("a temporary blob file has a name"))?;
+            let flags = rustix::fs::OFlags::WRONLY
+                | rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::EXCL
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC;
+            let temp = rustix::fs::openat(
+                tmp.fd(),
+                name,
+                flags,
+                rustix::fs::Mode::from_raw_mode(0o644),
+            )?;
+            self.temp = Some(File::from(temp));
         }
         let Some(temp) = self.temp.as_mut() else {
             return Err(io::Error::other("the temporary blob file was just created"));
@@ -612,6 +639,45 @@ mod tests {
             0
         );
         assert_eq!(store.iter().unwrap(), vec![first]);
+    }
+
+    /// `blobs/tmp` replaced by a symbolic link (to a user's folder, say) is refused: the
+    /// sweep never removes what is behind it, and no capture is written through it.
+    #[test]
+    fn a_temporary_folder_replaced_by_a_link_is_refused_and_what_it_points_to_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let precious = outside.path().join("precious");
+        fs::write(&precious, b"a user's file").unwrap();
+        let store = BlobStore::open(dir.path().join("blobs"), Durability::Fsync).unwrap();
+        let tmp = dir.path().join("blobs/tmp");
+        fs::remove_dir(&tmp).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &tmp).unwrap();
+
+        let swept = store.sweep_temporary();
+        assert!(
+            matches!(swept, Err(StoreError::UnexpectedFileType { .. })),
+            "{swept:?}"
+        );
+        assert!(
+            precious.exists(),
+            "the sweep removed a file behind the link"
+        );
+        let reopened = BlobStore::open(dir.path().join("blobs"), Durability::Fsync);
+        assert!(
+            matches!(reopened, Err(StoreError::UnexpectedFileType { .. })),
+            "{reopened:?}"
+        );
+        let input = dir.path().join("input");
+        fs::write(&input, vec![7u8; 200_000]).unwrap();
+        assert!(
+            store.put_file(&input).is_err(),
+            "a capture went through the link"
+        );
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+        // A missing temporary folder is nothing to sweep.
+        fs::remove_file(&tmp).unwrap();
+        assert_eq!(store.sweep_temporary().unwrap(), 0);
     }
 
     #[test]
