@@ -308,6 +308,7 @@ impl BlobStore {
             store: self.clone(),
             temp: None,
             temp_path,
+            tmp_dir: None,
             buffer: Vec::new(),
             copy: None,
         };
@@ -342,6 +343,9 @@ struct Pending {
     store: BlobStore,
     temp: Option<File>,
     temp_path: PathBuf,
+    /// `blobs/tmp`, opened when the temporary file is created there: renamed and removed
+    /// through it, never through a path.
+    tmp_dir: Option<Dir>,
     /// Bytes not written to the temporary file yet.
     buffer: Vec<u8>,
     /// The reflinked copy to hash, until taken.
@@ -372,6 +376,7 @@ impl Pending {
                 rustix::fs::Mode::from_raw_mode(0o644),
             )?;
             self.temp = Some(File::from(temp));
+            self.tmp_dir = Some(tmp);
         }
         let Some(temp) = self.temp.as_mut() else {
             return Err(io::Error::other("the temporary blob file was just created"));
@@ -403,31 +408,48 @@ impl PendingBlob for Pending {
 
     fn commit(mut self: Box<Self>, sha256: &str) -> io::Result<()> {
         let to_io = |error: StoreError| io::Error::other(error.to_string());
-        let final_path = self.store.path(sha256).map_err(to_io)?;
-        if fs::symlink_metadata(&final_path).is_ok_and(|meta| meta.is_file()) {
-            // The same name is the same content: keep the blob there (the temporary file,
-            // if any, goes when `self` is dropped).
-            return Ok(());
-        }
+        check_name(sha256).map_err(to_io)?;
         let durable = self.store.durable;
+        // `blobs/sha256/ab`, opened (created) without following a link.
+        let folder = Dir::open(&self.store.root)
+            .and_then(|blobs| blobs.subdir("sha256"))
+            .and_then(|sha| sha.create_subdir(&sha256[..2], durable))
+            .map_err(to_io)?;
+        let name = &sha256[2..];
+        match folder.entry_type(name).map_err(to_io)? {
+            // The same name is the same content: keep the blob there (the temporary file, if
+            // any, goes when `self` is dropped).
+            Some(rustix::fs::FileType::RegularFile) => return Ok(()),
+            Some(found) => {
+                return Err(to_io(StoreError::UnexpectedFileType {
+                    path: folder.path().join(name),
+                    expected: "a regular file",
+                    found: crate::safe_dir::describe(found),
+                }));
+            }
+            None => {}
+        }
         let temp = self.spill()?;
         temp.set_permissions(fs::Permissions::from_mode(0o444))?;
         if durable {
             temp.sync_all()?;
         }
-        let folder = final_path
-            .parent()
-            .ok_or_else(|| io::Error::other("a blob path has a folder"))?;
-        if !folder.is_dir() {
-            create_dir_all_durable(folder).map_err(to_io)?;
-        }
         let size = temp.metadata()?.len();
-        fs::rename(&self.temp_path, &final_path)?;
+        let Some(tmp_dir) = self.tmp_dir.as_ref() else {
+            return Err(io::Error::other("a spilled blob has its temporary folder"));
+        };
+        let temp_name = self
+            .temp_path
+            .file_name()
+            .ok_or_else(|| io::Error::other("a temporary blob file has a name"))?;
+        tmp_dir
+            .rename_into(temp_name, &folder, name)
+            .map_err(to_io)?;
         // Renamed: nothing left for `drop` to remove.
         self.temp = None;
         self.store.written.fetch_add(size, Ordering::Relaxed);
-        if self.store.durable {
-            File::open(folder)?.sync_all()?;
+        if durable {
+            folder.sync().map_err(to_io)?;
         }
         Ok(())
     }
@@ -435,8 +457,10 @@ impl PendingBlob for Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if self.temp.is_some() {
-            let _ = fs::remove_file(&self.temp_path);
+        if self.temp.is_some()
+            && let (Some(tmp_dir), Some(name)) = (&self.tmp_dir, self.temp_path.file_name())
+        {
+            let _ = tmp_dir.remove_file(name);
         }
     }
 }
@@ -678,6 +702,32 @@ mod tests {
         // A missing temporary folder is nothing to sweep.
         fs::remove_file(&tmp).unwrap();
         assert_eq!(store.sweep_temporary().unwrap(), 0);
+    }
+
+    /// A blob's prefix folder (`blobs/sha256/ab`) planted as a symbolic link: the blob is
+    /// refused, nothing is renamed through the link, and no temporary file stays behind.
+    #[test]
+    fn a_prefix_folder_planted_as_a_link_takes_no_blob() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = BlobStore::open(dir.path().join("blobs"), Durability::Fsync).unwrap();
+        let content = vec![9u8; 200_000];
+        let hash = apollo_core::hash::sha256_hex(&content);
+        std::os::unix::fs::symlink(
+            outside.path(),
+            dir.path().join("blobs/sha256").join(&hash[..2]),
+        )
+        .unwrap();
+        let input = dir.path().join("input");
+        fs::write(&input, &content).unwrap();
+        let stored = store.put_file(&input);
+        assert!(stored.is_err(), "{stored:?}");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(
+            fs::read_dir(dir.path().join("blobs/tmp")).unwrap().count(),
+            0,
+            "the temporary file is removed"
+        );
     }
 
     #[test]
