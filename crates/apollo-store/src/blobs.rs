@@ -270,12 +270,18 @@ impl BlobStore {
         }
     }
 
+    /// The existing folder `name` (`tmp`, `sha256`) of the store, opened without following a
+    /// link (a symbolic link there is refused).
+    fn folder(&self, name: &str) -> Result<Dir, StoreError> {
+        Dir::open(&self.root)?.subdir(name)
+    }
+
     /// Removes the temporary files a crash left in `blobs/tmp/`; returns how many. Only call
     /// it under the state directory's lock (no blob is being written then). The folder is read
     /// and emptied through its own descriptor, and refused when it is a symbolic link: nothing
     /// behind a link is ever removed.
     pub fn sweep_temporary(&self) -> Result<usize, StoreError> {
-        let tmp = match Dir::open(&self.root).and_then(|blobs| blobs.subdir("tmp")) {
+        let tmp = match self.folder("tmp") {
             Ok(tmp) => tmp,
             Err(StoreError::NotFound { .. }) => return Ok(0),
             Err(error) => return Err(error),
@@ -357,9 +363,8 @@ impl Pending {
     fn create_temp(&mut self) -> io::Result<&mut File> {
         if self.temp.is_none() {
             // Created in `blobs/tmp` opened without following a link (see `BlobStore::open`).
-            let tmp = Dir::open(&self.store.root)
-                .and_then(|blobs| blobs.subdir("tmp"))
-                .map_err(|error| io::Error::other(error.to_string()))?;
+            let tmp =
+                (self.store.folder("tmp")).map_err(|error| io::Error::other(error.to_string()))?;
             let name = self
                 .temp_path
                 .file_name()
@@ -411,8 +416,7 @@ impl PendingBlob for Pending {
         check_name(sha256).map_err(to_io)?;
         let durable = self.store.durable;
         // `blobs/sha256/ab`, opened (created) without following a link.
-        let folder = Dir::open(&self.store.root)
-            .and_then(|blobs| blobs.subdir("sha256"))
+        let folder = (self.store.folder("sha256"))
             .and_then(|sha| sha.create_subdir(&sha256[..2], durable))
             .map_err(to_io)?;
         let name = &sha256[2..];

@@ -1080,11 +1080,17 @@ mod tests {
         files
     }
 
-    #[test]
-    fn a_streamed_blob_is_the_blob_of_its_bytes_whatever_hash_the_caller_knew() {
+    /// A new state directory, and its lock.
+    fn locked_state_dir() -> (tempfile::TempDir, StateDir, StateLock) {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open_or_create(dir.path()).unwrap();
         let lock = state.lock(false).unwrap();
+        (dir, state, lock)
+    }
+
+    #[test]
+    fn a_streamed_blob_is_the_blob_of_its_bytes_whatever_hash_the_caller_knew() {
+        let (_dir, state, lock) = locked_state_dir();
         let content = b"{\n  \"units\": []\n}".repeat(50_000);
         let writes = |out: &mut dyn Write| {
             // Small pieces, as a serialiser writes them.
@@ -1118,9 +1124,7 @@ mod tests {
 
     #[test]
     fn a_streamed_blob_whose_passes_differ_is_stored_as_its_last_pass_wrote_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::open_or_create(dir.path()).unwrap();
-        let lock = state.lock(false).unwrap();
+        let (dir, state, lock) = locked_state_dir();
         let blobs = dir.path().join("blobs");
         let before = if blobs.exists() {
             files_under(&blobs)
@@ -1157,9 +1161,7 @@ mod tests {
     /// has that blob already. A failed pass leaves nothing behind.
     #[test]
     fn a_streamed_blob_of_unknown_hash_is_written_in_one_pass() {
-        let dir = tempfile::tempdir().unwrap();
-        let state = StateDir::open_or_create(dir.path()).unwrap();
-        let lock = state.lock(false).unwrap();
+        let (dir, state, lock) = locked_state_dir();
         let blobs = dir.path().join("blobs");
         let content = b"{ \"units\": [] }".repeat(20_000);
         let passes = std::cell::Cell::new(0_u32);
