@@ -36,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use apollo_core::Event;
 use apollo_core::capture::{BlobSink, PendingBlob};
 use apollo_core::event::FileSide;
+use rustix::fs::AtFlags;
 
 use crate::input_manifest::read_files_manifest;
 use crate::reader::{JournalReader, ReadOptions};
@@ -43,7 +44,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::fsutil::{create_dir_all_durable, fsync_dir, random_hex};
-use crate::safe_dir::Dir;
+use crate::safe_dir::{Access, Dir};
 use crate::writer::Durability;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
@@ -112,10 +113,9 @@ impl BlobStore {
 
     /// Whether blob `sha256` is stored (as a regular file).
     pub fn contains(&self, sha256: &str) -> bool {
-        self.path(sha256)
-            .ok()
-            .and_then(|path| fs::symlink_metadata(path).ok())
-            .is_some_and(|meta| meta.is_file())
+        (self.prefix_folder(sha256).ok().flatten())
+            .and_then(|folder| folder.entry_type(&sha256[2..]).ok().flatten())
+            .is_some_and(|found| found == rustix::fs::FileType::RegularFile)
     }
 
     /// Stores the content of the file at `path`, read once (reflinked where the filesystem
@@ -161,14 +161,18 @@ impl BlobStore {
     /// This is what the reuse of outputs and `apollo reproduce` use to bring files back.
     pub fn restore(&self, sha256: &str, dest: &Path, mode: u32) -> Result<u64, StoreError> {
         let blob_path = self.path(sha256)?;
-        let blob = match File::open(&blob_path) {
-            Ok(blob) => blob,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => {
-                return Err(StoreError::NotFound {
-                    what: format!("blob {sha256}"),
-                });
-            }
-            Err(source) => return Err(StoreError::io("open", &blob_path, source)),
+        let not_found = || StoreError::NotFound {
+            what: format!("blob {sha256}"),
+        };
+        // Opened below folders that are not links, and refused unless a regular file: a link
+        // or a FIFO planted as a blob is neither followed nor waited on.
+        let blob = match self.prefix_folder(sha256)? {
+            Some(folder) => match folder.open_file(&sha256[2..], Access::Read) {
+                Ok(blob) => blob,
+                Err(StoreError::NotFound { .. }) => return Err(not_found()),
+                Err(error) => return Err(error),
+            },
+            None => return Err(not_found()),
         };
         let parent = dest
             .parent()
@@ -226,33 +230,44 @@ impl BlobStore {
 
     /// Every stored blob, in no particular order (for `prune` and `backup`). Entries that are
     /// not blobs (a stray file, a bad name) are skipped.
+    /// Every stored blob, in no particular order (for `prune` and `backup`). Entries that are
+    /// not blobs (a stray file, a bad name, a symbolic link) are skipped; every folder is read
+    /// through its own descriptor, opened without following a link.
     pub fn iter(&self) -> Result<Vec<BlobRef>, StoreError> {
-        let sha_dir = self.root.join("sha256");
         let mut blobs = Vec::new();
-        let prefixes = match fs::read_dir(&sha_dir) {
-            Ok(prefixes) => prefixes,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(blobs),
-            Err(source) => return Err(StoreError::io("read", &sha_dir, source)),
+        let sha_dir = match self.folder("sha256") {
+            Ok(sha_dir) => sha_dir,
+            Err(StoreError::NotFound { .. }) => return Ok(blobs),
+            Err(error) => return Err(error),
         };
-        for prefix in prefixes {
-            let prefix = prefix.map_err(|source| StoreError::io("read", &sha_dir, source))?;
-            let prefix_name = prefix.file_name().to_string_lossy().into_owned();
-            if prefix_name.len() != 2 || !prefix.file_type().is_ok_and(|t| t.is_dir()) {
+        for prefix in sha_dir.entry_names()? {
+            let Some(prefix) = prefix.to_str().filter(|prefix| prefix.len() == 2) else {
                 continue;
-            }
-            let entries = fs::read_dir(prefix.path())
-                .map_err(|source| StoreError::io("read", prefix.path(), source))?;
-            for entry in entries {
-                let entry =
-                    entry.map_err(|source| StoreError::io("read", prefix.path(), source))?;
-                let sha256 = format!("{prefix_name}{}", entry.file_name().to_string_lossy());
-                let Ok(meta) = entry.metadata() else {
+            };
+            let folder = match sha_dir.subdir(prefix) {
+                Ok(folder) => folder,
+                // Removed meanwhile, or not a folder (a link among them): not blobs.
+                Err(StoreError::NotFound { .. } | StoreError::UnexpectedFileType { .. }) => {
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            for name in folder.entry_names()? {
+                let sha256 = format!("{prefix}{}", name.to_string_lossy());
+                if check_name(&sha256).is_err() {
+                    continue;
+                }
+                let Ok(stat) =
+                    rustix::fs::statat(folder.fd(), name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                else {
                     continue;
                 };
-                if check_name(&sha256).is_ok() && meta.is_file() {
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    == rustix::fs::FileType::RegularFile
+                {
                     blobs.push(BlobRef {
                         sha256,
-                        size: meta.len(),
+                        size: u64::try_from(stat.st_size).unwrap_or(0),
                     });
                 }
             }
@@ -260,13 +275,34 @@ impl BlobStore {
         Ok(blobs)
     }
 
-    /// Removes blob `sha256` (absent already: nothing to do).
+    /// Removes blob `sha256` (absent already: nothing to do). The name is removed from its
+    /// prefix folder opened without following a link: a prefix folder replaced by a link is
+    /// refused, and nothing behind it is removed.
     pub fn remove(&self, sha256: &str) -> Result<(), StoreError> {
-        let path = self.path(sha256)?;
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StoreError::io("remove", &path, source)),
+        let Some(folder) = self.prefix_folder(sha256)? else {
+            return Ok(());
+        };
+        match rustix::fs::unlinkat(folder.fd(), &sha256[2..], AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(errno) => Err(StoreError::io(
+                "remove",
+                folder.path().join(&sha256[2..]),
+                errno.into(),
+            )),
+        }
+    }
+
+    /// `blobs/sha256/<first two digits of sha256>`, opened without following a link at any
+    /// level below the store's root; `None` when it does not exist (nor then does the blob).
+    fn prefix_folder(&self, sha256: &str) -> Result<Option<Dir>, StoreError> {
+        check_name(sha256)?;
+        match self
+            .folder("sha256")
+            .and_then(|sha| sha.subdir(&sha256[..2]))
+        {
+            Ok(folder) => Ok(Some(folder)),
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            Err(error) => Err(error),
         }
     }
 
@@ -286,16 +322,9 @@ impl BlobStore {
             Err(StoreError::NotFound { .. }) => return Ok(0),
             Err(error) => return Err(error),
         };
-        let entries = rustix::fs::Dir::read_from(tmp.fd())
-            .map_err(|errno| StoreError::io("read", tmp.path(), errno.into()))?;
         let mut removed = 0;
-        for entry in entries {
-            let entry = entry.map_err(|errno| StoreError::io("read", tmp.path(), errno.into()))?;
-            let name = entry.file_name();
-            if name == c"." || name == c".." {
-                continue;
-            }
-            if rustix::fs::unlinkat(tmp.fd(), name, rustix::fs::AtFlags::empty()).is_ok() {
+        for name in tmp.entry_names()? {
+            if rustix::fs::unlinkat(tmp.fd(), name.as_os_str(), AtFlags::empty()).is_ok() {
                 removed += 1;
             }
         }
@@ -321,7 +350,15 @@ impl BlobStore {
         if len > IN_MEMORY as u64 {
             let temp = pending.create_temp()?;
             if rustix::fs::ioctl_ficlone(temp, source).is_ok() {
-                let mut copy = File::open(&pending.temp_path)?;
+                // Reopened for reading through `blobs/tmp`'s descriptor: the bytes hashed are
+                // the bytes kept, whatever has become of the folder's name meanwhile.
+                let (Some(tmp_dir), Some(name)) = (&pending.tmp_dir, pending.temp_path.file_name())
+                else {
+                    return Err(io::Error::other("a temporary blob file has its folder"));
+                };
+                let mut copy = tmp_dir
+                    .open_file(name, Access::Read)
+                    .map_err(|error| io::Error::other(error.to_string()))?;
                 copy.rewind()?;
                 pending.copy = Some(copy);
             }
@@ -732,6 +769,89 @@ mod tests {
             0,
             "the temporary file is removed"
         );
+    }
+
+    /// `prune` lists the blobs, then removes those no run keeps: a prefix folder replaced
+    /// by a link in between (to another store's prefix folder, say) must not make it remove
+    /// what is behind the link, and a link is never listed or counted as a stored blob.
+    #[test]
+    fn a_prefix_folder_swapped_for_a_link_after_listing_loses_nothing_behind_it() {
+        let (dir, store) = store();
+        let input = dir.path().join("input");
+        fs::write(&input, b"kept elsewhere").unwrap();
+        let blob = store.put_file(&input).unwrap();
+        assert_eq!(store.iter().unwrap(), vec![blob.clone()]);
+
+        // Another store's prefix folder with a blob of the same name.
+        let outside = tempfile::tempdir().unwrap();
+        let theirs = outside.path().join(&blob.sha256[2..]);
+        fs::write(&theirs, b"kept elsewhere").unwrap();
+        let prefix = dir.path().join("blobs/sha256").join(&blob.sha256[..2]);
+        fs::remove_file(prefix.join(&blob.sha256[2..])).unwrap();
+        fs::remove_dir(&prefix).unwrap();
+        std::os::unix::fs::symlink(outside.path(), &prefix).unwrap();
+
+        let removed = store.remove(&blob.sha256);
+        assert!(
+            matches!(removed, Err(StoreError::UnexpectedFileType { .. })),
+            "{removed:?}"
+        );
+        assert!(theirs.exists(), "remove deleted a file behind the link");
+        assert!(store.iter().unwrap().is_empty(), "a link is not a blob");
+        assert!(!store.contains(&blob.sha256), "a link is not a blob");
+        let restored = store.restore(&blob.sha256, &dir.path().join("out"), 0o644);
+        assert!(restored.is_err(), "{restored:?}");
+
+        // `blobs/sha256` itself a link: refused, not read through.
+        let sha_dir = dir.path().join("blobs/sha256");
+        fs::remove_file(&prefix).unwrap();
+        fs::remove_dir(&sha_dir).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        fs::create_dir(other.path().join(&blob.sha256[..2])).unwrap();
+        fs::write(
+            other.path().join(&blob.sha256[..2]).join(&blob.sha256[2..]),
+            b"kept elsewhere",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(other.path(), &sha_dir).unwrap();
+        assert!(matches!(
+            store.iter(),
+            Err(StoreError::UnexpectedFileType { .. })
+        ));
+        assert!(store.remove(&blob.sha256).is_err());
+        assert!(
+            (other.path().join(&blob.sha256[..2]).join(&blob.sha256[2..])).exists(),
+            "remove deleted a file behind the link"
+        );
+    }
+
+    /// A FIFO planted under a blob's name is refused at once: restoring it neither hangs on
+    /// the open nor writes anything.
+    #[test]
+    fn a_fifo_planted_as_a_blob_is_refused_without_waiting() {
+        let (dir, store) = store();
+        let hash = apollo_core::hash::sha256_hex(b"never written");
+        let prefix = dir.path().join("blobs/sha256").join(&hash[..2]);
+        fs::create_dir(&prefix).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            prefix.join(&hash[2..]),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert!(!store.contains(&hash));
+        assert!(store.iter().unwrap().is_empty());
+        let dest = dir.path().join("out");
+        let restored = store.restore(&hash, &dest, 0o644);
+        assert!(
+            matches!(restored, Err(StoreError::UnexpectedFileType { .. })),
+            "{restored:?}"
+        );
+        assert!(!dest.exists());
+        store.remove(&hash).unwrap();
+        assert!(!prefix.join(&hash[2..]).exists());
     }
 
     #[test]

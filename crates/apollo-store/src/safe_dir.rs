@@ -12,9 +12,11 @@
 //! [`FileId`] is the (device, inode) pair the writer compares while a run is active, to notice
 //! a lock file or run folder deleted or replaced under it.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
@@ -394,6 +396,20 @@ impl Dir {
         rustix::fs::renameat(&self.fd, from.as_ref(), &into.fd, to.as_ref()).map_err(|errno| {
             StoreError::io("rename into", into.path.join(to.as_ref()), errno.into())
         })
+    }
+
+    /// The names of the folder's entries (not `.` and `..`), read through its descriptor.
+    pub(crate) fn entry_names(&self) -> Result<Vec<OsString>, StoreError> {
+        let read_error =
+            |errno: rustix::io::Errno| StoreError::io("read", &self.path, errno.into());
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&self.fd).map_err(read_error)? {
+            let name = entry.map_err(read_error)?.file_name().to_bytes().to_vec();
+            if name != b"." && name != b".." {
+                names.push(OsString::from_vec(name));
+            }
+        }
+        Ok(names)
     }
 
     /// Removes the file `name` (best effort callers ignore the error).
