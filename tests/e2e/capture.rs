@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::Apollo;
+use crate::support::{Apollo, mkfifo};
 
 /// Every blob file in the project's state directory.
 fn blobs(apollo: &Apollo) -> Vec<PathBuf> {
@@ -303,6 +303,37 @@ fn reproduce_names_an_output_that_differs_and_shows_its_diff() {
 }
 
 #[test]
+fn reproduce_shows_no_diff_from_a_fifo_planted_as_the_recorded_blob_and_does_not_wait() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\n");
+    apollo.config(REPRODUCIBLE);
+    apollo.args(&["run"]).run().code(0);
+    let recorded = std::fs::read(apollo.path("stamp.txt")).unwrap();
+    let blob = find_blob(&apollo, &recorded).expect("stamp.txt was captured");
+    std::fs::remove_file(&blob).unwrap();
+    mkfifo(&blob);
+    // `timeout` only as a safety net: a reproduction that waited on the FIFO is killed.
+    let output = apollo
+        .args(&["reproduce", "latest", "stamp"])
+        .run_under(&["timeout", "-s", "KILL", "120"]);
+    output.code(1);
+    assert!(
+        output
+            .stdout
+            .contains("outputs differ: stamp.txt (recorded "),
+        "{output:?}"
+    );
+    assert!(!output.stdout.contains("--- recorded/"), "{output:?}");
+}
+
+/// The blob file in the state directory that holds `content`.
+fn find_blob(apollo: &Apollo, content: &[u8]) -> Option<PathBuf> {
+    blobs(apollo)
+        .into_iter()
+        .find(|path| std::fs::read(path).ok().as_deref() == Some(content))
+}
+
+#[test]
 fn reproduce_names_an_input_that_was_not_captured() {
     let mut apollo = Apollo::new();
     apollo.file("data/in.txt", "a\n");
@@ -440,6 +471,80 @@ fn reproduce_refuses_a_unit_that_would_write_outside_the_project() {
     output.code(2);
     assert!(output.stderr.contains("outside the project"), "{output:?}");
     assert!(!target.exists(), "nothing was written outside");
+}
+
+#[test]
+fn reproduce_refuses_a_recorded_output_the_unit_does_not_declare() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\nb\nc\n");
+    apollo.config(REPRODUCIBLE);
+    apollo.args(&["run"]).run().code(0);
+    let run = apollo.run_ids().pop().unwrap();
+    // The record of `sorted`'s outputs also lists a path climbing out of the scratch
+    // directory, and a file outside the project that would be read and shown as a diff.
+    apollo.rewrite_journal(&run, |event| {
+        if let apollo_core::Event::UnitFiles(files) = event
+            && files.unit == "sorted"
+            && files.side == apollo_core::event::FileSide::Outputs
+        {
+            let recorded = files.files[0].clone();
+            for path in ["../made-by-reproduce/x.txt", "/etc/hostname"] {
+                files.files.push(apollo_core::capture::FileEntry {
+                    path: path.to_owned(),
+                    ..recorded.clone()
+                });
+            }
+        }
+    });
+    let scratch = apollo.path("scratch");
+    let scratch_arg = scratch.to_string_lossy().into_owned();
+    let output = apollo
+        .args(&["reproduce", &run, "sorted", "--into", &scratch_arg])
+        .run();
+    output.code(2);
+    assert!(
+        output.stderr.contains("not among its declared outputs"),
+        "{output:?}"
+    );
+    assert!(!apollo.path("made-by-reproduce").exists(), "{output:?}");
+    assert!(!output.stdout.contains("hostname"), "{output:?}");
+}
+
+#[test]
+fn a_temporary_scratch_directory_is_new_private_and_unguessable() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "a\nb\nc\n");
+    apollo.config(REPRODUCIBLE);
+    apollo.args(&["run"]).run().code(0);
+    let scratch = |apollo: &mut Apollo| {
+        let output = apollo
+            .args(&[
+                "reproduce",
+                "latest",
+                "sorted",
+                "--keep",
+                "--format",
+                "json",
+            ])
+            .run();
+        output.code(0);
+        let value: serde_json::Value = serde_json::from_str(&output.stdout).unwrap();
+        PathBuf::from(value["scratch"].as_str().unwrap())
+    };
+    let (first, second) = (scratch(&mut apollo), scratch(&mut apollo));
+    for folder in [&first, &second] {
+        let mode = std::fs::metadata(folder).unwrap().permissions().mode();
+        // Another user of a shared /tmp can neither look in nor plant anything.
+        assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
+    }
+    // Nothing in the name is derived only from the run, the unit, the attempt and a pid.
+    let name = |folder: &PathBuf| folder.file_name().unwrap().to_string_lossy().into_owned();
+    assert_ne!(name(&first), name(&second));
+    let random = |folder: &PathBuf| name(folder).rsplit('-').next().unwrap().to_owned();
+    assert!(random(&first).len() >= 6, "{}", first.display());
+    std::fs::remove_dir_all(&first).unwrap();
+    std::fs::remove_dir_all(&second).unwrap();
 }
 
 #[test]

@@ -2,17 +2,7 @@
 //! hash than the unit's timeout: a unit failure with a clear message, never a hang, and
 //! SIGTERM still stops apollo at once (issue 12, "nothing blocks outside a timeout").
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-
-use crate::support::Apollo;
-
-fn mkfifo(path: &Path) {
-    let path = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0, "mkfifo");
-}
+use crate::support::{Apollo, mkfifo};
 
 /// A sparse file of 1 TiB: hashing it takes many minutes, reading it costs no disk.
 fn huge_file(apollo: &Apollo, relative: &str) {

@@ -591,3 +591,42 @@ fn sigkill_while_a_run_covers_itself_in_the_index_leaves_the_next_run_correct() 
     println!("killed mid-write {n_killed_mid_write} times out of 10");
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn a_recorded_output_the_unit_does_not_declare_is_never_written() {
+    let (mut apollo, first) = ran_once();
+    let victim = apollo.path("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let absolute = victim.to_str().unwrap().to_owned();
+    // The record of `clean`'s outputs also lists the user's input, a file outside the project
+    // and a path climbing out of the declared one, each with the captured blob of clean.csv.
+    apollo.rewrite_journal(&first, |event| {
+        if let apollo_core::Event::UnitFiles(files) = event
+            && files.unit == "clean"
+            && files.side == apollo_core::event::FileSide::Outputs
+        {
+            let recorded = files.files[0].clone();
+            for path in ["data/raw.csv", &absolute, "out/clean.csv/../../victim.txt"] {
+                files.files.push(apollo_core::capture::FileEntry {
+                    path: path.to_owned(),
+                    ..recorded.clone()
+                });
+            }
+        }
+    });
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("data/raw.csv")).unwrap(),
+        "b\na\n"
+    );
+    // Not restored: the unit ran again and wrote its output itself.
+    assert_eq!(counts(&apollo), [1, 2, 1, 1], "{}", output.stdout);
+    assert!(
+        output.stdout.contains("not among its declared outputs"),
+        "{}",
+        output.stdout
+    );
+}

@@ -1,9 +1,7 @@
 //! The state directory is apollo's and checked (issue 12): a symlinked lock file, a segment
 //! that is a FIFO, the state directory or lock file deleted mid-run, a file size limit.
 
-use std::path::Path;
-
-use crate::support::{Apollo, SAFETY_TIMEOUT};
+use crate::support::{Apollo, SAFETY_TIMEOUT, mkfifo};
 
 const TWO_UNITS: &str = "units:
   - name: a
@@ -12,13 +10,6 @@ const TWO_UNITS: &str = "units:
     deps: [a]
     execute: bin/count b
 ";
-
-fn mkfifo(path: &Path) {
-    let text = std::ffi::CString::new(path.to_string_lossy().into_owned()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path we own.
-    let result = unsafe { libc::mkfifo(text.as_ptr(), 0o600) };
-    assert_eq!(result, 0, "mkfifo failed");
-}
 
 #[test]
 fn a_lock_file_that_is_a_symlink_is_refused_and_its_target_never_written() {

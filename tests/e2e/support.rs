@@ -283,6 +283,15 @@ echo "attempt=${APOLLO_ATTEMPT:-?} phase=${APOLLO_PHASE:-?}" >> "$dir/counts/$1"
 
 /// `bin/block NAME`: create `markers/NAME.started`, then wait until `markers/NAME.release`
 /// exists. A unit that blocks is where a test kills or interrupts apollo.
+/// Makes a FIFO at `path` (what a hostile or damaged directory may hold where a file is
+/// expected).
+pub(crate) fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let text = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo(3) with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(text.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
 const BLOCK_SCRIPT: &str = r#"#!/bin/sh
 dir=$(dirname "$0")/..
 : > "$dir/markers/$1.started"
@@ -290,6 +299,24 @@ while [ ! -e "$dir/markers/$1.release" ]; do sleep 0.01; done
 "#;
 
 impl Apollo {
+    /// Rewrites the journal of `run` with `edit` applied to every event: what a damaged or
+    /// hostile state directory can hold, with every checksum right.
+    pub(crate) fn rewrite_journal(&self, run: &str, edit: impl Fn(&mut apollo_core::Event)) {
+        use apollo_store::{Durability, JournalReader, JournalWriter, ReadOptions, WriterOptions};
+        let run_dir = self.path(&format!(".apollo/runs/{run}"));
+        let mut events: Vec<apollo_core::Event> =
+            (JournalReader::open(&run_dir, ReadOptions::default()).unwrap())
+                .map(|record| record.unwrap().event)
+                .collect();
+        events.iter_mut().for_each(edit);
+        for segment in std::fs::read_dir(run_dir.join("journal")).unwrap() {
+            std::fs::remove_file(segment.unwrap().path()).unwrap();
+        }
+        let options = WriterOptions::default().durability(Durability::None);
+        let mut writer = JournalWriter::create(&run_dir, run, options).unwrap();
+        writer.append_batch(&events).unwrap();
+    }
+
     /// Every journal line of every run, as text (the framing keeps JSON greppable).
     pub(crate) fn journal_text(&self) -> String {
         let mut text = String::new();

@@ -160,8 +160,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// and outputs are hashed by [`input_components_within`] and [`output_hash_within`] instead,
 /// within [`Limits`], and only if they are regular files.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let file = File::open(path)?;
-    let hashed = stream_sha256(file, &Limits::none(), None).map(|(hash, _)| hash);
+    // Only a regular file, opened without waiting: a FIFO or a device where a file was
+    // expected is an error, not a hang.
+    let hashed = stat_regular(path)
+        .and_then(|_| open_regular(path))
+        .and_then(|(file, _)| stream_sha256(file, &Limits::none(), None))
+        .map(|(hash, _)| hash);
     hashed.map_err(|problem| match problem {
         Problem::Io(error) => error,
         other => io::Error::other(other.to_string()),
@@ -845,6 +849,48 @@ pub fn output_hash_within(
     output_files_within(unit, base_dir, limits, None).map(|hashed| hashed.map(|(hash, _)| hash))
 }
 
+/// Whether `recorded` — a path an output manifest lists, relative to `base_dir` unless
+/// absolute (as [`output_files_within`] names them) — is among the files `unit`'s declared
+/// outputs can stand for: a declared file, a file under a declared folder, a match of a
+/// declared glob or a file under one. Beyond what the declaration itself spells, the path may
+/// hold only plain names: no `..`, no `.`, no root. A manifest read back from the state
+/// directory is checked with this before a file is written where it says (reuse restoring
+/// outputs, `apollo reproduce`): a damaged or planted record must not name a file elsewhere.
+pub fn declares_output(unit: &Unit, base_dir: &Path, recorded: &str) -> bool {
+    let path = base_dir.join(recorded);
+    unit.outputs.iter().any(|declared| {
+        let declared_path = base_dir.join(declared);
+        if !is_glob(declared) {
+            return plainly_under(&path, &declared_path);
+        }
+        // The glob's components before its first pattern must be spelled out in `path`; below
+        // them, `path` or one of its folders must match the whole glob.
+        let literal: PathBuf = (declared_path.components())
+            .take_while(|component| !is_glob(&component.as_os_str().to_string_lossy()))
+            .collect();
+        let Some(pattern) = (declared_path.to_str()).and_then(|text| glob::Pattern::new(text).ok())
+        else {
+            return false;
+        };
+        let options = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        plainly_under(&path, &literal)
+            && (path.ancestors())
+                .take_while(|folder| folder.starts_with(&literal))
+                .any(|folder| pattern.matches_path_with(folder, options))
+    })
+}
+
+/// Whether `path` is `folder` or below it by plain names only.
+fn plainly_under(path: &Path, folder: &Path) -> bool {
+    path.strip_prefix(folder).is_ok_and(|rest| {
+        (rest.components()).all(|component| matches!(component, std::path::Component::Normal(_)))
+    })
+}
+
 /// The files a unit's declared outputs stand for, sorted, without duplicates: a file is
 /// itself, a directory every regular file under it (symbolic links to files followed, to
 /// directories not), a glob what it matches. A literal path that does not exist, and a glob
@@ -1108,6 +1154,86 @@ mod tests {
         unit.inputs = inputs.iter().map(|input| (*input).to_owned()).collect();
         unit.outputs = outputs.iter().map(|output| (*output).to_owned()).collect();
         unit
+    }
+
+    #[test]
+    fn sha256_file_refuses_a_fifo_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(sha256_file(&path).is_err()));
+        // The timeout is only a safety net: a hashing that waits never answers.
+        let refused = rx.recv_timeout(Duration::from_secs(60));
+        if refused.is_err() {
+            // Unblock the waiting open so the thread ends with the test.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(refused, Ok(true));
+        std::fs::write(dir.path().join("file"), "x").unwrap();
+        assert_eq!(
+            sha256_file(&dir.path().join("file")).unwrap(),
+            sha256_hex(b"x")
+        );
+    }
+
+    #[test]
+    fn a_recorded_output_counts_only_when_a_declaration_stands_for_it() {
+        let base = Path::new("/p");
+        let unit = unit_with(
+            &["data/in.csv"],
+            &[
+                "out/a.csv",
+                "out/dir",
+                "out/parts/*.csv",
+                "/abs/x.bin",
+                "../shared/y",
+            ],
+        );
+        let declared = |path: &str| declares_output(&unit, base, path);
+        for ok in [
+            "out/a.csv",
+            "out/dir/b/c.txt",
+            "out/dir/.hidden",
+            "out/parts/1.csv",
+            "out/parts/.2.csv",
+            "/p/out/a.csv",
+            "/abs/x.bin",
+            "../shared/y",
+            "../shared/y/z",
+            "out/./a.csv",
+        ] {
+            assert!(declared(ok), "{ok} should be declared");
+        }
+        for refused in [
+            "data/in.csv",
+            "out/b.csv",
+            "out/a.csv/../../victim",
+            "out/dir/../../victim",
+            "out/parts/../../victim.csv",
+            "out/parts/sub/1.csv",
+            "out/parts/1.txt",
+            "/etc/passwd",
+            "/abs/x.bin/../../etc/passwd",
+            "../elsewhere",
+            "../shared",
+            "",
+        ] {
+            assert!(!declared(refused), "{refused:?} should not be declared");
+        }
+        // A folder matched by a glob stands for the files under it.
+        let globbed = unit_with(&[], &["out/run-*"]);
+        assert!(declares_output(&globbed, base, "out/run-1/part/0.csv"));
+        assert!(!declares_output(&globbed, base, "out/run-1/../../x"));
+        assert!(!declares_output(&globbed, base, "out/other/0.csv"));
     }
 
     /// A hash cache of a few entries.

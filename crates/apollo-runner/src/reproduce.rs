@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use apollo_core::capture::FileEntry;
@@ -292,6 +293,17 @@ pub fn reproduce(
             )));
         }
     }
+    // The recorded manifest names folders to create and files to read in the scratch
+    // directory: a damaged or altered record must not name them elsewhere.
+    for output in recorded.outputs.get(&attempt).into_iter().flatten() {
+        if !hash::declares_output(&unit, &project, &output.path) {
+            return Err(refuse(format!(
+                "the run recorded `{}` as an output of attempt {attempt}, which is not among \
+                 its declared outputs: the record was damaged or altered, and nothing was run",
+                output.path
+            )));
+        }
+    }
 
     let (scratch, temporary) = match &request.into {
         Some(into) => {
@@ -300,15 +312,24 @@ pub fn reproduce(
             }
             (into.clone(), false)
         }
-        None => (
-            std::env::temp_dir().join(format!(
-                "apollo-reproduce-{}-{}-{attempt}-{}",
-                request.run,
-                request.unit,
-                std::process::id()
-            )),
-            true,
-        ),
+        // New, private (0700) and under a random name: on a shared /tmp another user could
+        // otherwise make the folder first, and choose where the unit runs.
+        None => {
+            let folder = tempfile::Builder::new()
+                .prefix(&format!(
+                    "apollo-reproduce-{}-{}-{attempt}-",
+                    request.run, request.unit
+                ))
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .tempdir()
+                .map_err(|error| {
+                    refuse(format!(
+                        "cannot create a scratch directory in {}: {error} (or pass --into DIR)",
+                        std::env::temp_dir().display()
+                    ))
+                })?;
+            (folder.keep(), true)
+        }
     };
     let io = |what: &str, path: &Path, error: std::io::Error| {
         refuse(format!("cannot {what} {}: {error}", path.display()))
@@ -379,7 +400,7 @@ pub fn reproduce(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
         )?;
         let outputs = compare_outputs(
-            &blobs,
+            &state,
             &unit,
             recorded
                 .outputs
@@ -561,7 +582,7 @@ fn run_reproduction(
 
 /// Every recorded output and every file the declared outputs stand for now, compared.
 fn compare_outputs(
-    blobs: &BlobStore,
+    state: &StateDir,
     unit: &apollo_core::Unit,
     recorded: &[FileEntry],
     scratch: &Path,
@@ -572,7 +593,7 @@ fn compare_outputs(
             let now_path = scratch.join(&file.path);
             let now = sha256_file(&now_path).ok();
             let diff = (now.as_deref() != Some(file.sha256.as_str()) && now.is_some())
-                .then(|| text_diff(blobs, file, &now_path))
+                .then(|| text_diff(state, file, &now_path))
                 .flatten();
             OutputComparison {
                 path: file.path.clone(),
@@ -609,19 +630,23 @@ fn compare_outputs(
 
 /// A unified diff of a small recorded text output (its captured bytes) and the file at
 /// `now_path`.
-fn text_diff(blobs: &BlobStore, recorded: &FileEntry, now_path: &Path) -> Option<String> {
+fn text_diff(state: &StateDir, recorded: &FileEntry, now_path: &Path) -> Option<String> {
     if recorded.not_captured.is_some() || recorded.size > MAX_DIFF_BYTES {
         return None;
     }
-    let now_bytes = fs::read(now_path).ok()?;
+    // No more than one byte over the limit is read: a large output is not diffed.
+    let mut now_bytes = Vec::new();
+    (fs::File::open(now_path).ok()?)
+        .take(MAX_DIFF_BYTES + 1)
+        .read_to_end(&mut now_bytes)
+        .ok()?;
     if now_bytes.len() as u64 > MAX_DIFF_BYTES {
         return None;
     }
-    let blob_bytes = fs::read(blobs.path(&recorded.sha256).ok()?).ok()?;
-    // A damaged blob is not shown as what was recorded.
-    if hash::sha256_hex(&blob_bytes) != recorded.sha256 {
-        return None;
-    }
+    // Read through the store's folders without following a link, only if a regular file,
+    // and checked against its name: a damaged or planted blob is not shown as what was
+    // recorded.
+    let blob_bytes = (state.read_blob_within(&recorded.sha256, MAX_DIFF_BYTES)).ok()?;
     let before = String::from_utf8(blob_bytes).ok()?;
     let after = String::from_utf8(now_bytes).ok()?;
     let diff = similar::TextDiff::from_lines(&before, &after);

@@ -21,6 +21,7 @@ use apollo_core::Unit;
 use apollo_core::capture::FileEntry;
 use apollo_core::engine::{OutputRestorer, Reuse, ReuseCandidate};
 use apollo_core::event::{AttemptStatus, FileSide, UnitReused, UnitStarted};
+use apollo_core::hash;
 use apollo_core::journal::{Journal, JournalError};
 use apollo_store::{
     BlobStore, HashCache, JournalReader, PipelineReuse, ReadOptions, ReuseIndex, RunId, StateDir,
@@ -268,14 +269,28 @@ impl BlobRestorer {
 }
 
 impl BlobRestorer {
-    /// The files `restore` would put back: every output `candidate` recorded, each captured and
-    /// its blob present; else why not.
+    /// The files `restore` would put back: every output `candidate` recorded, each one of the
+    /// files `unit`'s declared outputs stand for in `base_dir`, captured, and its blob
+    /// present; else why not.
     fn restorable(
         &self,
         unit: &Unit,
+        base_dir: &Path,
         candidate: &ReuseCandidate,
     ) -> Result<Vec<FileEntry>, String> {
         let files = self.recorded_outputs(&unit.name, candidate)?;
+        // The manifest comes from the state directory: a damaged or planted record naming
+        // another file (the user's input, `/home/…/.profile`, `out/../../x`) must not have it
+        // overwritten.
+        if let Some(file) =
+            (files.iter()).find(|file| !hash::declares_output(unit, base_dir, &file.path))
+        {
+            return Err(format!(
+                "not restorable: run {} recorded {} as an output, which is not among its \
+                 declared outputs: the record was damaged or altered, and is not followed",
+                candidate.run_id, file.path
+            ));
+        }
         // Every file must be restorable before any is written: a half-restored output is
         // worse than none (the unit then runs and writes it whole).
         if let Some(file) = files.iter().find(|file| !file.captured()) {
@@ -302,7 +317,7 @@ impl OutputRestorer for BlobRestorer {
         base_dir: &Path,
         candidate: &ReuseCandidate,
     ) -> Result<(), String> {
-        let files = self.restorable(unit, candidate)?;
+        let files = self.restorable(unit, base_dir, candidate)?;
         for file in &files {
             let dest = base_dir.join(&file.path);
             if let Some(parent) = dest.parent() {
@@ -319,10 +334,10 @@ impl OutputRestorer for BlobRestorer {
     fn can_restore(
         &self,
         unit: &Unit,
-        _base_dir: &Path,
+        base_dir: &Path,
         candidate: &ReuseCandidate,
     ) -> Result<(), String> {
-        self.restorable(unit, candidate).map(drop)
+        self.restorable(unit, base_dir, candidate).map(drop)
     }
 }
 

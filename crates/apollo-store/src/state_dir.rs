@@ -790,6 +790,12 @@ impl StateDir {
     /// Reads the blob with this SHA-256, checking that its content still has that hash. Only
     /// a regular file is read.
     pub fn read_blob(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
+        self.read_blob_within(hash, u64::MAX)
+    }
+
+    /// [`read_blob`](Self::read_blob), refusing a blob of more than `max_len` bytes before
+    /// reading it (a planted sparse file must not take the memory a large read would).
+    pub fn read_blob_within(&self, hash: &str, max_len: u64) -> Result<Vec<u8>, StoreError> {
         let path = self.blob_path(hash)?;
         let not_found = || StoreError::NotFound {
             what: format!("blob {hash}"),
@@ -802,8 +808,18 @@ impl StateDir {
             Err(StoreError::NotFound { .. }) => return Err(not_found()),
             Err(error) => return Err(error),
         };
+        let len = (file.metadata())
+            .map_err(|source| StoreError::io("stat", &path, source))?
+            .len();
+        if len > max_len {
+            return Err(StoreError::invalid(format!(
+                "blob {hash} holds {len} bytes, more than the {max_len} expected"
+            )));
+        }
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
+        (&mut file)
+            .take(max_len)
+            .read_to_end(&mut bytes)
             .map_err(|source| StoreError::io("read", &path, source))?;
         let actual = apollo_core::hash::to_hex(&Sha256::digest(&bytes));
         if actual != hash {
