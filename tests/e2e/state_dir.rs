@@ -240,3 +240,93 @@ fn deleting_a_succeeded_run_s_folder_does_not_block_the_next_run() {
     apollo.args(&["run"]).run().code(0);
     assert_eq!(apollo.count("a"), 2);
 }
+
+/// A pipeline whose first run fails (unit `a` waits for the file `go`) and whose `on_finish`
+/// hook prints a line: the run is resumed once `go` exists, and its hook runs again.
+const HOOKED_UNTIL_GO: &str = "on_finish: echo hook-output
+units:
+  - name: a
+    execute: test -f go && bin/count a
+";
+
+/// Runs [`HOOKED_UNTIL_GO`] once (it fails), lets `plant` tamper with the run's `hooks/`
+/// folder, and resumes the run; the resume's output.
+fn resume_after_planting_in_hooks(
+    apollo: &mut Apollo,
+    plant: impl FnOnce(&Apollo, &Path),
+) -> crate::support::Output {
+    apollo.config(HOOKED_UNTIL_GO);
+    apollo.args(&["run"]).run().code(1);
+    let run = apollo.run_ids().pop().expect("a run");
+    let hooks = apollo.path(&format!(".apollo/runs/{run}/hooks"));
+    assert!(
+        hooks.join("summary.json").is_file(),
+        "the first run's summary"
+    );
+    plant(apollo, &hooks);
+    std::fs::write(apollo.path("go"), "").unwrap();
+    let output = apollo.args(&["run"]).run();
+    assert_eq!(apollo.run_ids(), [run], "the run was resumed");
+    output
+}
+
+#[test]
+fn a_hook_summary_planted_as_a_link_is_replaced_and_its_target_never_written() {
+    let mut apollo = Apollo::new();
+    std::fs::write(apollo.path("precious"), "keep me\n").unwrap();
+    let output = resume_after_planting_in_hooks(&mut apollo, |apollo, hooks| {
+        std::fs::remove_file(hooks.join("summary.json")).unwrap();
+        std::os::unix::fs::symlink(apollo.path("precious"), hooks.join("summary.json")).unwrap();
+    });
+    output.code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("precious")).unwrap(),
+        "keep me\n"
+    );
+    let run = apollo.run_ids().pop().unwrap();
+    let summary = apollo.path(&format!(".apollo/runs/{run}/hooks/summary.json"));
+    assert!(
+        std::fs::symlink_metadata(&summary).unwrap().is_file(),
+        "the link was replaced by the summary"
+    );
+}
+
+#[test]
+fn a_hook_summary_planted_as_a_fifo_is_replaced_not_blocked_on() {
+    let mut apollo = Apollo::new();
+    let output = resume_after_planting_in_hooks(&mut apollo, |_, hooks| {
+        std::fs::remove_file(hooks.join("summary.json")).unwrap();
+        mkfifo(&hooks.join("summary.json"));
+    });
+    // A hang is killed by the helper's safety timeout: no exit code.
+    output.code(0);
+    assert_eq!(apollo.count("a"), 1);
+}
+
+#[test]
+fn a_hooks_folder_planted_as_a_link_gets_no_summary_behind_it() {
+    let mut apollo = Apollo::new();
+    let elsewhere = apollo.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let output = resume_after_planting_in_hooks(&mut apollo, |apollo, hooks| {
+        std::fs::remove_dir_all(hooks).unwrap();
+        std::os::unix::fs::symlink(apollo.path("elsewhere"), hooks).unwrap();
+    });
+    // A hook's trouble never changes the run's status; it is told.
+    output.code(0);
+    assert!(
+        !elsewhere.join("summary.json").exists(),
+        "the summary was written through the link"
+    );
+    assert!(
+        output
+            .stderr
+            .contains("the run summary could not be written"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        apollo.journal_text().contains("symbolic link"),
+        "the hook's record says why"
+    );
+}

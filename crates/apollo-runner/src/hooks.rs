@@ -18,7 +18,7 @@ use apollo_core::model::{Hook, HookWhen};
 use apollo_core::{
     AttemptContext, AttemptRequest, CancelToken, Event, Executor, Journal, Pipeline, Unit,
 };
-use apollo_store::RunId;
+use apollo_store::{RunId, StateDir};
 
 /// How long a hook's command gets between SIGTERM and SIGKILL when its time is up.
 const HOOK_KILL_GRACE: Duration = Duration::from_secs(5);
@@ -59,7 +59,8 @@ fn firing(pipeline: &Pipeline, run_status: &str) -> Vec<Hook> {
 /// What a hook is told about the run.
 pub(crate) struct RunEnd<'a> {
     pub(crate) run_id: &'a RunId,
-    pub(crate) run_dir: &'a Path,
+    /// The state directory the run is in.
+    pub(crate) state: &'a StateDir,
     /// `succeeded`, `failed`, `interrupted` or `needs_human`.
     pub(crate) status: &'a str,
     /// The engine's report, when the engine got to the end.
@@ -104,12 +105,17 @@ pub(crate) fn run_hooks(
         return Vec::new();
     }
     let failed_units = failed_units(end);
+    let run_dir = end.state.runs_dir().join(end.run_id.as_str());
     // Absolute: a hook runs in the pipeline's folder, not where apollo was started.
-    let hooks_dir = std::path::absolute(end.run_dir)
-        .unwrap_or_else(|_| end.run_dir.to_path_buf())
+    let hooks_dir = std::path::absolute(&run_dir)
+        .unwrap_or(run_dir)
         .join("hooks");
-    let summary_path = hooks_dir.join("summary.json");
-    let summary_error = write_summary(pipeline, end, &failed_units, &summary_path).err();
+    let (summary_path, summary_error) = match write_summary(pipeline, end, &failed_units) {
+        Ok(path) => (std::path::absolute(&path).unwrap_or(path), None),
+        // The hooks still run (they tell someone the run ended) and are told where it
+        // would be; the error goes with each hook's record.
+        Err(error) => (hooks_dir.join("summary.json"), Some(error)),
+    };
     let mut outcomes = Vec::with_capacity(hooks.len());
     for hook in hooks {
         let log_dir = hooks_dir.join(hook.when.as_str());
@@ -215,13 +221,15 @@ fn hook_unit(
     }
 }
 
-/// Writes the JSON summary hooks get the path of.
+/// Writes the JSON summary hooks get the path of (`runs/<run>/hooks/summary.json`) and
+/// returns its path. apollo-store writes it under the run folder's descriptor and renames it
+/// into place, so a link or a FIFO planted in the run folder of an interrupted run is refused
+/// or replaced, never written through or blocked on.
 fn write_summary(
     pipeline: &Pipeline,
     end: &RunEnd<'_>,
     failed_units: &[String],
-    path: &Path,
-) -> std::io::Result<()> {
+) -> Result<PathBuf, String> {
     let units: Vec<serde_json::Value> = end
         .report
         .map(|report| {
@@ -249,11 +257,11 @@ fn write_summary(
         "failed_units": failed_units,
         "units": units,
     });
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let text = serde_json::to_vec_pretty(&summary).map_err(std::io::Error::other)?;
-    std::fs::write(path, text)
+    let text = serde_json::to_vec_pretty(&summary).map_err(|error| error.to_string())?;
+    end.state
+        .run_dir(end.run_id)
+        .and_then(|run| run.write_hook_summary(&text))
+        .map_err(|error| error.to_string())
 }
 
 #[cfg(test)]

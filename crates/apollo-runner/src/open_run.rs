@@ -191,10 +191,9 @@ impl<'a> OpenRun<'a> {
         }
         // The run has ended (or stopped for a human): its hooks run, still under the lock.
         if let Some(end_status) = hook_status(&result) {
-            let run_dir = state.runs_dir().join(run_id.as_str());
             let end = RunEnd {
                 run_id: &run_id,
-                run_dir: &run_dir,
+                state: &state,
                 status: end_status,
                 report: result.as_ref().ok(),
                 needs_verdict: result.as_ref().err().and_then(crate::hooks::verdict_unit),

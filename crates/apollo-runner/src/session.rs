@@ -203,10 +203,9 @@ impl<'a> RunSession<'a> {
         if !crate::hooks::needs_human(refusal) {
             return;
         }
-        let run_dir = state.runs_dir().join(run_id.as_str());
         let end = crate::hooks::RunEnd {
             run_id,
-            run_dir: &run_dir,
+            state,
             status: "needs_human",
             report: None,
             needs_verdict: crate::hooks::verdict_unit(refusal),

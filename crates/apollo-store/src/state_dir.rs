@@ -24,6 +24,8 @@ use crate::safe_dir::{Access, Dir, describe, explain_efbig};
 /// lock                                   flock()ed by the one apollo writing here; never deleted
 /// runs/<run-id>/journal/000001.log ...   the run's journal segments
 /// runs/<run-id>/units/<unit>/<attempt>/{stdout,stderr}
+/// runs/<run-id>/hooks/summary.json       the run summary pipeline hooks get
+/// runs/<run-id>/hooks/<hook>/{stdout,stderr}  a hook's captured output
 /// blobs/sha256/ab/cdef...                content-addressed files (definition snapshots, inputs)
 /// ```
 #[derive(Debug, Clone)]
@@ -94,7 +96,35 @@ impl RunDir {
         check_log_dir(&self.path, &dir)?;
         Ok(dir)
     }
+
+    /// Writes the run summary hooks are given (`hooks/summary.json`) and returns its path.
+    /// `hooks/` is created under the run folder's descriptor and a symbolic link there is
+    /// refused ([`StoreError::UnexpectedFileType`]); the file is written as a temporary and
+    /// renamed over whatever is at its name, so a link or a FIFO planted as `summary.json` is
+    /// replaced, never written through or blocked on. Nothing is fsynced: the summary is read
+    /// by the hooks that run right after, and a crash before they run runs them again on the
+    /// resume, which writes it again.
+    pub fn write_hook_summary(&self, summary: &[u8]) -> Result<PathBuf, StoreError> {
+        let (Some(runs), Some(name)) = (self.path.parent(), self.path.file_name()) else {
+            return Err(StoreError::invalid(format!(
+                "{} is not a run folder",
+                self.path.display()
+            )));
+        };
+        // The run folder itself is opened without following a link too (as `run_dir` checked
+        // it), so the summary lands in this state directory or nowhere.
+        Dir::open(runs)?
+            .subdir(name)?
+            .create_subdir(HOOKS_DIR, false)?
+            .write_file_atomic(HOOK_SUMMARY, summary, false)?;
+        Ok(self.path.join(HOOKS_DIR).join(HOOK_SUMMARY))
+    }
 }
+
+/// A run's folder of hook output and the summary hooks get (`runs/<id>/hooks`).
+const HOOKS_DIR: &str = "hooks";
+/// The run summary hooks get the path of, in [`HOOKS_DIR`].
+const HOOK_SUMMARY: &str = "summary.json";
 
 /// Checks the attempt log folder `dir` before the executor creates or writes it: each of
 /// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` below `run_dir` is missing or a real
@@ -1224,5 +1254,33 @@ mod tests {
         for bad in ["", "..", "a/b", "x y"] {
             assert!(state.attempt_log_dir(&id, bad, 1).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_hook_summary_replaces_a_planted_link_and_refuses_a_linked_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
+        let id = state.new_run_id();
+        let run = state.create_run(&id).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        let hooks = run.path().join("hooks");
+        std::fs::create_dir(&hooks).unwrap();
+        std::os::unix::fs::symlink(&victim, hooks.join("summary.json")).unwrap();
+        let path = run.write_hook_summary(b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_file());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        // `hooks/` itself a link: refused, nothing written behind it.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::remove_dir_all(&hooks).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &hooks).unwrap();
+        let error = run.write_hook_summary(b"{}").unwrap_err();
+        assert!(
+            matches!(error, StoreError::UnexpectedFileType { .. }),
+            "{error}"
+        );
+        assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
     }
 }

@@ -91,7 +91,16 @@ fn hook_line(outcome: &HookOutcome) -> String {
     let record = &outcome.record;
     let duration = human_duration(std::time::Duration::from_millis(record.duration_ms));
     if outcome.succeeded() {
-        return format!("apollo: hook {} ran ({duration})", record.hook);
+        // A hook that ran but could not be given the run summary (a link planted as
+        // `hooks/`, say) still says so: it may have found no summary to read.
+        return match record.error.as_deref() {
+            Some(error) => format!(
+                "warning: hook {} ran ({duration}), but {}",
+                record.hook,
+                excerpt::clean_line(error.lines().next().unwrap_or_default())
+            ),
+            None => format!("apollo: hook {} ran ({duration})", record.hook),
+        };
     }
     let mut text = format!(
         "warning: hook {} {} after {duration} (the run's status stays {})",
