@@ -330,3 +330,24 @@ fn a_hooks_folder_planted_as_a_link_gets_no_summary_behind_it() {
         "the hook's record says why"
     );
 }
+
+#[test]
+fn a_hooks_folder_planted_as_a_link_gets_no_hook_output_behind_it() {
+    let mut apollo = Apollo::new();
+    let elsewhere = apollo.path("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("on_finish")).unwrap();
+    let output = resume_after_planting_in_hooks(&mut apollo, |apollo, hooks| {
+        std::fs::remove_dir_all(hooks).unwrap();
+        std::os::unix::fs::symlink(apollo.path("elsewhere"), hooks).unwrap();
+    });
+    output.code(0);
+    assert!(
+        !elsewhere.join("on_finish/stdout").exists(),
+        "the hook's output was written through the link"
+    );
+    assert!(
+        output.stderr.contains("hook on_finish"),
+        "{}",
+        output.stderr
+    );
+}

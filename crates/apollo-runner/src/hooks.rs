@@ -16,7 +16,8 @@ use apollo_core::engine::{RunReport, UnitResult};
 use apollo_core::event::{AttemptStatus, HookFinished};
 use apollo_core::model::{Hook, HookWhen};
 use apollo_core::{
-    AttemptContext, AttemptRequest, CancelToken, Event, Executor, Journal, Pipeline, Unit,
+    AttemptContext, AttemptOutcome, AttemptRequest, CancelToken, Event, Executor, Journal,
+    Pipeline, Unit,
 };
 use apollo_store::{RunId, StateDir};
 
@@ -118,13 +119,31 @@ pub(crate) fn run_hooks(
     };
     let mut outcomes = Vec::with_capacity(hooks.len());
     for hook in hooks {
-        let log_dir = hooks_dir.join(hook.when.as_str());
-        let unit = hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
-        // A hook runs even after Ctrl-C (it is how a stopped run tells anyone); its own time
-        // limit bounds it.
-        let cancel = CancelToken::new();
-        let request = AttemptRequest::new(end.run_id.as_str(), &unit, 1, &log_dir);
-        let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
+        // Checked as an attempt's log folder is: a link planted as `hooks/` or
+        // `hooks/<hook>/` would send the hook's output outside the state directory.
+        let checked_log_dir = end
+            .state
+            .run_dir(end.run_id)
+            .and_then(|run| run.hook_log_dir(hook.when.as_str()));
+        let (log_dir, outcome) = match checked_log_dir {
+            Ok(log_dir) => {
+                let log_dir = std::path::absolute(&log_dir).unwrap_or(log_dir);
+                let unit = hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
+                // A hook runs even after Ctrl-C (it is how a stopped run tells anyone); its
+                // own time limit bounds it.
+                let cancel = CancelToken::new();
+                let request = AttemptRequest::new(end.run_id.as_str(), &unit, 1, &log_dir);
+                let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
+                (log_dir, outcome)
+            }
+            // Not run, as a unit whose log folder is refused is not: the refusal is its
+            // record.
+            Err(error) => {
+                let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
+                outcome.error = Some(format!("not run: {error}"));
+                (hooks_dir.join(hook.when.as_str()), outcome)
+            }
+        };
         let mut error = outcome.error.clone();
         if let Some(summary_error) = &summary_error {
             let note = format!("the run summary could not be written: {summary_error}");

@@ -97,6 +97,25 @@ impl RunDir {
         Ok(dir)
     }
 
+    /// The folder for a pipeline hook's captured output (`hooks/<hook>`), checked like an
+    /// attempt's (see [`RunDir::attempt_log_dir`]): `hooks/` and `hooks/<hook>/` are missing or
+    /// real folders, and their `stdout` and `stderr` missing or regular files. `hook` must be a
+    /// plain name (`on_finish`, …).
+    pub fn hook_log_dir(&self, hook: &str) -> Result<PathBuf, StoreError> {
+        let valid = !hook.is_empty()
+            && hook
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
+        if !valid {
+            return Err(StoreError::invalid(format!(
+                "hook name `{hook}` cannot be used as a folder name (allowed: A-Z a-z 0-9 _)"
+            )));
+        }
+        let dir = self.path.join(HOOKS_DIR).join(hook);
+        check_log_dir(&self.path, &dir)?;
+        Ok(dir)
+    }
+
     /// Writes the run summary hooks are given (`hooks/summary.json`) and returns its path.
     /// `hooks/` is created under the run folder's descriptor and a symbolic link there is
     /// refused ([`StoreError::UnexpectedFileType`]); the file is written as a temporary and
@@ -127,8 +146,8 @@ const HOOKS_DIR: &str = "hooks";
 const HOOK_SUMMARY: &str = "summary.json";
 
 /// Checks the attempt log folder `dir` before the executor creates or writes it: each of
-/// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` below `run_dir` is missing or a real
-/// folder, and the attempt's `stdout` and `stderr` are missing or regular files. A symbolic
+/// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` (or a hook's `hooks/`,
+/// `hooks/<hook>/`) below `run_dir` is missing or a real folder, and the attempt's `stdout` and `stderr` are missing or regular files. A symbolic
 /// link there would send the unit's output (and apollo's writes) outside the state directory.
 /// A few `lstat` calls per attempt.
 fn check_log_dir(run_dir: &Path, dir: &Path) -> Result<(), StoreError> {
@@ -1282,5 +1301,19 @@ mod tests {
             "{error}"
         );
         assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
+        // …and so are the hooks' log folders below it.
+        assert!(matches!(
+            run.hook_log_dir("on_finish"),
+            Err(StoreError::UnexpectedFileType { .. })
+        ));
+        std::fs::remove_file(&hooks).unwrap();
+        assert!(
+            run.hook_log_dir("on_finish")
+                .unwrap()
+                .ends_with("hooks/on_finish")
+        );
+        for bad in ["", "..", "a/b"] {
+            assert!(run.hook_log_dir(bad).is_err(), "{bad}");
+        }
     }
 }

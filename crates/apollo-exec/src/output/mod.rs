@@ -364,6 +364,28 @@ mod tests {
     }
 
     #[test]
+    fn output_named_at_the_end_never_goes_through_a_linked_folder() {
+        // A hook's folder (`runs/<id>/hooks`) planted as a link to a folder that has the
+        // hook's sub-folder: the link at the end is refused, and the copy it falls back to
+        // must be refused too.
+        let Some(root) = unnamed_files_root() else {
+            return;
+        };
+        let spares = LogSpares::default();
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("on_finish")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, root.path().join("hooks")).unwrap();
+        let log_dir = root.path().join("hooks/on_finish");
+        let log = LogFile::open(&spares, &log_dir, "stdout", false).unwrap();
+        log.for_child().unwrap().write_all(b"hook output").unwrap();
+        let error = log
+            .finish(&spares, None)
+            .expect_err("a linked folder is refused");
+        assert!(error.contains("not a folder"), "{error}");
+        assert!(!elsewhere.join("on_finish/stdout").exists());
+    }
+
+    #[test]
     fn a_silent_attempt_creates_nothing_and_its_file_is_reused() {
         let Some(root) = unnamed_files_root() else {
             return;

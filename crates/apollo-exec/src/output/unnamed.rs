@@ -108,10 +108,16 @@ pub(super) fn link(file: &File, path: &Path) -> io::Result<()> {
 }
 
 /// Give the finished, unnamed `file` the name `path`: a link, or, when that is impossible
-/// (`path` exists, a filesystem that refuses), a copy appended to `path`.
+/// (`path` exists, a filesystem that refuses), a copy appended to `path`. The copy goes
+/// only into real folders: `open_named` refuses a link as the file's last component only,
+/// and a folder planted as a link (the very reason the link may have failed) would send the
+/// copy outside the state directory.
 pub(super) fn give_name(file: &File, path: &Path) -> io::Result<()> {
     if link(file, path).is_ok() {
         return Ok(());
+    }
+    if let Some(parent) = path.parent() {
+        super::create_log_dir(parent)?;
     }
     let target = super::open_named(path)?;
     let mut buffer = vec![0_u8; CHUNK];
