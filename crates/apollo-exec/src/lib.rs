@@ -6,6 +6,7 @@
 #[cfg(not(target_os = "linux"))]
 compile_error!("apollo-exec supervises processes with Linux interfaces (pidfd, clone, /proc)");
 
+mod attempt_files;
 mod cancel_event;
 mod client;
 mod command_line;
@@ -26,6 +27,9 @@ mod strays;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use attempt_files::{
+    create_attempt_dir, open_attempt_file, read_attempt_file, write_attempt_file,
+};
 pub use client::{ClientCommand, ClientError, ClientOutput};
 pub use executor::{ExecOptions, ProcessExecutor};
 pub use strays::{CLUSTER_JOB_MARKER, StrayError, kill_stray_processes};

@@ -9,13 +9,14 @@ use apollo_core::event::AttemptStatus;
 use apollo_core::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest, CancelLevel, Executor,
 };
+use apollo_exec::{create_attempt_dir, write_attempt_file};
 use crossbeam_channel::Receiver;
 
 use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
 use crate::job_name::job_name;
 use crate::options::SlurmOptions;
 use crate::poller::{JobNews, PollTiming, Poller, Watch};
-use crate::result::{outcome_from_files, read_result, read_started};
+use crate::result::{outcome_from_files, read_result, read_small, read_started};
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
 
@@ -78,9 +79,13 @@ impl SlurmExecutor {
         // An attempt that itself reattached points at the one that submitted the job.
         let mut earlier = earlier;
         for _ in 0..1000 {
-            let pointer =
-                std::fs::read_to_string(attempts_dir.join(earlier.to_string()).join(REATTACHED));
-            match pointer.ok().and_then(|text| parse_reattached(&text)) {
+            // Read without following a link, without blocking, bounded (`read_small`).
+            let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
+            match pointer
+                .ok()
+                .flatten()
+                .and_then(|text| parse_reattached(&text))
+            {
                 Some(submitter) if submitter < earlier => earlier = submitter,
                 _ => break,
             }
@@ -89,8 +94,9 @@ impl SlurmExecutor {
         if !earlier_dir.join(SCRIPT).exists() || earlier_dir.join(CANCELLED).exists() {
             return None;
         }
-        let known_id = std::fs::read_to_string(earlier_dir.join(JOB_ID))
+        let known_id = read_small(&earlier_dir.join(JOB_ID))
             .ok()
+            .flatten()
             .map(|id| id.trim().to_owned())
             .filter(|id| !id.is_empty())
             .or_else(|| {
@@ -99,9 +105,9 @@ impl SlurmExecutor {
                     .filter(|id| !id.is_empty())
             });
         let note = |job_id: &str| {
-            let _ = std::fs::write(
-                request.log_dir.join(REATTACHED),
-                format!("attempt {earlier} job {job_id}\n"),
+            let _ = write_attempt_file(
+                &request.log_dir.join(REATTACHED),
+                format!("attempt {earlier} job {job_id}\n").as_bytes(),
             );
             context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
         };
@@ -144,7 +150,9 @@ impl SlurmExecutor {
             attempt: request.attempt,
             dir,
         });
-        if let Err(error) = std::fs::write(dir.join(SCRIPT), script) {
+        // Renamed into place: a link planted as `slurm.sh` (to a user's `~/.profile`) is
+        // replaced, never written through.
+        if let Err(error) = write_attempt_file(&dir.join(SCRIPT), script.as_bytes()) {
             return failed(format!(
                 "cannot write the Slurm wrapper script {}: {error}",
                 dir.join(SCRIPT).display()
@@ -164,13 +172,13 @@ impl SlurmExecutor {
                 }
                 let message = submit_error(request, &error);
                 // Where `apollo logs` looks, so the refusal is beside the attempt's output.
-                let _ = std::fs::write(dir.join("stderr"), format!("{message}\n"));
+                let _ = write_attempt_file(&dir.join("stderr"), format!("{message}\n").as_bytes());
                 let mut outcome = failed(message);
                 outcome.stderr_bytes = std::fs::metadata(dir.join("stderr")).map_or(0, |m| m.len());
                 return outcome;
             }
         };
-        let _ = std::fs::write(dir.join(JOB_ID), format!("{job_id}\n"));
+        let _ = write_attempt_file(&dir.join(JOB_ID), format!("{job_id}\n").as_bytes());
         context.report(AttemptEvent::submitted(EXECUTOR_NAME, job_id.clone()));
         let watch = Watch {
             name,
@@ -339,7 +347,7 @@ impl SlurmExecutor {
         kill_at: &mut Option<Instant>,
         give_up_at: &mut Option<Instant>,
     ) {
-        let _ = std::fs::write(dir.join(CANCELLED), "");
+        let _ = write_attempt_file(&dir.join(CANCELLED), b"");
         let running =
             matches!(state, Some(JobState::Running)) || dir.join(crate::script::STARTED).exists();
         if graceful && running && !kill_grace.is_zero() {
@@ -397,7 +405,9 @@ impl Executor for SlurmExecutor {
         if context.cancel().is_cancelled() {
             return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
         }
-        if let Err(error) = std::fs::create_dir_all(request.log_dir) {
+        // The unit's and the attempt's folders only, each a real folder (as the local
+        // executor makes them): a link there would send every file below elsewhere.
+        if let Err(error) = create_attempt_dir(request.log_dir) {
             return failed(format!(
                 "cannot create the attempt folder {}: {error}",
                 request.log_dir.display()
@@ -558,6 +568,38 @@ mod tests {
                 "--exclusive",
                 "/shared/a/1/slurm.sh",
             ]
+        );
+    }
+
+    #[test]
+    fn files_apollo_writes_in_an_attempt_folder_never_go_through_a_planted_link() {
+        // `units/<unit>/<next attempt>/slurm.sh -> ~/.profile`, planted before the attempt;
+        // no cluster needed: sbatch is missing, so the attempt writes its script, then its
+        // refusal to `stderr`, and ends.
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("profile");
+        std::fs::write(&victim, "keep me\n").unwrap();
+        let log_dir = root.path().join("units/align/1");
+        std::fs::create_dir_all(&log_dir).unwrap();
+        for name in [SCRIPT, "stderr"] {
+            std::os::unix::fs::symlink(&victim, log_dir.join(name)).unwrap();
+        }
+        let missing = root.path().join("no-such-sbatch");
+        let executor =
+            SlurmExecutor::new(SlurmOptions::default().programs(&missing, &missing, &missing));
+        let unit = crate::test_support::unit(apollo_core::Command::Shell("true".into()));
+        let cancel = apollo_core::CancelToken::new();
+        let outcome = executor.run_attempt(
+            &AttemptRequest::new("r", &unit, 1, &log_dir),
+            &AttemptContext::new(&cancel),
+        );
+        assert_eq!(outcome.status, AttemptStatus::Failed);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+        assert!(
+            std::fs::symlink_metadata(log_dir.join(SCRIPT))
+                .unwrap()
+                .is_file(),
+            "the script replaced the link"
         );
     }
 }

@@ -14,9 +14,23 @@ use sha2::{Digest, Sha256};
 
 use crate::script::{PHASES, RESULT, STARTED};
 
+/// The most a file of an attempt folder that apollo reads may hold: the wrapper's `result`,
+/// `started` and `phases`, apollo's `job_id` and `reattached` are a few lines each.
+pub(crate) const MAX_ATTEMPT_FILE: u64 = 64 * 1024;
+
+/// The text of the attempt folder's file `path`: read without following a link, without
+/// blocking on a FIFO, and bounded ([`MAX_ATTEMPT_FILE`]); `Ok(None)` when it is not there.
+/// The error names the file and what is wrong with it.
+pub(crate) fn read_small(path: &Path) -> Result<Option<String>, String> {
+    match apollo_exec::read_attempt_file(path, MAX_ATTEMPT_FILE) {
+        Ok(bytes) => Ok(bytes.map(|bytes| String::from_utf8_lossy(&bytes).into_owned())),
+        Err(error) => Err(format!("cannot read {}: {error}", path.display())),
+    }
+}
+
 /// The wrapper's `started` file: the job id and when the job began (epoch ms).
 pub(crate) fn read_started(dir: &Path) -> Option<(String, u64)> {
-    let text = std::fs::read_to_string(dir.join(STARTED)).ok()?;
+    let text = read_small(&dir.join(STARTED)).ok()??;
     let mut words = text.split_whitespace();
     let (first, second) = (words.next()?, words.next());
     match second {
@@ -41,8 +55,12 @@ pub(crate) struct WrapperResult {
 /// Parses `result`; `None` when it is not there (the wrapper has not finished, or was
 /// killed before it could write it).
 pub(crate) fn read_result(dir: &Path) -> Option<WrapperResult> {
-    let text = std::fs::read_to_string(dir.join(RESULT)).ok()?;
-    Some(parse_result(&text))
+    try_read_result(dir).ok()?
+}
+
+/// [`read_result`], with the reason a `result` that is there cannot be read.
+fn try_read_result(dir: &Path) -> Result<Option<WrapperResult>, String> {
+    Ok(read_small(&dir.join(RESULT))?.map(|text| parse_result(&text)))
 }
 
 pub(crate) fn parse_result(text: &str) -> WrapperResult {
@@ -134,12 +152,22 @@ pub(crate) fn outcome_from_files(
             Some(started_ms.map_or(ms, |started| started.min(ms)))
         });
     let started_ms = origin_ms;
-    let phases: Vec<PhaseOutcome> = std::fs::read_to_string(dir.join(PHASES))
+    // A file that is there but cannot be read (a FIFO, a link, far too large) fails the
+    // attempt with its reason, as a missing `result` does.
+    let mut unreadable = None;
+    let phases: Vec<PhaseOutcome> = read_small(&dir.join(PHASES))
+        .unwrap_or_else(|error| {
+            unreadable = Some(error);
+            None
+        })
         .unwrap_or_default()
         .lines()
         .filter_map(|line| parse_phase_line(line, started_ms.unwrap_or(0)))
         .collect();
-    let result = read_result(dir);
+    let result = try_read_result(dir).unwrap_or_else(|error| {
+        unreadable.get_or_insert(error);
+        None
+    });
     outcome.stdout_bytes = file_len(&dir.join("stdout"));
     outcome.stderr_bytes = file_len(&dir.join("stderr"));
     // The phase that decides: the first that failed, else execute.
@@ -205,6 +233,15 @@ pub(crate) fn outcome_from_files(
             }
         }
     }
+    if let Some(error) = unreadable {
+        if matches!(
+            outcome.status,
+            AttemptStatus::Succeeded | AttemptStatus::Skipped
+        ) {
+            outcome.status = AttemptStatus::Failed;
+        }
+        outcome.error = Some(error);
+    }
     outcome.phases = phases;
     if outcome.timed_out {
         // The phase that was running when the time ran out: the last before cleanup.
@@ -232,7 +269,8 @@ fn file_len(path: &Path) -> u64 {
 /// SHA-256 (hex) of bytes `start..end` of `path`, streamed.
 fn sha256_of_range(path: &Path, start: u64, end: u64) -> Option<String> {
     use std::io::{Seek, SeekFrom};
-    let mut file = std::fs::File::open(path).ok()?;
+    // Not blocking on a FIFO planted as `stdout`, never through a link.
+    let mut file = apollo_exec::open_attempt_file(path).ok()??;
     file.seek(SeekFrom::Start(start)).ok()?;
     let mut reader = file.take(end.saturating_sub(start));
     let mut hasher = Sha256::new();
@@ -343,5 +381,71 @@ mod tests {
         let interrupted =
             outcome_from_files(dir.path(), Some(AttemptStatus::Interrupted), "cancelled");
         assert_eq!(interrupted.status, AttemptStatus::Interrupted);
+    }
+
+    /// Runs `read` on another thread and waits for it for at most 30 s: a safety net for a
+    /// read that blocks (the test fails instead of hanging).
+    fn within_30_s<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(read());
+        });
+        receiver
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the read blocked")
+    }
+
+    #[allow(clippy::disallowed_methods, reason = "a test's own mkfifo(1)")]
+    fn mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    #[test]
+    fn wrapper_files_that_are_fifos_links_or_huge_are_refused_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        // A FIFO as `result`, `started` and `phases`: not waited on.
+        let fifos = root.path().join("fifos");
+        std::fs::create_dir(&fifos).unwrap();
+        for name in [RESULT, STARTED, PHASES] {
+            mkfifo(&fifos.join(name));
+        }
+        let dir = fifos.clone();
+        let outcome = within_30_s(move || outcome_from_files(&dir, None, "no result"));
+        assert_eq!(outcome.status, AttemptStatus::Failed);
+        assert!(
+            outcome
+                .error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("FIFO"),
+            "{:?}",
+            outcome.error
+        );
+        // A `result` far over any wrapper's: an error naming the file, not read whole.
+        let huge = root.path().join("huge");
+        std::fs::create_dir(&huge).unwrap();
+        let mut text = String::from("end 1\n");
+        text.push_str(&"x".repeat(1 << 20));
+        write(&huge, RESULT, &text);
+        let outcome = outcome_from_files(&huge, None, "no result");
+        assert_eq!(outcome.status, AttemptStatus::Failed);
+        let error = outcome.error.unwrap_or_default();
+        assert!(
+            error.contains("result") && error.contains("larger"),
+            "{error}"
+        );
+        // A link to a file (`/dev/zero`, a user's file): never followed.
+        let links = root.path().join("links");
+        std::fs::create_dir(&links).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", links.join(STARTED)).unwrap();
+        write(&huge, "real-result", "end 5\n");
+        std::os::unix::fs::symlink(huge.join("real-result"), links.join(RESULT)).unwrap();
+        let dir = links.clone();
+        assert!(within_30_s(move || read_started(&dir)).is_none());
+        assert!(read_result(&links).is_none());
     }
 }

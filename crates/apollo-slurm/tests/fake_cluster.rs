@@ -82,7 +82,10 @@ fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     }
 }
 
+/// The attempt's folder in apollo's layout; its run's `units/` exists, as apollo-store makes
+/// it (an executor creates the unit's and the attempt's folders only).
 fn attempt_dir(root: &Path, unit: &str, attempt: u32) -> PathBuf {
+    std::fs::create_dir_all(root.join("units")).unwrap();
     root.join("units").join(unit).join(attempt.to_string())
 }
 

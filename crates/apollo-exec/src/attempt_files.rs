@@ -1,0 +1,104 @@
+//! The small files an executor keeps in an attempt folder beside the output (apollo-slurm's
+//! wrapper script, job id, `result`): read and written without following a symbolic link and
+//! without blocking on a FIFO, as the attempt's `stdout` and `stderr` are (see `output`). The
+//! attempt folder is inside the state directory; a link planted there must not make apollo
+//! write outside it, nor a FIFO or `/dev/zero` make it wait or read forever.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+/// Opens the existing file `path` for reading: never through a symbolic link (the last
+/// component; the folders are checked when the attempt folder is made, see
+/// [`create_attempt_dir`]), never blocking, and only a regular file. `Ok(None)`: there is no
+/// such file.
+pub fn open_attempt_file(path: &Path) -> io::Result<Option<File>> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::other(format!(
+                "refusing to read {}: it is a symbolic link, not a regular file",
+                path.display()
+            )));
+        }
+        Err(error) => return Err(error),
+    };
+    let file_type = file.metadata()?.file_type();
+    if !file_type.is_file() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let what = if file_type.is_fifo() {
+            "a FIFO"
+        } else if file_type.is_dir() {
+            "a folder"
+        } else {
+            "a device or socket"
+        };
+        return Err(io::Error::other(format!(
+            "refusing to read {}: it is {what}, not a regular file",
+            path.display()
+        )));
+    }
+    Ok(Some(file))
+}
+
+/// Reads the small file `path` whole, as [`open_attempt_file`] opens it; more than `max_len`
+/// bytes is an error naming the file (these files are written by apollo or its job wrapper,
+/// a few KB at most). `Ok(None)`: there is no such file.
+pub fn read_attempt_file(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
+    let Some(file) = open_attempt_file(path)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.take(max_len.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_len {
+        return Err(io::Error::other(format!(
+            "refusing to read {}: it is larger than the {max_len} bytes such a file holds",
+            path.display()
+        )));
+    }
+    Ok(Some(bytes))
+}
+
+/// Writes `bytes` to `path` through a new temporary file in the same folder, renamed over
+/// `path`: a symbolic link or a FIFO planted at `path` is replaced, never written through or
+/// blocked on. Nothing is fsynced (these files are not part of the journal's promise).
+pub fn write_attempt_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::other(format!(
+            "{} is not a file name",
+            path.display()
+        )));
+    };
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".tmp-{}", std::process::id()));
+    let temp = dir.join(temp_name);
+    let result = (|| {
+        // `create_new` (O_EXCL) never follows a link at the temporary's name either.
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&temp)?;
+        io::Write::write_all(&mut file, bytes)?;
+        std::fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Creates the attempt folder `log_dir` and its parent (`<unit>/<attempt>`), never a folder
+/// above them, and refuses either when it is not a real folder (a symbolic link): what the
+/// local executor does before it names an attempt's output.
+pub fn create_attempt_dir(log_dir: &Path) -> io::Result<()> {
+    crate::output::create_log_dir(log_dir)
+}
