@@ -1,6 +1,8 @@
 //! The state directory is apollo's and checked (issue 12): a symlinked lock file, a segment
 //! that is a FIFO, the state directory or lock file deleted mid-run, a file size limit.
 
+use std::path::Path;
+
 use crate::support::{Apollo, SAFETY_TIMEOUT, mkfifo};
 
 const TWO_UNITS: &str = "units:
@@ -350,4 +352,60 @@ fn a_hooks_folder_planted_as_a_link_gets_no_hook_output_behind_it() {
         "{}",
         output.stderr
     );
+}
+
+/// Every file below `folder`, sorted (a link is listed, not followed).
+fn files_below(folder: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            found.extend(files_below(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn prune_refuses_runs_or_blobs_linked_to_another_project_and_leaves_its_state_whole() {
+    let mut other = Apollo::new();
+    other.config(TWO_UNITS);
+    other.args(&["run"]).run().code(0);
+    other.args(&["run", "--fresh"]).run().code(0);
+    let their_runs = other.run_ids();
+    let their_blobs = files_below(&other.path(".apollo/blobs/sha256"));
+    assert!(their_runs.len() == 2 && !their_blobs.is_empty());
+
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    for (folder, target) in [("blobs", ".apollo/blobs"), ("runs", ".apollo/runs")] {
+        let planted = apollo.path(&format!(".apollo/{folder}"));
+        let real = apollo.path(&format!(".apollo/{folder}.real"));
+        std::fs::rename(&planted, &real).unwrap();
+        std::os::unix::fs::symlink(other.path(target), &planted).unwrap();
+        for args in [&["prune", "--keep-runs", "1"][..], &["runs"][..]] {
+            let output = apollo.args(args).run();
+            output.code(2);
+            assert!(
+                output.stderr.contains("symbolic link")
+                    && output.stderr.contains(&format!(".apollo/{folder}"))
+                    && output.stderr.contains("help:"),
+                "{args:?}: {}",
+                output.stderr
+            );
+        }
+        std::fs::remove_file(&planted).unwrap();
+        std::fs::rename(&real, &planted).unwrap();
+    }
+    assert_eq!(other.run_ids(), their_runs);
+    assert_eq!(
+        files_below(&other.path(".apollo/blobs/sha256")),
+        their_blobs
+    );
+    // The project's own state, put back, prunes as before.
+    apollo.args(&["prune", "--keep-runs", "1"]).run().code(0);
 }

@@ -273,6 +273,10 @@ fn store_help(error: &apollo_store::StoreError) -> Vec<String> {
             "something removed or replaced apollo's state directory while this run was active (a `git clean`, an `rm -rf .apollo`?); nothing was started after it was noticed",
             "keep the state directory out of clean-ups; units already started may have kept running: check what they did before the next `apollo run`",
         ],
+        (_, apollo_store::StoreError::UnexpectedFileType { .. }) => &[
+            "the state directory is apollo's: something replaced one of its files or folders (a link to another project's `.apollo`?), and apollo neither writes nor deletes through it",
+            "move it away and put back the real one, or use another state directory with `--state-dir`",
+        ],
         (ErrorKind::Corruption, _) => &[
             "`apollo verify` gives a full report; `apollo replay --salvage` reads past bad records",
         ],

@@ -57,6 +57,9 @@ pub fn backup(
     keep_days: Option<u32>,
     now: DateTime<Utc>,
 ) -> Result<BackupReport, StoreError> {
+    // The source's `runs/` and `blobs/` are checked as the destination's are (a link planted
+    // there is refused, not copied from).
+    state.check_fixed_folders()?;
     let dest = StateDir::open_or_create(dest)?;
     if dest.path().canonicalize().ok() == state.path().canonicalize().ok() {
         return Err(StoreError::invalid(

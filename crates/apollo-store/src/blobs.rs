@@ -43,7 +43,7 @@ use crate::reader::{JournalReader, ReadOptions};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
-use crate::fsutil::{create_dir_all_durable, fsync_dir, random_hex};
+use crate::fsutil::{fsync_dir, random_hex};
 use crate::safe_dir::{Access, Dir};
 use crate::writer::Durability;
 
@@ -71,10 +71,10 @@ impl BlobStore {
     /// fsyncs unless `durability` is [`Durability::None`].
     pub fn open(blobs_dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
         let root = blobs_dir.into();
-        create_dir_all_durable(&root)?;
-        // Below `blobs/` nothing is followed: a symbolic link planted as `sha256` or `tmp`
-        // is refused, so no capture is written through it and no sweep removes behind it.
-        let blobs = Dir::open(&root)?;
+        // From `blobs/` down nothing is followed: a symbolic link planted as `blobs`, `sha256`
+        // or `tmp` is refused, so no capture is written through it and no sweep removes
+        // behind it (the state directory's root above it is opened as named).
+        let blobs = Dir::open_checked_tail(&root, 1, true, true)?;
         blobs.create_subdir("sha256", true)?;
         blobs.create_subdir("tmp", true)?;
         Ok(Self {
@@ -307,9 +307,11 @@ impl BlobStore {
     }
 
     /// The existing folder `name` (`tmp`, `sha256`) of the store, opened without following a
-    /// link (a symbolic link there is refused).
+    /// link from `blobs/` down (a symbolic link there is refused). `blobs/` itself is checked
+    /// too: planted as a link to another project's store, it would have `prune` and eviction
+    /// remove that store's blobs, which no run here references.
     fn folder(&self, name: &str) -> Result<Dir, StoreError> {
-        Dir::open(&self.root)?.subdir(name)
+        Dir::open_checked_tail(&self.root, 1, false, false)?.subdir(name)
     }
 
     /// Removes the temporary files a crash left in `blobs/tmp/`; returns how many. Only call

@@ -82,6 +82,9 @@ pub fn evict_blobs(
     just_finished: &RunId,
     _lock: &StateLock,
 ) -> Result<Option<Eviction>, StoreError> {
+    // A `runs/` planted as a link would hide this state directory's runs from the mark, and
+    // every blob would look unreferenced: refused before anything is removed.
+    state.check_fixed_folders()?;
     let store = BlobStore::open_existing(state.path().join("blobs"));
     let stored: HashMap<String, u64> = (store.iter()?.into_iter())
         .map(|blob| (blob.sha256, blob.size))

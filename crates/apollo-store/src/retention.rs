@@ -164,6 +164,9 @@ pub fn prune(
     options: PruneOptions,
     now: DateTime<Utc>,
 ) -> Result<PruneReport, StoreError> {
+    // A `runs/` or `blobs/` planted as a link (to another project's) is refused before
+    // anything is removed: what is behind it is not ours to delete.
+    state.check_fixed_folders()?;
     let lock = match state.lock(false) {
         Ok(lock) => Some(lock),
         Err(StoreError::Locked { .. }) => None,

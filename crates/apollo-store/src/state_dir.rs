@@ -314,6 +314,27 @@ fn first_frame_is_whole(segment: &std::fs::File, buffer: &mut [u8]) -> bool {
     matches!(segment.read_at(&mut byte, newline_at), Ok(1)) && byte[0] == b'\n'
 }
 
+/// Opens (with `create`, creates) the state directory's fixed folders below its root, never
+/// through a symbolic link: `runs/` (which must exist), and `blobs/` and `blobs/sha256/`
+/// (which an existing state directory may lack). A link there would send what apollo writes,
+/// and what `prune` and eviction delete, to whatever it points to: another project's runs or
+/// blobs, which no run here references, so every one of them would look like garbage.
+fn open_fixed_folders(root: &Dir, create: bool) -> Result<(), StoreError> {
+    let open = |parent: &Dir, name: &str| {
+        if create {
+            parent.create_subdir(name, true)
+        } else {
+            parent.subdir(name)
+        }
+    };
+    open(root, "runs")?;
+    match open(root, "blobs").and_then(|blobs| open(&blobs, "sha256")) {
+        Ok(_) => Ok(()),
+        Err(StoreError::NotFound { .. }) if !create => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 impl StateDir {
     /// Opens the state directory at `root`, creating it and its layout (`runs/`, `blobs/sha256/`,
     /// `lock`) when missing. New folders are fsynced into their parents.
@@ -329,10 +350,7 @@ impl StateDir {
         // Below the root nothing is followed: `runs`, `blobs`, `blobs/sha256` must be folders
         // and `lock` a regular file, or apollo refuses before writing anything.
         let root_dir = Dir::open(&root)?;
-        root_dir.create_subdir("runs", true)?;
-        root_dir
-            .create_subdir("blobs", true)?
-            .create_subdir("sha256", true)?;
+        open_fixed_folders(&root_dir, true)?;
         match root_dir.entry_type("lock")? {
             None => {
                 root_dir.open_file("lock", Access::ReadWriteCreate)?;
@@ -368,15 +386,27 @@ impl StateDir {
         }
     }
 
-    /// Opens an existing state directory without creating anything (read-only commands).
+    /// Opens an existing state directory without creating anything (read-only commands, and
+    /// `prune`, `backup`). Its `runs/` and `blobs/` folders are checked as
+    /// [`open_or_create`](Self::open_or_create) checks them: a symbolic link or a non-folder
+    /// there is refused ([`StoreError::UnexpectedFileType`]).
     pub fn open_existing(root: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let root = root.as_ref().to_path_buf();
-        if !root.join("runs").is_dir() {
-            return Err(StoreError::NotFound {
-                what: format!("state directory {} (no runs/ folder)", root.display()),
-            });
+        let state = Self {
+            root: root.as_ref().to_path_buf(),
+        };
+        match state.check_fixed_folders() {
+            Err(StoreError::NotFound { .. }) => Err(StoreError::NotFound {
+                what: format!("state directory {} (no runs/ folder)", state.root.display()),
+            }),
+            checked => checked.map(|()| state),
         }
-        Ok(Self { root })
+    }
+
+    /// Checks that the state directory's fixed folders are still real folders (see
+    /// [`open_fixed_folders`]). `prune`, `backup` and eviction call it before they start,
+    /// on a state directory that may have been opened a while ago.
+    pub(crate) fn check_fixed_folders(&self) -> Result<(), StoreError> {
+        open_fixed_folders(&Dir::open(&self.root)?, false)
     }
 
     /// The state directory's root.

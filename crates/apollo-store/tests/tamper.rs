@@ -444,3 +444,83 @@ fn captured_output_that_is_a_fifo_or_a_link_is_refused_not_read_forever() {
         );
     }
 }
+
+fn assert_refused_link(error: &StoreError, link: &Path) {
+    assert!(
+        matches!(error, StoreError::UnexpectedFileType { .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("symbolic link"), "{message}");
+    assert!(
+        message.contains(&link.display().to_string()),
+        "{message} should name {}",
+        link.display()
+    );
+}
+
+#[test]
+fn a_blob_store_linked_to_another_project_s_is_refused_and_its_blobs_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = StateDir::open_or_create(dir.path().join("other/.apollo")).unwrap();
+    let theirs = other.put_blob(b"the other project's capture").unwrap();
+    let their_blob = other
+        .path()
+        .join("blobs/sha256")
+        .join(&theirs[..2])
+        .join(&theirs[2..]);
+    let root = dir.path().join("proj/.apollo");
+    // Opened before the link is planted: the blob store's own opens must refuse it too.
+    let state = StateDir::open_or_create(&root).unwrap();
+    fs::remove_dir_all(root.join("blobs")).unwrap();
+    symlink("../../other/.apollo/blobs", root.join("blobs")).unwrap();
+    assert!(their_blob.is_file(), "the test reaches the other store");
+
+    assert_refused_link(
+        &StateDir::open_existing(&root).unwrap_err(),
+        &root.join("blobs"),
+    );
+    let now = chrono::Utc::now();
+    let error = apollo_store::prune(&state, apollo_store::PruneOptions::default(), now);
+    assert_refused_link(&error.unwrap_err(), &root.join("blobs"));
+    let lock = state.lock(false).unwrap();
+    let error = apollo_store::evict_blobs(&state, 0, &state.new_run_id(), &lock);
+    assert_refused_link(&error.unwrap_err(), &root.join("blobs"));
+    assert!(their_blob.is_file(), "the other project's blob was removed");
+}
+
+#[test]
+fn a_runs_folder_linked_to_another_project_s_is_refused_and_its_runs_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = StateDir::open_or_create(dir.path().join("proj2/.apollo")).unwrap();
+    let older = three_segment_run(&other, true);
+    let newer = three_segment_run(&other, true);
+    let leftover = other.runs_dir().join(".deleting-theirs");
+    fs::create_dir(&leftover).unwrap();
+    let root = dir.path().join("proj/.apollo");
+    let state = StateDir::open_or_create(&root).unwrap();
+    fs::remove_dir(root.join("runs")).unwrap();
+    symlink("../../proj2/.apollo/runs", root.join("runs")).unwrap();
+
+    assert_refused_link(
+        &StateDir::open_existing(&root).unwrap_err(),
+        &root.join("runs"),
+    );
+    let now = chrono::Utc::now();
+    let error = apollo_store::prune(
+        &state,
+        apollo_store::PruneOptions::default().keep_runs(1),
+        now,
+    );
+    assert_refused_link(&error.unwrap_err(), &root.join("runs"));
+    for kept in [older, newer] {
+        assert!(
+            other.runs_dir().join(kept.as_str()).is_dir(),
+            "{kept} was pruned"
+        );
+    }
+    assert!(
+        leftover.is_dir(),
+        "the other project's leftover was removed"
+    );
+}
