@@ -598,10 +598,25 @@ pub fn sweep_unreferenced(
     store: &BlobStore,
     run_dirs: &[PathBuf],
 ) -> Result<BlobSweep, StoreError> {
+    sweep_marked(store, &referenced_by(run_dirs)?)
+}
+
+/// The blobs the runs in `run_dirs` reference (the mark of a mark and sweep); an error, naming
+/// the run, when one of their journals cannot be read.
+pub(crate) fn referenced_by(run_dirs: &[PathBuf]) -> Result<BTreeSet<String>, StoreError> {
     let mut marked = BTreeSet::new();
     for run_dir in run_dirs {
         marked.extend(referenced_blobs(run_dir)?);
     }
+    Ok(marked)
+}
+
+/// The sweep of [`sweep_unreferenced`]: removes every blob of `store` not in `marked`, and
+/// the temporary files a crash left.
+pub(crate) fn sweep_marked(
+    store: &BlobStore,
+    marked: &BTreeSet<String>,
+) -> Result<BlobSweep, StoreError> {
     let mut sweep = BlobSweep::default();
     for blob in store.iter()? {
         if marked.contains(&blob.sha256) {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::blobs::{BlobStore, BlobSweep, sweep_unreferenced};
+use crate::blobs::{BlobStore, BlobSweep, referenced_by, sweep_marked};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::run_id::RunId;
@@ -177,6 +177,19 @@ pub fn prune(
     let summaries = state.list_runs()?;
     let mut report = select(&summaries, options, now);
     let runs_dir = state.runs_dir();
+    // Mark before anything is removed: the blobs every run that stays references. A run whose
+    // journal cannot be read (an I/O error, a damaged folder) stops the prune here, runs and
+    // blobs untouched: which blobs it needs is unknown, and a run left out of the mark would
+    // lose its definition snapshot and its captures to the sweep.
+    let marked = if lock.is_some() {
+        let kept_runs: Vec<_> = (state.run_ids()?.iter())
+            .filter(|id| !report.deleted.contains(id))
+            .map(|id| runs_dir.join(id.as_str()))
+            .collect();
+        Some(referenced_by(&kept_runs)?)
+    } else {
+        None
+    };
     for id in &report.deleted {
         let path = runs_dir.join(id.as_str());
         report.freed_bytes += dir_size(&path);
@@ -188,12 +201,9 @@ pub fn prune(
     if !report.deleted.is_empty() {
         fsync_dir(&runs_dir)?;
     }
-    if lock.is_some() {
-        let run_dirs: Vec<_> = (state.run_ids()?.iter())
-            .map(|id| runs_dir.join(id.as_str()))
-            .collect();
+    if let Some(marked) = marked {
         let store = BlobStore::open_existing(state.path().join("blobs"));
-        report.blobs = Some(sweep_unreferenced(&store, &run_dirs)?);
+        report.blobs = Some(sweep_marked(&store, &marked)?);
     }
     Ok(report)
 }

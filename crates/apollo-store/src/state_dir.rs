@@ -226,26 +226,43 @@ const SEQUENCE_FILE: &str = "sequence";
 /// Whether `journal_dir` holds at least one record after its first segment's header. A run
 /// without one recorded nothing — apollo was killed (or failed) while creating it, before its
 /// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
+///
+/// A journal that cannot be read (`EACCES`, `EIO`, a FIFO or a link loop where the folder
+/// belongs) counts as having records: the run is listed, and the reader says what is wrong
+/// with it (a listing shows it corrupt; `prune` and eviction, which must know every blob it
+/// references, refuse). Hidden, it would lose its blobs to their sweeps. Only what is
+/// missing (`ENOENT`: no journal folder, no segment) counts as nothing recorded.
 fn has_records(journal_dir: &Path) -> bool {
     use std::io::Read;
-    let Ok(entries) = fs::read_dir(journal_dir) else {
-        return false;
+    let unreadable = |error: &io::Error| error.kind() != io::ErrorKind::NotFound;
+    let entries = match fs::read_dir(journal_dir) {
+        Ok(entries) => entries,
+        Err(error) => return unreadable(&error),
     };
-    let segments: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
-        })
-        .collect();
+    let mut segments: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let path = match entry {
+            Ok(entry) => entry.path(),
+            Err(error) if unreadable(&error) => return true,
+            Err(_) => continue,
+        };
+        if path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
+        {
+            segments.push(path);
+        }
+    }
     // A journal rotates only after records were acknowledged, and `last_segment` is written
     // only at a rotation: a second segment or that file means the run recorded something,
     // whatever its first segment holds now (a damaged start is reported, never skipped).
-    if segments.len() > 1
-        || fs::symlink_metadata(journal_dir.join(crate::segment::LAST_SEGMENT_FILE)).is_ok()
-    {
+    let last_segment_seen =
+        match fs::symlink_metadata(journal_dir.join(crate::segment::LAST_SEGMENT_FILE)) {
+            Ok(_) => true,
+            Err(error) => unreadable(&error),
+        };
+    if segments.len() > 1 || last_segment_seen {
         return true;
     }
     let Some(first_segment) = segments.into_iter().min() else {
@@ -256,7 +273,10 @@ fn has_records(journal_dir: &Path) -> bool {
         // Something that is not a regular file where the first segment belongs: not an empty
         // run creation but damage, which the reader reports (never hidden, never read).
         Err(StoreError::Corruption { .. }) => return true,
-        Err(_) => return false,
+        // Removed meanwhile (the run was pruned): nothing to list.
+        Err(StoreError::NotFound { .. }) => return false,
+        // EACCES, EIO: the reader reports it (see above).
+        Err(_) => return true,
     };
     // A record ends with a newline: the run recorded something when a second newline follows
     // the header's. The first record is `run_started`, which names every unit (90 KB at
@@ -270,7 +290,10 @@ fn has_records(journal_dir: &Path) -> bool {
     let mut newlines = 0;
     loop {
         match file.read(&mut buffer) {
-            Ok(0) | Err(_) => return false,
+            Ok(0) => return false,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            // EIO and the like: the reader reports it (see above).
+            Err(_) => return true,
             Ok(n_read) => {
                 newlines += buffer[..n_read]
                     .iter()

@@ -445,6 +445,22 @@ fn captured_output_that_is_a_fifo_or_a_link_is_refused_not_read_forever() {
     }
 }
 
+/// A finished run of pipeline `p` whose definition snapshot is the blob `definition_hash`.
+fn finished_run_with_definition(state: &StateDir, definition_hash: &str) -> RunId {
+    let id = state.new_run_id();
+    let run = state.create_run(&id).unwrap();
+    let mut started = run_started(id.as_str(), "p");
+    if let apollo_core::Event::RunStarted(started) = &mut started {
+        started.definition_hash = definition_hash.to_owned();
+    }
+    let mut writer = JournalWriter::create(run.path(), id.as_str(), fast()).unwrap();
+    writer.append_batch(&[started]).unwrap();
+    writer
+        .append_batch(&[run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    id
+}
+
 fn assert_refused_link(error: &StoreError, link: &Path) {
     assert!(
         matches!(error, StoreError::UnexpectedFileType { .. }),
@@ -523,4 +539,63 @@ fn a_runs_folder_linked_to_another_project_s_is_refused_and_its_runs_stay() {
         leftover.is_dir(),
         "the other project's leftover was removed"
     );
+}
+
+/// Plants that make a run's `journal/` unreadable, even for root: a symbolic link to itself
+/// (ELOOP) and a FIFO where the folder belongs (ENOTDIR).
+fn make_journal_unreadable(journal: &Path, plant: &str) {
+    fs::rename(journal, journal.with_file_name("journal.real")).unwrap();
+    match plant {
+        "loop" => symlink("journal", journal).unwrap(),
+        _ => mkfifo(journal),
+    }
+}
+
+#[test]
+fn a_run_whose_journal_cannot_be_read_stops_prune_and_eviction_and_keeps_its_blobs() {
+    for plant in ["loop", "fifo"] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open_or_create(dir.path()).unwrap();
+        let first_definition = state.put_blob(b"run A's definition").unwrap();
+        let second_definition = state.put_blob(b"run B's definition").unwrap();
+        let hidden = finished_run_with_definition(&state, &first_definition);
+        let newest = finished_run_with_definition(&state, &second_definition);
+        let blob = |hash: &str| {
+            state
+                .path()
+                .join("blobs/sha256")
+                .join(&hash[..2])
+                .join(&hash[2..])
+        };
+        make_journal_unreadable(
+            &state.runs_dir().join(hidden.as_str()).join("journal"),
+            plant,
+        );
+
+        // Listings still list it, as corrupt with the reason (they do not fail).
+        let runs = state.list_runs().unwrap();
+        let listed = runs.iter().find(|run| run.id == hidden);
+        assert!(
+            listed.is_some_and(|run| run.state == RunState::Corrupt),
+            "{plant}: {runs:?}"
+        );
+
+        let now = chrono::Utc::now();
+        let error =
+            apollo_store::prune(&state, apollo_store::PruneOptions::default(), now).unwrap_err();
+        assert!(
+            error.to_string().contains(hidden.as_str()),
+            "{plant}: {error}"
+        );
+        let lock = state.lock(false).unwrap();
+        let error = apollo_store::evict_blobs(&state, 0, &newest, &lock).unwrap_err();
+        assert!(
+            error.to_string().contains(hidden.as_str()),
+            "{plant}: {error}"
+        );
+        drop(lock);
+        for hash in [&first_definition, &second_definition] {
+            assert!(blob(hash).is_file(), "{plant}: blob {hash} was removed");
+        }
+    }
 }
