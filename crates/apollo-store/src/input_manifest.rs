@@ -23,6 +23,11 @@ use crate::writer::Durability;
 /// The folder of a run's input manifests, under the run's folder.
 pub const MANIFESTS_DIR: &str = "manifests";
 
+/// The largest manifest read or written (as the largest index file, `index_file`). Millions
+/// of components fit; a bigger file is damage (a sparse file of a terabyte, say), refused
+/// before a buffer of its size is asked for, which would abort the process.
+const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
 /// The file of manifest `sha256` of the run in `run_dir`; an error when the name is not a
 /// SHA-256 (a damaged record must not name a path outside the folder).
 pub fn input_manifest_path(run_dir: &Path, sha256: &str) -> Result<PathBuf, StoreError> {
@@ -42,6 +47,12 @@ pub(crate) fn write_input_manifest(
 ) -> Result<(), StoreError> {
     let file_name = input_manifest::file_name(sha256)
         .map_err(|error| StoreError::invalid(error.to_string()))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(StoreError::invalid(format!(
+            "the input manifest {file_name} would be {} bytes, larger than the {MAX_MANIFEST_BYTES} bytes a manifest may be",
+            bytes.len()
+        )));
+    }
     let durable = durability == Durability::Fsync;
     // Under the run folder's descriptor, never through a symbolic link (see `safe_dir`): a
     // planted `manifests` link or file is refused, and the rename replaces a link at the
@@ -111,9 +122,16 @@ fn read_manifest<T>(
             "the input manifest is not a regular file".to_owned(),
         ));
     }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(corrupt(format!(
+            "the input manifest is {} bytes, larger than the {MAX_MANIFEST_BYTES} bytes a manifest may be",
+            meta.len()
+        )));
+    }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // Bounded again while reading: the file may have grown since its size was looked at.
     File::open(&path)
-        .and_then(|file| file.take(meta.len()).read_to_end(&mut bytes))
+        .and_then(|file| file.take(MAX_MANIFEST_BYTES).read_to_end(&mut bytes))
         .map_err(|source| StoreError::io("read", &path, source))?;
     decode(reference, &bytes).map_err(|error| corrupt(error.to_string()))
 }
@@ -179,5 +197,22 @@ mod tests {
             count: 1,
         };
         assert!(read_input_manifest(run_dir.path(), &bad).is_err());
+    }
+
+    #[test]
+    fn a_huge_sparse_manifest_is_a_clear_error_not_an_allocation_abort() {
+        let run_dir = tempfile::tempdir().unwrap();
+        let manifest = input_manifest::encode(&components(2)).unwrap();
+        let path = input_manifest_path(run_dir.path(), &manifest.reference.sha256).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // 1 TiB that takes no disk: reserving a buffer of its size aborts the process.
+        File::create(&path).unwrap().set_len(1 << 40).unwrap();
+        let error = read_input_manifest(run_dir.path(), &manifest.reference).unwrap_err();
+        assert!(matches!(error, StoreError::Corruption { .. }), "{error}");
+        let message = error.to_string();
+        assert!(
+            message.contains(&path.display().to_string()) && message.contains("larger than"),
+            "{message}"
+        );
     }
 }
