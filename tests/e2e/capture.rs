@@ -6,19 +6,6 @@ use std::path::PathBuf;
 
 use crate::support::{Apollo, mkfifo};
 
-/// Every blob file in the project's state directory.
-fn blobs(apollo: &Apollo) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let root = apollo.path(".apollo/blobs/sha256");
-    for prefix in std::fs::read_dir(root).unwrap() {
-        for blob in std::fs::read_dir(prefix.unwrap().path()).unwrap() {
-            found.push(blob.unwrap().path());
-        }
-    }
-    found.sort();
-    found
-}
-
 /// The `unit_files` records of the journal, as JSON.
 fn unit_files(apollo: &Apollo) -> Vec<serde_json::Value> {
     apollo
@@ -55,12 +42,13 @@ units:
     }
     // Only the definition snapshot (one for the three identical runs) and the input.
     let sha = apollo_core::hash::sha256_hex(b"a,b\n1,2\n");
-    let input_blobs: Vec<_> = blobs(&apollo)
+    let input_blobs: Vec<_> = apollo
+        .blobs()
         .into_iter()
         .filter(|path| path.to_string_lossy().ends_with(&sha[2..]))
         .collect();
-    assert_eq!(input_blobs.len(), 1, "{:?}", blobs(&apollo));
-    assert_eq!(blobs(&apollo).len(), 2, "{:?}", blobs(&apollo));
+    assert_eq!(input_blobs.len(), 1, "{:?}", apollo.blobs());
+    assert_eq!(apollo.blobs().len(), 2, "{:?}", apollo.blobs());
     assert_eq!(std::fs::read(&input_blobs[0]).unwrap(), b"a,b\n1,2\n");
     let records = unit_files(&apollo);
     assert_eq!(records.len(), 9, "three units, three runs");
@@ -99,7 +87,8 @@ fn an_input_over_the_cap_keeps_its_hash_only_and_says_so() {
     assert!(files[1].get("not_captured").is_none());
     let sha_big = files[0]["sha256"].as_str().unwrap().to_owned();
     assert!(
-        !blobs(&apollo)
+        !apollo
+            .blobs()
             .iter()
             .any(|path| path.to_string_lossy().ends_with(&sha_big[2..])),
         "the big input has no blob"
@@ -165,7 +154,7 @@ fn prune_keeps_exactly_the_blobs_kept_runs_need() {
         apollo.args(&["run", "--fresh"]).run().code(0);
     }
     // Per run one content (the input, copied to the output), plus one definition snapshot.
-    assert_eq!(blobs(&apollo).len(), 4, "{:?}", blobs(&apollo));
+    assert_eq!(apollo.blobs().len(), 4, "{:?}", apollo.blobs());
     // A crash mid-write leaves a temporary file; prune sweeps it too.
     apollo.file(".apollo/blobs/tmp/blob-deadbeef", "half a blob");
     let output = apollo.args(&["prune", "--keep-runs", "1"]).run();
@@ -177,7 +166,8 @@ fn prune_keeps_exactly_the_blobs_kept_runs_need() {
         "{}",
         output.stdout
     );
-    let kept: Vec<Vec<u8>> = blobs(&apollo)
+    let kept: Vec<Vec<u8>> = apollo
+        .blobs()
         .iter()
         .map(|path| std::fs::read(path).unwrap())
         .collect();
@@ -194,7 +184,7 @@ fn prune_keeps_exactly_the_blobs_kept_runs_need() {
         "{}",
         output.stdout
     );
-    assert_eq!(blobs(&apollo).len(), 2);
+    assert_eq!(apollo.blobs().len(), 2);
 
     // backup copies the blobs its runs reference.
     let dest = apollo.path("backup");
@@ -222,12 +212,18 @@ const REPRODUCIBLE: &str = "units:
     execute: date +%s%N > stamp.txt
 ";
 
-#[test]
-fn reproduce_reruns_with_the_inputs_it_had_and_never_touches_the_originals() {
+/// A project of [`REPRODUCIBLE`] with `input` as its data, run once.
+fn reproducible(input: &str) -> Apollo {
     let mut apollo = Apollo::new();
-    apollo.file("data/in.txt", "a\nb\nc\n");
+    apollo.file("data/in.txt", input);
     apollo.config(REPRODUCIBLE);
     apollo.args(&["run"]).run().code(0);
+    apollo
+}
+
+#[test]
+fn reproduce_reruns_with_the_inputs_it_had_and_never_touches_the_originals() {
+    let mut apollo = reproducible("a\nb\nc\n");
     // After the run: its input is edited and its output deleted.
     apollo.file("mid.txt", "edited since\n");
     std::fs::remove_file(apollo.path("out/sorted.txt")).unwrap();
@@ -274,10 +270,7 @@ fn reproduce_reruns_with_the_inputs_it_had_and_never_touches_the_originals() {
 
 #[test]
 fn reproduce_names_an_output_that_differs_and_shows_its_diff() {
-    let mut apollo = Apollo::new();
-    apollo.file("data/in.txt", "a\n");
-    apollo.config(REPRODUCIBLE);
-    apollo.args(&["run"]).run().code(0);
+    let mut apollo = reproducible("a\n");
     let recorded = std::fs::read_to_string(apollo.path("stamp.txt")).unwrap();
     let output = apollo.args(&["reproduce", "latest", "stamp"]).run();
     output.code(1);
@@ -304,12 +297,9 @@ fn reproduce_names_an_output_that_differs_and_shows_its_diff() {
 
 #[test]
 fn reproduce_shows_no_diff_from_a_fifo_planted_as_the_recorded_blob_and_does_not_wait() {
-    let mut apollo = Apollo::new();
-    apollo.file("data/in.txt", "a\n");
-    apollo.config(REPRODUCIBLE);
-    apollo.args(&["run"]).run().code(0);
+    let mut apollo = reproducible("a\n");
     let recorded = std::fs::read(apollo.path("stamp.txt")).unwrap();
-    let blob = find_blob(&apollo, &recorded).expect("stamp.txt was captured");
+    let blob = apollo.find_blob(&recorded).expect("stamp.txt was captured");
     std::fs::remove_file(&blob).unwrap();
     mkfifo(&blob);
     // `timeout` only as a safety net: a reproduction that waited on the FIFO is killed.
@@ -324,13 +314,6 @@ fn reproduce_shows_no_diff_from_a_fifo_planted_as_the_recorded_blob_and_does_not
         "{output:?}"
     );
     assert!(!output.stdout.contains("--- recorded/"), "{output:?}");
-}
-
-/// The blob file in the state directory that holds `content`.
-fn find_blob(apollo: &Apollo, content: &[u8]) -> Option<PathBuf> {
-    blobs(apollo)
-        .into_iter()
-        .find(|path| std::fs::read(path).ok().as_deref() == Some(content))
 }
 
 #[test]
@@ -475,27 +458,15 @@ fn reproduce_refuses_a_unit_that_would_write_outside_the_project() {
 
 #[test]
 fn reproduce_refuses_a_recorded_output_the_unit_does_not_declare() {
-    let mut apollo = Apollo::new();
-    apollo.file("data/in.txt", "a\nb\nc\n");
-    apollo.config(REPRODUCIBLE);
-    apollo.args(&["run"]).run().code(0);
+    let mut apollo = reproducible("a\nb\nc\n");
     let run = apollo.run_ids().pop().unwrap();
     // The record of `sorted`'s outputs also lists a path climbing out of the scratch
     // directory, and a file outside the project that would be read and shown as a diff.
-    apollo.rewrite_journal(&run, |event| {
-        if let apollo_core::Event::UnitFiles(files) = event
-            && files.unit == "sorted"
-            && files.side == apollo_core::event::FileSide::Outputs
-        {
-            let recorded = files.files[0].clone();
-            for path in ["../made-by-reproduce/x.txt", "/etc/hostname"] {
-                files.files.push(apollo_core::capture::FileEntry {
-                    path: path.to_owned(),
-                    ..recorded.clone()
-                });
-            }
-        }
-    });
+    apollo.record_extra_outputs(
+        &run,
+        "sorted",
+        &["../made-by-reproduce/x.txt", "/etc/hostname"],
+    );
     let scratch = apollo.path("scratch");
     let scratch_arg = scratch.to_string_lossy().into_owned();
     let output = apollo
@@ -513,10 +484,7 @@ fn reproduce_refuses_a_recorded_output_the_unit_does_not_declare() {
 #[test]
 fn a_temporary_scratch_directory_is_new_private_and_unguessable() {
     use std::os::unix::fs::PermissionsExt;
-    let mut apollo = Apollo::new();
-    apollo.file("data/in.txt", "a\nb\nc\n");
-    apollo.config(REPRODUCIBLE);
-    apollo.args(&["run"]).run().code(0);
+    let mut apollo = reproducible("a\nb\nc\n");
     let scratch = |apollo: &mut Apollo| {
         let output = apollo
             .args(&[

@@ -178,7 +178,9 @@ fn a_deleted_or_changed_output_is_restored_from_the_blob_store_and_a_damaged_blo
     );
 
     // A blob damaged on disk (same length, other bytes) is never restored: the unit runs.
-    let blob = find_blob(&apollo, &clean).expect("out/clean.csv was captured");
+    let blob = apollo
+        .find_blob(&clean)
+        .expect("out/clean.csv was captured");
     let mut damaged = clean.clone();
     damaged[0] ^= 0x01;
     std::fs::write(&blob, &damaged).unwrap();
@@ -187,20 +189,6 @@ fn a_deleted_or_changed_output_is_restored_from_the_blob_store_and_a_damaged_blo
     output.code(0);
     assert_eq!(counts(&apollo), [1, 2, 1, 1], "{}", output.stdout);
     assert_eq!(std::fs::read(apollo.path("out/clean.csv")).unwrap(), clean);
-}
-
-/// The blob file in the state directory that holds `content`.
-fn find_blob(apollo: &Apollo, content: &[u8]) -> Option<std::path::PathBuf> {
-    let root = apollo.path(".apollo/blobs/sha256");
-    for prefix in std::fs::read_dir(root).ok()? {
-        for blob in std::fs::read_dir(prefix.ok()?.path()).ok()? {
-            let path = blob.ok()?.path();
-            if std::fs::read(&path).ok().as_deref() == Some(content) {
-                return Some(path);
-            }
-        }
-    }
-    None
 }
 
 #[test]
@@ -600,20 +588,11 @@ fn a_recorded_output_the_unit_does_not_declare_is_never_written() {
     let absolute = victim.to_str().unwrap().to_owned();
     // The record of `clean`'s outputs also lists the user's input, a file outside the project
     // and a path climbing out of the declared one, each with the captured blob of clean.csv.
-    apollo.rewrite_journal(&first, |event| {
-        if let apollo_core::Event::UnitFiles(files) = event
-            && files.unit == "clean"
-            && files.side == apollo_core::event::FileSide::Outputs
-        {
-            let recorded = files.files[0].clone();
-            for path in ["data/raw.csv", &absolute, "out/clean.csv/../../victim.txt"] {
-                files.files.push(apollo_core::capture::FileEntry {
-                    path: path.to_owned(),
-                    ..recorded.clone()
-                });
-            }
-        }
-    });
+    apollo.record_extra_outputs(
+        &first,
+        "clean",
+        &["data/raw.csv", &absolute, "out/clean.csv/../../victim.txt"],
+    );
     std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
     let output = apollo.args(&["run", "--explain"]).run();
     output.code(0);

@@ -409,3 +409,35 @@ fn prune_refuses_runs_or_blobs_linked_to_another_project_and_leaves_its_state_wh
     // The project's own state, put back, prunes as before.
     apollo.args(&["prune", "--keep-runs", "1"]).run().code(0);
 }
+
+#[test]
+fn a_damaged_sequence_file_is_named_with_what_it_holds_and_how_to_mend_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run", "--fresh"]).run().code(0);
+    let first = apollo.run_ids().remove(0);
+    let sequence = apollo.path(&format!(".apollo/runs/{first}/sequence"));
+    std::fs::write(&sequence, "garbage\n").unwrap();
+    // Runs are never ordered (or pruned) by a guess: every command that orders them stops,
+    // naming the file, and says what it held and what to do.
+    for args in [
+        &["runs"][..],
+        &["run"][..],
+        &["prune", "--keep-runs", "1"][..],
+    ] {
+        let output = apollo.args(args).run();
+        output.code(3);
+        assert!(
+            output.stderr.contains(&format!("runs/{first}/sequence"))
+                && output.stderr.contains("creation order")
+                && !output.stderr.contains("--salvage"),
+            "{args:?}: {}",
+            output.stderr
+        );
+    }
+    assert_eq!(apollo.count("a"), 2, "nothing ran");
+    std::fs::write(&sequence, "1\n").unwrap();
+    apollo.args(&["runs"]).run().code(0);
+    assert_eq!(apollo.run_ids().len(), 2, "nothing was pruned");
+}

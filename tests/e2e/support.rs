@@ -317,6 +317,44 @@ impl Apollo {
         writer.append_batch(&events).unwrap();
     }
 
+    /// Adds `paths` to the outputs `run` recorded for `unit` (each with the blob of the first
+    /// recorded output), rewriting its journal with every checksum right: a record a damaged
+    /// or hostile state directory may hold.
+    pub(crate) fn record_extra_outputs(&self, run: &str, unit: &str, paths: &[&str]) {
+        self.rewrite_journal(run, |event| {
+            if let apollo_core::Event::UnitFiles(files) = event
+                && files.unit == unit
+                && files.side == apollo_core::event::FileSide::Outputs
+            {
+                let recorded = files.files[0].clone();
+                for path in paths {
+                    files.files.push(apollo_core::capture::FileEntry {
+                        path: (*path).to_owned(),
+                        ..recorded.clone()
+                    });
+                }
+            }
+        });
+    }
+
+    /// Every blob file in the project's state directory, sorted.
+    pub(crate) fn blobs(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let root = self.path(".apollo/blobs/sha256");
+        for prefix in std::fs::read_dir(root).unwrap() {
+            for blob in std::fs::read_dir(prefix.unwrap().path()).unwrap() {
+                found.push(blob.unwrap().path());
+            }
+        }
+        found.sort();
+        found
+    }
+
+    /// The blob file in the state directory that holds `content`.
+    pub(crate) fn find_blob(&self, content: &[u8]) -> Option<PathBuf> {
+        (self.blobs().into_iter()).find(|path| std::fs::read(path).ok().as_deref() == Some(content))
+    }
+
     /// Every journal line of every run, as text (the framing keeps JSON greppable).
     pub(crate) fn journal_text(&self) -> String {
         let mut text = String::new();

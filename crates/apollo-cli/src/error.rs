@@ -277,6 +277,15 @@ fn store_help(error: &apollo_store::StoreError) -> Vec<String> {
             "the state directory is apollo's: something replaced one of its files or folders (a link to another project's `.apollo`?), and apollo neither writes nor deletes through it",
             "move it away and put back the real one, or use another state directory with `--state-dir`",
         ],
+        // A run's place in creation order, not a journal: verify and salvage do not apply.
+        (_, apollo_store::StoreError::Corruption { path, .. })
+            if path.file_name().is_some_and(|name| name == "sequence") =>
+        {
+            &[
+                "runs are never ordered by a guess: until it is mended, apollo neither lists, resumes nor prunes the runs here",
+                "write the run's number back (the runs made before it have lower ones: `head .apollo/runs/*/sequence`), or move that run's folder out of `runs/` to set the run aside",
+            ]
+        }
         (ErrorKind::Corruption, _) => &[
             "`apollo verify` gives a full report; `apollo replay --salvage` reads past bad records",
         ],

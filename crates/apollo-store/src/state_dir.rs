@@ -588,7 +588,8 @@ impl StateDir {
                 &path,
                 0,
                 None,
-                "a run's sequence file must hold one positive decimal number and a newline",
+                "a run's sequence file holds its place in this state directory's creation \
+                 order: one positive decimal number and a newline",
             )),
         }
     }
