@@ -458,31 +458,40 @@ fn reproduce_refuses_a_unit_that_would_write_outside_the_project() {
 
 #[test]
 fn reproduce_refuses_a_recorded_output_the_unit_does_not_declare() {
-    let mut apollo = reproducible("a\nb\nc\n");
-    let run = apollo.run_ids().pop().unwrap();
     // The record of `sorted`'s outputs also lists a path climbing out of the scratch
-    // directory, and a file outside the project that would be read and shown as a diff.
-    apollo.record_extra_outputs(
-        &run,
-        "sorted",
-        &["../made-by-reproduce/x.txt", "/etc/hostname"],
-    );
-    let scratch = apollo.path("scratch");
-    let scratch_arg = scratch.to_string_lossy().into_owned();
-    let output = apollo
-        .args(&["reproduce", &run, "sorted", "--into", &scratch_arg])
-        .run();
-    output.code(2);
-    assert!(
-        output.stderr.contains("not among its declared outputs"),
-        "{output:?}"
-    );
-    assert!(!apollo.path("made-by-reproduce").exists(), "{output:?}");
-    assert!(!output.stdout.contains("hostname"), "{output:?}");
+    // directory and a file outside the project, both to be read and shown as a diff; or the
+    // project's own output by its absolute path, which the scratch directory must not stand
+    // in for.
+    for absolute in [false, true] {
+        let mut apollo = reproducible("a\nb\nc\n");
+        let planted = if absolute {
+            vec![apollo.path("out/sorted.txt").display().to_string()]
+        } else {
+            vec![
+                "../made-by-reproduce/x.txt".to_owned(),
+                "/etc/hostname".to_owned(),
+            ]
+        };
+        let run = apollo.run_ids().pop().unwrap();
+        let paths: Vec<&str> = planted.iter().map(String::as_str).collect();
+        apollo.record_extra_outputs(&run, "sorted", &paths);
+        let scratch = apollo.path("scratch");
+        let scratch_arg = scratch.to_string_lossy().into_owned();
+        let output = apollo
+            .args(&["reproduce", &run, "sorted", "--into", &scratch_arg])
+            .run();
+        output.code(2);
+        assert!(
+            output.stderr.contains("not among its declared outputs"),
+            "{planted:?}: {output:?}"
+        );
+        assert!(!apollo.path("made-by-reproduce").exists(), "{output:?}");
+        assert!(!output.stdout.contains("hostname"), "{output:?}");
+    }
 }
 
 #[test]
-fn a_temporary_scratch_directory_is_new_private_and_unguessable() {
+fn a_temporary_scratch_directory_is_private_and_its_own() {
     use std::os::unix::fs::PermissionsExt;
     let mut apollo = reproducible("a\nb\nc\n");
     let scratch = |apollo: &mut Apollo| {
@@ -506,11 +515,7 @@ fn a_temporary_scratch_directory_is_new_private_and_unguessable() {
         // Another user of a shared /tmp can neither look in nor plant anything.
         assert_eq!(mode & 0o777, 0o700, "{}", folder.display());
     }
-    // Nothing in the name is derived only from the run, the unit, the attempt and a pid.
-    let name = |folder: &PathBuf| folder.file_name().unwrap().to_string_lossy().into_owned();
-    assert_ne!(name(&first), name(&second));
-    let random = |folder: &PathBuf| name(folder).rsplit('-').next().unwrap().to_owned();
-    assert!(random(&first).len() >= 6, "{}", first.display());
+    assert_ne!(first, second, "each reproduction has a folder of its own");
     std::fs::remove_dir_all(&first).unwrap();
     std::fs::remove_dir_all(&second).unwrap();
 }

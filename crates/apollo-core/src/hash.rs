@@ -857,9 +857,11 @@ pub fn output_hash_within(
 /// directory is checked with this before a file is written where it says (reuse restoring
 /// outputs, `apollo reproduce`): a damaged or planted record must not name a file elsewhere.
 pub fn declares_output(unit: &Unit, base_dir: &Path, recorded: &str) -> bool {
-    let path = base_dir.join(recorded);
+    // Both sides by their components: `./out/*.csv`, `out//x` and `out/dir/` name what
+    // `out/*.csv`, `out/x` and `out/dir` do, and recorded names are written without them.
+    let path: PathBuf = base_dir.join(recorded).components().collect();
     unit.outputs.iter().any(|declared| {
-        let declared_path = base_dir.join(declared);
+        let declared_path: PathBuf = base_dir.join(declared).components().collect();
         if !is_glob(declared) {
             return plainly_under(&path, &declared_path);
         }
@@ -1212,6 +1214,20 @@ mod tests {
             "out/./a.csv",
         ] {
             assert!(declared(ok), "{ok} should be declared");
+        }
+        // Spellings a declaration may use that recorded names never do.
+        let spelled = unit_with(
+            &[],
+            &["./out/*.csv", "out//x.bin", "out/*/", "./out/**/*.txt"],
+        );
+        for ok in ["out/a.csv", "out/x.bin", "out/d/e.json", "out/s/t/u.txt"] {
+            assert!(
+                declares_output(&spelled, base, ok),
+                "{ok} should be declared"
+            );
+        }
+        for refused in ["out/../a.csv", "x.bin", "out/d/../../e"] {
+            assert!(!declares_output(&spelled, base, refused), "{refused}");
         }
         for refused in [
             "data/in.csv",

@@ -80,13 +80,24 @@ pub fn write_attempt_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     temp_name.push(name);
     temp_name.push(format!(".tmp-{}", std::process::id()));
     let temp = dir.join(temp_name);
-    let result = (|| {
+    let create = || {
         // `create_new` (O_EXCL) never follows a link at the temporary's name either.
-        let mut file = OpenOptions::new()
+        OpenOptions::new()
             .write(true)
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&temp)?;
+            .open(&temp)
+    };
+    let result = (|| {
+        // Something at the temporary's name (left by a killed apollo of the same pid, or
+        // planted) is removed — a link itself, never what it points to — and the name taken.
+        let mut file = match create() {
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&temp)?;
+                create()?
+            }
+            opened => opened?,
+        };
         io::Write::write_all(&mut file, bytes)?;
         std::fs::rename(&temp, path)
     })();
@@ -101,4 +112,28 @@ pub fn write_attempt_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// local executor does before it names an attempt's output.
 pub fn create_attempt_dir(log_dir: &Path) -> io::Result<()> {
     crate::output::create_log_dir(log_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leftover_or_planted_temporary_neither_blocks_the_write_nor_is_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me").unwrap();
+        let folder = dir.path().join("attempt");
+        std::fs::create_dir(&folder).unwrap();
+        let temp = folder.join(format!(".job_id.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        write_attempt_file(&folder.join("job_id"), b"42\n").unwrap();
+        assert_eq!(std::fs::read(folder.join("job_id")).unwrap(), b"42\n");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        assert!(!temp.exists() && temp.symlink_metadata().is_err());
+        // A leftover regular file at the name: the same.
+        std::fs::write(&temp, "half").unwrap();
+        write_attempt_file(&folder.join("job_id"), b"43\n").unwrap();
+        assert_eq!(std::fs::read(folder.join("job_id")).unwrap(), b"43\n");
+    }
 }

@@ -136,11 +136,41 @@ pub(crate) fn run_hooks(
                 let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
                 (log_dir, outcome)
             }
-            // Not run, as a unit whose log folder is refused is not: the refusal is its
-            // record.
+            // Still run — `on_failure` is how someone hears that the run failed, and a link
+            // planted in the run folder must not silence it — with its output in a private
+            // temporary folder, removed after it: not kept, never written through the link.
+            // The refusal goes with its record.
             Err(error) => {
-                let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
-                outcome.error = Some(format!("not run: {error}"));
+                let refused = format!("its output was not kept: {error}");
+                let outcome = match tempfile::Builder::new()
+                    .prefix("apollo-hook-")
+                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                    .tempdir()
+                {
+                    Ok(private) => {
+                        let unit =
+                            hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
+                        let cancel = CancelToken::new();
+                        let request =
+                            AttemptRequest::new(end.run_id.as_str(), &unit, 1, private.path());
+                        let mut outcome =
+                            executor.run_attempt(&request, &AttemptContext::new(&cancel));
+                        outcome.error = Some(
+                            outcome
+                                .error
+                                .map_or(refused.clone(), |error| format!("{error}; {refused}")),
+                        );
+                        outcome
+                    }
+                    Err(temp_error) => {
+                        let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
+                        outcome.error = Some(format!(
+                            "not run: {error}; and no temporary folder for its output: \
+                             {temp_error}"
+                        ));
+                        outcome
+                    }
+                };
                 (hooks_dir.join(hook.when.as_str()), outcome)
             }
         };

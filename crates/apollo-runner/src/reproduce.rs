@@ -295,8 +295,12 @@ pub fn reproduce(
     }
     // The recorded manifest names folders to create and files to read in the scratch
     // directory: a damaged or altered record must not name them elsewhere.
+    // A genuine record names an output inside the project relative to it; an absolute one,
+    // even of the project's own file, would make `scratch.join` name the original.
     for output in recorded.outputs.get(&attempt).into_iter().flatten() {
-        if !hash::declares_output(&unit, &project, &output.path) {
+        if Path::new(&output.path).is_absolute()
+            || !hash::declares_output(&unit, &project, &output.path)
+        {
             return Err(refuse(format!(
                 "the run recorded `{}` as an output of attempt {attempt}, which is not among \
                  its declared outputs: the record was damaged or altered, and nothing was run",

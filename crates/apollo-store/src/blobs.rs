@@ -152,7 +152,8 @@ impl BlobStore {
         Ok(BlobRef { sha256, size })
     }
 
-    /// Writes blob `sha256` to `dest` with permission bits `mode`, checking its hash as it
+    /// Writes blob `sha256` to `dest` with permission bits `mode` (`0o777` of it: never
+    /// setuid, setgid or sticky), checking its hash as it
     /// copies: through a temporary file beside `dest`, renamed into place only when the
     /// content hashes to `sha256` (an existing `dest` is replaced). Returns the size.
     ///
@@ -209,7 +210,9 @@ impl BlobStore {
                     format!("the blob's content hashes to {actual}, not to its name"),
                 ));
             }
-            temp.set_permissions(fs::Permissions::from_mode(mode & 0o7777))
+            // Permission bits only: a mode read back from the state directory must not make
+            // a setuid or setgid program of a restored file.
+            temp.set_permissions(fs::Permissions::from_mode(mode & 0o777))
                 .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
             if self.durable {
                 temp.sync_all()
@@ -675,6 +678,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = BlobStore::open(dir.path().join("blobs"), Durability::Fsync).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn a_restored_file_never_gets_setuid_setgid_or_sticky_bits() {
+        let (dir, store) = store();
+        let source = dir.path().join("tool");
+        fs::write(&source, "#!/bin/sh\n").unwrap();
+        let blob = store.put_file(&source).unwrap();
+        let dest = dir.path().join("restored");
+        // A recorded mode comes from the state directory: 0o6755 there must not make a
+        // setuid program of a restored output (apollo may run as root).
+        store.restore(&blob.sha256, &dest, 0o7755).unwrap();
+        let mode = fs::metadata(&dest).unwrap().permissions().mode();
+        assert_eq!(mode & 0o7777, 0o755);
     }
 
     #[test]

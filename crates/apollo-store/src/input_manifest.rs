@@ -23,9 +23,10 @@ use crate::writer::Durability;
 /// The folder of a run's input manifests, under the run's folder.
 pub const MANIFESTS_DIR: &str = "manifests";
 
-/// The largest manifest read or written (as the largest index file, `index_file`). Millions
-/// of components fit; a bigger file is damage (a sparse file of a terabyte, say), refused
-/// before a buffer of its size is asked for, which would abort the process.
+/// The largest manifest read (as the largest index file, `index_file`): about eight million
+/// files. A bigger file is taken for damage (a sparse file of a terabyte, say), refused before
+/// a buffer of its size is asked for, which would abort the process. Writing one is not
+/// refused: a unit's files are recorded whatever their number.
 const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
 /// The file of manifest `sha256` of the run in `run_dir`; an error when the name is not a
@@ -47,12 +48,6 @@ pub(crate) fn write_input_manifest(
 ) -> Result<(), StoreError> {
     let file_name = input_manifest::file_name(sha256)
         .map_err(|error| StoreError::invalid(error.to_string()))?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(StoreError::invalid(format!(
-            "the input manifest {file_name} would be {} bytes, larger than the {MAX_MANIFEST_BYTES} bytes a manifest may be",
-            bytes.len()
-        )));
-    }
     let durable = durability == Durability::Fsync;
     // Under the run folder's descriptor, never through a symbolic link (see `safe_dir`): a
     // planted `manifests` link or file is refused, and the rename replaces a link at the

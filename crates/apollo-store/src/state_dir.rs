@@ -140,6 +140,11 @@ impl RunDir {
     }
 }
 
+/// The most [`StateDir::read_blob`] reads into memory: a definition snapshot of a million
+/// units is a few hundred MB; a bigger file under a blob's name is damage (a planted sparse
+/// file), refused before it is read.
+const MAX_BLOB_READ: u64 = 1 << 30;
+
 /// A run's folder of hook output and the summary hooks get (`runs/<id>/hooks`).
 const HOOKS_DIR: &str = "hooks";
 /// The run summary hooks get the path of, in [`HOOKS_DIR`].
@@ -891,9 +896,9 @@ impl StateDir {
     }
 
     /// Reads the blob with this SHA-256, checking that its content still has that hash. Only
-    /// a regular file is read.
+    /// a regular file of at most 1 GiB is read.
     pub fn read_blob(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
-        self.read_blob_within(hash, u64::MAX)
+        self.read_blob_within(hash, MAX_BLOB_READ)
     }
 
     /// [`read_blob`](Self::read_blob), refusing a blob of more than `max_len` bytes before
@@ -1182,6 +1187,12 @@ mod tests {
             state.read_blob("../etc"),
             Err(StoreError::InvalidInput { .. })
         ));
+        // A sparse file of a terabyte planted under a blob's name is refused before it is
+        // read, not read until memory runs out.
+        fs::remove_file(&path).unwrap();
+        fs::File::create(&path).unwrap().set_len(1 << 40).unwrap();
+        let error = state.read_blob(&hash).unwrap_err();
+        assert!(error.to_string().contains("more than the"), "{error}");
     }
 
     /// The names of the files under `dir`, recursively (sorted).
