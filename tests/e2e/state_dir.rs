@@ -444,3 +444,38 @@ fn a_damaged_sequence_file_is_named_with_what_it_holds_and_how_to_mend_it() {
     apollo.args(&["runs"]).run().code(0);
     assert_eq!(apollo.run_ids().len(), 2, "nothing was pruned");
 }
+
+#[test]
+fn a_unit_name_climbing_out_of_the_run_folder_in_a_journal_reads_no_log_there() {
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    let run = apollo.run_ids().pop().unwrap();
+    // The journal, rewritten with every checksum right, calls unit `a` by a name that climbs
+    // from `runs/<run>/units/` to the project, where a file named like a log waits.
+    let climbing = "../../../../secrets";
+    apollo.rewrite_journal(&run, |event| {
+        let json = serde_json::to_string(event).unwrap();
+        let renamed = json.replace("\"unit\":\"a\"", &format!("\"unit\":\"{climbing}\""));
+        *event = serde_json::from_str(&renamed).unwrap();
+    });
+    std::fs::create_dir_all(apollo.path("secrets/1")).unwrap();
+    std::fs::write(apollo.path("secrets/1/stdout"), "secret\n").unwrap();
+    for args in [
+        &["logs", &run, climbing][..],
+        &["logs", &run][..],
+        &["show", &run, climbing][..],
+    ] {
+        let output = apollo.args(args).run();
+        assert!(
+            !output.stdout.contains("secret\n") && !output.stderr.contains("secret\n"),
+            "{args:?}: {output:?}"
+        );
+        // Said, not silently skipped: the name is not a folder name.
+        assert!(
+            (output.stdout.contains("cannot be used as a folder name")
+                || output.stderr.contains("cannot be used as a folder name")),
+            "{args:?}: {output:?}"
+        );
+    }
+}

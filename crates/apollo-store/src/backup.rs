@@ -88,7 +88,15 @@ pub fn backup(
             report.too_old.push(id);
             continue;
         }
-        let run_dir = state.runs_dir().join(id.as_str());
+        // Opened as a run is (`StateDir::run_dir`: a link where a run folder belongs is
+        // refused): another project's run linked in is reported, never copied.
+        let run_dir = match state.run_dir(&id) {
+            Ok(run_dir) => run_dir.path().to_path_buf(),
+            Err(error) => {
+                report.failed.push((id, error.to_string()));
+                continue;
+            }
+        };
         let final_path = dest.runs_dir().join(id.as_str());
         let stale = final_path.exists();
         if stale && journal_files(&final_path)? == journal_files(&run_dir)? {

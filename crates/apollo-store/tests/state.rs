@@ -533,3 +533,41 @@ fn a_cache_file_written_a_piece_at_a_time_reads_back_whole_and_a_failed_one_leav
         .collect();
     assert_eq!(names, ["parsed-x"]);
 }
+
+#[test]
+fn backup_copies_no_run_through_a_run_folder_planted_as_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = StateDir::open_or_create(dir.path().join("other")).unwrap();
+    let theirs = make_run(
+        &other,
+        "20261129T010000Z-0001",
+        "secret",
+        Some(RunStatus::Succeeded),
+    );
+    let state = StateDir::open_or_create(dir.path().join("state")).unwrap();
+    let ours = make_run(
+        &state,
+        "20261129T020000Z-0001",
+        "etl",
+        Some(RunStatus::Succeeded),
+    );
+    // Another project's run, linked in under a run id: a read outside the state directory.
+    std::os::unix::fs::symlink(
+        other.runs_dir().join(theirs.as_str()),
+        state.runs_dir().join(theirs.as_str()),
+    )
+    .unwrap();
+    let dest_path = dir.path().join("backup");
+    let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let report = backup(&state, &dest_path, None, now).unwrap();
+    assert_eq!(report.copied, vec![ours]);
+    assert!(
+        !dest_path.join("runs").join(theirs.as_str()).exists(),
+        "the linked run was copied"
+    );
+    assert!(
+        (report.failed.iter()).any(|(id, why)| *id == theirs && why.contains("symbolic link")),
+        "{:?}",
+        report.failed
+    );
+}

@@ -90,7 +90,7 @@ pub(crate) fn logs(
             ),
         });
     };
-    let path = attempt_dir(&state, &run_id, &unit.name, attempt).join(args.stream());
+    let path = attempt_dir(&state, &run_id, &unit.name, attempt)?.join(args.stream());
     if args.follow && recorded.state == AttemptState::Unfinished {
         return follow(
             &state,
@@ -149,7 +149,7 @@ fn all_units(
         .min(40);
     let mut out = std::io::BufWriter::new(stdout);
     for (unit, attempt) in attempts {
-        let path = attempt_dir(&state, &run_id, &unit.name, attempt.number).join(args.stream());
+        let path = attempt_dir(&state, &run_id, &unit.name, attempt.number)?.join(args.stream());
         let Some(file) = apollo_store::open_regular_file(&path)? else {
             continue;
         };

@@ -69,14 +69,18 @@ pub(super) fn unit_of_run(
     Ok((state, run_id, timeline))
 }
 
-/// The folder of an attempt's captured output.
-pub(super) fn attempt_dir(state: &StateDir, run_id: &RunId, unit: &str, attempt: u32) -> PathBuf {
-    state
-        .runs_dir()
-        .join(run_id.as_str())
-        .join("units")
-        .join(&*apollo_core::model::unit_folder_name(unit))
-        .join(attempt.to_string())
+/// The folder of an attempt's captured output, checked as the executor checks it before it
+/// writes there (`StateDir::attempt_log_dir`): the unit's name, read from the journal, must be
+/// a plain folder name, and `units/`, `units/<unit>/` and the attempt's folder missing or
+/// real folders. An error for a damaged or altered journal (a name such as `../../x` would
+/// read files named like logs outside the run folder) or a planted link.
+pub(super) fn attempt_dir(
+    state: &StateDir,
+    run_id: &RunId,
+    unit: &str,
+    attempt: u32,
+) -> Result<PathBuf, apollo_store::StoreError> {
+    state.attempt_log_dir(run_id, unit, attempt)
 }
 
 /// "run … has no unit …", with the closest unit name when there is one.
@@ -277,7 +281,8 @@ pub(crate) fn show(
         if matches!(
             attempt.state,
             AttemptState::Finished(AttemptStatus::Failed | AttemptStatus::TimedOut)
-        ) && let Some(excerpt) = excerpt::of_attempt(&dir, excerpt::EXCERPT_LINES)
+        ) && let Ok(dir) = &dir
+            && let Some(excerpt) = excerpt::of_attempt(dir, excerpt::EXCERPT_LINES)
         {
             let attempt_arg = (Some(attempt.number) != unit.last_attempt().map(|last| last.number))
                 .then_some(attempt.number);
@@ -294,10 +299,10 @@ pub(crate) fn show(
             attempt.state,
             AttemptState::Finished(_) | AttemptState::Unfinished
         ) {
-            text.push_str(&format!(
-                "  logs        {}/{{stdout,stderr}}\n",
-                attempt_dir(&state, &run_id, &unit.name, attempt.number).display()
-            ));
+            text.push_str(&match &dir {
+                Ok(dir) => format!("  logs        {}/{{stdout,stderr}}\n", dir.display()),
+                Err(error) => format!("  logs        none: {error}\n"),
+            });
         }
     }
     for mark in &unit.marks {
@@ -447,7 +452,7 @@ fn show_json(
                 "input_hash": attempt.input_hash,
                 "inputs": attempt.inputs,
                 "outcome": attempt.outcome,
-                "log_dir": attempt_dir(state, run_id, &unit.name, attempt.number),
+                "log_dir": attempt_dir(state, run_id, &unit.name, attempt.number).ok(),
             })
         })
         .collect();
