@@ -479,3 +479,36 @@ fn a_unit_name_climbing_out_of_the_run_folder_in_a_journal_reads_no_log_there() 
         );
     }
 }
+
+#[test]
+fn prune_stopped_by_a_run_it_cannot_read_says_which_and_what_to_do() {
+    let mut apollo = Apollo::new();
+    apollo.config(TWO_UNITS);
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run", "--fresh"]).run().code(0);
+    let first = apollo.run_ids().remove(0);
+    let journal = apollo.path(&format!(".apollo/runs/{first}/journal"));
+    let aside = apollo.path("journal-aside");
+    std::fs::rename(&journal, &aside).unwrap();
+    // A link to itself: unreadable even for root.
+    std::os::unix::fs::symlink("journal", &journal).unwrap();
+    let blobs = apollo.blobs();
+    let output = apollo.args(&["prune", "--keep-runs", "1"]).run();
+    output.code(3);
+    assert!(
+        output
+            .stderr
+            .contains("prune stopped before removing anything")
+            && output
+                .stderr
+                .contains(&format!("run {first} cannot be read"))
+            && output.stderr.contains("move it out of `runs/`")
+            && !output.stderr.contains("free space"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!(apollo.blobs(), blobs, "nothing was removed");
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::rename(&aside, &journal).unwrap();
+    apollo.args(&["prune", "--keep-runs", "1"]).run().code(0);
+}

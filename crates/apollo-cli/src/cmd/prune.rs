@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use apollo_store::{PruneOptions, PruneReport};
+use apollo_store::{PruneOptions, PruneReport, StoreError};
 
 use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
@@ -112,7 +112,8 @@ pub(crate) fn prune(
         print_prune_plan(&report, stdout).map_err(output)?;
         return Ok(Exit::Success);
     }
-    let report = apollo_store::prune(&state, options, chrono::Utc::now())?;
+    let report = apollo_store::prune(&state, options, chrono::Utc::now())
+        .map_err(|error| blocked_by_unreadable_runs(&state, error))?;
     print_prune(&report, stdout).map_err(output)?;
     Ok(Exit::Success)
 }
@@ -153,4 +154,25 @@ pub(crate) fn backup(
     } else {
         Exit::Failure
     })
+}
+
+/// A prune stopped by `error`: when runs here cannot be read, that is why (prune must know
+/// every kept run's blobs before it removes any), said with what to do; else `error` itself.
+fn blocked_by_unreadable_runs(state: &apollo_store::StateDir, error: StoreError) -> CliError {
+    let unreadable: Vec<String> = (state.list_runs().unwrap_or_default().into_iter())
+        .filter(|run| run.state == apollo_store::RunState::Corrupt)
+        .map(|run| run.id.to_string())
+        .collect();
+    let Some(first) = unreadable.first() else {
+        return CliError::Store(error);
+    };
+    CliError::CorruptRun {
+        message: format!(
+            "prune stopped before removing anything: run {} cannot be read ({error}), so which \
+             blobs it needs is unknown; mend its folder (`apollo verify {}` says what is wrong) \
+             or move it out of `runs/`, then prune again",
+            unreadable.join(", "),
+            first
+        ),
+    }
 }
