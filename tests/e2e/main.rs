@@ -10,6 +10,7 @@ mod evict;
 mod example;
 mod hashing;
 mod identity;
+mod lifecycle;
 mod needs_human;
 mod operator;
 mod params;

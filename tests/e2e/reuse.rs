@@ -609,3 +609,40 @@ fn a_recorded_output_the_unit_does_not_declare_is_never_written() {
         output.stdout
     );
 }
+
+/// `prune --keep-runs 1` keeps the runs whose outputs the kept latest run reused (the rule
+/// blob eviction keeps): a deleted output is still restored afterwards, not run again.
+#[test]
+fn prune_keeps_what_the_latest_run_reused_so_its_outputs_stay_restorable() {
+    let (mut apollo, first) = ran_once();
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(counts(&apollo), [1, 1, 1, 1], "the second run reused all");
+    let pruned = apollo.args(&["prune", "--keep-runs", "1"]).run();
+    pruned.code(0);
+    assert!(
+        pruned
+            .stdout
+            .contains(&format!("kept {first} (a kept run reused its outputs)")),
+        "{}",
+        pruned.stdout
+    );
+    let clean = apollo.find_blob(b"a\nb\n");
+    assert!(
+        clean.is_some(),
+        "the reused output's blob stays: {}",
+        pruned.stdout
+    );
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert_eq!(
+        counts(&apollo),
+        [1, 1, 1, 1],
+        "restored, not run: {}",
+        output.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("out/clean.csv")).unwrap(),
+        "a\nb\n"
+    );
+}

@@ -695,6 +695,22 @@ pub fn special_declared_files(
         .collect()
 }
 
+/// Whether the declared output `declared` (a path or a glob, relative to `base_dir`) stands on
+/// disk: a glob when it matches anything (as [`expand_outputs`] expands it), a path when it
+/// exists (a dangling link included: it is what the unit left). A glob is never looked up as
+/// a file name (issue 35: `parts/*.part` was "missing" on every resume).
+pub fn declared_output_exists(base_dir: &Path, declared: &str) -> bool {
+    let absolute = base_dir.join(declared);
+    if is_glob(declared) {
+        absolute
+            .to_str()
+            .and_then(|pattern| glob::glob(pattern).ok())
+            .is_some_and(|mut matches| matches.any(|found| found.is_ok()))
+    } else {
+        std::fs::symlink_metadata(absolute).is_ok()
+    }
+}
+
 /// Whether a pattern has glob syntax.
 pub(crate) fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '['])

@@ -16,8 +16,8 @@ use apollo_core::engine::{RunReport, UnitResult};
 use apollo_core::event::{AttemptStatus, HookFinished};
 use apollo_core::model::{Hook, HookWhen};
 use apollo_core::{
-    AttemptContext, AttemptOutcome, AttemptRequest, CancelToken, Event, Executor, Journal,
-    Pipeline, Unit,
+    AttemptContext, AttemptOutcome, AttemptRequest, CancelRegistration, CancelToken, Event,
+    Executor, Journal, Pipeline, Unit,
 };
 use apollo_store::{RunId, StateDir};
 
@@ -93,14 +93,37 @@ pub(crate) fn verdict_unit(error: &apollo_core::EngineError) -> Option<&str> {
     }
 }
 
+/// A hook's cancellation: raised when `run_cancel` rises above the level it has now. A hook
+/// still runs after the stop that ended its run (it is how a stopped run tells anyone), and a
+/// stop asked *while* it runs (`apollo stop`, Ctrl-C) ends it — recorded interrupted, the run
+/// keeping the status it had (issue 36: `apollo stop` during a hook waited for the hook).
+fn hook_cancel(run_cancel: &CancelToken) -> (CancelToken, CancelRegistration) {
+    let hook = CancelToken::new();
+    let level_at_start = run_cancel.level();
+    let registration = run_cancel.on_cancel({
+        let hook = hook.clone();
+        let run_cancel = run_cancel.clone();
+        move || {
+            let level = run_cancel.level();
+            if level > level_at_start {
+                hook.cancel(level);
+            }
+        }
+    });
+    (hook, registration)
+}
+
 /// Runs the hooks that fire for `end`, one after another, recording each one's end in
-/// `journal`. A hook that cannot be recorded is still reported.
+/// `journal`. A hook that cannot be recorded is still reported. A rise of `run_cancel` while a
+/// hook runs ends that hook and skips the ones after it (see [`hook_cancel`]).
 pub(crate) fn run_hooks(
     pipeline: &Pipeline,
     end: &RunEnd<'_>,
     executor: &dyn Executor,
     journal: &mut dyn Journal,
+    run_cancel: &CancelToken,
 ) -> Vec<HookOutcome> {
+    let level_at_start = run_cancel.level();
     let hooks = firing(pipeline, end.status);
     if hooks.is_empty() {
         return Vec::new();
@@ -119,6 +142,11 @@ pub(crate) fn run_hooks(
     };
     let mut outcomes = Vec::with_capacity(hooks.len());
     for hook in hooks {
+        // Stopped during an earlier hook: the rest do not start.
+        if run_cancel.level() > level_at_start {
+            break;
+        }
+        let (cancel, _registration) = hook_cancel(run_cancel);
         // Checked as an attempt's log folder is: a link planted as `hooks/` or
         // `hooks/<hook>/` would send the hook's output outside the state directory.
         let checked_log_dir = end
@@ -130,8 +158,7 @@ pub(crate) fn run_hooks(
                 let log_dir = std::path::absolute(&log_dir).unwrap_or(log_dir);
                 let unit = hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
                 // A hook runs even after Ctrl-C (it is how a stopped run tells anyone); its
-                // own time limit bounds it.
-                let cancel = CancelToken::new();
+                // own time limit bounds it, and a stop asked while it runs ends it.
                 let request = AttemptRequest::new(end.run_id.as_str(), &unit, 1, &log_dir);
                 let outcome = executor.run_attempt(&request, &AttemptContext::new(&cancel));
                 (log_dir, outcome)
@@ -150,7 +177,6 @@ pub(crate) fn run_hooks(
                     Ok(private) => {
                         let unit =
                             hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
-                        let cancel = CancelToken::new();
                         let request =
                             AttemptRequest::new(end.run_id.as_str(), &unit, 1, private.path());
                         let mut outcome =

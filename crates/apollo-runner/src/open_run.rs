@@ -198,7 +198,7 @@ impl<'a> OpenRun<'a> {
                 report: result.as_ref().ok(),
                 needs_verdict: result.as_ref().err().and_then(crate::hooks::verdict_unit),
             };
-            for outcome in run_hooks(&loaded.pipeline, &end, executor, &mut journal) {
+            for outcome in run_hooks(&loaded.pipeline, &end, executor, &mut journal, cancel) {
                 session_observer.notice(&SessionNotice::Hook(&outcome));
             }
         }

@@ -82,14 +82,23 @@ pub(crate) fn select(
         RunTarget::LatestIfIncomplete => {
             // The run this pipeline last started, whose folder went away (a `mv`, an `rm -rf`
             // of one run): which units it did is unknown, so starting over would be silent.
-            if let Some(recorded) = state.recorded_latest_run(pipeline.identity)?
-                && let Err(StoreError::NotFound { .. }) = state.run_dir(&recorded)
-            {
-                return Err(RunnerError::MissingRun {
-                    folder: state.runs_dir().join(recorded.as_str()),
-                    run: recorded,
-                    pipeline: pipeline.name.to_owned(),
-                });
+            if let Some(recorded) = state.recorded_latest_run(pipeline.identity)? {
+                if let Err(StoreError::NotFound { .. }) = state.run_dir(&recorded) {
+                    return Err(RunnerError::MissingRun {
+                        folder: state.runs_dir().join(recorded.as_str()),
+                        run: recorded,
+                        pipeline: pipeline.name.to_owned(),
+                    });
+                }
+                // Its journal lost its records (cut back to the segment header, emptied,
+                // removed): the run exists, so neither an older run nor a new one stands in.
+                if let (RunState::Corrupt, problem) = state.run_state(&recorded)? {
+                    return Err(RunnerError::UnreadableRun {
+                        run: recorded,
+                        pipeline: pipeline.name.to_owned(),
+                        problem: problem.unwrap_or_default(),
+                    });
+                }
             }
             let Some(run) = latest_run(state, pipeline)? else {
                 return Ok(Selection::New(None));

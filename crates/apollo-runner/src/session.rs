@@ -210,7 +210,11 @@ impl<'a> RunSession<'a> {
             report: None,
             needs_verdict: crate::hooks::verdict_unit(refusal),
         };
-        for outcome in crate::hooks::run_hooks(&self.loaded.pipeline, &end, executor, journal) {
+        // Refused before the engine started: no stop can be asked of this session yet.
+        let cancel = CancelToken::new();
+        for outcome in
+            crate::hooks::run_hooks(&self.loaded.pipeline, &end, executor, journal, &cancel)
+        {
             observer.notice(&SessionNotice::Hook(&outcome));
         }
     }
@@ -442,6 +446,10 @@ impl<'a> RunSession<'a> {
         // Declared files are kept in the state directory's blob store as they are hashed
         // (each unit's `capture:` says which).
         let blobs = BlobStore::open(state.path().join("blobs"), self.writer_options.durability)?;
+        // What an apollo killed mid-capture or mid-restore left in `blobs/tmp` goes now: this
+        // process holds the lock, so no other is writing there (best effort: a failure only
+        // leaves the files for `prune`).
+        let _ = blobs.sweep_temporary();
         let mut options = self
             .engine_options(run_id.as_str())
             .capture(std::sync::Arc::new(blobs.clone()));

@@ -493,6 +493,17 @@ fn an_unreadable_latest_run_is_an_error_not_a_new_run() {
         .session(&crate::NoStraySweep)
         .open(&mut NoSessionObserver)
         .unwrap_err();
+    // `latest/` names it as this pipeline's latest run, so it is known to be this pipeline's.
+    assert!(
+        matches!(&error, RunnerError::UnreadableRun { run, .. } if *run == run_id),
+        "{error:?}"
+    );
+    // Without that record, whose run it is cannot be read.
+    std::fs::remove_dir_all(project.state_dir().join("latest")).unwrap();
+    let error = project
+        .session(&crate::NoStraySweep)
+        .open(&mut NoSessionObserver)
+        .unwrap_err();
     assert!(
         matches!(&error, RunnerError::UnidentifiedRun { run, .. } if *run == run_id),
         "{error:?}"

@@ -25,7 +25,7 @@
 //! [`BlobStore::put_file`] and [`BlobStore::restore`].
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -179,26 +179,18 @@ impl BlobStore {
             .parent()
             .filter(|parent| !parent.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let file_name = dest
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let temp_path = parent.join(format!(".{file_name}.apollo-{}", random_hex(4)));
-        let mut temp = OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp_path)
-            .map_err(|source| StoreError::io("create", &temp_path, source))?;
+        let temp = RestoreTemp::create(self, parent, dest)?;
         let result = (|| {
-            let cloned = rustix::fs::ioctl_ficlone(&temp, &blob).is_ok();
+            let cloned = rustix::fs::ioctl_ficlone(&temp.file, &blob).is_ok();
             let hashed = if cloned {
-                let copy = File::open(&temp_path)
-                    .map_err(|source| StoreError::io("open", &temp_path, source))?;
+                let mut copy = (temp.file.try_clone())
+                    .map_err(|source| StoreError::io("open", &temp.path, source))?;
+                copy.seek(SeekFrom::Start(0))
+                    .map_err(|source| StoreError::io("read", &temp.path, source))?;
                 hash_stream(copy, |_| Ok(()))
             } else {
-                hash_stream(blob, |block| temp.write_all(block))
+                let mut writer = &temp.file;
+                hash_stream(blob, |block| writer.write_all(block))
             };
             let (actual, size) =
                 hashed.map_err(|source| StoreError::io("restore", &blob_path, source))?;
@@ -212,21 +204,22 @@ impl BlobStore {
             }
             // Permission bits only: a mode read back from the state directory must not make
             // a setuid or setgid program of a restored file.
-            temp.set_permissions(fs::Permissions::from_mode(mode & 0o777))
-                .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
+            (temp
+                .file
+                .set_permissions(fs::Permissions::from_mode(mode & 0o777)))
+            .map_err(|source| StoreError::io("chmod", &temp.path, source))?;
             if self.durable {
-                temp.sync_all()
-                    .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
+                (temp.file.sync_all())
+                    .map_err(|source| StoreError::io("fsync", &temp.path, source))?;
             }
-            fs::rename(&temp_path, dest)
-                .map_err(|source| StoreError::io("rename into", dest, source))?;
+            temp.rename_to(dest)?;
             if self.durable {
                 fsync_dir(parent)?;
             }
             Ok(size)
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&temp_path);
+            temp.remove();
         }
         result
     }
@@ -670,6 +663,85 @@ fn check_name(sha256: &str) -> Result<(), StoreError> {
     }
 }
 
+/// The temporary file a restore writes before renaming it into place. In `blobs/tmp` when
+/// that is on the destination's filesystem (the usual case: the state directory inside the
+/// project), so a SIGKILL mid-restore leaves it where the next run's sweep removes it, never
+/// in the user's output folder (issue 36: 30 kills left 1.5 GB of `.big.bin.apollo-*` there,
+/// and a folder output counted them as outputs). Elsewhere beside the destination, named
+/// `.NAME.apollo-restore-XXXXXXXX`.
+struct RestoreTemp {
+    file: File,
+    /// For messages, and for the rename and removal when beside the destination.
+    path: PathBuf,
+    /// `blobs/tmp` and the file's name there, when it is in the store.
+    in_store: Option<(Dir, String)>,
+}
+
+impl RestoreTemp {
+    fn create(store: &BlobStore, parent: &Path, dest: &Path) -> Result<Self, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        let flags = rustix::fs::OFlags::RDWR
+            | rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::EXCL
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC;
+        let private = rustix::fs::Mode::from_raw_mode(0o600);
+        let parent_device = fs::metadata(parent).map(|meta| meta.dev());
+        if let (Ok(tmp), Ok(parent_device)) = (store.folder("tmp"), parent_device)
+            && rustix::fs::fstat(tmp.fd()).is_ok_and(|stat| stat.st_dev == parent_device)
+        {
+            let name = format!("restore-{}", random_hex(8));
+            let path = tmp.path().join(&name);
+            let fd = rustix::fs::openat(tmp.fd(), name.as_str(), flags, private)
+                .map_err(|errno| StoreError::io("create", &path, errno.into()))?;
+            return Ok(Self {
+                file: File::from(fd),
+                path,
+                in_store: Some((tmp, name)),
+            });
+        }
+        let file_name = dest
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = parent.join(format!(".{file_name}.apollo-restore-{}", random_hex(4)));
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StoreError::io("create", &path, source))?;
+        Ok(Self {
+            file,
+            path,
+            in_store: None,
+        })
+    }
+
+    fn rename_to(&self, dest: &Path) -> Result<(), StoreError> {
+        match &self.in_store {
+            Some((tmp, name)) => {
+                rustix::fs::renameat(tmp.fd(), name.as_str(), rustix::fs::CWD, dest)
+                    .map_err(|errno| StoreError::io("rename into", dest, errno.into()))
+            }
+            None => fs::rename(&self.path, dest)
+                .map_err(|source| StoreError::io("rename into", dest, source)),
+        }
+    }
+
+    fn remove(&self) {
+        match &self.in_store {
+            Some((tmp, name)) => {
+                let _ = tmp.remove_file(name);
+            }
+            None => {
+                let _ = fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,6 +750,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = BlobStore::open(dir.path().join("blobs"), Durability::Fsync).unwrap();
         (dir, store)
+    }
+
+    /// A restore's temporary file is in `blobs/tmp` (the destination on the same
+    /// filesystem): killed before its rename, it leaves nothing in the user's folder, and the
+    /// next sweep removes it.
+    #[test]
+    fn a_restore_cut_off_before_its_rename_leaves_nothing_in_the_output_folder() {
+        let (dir, store) = store();
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        let dest = out.join("big.bin");
+        let temp = RestoreTemp::create(&store, &out, &dest).unwrap();
+        assert!(
+            temp.path.starts_with(dir.path().join("blobs").join("tmp")),
+            "{}",
+            temp.path.display()
+        );
+        // Killed here: the temporary stays where apollo sweeps, not beside the output.
+        drop(temp);
+        assert_eq!(fs::read_dir(&out).unwrap().count(), 0);
+        assert_eq!(store.sweep_temporary().unwrap(), 1);
+
+        // And a whole restore leaves nothing behind in either place.
+        let source = dir.path().join("source");
+        fs::write(&source, b"restored bytes").unwrap();
+        let blob = store.put_file(&source).unwrap();
+        store.restore(&blob.sha256, &dest, 0o644).unwrap();
+        assert_eq!(fs::read(&dest).unwrap(), b"restored bytes");
+        assert_eq!(fs::read_dir(&out).unwrap().count(), 1);
+        assert_eq!(store.sweep_temporary().unwrap(), 0);
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! `apollo prune`: delete old runs, never a running one, never the latest of a pipeline (by
 //! creation order, not by the clock).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::blobs::{BlobStore, BlobSweep, referenced_by, sweep_marked};
+use crate::blobs::{BlobStore, BlobSweep, run_blobs, sweep_marked};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::run_id::RunId;
@@ -53,6 +53,10 @@ pub struct PruneReport {
     pub kept_running: Vec<RunId>,
     /// Runs that matched the criteria but were kept as the latest run of their pipeline.
     pub kept_latest: Vec<RunId>,
+    /// Runs that matched the criteria but were kept because a kept run reused outputs of
+    /// theirs (`unit_reused`): their records are what restoring those outputs needs — the
+    /// rule blob eviction keeps too.
+    pub kept_reused: Vec<RunId>,
     /// Bytes freed.
     pub freed_bytes: u64,
     /// The blobs no kept run references, removed (mark and sweep); `None` when another apollo
@@ -134,6 +138,42 @@ pub(crate) fn select(
     report
 }
 
+/// Moves from `report.deleted` to `report.kept_reused` every run whose outputs a kept run
+/// reused (transitively: a run kept so keeps what it reused), and returns the blobs the kept
+/// runs reference — their definition snapshots and captures. One rule with blob eviction
+/// ([`crate::evict_blobs`]): what a kept run reused stays restorable (issue 36: `prune
+/// --keep-runs 1` deleted the blobs of outputs the latest run reused).
+fn keep_reuse_sources(
+    state: &StateDir,
+    report: &mut PruneReport,
+) -> Result<BTreeSet<String>, StoreError> {
+    let runs_dir = state.runs_dir();
+    let mut marked = BTreeSet::new();
+    let mut to_read: Vec<RunId> = (state.run_ids()?.into_iter())
+        .filter(|id| !report.deleted.contains(id))
+        .collect();
+    let mut read: BTreeSet<RunId> = BTreeSet::new();
+    while let Some(id) = to_read.pop() {
+        if !read.insert(id.clone()) {
+            continue;
+        }
+        let blobs = run_blobs(&runs_dir.join(id.as_str()))?;
+        marked.extend(blobs.definitions);
+        marked.extend(blobs.captures);
+        for (source, _, _) in blobs.reused {
+            let Some(position) = report.deleted.iter().position(|run| run.as_str() == source)
+            else {
+                continue;
+            };
+            let source = report.deleted.remove(position);
+            report.kept_reused.push(source.clone());
+            to_read.push(source);
+        }
+    }
+    report.kept_reused.sort();
+    Ok(marked)
+}
+
 /// What [`prune`] would delete now, without taking the lock or deleting anything (`apollo prune
 /// --dry-run`): the same choice, with `freed_bytes` the size of the runs it would delete.
 pub fn plan_prune(
@@ -143,6 +183,7 @@ pub fn plan_prune(
 ) -> Result<PruneReport, StoreError> {
     let summaries = state.list_runs()?;
     let mut report = select(&summaries, options, now);
+    keep_reuse_sources(state, &mut report)?;
     let runs_dir = state.runs_dir();
     report.freed_bytes = report
         .deleted
@@ -181,15 +222,8 @@ pub fn prune(
     // journal cannot be read (an I/O error, a damaged folder) stops the prune here, runs and
     // blobs untouched: which blobs it needs is unknown, and a run left out of the mark would
     // lose its definition snapshot and its captures to the sweep.
-    let marked = if lock.is_some() {
-        let kept_runs: Vec<_> = (state.run_ids()?.iter())
-            .filter(|id| !report.deleted.contains(id))
-            .map(|id| runs_dir.join(id.as_str()))
-            .collect();
-        Some(referenced_by(&kept_runs)?)
-    } else {
-        None
-    };
+    let referenced = keep_reuse_sources(state, &mut report)?;
+    let marked = lock.is_some().then_some(referenced);
     for id in &report.deleted {
         let path = runs_dir.join(id.as_str());
         report.freed_bytes += dir_size(&path);

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use apollo_core::Event;
-use apollo_core::event::{AttemptStatus, RunStatus, Verdict};
+use apollo_core::event::{AttemptStatus, RunFinished, RunStatus, Verdict};
 use chrono::{DateTime, Utc};
 
 use crate::Record;
@@ -49,7 +49,8 @@ impl RunState {
         }
     }
 
-    /// Whether the journal ends with `run_finished`.
+    /// Whether the run ended: its last `run_started`, `run_resumed` or `run_finished` is a
+    /// `run_finished` (hooks and marks recorded after it change nothing).
     pub fn is_finished(self) -> bool {
         matches!(
             self,
@@ -102,8 +103,43 @@ pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError>
         .transpose()
 }
 
-/// The last record of a run, reading only the tail of its last segment when it can.
-pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> {
+/// What the end of a run's journal says of its lifecycle.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    /// The timestamp of the last record.
+    pub(crate) last_ts: Option<DateTime<Utc>>,
+    /// The run's `run_finished` and its timestamp, when the last record that decides the
+    /// lifecycle (`run_started`, `run_resumed`, `run_finished`) is a `run_finished`.
+    pub(crate) finished: Option<(DateTime<Utc>, RunFinished)>,
+}
+
+/// Where a run stands after one more record, read in journal order.
+#[derive(Debug)]
+enum Lifecycle {
+    /// Nothing read yet tells (only records that may follow `run_finished`).
+    Unknown,
+    /// Started or resumed, not finished since.
+    Open,
+    /// Finished, and not resumed since.
+    Finished(DateTime<Utc>, RunFinished),
+}
+
+impl Lifecycle {
+    /// The lifecycle after `record`. What may be recorded after `run_finished` — a hook's end,
+    /// a human's verdict — never changes whether a run finished (issue 35: a pipeline with a
+    /// hook was never finished); every other record belongs to a started or resumed run.
+    fn after(self, record: Record) -> Self {
+        match record.event {
+            Event::RunFinished(finished) => Lifecycle::Finished(record.ts, finished),
+            Event::HookFinished(_) | Event::UnitMarked(_) => self,
+            _ => Lifecycle::Open,
+        }
+    }
+}
+
+/// The lifecycle of a run from the end of its journal, reading only the tail of its last
+/// segment when it can.
+pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
     const TAIL: u64 = 64 * 1024;
     let segments = list_segment_files(&run_dir.join("journal"))?;
     if let Some(last) = segments.last() {
@@ -114,51 +150,77 @@ pub(crate) fn last_record(run_dir: &Path) -> Result<Option<Record>, StoreError> 
         if len > TAIL {
             let mut frames = FrameReader::new(file, len);
             let io_error = |source| StoreError::io("read", &last.path, source);
-            let mut found: Option<Record> = None;
+            let mut lifecycle = Lifecycle::Unknown;
+            let mut last_ts: Option<DateTime<Utc>> = None;
             // Whether the window holds a record of an earlier batch than the last one (the
             // writer dates every record of a batch alike): then the whole last batch is in the
             // window and good, and its last record stands. Else a hole in the last batch
             // before the window (never acknowledged, cut by recovery) cannot be ruled out.
             let mut earlier_batch = false;
+            let mut damaged = false;
             let mut payload = Vec::new();
             if frames.resync_after(len - TAIL - 1).map_err(io_error)? {
                 loop {
                     match frames.next_frame(&mut payload).map_err(io_error)? {
                         Ok(Some(_)) => {
                             if let Ok(record) = decode_record(&payload) {
-                                earlier_batch |=
-                                    found.as_ref().is_some_and(|last| last.ts != record.ts);
-                                found = Some(record);
+                                earlier_batch |= last_ts.is_some_and(|ts| ts != record.ts);
+                                last_ts = Some(record.ts);
+                                lifecycle = lifecycle.after(record);
                             }
                         }
                         Ok(None) => break,
                         // Damage or a torn tail: the reader below applies the rules (a record
                         // after a torn write's hole was never acknowledged).
                         Err(_) => {
-                            found = None;
+                            damaged = true;
                             break;
                         }
                     }
                 }
             }
-            let found = found.filter(|_| earlier_batch);
-            if found.is_some() {
-                return Ok(found);
+            if earlier_batch && !damaged {
+                match lifecycle {
+                    Lifecycle::Unknown => {}
+                    Lifecycle::Open => {
+                        return Ok(Tail {
+                            last_ts,
+                            finished: None,
+                        });
+                    }
+                    Lifecycle::Finished(ts, finished) => {
+                        return Ok(Tail {
+                            last_ts,
+                            finished: Some((ts, finished)),
+                        });
+                    }
+                }
             }
         }
     }
-    // Small segment, header-only segment or huge records: read the whole last segment, and
-    // the whole journal if that holds no record.
-    let mut last = None;
+    // Small segment, header-only segment, huge records, or a window of hooks and marks only:
+    // read the whole last segment, and the whole journal if that holds no record.
+    let mut lifecycle = Lifecycle::Unknown;
+    let mut last_ts = None;
     for record in JournalReader::open_last_segment(run_dir)? {
-        last = Some(record?);
+        let record = record?;
+        last_ts = Some(record.ts);
+        lifecycle = lifecycle.after(record);
     }
-    if last.is_none() {
+    if matches!(lifecycle, Lifecycle::Unknown) {
         for record in JournalReader::open(run_dir, ReadOptions::default())? {
-            last = Some(record?);
+            let record = record?;
+            last_ts = Some(record.ts);
+            lifecycle = lifecycle.after(record);
         }
     }
-    Ok(last)
+    Ok(Tail {
+        last_ts,
+        finished: match lifecycle {
+            Lifecycle::Finished(ts, finished) => Some((ts, finished)),
+            Lifecycle::Unknown | Lifecycle::Open => None,
+        },
+    })
 }
 
 /// Unit counts of an unfinished run — succeeded, failed, skipped, reused — from each unit's
@@ -233,16 +295,29 @@ pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
     }
 }
 
-pub(crate) fn summarize(state: &StateDir, id: &RunId, holder: Option<&LockHolder>) -> RunSummary {
-    summarize_counting(state, id, holder, true)
+pub(crate) fn summarize(
+    state: &StateDir,
+    id: &RunId,
+    holder: Option<&LockHolder>,
+    acknowledged: bool,
+) -> RunSummary {
+    summarize_counting(state, id, holder, acknowledged, true)
 }
 
+/// Why a run whose `run_started` was acknowledged (see [`StateDir::acknowledged_runs`]) has
+/// no record to read.
+pub(crate) const LOST_RECORDS: &str = "its journal holds no record, though its `run_started` was \
+    acknowledged (the pipeline's `latest/` file names this run): the journal was cut back to \
+    its segment header, emptied, or removed";
+
 /// [`summarize`]; without `count`, an unfinished run's units are not counted (its counts stay
-/// zero), which spares a pass that decodes its whole journal.
+/// zero), which spares a pass that decodes its whole journal. An `acknowledged` run (see
+/// [`StateDir::acknowledged_runs`]) with no record is [`RunState::Corrupt`].
 fn summarize_counting(
     state: &StateDir,
     id: &RunId,
     holder: Option<&LockHolder>,
+    acknowledged: bool,
     count: bool,
 ) -> RunSummary {
     let mut summary = RunSummary {
@@ -264,7 +339,18 @@ fn summarize_counting(
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
-        if let Some(first) = first_record(&run_dir)? {
+        let first = match first_record(&run_dir) {
+            Ok(None) | Err(StoreError::NotFound { .. }) if acknowledged => {
+                return Err(StoreError::corruption(
+                    run_dir.join("journal"),
+                    0,
+                    None,
+                    LOST_RECORDS,
+                ));
+            }
+            first => first?,
+        };
+        if let Some(first) = first {
             summary.started = Some(first.ts);
             if let Event::RunStarted(started) = &first.event {
                 summary.pipeline = Some(started.pipeline.clone());
@@ -274,10 +360,10 @@ fn summarize_counting(
                 summary.params = started.params.clone();
             }
         }
-        let last = last_record(&run_dir)?;
-        summary.last_record = last.as_ref().map(|record| record.ts);
-        match last.map(|record| (record.ts, record.event)) {
-            Some((ts, Event::RunFinished(finished))) => {
+        let tail = tail(&run_dir)?;
+        summary.last_record = tail.last_ts;
+        match tail.finished {
+            Some((ts, finished)) => {
                 summary.finished = Some(ts);
                 summary.state = match finished.status {
                     RunStatus::Succeeded => RunState::Succeeded,
@@ -289,7 +375,7 @@ fn summarize_counting(
                 summary.failed = finished.failed;
                 summary.skipped = finished.skipped;
             }
-            _ => {
+            None => {
                 summary.state = if held_for(holder, id) {
                     RunState::Running
                 } else {
@@ -330,6 +416,7 @@ impl StateDir {
     /// from journals it adds there (when the state directory is writable).
     pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
         let holder = self.lock_holder()?;
+        let acknowledged = self.acknowledged_runs()?;
         let mut index = RunsIndex::load(self.path());
         let runs = self.ordered_runs(&index)?;
         index.keep_only(&runs.iter().map(|run| run.id.clone()).collect::<Vec<_>>());
@@ -340,7 +427,12 @@ impl StateDir {
                 _ => {
                     let run_dir = self.runs_dir().join(run.id.as_str());
                     let before = RunsIndex::stamps(&run_dir);
-                    let summary = summarize(self, &run.id, holder.as_ref());
+                    let summary = summarize(
+                        self,
+                        &run.id,
+                        holder.as_ref(),
+                        acknowledged.contains(&run.id),
+                    );
                     let after = RunsIndex::stamps(&run_dir);
                     index.learn(&run_dir, run.sequence, &summary, before, after);
                     summary
@@ -355,7 +447,8 @@ impl StateDir {
     pub fn run_summary(&self, id: &RunId) -> Result<RunSummary, StoreError> {
         self.run_dir(id)?;
         let holder = self.lock_holder()?;
-        Ok(summarize(self, id, holder.as_ref()))
+        let acknowledged = self.acknowledged_runs()?.contains(id);
+        Ok(summarize(self, id, holder.as_ref(), acknowledged))
     }
 
     /// The state of one run ([`RunSummary::state`]) and, for a [`RunState::Corrupt`] one, what
@@ -365,7 +458,8 @@ impl StateDir {
     pub fn run_state(&self, id: &RunId) -> Result<(RunState, Option<String>), StoreError> {
         self.run_dir(id)?;
         let holder = self.lock_holder()?;
-        let summary = summarize_counting(self, id, holder.as_ref(), false);
+        let acknowledged = self.acknowledged_runs()?.contains(id);
+        let summary = summarize_counting(self, id, holder.as_ref(), acknowledged, false);
         Ok((summary.state, summary.problem))
     }
 

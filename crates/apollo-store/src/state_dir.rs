@@ -632,6 +632,32 @@ impl StateDir {
         }
     }
 
+    /// Every run that a pipeline's latest-run file names (see
+    /// [`StateDir::recorded_latest_run`]): runs whose `run_started` was acknowledged, so
+    /// a journal of theirs that holds no record (cut back to its segment header, emptied,
+    /// its `journal/` removed) is damage, never a run that did nothing. Unreadable or damaged
+    /// files in `latest/` name nothing here (reading a pipeline's own file reports them).
+    pub fn acknowledged_runs(&self) -> Result<std::collections::HashSet<RunId>, StoreError> {
+        let latest = match Dir::open(&self.root).and_then(|root| root.subdir(LATEST_DIR)) {
+            Ok(latest) => latest,
+            Err(StoreError::NotFound { .. }) => return Ok(std::collections::HashSet::new()),
+            Err(error) => return Err(error),
+        };
+        let mut runs = std::collections::HashSet::new();
+        for name in latest.entry_names()? {
+            let Ok(mut file) = latest.open_file(&name, Access::Read) else {
+                continue;
+            };
+            let mut text = String::new();
+            if (&mut file).take(256).read_to_string(&mut text).is_ok()
+                && let Some(Ok(run)) = text.strip_suffix('\n').map(str::parse::<RunId>)
+            {
+                runs.insert(run);
+            }
+        }
+        Ok(runs)
+    }
+
     /// Records `run` as the run the pipeline with this identity last started (see
     /// [`StateDir::recorded_latest_run`]): durably, by an atomic rename, after the run's `run_started`
     /// is in its journal.
@@ -701,6 +727,7 @@ impl StateDir {
     /// unchanged: no journal is opened for it).
     pub(crate) fn ordered_runs(&self, index: &RunsIndex) -> Result<Vec<ListedRun>, StoreError> {
         let runs_dir = self.runs_dir();
+        let acknowledged = self.acknowledged_runs()?;
         let entries =
             fs::read_dir(&runs_dir).map_err(|source| StoreError::io("list", &runs_dir, source))?;
         let mut runs = Vec::new();
@@ -724,8 +751,12 @@ impl StateDir {
                 });
                 continue;
             }
-            // A run that recorded nothing is not a run (see `has_records`).
-            if entry.path().is_dir() && has_records(&entry.path().join("journal")) {
+            // A run that recorded nothing is not a run (see `has_records`), unless its
+            // `run_started` was acknowledged: then its records were lost, and it is listed
+            // (as damaged) rather than skipped.
+            if entry.path().is_dir()
+                && (has_records(&entry.path().join("journal")) || acknowledged.contains(&id))
+            {
                 let sequence = if real_dir {
                     self.run_sequence(&id)?
                 } else {

@@ -58,3 +58,31 @@ pub fn verify(run_dir: &Path) -> Result<VerifyReport, StoreError> {
     }
     Ok(report)
 }
+
+impl crate::StateDir {
+    /// [`verify`] for one run of this state directory, knowing what the journal alone cannot
+    /// tell: a run whose `run_started` was acknowledged (see
+    /// [`StateDir::acknowledged_runs`](crate::StateDir::acknowledged_runs)) and that holds
+    /// no record — its journal cut back to its segment header, emptied or removed — is
+    /// [`StoreError::Corruption`], never a clean run of no records.
+    pub fn verify_run(&self, id: &crate::RunId) -> Result<VerifyReport, StoreError> {
+        let run_dir = self.run_dir(id)?;
+        let lost = || {
+            StoreError::corruption(
+                run_dir.path().join("journal"),
+                0,
+                None,
+                crate::runs::LOST_RECORDS,
+            )
+        };
+        match verify(run_dir.path()) {
+            Ok(report) if report.n_records == 0 && self.acknowledged_runs()?.contains(id) => {
+                Err(lost())
+            }
+            Err(StoreError::NotFound { .. }) if self.acknowledged_runs()?.contains(id) => {
+                Err(lost())
+            }
+            result => result,
+        }
+    }
+}

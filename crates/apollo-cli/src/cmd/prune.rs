@@ -50,6 +50,9 @@ fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<
     for run in &report.kept_latest {
         writeln!(stdout, "kept {run} (latest run of its pipeline)")?;
     }
+    for run in &report.kept_reused {
+        writeln!(stdout, "kept {run} (a kept run reused its outputs)")?;
+    }
     writeln!(
         stdout,
         "pruned {} run{}, freed {:.1} MiB",
@@ -83,6 +86,9 @@ fn print_prune_plan(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Re
     }
     for run in &report.kept_latest {
         writeln!(stdout, "would keep {run} (latest run of its pipeline)")?;
+    }
+    for run in &report.kept_reused {
+        writeln!(stdout, "would keep {run} (a kept run reused its outputs)")?;
     }
     writeln!(
         stdout,

@@ -98,11 +98,25 @@ pub(crate) fn stop(
     {
         std::thread::sleep(POLL_INTERVAL);
     }
-    writeln!(
-        stdout,
-        "apollo: stopped; `apollo run` resumes run {run} where it stopped"
-    )
-    .map_err(output)?;
+    // What the run's journal says now: a stop that came while its hooks ran (after the run
+    // had ended) stopped the hooks, not the run.
+    let ended_succeeded = (holder.run.as_deref())
+        .and_then(|id| id.parse::<apollo_store::RunId>().ok())
+        .and_then(|id| state.run_state(&id).ok())
+        .is_some_and(|(run_state, _)| run_state == apollo_store::RunState::Succeeded);
+    if ended_succeeded {
+        writeln!(
+            stdout,
+            "apollo: stopped; run {run} had already succeeded when it was asked to stop: its hooks were stopped, and there is nothing to resume"
+        )
+        .map_err(output)?;
+    } else {
+        writeln!(
+            stdout,
+            "apollo: stopped; `apollo run` resumes run {run} where it stopped"
+        )
+        .map_err(output)?;
+    }
     Ok(Exit::Success)
 }
 

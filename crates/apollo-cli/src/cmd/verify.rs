@@ -39,8 +39,7 @@ pub(crate) fn run(
     let json = args.format == TableFormat::Json;
     let mut documents = Vec::new();
     for run_id in &runs {
-        let run_dir = state.run_dir(run_id)?;
-        let report = match apollo_store::verify(run_dir.path()) {
+        let report = match state.verify_run(run_id) {
             Ok(report) => report,
             Err(error) => {
                 n_corrupt += 1;

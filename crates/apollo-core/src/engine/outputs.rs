@@ -77,7 +77,7 @@ pub(super) fn check_outputs(
     if succeeded {
         let missing: Vec<String> = outputs
             .iter()
-            .filter(|output| std::fs::symlink_metadata(base_dir.join(output)).is_err())
+            .filter(|output| !hash::declared_output_exists(base_dir, output))
             .map(|output| format!("output {output} is missing"))
             .collect();
         if !missing.is_empty() {

@@ -280,11 +280,7 @@ fn outputs_differ(
             let missing: Vec<&str> = outputs
                 .iter()
                 .copied()
-                // A glob names no one path: whether its files are there is in the error.
-                .filter(|output| {
-                    !hash::is_glob(output)
-                        && std::fs::symlink_metadata(base_dir.join(output)).is_err()
-                })
+                .filter(|output| !hash::declared_output_exists(base_dir, output))
                 .collect();
             if missing.is_empty() {
                 Some(format!("outputs cannot be read: {error}"))

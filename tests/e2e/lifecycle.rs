@@ -1,0 +1,186 @@
+//! A run's lifecycle as every command sees it (issue 35): what is recorded after
+//! `run_finished` (hooks, marks) never changes whether a run finished; a glob output present on
+//! disk is never "missing"; a damaged latest run is reported, never skipped.
+
+use crate::support::Apollo;
+
+/// Each run's `status` in `apollo runs --format json`, oldest first.
+fn statuses(apollo: &mut Apollo) -> Vec<String> {
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    runs.code(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    runs.as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["status"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A pipeline with any hook finished, and every command says so: `runs`, the next `run` (a
+/// new run, the hook firing once per run), `backup`.
+#[test]
+fn a_pipeline_with_a_hook_finishes_and_its_next_run_is_a_new_run() {
+    let mut apollo = Apollo::new();
+    apollo
+        .config("on_finish: bin/count hook\nunits:\n  - name: only\n    execute: bin/count only\n");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("hook"), 1);
+
+    assert_eq!(statuses(&mut apollo), ["succeeded"], "a run whose hook ran");
+
+    // The nightly job runs again: a new run, not a resume of a finished one.
+    let second = apollo.args(&["run"]).run();
+    second.code(0);
+    assert!(
+        !second.stderr.contains("resuming run"),
+        "a finished run is never resumed:\n{}",
+        second.stderr
+    );
+    assert_eq!(apollo.run_ids().len(), 2, "{}", second.stderr);
+    assert_eq!(apollo.count("hook"), 2, "the hook fires once per run");
+
+    let destination = apollo.path("backup-copy");
+    let backup = apollo
+        .args(&["backup", destination.to_str().unwrap()])
+        .run();
+    backup.code(0);
+    for id in apollo.run_ids() {
+        assert!(
+            destination.join("runs").join(&id).exists(),
+            "backup copies finished run {id}:\n{}{}",
+            backup.stdout,
+            backup.stderr
+        );
+    }
+}
+
+/// A failed run whose `on_failure` hook ran stays failed (not "incomplete"), and the next `run`
+/// resumes it (a failed run is resumable) without firing the hook twice for the same end.
+#[test]
+fn a_failed_run_with_a_hook_is_failed_not_incomplete() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_failure: bin/count hook\nunits:\n  - name: bad\n    execute: bin/count bad; test -e markers/go\n",
+    );
+    apollo.args(&["run"]).run().code(1);
+    assert_eq!(statuses(&mut apollo), ["failed"]);
+    apollo.release("go");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("bad"), 2);
+    assert_eq!(
+        apollo.count("hook"),
+        1,
+        "on_failure fired for the failure only"
+    );
+    assert_eq!(statuses(&mut apollo), ["succeeded"]);
+}
+
+/// A glob output whose files are there is not "missing" on a resume: the unit that made them
+/// is done, and a non-idempotent one does not stop the resume for a human.
+#[test]
+fn a_glob_output_present_on_disk_is_not_missing_on_resume() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: split\n    idempotent: false\n    execute: bin/count split; mkdir -p parts; echo a > parts/1.part; echo b > parts/2.part\n    outputs: [\"parts/*.part\"]\n  - name: after\n    deps: [split]\n    execute: bin/count after; test -e markers/go\n",
+    );
+    apollo.args(&["run"]).run().code(1);
+    apollo.release("go");
+    let resumed = apollo.args(&["run"]).run();
+    resumed.code(0);
+    assert!(!resumed.stderr.contains("is missing"), "{}", resumed.stderr);
+    assert_eq!(apollo.count("split"), 1, "{}", resumed.stderr);
+    assert_eq!(apollo.count("after"), 2);
+}
+
+/// The journal of the pipeline's latest run (the one `latest/` names: its `run_started` was
+/// acknowledged) lost its records: `run` stops with exit 3 naming `--fresh` instead of resuming
+/// an older run or starting over; `verify` and `runs` report it.
+#[test]
+fn a_latest_run_whose_journal_lost_its_records_is_damage_not_skipped() {
+    for damage in ["header only", "empty", "journal removed"] {
+        let mut apollo = Apollo::new();
+        apollo.config("units:\n  - name: a\n    execute: bin/count a; test -e markers/go\n");
+        // An older failed run, then the latest one (both failed: resumable).
+        apollo.args(&["run"]).run().code(1);
+        apollo.args(&["run", "--fresh"]).run().code(1);
+        let ids = apollo.run_ids();
+        assert_eq!(ids.len(), 2);
+        let latest = &ids[1];
+        let journal = apollo.path(&format!(".apollo/runs/{latest}/journal"));
+        let mut segments: Vec<_> = std::fs::read_dir(&journal)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+            .collect();
+        segments.sort();
+        match damage {
+            "header only" => {
+                let bytes = std::fs::read(&segments[0]).unwrap();
+                let header_end = bytes.iter().position(|&byte| byte == b'\n').unwrap() + 1;
+                std::fs::write(&segments[0], &bytes[..header_end]).unwrap();
+            }
+            "empty" => std::fs::write(&segments[0], b"").unwrap(),
+            _ => std::fs::remove_dir_all(&journal).unwrap(),
+        }
+
+        apollo.release("go");
+        let run = apollo.args(&["run"]).run();
+        run.code(3);
+        assert!(
+            run.stderr.contains(latest.as_str()) && run.stderr.contains("--fresh"),
+            "{damage}: {}",
+            run.stderr
+        );
+        assert_eq!(apollo.count("a"), 2, "{damage}: nothing ran");
+
+        let verify = apollo.args(&["verify"]).run();
+        verify.code(3);
+        assert!(
+            verify.stderr.contains(latest.as_str()),
+            "{damage}: {}{}",
+            verify.stdout,
+            verify.stderr
+        );
+        assert_eq!(statuses(&mut apollo), ["failed", "corrupt"], "{damage}");
+
+        // `--fresh` is the way on.
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+}
+
+/// `apollo stop` while a hook runs ends the hook (recorded interrupted), never waits for it;
+/// the run keeps the status it had; stop says the run had ended; the hook never fires again.
+#[test]
+fn apollo_stop_during_a_hook_ends_the_hook_and_the_run_keeps_its_status() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_finish:\n  execute: bin/count hook; bin/block hook\n  timeout: 1h\nunits:\n  - name: only\n    execute: bin/count only\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("hook.started");
+    let stop = apollo.args(&["stop"]).run();
+    stop.code(0);
+    assert!(
+        stop.stdout.contains("had already succeeded"),
+        "{}",
+        stop.stdout
+    );
+    let out = running.wait();
+    assert!(
+        !apollo.path("markers/hook.release").exists(),
+        "the hook was never released: stop ended it"
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let journal = apollo.journal_text();
+    assert!(
+        journal.contains(r#""kind":"hook_finished","hook":"on_finish","run_status":"succeeded","status":"interrupted""#),
+        "{journal}"
+    );
+    assert_eq!(statuses(&mut apollo), ["succeeded"]);
+    // The next run is a new one: the hook fires for it, never again for the first.
+    apollo.release("hook.release");
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("hook"), 2);
+    assert_eq!(apollo.run_ids().len(), 2);
+}
