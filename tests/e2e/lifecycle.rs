@@ -184,3 +184,57 @@ fn apollo_stop_during_a_hook_ends_the_hook_and_the_run_keeps_its_status() {
     assert_eq!(apollo.count("hook"), 2);
     assert_eq!(apollo.run_ids().len(), 2);
 }
+
+/// Includes are regular files within a bound; a params file may be a pipe (issue 36 item 14:
+/// `include: [/dev/zero]` grew until the OOM killer, a FIFO hung `check` forever).
+#[test]
+fn an_include_that_is_a_device_or_a_fifo_is_refused_and_a_params_pipe_is_read() {
+    let mut apollo = Apollo::new();
+    apollo.config("include: [/dev/zero]\nunits:\n  - name: a\n    execute: 'true'\n");
+    let check = apollo.args(&["check"]).run();
+    check.code(2);
+    assert!(
+        check.stderr.contains("a character device"),
+        "{}",
+        check.stderr
+    );
+
+    crate::support::mkfifo(&apollo.path("more.yaml"));
+    apollo.config("include: [more.yaml]\nunits:\n  - name: a\n    execute: 'true'\n");
+    let check = apollo.args(&["check"]).run();
+    check.code(2);
+    assert!(check.stderr.contains("a FIFO"), "{}", check.stderr);
+
+    apollo.config(
+        "params:\n  word: {type: string}\nunits:\n  - name: a\n    execute: echo ${params.word} > got\n",
+    );
+    let run = apollo.args(&["run"]).run_under(&[
+        "bash",
+        "-c",
+        r#"exec "$0" "$@" --params-file <(printf 'word: seven\n')"#,
+    ]);
+    run.code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("got")).unwrap(),
+        "seven\n"
+    );
+}
+
+/// A pipeline's `name:` is the config's text: `run` and `runs` print it escaped, never as
+/// terminal control sequences (issue 36 item 17).
+#[test]
+fn a_pipeline_name_with_control_characters_is_printed_escaped() {
+    let mut apollo = Apollo::new();
+    apollo.config("name: \"evil\\e[2J\\nname\"\nunits:\n  - name: a\n    execute: 'true'\n");
+    let run = apollo.args(&["run"]).run();
+    run.code(0);
+    assert!(!run.stdout.contains('\x1b'), "{:?}", run.stdout);
+    assert!(
+        run.stdout.contains("evil\\u{1b}[2J\\nname"),
+        "{}",
+        run.stdout
+    );
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(!runs.stdout.contains('\x1b'), "{:?}", runs.stdout);
+}

@@ -6,6 +6,7 @@
 mod support;
 
 mod capture;
+mod counts;
 mod evict;
 mod example;
 mod hashing;

@@ -33,7 +33,7 @@ fn killed_during_a_unit_resumes_without_redoing_recorded_work() {
         resumed.stdout
     );
     assert!(
-        resumed.stdout.contains("1 of 3 units already succeeded"),
+        resumed.stdout.contains("1 of 3 units already done"),
         "{}",
         resumed.stdout
     );

@@ -48,19 +48,43 @@ fn tail(path: &Path, n_lines: usize) -> Option<Vec<String>> {
     let mut bytes = Vec::new();
     file.take(TAIL_BYTES).read_to_end(&mut bytes).ok()?;
     let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<&str> = text.lines().collect();
-    // The first line of a tail read mid-file is a fragment.
+    // What a terminal would show of each line: a `\r` progress bar's last state.
+    let mut lines: Vec<&str> = text.lines().map(last_redraw).collect();
+    // The first line of a tail read mid-file is a fragment: dropped, unless it is all there
+    // is — the end of one long line (minified JSON, a progress bar), which is kept, its end
+    // shown (issue 36: such an attempt was reported as having written nothing).
+    let mut fragment = None;
     if start > 0 && !lines.is_empty() {
-        lines.remove(0);
+        fragment = Some(lines.remove(0));
     }
     while lines.last().is_some_and(|line| line.trim().is_empty()) {
         lines.pop();
     }
     if lines.is_empty() {
-        return None;
+        let fragment = fragment.filter(|fragment| !fragment.trim().is_empty())?;
+        return Some(vec![end_of_line(fragment)]);
     }
     let first = lines.len().saturating_sub(n_lines);
     Some(lines[first..].iter().map(|line| clean_line(line)).collect())
+}
+
+/// The part of `line` after its last `\r` that is not blank: what a terminal shows of a
+/// line a progress bar redrew.
+fn last_redraw(line: &str) -> &str {
+    line.rsplit('\r')
+        .find(|part| !part.trim().is_empty())
+        .unwrap_or(line)
+}
+
+/// The end of a line too long to show whole: `…` and its last [`MAX_LINE_CHARS`] characters,
+/// cleaned.
+fn end_of_line(line: &str) -> String {
+    let n_chars = line.chars().count();
+    if n_chars <= MAX_LINE_CHARS {
+        return format!("…{}", clean_line(line));
+    }
+    let tail: String = line.chars().skip(n_chars - MAX_LINE_CHARS).collect();
+    format!("…{}", clean_line(&tail))
 }
 
 /// `line` made safe for a terminal: control characters escaped (`\t` as spaces, `\r` and
@@ -201,6 +225,27 @@ mod tests {
         assert!(cleaned.ends_with('…'));
         // The escape grows by 5 characters, `\r` by 1, and `…` ends the line.
         assert_eq!(cleaned.chars().count(), MAX_LINE_CHARS + 6 + 1);
+    }
+
+    #[test]
+    fn a_last_line_longer_than_the_tail_read_is_shown_by_its_end() {
+        let mut json = "{\"rows\":[".to_owned();
+        json.push_str(&"1,".repeat(20_000));
+        json.push_str("2]} error: bad row");
+        let dir = attempt_dir(&json, "");
+        let excerpt = of_attempt(dir.path(), 8).expect("not \"wrote nothing\"");
+        assert_eq!(excerpt.lines.len(), 1);
+        assert!(excerpt.lines[0].starts_with('…'), "{:?}", excerpt.lines);
+        assert!(
+            excerpt.lines[0].ends_with("2]} error: bad row"),
+            "{:?}",
+            excerpt.lines
+        );
+
+        let progress = format!("{}\r  done 100%\r", "\r 37%".repeat(5_000));
+        let dir = attempt_dir(&progress, "");
+        let excerpt = of_attempt(dir.path(), 8).unwrap();
+        assert_eq!(excerpt.lines, vec!["…  done 100%"]);
     }
 
     #[test]

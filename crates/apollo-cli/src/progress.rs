@@ -144,10 +144,10 @@ impl<'a> Progress<'a> {
     }
 
     /// `--stream`: print the output of the run's attempts (in `run_dir`) as they write it.
-    pub(crate) fn stream_output(&mut self, run_dir: &std::path::Path) {
+    pub(crate) fn stream_output(&mut self, run: &apollo_store::RunDir) {
         let shared = Arc::clone(&self.shared);
         let live = self.ticker.is_some();
-        self.streamer = Some(Streamer::start(run_dir, self.name_width, move |text| {
+        self.streamer = Some(Streamer::start(run, self.name_width, move |text| {
             // Above the live line, as `line` does it.
             let _guard = shared.counts.lock().unwrap_or_else(PoisonError::into_inner);
             if live {

@@ -10,10 +10,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use apollo_store::RunDir;
 
 use crate::excerpt::clean_line;
 
@@ -96,16 +98,16 @@ struct State {
 /// Streams the output of running attempts; see the module docs.
 pub(crate) struct Streamer {
     shared: Arc<(Mutex<State>, Condvar)>,
-    run_dir: PathBuf,
+    run: RunDir,
     name_width: usize,
     poller: Option<JoinHandle<()>>,
 }
 
 impl Streamer {
-    /// A streamer of the attempts of the run in `run_dir`, printing through `print` (called
-    /// with whole lines, on the poller thread).
+    /// A streamer of the attempts of `run`, printing through `print` (called with whole
+    /// lines, on the poller thread).
     pub(crate) fn start(
-        run_dir: &Path,
+        run: &RunDir,
         name_width: usize,
         print: impl Fn(&str) + Send + 'static,
     ) -> Self {
@@ -116,7 +118,7 @@ impl Streamer {
         };
         Self {
             shared,
-            run_dir: run_dir.to_path_buf(),
+            run: run.clone(),
             name_width,
             poller: Some(poller),
         }
@@ -124,11 +126,11 @@ impl Streamer {
 
     /// Start streaming `unit`'s attempt.
     pub(crate) fn started(&self, unit: &str, attempt: u32) {
-        let dir = self
-            .run_dir
-            .join("units")
-            .join(unit)
-            .join(attempt.to_string());
+        // The attempt's folder as the store names it (a fan-out instance `load[eu]` is
+        // `units/load__eu/`): never a path built here (issue 35: instances streamed nothing).
+        let Ok(dir) = self.run.attempt_log_dir(unit, attempt) else {
+            return;
+        };
         let width = self.name_width;
         let running = Running {
             stdout: Tail::new(dir.join("stdout")),
@@ -195,13 +197,32 @@ pub(crate) fn print_to_stdout(text: &str) {
 mod tests {
     use super::*;
 
+    /// A fan-out instance's output is where the store keeps it (`units/load__eu/1`).
+    #[test]
+    fn a_fan_out_instance_streams_from_its_folder_as_the_store_names_it() {
+        let root = tempfile::tempdir().unwrap();
+        let state = apollo_store::StateDir::open_or_create(root.path()).unwrap();
+        let run = state.create_run(&state.new_run_id()).unwrap();
+        let streamer = Streamer::start(&run, 8, |_| {});
+        let dir = run.attempt_log_dir("load[eu]", 1).unwrap();
+        assert!(dir.ends_with("units/load__eu/1"), "{}", dir.display());
+        std::fs::create_dir_all(&dir).unwrap();
+        streamer.started("load[eu]", 1);
+        std::fs::write(dir.join("stdout"), "loaded\n").unwrap();
+        let rest = streamer.finished("load[eu]", 1);
+        drop(streamer);
+        assert!(rest.contains("load[eu] | loaded"), "{rest:?}");
+    }
+
     #[test]
     fn lines_are_prefixed_and_the_rest_drained_at_the_end() {
-        let run = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let state = apollo_store::StateDir::open_or_create(root.path()).unwrap();
+        let run = state.create_run(&state.new_run_id()).unwrap();
         let printed = Arc::new(Mutex::new(String::new()));
         let streamer = {
             let printed = Arc::clone(&printed);
-            Streamer::start(run.path(), 6, move |text| {
+            Streamer::start(&run, 6, move |text| {
                 printed.lock().unwrap().push_str(text);
             })
         };

@@ -3,6 +3,8 @@
 //!
 //! * succeeded: a passing case; earlier failed attempts are `<flakyFailure>`s (it passed
 //!   only after a retry);
+//! * reused from an earlier run: a passing case with the property `apollo.reused_from`
+//!   (`run RUN attempt N`), never `<skipped>`;
 //! * failed or timed out for good: `<failure>` with the error line as message and the end of
 //!   the failed attempt's stderr as text; earlier failed attempts are `<rerunFailure>`s;
 //! * skipped (exit 77), not run because an upstream failed, not started: `<skipped>` with why;
@@ -114,6 +116,9 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
             status.add_reruns(earlier_failures);
             status
         }
+        // Not run because an earlier run's success stands for it: a passing test (CI must not
+        // report every cache hit as a skipped test), with a property saying where it is from.
+        UnitStatus::Reused => TestCaseStatus::success(),
         UnitStatus::Skipped => skipped("skipped itself (exit 77)".to_owned()),
         UnitStatus::UpstreamFailed => skipped(match unit.skips.last().map(|skip| &skip.reason) {
             Some(apollo_core::event::SkipReason::UpstreamFailed { upstream }) => {
@@ -155,6 +160,12 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
     }
     let mut case = TestCase::new(unit.name.as_str(), status);
     case.set_classname(pipeline);
+    if let (UnitStatus::Reused, Some(reused)) = (unit.status, &unit.reused) {
+        case.add_property((
+            "apollo.reused_from",
+            format!("run {} attempt {}", reused.from_run, reused.from_attempt).as_str(),
+        ));
+    }
     if let Some(last) = last {
         case.set_time(Duration::from_millis(last.duration_ms()))
             .set_timestamp(last.start);

@@ -21,6 +21,10 @@ use apollo_core::{
 };
 use apollo_store::{RunId, StateDir};
 
+/// The schema of the summary a hook reads (`APOLLO_SUMMARY_JSON`): version 2 calls a unit
+/// reused from an earlier run `reused` (with `from_run`), not `not_started`.
+pub const HOOK_SUMMARY_SCHEMA: &str = "apollo.hook_summary/2";
+
 /// How long a hook's command gets between SIGTERM and SIGKILL when its time is up.
 const HOOK_KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -316,16 +320,26 @@ fn write_summary(
                         UnitResult::Succeeded { attempt } => ("succeeded", Some(*attempt)),
                         UnitResult::SelfSkipped { attempt } => ("skipped", Some(*attempt)),
                         UnitResult::Reused => ("already_done", None),
+                        UnitResult::ReusedFromRun { attempt, .. } => ("reused", Some(*attempt)),
                         UnitResult::Failed { attempt, .. } => ("failed", Some(*attempt)),
                         UnitResult::SkippedUpstream { .. } => ("upstream_failed", None),
                         _ => ("not_started", None),
                     };
-                    serde_json::json!({"name": unit, "status": status, "attempt": attempt})
+                    let mut entry =
+                        serde_json::json!({"name": unit, "status": status, "attempt": attempt});
+                    // Reused: `attempt` is the earlier run's attempt that did the work.
+                    if let (UnitResult::ReusedFromRun { run_id, .. }, Some(object)) =
+                        (result, entry.as_object_mut())
+                    {
+                        object.insert("from_run".to_owned(), run_id.as_str().into());
+                    }
+                    entry
                 })
                 .collect()
         })
         .unwrap_or_default();
     let summary = serde_json::json!({
+        "schema": HOOK_SUMMARY_SCHEMA,
         "run_id": end.run_id.as_str(),
         "pipeline": pipeline.name,
         "status": end.status,

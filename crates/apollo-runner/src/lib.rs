@@ -24,7 +24,7 @@ mod identity_tests;
 mod tests;
 
 pub use error::{ParamDifference, RunnerError};
-pub use hooks::HookOutcome;
+pub use hooks::{HOOK_SUMMARY_SCHEMA, HookOutcome};
 pub use identity::pipeline_identity;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};

@@ -90,7 +90,8 @@ impl<'a> OpenRun<'a> {
         &self.parts.prior
     }
 
-    /// How many of the pipeline's units already succeeded earlier in the run.
+    /// How many of the pipeline's units are already done earlier in the run (succeeded,
+    /// skipped themselves, or reused from an earlier run).
     pub fn n_done(&self) -> usize {
         let pipeline = &self.parts.loaded.pipeline;
         self.parts

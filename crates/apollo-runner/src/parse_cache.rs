@@ -80,7 +80,7 @@ pub fn load_cached_parsing_with(
     options: &LoadOptions,
     load: &dyn Fn(&Path, &LoadOptions) -> Result<Loaded, LoadError>,
 ) -> Result<Loaded, LoadError> {
-    let Ok(bytes) = std::fs::read(config) else {
+    let Ok(bytes) = config::read_config_file(config) else {
         // The load says what is wrong, in its words.
         return load(config, options);
     };

@@ -173,9 +173,14 @@ pub(crate) fn runs(
             pipeline: summary.pipeline.as_deref(),
             started: summary.started,
             finished: summary.finished,
+            // A live run has lasted until now, not until its last record (issue 35: a run
+            // whose unit was running showed 0.05 s, like a killed one).
             duration_ms: summary
                 .started
-                .zip(summary.finished.or(summary.last_record))
+                .zip(match summary.state {
+                    apollo_store::RunState::Running => Some(chrono::Utc::now()),
+                    _ => summary.finished.or(summary.last_record),
+                })
                 .map(|(start, end)| (end - start).num_milliseconds()),
             status: summary.state.as_str(),
             pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
@@ -279,7 +284,8 @@ pub(crate) fn runs(
                         out,
                         "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",
                         line.id,
-                        line.pipeline.unwrap_or("?"),
+                        // A name is the config's text: escaped, so it cannot move the cursor.
+                        crate::excerpt::clean_line(line.pipeline.unwrap_or("?")),
                         line.started.map_or_else(
                             || "-".to_owned(),
                             |ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()
@@ -367,7 +373,7 @@ pub(crate) fn replay(
         .color(format == Format::Text && color_stdout())
         .live(crate::cmd::logs::live_holder_pid(&state, &run_id))
         .workers(run_workers(&state, &run_id));
-    let run_dir = state.runs_dir().join(run_id.as_str());
+    let run_dir = state.run_dir(&run_id)?;
     let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     let definition = if format == Format::Html {
         html_definition(&state, &run_id)
@@ -543,8 +549,10 @@ fn html_definition(state: &apollo_store::StateDir, run_id: &apollo_store::RunId)
 }
 
 /// The end of an attempt's captured stderr (or stdout), as the HTML and JUnit reports show it.
-fn excerpt_of(run_dir: &Path, unit: &str, attempt: u32) -> Option<String> {
-    let dir = run_dir.join("units").join(unit).join(attempt.to_string());
+fn excerpt_of(run: &apollo_store::RunDir, unit: &str, attempt: u32) -> Option<String> {
+    // The attempt's folder as the store names it: a fan-out instance `load[eu]` is
+    // `units/load__eu/` (issue 35: instances had no excerpt).
+    let dir = run.attempt_log_dir(unit, attempt).ok()?;
     crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
         let mut text = excerpt.lines.join("\n");
         text.push('\n');
@@ -562,7 +570,7 @@ pub(crate) fn write_junit_report(
     let (mut reader, _) = state::read_records(state, run_id, ReadOptions::default())?;
     let timeline = apollo_replay::Timeline::from_records(&mut reader)?;
     state::print_warnings(&reader.take_warnings(), stderr);
-    let run_dir = state.runs_dir().join(run_id.as_str());
+    let run_dir = state.run_dir(run_id)?;
     let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     apollo_replay::write_junit(&timeline, out, &excerpts).map_err(output)
 }

@@ -152,7 +152,11 @@ impl Collector {
                 });
                 return;
             }
-            let text = match std::fs::read(&shown).map(String::from_utf8) {
+            // A regular file within the bound: a FIFO, `/dev/zero` or a huge file is refused
+            // before it can hang or exhaust the load.
+            let text = match super::read::read_bounded(&shown, super::read::Accept::Regular)
+                .map(String::from_utf8)
+            {
                 Ok(Ok(text)) => text,
                 Ok(Err(_)) => {
                     self.problems.push(Problem {

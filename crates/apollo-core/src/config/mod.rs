@@ -80,6 +80,7 @@ mod include;
 mod interpolate;
 mod params;
 mod raw;
+mod read;
 mod resolve;
 pub(crate) mod schema;
 mod when;
@@ -90,6 +91,7 @@ use std::path::{Path, PathBuf};
 pub use describe::json_schema;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use params::{ParamInput, ParamOverride, Params};
+pub use read::{MAX_CONFIG_BYTES, PIPE_TIME_LIMIT};
 
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::Pipeline;
@@ -170,7 +172,8 @@ impl LoadReads {
             return false;
         }
         let files_same = self.included.iter().all(|(path, sha256)| {
-            std::fs::read(path).is_ok_and(|text| crate::hash::sha256_hex(&text) == *sha256)
+            read::read_bounded(path, read::Accept::Regular)
+                .is_ok_and(|text| crate::hash::sha256_hex(&text) == *sha256)
         });
         files_same
             && self.globs.iter().all(|(pattern, items)| {
@@ -225,16 +228,29 @@ impl LoadOptions {
 /// Reads a params file: YAML (or JSON, which is YAML) holding a mapping of param names to
 /// values, e.g. `{day: 2026-11-30, regions: [eu, us]}`. Each value is checked against the
 /// param's type when the pipeline is loaded with it.
+///
+/// It may be a pipe (`--params-file <(vault …)`): read to its end within
+/// [`PIPE_TIME_LIMIT`]; at most [`MAX_CONFIG_BYTES`] either way.
 pub fn read_params_file(path: &Path) -> Result<Vec<ParamOverride>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+    let io_error = |source| LoadError::Io {
         path: path.to_owned(),
         source,
-    })?;
+    };
+    let bytes = read::read_bounded(path, read::Accept::RegularOrPipe).map_err(io_error)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|error| io_error(std::io::Error::new(std::io::ErrorKind::InvalidData, error)))?;
     let source = SourceFile::new(path, &text);
     params::overrides_from_file(&text, &source).map_err(|diagnostic| LoadError::Invalid {
         path: path.to_owned(),
         diagnostics: vec![*diagnostic],
     })
+}
+
+/// The bytes of a config file: a regular file of at most [`MAX_CONFIG_BYTES`] (a FIFO or a
+/// device is refused before anything is read from it). What [`load_with`] reads the config
+/// with; callers that read it too (a parse cache keyed by its content) use the same.
+pub fn read_config_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    read::read_bounded(path, read::Accept::Regular)
 }
 
 /// Why a config could not be loaded.
@@ -284,7 +300,7 @@ pub fn load(path: &Path) -> Result<Loaded, LoadError> {
 /// values of the wrong type and required params without a value are diagnostics like any
 /// other (nothing has run yet).
 pub fn load_with(path: &Path, options: &LoadOptions) -> Result<Loaded, LoadError> {
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+    let bytes = read_config_file(path).map_err(|source| LoadError::Io {
         path: path.to_owned(),
         source,
     })?;

@@ -201,13 +201,10 @@ pub(super) fn execute(
     if json {
         progress.json_lines();
     }
-    if execution.stream {
-        progress.stream_output(
-            &open_run
-                .state_dir()
-                .runs_dir()
-                .join(open_run.run_id().as_str()),
-        );
+    if execution.stream
+        && let Ok(run) = open_run.state_dir().run_dir(open_run.run_id())
+    {
+        progress.stream_output(&run);
     }
     let mut held = HeldNotices::default();
     let result = open_run.run(&executor, &mut progress, &cancel, &mut held);

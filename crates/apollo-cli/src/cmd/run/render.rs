@@ -23,16 +23,16 @@ pub(crate) fn opening_line(run: &OpenRun<'_>, pipeline: &Pipeline) -> String {
     let n_units = pipeline.units.len();
     match run.opening() {
         Opening::Resumed => format!(
-            "apollo: resuming run {} of `{}`: {} of {n_units} unit{} already succeeded",
+            "apollo: resuming run {} of `{}`: {} of {n_units} unit{} already done",
             run.run_id(),
-            pipeline.name,
+            crate::excerpt::clean_line(&pipeline.name),
             run.n_done(),
             plural(n_units)
         ),
         _ => format!(
             "apollo: run {} of `{}`: {n_units} unit{} (state in {})",
             run.run_id(),
-            pipeline.name,
+            crate::excerpt::clean_line(&pipeline.name),
             plural(n_units),
             run.state_dir().path().display()
         ),
@@ -177,12 +177,12 @@ pub(crate) fn dry_run(
         Some(run_id) => writeln!(
             stdout,
             "dry run: would resume run {run_id} of `{}`",
-            pipeline.name
+            crate::excerpt::clean_line(&pipeline.name)
         ),
         None => writeln!(
             stdout,
             "dry run: would start a new run of `{}`",
-            pipeline.name
+            crate::excerpt::clean_line(&pipeline.name)
         ),
     }
     .map_err(output)?;
@@ -246,6 +246,9 @@ pub(crate) fn summary_json(
                 UnitResult::Succeeded { attempt } => ("succeeded", serde_json::json!({"attempt": attempt})),
                 UnitResult::SelfSkipped { attempt } => ("skipped", serde_json::json!({"attempt": attempt})),
                 UnitResult::Reused => ("already_done", serde_json::json!({})),
+                UnitResult::ReusedFromRun { run_id, attempt } => {
+                    ("reused", serde_json::json!({"from_run": run_id, "attempt": attempt}))
+                }
                 UnitResult::Failed {
                     attempt,
                     log_dir,

@@ -1,0 +1,109 @@
+//! One set of counts and states for a run, whichever view shows it (issue 35): a unit that
+//! skipped itself earlier in a resumed run stays skipped; a reused unit is a passing test and
+//! `reused` in the hook summary, never "not started"; a fan-out instance's output is found by
+//! every view that shows it.
+
+use crate::support::Apollo;
+
+/// `runs --format json` of the latest run.
+fn latest_counts(apollo: &mut Apollo) -> serde_json::Value {
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    runs.code(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    runs.as_array().unwrap().last().unwrap().clone()
+}
+
+#[test]
+fn a_unit_that_skipped_itself_before_a_resume_stays_skipped_in_every_count() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: optional\n    execute: exit 77\n  - name: needs_go\n    execute: test -e markers/go\n",
+    );
+    apollo.args(&["run"]).run().code(1);
+    apollo.release("go");
+    let resumed = apollo.args(&["run"]).run();
+    resumed.code(0);
+    assert!(
+        resumed.stdout.contains("1 of 2 units already done"),
+        "{}",
+        resumed.stdout
+    );
+    assert!(
+        resumed.stdout.contains("1 succeeded, 0 failed, 1 skipped"),
+        "the summary: {}",
+        resumed.stdout
+    );
+    let run = latest_counts(&mut apollo);
+    assert_eq!(
+        (run["succeeded"].as_u64(), run["skipped"].as_u64()),
+        (Some(1), Some(1)),
+        "runs: {run}"
+    );
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    junit.code(0);
+    assert!(
+        junit.stdout.contains(r#"tests="2" skipped="1""#),
+        "{}",
+        junit.stdout
+    );
+    let replay = apollo.args(&["replay"]).run();
+    assert!(
+        replay.stdout.contains("1 succeeded · 0 failed · 1 skipped"),
+        "{}",
+        replay.stdout
+    );
+}
+
+#[test]
+fn a_reused_unit_is_a_passing_test_and_reused_in_the_hook_summary() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_finish: cp \"$APOLLO_SUMMARY_JSON\" summary.json\ndefaults:\n  reuse: true\nunits:\n  - name: make\n    outputs: [out.txt]\n    execute: bin/count make; echo made > out.txt\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let first = apollo.run_ids().pop().unwrap();
+    let second = apollo.args(&["run", "--format", "json"]).run();
+    second.code(0);
+    assert_eq!(apollo.count("make"), 1, "reused: {}", second.stdout);
+    assert!(
+        second.stdout.contains(r#""status":"reused""#),
+        "the run's JSON events: {}",
+        second.stdout
+    );
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(apollo.path("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["schema"], "apollo.hook_summary/2");
+    assert_eq!(summary["units"][0]["status"], "reused", "{summary}");
+    assert_eq!(summary["units"][0]["from_run"], first.as_str(), "{summary}");
+
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    junit.code(0);
+    assert!(!junit.stdout.contains("<skipped"), "{}", junit.stdout);
+    assert!(
+        junit.stdout.contains(&format!(
+            r#"name="apollo.reused_from" value="run {first} attempt 1""#
+        )),
+        "{}",
+        junit.stdout
+    );
+}
+
+#[test]
+fn a_fan_out_instance_streams_its_output_and_has_its_stderr_in_junit() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "params:\n  regions: {type: list, default: [eu]}\nunits:\n  - name: load\n    foreach: ${params.regions}\n    execute: echo loading ${item}; echo boom-${item} >&2; exit 1\n",
+    );
+    let run = apollo.args(&["run", "--stream"]).run();
+    run.code(1);
+    assert!(
+        run.stdout.contains("load[eu] | loading eu"),
+        "{}",
+        run.stdout
+    );
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    junit.code(0);
+    assert!(junit.stdout.contains("boom-eu"), "{}", junit.stdout);
+}
