@@ -295,6 +295,38 @@ fn reproduce_names_an_output_that_differs_and_shows_its_diff() {
     );
 }
 
+/// A reproduction is a run of kind `reproduction` (journal format 1.5): `runs` marks it (a
+/// differing one is not an ordinary "succeeded"), `stats` leaves it out unless asked, and
+/// `latest` never names it (issue 35).
+#[test]
+fn a_reproduction_is_marked_in_runs_and_left_out_of_stats() {
+    let mut apollo = reproducible("a\n");
+    apollo.args(&["reproduce", "latest", "stamp"]).run().code(1);
+    let journal = apollo.journal_text();
+    assert!(journal.contains(r#""kind":"reproduction""#), "{journal}");
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    runs.code(0);
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    let kinds: Vec<&str> = (runs.as_array().unwrap().iter())
+        .map(|run| run["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run", "reproduction"]);
+    let text = apollo.args(&["runs"]).run();
+    assert!(text.stdout.contains("reproduction: "), "{}", text.stdout);
+    let stats = apollo.args(&["stats", "stamp", "--format", "json"]).run();
+    stats.code(0);
+    let only_runs: serde_json::Value = serde_json::from_str(&stats.stdout).unwrap();
+    let all = apollo
+        .args(&["stats", "stamp", "--kind", "all", "--format", "json"])
+        .run();
+    all.code(0);
+    let all: serde_json::Value = serde_json::from_str(&all.stdout).unwrap();
+    assert_ne!(only_runs, all, "the reproduction counts only when asked");
+    let replay = apollo.args(&["replay", "latest"]).run();
+    replay.code(0);
+    assert!(!replay.stdout.contains("reproduc"), "{}", replay.stdout);
+}
+
 #[test]
 fn reproduce_shows_no_diff_from_a_fifo_planted_as_the_recorded_blob_and_does_not_wait() {
     let mut apollo = reproducible("a\n");

@@ -49,8 +49,9 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 6] = [
+const CHECKS: [(&str, Check); 7] = [
     ("processes", process_creation_outside_exec),
+    ("run-paths", attempt_paths_outside_the_store),
     ("unsafe", undocumented_unsafe_blocks),
     ("unwrap", unwrap_in_library_code),
     ("readme", readme_not_crate_docs),
@@ -123,6 +124,53 @@ fn process_creation_outside_exec(root: &Path) -> Result<Vec<String>, String> {
             if let Some(call) = PROCESS_CALLS.iter().find(|call| code.contains(*call)) {
                 found.push(format!(
                     "{relative}:{line_no}: `{call}` outside apollo-exec (only apollo-exec creates processes)"
+                ));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// What only apollo-store spells: a run's `units/` and `journal/` folders. Every other crate
+/// asks `RunDir` (`attempt_log_dir`, `journal_dir`), which encodes a fan-out instance's name
+/// and checks what it finds (issue 35: views that joined `units/<name>` themselves found no
+/// output for `load[eu]`, stored as `units/load__eu/`).
+const RUN_PATH_SPELLINGS: [&str; 4] = [
+    "join(\"units\")",
+    "\"units/",
+    "join(\"journal\")",
+    "\"journal/",
+];
+
+fn attempt_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {
+    let mut found = Vec::new();
+    for file in rust_files(&root.join("crates"))? {
+        let relative = relative(root, &file);
+        if relative.starts_with("crates/apollo-store/")
+            || !relative.contains("/src/")
+            || is_test_file(&file)
+        {
+            continue;
+        }
+        let text = read(&file)?;
+        let lines: Vec<&str> = text.lines().collect();
+        for (index, line) in lines.iter().enumerate() {
+            // The rest of a file after `#[cfg(test)]` + an inline module is its tests.
+            if line.trim_start().starts_with("#[cfg(test)]")
+                && lines
+                    .get(index + 1)
+                    .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
+            {
+                break;
+            }
+            if is_comment(line) {
+                continue;
+            }
+            let code = line.split("//").next().unwrap_or_default();
+            if let Some(spelling) = RUN_PATH_SPELLINGS.iter().find(|s| code.contains(*s)) {
+                found.push(format!(
+                    "{relative}:{}: `{spelling}` outside apollo-store (ask `RunDir` for a run's folders)",
+                    index + 1
                 ));
             }
         }
@@ -434,6 +482,11 @@ mod tests {
     #[test]
     fn only_apollo_exec_creates_processes() {
         assert_clean(process_creation_outside_exec);
+    }
+
+    #[test]
+    fn only_apollo_store_spells_a_runs_folders() {
+        assert_clean(attempt_paths_outside_the_store);
     }
 
     #[test]

@@ -284,7 +284,9 @@ pub(crate) fn print_warnings(warnings: &[Warning], stderr: &mut dyn std::io::Wri
     }
 }
 
-/// Whether run `id` was made by `apollo reproduce` (its `run_started` identity says so).
+/// Whether run `id` was made by `apollo reproduce` ([`RunStarted::run_kind`]).
+///
+/// [`RunStarted::run_kind`]: apollo_core::event::RunStarted::run_kind
 fn is_reproduction(state: &StateDir, id: &RunId) -> bool {
     let Ok(run_dir) = state.run_dir(id) else {
         return false;
@@ -295,7 +297,7 @@ fn is_reproduction(state: &StateDir, id: &RunId) -> bool {
     matches!(
         records.next(),
         Some(Ok(record)) if matches!(&record.event, Event::RunStarted(started)
-            if started.identity.as_deref().is_some_and(|identity| identity.starts_with("reproduce:")))
+            if !started.run_kind().is_run())
     )
 }
 

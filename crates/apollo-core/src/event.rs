@@ -114,6 +114,57 @@ pub struct RunStarted {
     /// pipeline declares none, and in older journals.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// What kind of run this is (since journal format 1.5): absent for an ordinary run. Read
+    /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
+    #[serde(default, skip_serializing_if = "RunKind::is_run")]
+    pub kind: RunKind,
+}
+
+impl RunStarted {
+    /// What kind of run this is: [`RunStarted::kind`], or, in a journal older than format 1.5,
+    /// a reproduction when its identity is `reproduce:…` (how `apollo reproduce` marked its
+    /// runs before the field). The one door to the fact: a reproduction is never a pipeline's
+    /// latest run, never a source for reuse, and left out of `stats`.
+    pub fn run_kind(&self) -> RunKind {
+        match self.kind {
+            RunKind::Run
+                if self
+                    .identity
+                    .as_deref()
+                    .is_some_and(|identity| identity.starts_with("reproduce:")) =>
+            {
+                RunKind::Reproduction
+            }
+            kind => kind,
+        }
+    }
+}
+
+/// What kind of run a run is (`run_started`'s `kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunKind {
+    /// A run of a pipeline (`apollo run`).
+    #[default]
+    Run,
+    /// A reproduction of one recorded attempt (`apollo reproduce`).
+    Reproduction,
+}
+
+impl RunKind {
+    /// Whether this is an ordinary run.
+    pub fn is_run(&self) -> bool {
+        *self == RunKind::Run
+    }
+
+    /// The kind for users and JSON: `run`, `reproduction`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Run => "run",
+            RunKind::Reproduction => "reproduction",
+        }
+    }
 }
 
 /// Payload of `run_resumed`.

@@ -58,6 +58,7 @@ fn synthetic_run(
                 units: (0..n_units).map(names).collect(),
                 identity: None,
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             })
         } else if body < 2 * n_units as u64 {
             let unit_idx = (body / 2) as usize;

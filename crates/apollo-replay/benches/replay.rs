@@ -65,6 +65,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 units: units.clone(),
                 identity: None,
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             })
         } else if next_finish >= n_attempts {
             if seq > n_attempts * 2 + 2 {

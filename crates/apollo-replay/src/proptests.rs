@@ -84,6 +84,7 @@ fn event() -> impl Strategy<Value = Event> {
                 units,
                 identity: None,
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

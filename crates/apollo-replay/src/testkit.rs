@@ -66,6 +66,7 @@ impl RunBuilder {
                 units: units.iter().map(|unit| (*unit).to_owned()).collect(),
                 identity: None,
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             }),
         );
         builder

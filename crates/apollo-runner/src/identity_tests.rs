@@ -57,6 +57,7 @@ fn write_finished_run(
         units: vec!["a".to_owned()],
         identity,
         params: Default::default(),
+        kind: apollo_core::event::RunKind::Run,
     })];
     if let Some(status) = status {
         events.push(Event::RunFinished(RunFinished {

@@ -549,6 +549,7 @@ fn run_reproduction(
             units: vec![request.unit.clone()],
             identity: Some(format!("reproduce:{original_identity}")),
             params: recorded.params.clone(),
+            kind: apollo_core::event::RunKind::Reproduction,
         }),
         Event::RunReproduces(RunReproduces {
             run: request.run.to_string(),

@@ -368,6 +368,7 @@ impl<'a> RunSession<'a> {
                     units,
                     identity: Some(identity.clone()),
                     params: self.loaded.params.clone(),
+                    kind: apollo_core::event::RunKind::Run,
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)

@@ -98,8 +98,11 @@ pub fn evict_blobs(
     let summaries = state.list_runs()?;
     let mut latest: BTreeMap<(bool, &str), &RunId> = BTreeMap::new();
     for summary in &summaries {
+        // A reproduction is never a pipeline's latest run.
+        if !summary.kind.is_run() {
+            continue;
+        }
         let key = match &summary.identity {
-            Some(identity) if identity.starts_with("reproduce:") => continue,
             Some(identity) => (true, identity.as_str()),
             None => (false, summary.pipeline.as_deref().unwrap_or("")),
         };
@@ -264,6 +267,7 @@ mod tests {
                 units: vec!["u".to_owned()],
                 identity: Some(identity.to_owned()),
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             }),
             Event::UnitFiles(UnitFiles {
                 unit: "u".to_owned(),

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use apollo_core::Event;
-use apollo_core::event::{AttemptStatus, RunFinished, RunStatus, Verdict};
+use apollo_core::event::{AttemptStatus, RunFinished, RunKind, RunStatus, Verdict};
 use chrono::{DateTime, Utc};
 
 use crate::Record;
@@ -94,6 +94,11 @@ pub struct RunSummary {
     /// The run's params, from `run_started` (empty before format 1.3, or when the pipeline
     /// declares none).
     pub params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// What kind of run it is, from `run_started` ([`RunStarted::run_kind`]): a reproduction
+    /// is never a pipeline's latest run and is left out of `stats`.
+    ///
+    /// [`RunStarted::run_kind`]: apollo_core::event::RunStarted::run_kind
+    pub kind: RunKind,
 }
 
 /// The first record of a run (its `run_started`), reading only the first segment's start.
@@ -336,6 +341,7 @@ fn summarize_counting(
         definition_hash: None,
         problem: None,
         params: std::collections::BTreeMap::new(),
+        kind: RunKind::Run,
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -358,6 +364,7 @@ fn summarize_counting(
                 summary.n_units = started.units.len();
                 summary.definition_hash = Some(started.definition_hash.clone());
                 summary.params = started.params.clone();
+                summary.kind = started.run_kind();
             }
         }
         let tail = tail(&run_dir)?;

@@ -30,7 +30,8 @@ const INDEX_DIR: &str = "index";
 const RUNS_FILE: &str = "runs";
 
 /// The file's format: an index of another format or apollo version is rebuilt, never read.
-const FORMAT: u32 = 1;
+/// 2 added each run's kind.
+const FORMAT: u32 = 2;
 
 /// When a file's stamp was taken, or what it is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +88,8 @@ struct Entry {
     definition_hash: Option<String>,
     #[serde(default)]
     params: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    kind: apollo_core::event::RunKind,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -165,6 +168,7 @@ impl RunsIndex {
                 definition_hash: entry.definition_hash.clone(),
                 problem: None,
                 params: entry.params.clone(),
+                kind: entry.kind,
             },
         ))
     }
@@ -227,6 +231,7 @@ impl RunsIndex {
                 reused: summary.reused,
                 definition_hash: summary.definition_hash.clone(),
                 params: summary.params.clone(),
+                kind: summary.kind,
             },
         );
         self.changed = true;

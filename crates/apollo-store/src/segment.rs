@@ -23,8 +23,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// `run_started` and the `reattached_from` of `unit_submitted` (an attempt that took over the
 /// Slurm job an attempt left in flight when apollo died); 1.4 zero-filled space after a
 /// segment's last record (allocated ahead by the writer, trimmed when it closes the segment;
-/// a reader reads to the last non-zero byte, and an older one calls the zeros a torn tail).
-pub const FORMAT_MINOR: u32 = 4;
+/// a reader reads to the last non-zero byte, and an older one calls the zeros a torn tail);
+/// 1.5 the `kind` of `run_started` (`reproduction` for `apollo reproduce`'s runs, absent for
+/// an ordinary run).
+pub const FORMAT_MINOR: u32 = 5;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

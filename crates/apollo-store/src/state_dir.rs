@@ -1104,6 +1104,7 @@ mod tests {
                 units: Vec::new(),
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
                 params: Default::default(),
+                kind: apollo_core::event::RunKind::Run,
             },
         )];
         if finished {

@@ -79,6 +79,7 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         units: vec!["fetch".into()],
         identity: identity.map(str::to_owned),
         params: Default::default(),
+        kind: apollo_core::event::RunKind::Run,
     })];
     all.extend_from_slice(events);
     writer.append_batch(&all).unwrap();

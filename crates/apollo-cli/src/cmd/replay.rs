@@ -110,6 +110,8 @@ struct RunLine<'a> {
     finished: Option<chrono::DateTime<chrono::Utc>>,
     duration_ms: Option<i64>,
     status: &'static str,
+    /// `run`, or `reproduction` (`apollo reproduce`): never a pipeline's latest run.
+    kind: &'static str,
     /// The pid of the apollo running it, for a running run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
@@ -183,6 +185,7 @@ pub(crate) fn runs(
                 })
                 .map(|(start, end)| (end - start).num_milliseconds()),
             status: summary.state.as_str(),
+            kind: summary.kind.as_str(),
             pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
             succeeded: summary.succeeded,
@@ -252,8 +255,13 @@ pub(crate) fn runs(
                             ))
                         },
                     );
-                    // Reused units are done too, and counted apart.
-                    let mut units = format!(
+                    // Reused units are done too, and counted apart. A reproduction says so first:
+                    // its status is whether the attempt ran again, not a run of the pipeline.
+                    let mut units = String::new();
+                    if line.kind != "run" {
+                        units.push_str(&format!("{}: ", line.kind));
+                    }
+                    units += &format!(
                         "{}/{} ok",
                         line.succeeded.saturating_add(line.reused),
                         line.units

@@ -32,11 +32,35 @@ pub(crate) struct StatsArgs {
     /// How many of its latest runs to look at
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) runs: u32,
+    /// Which runs count: ordinary runs, reproductions (`apollo reproduce`), or both
+    #[arg(long, value_enum, default_value_t = KindFilter::Run)]
+    pub(crate) kind: KindFilter,
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
     #[command(flatten)]
     pub(crate) state: StateArgs,
+}
+
+/// `stats --kind`: which kinds of run count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum KindFilter {
+    /// Runs of the pipeline (`apollo run`)
+    Run,
+    /// Reproductions (`apollo reproduce`)
+    Reproduction,
+    /// Both
+    All,
+}
+
+impl KindFilter {
+    fn admits(self, kind: apollo_core::event::RunKind) -> bool {
+        match self {
+            KindFilter::Run => kind.is_run(),
+            KindFilter::Reproduction => !kind.is_run(),
+            KindFilter::All => true,
+        }
+    }
 }
 
 /// Below this multiple of p95, a timeout will cut off ordinary runs.
@@ -237,12 +261,18 @@ pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) ->
     text
 }
 
-/// The latest `n` runs of `pipeline` (oldest first).
-fn runs_of(state: &StateDir, pipeline: &str, n: usize) -> Result<Vec<RunId>, CliError> {
+/// The latest `n` runs of `pipeline` of the kinds `kind` admits (oldest first).
+fn runs_of(
+    state: &StateDir,
+    pipeline: &str,
+    kind: KindFilter,
+    n: usize,
+) -> Result<Vec<RunId>, CliError> {
     let mut ids: Vec<RunId> = state
         .list_runs()?
         .into_iter()
         .filter(|summary| summary.pipeline.as_deref() == Some(pipeline))
+        .filter(|summary| kind.admits(summary.kind))
         .map(|summary| summary.id)
         .collect();
     let skip = ids.len().saturating_sub(n);
@@ -290,6 +320,7 @@ pub(crate) fn stats(
     let runs = runs_of(
         &state,
         &pipeline,
+        args.kind,
         usize::try_from(args.runs).unwrap_or(usize::MAX),
     )?;
     let Some(latest) = runs.last() else {
