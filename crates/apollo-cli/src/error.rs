@@ -116,6 +116,20 @@ pub(crate) enum CliError {
         /// How it was cut off ("was running when apollo stopped", "was cut off by its timeout").
         how: String,
     },
+    /// An attempt needs a human (a Slurm submission in doubt, an earlier job still running).
+    #[error("unit `{unit}` (attempt {attempt}) of run {run} needs you: {reason}")]
+    NeedsHuman {
+        /// The run.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// The attempt.
+        attempt: u32,
+        /// What happened.
+        reason: String,
+        /// Whether the attempt was left in flight (a verdict settles it).
+        left_in_flight: bool,
+    },
     /// A done non-idempotent unit's inputs or outputs changed (`--on-input-change=auto`).
     #[error(
         "unit `{unit}` succeeded earlier in run {run} (attempt {attempt}) and is `idempotent: false`, \
@@ -166,6 +180,7 @@ impl CliError {
             CliError::CorruptRun { .. } => Exit::Corruption,
             CliError::RunInUse { .. } => Exit::Locked,
             CliError::NeedsVerdict { .. }
+            | CliError::NeedsHuman { .. }
             | CliError::ChangedNeedsVerdict { .. }
             | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
             CliError::Journal(_) => Exit::JournalIo,
@@ -235,6 +250,19 @@ fn help_lines(error: &CliError) -> Vec<String> {
             format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
             format!("if it must run again:      `apollo mark {run} {unit} --failed` (or --rerun)"),
             "then `apollo run` proceeds from your verdict".to_owned(),
+        ],
+        CliError::NeedsHuman {
+            run,
+            unit,
+            left_in_flight: true,
+            ..
+        } => vec![
+            format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
+            format!("if it must run again:      `apollo mark {run} {unit} --failed` (or --rerun)"),
+            "then `apollo run` proceeds from your verdict".to_owned(),
+        ],
+        CliError::NeedsHuman { .. } => vec![
+            "once that job has ended (or you cancelled it), `apollo run` carries on".to_owned(),
         ],
         CliError::ChangedNeedsVerdict { run, unit, .. } => vec![
             format!("to let this unit run again: `apollo mark {run} {unit} --rerun`, then `apollo run`"),
