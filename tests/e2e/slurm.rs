@@ -465,3 +465,80 @@ fn ctrl_c_cancels_the_job_unless_told_to_detach_then_the_resume_reattaches() {
     // `goes` was cancelled, so it ran again as a new job; `stays` was reattached.
     assert!(output.stderr.contains(" 1 sbatch,"), "{}", output.stderr);
 }
+
+/// A non-idempotent unit on Slurm that records its start and end in `ledger`, with its job
+/// id, and blocks in between until released.
+const PAY_ON_SLURM: &str = "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+     execute: 'echo start $SLURM_JOB_ID >> ledger; bin/block pay; echo end $SLURM_JOB_ID >> ledger'\n";
+
+/// Start `apollo run` and SIGKILL it once `pay`'s job runs and its submission is recorded.
+fn kill_apollo_while_pay_runs(apollo: &mut Apollo) -> String {
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    apollo.wait_for_journal(r#""kind":"unit_submitted""#);
+    running.kill9();
+    let run = apollo.run_ids().pop().unwrap();
+    std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/job_id")))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_non_idempotent_job_running_when_apollo_was_killed_is_reattached_not_run_twice() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(PAY_ON_SLURM);
+    let job_id = kill_apollo_while_pay_runs(&mut apollo);
+    let output = {
+        let resumed = apollo.args(&["run", "--explain"]).spawn();
+        apollo.wait_for_journal(r#""reattached_from":1"#);
+        apollo.release("pay.release");
+        resumed.wait()
+    };
+    output.code(0);
+    assert!(output.stderr.contains(" 0 sbatch,"), "{}", output.stderr);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        format!("start {job_id}\nend {job_id}\n")
+    );
+}
+
+#[test]
+fn mark_rerun_while_the_first_job_still_runs_does_not_start_a_second_job() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(PAY_ON_SLURM);
+    let job_id = kill_apollo_while_pay_runs(&mut apollo);
+    apollo
+        .args(&["mark", "latest", "pay", "--rerun"])
+        .run()
+        .code(0);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(5);
+    let everything = format!("{}{}", output.stdout, output.stderr);
+    assert!(
+        everything.contains(&format!("job {job_id}"))
+            && everything.contains("still running")
+            && everything.contains(&format!("scancel {job_id}")),
+        "{everything}"
+    );
+    assert!(output.stderr.contains(" 0 sbatch,"), "{}", output.stderr);
+    // The first job is alone, and still runs.
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        format!("start {job_id}\n")
+    );
+    let queue = Command::new("squeue")
+        .args(["--noheader", "--format=%T", "--jobs", &job_id])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&queue.stdout).trim(), "RUNNING");
+    apollo.release("pay.release");
+}

@@ -125,7 +125,12 @@ impl SlurmExecutor {
                 &format!("{} {why}", job_words(known_id.clone())),
             ))
         };
-        if earlier_dir.join(CANCELLED).exists() && read_result(&earlier_dir).is_none() {
+        // apollo cancelled it (a timeout, a stop): never reattached to. Its end is in its
+        // files when the wrapper could write it; a job killed before that was cut off.
+        if earlier_dir.join(CANCELLED).exists() {
+            if read_result(&earlier_dir).is_some() {
+                return None;
+            }
             return cut_off_or_fresh(
                 "was cancelled by apollo after it started, and left no result",
             );

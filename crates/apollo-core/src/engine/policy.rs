@@ -69,7 +69,8 @@ pub enum Decision {
         /// unit ([`OnInputChange::Fail`]).
         not_idempotent: bool,
     },
-    /// It was running when apollo stopped, and is idempotent.
+    /// It was running when apollo stopped, and is idempotent — or runs on Slurm with its
+    /// submission recorded, and its executor reattaches to the job.
     WasInFlight {
         /// The attempt that was cut off.
         attempt: u32,
@@ -137,7 +138,7 @@ impl std::fmt::Display for Decision {
             ),
             Decision::WasInFlight { attempt } => write!(
                 f,
-                "was running (attempt {attempt}) when apollo stopped; idempotent → runs again"
+                "was running (attempt {attempt}) when apollo stopped → runs again (a cluster job still there is reattached to)"
             ),
             Decision::PreviouslyNotDone { attempt } => {
                 write!(f, "attempt {attempt} did not succeed: runs again")
