@@ -542,3 +542,37 @@ fn mark_rerun_while_the_first_job_still_runs_does_not_start_a_second_job() {
     assert_eq!(String::from_utf8_lossy(&queue.stdout).trim(), "RUNNING");
     apollo.release("pay.release");
 }
+
+#[test]
+fn the_verdict_asked_for_a_detached_non_idempotent_job_says_it_still_runs_and_how_to_end_it() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(&PAY_ON_SLURM.replace(
+        "    idempotent: false\n",
+        "    idempotent: false\n    resources: {slurm: {on_stop: detach}}\n",
+    ));
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    apollo.wait_for_journal(r#""kind":"unit_submitted""#);
+    running.signal(libc::SIGINT);
+    running.wait().code(130);
+    let run = apollo.run_ids().pop().unwrap();
+    let job_id =
+        std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/job_id")))
+            .unwrap();
+    let job_id = job_id.trim();
+    let refused = apollo.args(&["run"]).run();
+    refused.code(5);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("its Slurm job {job_id} is still running"))
+            && refused.stderr.contains(&format!("`scancel {job_id}`")),
+        "{}",
+        refused.stderr
+    );
+    apollo.release("pay.release");
+}

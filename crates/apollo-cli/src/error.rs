@@ -104,7 +104,8 @@ pub(crate) enum CliError {
     /// A non-idempotent unit was cut off mid-attempt (crash, Ctrl-C, SIGTERM, timeout).
     #[error(
         "unit `{unit}` (attempt {attempt}) of run {run} {how}, and it is `idempotent: false`: its \
-         side effects may be half done, so apollo will not run anything until you decide"
+         side effects may be half done, so apollo will not run anything until you decide{}",
+        job.as_deref().map(|job| format!("; {job}")).unwrap_or_default()
     )]
     NeedsVerdict {
         /// The run.
@@ -115,6 +116,9 @@ pub(crate) enum CliError {
         attempt: u32,
         /// How it was cut off ("was running when apollo stopped", "was cut off by its timeout").
         how: String,
+        /// Its Slurm job, when it is still queued or running ("its Slurm job 63 is still
+        /// running: …").
+        job: Option<String>,
     },
     /// An attempt needs a human (a Slurm submission in doubt, an earlier job still running).
     #[error("unit `{unit}` (attempt {attempt}) of run {run} needs you: {reason}")]

@@ -294,6 +294,34 @@ impl SlurmExecutor {
     }
 }
 
+impl SlurmExecutor {
+    /// The Slurm job of attempt `attempt` of `unit` in run `run_id` (its folder `dir`), when it
+    /// is still queued or running: its id and whether it runs (`false`: queued). One `squeue`;
+    /// `None` when the folder shows no submission, a result, or Slurm does not list the job
+    /// alive (or cannot be asked). For messages that must say a job still runs (exit 5).
+    pub fn live_job(
+        &self,
+        run_id: &str,
+        unit: &str,
+        attempt: u32,
+        dir: &Path,
+    ) -> Option<(String, bool)> {
+        if !dir.join(SCRIPT).exists() || dir.join(RESULT).exists() {
+            return None;
+        }
+        let job_id = known_job_id(dir);
+        let name = name_in(run_id, unit, attempt, dir);
+        let entries = self.client.queue().ok()?;
+        entries
+            .into_iter()
+            .find(|entry| {
+                (job_id.as_deref() == Some(entry.job_id.as_str()) || entry.name == name)
+                    && !entry.state.is_ended()
+            })
+            .map(|entry| (entry.job_id, entry.state != JobState::Pending))
+    }
+}
+
 /// The job id an attempt folder knows: apollo's `job_id` file, else the wrapper's `started`.
 pub(crate) fn known_job_id(dir: &Path) -> Option<String> {
     read_small(&dir.join(JOB_ID))
@@ -311,6 +339,11 @@ pub(crate) fn known_job_id(dir: &Path) -> Option<String> {
 /// The job name attempt `attempt` (its folder `dir`) submitted under: with the token of its
 /// `token` file, or without one (an apollo before tokens).
 pub(crate) fn submitted_name(request: &AttemptRequest<'_>, attempt: u32, dir: &Path) -> String {
+    name_in(request.run_id, &request.unit.name, attempt, dir)
+}
+
+/// [`submitted_name`] by run id and unit name.
+fn name_in(run_id: &str, unit: &str, attempt: u32, dir: &Path) -> String {
     let token = read_small(&dir.join(TOKEN))
         .ok()
         .flatten()
@@ -319,8 +352,8 @@ pub(crate) fn submitted_name(request: &AttemptRequest<'_>, attempt: u32, dir: &P
             crate::job_name::parse_job_token(&job_name_with_token("r", "u", 1, token)).is_some()
         });
     match token {
-        Some(token) => job_name_with_token(request.run_id, &request.unit.name, attempt, &token),
-        None => job_name(request.run_id, &request.unit.name, attempt),
+        Some(token) => job_name_with_token(run_id, unit, attempt, &token),
+        None => job_name(run_id, unit, attempt),
     }
 }
 

@@ -111,6 +111,7 @@ fn engine_error(error: EngineError, run_id: &str) -> CliError {
                 Some(_) => "was interrupted when apollo was stopped (Ctrl-C or SIGTERM)",
             }
             .to_owned(),
+            job: None,
         },
         EngineError::NeedsHuman {
             unit,

@@ -137,7 +137,7 @@ pub(super) fn execute(
     state::ensure_writable(&state_path)?;
     let open_run = match session
         .open(&mut StderrNotices::new(stderr))
-        .map_err(runner_error)?
+        .map_err(|error| with_live_job(runner_error(error), pipeline, &state_path))?
     {
         Opened::Ready(open_run) => open_run,
         Opened::NothingToResume(run_id) => {
@@ -265,5 +265,50 @@ fn write_junit_file(
     })();
     if let Err(error) = result {
         let _ = writeln!(stderr, "warning: no JUnit report: {error}");
+    }
+}
+
+/// A refusal for a verdict on a Slurm unit says whether the attempt's job is still queued or
+/// running (issue 36): a human who marks the unit must know that a job still works on it.
+fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: &Path) -> CliError {
+    let CliError::NeedsVerdict {
+        run,
+        unit,
+        attempt,
+        how,
+        job: None,
+    } = error
+    else {
+        return error;
+    };
+    let on_slurm = pipeline
+        .unit_index(&unit)
+        .is_some_and(|unit_idx| pipeline.units[unit_idx].executor == ExecutorKind::Slurm);
+    let live = on_slurm
+        .then(|| {
+            let state = apollo_store::StateDir::open_existing(state_path).ok()?;
+            let run_id: apollo_store::RunId = run.parse().ok()?;
+            let dir = state
+                .run_dir(&run_id)
+                .ok()?
+                .attempt_log_dir(&unit, attempt)
+                .ok()?;
+            SlurmExecutor::new(SlurmOptions::default()).live_job(&run, &unit, attempt, &dir)
+        })
+        .flatten();
+    let job = live.map(|(job_id, running)| {
+        format!(
+            "its Slurm job {job_id} is still {}: end it with `scancel {job_id}` before you mark \
+             the unit to run again (apollo will not start a second job beside it), or wait for it \
+             and look at what it did",
+            if running { "running" } else { "queued" }
+        )
+    });
+    CliError::NeedsVerdict {
+        run,
+        unit,
+        attempt,
+        how,
+        job,
     }
 }
