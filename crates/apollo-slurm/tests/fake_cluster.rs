@@ -21,6 +21,7 @@ const FAKE_SBATCH: &str = r#"#!/bin/sh
 #   lost-job         fail the same way without queueing anything
 #   connect-failure  fail without reaching the controller
 #   cut-off          queue the job, which starts and dies at once without its result
+#   hang             queue and run the job, then hang until apollo's client timeout kills it
 fake=$(dirname "$0")
 echo "$@" >>"$fake/sbatch_calls"
 n=$(wc -l <"$fake/sbatch_calls" | tr -d ' ')
@@ -53,6 +54,7 @@ fi
 echo "$id|RUNNING|$name" >>"$fake/queue"
 SLURM_JOB_ID=$id sh "$script" </dev/null >>"$out" 2>>"$err" &
 if [ "$mode" = lost-answer ]; then echo "$lost" >&2; exit 1; fi
+if [ "$mode" = hang ]; then exec sleep 600; fi
 echo "$id"
 "#;
 
@@ -569,4 +571,23 @@ fn a_non_idempotent_job_that_started_and_vanished_while_apollo_was_dead_is_cut_o
         ),
         "{reports:?}"
     );
+}
+
+#[test]
+fn an_sbatch_that_hangs_after_queueing_is_killed_and_its_job_adopted_not_cancelled() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    // The client timeout is what is tested: the fake sbatch never answers.
+    let executor =
+        SlurmExecutor::new(fake_cluster(root).client_timeout(Duration::from_millis(500)));
+    plan(root, &["hang"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "pay", 1), 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "paid\n"
+    );
+    assert_eq!(fake_file(root, "scancel_calls"), "");
 }
