@@ -269,7 +269,7 @@ impl SlurmExecutor {
                     };
                     return cut_off(
                         dir,
-                        &format!("{job} {how} without the wrapper's result after it started",),
+                        &format!("{job} {how} without the wrapper's result after it started"),
                     );
                 }
                 let message = match (stopped, last_state) {
@@ -278,8 +278,8 @@ impl SlurmExecutor {
                     }
                     (Some(_), _) => format!("{job} was cancelled: apollo was stopped"),
                     (None, Some(JobState::Ended(state))) => format!(
-                        "{job} ended {state} without the wrapper's result (killed before it could \
-                         write it: cancelled outside apollo, out of memory, a node failure?)"
+                        "{job} ended {state} before its wrapper started (cancelled outside \
+                         apollo, or its node failed at launch?): nothing of it ran"
                     ),
                     (None, Some(JobState::Pending)) => {
                         format!("{job} left the queue before it ran (cancelled outside apollo?)")

@@ -111,8 +111,9 @@ impl SlurmExecutor {
                 SubmitDoubt::NotSent => {
                     if Instant::now() + pause > give_up_at {
                         return Submission::Failed(format!(
-                            "{} (tried {tries} times over {}: the controller could not be reached)",
+                            "{} (tried {tries} time{} over {}: the controller could not be reached)",
                             refusal(&error),
+                            if tries == 1 { "" } else { "s" },
                             seconds(self.options.submit_give_up_after)
                         ));
                     }
