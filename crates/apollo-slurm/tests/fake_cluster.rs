@@ -574,9 +574,9 @@ fn a_non_idempotent_job_that_started_and_vanished_while_apollo_was_dead_is_cut_o
 fn an_sbatch_that_hangs_after_queueing_is_killed_and_its_job_adopted_not_cancelled() {
     let temp = tempfile::tempdir().unwrap();
     let root = temp.path();
-    // The client timeout is what is tested: the fake sbatch never answers.
-    let executor =
-        SlurmExecutor::new(fake_cluster(root).client_timeout(Duration::from_millis(500)));
+    // The client timeout is what is tested: the fake sbatch never answers. Generous, so that
+    // even a loaded machine's fake sbatch queues the job before it is killed.
+    let executor = SlurmExecutor::new(fake_cluster(root).client_timeout(Duration::from_secs(3)));
     plan(root, &["hang"]);
     let unit = careful("pay", "echo paid >>ledger", root);
     let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "pay", 1), 1, None);
