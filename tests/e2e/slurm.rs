@@ -576,3 +576,129 @@ fn the_verdict_asked_for_a_detached_non_idempotent_job_says_it_still_runs_and_ho
     );
     apollo.release("pay.release");
 }
+
+/// A fake controller on `PATH` (no cluster needed): `sbatch` follows `fake/plan`, one line per
+/// call (`ok`: queue and run the job at once; `lost-job`: fail with "Socket timed out on
+/// send/recv operation" without queueing; `connect-failure`), `squeue` lists `fake/queue`,
+/// `scontrol` says `MessageTimeout = 1 sec` (a 2 s lookup window).
+fn fake_controller(apollo: &mut Apollo, plan: &[&str]) {
+    apollo.file(
+        "fake/sbatch",
+        r#"#!/bin/sh
+fake=$(dirname "$0")
+echo "$@" >>"$fake/sbatch_calls"
+n=$(wc -l <"$fake/sbatch_calls" | tr -d ' ')
+mode=$(sed -n "${n}p" "$fake/plan")
+for arg in "$@"; do
+  case "$arg" in
+    --job-name=*) name=${arg#--job-name=} ;;
+    --output=*) out=${arg#--output=} ;;
+    --error=*) err=${arg#--error=} ;;
+    -*) ;;
+    *) script=$arg ;;
+  esac
+done
+case "$mode" in
+  lost-job) echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2; exit 1 ;;
+  connect-failure) echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2; exit 1 ;;
+esac
+echo "$$|RUNNING|$name" >>"$fake/queue"
+SLURM_JOB_ID=$$ sh "$script" </dev/null >>"$out" 2>>"$err"
+echo "$$"
+"#,
+    );
+    apollo.file(
+        "fake/squeue",
+        "#!/bin/sh\ncat \"$(dirname \"$0\")/queue\" 2>/dev/null || true\n",
+    );
+    apollo.file(
+        "fake/scancel",
+        "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scancel_calls\"\n",
+    );
+    apollo.file(
+        "fake/scontrol",
+        "#!/bin/sh\necho 'MessageTimeout          = 1 sec'\n",
+    );
+    apollo.file("fake/plan", &(plan.join("\n") + "\n"));
+    for program in ["sbatch", "squeue", "scancel", "scontrol"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            apollo.path(&format!("fake/{program}")),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        apollo.path("fake").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    apollo.envs(&[("PATH", &path)]);
+}
+
+#[test]
+fn a_lost_sbatch_answer_whose_token_stays_unknown_stops_a_non_idempotent_unit_with_exit_5_naming_it()
+ {
+    let mut apollo = Apollo::new();
+    fake_controller(&mut apollo, &["lost-job", "ok"]);
+    apollo.config(
+        "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+         execute: 'echo paid >> ledger'\n",
+    );
+    let stopped = apollo.args(&["run"]).run();
+    stopped.code(5);
+    let run = apollo.run_ids().pop().unwrap();
+    let token =
+        std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/token")))
+            .unwrap();
+    assert!(
+        stopped.stderr.contains(token.trim()) && stopped.stderr.contains("Socket timed out"),
+        "{}",
+        stopped.stderr
+    );
+    // Submitted once; no end recorded: the attempt stays in flight for a verdict.
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("fake/sbatch_calls"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    let kinds = record_kinds(&apollo.journal_text());
+    assert!(kinds.contains(&"unit_started".to_owned()), "{kinds:?}");
+    assert!(!kinds.contains(&"unit_finished".to_owned()), "{kinds:?}");
+    assert!(!apollo.path("ledger").exists());
+    apollo.args(&["run"]).run().code(5);
+    // The human looked: no such job. The next run submits it, once.
+    apollo
+        .args(&["mark", "latest", "pay", "--failed"])
+        .run()
+        .code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        "paid\n"
+    );
+}
+
+#[test]
+fn sbatch_connect_failures_are_retried_and_the_run_succeeds() {
+    let mut apollo = Apollo::new();
+    fake_controller(&mut apollo, &["connect-failure", "connect-failure", "ok"]);
+    apollo.config(
+        "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+         execute: 'echo paid >> ledger'\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        "paid\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("fake/sbatch_calls"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}
