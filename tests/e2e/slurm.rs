@@ -668,7 +668,17 @@ fn a_lost_sbatch_answer_whose_token_stays_unknown_stops_a_non_idempotent_unit_wi
     assert!(kinds.contains(&"unit_started".to_owned()), "{kinds:?}");
     assert!(!kinds.contains(&"unit_finished".to_owned()), "{kinds:?}");
     assert!(!apollo.path("ledger").exists());
-    apollo.args(&["run"]).run().code(5);
+    // The next run asks for a verdict, and says what is known of the job.
+    let again = apollo.args(&["run"]).run();
+    again.code(5);
+    assert!(
+        again.stderr.contains("never got a job id")
+            && again
+                .stderr
+                .contains(&format!("apollo:{run}:pay:1:{}", token.trim())),
+        "{}",
+        again.stderr
+    );
     // The human looked: no such job. The next run submits it, once.
     apollo
         .args(&["mark", "latest", "pay", "--failed"])

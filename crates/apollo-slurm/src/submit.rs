@@ -296,6 +296,39 @@ impl SlurmExecutor {
 }
 
 impl SlurmExecutor {
+    /// What a human deciding about attempt `attempt` of `unit` in run `run_id` (its folder
+    /// `dir`) should know about its Slurm job, in one sentence: that it is still queued or
+    /// running (and the `scancel` that ends it), or that its submission never got a job id
+    /// and no job is listed under its token. `None` when there is nothing to say. One
+    /// `squeue`.
+    pub fn describe_for_verdict(
+        &self,
+        run_id: &str,
+        unit: &str,
+        attempt: u32,
+        dir: &Path,
+    ) -> Option<String> {
+        if let Some((job_id, running)) = self.live_job(run_id, unit, attempt, dir) {
+            return Some(format!(
+                "its Slurm job {job_id} is still {}: end it with `scancel {job_id}` before you \
+                 mark the unit to run again (apollo will not start a second job beside it), or \
+                 wait for it and look at what it did",
+                if running { "running" } else { "queued" }
+            ));
+        }
+        let submitted_without_id = dir.join(SCRIPT).exists()
+            && dir.join(TOKEN).exists()
+            && known_job_id(dir).is_none()
+            && !dir.join(RESULT).exists();
+        submitted_without_id.then(|| {
+            let name = name_in(run_id, unit, attempt, dir);
+            format!(
+                "its submission never got a job id from sbatch, and Slurm lists no job named \
+                 `{name}` now (`squeue --me --name={name}` to look again)"
+            )
+        })
+    }
+
     /// The Slurm job of attempt `attempt` of `unit` in run `run_id` (its folder `dir`), when it
     /// is still queued or running: its id and whether it runs (`false`: queued). One `squeue`;
     /// `None` when the folder shows no submission, a result, or Slurm does not list the job

@@ -284,7 +284,7 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
     let on_slurm = pipeline
         .unit_index(&unit)
         .is_some_and(|unit_idx| pipeline.units[unit_idx].executor == ExecutorKind::Slurm);
-    let live = on_slurm
+    let job = on_slurm
         .then(|| {
             let state = apollo_store::StateDir::open_existing(state_path).ok()?;
             let run_id: apollo_store::RunId = run.parse().ok()?;
@@ -293,17 +293,10 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
                 .ok()?
                 .attempt_log_dir(&unit, attempt)
                 .ok()?;
-            SlurmExecutor::new(SlurmOptions::default()).live_job(&run, &unit, attempt, &dir)
+            SlurmExecutor::new(SlurmOptions::default())
+                .describe_for_verdict(&run, &unit, attempt, &dir)
         })
         .flatten();
-    let job = live.map(|(job_id, running)| {
-        format!(
-            "its Slurm job {job_id} is still {}: end it with `scancel {job_id}` before you mark \
-             the unit to run again (apollo will not start a second job beside it), or wait for it \
-             and look at what it did",
-            if running { "running" } else { "queued" }
-        )
-    });
     CliError::NeedsVerdict {
         run,
         unit,
