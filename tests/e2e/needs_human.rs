@@ -267,3 +267,54 @@ fn strays_of_a_cut_off_non_idempotent_unit_are_swept_before_exit_5() {
     apollo.release("escaped.release");
     apollo.assert_no_processes_left();
 }
+
+#[test]
+fn a_non_idempotent_local_unit_killed_by_a_signal_apollo_did_not_send_is_not_retried_and_needs_a_verdict()
+ {
+    let mut apollo = Apollo::new();
+    // The unit's shell kills itself as the OOM killer or an operator's `kill -9` would.
+    apollo.config(
+        "units:
+  - name: charge
+    idempotent: false
+    retries: 2
+    execute: 'bin/count charge; kill -9 $$'
+  - name: receipt
+    deps: [charge]
+    execute: bin/count receipt
+",
+    );
+    let first = apollo.args(&["run"]).run();
+    first.code(5);
+    assert!(
+        first.stderr.contains("signal apollo did not send"),
+        "{}",
+        first.stderr
+    );
+    assert_eq!(apollo.count("charge"), 1, "not retried");
+    let again = apollo.args(&["run"]).run();
+    again.code(5);
+    assert!(again.stderr.contains("apollo mark"), "{}", again.stderr);
+    assert_eq!((apollo.count("charge"), apollo.count("receipt")), (1, 0));
+    apollo
+        .args(&["mark", "latest", "charge", "--succeeded"])
+        .run()
+        .code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!((apollo.count("charge"), apollo.count("receipt")), (1, 1));
+}
+
+#[test]
+fn an_idempotent_local_unit_killed_by_a_signal_is_retried() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: build
+    retries: 1
+    retry_delay: 0s
+    execute: 'bin/count build; [ \"$APOLLO_ATTEMPT\" -ge 2 ] || kill -9 $$'
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("build"), 2);
+}

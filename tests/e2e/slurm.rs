@@ -465,3 +465,250 @@ fn ctrl_c_cancels_the_job_unless_told_to_detach_then_the_resume_reattaches() {
     // `goes` was cancelled, so it ran again as a new job; `stays` was reattached.
     assert!(output.stderr.contains(" 1 sbatch,"), "{}", output.stderr);
 }
+
+/// A non-idempotent unit on Slurm that records its start and end in `ledger`, with its job
+/// id, and blocks in between until released.
+const PAY_ON_SLURM: &str = "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+     execute: 'echo start $SLURM_JOB_ID >> ledger; bin/block pay; echo end $SLURM_JOB_ID >> ledger'\n";
+
+/// Start `apollo run` and SIGKILL it once `pay`'s job runs and its submission is recorded.
+fn kill_apollo_while_pay_runs(apollo: &mut Apollo) -> String {
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    apollo.wait_for_journal(r#""kind":"unit_submitted""#);
+    running.kill9();
+    let run = apollo.run_ids().pop().unwrap();
+    std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/job_id")))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_non_idempotent_job_running_when_apollo_was_killed_is_reattached_not_run_twice() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(PAY_ON_SLURM);
+    let job_id = kill_apollo_while_pay_runs(&mut apollo);
+    let output = {
+        let resumed = apollo.args(&["run", "--explain"]).spawn();
+        apollo.wait_for_journal(r#""reattached_from":1"#);
+        apollo.release("pay.release");
+        resumed.wait()
+    };
+    output.code(0);
+    assert!(output.stderr.contains(" 0 sbatch,"), "{}", output.stderr);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        format!("start {job_id}\nend {job_id}\n")
+    );
+}
+
+#[test]
+fn mark_rerun_while_the_first_job_still_runs_does_not_start_a_second_job() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(PAY_ON_SLURM);
+    let job_id = kill_apollo_while_pay_runs(&mut apollo);
+    apollo
+        .args(&["mark", "latest", "pay", "--rerun"])
+        .run()
+        .code(0);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(5);
+    let everything = format!("{}{}", output.stdout, output.stderr);
+    assert!(
+        everything.contains(&format!("job {job_id}"))
+            && everything.contains("still running")
+            && everything.contains(&format!("scancel {job_id}")),
+        "{everything}"
+    );
+    assert!(output.stderr.contains(" 0 sbatch,"), "{}", output.stderr);
+    // The first job is alone, and still runs.
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        format!("start {job_id}\n")
+    );
+    let queue = Command::new("squeue")
+        .args(["--noheader", "--format=%T", "--jobs", &job_id])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&queue.stdout).trim(), "RUNNING");
+    apollo.release("pay.release");
+}
+
+#[test]
+fn the_verdict_asked_for_a_detached_non_idempotent_job_says_it_still_runs_and_how_to_end_it() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(&PAY_ON_SLURM.replace(
+        "    idempotent: false\n",
+        "    idempotent: false\n    resources: {slurm: {on_stop: detach}}\n",
+    ));
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    apollo.wait_for_journal(r#""kind":"unit_submitted""#);
+    running.signal(libc::SIGINT);
+    running.wait().code(130);
+    let run = apollo.run_ids().pop().unwrap();
+    let job_id =
+        std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/job_id")))
+            .unwrap();
+    let job_id = job_id.trim();
+    let refused = apollo.args(&["run"]).run();
+    refused.code(5);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("its Slurm job {job_id} is still running"))
+            && refused.stderr.contains(&format!("`scancel {job_id}`")),
+        "{}",
+        refused.stderr
+    );
+    apollo.release("pay.release");
+}
+
+/// A fake controller on `PATH` (no cluster needed): `sbatch` follows `fake/plan`, one line per
+/// call (`ok`: queue and run the job at once; `lost-job`: fail with "Socket timed out on
+/// send/recv operation" without queueing; `connect-failure`), `squeue` lists `fake/queue`,
+/// `scontrol` says `MessageTimeout = 1 sec` (a 2 s lookup window).
+fn fake_controller(apollo: &mut Apollo, plan: &[&str]) {
+    apollo.file(
+        "fake/sbatch",
+        r#"#!/bin/sh
+fake=$(dirname "$0")
+echo "$@" >>"$fake/sbatch_calls"
+n=$(wc -l <"$fake/sbatch_calls" | tr -d ' ')
+mode=$(sed -n "${n}p" "$fake/plan")
+for arg in "$@"; do
+  case "$arg" in
+    --job-name=*) name=${arg#--job-name=} ;;
+    --output=*) out=${arg#--output=} ;;
+    --error=*) err=${arg#--error=} ;;
+    -*) ;;
+    *) script=$arg ;;
+  esac
+done
+case "$mode" in
+  lost-job) echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2; exit 1 ;;
+  connect-failure) echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2; exit 1 ;;
+esac
+echo "$$|RUNNING|$name" >>"$fake/queue"
+SLURM_JOB_ID=$$ sh "$script" </dev/null >>"$out" 2>>"$err"
+echo "$$"
+"#,
+    );
+    apollo.file(
+        "fake/squeue",
+        "#!/bin/sh\ncat \"$(dirname \"$0\")/queue\" 2>/dev/null || true\n",
+    );
+    apollo.file(
+        "fake/scancel",
+        "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scancel_calls\"\n",
+    );
+    apollo.file(
+        "fake/scontrol",
+        "#!/bin/sh\necho 'MessageTimeout          = 1 sec'\n",
+    );
+    apollo.file("fake/plan", &(plan.join("\n") + "\n"));
+    for program in ["sbatch", "squeue", "scancel", "scontrol"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            apollo.path(&format!("fake/{program}")),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        apollo.path("fake").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    apollo.envs(&[("PATH", &path)]);
+}
+
+#[test]
+fn a_lost_sbatch_answer_whose_token_stays_unknown_stops_a_non_idempotent_unit_with_exit_5_naming_it()
+ {
+    let mut apollo = Apollo::new();
+    fake_controller(&mut apollo, &["lost-job", "ok"]);
+    apollo.config(
+        "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+         execute: 'echo paid >> ledger'\n",
+    );
+    let stopped = apollo.args(&["run"]).run();
+    stopped.code(5);
+    let run = apollo.run_ids().pop().unwrap();
+    let token =
+        std::fs::read_to_string(apollo.path(&format!(".apollo/runs/{run}/units/pay/1/token")))
+            .unwrap();
+    assert!(
+        stopped.stderr.contains(token.trim()) && stopped.stderr.contains("Socket timed out"),
+        "{}",
+        stopped.stderr
+    );
+    // Submitted once; no end recorded: the attempt stays in flight for a verdict.
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("fake/sbatch_calls"))
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    let kinds = record_kinds(&apollo.journal_text());
+    assert!(kinds.contains(&"unit_started".to_owned()), "{kinds:?}");
+    assert!(!kinds.contains(&"unit_finished".to_owned()), "{kinds:?}");
+    assert!(!apollo.path("ledger").exists());
+    // The next run asks for a verdict, and says what is known of the job.
+    let again = apollo.args(&["run"]).run();
+    again.code(5);
+    assert!(
+        again.stderr.contains("never got a job id")
+            && again
+                .stderr
+                .contains(&format!("apollo:{run}:pay:1:{}", token.trim())),
+        "{}",
+        again.stderr
+    );
+    // The human looked: no such job. The next run submits it, once.
+    apollo
+        .args(&["mark", "latest", "pay", "--failed"])
+        .run()
+        .code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        "paid\n"
+    );
+}
+
+#[test]
+fn sbatch_connect_failures_are_retried_and_the_run_succeeds() {
+    let mut apollo = Apollo::new();
+    fake_controller(&mut apollo, &["connect-failure", "connect-failure", "ok"]);
+    apollo.config(
+        "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    \
+         execute: 'echo paid >> ledger'\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("ledger")).unwrap(),
+        "paid\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(apollo.path("fake/sbatch_calls"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+}

@@ -104,7 +104,8 @@ pub(crate) enum CliError {
     /// A non-idempotent unit was cut off mid-attempt (crash, Ctrl-C, SIGTERM, timeout).
     #[error(
         "unit `{unit}` (attempt {attempt}) of run {run} {how}, and it is `idempotent: false`: its \
-         side effects may be half done, so apollo will not run anything until you decide"
+         side effects may be half done, so apollo will not run anything until you decide{}",
+        job.as_deref().map(|job| format!("; {job}")).unwrap_or_default()
     )]
     NeedsVerdict {
         /// The run.
@@ -115,6 +116,23 @@ pub(crate) enum CliError {
         attempt: u32,
         /// How it was cut off ("was running when apollo stopped", "was cut off by its timeout").
         how: String,
+        /// Its Slurm job, when it is still queued or running ("its Slurm job 63 is still
+        /// running: …").
+        job: Option<String>,
+    },
+    /// An attempt needs a human (a Slurm submission in doubt, an earlier job still running).
+    #[error("unit `{unit}` (attempt {attempt}) of run {run} needs you: {reason}")]
+    NeedsHuman {
+        /// The run.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// The attempt.
+        attempt: u32,
+        /// What happened.
+        reason: String,
+        /// Whether the attempt was left in flight (a verdict settles it).
+        left_in_flight: bool,
     },
     /// A done non-idempotent unit's inputs or outputs changed (`--on-input-change=auto`).
     #[error(
@@ -166,6 +184,7 @@ impl CliError {
             CliError::CorruptRun { .. } => Exit::Corruption,
             CliError::RunInUse { .. } => Exit::Locked,
             CliError::NeedsVerdict { .. }
+            | CliError::NeedsHuman { .. }
             | CliError::ChangedNeedsVerdict { .. }
             | CliError::InputsChanged { .. } => Exit::VerdictNeeded,
             CliError::Journal(_) => Exit::JournalIo,
@@ -235,6 +254,19 @@ fn help_lines(error: &CliError) -> Vec<String> {
             format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
             format!("if it must run again:      `apollo mark {run} {unit} --failed` (or --rerun)"),
             "then `apollo run` proceeds from your verdict".to_owned(),
+        ],
+        CliError::NeedsHuman {
+            run,
+            unit,
+            left_in_flight: true,
+            ..
+        } => vec![
+            format!("if its work is complete:   `apollo mark {run} {unit} --succeeded`"),
+            format!("if it must run again:      `apollo mark {run} {unit} --failed` (or --rerun)"),
+            "then `apollo run` proceeds from your verdict".to_owned(),
+        ],
+        CliError::NeedsHuman { .. } => vec![
+            "once that job has ended (or you cancelled it), `apollo run` carries on".to_owned(),
         ],
         CliError::ChangedNeedsVerdict { run, unit, .. } => vec![
             format!("to let this unit run again: `apollo mark {run} {unit} --rerun`, then `apollo run`"),

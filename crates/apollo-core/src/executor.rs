@@ -241,6 +241,44 @@ pub struct AttemptOutcome {
     pub stdout_sha256: Option<String>,
     /// What went wrong, in one or a few lines.
     pub error: Option<String>,
+    /// Set when the attempt cannot settle without a human: the engine retries nothing and
+    /// stops the run for a human ([`crate::EngineError::NeedsHuman`], exit 5). `None` for
+    /// every ordinary outcome.
+    pub needs_human: Option<NeedsHuman>,
+}
+
+/// Why an attempt stops the run for a human (see [`AttemptOutcome::needs_human`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NeedsHuman {
+    /// What happened and what the human can look at, in one or a few sentences (the job, its
+    /// token, the `scancel` that ends it).
+    pub reason: String,
+    /// `true`: whether the attempt started work is unknown (a cluster's answer to a
+    /// submission was lost and the job cannot be found), so no end is recorded: the attempt
+    /// stays in flight in the journal, as if apollo had died while it ran, and the next
+    /// resume asks for a verdict on it (`apollo mark`). `false`: the attempt started nothing
+    /// (it refused to, because work of an earlier attempt still runs) and is recorded
+    /// failed.
+    pub left_in_flight: bool,
+}
+
+impl NeedsHuman {
+    /// Whether the attempt started anything is unknown: its end is not recorded.
+    pub fn in_doubt(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            left_in_flight: true,
+        }
+    }
+
+    /// The attempt refused to start anything: it is recorded failed, nothing ran.
+    pub fn refused(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            left_in_flight: false,
+        }
+    }
 }
 
 impl AttemptOutcome {
@@ -261,6 +299,7 @@ impl AttemptOutcome {
             stderr_bytes: 0,
             stdout_sha256: None,
             error: None,
+            needs_human: None,
         }
     }
 }

@@ -29,7 +29,7 @@ pub use engine::{EngineError, EngineOptions, RunReport};
 pub use event::Event;
 pub use executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
-    PhaseOutcome,
+    NeedsHuman, PhaseOutcome,
 };
 pub use journal::{Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};

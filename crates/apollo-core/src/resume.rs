@@ -11,14 +11,17 @@
 //!   (`OnInputChange::Auto`, the default) unless a `rerun` verdict allowed it; `Rerun` and
 //!   `Fail` rerun or stop for every unit;
 //! * cut off mid-attempt — started with no finish (apollo died mid-unit), or ended
-//!   `interrupted` (Ctrl-C, SIGTERM) or `timed_out` after its processes started → run again
+//!   `interrupted` (Ctrl-C, SIGTERM), `timed_out`, or `failed` by a signal apollo did not
+//!   send (killed from outside, a Slurm job gone without its result) → run again
 //!   when `idempotent: true`; when `idempotent: false`, nothing runs until a human records a
 //!   verdict (`apollo mark`): its side effects may be half done, however it was cut off;
 //! * failed, skipped for an upstream failure, or never started → run.
 
 use foldhash::{HashMap, HashSet};
 
-use crate::event::{AttemptStatus, Event, InputComponent, InputManifestRef, Verdict};
+use crate::event::{
+    AttemptStatus, Event, InputComponent, InputManifestRef, Verdict, cut_off_by_signal,
+};
 
 /// What the journal says about one unit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,11 +51,14 @@ pub enum PriorUnitState {
         attempt: u32,
     },
     /// An attempt was cut off after its processes started: it ended `interrupted` (apollo was
-    /// stopped by Ctrl-C or SIGTERM) or `timed_out`. As half done as one in flight.
+    /// stopped by Ctrl-C or SIGTERM), `timed_out`, or `failed` by a signal apollo did not send
+    /// ([`crate::event::cut_off_by_signal`]: killed from outside, out of memory, a Slurm job
+    /// gone without its result). As half done as one in flight.
     CutOff {
         /// That attempt.
         attempt: u32,
-        /// How it ended: [`AttemptStatus::Interrupted`] or [`AttemptStatus::TimedOut`].
+        /// How it ended: [`AttemptStatus::Interrupted`], [`AttemptStatus::TimedOut`] or
+        /// [`AttemptStatus::Failed`] (a signal apollo did not send).
         status: AttemptStatus,
     },
     /// It failed, was interrupted, or skipped for an upstream failure: it runs again.
@@ -180,6 +186,13 @@ impl PriorState {
                             status,
                         }
                     }
+                    // Killed by a signal apollo did not send: as half done.
+                    (status, _) if ran && cut_off_by_signal(status, finished.exit) => {
+                        PriorUnitState::CutOff {
+                            attempt: finished.attempt,
+                            status,
+                        }
+                    }
                     _ => PriorUnitState::NotDone,
                 };
             }
@@ -271,6 +284,12 @@ impl PriorState {
         {
             self.reused_from.remove(unit);
         }
+    }
+
+    /// Whether `unit`'s attempt `attempt` was handed to an external scheduler (a
+    /// `unit_submitted` record): its job may outlive the apollo that submitted it.
+    pub fn was_submitted(&self, unit: &str, attempt: u32) -> bool {
+        !self.submitted.is_empty() && self.submitted.contains(&(unit.to_owned(), attempt))
     }
 
     /// The earlier run and attempt a unit done in this run was reused from, when its latest

@@ -83,6 +83,7 @@ pub(crate) fn needs_human(error: &apollo_core::EngineError) -> bool {
         EngineError::NeedsVerdict { .. }
             | EngineError::ChangedNeedsVerdict { .. }
             | EngineError::InputsChanged { .. }
+            | EngineError::NeedsHuman { .. }
     )
 }
 
@@ -90,9 +91,9 @@ pub(crate) fn needs_human(error: &apollo_core::EngineError) -> bool {
 pub(crate) fn verdict_unit(error: &apollo_core::EngineError) -> Option<&str> {
     use apollo_core::EngineError;
     match error {
-        EngineError::NeedsVerdict { unit, .. } | EngineError::ChangedNeedsVerdict { unit, .. } => {
-            Some(unit)
-        }
+        EngineError::NeedsVerdict { unit, .. }
+        | EngineError::ChangedNeedsVerdict { unit, .. }
+        | EngineError::NeedsHuman { unit, .. } => Some(unit),
         _ => None,
     }
 }

@@ -71,6 +71,9 @@ pub enum PreviousOutcome {
     Interrupted,
     /// Its last attempt was cut off by its timeout.
     TimedOut,
+    /// Its last attempt was cut off by a signal apollo did not send (killed from outside, out
+    /// of memory, a Slurm job gone without its result).
+    Killed,
     /// A human had already marked it succeeded.
     MarkedSucceeded,
     /// It had succeeded (or skipped itself).
@@ -85,6 +88,7 @@ impl std::fmt::Display for PreviousOutcome {
             PreviousOutcome::InFlight => "was in flight when apollo stopped",
             PreviousOutcome::Interrupted => "was interrupted when apollo was stopped",
             PreviousOutcome::TimedOut => "was cut off by its timeout",
+            PreviousOutcome::Killed => "was cut off by a signal apollo did not send",
             PreviousOutcome::MarkedSucceeded => "was already marked succeeded",
             PreviousOutcome::Succeeded => "had succeeded",
             PreviousOutcome::NotDone => "had not succeeded",
@@ -127,6 +131,10 @@ pub fn mark(
             status: AttemptStatus::TimedOut,
             ..
         } => PreviousOutcome::TimedOut,
+        PriorUnitState::CutOff {
+            status: AttemptStatus::Failed,
+            ..
+        } => PreviousOutcome::Killed,
         PriorUnitState::CutOff { .. } => PreviousOutcome::Interrupted,
         PriorUnitState::Done { marked: true, .. } => PreviousOutcome::MarkedSucceeded,
         PriorUnitState::Done { .. } => PreviousOutcome::Succeeded,
@@ -134,7 +142,10 @@ pub fn mark(
     };
     let cut_off = matches!(
         previous,
-        PreviousOutcome::InFlight | PreviousOutcome::Interrupted | PreviousOutcome::TimedOut
+        PreviousOutcome::InFlight
+            | PreviousOutcome::Interrupted
+            | PreviousOutcome::TimedOut
+            | PreviousOutcome::Killed
     );
     let rerun_of_done = request.verdict == Verdict::Rerun
         && matches!(

@@ -74,6 +74,7 @@ pub(crate) struct ClientConfig {
     pub(crate) sbatch: PathBuf,
     pub(crate) squeue: PathBuf,
     pub(crate) scancel: PathBuf,
+    pub(crate) scontrol: PathBuf,
     pub(crate) timeout: Duration,
     pub(crate) max_submits: usize,
 }
@@ -129,38 +130,38 @@ impl SlurmClient {
         })
     }
 
-    /// `sbatch --parsable ARGS`: the job id. At most `max_submits` run at once; a refusal
-    /// that Slurm says is temporary is tried again, twice, after 1 s and 2 s.
+    /// `sbatch --parsable ARGS`, once: the job id. At most `max_submits` run at once. What
+    /// to do when it fails — try again, look for the job, give up — is the caller's to decide
+    /// ([`SubmitDoubt::of`]): whether a job was queued may be unknown.
     pub(crate) fn submit(&self, args: &[String]) -> Result<String, ClientFailure> {
         let _slot = self.submit_slot();
         let mut full = vec!["--parsable".to_owned()];
         full.extend_from_slice(args);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            self.sbatch_calls.fetch_add(1, Ordering::Relaxed);
-            match self.run(&self.config.sbatch, &full) {
-                Ok(output) => {
-                    // `--parsable`: `<id>` or `<id>;<cluster>`.
-                    let id = output
-                        .stdout
-                        .lines()
-                        .rev()
-                        .map(str::trim)
-                        .find(|line| line.bytes().next().is_some_and(|b| b.is_ascii_digit()))
-                        .map(|line| line.split(';').next().unwrap_or(line).to_owned());
-                    return id.ok_or(ClientFailure::NoJobId {
-                        output: output.stdout,
-                    });
-                }
-                Err(ClientFailure::Refused { message, .. })
-                    if tries < 3 && is_temporary(&message) =>
-                {
-                    std::thread::sleep(Duration::from_secs(tries));
-                }
-                Err(error) => return Err(error),
-            }
-        }
+        self.sbatch_calls.fetch_add(1, Ordering::Relaxed);
+        let output = self.run(&self.config.sbatch, &full)?;
+        // `--parsable`: `<id>` or `<id>;<cluster>`.
+        let id = output
+            .stdout
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|line| line.bytes().next().is_some_and(|b| b.is_ascii_digit()))
+            .map(|line| line.split(';').next().unwrap_or(line).to_owned());
+        id.ok_or(ClientFailure::NoJobId {
+            output: output.stdout,
+        })
+    }
+
+    /// The cluster's `MessageTimeout` (`scontrol show config`); `None` when it cannot be
+    /// read.
+    pub(crate) fn message_timeout(&self) -> Option<Duration> {
+        let output = self
+            .run(
+                &self.config.scontrol,
+                &["show".to_owned(), "config".to_owned()],
+            )
+            .ok()?;
+        parse_message_timeout(&output.stdout)
     }
 
     fn submit_slot(&self) -> SubmitSlot<'_> {
@@ -239,14 +240,123 @@ impl Drop for SubmitSlot<'_> {
     }
 }
 
-/// Refusals Slurm documents as transient (slurmctld busy or restarting).
-fn is_temporary(message: &str) -> bool {
-    [
+/// What a failed `sbatch` says about the job it was asked to queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SubmitDoubt {
+    /// Refused for good (a bad partition, a limit): nothing was queued, trying again is no
+    /// use.
+    Refused,
+    /// The controller was not reached, or said to try again: nothing was queued, and the
+    /// same submission may be tried again after a pause.
+    NotSent,
+    /// The request may have reached the controller and the answer was lost (a timeout, a
+    /// dropped connection, `sbatch` killed, no job id printed): the job may be queued. Look
+    /// for it under its token before anything else.
+    MayBeQueued,
+}
+
+impl SubmitDoubt {
+    /// What `error` of an `sbatch` call says.
+    pub(crate) fn of(error: &ClientFailure) -> SubmitDoubt {
+        match error {
+            ClientFailure::Run(ClientError::Spawn { .. }) => SubmitDoubt::Refused,
+            ClientFailure::Run(_) | ClientFailure::NoJobId { .. } => SubmitDoubt::MayBeQueued,
+            // Killed by a signal: it may have sent the request.
+            ClientFailure::Refused { code: -1, .. } => SubmitDoubt::MayBeQueued,
+            ClientFailure::Refused { message, .. } => classify_message(message),
+        }
+    }
+}
+
+/// An `sbatch` refusal by its words. The lost answers are looked for first: "Socket timed
+/// out on send/recv operation" comes after the request was sent.
+fn classify_message(message: &str) -> SubmitDoubt {
+    let lower = message.to_ascii_lowercase();
+    let lost_answer = [
+        "socket timed out",
+        "timed out",
+        "zero bytes were transmitted or received",
+        "communication connection failure",
+        "connection reset",
+        "protocol authentication error",
+    ];
+    let not_sent = [
+        "unable to contact slurm controller",
+        "connect failure",
+        "connection refused",
         "temporarily",
-        "Socket timed out",
         "try again",
-        "Resource temporarily unavailable",
-    ]
-    .iter()
-    .any(|needle| message.contains(needle))
+    ];
+    if lost_answer.iter().any(|needle| lower.contains(needle)) {
+        SubmitDoubt::MayBeQueued
+    } else if not_sent.iter().any(|needle| lower.contains(needle)) {
+        SubmitDoubt::NotSent
+    } else {
+        SubmitDoubt::Refused
+    }
+}
+
+/// `MessageTimeout = 10 sec` in `scontrol show config`'s output.
+fn parse_message_timeout(config: &str) -> Option<Duration> {
+    config.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        if key.trim() != "MessageTimeout" {
+            return None;
+        }
+        let seconds: u64 = value.split_whitespace().next()?.parse().ok()?;
+        Some(Duration::from_secs(seconds))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(message: &str) -> ClientFailure {
+        ClientFailure::Refused {
+            program: "sbatch".into(),
+            code: 1,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn sbatch_failures_are_told_apart_by_what_they_say_about_the_job() {
+        for (message, doubt) in [
+            (
+                "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+                SubmitDoubt::MayBeQueued,
+            ),
+            (
+                "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+                SubmitDoubt::NotSent,
+            ),
+            (
+                "sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+                SubmitDoubt::NotSent,
+            ),
+            (
+                "sbatch: error: invalid partition specified: bogus",
+                SubmitDoubt::Refused,
+            ),
+        ] {
+            assert_eq!(SubmitDoubt::of(&refused(message)), doubt, "{message}");
+        }
+        let timed_out = ClientFailure::Run(ClientError::TimedOut {
+            program: "sbatch".into(),
+            timeout: Duration::from_secs(60),
+        });
+        assert_eq!(SubmitDoubt::of(&timed_out), SubmitDoubt::MayBeQueued);
+        let no_id = ClientFailure::NoJobId {
+            output: String::new(),
+        };
+        assert_eq!(SubmitDoubt::of(&no_id), SubmitDoubt::MayBeQueued);
+    }
+
+    #[test]
+    fn the_message_timeout_is_read_from_scontrol_show_config() {
+        let config = "Configuration data as of 2026-12-03T16:00:00\nMaxJobCount             = 10000\nMessageTimeout          = 10 sec\nMinJobAge               = 300 sec\n";
+        assert_eq!(parse_message_timeout(config), Some(Duration::from_secs(10)));
+        assert_eq!(parse_message_timeout("nothing here"), None);
+    }
 }

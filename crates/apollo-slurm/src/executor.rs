@@ -2,39 +2,41 @@
 //! shared poller, cancelled through `scancel`, and reattached to after apollo died.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use apollo_core::event::AttemptStatus;
+use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{
-    AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest, CancelLevel, Executor,
+    AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest, CancelLevel, Executor, NeedsHuman,
 };
 use apollo_exec::{create_attempt_dir, write_attempt_file};
 use crossbeam_channel::Receiver;
 
 use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
-use crate::job_name::job_name;
 use crate::options::SlurmOptions;
 use crate::poller::{JobNews, PollTiming, Poller, Watch};
-use crate::result::{outcome_from_files, read_result, read_small, read_started};
+use crate::result::{outcome_from_files, read_result, read_small};
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
+use crate::submit::{Submission, known_job_id, submitted_name};
 
 /// The executor name recorded in `unit_submitted`.
 pub const EXECUTOR_NAME: &str = "slurm";
 /// Written in an attempt folder when apollo cancelled its job (timeout, stop): a later
 /// resume never reattaches to it.
-const CANCELLED: &str = "cancelled";
+pub(crate) const CANCELLED: &str = "cancelled";
 /// Written in an attempt folder that reattached to an earlier attempt's job: which one.
-const REATTACHED: &str = "reattached";
+pub(crate) const REATTACHED: &str = "reattached";
 
 /// Runs attempts as Slurm jobs. One per apollo process: it owns the poller thread shared by
 /// all the attempts it waits for.
 #[derive(Debug)]
 pub struct SlurmExecutor {
-    options: SlurmOptions,
-    client: Arc<SlurmClient>,
+    pub(crate) options: SlurmOptions,
+    pub(crate) client: Arc<SlurmClient>,
     poller: Poller,
+    /// The cluster's `MessageTimeout`, read once when a submission is first in doubt.
+    pub(crate) message_timeout: OnceLock<Duration>,
 }
 
 impl SlurmExecutor {
@@ -44,6 +46,7 @@ impl SlurmExecutor {
             sbatch: options.sbatch.clone(),
             squeue: options.squeue.clone(),
             scancel: options.scancel.clone(),
+            scontrol: options.scontrol.clone(),
             timeout: options.client_timeout,
             max_submits: options.max_submits_in_flight,
         }));
@@ -58,6 +61,7 @@ impl SlurmExecutor {
             poller: Poller::new(Arc::clone(&client), timing),
             client,
             options,
+            message_timeout: OnceLock::new(),
         }
     }
 
@@ -91,26 +95,46 @@ impl SlurmExecutor {
             }
         }
         let earlier_dir = attempts_dir.join(earlier.to_string());
-        if !earlier_dir.join(SCRIPT).exists() || earlier_dir.join(CANCELLED).exists() {
+        if !earlier_dir.join(SCRIPT).exists() {
             return None;
         }
-        let known_id = read_small(&earlier_dir.join(JOB_ID))
-            .ok()
-            .flatten()
-            .map(|id| id.trim().to_owned())
-            .filter(|id| !id.is_empty())
-            .or_else(|| {
-                read_started(&earlier_dir)
-                    .map(|(id, _)| id)
-                    .filter(|id| !id.is_empty())
-            });
+        let known_id = known_job_id(&earlier_dir);
+        // Once: the wait may have noted the job alive before it vanished.
+        let noted = std::cell::Cell::new(false);
         let note = |job_id: &str| {
+            if noted.replace(true) {
+                return;
+            }
             let _ = write_attempt_file(
                 &request.log_dir.join(REATTACHED),
                 format!("attempt {earlier} job {job_id}\n").as_bytes(),
             );
             context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
         };
+        // Its job started and is gone without a result (cancelled by apollo before it died,
+        // or lost): an `idempotent: false` unit's side effects may be half done, so it is
+        // cut off rather than submitted again (DESIGN §18).
+        let cut_off_or_fresh = |why: &str| {
+            if request.unit.idempotent || !earlier_dir.join(crate::script::STARTED).exists() {
+                return None;
+            }
+            note(known_id.as_deref().unwrap_or("unknown"));
+            link_logs(request.log_dir, &earlier_dir);
+            Some(cut_off(
+                &earlier_dir,
+                &format!("{} {why}", job_words(known_id.clone())),
+            ))
+        };
+        // apollo cancelled it (a timeout, a stop): never reattached to. Its end is in its
+        // files when the wrapper could write it; a job killed before that was cut off.
+        if earlier_dir.join(CANCELLED).exists() {
+            if read_result(&earlier_dir).is_some() {
+                return None;
+            }
+            return cut_off_or_fresh(
+                "was cancelled by apollo after it started, and left no result",
+            );
+        }
         if read_result(&earlier_dir).is_some() {
             // It finished while apollo was away: record it from its files.
             note(known_id.as_deref().unwrap_or("unknown"));
@@ -118,7 +142,7 @@ impl SlurmExecutor {
             return Some(outcome_from_files(&earlier_dir, None, ""));
         }
         let watch = Watch {
-            name: job_name(request.run_id, &request.unit.name, earlier),
+            name: submitted_name(request, earlier, &earlier_dir),
             dir: earlier_dir.clone(),
             job_id: known_id.clone(),
         };
@@ -126,9 +150,12 @@ impl SlurmExecutor {
         // recorded: a job Slurm lost runs again as a fresh one.
         let end = self.wait(request, context, watch, |job_id| note(job_id));
         match end {
-            // Unknown to Slurm and no result: the in-flight rule (the engine only gets here
-            // for an idempotent unit) runs it again, as a fresh job.
-            WaitEnd::Vanished { stopped: None, .. } => None,
+            // Unknown to Slurm and no result: a job that never started runs as a fresh one
+            // (so does an idempotent unit's, as the in-flight rule says); one that started
+            // is cut off.
+            WaitEnd::Vanished { stopped: None, .. } => {
+                cut_off_or_fresh("is unknown to Slurm and left no result after it started")
+            }
             end => {
                 link_logs(request.log_dir, &earlier_dir);
                 Some(self.outcome(&earlier_dir, end))
@@ -143,7 +170,14 @@ impl SlurmExecutor {
         context: &AttemptContext<'_>,
     ) -> AttemptOutcome {
         let dir = request.log_dir;
-        let name = job_name(request.run_id, &request.unit.name, request.attempt);
+        // `apollo mark --rerun` (or `--failed`) while an earlier attempt's job still runs must
+        // not put a second job beside it.
+        if let Some(reason) = self.earlier_job_alive(request, context) {
+            let _ = write_attempt_file(&dir.join("stderr"), format!("{reason}\n").as_bytes());
+            let mut outcome = failed(reason.clone());
+            outcome.needs_human = Some(NeedsHuman::refused(reason));
+            return outcome;
+        }
         let script = wrapper_script(&WrapperSpec {
             run_id: request.run_id,
             unit: request.unit,
@@ -158,23 +192,40 @@ impl SlurmExecutor {
                 dir.join(SCRIPT).display()
             ));
         }
-        let args = sbatch_args(request, &name, dir);
-        let job_id = match self.client.submit(&args) {
-            Ok(job_id) => job_id,
-            Err(error) => {
-                if matches!(
-                    error,
-                    ClientFailure::Run(apollo_exec::ClientError::TimedOut { .. })
-                ) {
-                    // sbatch may have submitted the job before it hung or died: cancel it by
-                    // name, so it does not run unwatched.
-                    let _ = self.client.cancel_by_name(&name, None);
+        let (job_id, name) = match self
+            .submit(request, context, dir, |error| submit_error(request, error))
+        {
+            Submission::Queued {
+                job_id,
+                name,
+                adopted,
+            } => {
+                if adopted {
+                    let _ = write_attempt_file(
+                        &dir.join("stderr"),
+                        format!(
+                            "apollo: sbatch's answer was lost; job {job_id} was found under the \
+                             submission's token and adopted\n"
+                        )
+                        .as_bytes(),
+                    );
                 }
-                let message = submit_error(request, &error);
+                (job_id, name)
+            }
+            Submission::Cancelled => {
+                return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
+            }
+            Submission::Failed(message) => {
                 // Where `apollo logs` looks, so the refusal is beside the attempt's output.
                 let _ = write_attempt_file(&dir.join("stderr"), format!("{message}\n").as_bytes());
                 let mut outcome = failed(message);
                 outcome.stderr_bytes = std::fs::metadata(dir.join("stderr")).map_or(0, |m| m.len());
+                return outcome;
+            }
+            Submission::InDoubt(reason) => {
+                let _ = write_attempt_file(&dir.join("stderr"), format!("{reason}\n").as_bytes());
+                let mut outcome = failed(reason.clone());
+                outcome.needs_human = Some(NeedsHuman::in_doubt(reason));
                 return outcome;
             }
         };
@@ -210,19 +261,32 @@ impl SlurmExecutor {
                     || "the Slurm job".to_owned(),
                     |id| format!("Slurm job {id}"),
                 );
+                let started = dir.join(crate::script::STARTED).exists();
+                if stopped.is_none() && started {
+                    let how = match &last_state {
+                        Some(JobState::Ended(state)) => format!("ended {state}"),
+                        _ => "is unknown to Slurm".to_owned(),
+                    };
+                    return cut_off(
+                        dir,
+                        &format!("{job} {how} without the wrapper's result after it started"),
+                    );
+                }
                 let message = match (stopped, last_state) {
                     (Some(AttemptStatus::TimedOut), _) => {
                         format!("{job} was cancelled at the unit's timeout")
                     }
                     (Some(_), _) => format!("{job} was cancelled: apollo was stopped"),
                     (None, Some(JobState::Ended(state))) => format!(
-                        "{job} ended {state} without the wrapper's result (killed before it could \
-                         write it: cancelled outside apollo, out of memory, a node failure?)"
+                        "{job} ended {state} before its wrapper started (cancelled outside \
+                         apollo, or its node failed at launch?): nothing of it ran"
                     ),
                     (None, Some(JobState::Pending)) => {
                         format!("{job} left the queue before it ran (cancelled outside apollo?)")
                     }
-                    (None, _) => format!("{job} is unknown to Slurm and left no result"),
+                    (None, _) => {
+                        format!("{job} is unknown to Slurm and left no result (it did not start)")
+                    }
                 };
                 outcome_from_files(dir, stopped, &message)
             }
@@ -441,12 +505,19 @@ impl Executor for SlurmExecutor {
 }
 
 /// The `sbatch` arguments of an attempt (without `--parsable`).
-pub(crate) fn sbatch_args(request: &AttemptRequest<'_>, name: &str, dir: &Path) -> Vec<String> {
+pub(crate) fn sbatch_args(
+    request: &AttemptRequest<'_>,
+    name: &str,
+    token: &str,
+    dir: &Path,
+) -> Vec<String> {
     let unit = request.unit;
     let resources = &unit.resources;
     let path = |file: &str| dir.join(file).display().to_string();
     let mut args = vec![
         format!("--job-name={name}"),
+        // The token again where a site's tools show it (`squeue -o %k`).
+        format!("--comment=apollo-token:{token}"),
         format!("--chdir={}", dir.display()),
         format!("--output={}", path("stdout")),
         format!("--error={}", path("stderr")),
@@ -529,6 +600,32 @@ fn link_logs(dir: &Path, earlier_dir: &Path) {
     }
 }
 
+/// "Slurm job 63", or "the Slurm job" when its id is not known.
+fn job_words(job_id: Option<String>) -> String {
+    job_id.map_or_else(
+        || "the Slurm job".to_owned(),
+        |id| format!("Slurm job {id}"),
+    )
+}
+
+/// The outcome of a job that started and ended without the wrapper's result: cut off, its
+/// work maybe half done. Recorded `failed` with signal 9 (the wrapper was killed, or its node
+/// lost, before it could write its result): an `idempotent: false` unit then stops the run
+/// for a human's verdict (`apollo_core::event::cut_off_by_signal`).
+fn cut_off(dir: &Path, what: &str) -> AttemptOutcome {
+    let message = format!(
+        "{what}: cut off (killed, out of memory, or its node failed) — its work may be half done"
+    );
+    let mut outcome = outcome_from_files(dir, None, &message);
+    outcome.status = AttemptStatus::Failed;
+    outcome.exit = Some(ExitStatus::Signal(9));
+    outcome
+        .failed_phase
+        .get_or_insert(apollo_core::Phase::Execute);
+    outcome.error = Some(message);
+    outcome
+}
+
 fn failed(error: String) -> AttemptOutcome {
     let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Failed);
     outcome.error = Some(error);
@@ -550,11 +647,12 @@ mod tests {
         unit.resources.slurm.extra_args = vec!["--exclusive".into()];
         let dir = Path::new("/shared/a/1");
         let request = AttemptRequest::new("r", &unit, 1, dir);
-        let args = sbatch_args(&request, "apollo:r:align:1", dir);
+        let args = sbatch_args(&request, "apollo:r:align:1:0f", "0f", dir);
         assert_eq!(
             args,
             [
-                "--job-name=apollo:r:align:1",
+                "--job-name=apollo:r:align:1:0f",
+                "--comment=apollo-token:0f",
                 "--chdir=/shared/a/1",
                 "--output=/shared/a/1/stdout",
                 "--error=/shared/a/1/stderr",

@@ -10,13 +10,16 @@ mod poller;
 mod result;
 mod script;
 mod squeue;
+mod submit;
 #[cfg(test)]
 mod test_support;
 pub mod testing;
 
 pub use client::{ClientCalls, ClientFailure};
 pub use executor::{EXECUTOR_NAME, SlurmExecutor};
-pub use job_name::{PREFIX as JOB_NAME_PREFIX, job_name, parse_job_name};
+pub use job_name::{
+    PREFIX as JOB_NAME_PREFIX, job_name, job_name_with_token, parse_job_name, parse_job_token,
+};
 pub use options::SlurmOptions;
 pub use script::{WrapperSpec, quote as shell_quote, wrapper_script};
 pub use squeue::{JobState, QueueEntry, parse_squeue};

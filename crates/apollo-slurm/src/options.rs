@@ -15,6 +15,19 @@ pub struct SlurmOptions {
     pub squeue: PathBuf,
     /// The `scancel` program.
     pub scancel: PathBuf,
+    /// The `scontrol` program (`scontrol show config` tells the cluster's `MessageTimeout`).
+    pub scontrol: PathBuf,
+    /// How long to look for a job under its submission's token after `sbatch` left it in
+    /// doubt (timed out, "Socket timed out on send/recv operation") before concluding that
+    /// Slurm never queued it. `None` (the default): twice the cluster's `MessageTimeout`
+    /// (DESIGN §18), read once with `scontrol show config`, or 20 s when it cannot be read.
+    pub token_lookup_window: Option<Duration>,
+    /// The first and the longest pause between two `sbatch` calls when the controller could
+    /// not be reached ("Unable to contact slurm controller (connect failure)") or said to
+    /// try again; the pause doubles.
+    pub submit_backoff: (Duration, Duration),
+    /// For how long an attempt keeps trying to reach the controller before it fails.
+    pub submit_give_up_after: Duration,
     /// How long one client command may take before it is killed.
     pub client_timeout: Duration,
     /// At most this many `sbatch` calls run at once.
@@ -39,6 +52,10 @@ impl Default for SlurmOptions {
             sbatch: PathBuf::from("sbatch"),
             squeue: PathBuf::from("squeue"),
             scancel: PathBuf::from("scancel"),
+            scontrol: PathBuf::from("scontrol"),
+            token_lookup_window: None,
+            submit_backoff: (Duration::from_secs(1), Duration::from_secs(30)),
+            submit_give_up_after: Duration::from_secs(600),
             client_timeout: Duration::from_secs(60),
             max_submits_in_flight: 4,
             queue_interval: (Duration::from_secs(1), Duration::from_secs(30)),
@@ -90,6 +107,32 @@ impl SlurmOptions {
     /// Whether a graceful stop cancels the jobs (see [`SlurmOptions::cancel_on_stop`]).
     pub fn cancel_on_stop(mut self, cancel: bool) -> Self {
         self.cancel_on_stop = cancel;
+        self
+    }
+
+    /// Use this `scontrol` instead of the one on `PATH`.
+    pub fn scontrol(mut self, scontrol: impl Into<PathBuf>) -> Self {
+        self.scontrol = scontrol.into();
+        self
+    }
+
+    /// Look for a job under its token for `window` after `sbatch` left it in doubt (see
+    /// [`SlurmOptions::token_lookup_window`]).
+    pub fn token_lookup_window(mut self, window: Duration) -> Self {
+        self.token_lookup_window = Some(window);
+        self
+    }
+
+    /// Pause `first`, doubling up to `longest`, between `sbatch` calls that could not reach
+    /// the controller, for at most `give_up_after` in all.
+    pub fn submit_retry(
+        mut self,
+        first: Duration,
+        longest: Duration,
+        give_up_after: Duration,
+    ) -> Self {
+        self.submit_backoff = (first, longest.max(first));
+        self.submit_give_up_after = give_up_after;
         self
     }
 

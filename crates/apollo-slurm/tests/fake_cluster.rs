@@ -14,21 +14,47 @@ use apollo_core::{AttemptContext, AttemptRequest, CancelToken, Command, Executor
 use apollo_slurm::{SlurmExecutor, SlurmOptions};
 
 const FAKE_SBATCH: &str = r#"#!/bin/sh
-# A fake sbatch: runs the script at once, in the background, as Slurm would on a node.
+# A fake sbatch: runs the script at once, in the background, as Slurm would on a node. Line N
+# of `plan` (if any) says what its N-th call does:
+#   ok               queue the job and run it (the default)
+#   lost-answer      queue and run the job, then fail as a loaded controller does
+#   lost-job         fail the same way without queueing anything
+#   connect-failure  fail without reaching the controller
+#   cut-off          queue the job, which starts and dies at once without its result
+#   hang             queue and run the job, then hang until apollo's client timeout kills it
 fake=$(dirname "$0")
+echo "$@" >>"$fake/sbatch_calls"
+n=$(wc -l <"$fake/sbatch_calls" | tr -d ' ')
+mode=$(sed -n "${n}p" "$fake/plan" 2>/dev/null)
 for arg in "$@"; do
   case "$arg" in
     --job-name=*) name=${arg#--job-name=} ;;
     --output=*) out=${arg#--output=} ;;
     --error=*) err=${arg#--error=} ;;
+    --chdir=*) dir=${arg#--chdir=} ;;
     --partition=bogus) echo "sbatch: error: invalid partition specified: bogus" >&2; exit 1 ;;
     -*) ;;
     *) script=$arg ;;
   esac
 done
+lost="sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"
+case "$mode" in
+  connect-failure)
+    echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2
+    exit 1 ;;
+  lost-job) echo "$lost" >&2; exit 1 ;;
+esac
 id=$$
+if [ "$mode" = cut-off ]; then
+  echo "$id $(date +%s%3N)" >"$dir/started"
+  echo "$id|NODE_FAIL|$name" >>"$fake/queue"
+  echo "$id"
+  exit 0
+fi
 echo "$id|RUNNING|$name" >>"$fake/queue"
 SLURM_JOB_ID=$id sh "$script" </dev/null >>"$out" 2>>"$err" &
+if [ "$mode" = lost-answer ]; then echo "$lost" >&2; exit 1; fi
+if [ "$mode" = hang ]; then exec sleep 600; fi
 echo "$id"
 "#;
 
@@ -39,6 +65,16 @@ cat "$fake/queue" 2>/dev/null || true
 "#;
 
 const FAKE_SCANCEL: &str = "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scancel_calls\"\n";
+
+/// What the fake `sbatch`'s calls do, one line per call (see [`FAKE_SBATCH`]).
+fn plan(root: &Path, calls: &[&str]) {
+    std::fs::write(root.join("bin/plan"), calls.join("\n") + "\n").unwrap();
+}
+
+/// The fake controller's files: `queue`, `sbatch_calls`, `scancel_calls`.
+fn fake_file(root: &Path, name: &str) -> String {
+    std::fs::read_to_string(root.join("bin").join(name)).unwrap_or_default()
+}
 
 fn fake_cluster(dir: &Path) -> SlurmOptions {
     let bin = dir.join("bin");
@@ -57,6 +93,13 @@ fn fake_cluster(dir: &Path) -> SlurmOptions {
         .programs(bin.join("sbatch"), bin.join("squeue"), bin.join("scancel"))
         .queue_interval(Duration::from_millis(200), Duration::from_secs(2))
         .files_interval(Duration::from_millis(20), Duration::from_millis(200))
+        // The lookup after a lost answer is short here: the fake controller answers at once.
+        .token_lookup_window(Duration::from_millis(300))
+        .submit_retry(
+            Duration::from_millis(10),
+            Duration::from_millis(40),
+            Duration::from_secs(60),
+        )
 }
 
 fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
@@ -256,4 +299,292 @@ impl apollo_core::AttemptReporter for Collect {
 
 fn sha256_hex(bytes: &[u8]) -> String {
     apollo_core::hash::sha256_hex(bytes)
+}
+
+fn careful(name: &str, execute: &str, workdir: &Path) -> Unit {
+    let mut unit = unit(name, execute, workdir);
+    unit.idempotent = false;
+    unit
+}
+
+fn run_one(
+    executor: &SlurmExecutor,
+    unit: &Unit,
+    dir: &Path,
+    attempt: u32,
+    in_flight: Option<u32>,
+) -> (apollo_core::AttemptOutcome, Vec<apollo_core::AttemptEvent>) {
+    let cancel = CancelToken::new();
+    let reports = Collect::default();
+    let outcome = executor.run_attempt(
+        &AttemptRequest::new("r1", unit, attempt, dir).with_in_flight(in_flight),
+        &AttemptContext::new(&cancel).with_reporter(&reports),
+    );
+    let reports = reports.0.lock().unwrap().clone();
+    (outcome, reports)
+}
+
+#[test]
+fn a_submission_whose_answer_was_lost_is_found_under_its_token_and_adopted_never_submitted_twice() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root));
+    plan(root, &["lost-answer"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let dir = attempt_dir(root, "pay", 1);
+    let (outcome, reports) = run_one(&executor, &unit, &dir, 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(outcome.needs_human, None);
+    assert_eq!(executor.client_calls().sbatch, 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "paid\n"
+    );
+    // The token is in the job name and the comment, and the adopted job is the one recorded.
+    let token = std::fs::read_to_string(dir.join("token")).unwrap();
+    let token = token.trim();
+    assert_eq!(token.len(), 16);
+    let calls = fake_file(root, "sbatch_calls");
+    assert!(
+        calls.contains(&format!("--job-name=apollo:r1:pay:1:{token}"))
+            && calls.contains(&format!("--comment=apollo-token:{token}")),
+        "{calls}"
+    );
+    let queue = fake_file(root, "queue");
+    let job_id = queue.split('|').next().unwrap();
+    assert!(
+        matches!(&reports[..], [apollo_core::AttemptEvent::Submitted { job_id: id, .. }] if id == job_id),
+        "{reports:?}"
+    );
+    // Nothing was cancelled: the job found is the attempt's job.
+    assert_eq!(fake_file(root, "scancel_calls"), "");
+}
+
+#[test]
+fn sbatch_connect_failures_are_retried_with_backoff_and_the_job_runs_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root));
+    plan(root, &["connect-failure", "connect-failure", "ok"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let dir = attempt_dir(root, "pay", 1);
+    let (outcome, _) = run_one(&executor, &unit, &dir, 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 3);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "paid\n"
+    );
+    assert_eq!(fake_file(root, "queue").lines().count(), 1);
+}
+
+#[test]
+fn sbatch_connect_failures_fail_the_attempt_only_after_the_give_up_time() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let options = fake_cluster(root).submit_retry(
+        Duration::from_millis(10),
+        Duration::from_millis(20),
+        Duration::from_millis(100),
+    );
+    let executor = SlurmExecutor::new(options);
+    plan(root, &["connect-failure"; 100]);
+    let unit = unit("u", "true", root);
+    let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "u", 1), 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    let error = outcome.error.unwrap();
+    assert!(
+        error.contains("connect failure") && error.contains("tried"),
+        "{error}"
+    );
+    // How many tries fit in the time depends on the machine's load: not asserted here (the
+    // retries themselves are, above).
+}
+
+#[test]
+fn a_lost_answer_whose_token_stays_unknown_stops_a_non_idempotent_unit_naming_the_token() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root));
+    plan(root, &["lost-job", "ok"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let dir = attempt_dir(root, "pay", 1);
+    let (outcome, reports) = run_one(&executor, &unit, &dir, 1, None);
+    let token = std::fs::read_to_string(dir.join("token")).unwrap();
+    let needs_human = outcome.needs_human.expect("stops for a human");
+    assert!(needs_human.left_in_flight);
+    assert!(
+        needs_human.reason.contains(token.trim()),
+        "{}",
+        needs_human.reason
+    );
+    assert!(
+        needs_human.reason.contains("Socket timed out"),
+        "{}",
+        needs_human.reason
+    );
+    // Submitted once, never again.
+    assert_eq!(executor.client_calls().sbatch, 1);
+    assert!(reports.is_empty(), "{reports:?}");
+    assert!(!root.join("ledger").exists());
+}
+
+#[test]
+fn a_lost_answer_whose_token_stays_unknown_resubmits_an_idempotent_unit_under_a_new_token() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root));
+    plan(root, &["lost-job", "ok"]);
+    let unit = unit("u", "echo ran >>ledger", root);
+    let dir = attempt_dir(root, "u", 1);
+    let (outcome, _) = run_one(&executor, &unit, &dir, 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 2);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "ran\n"
+    );
+    // The lost submission is cancelled by its name, should it appear after all; the second
+    // went under another token.
+    let calls = fake_file(root, "sbatch_calls");
+    let names: Vec<&str> = calls
+        .split_whitespace()
+        .filter_map(|arg| arg.strip_prefix("--job-name="))
+        .collect();
+    assert_eq!(names.len(), 2);
+    assert_ne!(names[0], names[1]);
+    assert_eq!(
+        fake_file(root, "scancel_calls").trim(),
+        format!("--name={}", names[0])
+    );
+}
+
+#[test]
+fn a_job_that_started_and_ended_without_its_result_is_cut_off_not_did_not_start() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root).lost_after_polls(1));
+    plan(root, &["cut-off"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "pay", 1), 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert_eq!(
+        outcome.exit,
+        Some(apollo_core::event::ExitStatus::Signal(9))
+    );
+    let error = outcome.error.unwrap();
+    assert!(
+        error.contains("NODE_FAIL")
+            && error.contains("cut off")
+            && !error.contains("did not start"),
+        "{error}"
+    );
+    assert!(apollo_core::event::cut_off_by_signal(
+        outcome.status,
+        outcome.exit
+    ));
+}
+
+/// An earlier attempt `attempt` of `unit` whose job `job_id` was submitted (and, with
+/// `started`, began) and left no result, as a dead apollo leaves it.
+fn earlier_attempt(root: &Path, unit: &str, attempt: u32, job_id: &str, started: bool) -> PathBuf {
+    let dir = attempt_dir(root, unit, attempt);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("slurm.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(dir.join("job_id"), format!("{job_id}\n")).unwrap();
+    std::fs::write(dir.join("token"), "00000000000000aa\n").unwrap();
+    if started {
+        // Now: the unit's timeout counts from here.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        std::fs::write(dir.join("started"), format!("{job_id} {now_ms}\n")).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_fresh_job_is_refused_while_an_earlier_attempts_job_still_runs_after_mark_rerun() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root));
+    // Attempt 1's job runs on (apollo died; a human marked the unit `--rerun`).
+    earlier_attempt(root, "pay", 1, "4242", true);
+    std::fs::write(
+        root.join("bin/queue"),
+        "4242|RUNNING|apollo:r1:pay:1:00000000000000aa\n",
+    )
+    .unwrap();
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let dir = attempt_dir(root, "pay", 2);
+    let (outcome, reports) = run_one(&executor, &unit, &dir, 2, None);
+    let needs_human = outcome.needs_human.expect("refused for a human");
+    assert!(!needs_human.left_in_flight);
+    assert!(
+        needs_human.reason.contains("job 4242") && needs_human.reason.contains("scancel 4242"),
+        "{}",
+        needs_human.reason
+    );
+    assert_eq!(outcome.status, AttemptStatus::Failed);
+    assert!(outcome.phases.is_empty());
+    assert_eq!(executor.client_calls().sbatch, 0);
+    assert!(reports.is_empty());
+    // Once the job has ended, the next attempt goes ahead.
+    std::fs::write(
+        root.join("bin/queue"),
+        "4242|COMPLETED|apollo:r1:pay:1:00000000000000aa\n",
+    )
+    .unwrap();
+    let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "pay", 3), 3, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 1);
+}
+
+#[test]
+fn a_non_idempotent_job_that_started_and_vanished_while_apollo_was_dead_is_cut_off_not_resubmitted()
+{
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root).lost_after_polls(1));
+    earlier_attempt(root, "pay", 1, "999999", true);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let (outcome, reports) = run_one(&executor, &unit, &attempt_dir(root, "pay", 2), 2, Some(1));
+    assert_eq!(outcome.status, AttemptStatus::Failed, "{outcome:?}");
+    assert_eq!(
+        outcome.exit,
+        Some(apollo_core::event::ExitStatus::Signal(9))
+    );
+    assert!(
+        outcome.error.as_deref().unwrap_or("").contains("cut off"),
+        "{outcome:?}"
+    );
+    assert_eq!(executor.client_calls().sbatch, 0);
+    assert!(!root.join("ledger").exists());
+    assert!(
+        matches!(
+            &reports[..],
+            [apollo_core::AttemptEvent::Reattached { attempt: 1, .. }]
+        ),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn an_sbatch_that_hangs_after_queueing_is_killed_and_its_job_adopted_not_cancelled() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    // The client timeout is what is tested: the fake sbatch never answers. Generous, so that
+    // even a loaded machine's fake sbatch queues the job before it is killed.
+    let executor = SlurmExecutor::new(fake_cluster(root).client_timeout(Duration::from_secs(3)));
+    plan(root, &["hang"]);
+    let unit = careful("pay", "echo paid >>ledger", root);
+    let (outcome, _) = run_one(&executor, &unit, &attempt_dir(root, "pay", 1), 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(executor.client_calls().sbatch, 1);
+    assert_eq!(
+        std::fs::read_to_string(root.join("ledger")).unwrap(),
+        "paid\n"
+    );
+    assert_eq!(fake_file(root, "scancel_calls"), "");
 }

@@ -223,8 +223,22 @@ pub enum EngineError {
         /// The attempt that was cut off.
         attempt: u32,
         /// How it ended: `None` — it never did (apollo died while it ran);
-        /// [`AttemptStatus::Interrupted`] or [`AttemptStatus::TimedOut`].
+        /// [`AttemptStatus::Interrupted`], [`AttemptStatus::TimedOut`], or
+        /// [`AttemptStatus::Failed`] (killed by a signal apollo did not send).
         ended: Option<AttemptStatus>,
+    },
+    /// An attempt could not settle without a human ([`crate::NeedsHuman`]): a Slurm
+    /// submission whose job cannot be found, or a job of an earlier attempt that still runs.
+    #[error("unit `{unit}` (attempt {attempt}) needs a human: {reason}")]
+    NeedsHuman {
+        /// The unit.
+        unit: String,
+        /// The attempt.
+        attempt: u32,
+        /// What happened (the executor's words).
+        reason: String,
+        /// Whether the attempt was left in flight (no end recorded: a verdict settles it).
+        left_in_flight: bool,
     },
     /// With [`OnInputChange::Fail`]: a unit that succeeded has different inputs (or outputs)
     /// now.
@@ -260,6 +274,9 @@ fn cut_off_text(ended: Option<AttemptStatus>) -> &'static str {
     match ended {
         None => "was running when apollo stopped",
         Some(AttemptStatus::TimedOut) => "was cut off by its timeout",
+        Some(AttemptStatus::Failed) => {
+            "was cut off by a signal apollo did not send (killed from outside, out of memory, or its Slurm job ended without its result)"
+        }
         Some(_) => "was interrupted when apollo was stopped (Ctrl-C or SIGTERM)",
     }
 }

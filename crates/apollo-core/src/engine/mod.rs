@@ -58,7 +58,7 @@
 //! * `observer.rs` — [`Notice`]s and the [`Observer`] that receives them; the notices held
 //!   back until their record is durable.
 //! * `policy.rs` — the resume rules as pure functions ([`Decision`]), shared with the dry-run
-//!   planner in `plan.rs` ([`dry_run`]).
+//!   planner in `plan.rs` ([`dry_run`]); `in_flight.rs` — the in-flight rule among them.
 //! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
 //!   attempts; `hashing.rs`: handing units with input files, done outputs or a reuse check
 //!   to the hashing threads, or hashing them here, and taking them back; `commit.rs`: the
@@ -83,6 +83,7 @@
 mod api;
 mod batch;
 mod hasher;
+mod in_flight;
 mod observer;
 mod outputs;
 mod pacer;

@@ -24,6 +24,7 @@ use crate::hash;
 use crate::model::{Pipeline, Unit};
 use crate::resume::{PriorState, PriorUnitState};
 
+pub(super) use super::in_flight::check_in_flight;
 pub(super) use super::outputs::{
     OutputCheck, check_outputs, needs_output_check, reused_output_hash, unit_limits,
 };
@@ -69,7 +70,8 @@ pub enum Decision {
         /// unit ([`OnInputChange::Fail`]).
         not_idempotent: bool,
     },
-    /// It was running when apollo stopped, and is idempotent.
+    /// It was running when apollo stopped, and is idempotent — or runs on Slurm with its
+    /// submission recorded, and its executor reattaches to the job.
     WasInFlight {
         /// The attempt that was cut off.
         attempt: u32,
@@ -137,7 +139,7 @@ impl std::fmt::Display for Decision {
             ),
             Decision::WasInFlight { attempt } => write!(
                 f,
-                "was running (attempt {attempt}) when apollo stopped; idempotent → runs again"
+                "was running (attempt {attempt}) when apollo stopped → runs again (a cluster job still there is reattached to)"
             ),
             Decision::PreviouslyNotDone { attempt } => {
                 write!(f, "attempt {attempt} did not succeed: runs again")
@@ -202,39 +204,6 @@ impl Decision {
             _ => None,
         }
     }
-}
-
-/// DESIGN §7: a non-idempotent unit cut off mid-attempt — apollo died while it ran, or it was
-/// interrupted (Ctrl-C, SIGTERM) or timed out after its processes started — stops the run
-/// before anything runs, until a human records a verdict. No `--on-input-change` mode
-/// overrides this: the question is not whether its inputs changed but whether its side
-/// effects happened.
-pub(super) fn check_in_flight(
-    pipeline: &Pipeline,
-    prior: &PriorState,
-    in_scope: &[bool],
-) -> Result<(), EngineError> {
-    for (unit, _) in pipeline
-        .units
-        .iter()
-        .zip(in_scope)
-        .filter(|(_, in_scope)| **in_scope)
-    {
-        if unit.idempotent {
-            continue;
-        }
-        let ended = match prior.unit(&unit.name).map(|prior_unit| &prior_unit.state) {
-            Some(PriorUnitState::InFlight { attempt }) => (*attempt, None),
-            Some(PriorUnitState::CutOff { attempt, status }) => (*attempt, Some(*status)),
-            _ => continue,
-        };
-        return Err(EngineError::NeedsVerdict {
-            unit: unit.name.clone(),
-            attempt: ended.0,
-            ended: ended.1,
-        });
-    }
-    Ok(())
 }
 
 /// DESIGN §17: a done non-idempotent unit whose inputs or outputs changed, found before

@@ -105,9 +105,25 @@ fn engine_error(error: EngineError, run_id: &str) -> CliError {
             how: match ended {
                 None => "was running when apollo stopped",
                 Some(AttemptStatus::TimedOut) => "was cut off by its timeout",
+                Some(AttemptStatus::Failed) => {
+                    "was cut off by a signal apollo did not send (killed from outside, out of memory, or its Slurm job ended without its result)"
+                }
                 Some(_) => "was interrupted when apollo was stopped (Ctrl-C or SIGTERM)",
             }
             .to_owned(),
+            job: None,
+        },
+        EngineError::NeedsHuman {
+            unit,
+            attempt,
+            reason,
+            left_in_flight,
+        } => CliError::NeedsHuman {
+            run: run_id.to_owned(),
+            unit,
+            attempt,
+            reason,
+            left_in_flight,
         },
         EngineError::ChangedNeedsVerdict {
             unit,

@@ -137,7 +137,7 @@ pub(super) fn execute(
     state::ensure_writable(&state_path)?;
     let open_run = match session
         .open(&mut StderrNotices::new(stderr))
-        .map_err(runner_error)?
+        .map_err(|error| with_live_job(runner_error(error), pipeline, &state_path))?
     {
         Opened::Ready(open_run) => open_run,
         Opened::NothingToResume(run_id) => {
@@ -262,5 +262,43 @@ fn write_junit_file(
     })();
     if let Err(error) = result {
         let _ = writeln!(stderr, "warning: no JUnit report: {error}");
+    }
+}
+
+/// A refusal for a verdict on a Slurm unit says whether the attempt's job is still queued or
+/// running (issue 36): a human who marks the unit must know that a job still works on it.
+fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: &Path) -> CliError {
+    let CliError::NeedsVerdict {
+        run,
+        unit,
+        attempt,
+        how,
+        job: None,
+    } = error
+    else {
+        return error;
+    };
+    let on_slurm = pipeline
+        .unit_index(&unit)
+        .is_some_and(|unit_idx| pipeline.units[unit_idx].executor == ExecutorKind::Slurm);
+    let job = on_slurm
+        .then(|| {
+            let state = apollo_store::StateDir::open_existing(state_path).ok()?;
+            let run_id: apollo_store::RunId = run.parse().ok()?;
+            let dir = state
+                .run_dir(&run_id)
+                .ok()?
+                .attempt_log_dir(&unit, attempt)
+                .ok()?;
+            SlurmExecutor::new(SlurmOptions::default())
+                .describe_for_verdict(&run, &unit, attempt, &dir)
+        })
+        .flatten();
+    CliError::NeedsVerdict {
+        run,
+        unit,
+        attempt,
+        how,
+        job,
     }
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Channels, Scheduler};
+use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
 use crate::engine::hasher;
 use crate::engine::observer::{HeldNotice, Observer};
@@ -13,7 +14,9 @@ use crate::engine::record::{self, first_line};
 use crate::engine::retry::backoff;
 use crate::engine::units::State;
 use crate::engine::workers::{Done, FromWorker};
-use crate::event::{AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, UnitSubmitted};
+use crate::event::{
+    AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, UnitSubmitted, cut_off_by_signal,
+};
 use crate::executor::AttemptEvent;
 use crate::journal::{Journal, JournalError};
 
@@ -221,8 +224,36 @@ impl Scheduler<'_> {
             self.at_workers -= 1;
             self.non_idempotent_at_workers -= usize::from(!unit.idempotent);
         }
+        if let Some(needs_human) = &outcome.needs_human {
+            // Nothing is retried: the run stops for a human (exit 5), as for a change of a
+            // done non-idempotent unit.
+            let slot = &mut self.units[unit_idx];
+            slot.state = State::Waiting;
+            slot.result = Some(UnitResult::NotRun);
+            slot.last_failure = None;
+            self.human_needed.get_or_insert(EngineError::NeedsHuman {
+                unit: unit.name.clone(),
+                attempt,
+                reason: needs_human.reason.clone(),
+                left_in_flight: needs_human.left_in_flight,
+            });
+            self.stop();
+            if needs_human.left_in_flight {
+                // Whether it started work is unknown: no end is recorded, so the attempt
+                // stays in flight, and the next resume asks for a verdict on it.
+                if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
+                    self.acks.owe(worker_idx);
+                }
+                return;
+            }
+        }
         let settled = record::settle(&outcome, outputs);
         let record = record::unit_finished(unit, attempt, &settled, &outcome, queued);
+        // Killed by a signal apollo did not send: a non-idempotent unit's side effects may be
+        // half done. It is not retried; the run stops for a human's verdict (DESIGN §18).
+        let cut_off = !unit.idempotent
+            && outcome.needs_human.is_none()
+            && cut_off_by_signal(settled.status, outcome.exit);
         let record::Settled {
             status,
             error,
@@ -255,6 +286,24 @@ impl Scheduler<'_> {
                     slot.state = State::Failed;
                     slot.result = Some(result);
                     retry_failed = true;
+                }
+            }
+            AttemptStatus::Failed if cut_off || outcome.needs_human.is_some() => {
+                let failure = UnitResult::Failed {
+                    attempt,
+                    log_dir: log_dir.clone(),
+                    error: error.as_deref().map(first_line),
+                };
+                slot.state = State::Waiting;
+                slot.result = Some(failure);
+                slot.last_failure = None;
+                if cut_off {
+                    self.human_needed.get_or_insert(EngineError::NeedsVerdict {
+                        unit: unit.name.clone(),
+                        attempt,
+                        ended: Some(AttemptStatus::Failed),
+                    });
+                    self.stop();
                 }
             }
             AttemptStatus::Failed | AttemptStatus::TimedOut => {

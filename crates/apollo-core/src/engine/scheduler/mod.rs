@@ -103,8 +103,10 @@ pub(super) struct Scheduler<'a> {
     stop_starting: bool,
     /// A unit failed for good.
     failed_any: bool,
-    /// With `--on-input-change=fail`: the change that stopped the run, returned at its end.
-    input_change_error: Option<EngineError>,
+    /// Why the run stopped for a human, returned at its end: a change of a done unit's
+    /// inputs (`--on-input-change`), a non-idempotent attempt cut off by a signal apollo did
+    /// not send, or an attempt that needs a human ([`crate::NeedsHuman`]). The first wins.
+    human_needed: Option<EngineError>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -149,7 +151,7 @@ impl<'a> Scheduler<'a> {
             non_idempotent_at_workers: 0,
             stop_starting: false,
             failed_any: false,
-            input_change_error: None,
+            human_needed: None,
         }
     }
 
@@ -231,9 +233,7 @@ impl<'a> Scheduler<'a> {
                 default(timeout) => {}
             }
         }
-        let status = self
-            .final_status()
-            .filter(|_| self.input_change_error.is_none());
+        let status = self.final_status().filter(|_| self.human_needed.is_none());
         // The last append is durable: `run_finished`, else one that syncs what was appended
         // unsynced (and only then are its notices told).
         let last = status.map(|status| Event::RunFinished(self.units.run_finished(status)));
@@ -247,7 +247,7 @@ impl<'a> Scheduler<'a> {
         } else if let Some(last) = last {
             journal.append(&[last]).map_err(EngineError::Journal)?;
         }
-        if let Some(error) = self.input_change_error.take() {
+        if let Some(error) = self.human_needed.take() {
             return Err(error);
         }
         Ok(RunReport {

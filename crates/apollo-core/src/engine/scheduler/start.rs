@@ -219,7 +219,7 @@ impl Scheduler<'_> {
                     return true;
                 }
                 Decision::ChangedNeedsVerdict { .. } => {
-                    self.input_change_error = decision.stop_error(&unit.name);
+                    self.human_needed = decision.stop_error(&unit.name);
                     self.stop();
                     return false;
                 }

@@ -1,6 +1,7 @@
 //! Engine tests with a fake executor and an in-memory journal. The helpers are here; the
 //! tests are grouped by what they exercise.
 
+mod cut_off;
 mod durability;
 mod executors;
 mod failures;
@@ -158,6 +159,10 @@ pub(super) struct FakeExecutor {
     /// Units whose attempts report being submitted to a cluster as the given job id, as a
     /// remote executor would.
     submits_as: BTreeMap<String, String>,
+    /// Units whose attempts end needing a human (as a Slurm submission in doubt does).
+    needs_human: BTreeMap<String, crate::executor::NeedsHuman>,
+    /// The attempts an earlier apollo left in flight, as the engine handed them over.
+    in_flight_seen: Mutex<Vec<(String, Option<u32>)>>,
     /// The wall time each attempt reports (default: none), which the engine's pacing reads.
     wall_time: Duration,
 }
@@ -176,6 +181,8 @@ impl FakeExecutor {
             ran: Mutex::new(Vec::new()),
             violations: Mutex::new(Vec::new()),
             submits_as: BTreeMap::new(),
+            needs_human: BTreeMap::new(),
+            in_flight_seen: Mutex::new(Vec::new()),
             wall_time: Duration::ZERO,
         }
     }
@@ -253,6 +260,10 @@ impl Executor for FakeExecutor {
             .lock()
             .unwrap()
             .push((request.unit.name.clone(), request.attempt));
+        self.in_flight_seen
+            .lock()
+            .unwrap()
+            .push((request.unit.name.clone(), request.in_flight));
         if let Some(job_id) = self.submits_as.get(&request.unit.name) {
             context.report(AttemptEvent::submitted("fake", job_id.clone()));
         }
@@ -274,6 +285,7 @@ impl Executor for FakeExecutor {
         });
         outcome.error = (status != AttemptStatus::Succeeded).then(|| format!("{status:?}"));
         outcome.stdout_sha256 = Some(hash::sha256_hex(request.unit.name.as_bytes()));
+        outcome.needs_human = self.needs_human.get(&request.unit.name).cloned();
         outcome
     }
 }
