@@ -584,6 +584,33 @@ pub fn command_hash(command: &Command) -> String {
     canonical.finish()
 }
 
+/// Whether the variable `name` of `unit.env` is part of its input hash: every variable but an
+/// `APOLLO_PARAM_<NAME>` its commands do not name. The loader gives a unit that variable for
+/// each param it uses; when it uses it as `${params.name}`, the value is in its definition
+/// already (so adding the variable changed no hash), and when a command reads
+/// `"$APOLLO_PARAM_NAME"`, the command names it and the value is hashed here.
+pub fn env_is_hashed(unit: &Unit, name: &str) -> bool {
+    if !name.starts_with("APOLLO_PARAM_") {
+        return true;
+    }
+    let names_it = |text: &str| {
+        text.match_indices(name).any(|(at, _)| {
+            !text[at + name.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    [
+        unit.prepare.as_ref(),
+        Some(&unit.execute),
+        unit.cleanup.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|command| match command {
+        Command::Shell(script) => names_it(script),
+        Command::Argv(argv) => argv.iter().any(|argument| names_it(argument)),
+    })
+}
+
 /// The hash recorded for a declared input file that does not exist, so that its appearing
 /// later counts as a change.
 pub fn missing_file_hash() -> String {
@@ -783,6 +810,9 @@ pub fn input_files_within(
         }
     }
     for (name, value) in &unit.env {
+        if !env_is_hashed(unit, name) {
+            continue;
+        }
         components.push(InputComponent {
             kind: InputKind::Env,
             name: name.clone(),
@@ -1143,6 +1173,51 @@ mod tests {
                 "env TZ added",
                 "upstream fetch output removed"
             ]
+        );
+    }
+
+    /// A param used as `${params.x}` is in the command already: the `APOLLO_PARAM_X` a unit
+    /// now receives changes no input hash. A command reading the variable hashes it.
+    #[test]
+    fn param_variables_are_hashed_only_when_a_command_names_them() {
+        let load = |execute: &str, day: &str| {
+            let yaml = format!(
+                "params:\n  day: {{type: string, default: x}}\n  dayx: {{type: string, default: y}}\nunits:\n  - name: u\n    execute: '{execute}'\n"
+            );
+            let options = crate::config::LoadOptions::default()
+                .params(vec![crate::config::ParamOverride::text("day", day, "-p")]);
+            crate::config::load_str_with(&yaml, Path::new("/p/pipeline.yaml"), &options)
+                .unwrap()
+                .pipeline
+                .units
+                .remove(0)
+        };
+        let env_names = |unit: &Unit| -> Vec<String> {
+            input_components(unit, Path::new("/p"), &[])
+                .unwrap()
+                .into_iter()
+                .filter(|component| component.kind == InputKind::Env)
+                .map(|component| component.name)
+                .collect()
+        };
+        let by_placeholder = load("echo ${params.day}", "2026-11-30");
+        assert_eq!(by_placeholder.env["APOLLO_PARAM_DAY"], "2026-11-30");
+        assert!(env_names(&by_placeholder).is_empty());
+        let plain = load("echo 2026-11-30", "2026-11-30");
+        assert_eq!(
+            input_components(&by_placeholder, Path::new("/p"), &[]).unwrap(),
+            input_components(&plain, Path::new("/p"), &[]).unwrap(),
+            "the same command, the same input hash"
+        );
+        let by_variable = load(r#"echo "$APOLLO_PARAM_DAY""#, "2026-11-30");
+        assert_eq!(by_variable.env["APOLLO_PARAM_DAY"], "2026-11-30");
+        assert!(!by_variable.env.contains_key("APOLLO_PARAM_DAYX"));
+        assert_eq!(env_names(&by_variable), ["APOLLO_PARAM_DAY"]);
+        let other_day = load(r#"echo "$APOLLO_PARAM_DAY""#, "2026-12-01");
+        assert_ne!(
+            input_components(&by_variable, Path::new("/p"), &[]).unwrap(),
+            input_components(&other_day, Path::new("/p"), &[]).unwrap(),
+            "a change of the value reruns a unit that reads it from its environment"
         );
     }
 
