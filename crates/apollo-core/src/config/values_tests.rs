@@ -269,3 +269,24 @@ fn two_params_with_one_variable_and_a_reserved_env_name_are_errors() {
     assert_eq!(codes, ["param-variable-clash", "reserved-variable"]);
     assert!(diagnostics[0].message.contains("APOLLO_PARAM_DAY"));
 }
+
+#[test]
+fn when_commands_prepare_and_cleanup_are_quoted_too() {
+    let units = units(
+        "params:\n  x: {type: string, default: a}\nunits:\n  - name: u\n    when:\n      command: test ${params.x} != b\n    execute: ./x.sh\n  - name: v\n    prepare: ./p.sh ${params.x}\n    execute: ./x.sh\n    cleanup: ./c.sh ${params.x}\n",
+        &[("x", "a;touch PWNED")],
+    );
+    assert!(
+        shell(&units[0].execute).starts_with("if ! ( test 'a;touch PWNED' != b\n); then"),
+        "{}",
+        shell(&units[0].execute)
+    );
+    assert_eq!(
+        units[1].prepare,
+        Some(Command::Shell("./p.sh 'a;touch PWNED'".to_owned()))
+    );
+    assert_eq!(
+        units[1].cleanup,
+        Some(Command::Shell("./c.sh 'a;touch PWNED'".to_owned()))
+    );
+}
