@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use super::shell::{self, Placement, Value};
+use super::shell::{self, Placement, Unsafe, Value};
 use crate::diagnostic::{Severity, closest_or_near};
 
 /// The namespaces apollo interpolates.
@@ -145,10 +145,13 @@ pub(crate) fn interpolate<'t>(
             let placement = match place {
                 Place::Shell => {
                     while placements.next_if(|(at, _)| *at < offset).is_some() {}
+                    // A placeholder the lexer did not place is one it does not follow.
                     Some(
                         placements
                             .next_if(|(at, _)| *at == offset)
-                            .map_or(Placement::Bare, |(_, placement)| placement),
+                            .map_or(Placement::Unsafe(Unsafe::Unrecognised), |(_, placement)| {
+                                placement
+                            }),
                     )
                 }
                 Place::Other => None,

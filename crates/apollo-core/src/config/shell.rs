@@ -54,6 +54,9 @@ pub(crate) enum Unsafe {
     AnsiQuote,
     /// Right after a `\`, which would escape the first character written.
     Escaped,
+    /// Somewhere the lexer does not follow (a here-document's end marker, an escape inside
+    /// `$'…'`).
+    Unrecognised,
 }
 
 impl Unsafe {
@@ -66,6 +69,7 @@ impl Unsafe {
             Unsafe::ParameterExpansion => "inside a shell parameter expansion `${VAR…}`",
             Unsafe::AnsiQuote => "inside `$'…'`",
             Unsafe::Escaped => "right after a `\\`",
+            Unsafe::Unrecognised => "where apollo cannot tell how the shell reads it",
         }
     }
 }
@@ -73,9 +77,11 @@ impl Unsafe {
 /// One frame of the lexer's stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Frame {
-    /// The top level, or the inside of `$( … )`; `parens` counts `(` opened inside it.
+    /// The top level, or the inside of `$( … )`; `parens` counts `(` opened inside it, `cases`
+    /// the `case` commands open in it (whose patterns end with a `)` that closes nothing).
     Bare {
         parens: u32,
+        cases: u32,
     },
     Double,
     Single,
@@ -104,9 +110,13 @@ pub(crate) fn placements(script: &str) -> Vec<(usize, Placement)> {
         bytes: script.as_bytes(),
         text: script,
         index: 0,
-        stack: vec![Frame::Bare { parens: 0 }],
+        stack: vec![Frame::Bare {
+            parens: 0,
+            cases: 0,
+        }],
         pending: Vec::new(),
         word_start: true,
+        command_start: true,
         found: Vec::new(),
     }
     .run()
@@ -120,6 +130,9 @@ struct Lexer<'t> {
     pending: Vec<PendingHereDocument>,
     /// Whether the next byte in a bare frame starts a word (a `#` there starts a comment).
     word_start: bool,
+    /// Whether the next word in a bare frame is in command position (where `case` and
+    /// `esac` are keywords).
+    command_start: bool,
     found: Vec<(usize, Placement)>,
 }
 
@@ -136,10 +149,10 @@ impl Lexer<'_> {
     }
 
     fn top(&self) -> Frame {
-        self.stack
-            .last()
-            .copied()
-            .unwrap_or(Frame::Bare { parens: 0 })
+        self.stack.last().copied().unwrap_or(Frame::Bare {
+            parens: 0,
+            cases: 0,
+        })
     }
 
     /// The length of an apollo placeholder starting at `at` (`${ours}`), if one does.
@@ -216,8 +229,12 @@ impl Lexer<'_> {
                 self.index += 3;
             }
             (Some(b'('), _) => {
-                self.stack.push(Frame::Bare { parens: 0 });
+                self.stack.push(Frame::Bare {
+                    parens: 0,
+                    cases: 0,
+                });
                 self.word_start = true;
+                self.command_start = true;
                 self.index += 2;
             }
             (Some(b'{'), _) => {
@@ -335,7 +352,7 @@ impl Lexer<'_> {
                 b'$' => self.dollar_of_the_shell(),
                 _ => self.index += 1,
             },
-            Frame::Bare { parens } => self.bare(byte, parens),
+            Frame::Bare { parens, cases } => self.bare(byte, parens, cases),
         }
     }
 
@@ -345,12 +362,55 @@ impl Lexer<'_> {
         }
     }
 
-    fn bare(&mut self, byte: u8, parens: u32) {
+    /// Whether the word `keyword` starts at the current position (and ends there).
+    fn keyword_here(&self, keyword: &str) -> bool {
+        self.text[self.index..].starts_with(keyword)
+            && self
+                .bytes
+                .get(self.index + keyword.len())
+                .is_none_or(|next| {
+                    matches!(
+                        next,
+                        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b')' | b'('
+                    )
+                })
+    }
+
+    fn bare(&mut self, byte: u8, parens: u32, cases: u32) {
         let starts_word = self.word_start;
+        if self.command_start && starts_word {
+            // Reserved words after which a command follows: skipped, still in command
+            // position.
+            for keyword in [
+                "then", "do", "else", "elif", "if", "while", "until", "time", "!", "{",
+            ] {
+                if self.keyword_here(keyword) {
+                    self.index += keyword.len();
+                    return;
+                }
+            }
+            let change = if self.keyword_here("case") {
+                Some(("case", cases + 1))
+            } else if self.keyword_here("esac") {
+                Some(("esac", cases.saturating_sub(1)))
+            } else {
+                None
+            };
+            if let Some((keyword, cases)) = change {
+                self.set_top(Frame::Bare { parens, cases });
+                self.word_start = false;
+                self.command_start = false;
+                self.index += keyword.len();
+                return;
+            }
+        }
         self.word_start = matches!(
             byte,
             b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>'
         );
+        if !matches!(byte, b' ' | b'\t') {
+            self.command_start = matches!(byte, b'\n' | b';' | b'&' | b'|' | b'(' | b')');
+        }
         match byte {
             b'\\' => self.backslash(),
             b'\'' => {
@@ -371,17 +431,22 @@ impl Lexer<'_> {
                 self.index += 1;
             }
             b'(' => {
-                self.set_top(Frame::Bare { parens: parens + 1 });
+                self.set_top(Frame::Bare {
+                    parens: parens + 1,
+                    cases,
+                });
                 self.index += 1;
             }
             b')' => {
-                if parens == 0 && self.stack.len() > 1 {
+                if parens == 0 && cases == 0 && self.stack.len() > 1 {
                     // The end of a `$( … )`.
                     self.stack.pop();
                     self.word_start = false;
                 } else {
+                    // A subshell's end, or a `case` pattern's.
                     self.set_top(Frame::Bare {
                         parens: parens.saturating_sub(1),
+                        cases,
                     });
                 }
                 self.index += 1;
@@ -406,7 +471,8 @@ impl Lexer<'_> {
         while matches!(self.peek(0), Some(b' ' | b'\t')) {
             self.index += 1;
         }
-        // The end marker: a word, its quotes removed.
+        // The end marker: a word, its quotes removed. (A placeholder in it is not recorded:
+        // an unrecorded placeholder cannot be placed.)
         let mut marker = String::new();
         let mut quote: Option<u8> = None;
         while let Some(byte) = self.peek(0) {
@@ -439,6 +505,7 @@ impl Lexer<'_> {
     fn newline(&mut self) {
         self.index += 1;
         self.word_start = true;
+        self.command_start = true;
         let pending = std::mem::take(&mut self.pending);
         for here_document in pending {
             loop {
@@ -689,6 +756,22 @@ mod tests {
                 unsafe_at(Unsafe::Escaped),
                 Placement::Bare
             ]
+        );
+        assert_eq!(
+            placed(
+                "x=\"$(case ${params.a} in a) echo ${params.b};; (b) echo;; esac)\" ${params.c}"
+            ),
+            [Placement::Bare, Placement::Bare, Placement::Bare]
+        );
+        assert_eq!(
+            placed("x=\"$(echo case) ${params.a}\"; if true; then case a in b) ;; esac; fi"),
+            [Placement::Double],
+            "`case` as an argument is no keyword"
+        );
+        assert_eq!(
+            placed("cat <<${params.a}\nbody\n"),
+            [],
+            "a marker's placeholder is not placed (interpolation refuses it)"
         );
         assert_eq!(
             placed(r"echo $'a\'${params.a}' ${params.b}"),
