@@ -149,3 +149,30 @@ fn check_refuses_a_value_in_a_here_document_and_warns_about_raw_and_changed_quot
     let logs = apollo.args(&["logs", "latest", "merge"]).run();
     assert!(logs.stdout.contains("a b -v"), "{}", logs.stdout);
 }
+
+/// A unit whose command changed only because a value is now quoted (as after an upgrade) says
+/// so when it reruns, rather than an unexplained "command execute changed".
+#[test]
+fn explain_says_quoting_changed_when_only_quoting_changed() {
+    let mut apollo = Apollo::new();
+    // The old apollo's command, written as it was: `:raw` writes what it wrote.
+    let pipeline = |placeholder: &str| {
+        format!(
+            "params:\n  files: {{type: string, default: \"a b\"}}\nunits:\n  - name: merge\n    execute: bin/count merge {placeholder}\n  - name: report\n    deps: [merge]\n    execute: test -e markers/go\n"
+        )
+    };
+    apollo.config(&pipeline("${params.files:raw}"));
+    apollo.args(&["run"]).run().code(1);
+    apollo.config(&pipeline("${params.files}"));
+    apollo.file("markers/go", "");
+    let resumed = apollo.args(&["run", "--explain"]).run();
+    resumed.code(0);
+    assert!(
+        resumed.stdout.contains(
+            "command execute changed (quoting changed: values are now quoted, see UPGRADING.md)"
+        ),
+        "{}",
+        resumed.stdout
+    );
+    assert_eq!(apollo.count("merge"), 2);
+}
