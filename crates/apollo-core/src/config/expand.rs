@@ -48,12 +48,17 @@ pub(crate) fn expand(
             _ => None,
         })
         .collect();
+    let variables: BTreeMap<String, String> = rendered
+        .keys()
+        .map(|name| (param_variable(name), name.clone()))
+        .collect();
     let reads = Reads::default();
     let mut expander = Expander {
         source,
         params,
         rendered: &rendered,
         lists: &lists,
+        variables: &variables,
         check_notes,
         env,
         base_dir,
@@ -129,7 +134,6 @@ pub(crate) fn expand(
                 Some(&item),
                 &spec.defaults,
                 &template_label,
-                foreach_param(&foreach.value, &rendered),
             );
             instance.instance = Some(Box::new(Instance {
                 base: name.value.clone(),
@@ -153,26 +157,6 @@ pub(crate) fn expand(
 pub(crate) struct Reads {
     pub(crate) env: std::cell::RefCell<std::collections::BTreeSet<String>>,
     pub(crate) globs: std::cell::RefCell<Vec<(String, Vec<String>)>>,
-}
-
-/// The params a `foreach` takes its items from (`foreach: ${params.regions}`, or an axis of a
-/// mapping written so).
-fn foreach_param<'f>(foreach: &'f Foreach, rendered: &BTreeMap<String, String>) -> Vec<&'f str> {
-    let axes: Vec<&Axis> = match foreach {
-        Foreach::Single(axis) => vec![axis],
-        Foreach::Product(axes) => axes.iter().map(|(_, axis)| axis).collect(),
-    };
-    axes.into_iter()
-        .filter_map(|axis| match axis {
-            Axis::Text(text) => text
-                .value
-                .trim()
-                .strip_prefix("${params.")
-                .and_then(|rest| rest.strip_suffix('}'))
-                .filter(|name| rendered.contains_key(*name)),
-            Axis::List(_) => None,
-        })
-        .collect()
 }
 
 /// The params whose variable `APOLLO_PARAM_<NAME>` a command names (`"$APOLLO_PARAM_DAY"`):
@@ -202,6 +186,8 @@ struct Expander<'e, 's> {
     rendered: &'e BTreeMap<String, String>,
     /// The items of each list param.
     lists: &'e BTreeMap<String, Vec<String>>,
+    /// Each param's variable (`APOLLO_PARAM_DAY`) → its name.
+    variables: &'e BTreeMap<String, String>,
     /// Whether to add the warnings only `apollo check` shows.
     check_notes: bool,
     env: &'e BTreeMap<String, String>,
@@ -251,7 +237,7 @@ impl<'e> Expander<'e, '_> {
     fn plain_unit(&mut self, unit: &mut UnitSpec, position: usize, defaults: &Settings) {
         let name = unit.name.as_ref().map(|name| name.value.clone());
         let label = Label::new(name.as_deref(), position);
-        self.unit(unit, name.as_deref(), None, defaults, &label, Vec::new());
+        self.unit(unit, name.as_deref(), None, defaults, &label);
     }
 
     /// `what` says where, for the message; it is built only when there is a problem.
@@ -348,7 +334,6 @@ impl<'e> Expander<'e, '_> {
         item: Option<&Item>,
         defaults: &Settings,
         label: &dyn std::fmt::Display,
-        foreach_params: Vec<&str>,
     ) {
         let param_reads = RefCell::new(BTreeSet::new());
         let scope = self.scope(name, item, Some(&param_reads));
@@ -388,19 +373,15 @@ impl<'e> Expander<'e, '_> {
         if let Some(condition) = unit.when.take() {
             self.condition(unit, *condition, &scope, label);
         }
-        self.param_variables(unit, param_reads.into_inner(), foreach_params);
+        self.param_variables(unit, param_reads.into_inner());
     }
 
-    /// Gives `unit` `APOLLO_PARAM_<NAME>` for each param it refers to (`read`, those of its
-    /// `foreach`, and those whose variable its commands name), unless its `env` sets the
-    /// variable itself. (Not part of its input hash unless a command names the variable:
+    /// Gives `unit` `APOLLO_PARAM_<NAME>` for each param it refers to (`read`: in a `${…}`,
+    /// and those whose variable its commands name), unless its `env` sets the variable itself.
+    /// (Not for the list param a `foreach` takes its items from: each instance has its item,
+    /// and 100,000 instances would each hold the whole list.) (Not part of its input hash unless a command names the variable:
     /// see [`crate::hash`].)
-    fn param_variables(
-        &mut self,
-        unit: &mut UnitSpec,
-        read: BTreeSet<String>,
-        foreach_params: Vec<&str>,
-    ) {
+    fn param_variables(&mut self, unit: &mut UnitSpec, read: BTreeSet<String>) {
         for (variable, value) in &unit.env {
             self.reserved_variable(variable, value.loc);
         }
@@ -408,17 +389,11 @@ impl<'e> Expander<'e, '_> {
             return;
         }
         let mut referred = read;
-        referred.extend(foreach_params.into_iter().map(str::to_owned));
-        let variables: BTreeMap<String, String> = self
-            .rendered
-            .keys()
-            .map(|name| (param_variable(name), name.clone()))
-            .collect();
         for command in [&unit.prepare, &unit.execute, &unit.cleanup]
             .into_iter()
             .flatten()
         {
-            referred.extend(params_named_in(&command.value, &variables));
+            referred.extend(params_named_in(&command.value, self.variables));
         }
         for name in referred {
             let Some(value) = self.rendered.get(&name) else {
