@@ -84,6 +84,8 @@ mod resolve;
 pub(crate) mod schema;
 mod shell;
 #[cfg(test)]
+mod shell_sh_tests;
+#[cfg(test)]
 mod values_tests;
 mod when;
 
