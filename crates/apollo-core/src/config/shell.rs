@@ -245,8 +245,17 @@ impl Lexer<'_> {
                 self.stack.push(Frame::AnsiQuote);
                 self.index += 2;
             }
-            (Some(_), _) => self.index += 2,
-            (None, _) => self.index += 1,
+            // A parameter: `$HOME`, `$1`, `$#`, `$?`, … (its first character is skipped, so
+            // that `$#` starts no comment).
+            (Some(next), _)
+                if next.is_ascii_alphanumeric()
+                    || matches!(next, b'_' | b'@' | b'*' | b'#' | b'?' | b'-' | b'!') =>
+            {
+                self.index += 2;
+            }
+            // A `$` standing for itself (`"cost: $"`, `$"…"` in dash): what follows is read
+            // as usual.
+            _ => self.index += 1,
         }
     }
 
@@ -703,6 +712,11 @@ mod tests {
         assert_eq!(
             placed("f() { echo ${params.a}; }; (cd x && echo ${params.b})"),
             [Bare, Bare]
+        );
+        assert_eq!(
+            placed("echo \"cost: $\" ${params.a} $\"${params.b}\" $# ${params.c}"),
+            [Bare, Double, Bare],
+            "a `$` standing for itself opens nothing and skips nothing"
         );
         // `$${…}` is a literal, `$$` the shell's pid: neither is a placeholder.
         assert_eq!(

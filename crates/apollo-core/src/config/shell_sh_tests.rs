@@ -45,6 +45,9 @@ proptest! {
             "v=\"$(printf %s. \"${params.x}\")\"; printf %s \"${v%.}\"",
             "v=$(printf %s. '${params.x}'); printf %s \"${v%.}\"",
             "printf %s x${params.x}x",
+            "v=\"$\"\"${params.x}\"; printf %s \"${v#?}\"",
+            "case a in a) printf %s ${params.x};; esac",
+            "v=\"$(case a in a) printf %s. ${params.x};; esac)\"; printf %s \"${v%.}\"",
             "# ${params.x}\nprintf %s ok",
         ] {
             let expected = if template.starts_with('#') {
