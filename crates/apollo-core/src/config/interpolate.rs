@@ -577,7 +577,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn interpolation_never_panics(text in "(\\$|\\{|\\}|[a-z.]|params|item|é| ){0,40}") {
+        fn interpolation_never_panics(text in "(\\$|\\{|\\}|[a-z.]|params|item|:raw|é| |'|\"|`|<<|EOF|\n|\\(|\\)|\\\\|#){0,40}") {
             with_scope(|scope| {
                 let _ = interpolate(&text, scope, Place::Shell);
                 let _ = interpolate(&text, scope, Place::Other);

@@ -535,7 +535,10 @@ impl Lexer<'_> {
                     break;
                 }
                 let mut at = self.index;
-                while let Some(offset) = self.text[at..line_end].find('$') {
+                // (A `${…}` may run past the line's end: `at` then passes it.)
+                while at < line_end
+                    && let Some(offset) = self.text[at..line_end].find('$')
+                {
                     at += offset;
                     if self.text[at..].starts_with("$$") {
                         at += match self.placeholder_at(at + 1) {
@@ -835,9 +838,94 @@ mod tests {
         );
     }
 
+    /// One layer around a placeholder, outside in.
+    #[derive(Debug, Clone, Copy)]
+    enum Layer {
+        Double,
+        Substitution,
+        Case,
+        Word,
+    }
+
+    /// Fragments before the command that the lexer must not be misled by.
+    const PREFIXES: &[&str] = &[
+        "",
+        "echo \"$\" >/dev/null; ",
+        ": '\"' ; ",
+        ": \"'\" ; ",
+        ": \\\" \\' ; ",
+        "# a comment ' \" ( `\n",
+        ": $# $? $$ \"$@\" ; ",
+        ": $(echo ')' \")\") ; ",
+        "case x in (x) : ;; y) : ;; esac; ",
+        "echo case ) 2>/dev/null; ",
+        ": ${HOME:-'}'} \"${HOME#\"}\"}\" ; ",
+        ": $(( 1 + (2) )) ; ",
+        ": `echo \"'\"` ; ",
+        ": <<'EOF'\n' \" $HOME ${x:-(} `\nEOF\n",
+        ": <<-EOF\n\t' \" $(\n\tEOF\n",
+        "f() { : ; } ; ",
+    ];
+
+    /// A command with one placeholder in `layers` (and `single` quotes innermost), and where it
+    /// stands.
+    fn nested(prefix: &str, layers: &[Layer], single: bool) -> (String, Placement) {
+        let mut placement = Placement::Bare;
+        let mut open = String::new();
+        let mut close = String::new();
+        for layer in layers {
+            let (before, after) = match layer {
+                Layer::Double if placement == Placement::Double => continue,
+                Layer::Double => {
+                    placement = Placement::Double;
+                    ("\"<", ">\"")
+                }
+                Layer::Substitution => {
+                    placement = Placement::Bare;
+                    ("$(printf %s. ", ")")
+                }
+                Layer::Case => {
+                    placement = Placement::Bare;
+                    ("$(case a in a) printf %s ", ";; esac)")
+                }
+                Layer::Word => ("x", "y"),
+            };
+            open.push_str(before);
+            close.insert_str(0, after);
+        }
+        if single {
+            open.push('\'');
+            close.insert(0, '\'');
+            if placement == Placement::Bare {
+                placement = Placement::Single;
+            }
+        }
+        (
+            format!("{prefix}printf '<%s>' {open}${{params.x}}{close}"),
+            placement,
+        )
+    }
+
     proptest! {
+        /// The lexer places a placeholder where the shell reads it, through nested quotes,
+        /// substitutions, `case` and misleading text before it.
         #[test]
-        fn the_lexer_never_panics(script in "(\\$|\\{|\\}|\\(|\\)|'|\"|`|<<|\\\\|#|\n|[a-z.]|params.x| |é){0,40}") {
+        fn placeholders_are_placed_where_the_shell_reads_them(
+            prefix in prop::sample::select(PREFIXES),
+            layers in prop::collection::vec(
+                prop::sample::select(&[Layer::Double, Layer::Substitution, Layer::Case, Layer::Word][..]),
+                0..5,
+            ),
+            single in any::<bool>(),
+        ) {
+            let (script, expected) = nested(prefix, &layers, single);
+            let found = placements(&script);
+            prop_assert_eq!(found.len(), 1, "{}", script);
+            prop_assert_eq!(found[0].1, expected, "{}", script);
+        }
+
+        #[test]
+        fn the_lexer_never_panics(script in "(\\$|\\{|\\}|\\(|\\)|'|\"|`|<<|EOF|\\\\|#|\n|[a-z.]|params.x| |é){0,40}") {
             let _ = placements(&script);
         }
     }
