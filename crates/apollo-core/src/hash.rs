@@ -618,7 +618,7 @@ const MAX_QUOTED_WORDS_TRIED: usize = 10;
 /// Whether `command` differs from the command that hashed to `old_hash` only by single-quoted
 /// words that were unquoted there — what an upgrade to an apollo that quotes values in shell
 /// commands changes (DESIGN §18): `./x.sh 'a b'` now, `./x.sh a b` then. Tries every subset of
-/// the command's first [`MAX_QUOTED_WORDS_TRIED`] single-quoted words; a match means the two
+/// the command's first 10 single-quoted words; a match means the two
 /// texts differ by those quotes and nothing else.
 pub fn only_quoting_changed(command: &Command, old_hash: &str) -> bool {
     let Command::Shell(script) = command else {
