@@ -176,3 +176,46 @@ fn explain_says_quoting_changed_when_only_quoting_changed() {
     );
     assert_eq!(apollo.count("merge"), 2);
 }
+
+/// `apollo diff` between a run of the old command and one of the quoted command says the
+/// command changed by quoting alone.
+#[test]
+fn diff_says_quoting_changed_when_only_quoting_changed() {
+    let mut apollo = Apollo::new();
+    let pipeline = |placeholder: &str| {
+        format!(
+            "params:\n  files: {{type: string, default: \"a b\"}}\nunits:\n  - name: merge\n    execute: bin/count merge {placeholder}\n  - name: other\n    execute: bin/count other\n"
+        )
+    };
+    apollo.config(&pipeline("${params.files:raw}"));
+    apollo.args(&["run"]).run().code(0);
+    apollo.config(&pipeline("${params.files}"));
+    apollo.args(&["run"]).run().code(0);
+    let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
+    assert!(
+        diff.stdout.contains(
+            "command execute changed (quoting changed: values are now quoted, see UPGRADING.md)"
+        ),
+        "{}",
+        diff.stdout
+    );
+    let json = apollo
+        .args(&["diff", "latest~1", "latest", "--format", "json"])
+        .run();
+    assert!(
+        json.stdout.contains(r#""quoting_only": true"#),
+        "{}",
+        json.stdout
+    );
+
+    // A command changed otherwise says only that it changed.
+    apollo.config(&pipeline("${params.files} c"));
+    apollo.args(&["run"]).run().code(0);
+    let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
+    assert!(
+        diff.stdout.contains("command execute changed"),
+        "{}",
+        diff.stdout
+    );
+    assert!(!diff.stdout.contains("quoting changed"), "{}", diff.stdout);
+}
