@@ -69,7 +69,9 @@ impl Unsafe {
             Unsafe::ParameterExpansion => "inside a shell parameter expansion `${VAR…}`",
             Unsafe::AnsiQuote => "inside `$'…'`",
             Unsafe::Escaped => "right after a `\\`",
-            Unsafe::Unrecognised => "where apollo cannot tell how the shell reads it",
+            Unsafe::Unrecognised => {
+                "in a part apollo does not follow (such as a here-document's end marker)"
+            }
         }
     }
 }

@@ -181,7 +181,7 @@ fn a_placeholder_that_cannot_be_placed_is_an_error_whatever_its_value() {
         ("echo $(( ${params.x} + 1 ))", "arithmetic"),
         ("echo `echo ${params.x}`", "backticks"),
         ("echo ${X:-${params.x}}", "parameter expansion"),
-        ("cat <<${params.x}\n      EOF", "cannot tell"),
+        ("cat <<${params.x}\n      EOF", "does not follow"),
     ] {
         let yaml = format!(
             "params:\n  x: {{type: string, default: a}}\nunits:\n  - name: u\n    execute: {execute}\n"
