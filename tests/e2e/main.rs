@@ -24,3 +24,4 @@ mod run;
 mod signals;
 mod slurm;
 mod state_dir;
+mod values;

@@ -584,6 +584,118 @@ pub fn command_hash(command: &Command) -> String {
     canonical.finish()
 }
 
+/// Whether the variable `name` of `unit.env` is part of its input hash: every variable but an
+/// `APOLLO_PARAM_<NAME>` its commands do not name. The loader gives a unit that variable for
+/// each param it uses; when it uses it as `${params.name}`, the value is in its definition
+/// already (so adding the variable changed no hash), and when a command reads
+/// `"$APOLLO_PARAM_NAME"`, the command names it and the value is hashed here.
+pub fn env_is_hashed(unit: &Unit, name: &str) -> bool {
+    if !name.starts_with("APOLLO_PARAM_") {
+        return true;
+    }
+    let names_it = |text: &str| {
+        text.match_indices(name).any(|(at, _)| {
+            !text[at + name.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    [
+        unit.prepare.as_ref(),
+        Some(&unit.execute),
+        unit.cleanup.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|command| match command {
+        Command::Shell(script) => names_it(script),
+        Command::Argv(argv) => argv.iter().any(|argument| names_it(argument)),
+    })
+}
+
+/// At most this many single-quoted words of a command are tried unquoted (2^n hashes) by
+/// [`only_quoting_changed`].
+const MAX_QUOTED_WORDS_TRIED: usize = 10;
+
+/// Whether `command` differs from the command that hashed to `old_hash` only by single-quoted
+/// words that were unquoted there — what an upgrade to an apollo that quotes values in shell
+/// commands changes (DESIGN §18): `./x.sh 'a b'` now, `./x.sh a b` then. Tries every subset of
+/// the command's first 10 single-quoted words; a match means the two
+/// texts differ by those quotes and nothing else.
+pub fn only_quoting_changed(command: &Command, old_hash: &str) -> bool {
+    let Command::Shell(script) = command else {
+        return false;
+    };
+    let words = single_quoted_words(script);
+    if words.is_empty() {
+        return false;
+    }
+    let words = &words[..words.len().min(MAX_QUOTED_WORDS_TRIED)];
+    (1_u32..1 << words.len()).any(|subset| {
+        let mut unquoted = String::with_capacity(script.len());
+        let mut from = 0;
+        for (index, (start, end)) in words.iter().enumerate() {
+            if subset & (1 << index) == 0 {
+                continue;
+            }
+            unquoted.push_str(&script[from..*start]);
+            unquoted.push_str(&script[start + 1..end - 1].replace(r"'\''", "'"));
+            from = *end;
+        }
+        unquoted.push_str(&script[from..]);
+        command_hash(&Command::Shell(unquoted)) == old_hash
+    })
+}
+
+/// The byte ranges of the single-quoted words of `script` as apollo writes them (`'…'`, a `'`
+/// inside as `'\''`).
+fn single_quoted_words(script: &str) -> Vec<(usize, usize)> {
+    let mut words = Vec::new();
+    let mut index = 0;
+    while let Some(offset) = script[index..].find('\'') {
+        let start = index + offset;
+        let Some(length) = script[start + 1..].find('\'') else {
+            break;
+        };
+        let mut end = start + 1 + length + 1;
+        // `'it'\''s'` is one word.
+        while script[end..].starts_with(r"\''") {
+            match script[end + 3..].find('\'') {
+                Some(length) => end = end + 3 + length + 1,
+                None => break,
+            }
+        }
+        words.push((start, end));
+        index = end;
+    }
+    words
+}
+
+/// Adds "(quoting changed …)" to each "command PHASE changed" of `changes` that
+/// [`only_quoting_changed`] explains, given the unit now and the components recorded before.
+pub fn explain_quoting_changes(changes: &mut [String], unit: &Unit, before: &[InputComponent]) {
+    for change in changes.iter_mut() {
+        let Some(phase) = change
+            .strip_prefix("command ")
+            .and_then(|rest| rest.strip_suffix(" changed"))
+        else {
+            continue;
+        };
+        let command = match phase {
+            "prepare" => unit.prepare.as_ref(),
+            "execute" => Some(&unit.execute),
+            "cleanup" => unit.cleanup.as_ref(),
+            _ => None,
+        };
+        let old = before
+            .iter()
+            .find(|component| component.kind == InputKind::Command && component.name == phase);
+        if let (Some(command), Some(old)) = (command, old)
+            && only_quoting_changed(command, &old.hash)
+        {
+            change.push_str(" (quoting changed: values are now quoted, see UPGRADING.md)");
+        }
+    }
+}
+
 /// The hash recorded for a declared input file that does not exist, so that its appearing
 /// later counts as a change.
 pub fn missing_file_hash() -> String {
@@ -799,6 +911,9 @@ pub fn input_files_within(
         }
     }
     for (name, value) in &unit.env {
+        if !env_is_hashed(unit, name) {
+            continue;
+        }
         components.push(InputComponent {
             kind: InputKind::Env,
             name: name.clone(),
@@ -1158,6 +1273,92 @@ mod tests {
                 "input file a.csv changed",
                 "env TZ added",
                 "upstream fetch output removed"
+            ]
+        );
+    }
+
+    /// A param used as `${params.x}` is in the command already: the `APOLLO_PARAM_X` a unit
+    /// now receives changes no input hash. A command reading the variable hashes it.
+    #[test]
+    fn param_variables_are_hashed_only_when_a_command_names_them() {
+        let load = |execute: &str, day: &str| {
+            let yaml = format!(
+                "params:\n  day: {{type: string, default: x}}\n  dayx: {{type: string, default: y}}\nunits:\n  - name: u\n    execute: '{execute}'\n"
+            );
+            let options = crate::config::LoadOptions::default()
+                .params(vec![crate::config::ParamOverride::text("day", day, "-p")]);
+            crate::config::load_str_with(&yaml, Path::new("/p/pipeline.yaml"), &options)
+                .unwrap()
+                .pipeline
+                .units
+                .remove(0)
+        };
+        let env_names = |unit: &Unit| -> Vec<String> {
+            input_components(unit, Path::new("/p"), &[])
+                .unwrap()
+                .into_iter()
+                .filter(|component| component.kind == InputKind::Env)
+                .map(|component| component.name)
+                .collect()
+        };
+        let by_placeholder = load("echo ${params.day}", "2026-11-30");
+        assert_eq!(by_placeholder.env["APOLLO_PARAM_DAY"], "2026-11-30");
+        assert!(env_names(&by_placeholder).is_empty());
+        let plain = load("echo 2026-11-30", "2026-11-30");
+        assert_eq!(
+            input_components(&by_placeholder, Path::new("/p"), &[]).unwrap(),
+            input_components(&plain, Path::new("/p"), &[]).unwrap(),
+            "the same command, the same input hash"
+        );
+        let by_variable = load(r#"echo "$APOLLO_PARAM_DAY""#, "2026-11-30");
+        assert_eq!(by_variable.env["APOLLO_PARAM_DAY"], "2026-11-30");
+        assert!(!by_variable.env.contains_key("APOLLO_PARAM_DAYX"));
+        assert_eq!(env_names(&by_variable), ["APOLLO_PARAM_DAY"]);
+        let other_day = load(r#"echo "$APOLLO_PARAM_DAY""#, "2026-12-01");
+        assert_ne!(
+            input_components(&by_variable, Path::new("/p"), &[]).unwrap(),
+            input_components(&other_day, Path::new("/p"), &[]).unwrap(),
+            "a change of the value reruns a unit that reads it from its environment"
+        );
+    }
+
+    #[test]
+    fn a_change_of_quoting_alone_is_named() {
+        let old = |script: &str| command_hash(&Command::Shell(script.to_owned()));
+        let now = Command::Shell(r"./x.sh 'fixed' 'a b' 'it'\''s' c".to_owned());
+        assert!(only_quoting_changed(
+            &now,
+            &old("./x.sh 'fixed' a b it's c")
+        ));
+        assert!(only_quoting_changed(
+            &now,
+            &old("./x.sh 'fixed' 'a b' it's c")
+        ));
+        assert!(!only_quoting_changed(
+            &now,
+            &old("./x.sh 'fixed' a b its c")
+        ));
+        assert!(!only_quoting_changed(
+            &now,
+            &old(r"./x.sh 'fixed' 'a b' 'it'\''s' c")
+        ));
+        let mut unit = unit_with(&[], &[]);
+        unit.execute = now;
+        let before = [InputComponent {
+            kind: InputKind::Command,
+            name: "execute".to_owned(),
+            hash: old("./x.sh fixed a b it's c"),
+        }];
+        let mut changes = vec![
+            "command execute changed".to_owned(),
+            "env A added".to_owned(),
+        ];
+        explain_quoting_changes(&mut changes, &unit, &before);
+        assert_eq!(
+            changes,
+            [
+                "command execute changed (quoting changed: values are now quoted, see UPGRADING.md)",
+                "env A added"
             ]
         );
     }

@@ -35,7 +35,8 @@ fn check_output(path: &Path) -> (String, bool, usize) {
     let options = config::LoadOptions::default()
         .params(params)
         .env(Default::default())
-        .today("2026-12-01");
+        .today("2026-12-01")
+        .check_notes(true);
     match config::load_with(path, &options) {
         Ok(loaded) => {
             let mut out = render_all(&loaded.warnings);

@@ -3,11 +3,11 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use apollo_core::Record;
 use apollo_core::event::{
     Event, FileSide, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason,
     UnitFinished, Verdict,
 };
+use apollo_core::{Command, Record};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -113,6 +113,13 @@ pub struct InputChange {
     pub name: String,
     /// How it differs.
     pub change: ComponentChange,
+    /// For a changed command: it differs from run A's only because values are now quoted
+    /// (DESIGN §18; see [`RunDiff::mark_quoting_changes`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub quoting_only: bool,
+    /// Run A's hash of a changed component.
+    #[serde(skip)]
+    hash_a: Option<String>,
 }
 
 impl InputChange {
@@ -130,6 +137,10 @@ impl InputChange {
                 format!("upstream {} output changed", self.name)
             }
             (InputKind::Upstream, _) => format!("dependency on {} {change}", self.name),
+            (InputKind::Command, _) if self.quoting_only => format!(
+                "command {} {change} (quoting changed: values are now quoted, see UPGRADING.md)",
+                self.name
+            ),
             (InputKind::Command, _) => format!("command {} {change}", self.name),
             (InputKind::Env, _) => format!("env {} {change}", self.name),
         }
@@ -796,7 +807,8 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
         .collect();
     let mut changes = Vec::new();
     for component in b {
-        let change = match by_key.get(&(component.kind, component.name.as_str())) {
+        let hash_a = by_key.get(&(component.kind, component.name.as_str()));
+        let change = match hash_a {
             Some(hash_a) if *hash_a == component.hash => continue,
             Some(_) => ComponentChange::Changed,
             None => ComponentChange::Added,
@@ -805,6 +817,8 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
             kind: component.kind,
             name: component.name.clone(),
             change,
+            quoting_only: false,
+            hash_a: hash_a.map(|hash| (*hash).to_owned()),
         });
     }
     let in_b: HashSet<(InputKind, &str)> = (b.iter())
@@ -816,6 +830,8 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
                 kind: component.kind,
                 name: component.name.clone(),
                 change: ComponentChange::Removed,
+                quoting_only: false,
+                hash_a: None,
             });
         }
     }
@@ -823,6 +839,26 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
 }
 
 impl RunDiff {
+    /// Marks each command of run B that differs from run A's only because values are now
+    /// quoted in shell commands (an upgrade: DESIGN §18), given run B's commands: `command`
+    /// returns unit `name`'s command of phase `phase` (`prepare`, `execute`, `cleanup`) as run
+    /// B's definition has it.
+    pub fn mark_quoting_changes(&mut self, command: &dyn Fn(&str, &str) -> Option<Command>) {
+        for unit in &mut self.units {
+            for change in &mut unit.input_changes {
+                if change.kind != InputKind::Command || change.change != ComponentChange::Changed {
+                    continue;
+                }
+                if let (Some(hash_a), Some(command_b)) =
+                    (&change.hash_a, command(&unit.unit, &change.name))
+                {
+                    change.quoting_only =
+                        apollo_core::hash::only_quoting_changed(&command_b, hash_a);
+                }
+            }
+        }
+    }
+
     /// Compares run A (before) with run B (after).
     ///
     /// A unit whose input list is in an input manifest is compared by its hashes only (see

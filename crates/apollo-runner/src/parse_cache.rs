@@ -400,6 +400,7 @@ fn key(config: &Path, bytes: &[u8], options: &LoadOptions) -> Option<String> {
         "env_given": options.env.is_some(),
         "today": options.today,
         "placeholders": options.placeholders,
+        "check_notes": options.check_notes,
     });
     Some(sha256_hex(described.to_string().as_bytes()))
 }

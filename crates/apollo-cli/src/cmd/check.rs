@@ -68,7 +68,8 @@ pub(crate) fn run(
             &args.params,
             args.params_file.as_deref(),
         )?)
-        .placeholders(true);
+        .placeholders(true)
+        .check_notes(true);
     let (pipeline, mut diagnostics) =
         match crate::memory::freeing_at_once(|| config::load_with(&path, &options)) {
             Ok(loaded) => (Some(loaded.pipeline), loaded.warnings),

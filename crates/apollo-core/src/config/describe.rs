@@ -125,7 +125,7 @@ pub(crate) const TOP_LEVEL: [Key; 15] = [
     key(
         "params",
         Shape::Params,
-        "Typed run parameters, used as ${params.NAME}; set with `apollo run -p NAME=VALUE`.",
+        "Typed run parameters, used as ${params.NAME} (in a shell command quoted for its place; ${params.NAME:raw} unquoted, at your risk) and received by the units using them as APOLLO_PARAM_NAME; set with `apollo run -p NAME=VALUE`.",
     ),
     key(
         "include",

@@ -7,15 +7,16 @@
 //! `${unit.name}` there means each unit) and `deps`. A `deps` entry naming a fan-out unit
 //! means all its instances.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use super::fanout::{Axis, Foreach, Instance, glob_items, glob_key, key_of, product};
-use super::interpolate::{Item, Place, Problem, Scope, interpolate};
+use super::interpolate::{Item, Place, Problem, Scope, interpolate, param_variable};
 use super::params::{Params, render};
 use super::schema::{Label, Settings, Sp, Spec, UnitSpec};
 use super::when::{self, When};
-use crate::diagnostic::{Diagnostic, Loc, SourceFile};
+use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::{Command, unit_folder_name};
 
 /// Expands and interpolates `spec` in place; returns what was wrong, and what it read.
@@ -25,6 +26,7 @@ pub(crate) fn expand(
     env: &BTreeMap<String, String>,
     source: &SourceFile<'_>,
     base_dir: &Path,
+    check_notes: bool,
 ) -> (Vec<Diagnostic>, Reads) {
     let rendered: BTreeMap<String, String> = spec
         .params
@@ -37,19 +39,38 @@ pub(crate) fn expand(
             (param.name.value.clone(), value)
         })
         .collect();
+    let lists: BTreeMap<String, Vec<String>> = params
+        .iter()
+        .filter_map(|(name, value)| match value {
+            serde_json::Value::Array(items) => {
+                Some((name.clone(), items.iter().map(render).collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    let variables: BTreeMap<String, String> = rendered
+        .keys()
+        .map(|name| (param_variable(name), name.clone()))
+        .collect();
     let reads = Reads::default();
     let mut expander = Expander {
         source,
         params,
         rendered: &rendered,
+        lists: &lists,
+        variables: &variables,
+        check_notes,
         env,
         base_dir,
         diagnostics: Vec::new(),
         reads: &reads,
         reported: HashSet::new(),
     };
-    let pipeline_scope = expander.scope(None, None);
+    let pipeline_scope = expander.scope(None, None, None);
     let mut pipeline_env = std::mem::take(&mut spec.env);
+    for (name, value) in &pipeline_env {
+        expander.reserved_variable(name, value.loc);
+    }
     for (name, value) in &mut pipeline_env {
         expander.text(value, &pipeline_scope, Place::Other, &|| {
             format!("`{name}` in the pipeline `env`")
@@ -138,10 +159,37 @@ pub(crate) struct Reads {
     pub(crate) globs: std::cell::RefCell<Vec<(String, Vec<String>)>>,
 }
 
+/// The params whose variable `APOLLO_PARAM_<NAME>` a command names (`"$APOLLO_PARAM_DAY"`):
+/// the unit receives them as if it referred to them with `${params.…}`.
+fn params_named_in(command: &Command, variables: &BTreeMap<String, String>) -> Vec<String> {
+    let texts: Vec<&str> = match command {
+        Command::Shell(script) => vec![script.as_str()],
+        Command::Argv(argv) => argv.iter().map(String::as_str).collect(),
+    };
+    let mut named = Vec::new();
+    for text in texts {
+        for (at, _) in text.match_indices("APOLLO_PARAM_") {
+            let end = text[at..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(text.len(), |offset| at + offset);
+            if let Some(param) = variables.get(&text[at..end]) {
+                named.push(param.clone());
+            }
+        }
+    }
+    named
+}
+
 struct Expander<'e, 's> {
     source: &'e SourceFile<'s>,
     params: &'e Params,
     rendered: &'e BTreeMap<String, String>,
+    /// The items of each list param.
+    lists: &'e BTreeMap<String, Vec<String>>,
+    /// Each param's variable (`APOLLO_PARAM_DAY`) → its name.
+    variables: &'e BTreeMap<String, String>,
+    /// Whether to add the warnings only `apollo check` shows.
+    check_notes: bool,
     env: &'e BTreeMap<String, String>,
     base_dir: &'e Path,
     diagnostics: Vec<Diagnostic>,
@@ -153,12 +201,20 @@ struct Expander<'e, 's> {
 }
 
 impl<'e> Expander<'e, '_> {
-    fn scope<'x>(&self, unit: Option<&'x str>, item: Option<&'x Item>) -> Scope<'x>
+    fn scope<'x>(
+        &self,
+        unit: Option<&'x str>,
+        item: Option<&'x Item>,
+        param_reads: Option<&'x RefCell<BTreeSet<String>>>,
+    ) -> Scope<'x>
     where
         'e: 'x,
     {
         Scope {
             params: self.rendered,
+            lists: self.lists,
+            param_reads,
+            check_notes: self.check_notes,
             env: self.env,
             env_reads: Some(&self.reads.env),
             unit,
@@ -195,9 +251,16 @@ impl<'e> Expander<'e, '_> {
                 .source
                 .find_after(loc, &problem.token, problem.occurrence)
                 .unwrap_or(loc);
-            let mut diagnostic =
-                self.source
-                    .error(problem.code, at, format!("{} ({what})", problem.message));
+            let mut diagnostic = match problem.severity {
+                Severity::Error => {
+                    self.source
+                        .error(problem.code, at, format!("{} ({what})", problem.message))
+                }
+                Severity::Warning => {
+                    self.source
+                        .warning(problem.code, at, format!("{} ({what})", problem.message))
+                }
+            };
             if let Some(hint) = problem.hint {
                 diagnostic = diagnostic.with_hint(hint);
             }
@@ -272,7 +335,8 @@ impl<'e> Expander<'e, '_> {
         defaults: &Settings,
         label: &dyn std::fmt::Display,
     ) {
-        let scope = self.scope(name, item);
+        let param_reads = RefCell::new(BTreeSet::new());
+        let scope = self.scope(name, item, Some(&param_reads));
         let in_unit = |key: &str| format!("in `{key}` of {label}");
         for (key, command) in [
             ("prepare", &mut unit.prepare),
@@ -308,6 +372,52 @@ impl<'e> Expander<'e, '_> {
         }
         if let Some(condition) = unit.when.take() {
             self.condition(unit, *condition, &scope, label);
+        }
+        self.param_variables(unit, param_reads.into_inner());
+    }
+
+    /// Gives `unit` `APOLLO_PARAM_<NAME>` for each param it refers to (`read`: in a `${…}`,
+    /// and those whose variable its commands name), unless its `env` sets the variable itself.
+    /// (Not for the list param a `foreach` takes its items from: each instance has its item,
+    /// and 100,000 instances would each hold the whole list.) (Not part of its input hash unless a command names the variable:
+    /// see [`crate::hash`].)
+    fn param_variables(&mut self, unit: &mut UnitSpec, read: BTreeSet<String>) {
+        for (variable, value) in &unit.env {
+            self.reserved_variable(variable, value.loc);
+        }
+        if self.rendered.is_empty() {
+            return;
+        }
+        let mut referred = read;
+        for command in [&unit.prepare, &unit.execute, &unit.cleanup]
+            .into_iter()
+            .flatten()
+        {
+            referred.extend(params_named_in(&command.value, self.variables));
+        }
+        for name in referred {
+            let Some(value) = self.rendered.get(&name) else {
+                continue;
+            };
+            unit.env.entry(param_variable(&name)).or_insert_with(|| Sp {
+                value: value.clone(),
+                loc: Loc::default(),
+            });
+        }
+    }
+
+    /// `APOLLO_PARAM_…` is apollo's to set: an `env` entry of that name is an error.
+    fn reserved_variable(&mut self, variable: &str, loc: Loc) {
+        if variable.starts_with("APOLLO_PARAM_") {
+            self.push(
+                self.source
+                    .error(
+                        "reserved-variable",
+                        loc,
+                        format!("`{variable}` in `env` is set by apollo from the params"),
+                    )
+                    .with_hint("a unit receives `APOLLO_PARAM_<NAME>` for each param it uses; name your variable differently"),
+            );
         }
     }
 
@@ -442,7 +552,7 @@ impl<'e> Expander<'e, '_> {
     /// One axis's (key, value) pairs.
     fn axis(&mut self, axis: &Axis, label: &str) -> Option<Vec<(String, String)>> {
         let what = format!("in `foreach` of {label}");
-        let scope = self.scope(None, None);
+        let scope = self.scope(None, None, None);
         match axis {
             Axis::List(items) => {
                 let mut values = Vec::with_capacity(items.len());

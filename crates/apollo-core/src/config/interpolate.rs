@@ -12,11 +12,18 @@
 //! `${APOLLO_RUN_ID}`, which every unit has in its environment; elsewhere it is an error.
 //! So the run id never enters a unit's input hash: it is the same for every attempt of a run,
 //! and a resume is unaffected.
+//!
+//! In a shell command a value never becomes code (DESIGN §18): it is written for where it
+//! stands (see [`super::shell`]); a placeholder where no writing is safe (a here-document,
+//! `$(( ))`, backticks, `${VAR:-…}`) is an error. `${params.x:raw}` (any namespace) writes the
+//! value as it is — the explicit, documented hazard. Elsewhere (argument vectors, env values,
+//! paths) a value is one string already and is written as it is.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::diagnostic::closest_or_near;
+use super::shell::{self, Placement, Unsafe, Value};
+use crate::diagnostic::{Severity, closest_or_near};
 
 /// The namespaces apollo interpolates.
 pub(crate) const NAMESPACES: &[&str] = &["params", "env", "unit", "run", "item"];
@@ -35,6 +42,14 @@ pub(crate) struct Scope<'a> {
     /// Every declared param, rendered (a required param that has no value renders empty; its
     /// absence is reported once, elsewhere).
     pub(crate) params: &'a BTreeMap<String, String>,
+    /// The items of each list param (a list is written item by item in a shell command).
+    pub(crate) lists: &'a BTreeMap<String, Vec<String>>,
+    /// Where the names of the params referred to are noted (a unit receives
+    /// `APOLLO_PARAM_<NAME>` for each).
+    pub(crate) param_reads: Option<&'a std::cell::RefCell<std::collections::BTreeSet<String>>>,
+    /// Whether to warn about what only `apollo check` points out (`:raw` values, and values
+    /// whose meaning quoting changed).
+    pub(crate) check_notes: bool,
     pub(crate) env: &'a BTreeMap<String, String>,
     /// Where the names of the environment variables looked up are noted (see
     /// [`LoadReads::env`](super::LoadReads::env)).
@@ -64,9 +79,10 @@ pub(crate) enum Place {
     Other,
 }
 
-/// A `${…}` that cannot be resolved.
+/// A `${…}` that cannot be resolved or placed (an error), or that deserves a warning.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problem {
+    pub(crate) severity: Severity,
     /// The whole reference as written, `${params.dya}`: the diagnostic points at it.
     pub(crate) token: String,
     /// Which occurrence of `token` in the text (from 0).
@@ -87,6 +103,12 @@ pub(crate) fn interpolate<'t>(
     }
     let mut out = String::with_capacity(text.len() + 16);
     let mut problems: Vec<Problem> = Vec::new();
+    // Where each placeholder of a shell command stands, by byte offset, in order.
+    let placements = match place {
+        Place::Shell => shell::placements(text),
+        Place::Other => Vec::new(),
+    };
+    let mut placements = placements.into_iter().peekable();
     let mut rest = text;
     while let Some(dollar) = rest.find('$') {
         out.push_str(&rest[..dollar]);
@@ -113,19 +135,62 @@ pub(crate) fn interpolate<'t>(
         };
         let token = &rest[..inner.len() + 3];
         if !is_ours(inner) {
-            out.push_str(token);
+            // The shell's `${…}`; its inside may hold one of ours (`${X:-${params.x}}`),
+            // which is interpolated (and, in a shell command, refused: it cannot be placed).
+            out.push_str("${");
+            rest = &rest[2..];
+            continue;
         } else {
-            match resolve(inner, scope, place) {
-                Ok(value) => out.push_str(&value),
-                Err((code, message, hint)) => {
-                    let occurrence = problems.iter().filter(|p| p.token == token).count();
-                    problems.push(Problem {
-                        token: token.to_owned(),
-                        occurrence,
-                        code,
-                        message,
-                        hint,
-                    });
+            let offset = text.len() - rest.len();
+            let placement = match place {
+                Place::Shell => {
+                    while placements.next_if(|(at, _)| *at < offset).is_some() {}
+                    // A placeholder the lexer did not place is one it does not follow.
+                    Some(
+                        placements
+                            .next_if(|(at, _)| *at == offset)
+                            .map_or(Placement::Unsafe(Unsafe::Unrecognised), |(_, placement)| {
+                                placement
+                            }),
+                    )
+                }
+                Place::Other => None,
+            };
+            let mut problem = |severity, (code, message, hint): Failure| {
+                let occurrence = problems.iter().filter(|p| p.token == token).count();
+                problems.push(Problem {
+                    severity,
+                    token: token.to_owned(),
+                    occurrence,
+                    code,
+                    message,
+                    hint,
+                });
+            };
+            let (name, raw) = match inner.strip_suffix(":raw") {
+                Some(name) => (name, true),
+                None => (inner, false),
+            };
+            match resolve(name, scope, place) {
+                Ok(resolved) => match placement {
+                    None => out.push_str(&resolved.raw()),
+                    Some(placement) => {
+                        match write_in_shell(&resolved, placement, raw, name, scope) {
+                            Ok((written, notes)) => {
+                                out.push_str(&written);
+                                for note in notes {
+                                    problem(Severity::Warning, note);
+                                }
+                            }
+                            Err(failure) => {
+                                problem(Severity::Error, failure);
+                                out.push_str(token);
+                            }
+                        }
+                    }
+                },
+                Err(failure) => {
+                    problem(Severity::Error, failure);
                     out.push_str(token);
                 }
             }
@@ -144,9 +209,9 @@ fn reference(text: &str) -> Option<&str> {
 }
 
 /// Whether `${inner}` is apollo's: `item`, or `name.rest` with an identifier before the dot
-/// (shell parameter names never hold a `.`).
-fn is_ours(inner: &str) -> bool {
-    if inner == "item" {
+/// (shell parameter names never hold a `.`); either may end in `:raw`.
+pub(crate) fn is_ours(inner: &str) -> bool {
+    if inner == "item" || inner == "item:raw" {
         return true;
     }
     let Some((namespace, _)) = inner.split_once('.') else {
@@ -161,6 +226,149 @@ fn is_ours(inner: &str) -> bool {
 
 type Failure = (&'static str, String, Option<String>);
 
+/// What a `${…}` stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Resolved {
+    /// A value.
+    Text(String),
+    /// A list param's items.
+    List(Vec<String>),
+    /// Shell syntax that expands to the value when the unit runs (`${run.id}`): never code.
+    Expansion(String),
+}
+
+impl Resolved {
+    /// The text as written before values were quoted (a list's items joined by spaces).
+    fn raw(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Resolved::Text(text) | Resolved::Expansion(text) => text.as_str().into(),
+            Resolved::List(items) => items.join(" ").into(),
+        }
+    }
+}
+
+/// The name of the environment variable a unit receives a param in: `APOLLO_PARAM_` and the
+/// name in upper case, any other character than a letter or digit as `_`.
+pub(crate) fn param_variable(name: &str) -> String {
+    let mut variable = String::with_capacity(name.len() + 13);
+    variable.push_str("APOLLO_PARAM_");
+    variable.extend(name.chars().map(|c| {
+        if c.is_ascii_alphanumeric() {
+            c.to_ascii_uppercase()
+        } else {
+            '_'
+        }
+    }));
+    variable
+}
+
+/// `resolved` written for `placement` in a shell command (`name` is the reference without
+/// `${}`), with warnings for `apollo check`; `Err` where it cannot be placed.
+fn write_in_shell(
+    resolved: &Resolved,
+    placement: Placement,
+    raw: bool,
+    name: &str,
+    scope: &Scope<'_>,
+) -> Result<(String, Vec<Failure>), Failure> {
+    let mut notes = Vec::new();
+    let value = match resolved {
+        Resolved::Expansion(expansion) => {
+            // `${APOLLO_RUN_ID}` is expanded by the shell, never parsed as code; inside `'…'`
+            // the quote is closed around it so it is expanded at all.
+            return Ok((
+                match placement {
+                    Placement::Single => format!("'\"{expansion}\"'"),
+                    _ => expansion.clone(),
+                },
+                notes,
+            ));
+        }
+        Resolved::Text(text) => Value::Text(text),
+        Resolved::List(items) => Value::List(items),
+    };
+    if raw {
+        if scope.check_notes {
+            notes.push((
+                "raw-value",
+                format!("`${{{name}:raw}}` writes its value into the shell command as it is: a value holding `;`, `$(…)`, a quote or a newline runs as code"),
+                Some(format!("drop `:raw` to have apollo quote the value{}", variable_hint(name).map_or_else(String::new, |hint| format!(", or {hint}")))),
+            ));
+        }
+        return Ok((value.raw().into_owned(), notes));
+    }
+    match shell::quote(value, placement) {
+        Ok(written) => {
+            let before = value.raw();
+            let changed = match value {
+                Value::Text(text) => shell::meaning_changed(text, placement),
+                // Each item was a word of its own only if it was one word.
+                Value::List(items) => items
+                    .iter()
+                    .any(|item| shell::meaning_changed(item, placement)),
+            };
+            // (A unit name is never split; its `[…]` globbed only by accident.)
+            if scope.check_notes && written != before && changed && !name.starts_with("unit.") {
+                let was = match placement {
+                    Placement::Double => "was expanded by the shell (`$`, `` ` ``, `\\`)",
+                    Placement::Single => "ended the quotes around it",
+                    _ => "was split into words, globbed, or run as shell syntax",
+                };
+                let what = match value {
+                    Value::Text(_) => format!(
+                        "the value of `${{{name}}}` is now quoted and reaches the command as one value"
+                    ),
+                    Value::List(_) => format!(
+                        "the items of `${{{name}}}` are now quoted and reach the command as one word each"
+                    ),
+                };
+                let list_hint = match (value, placement) {
+                    (Value::Text(_), Placement::Bare) if name.starts_with("params.") => format!(
+                        "if it is meant as several words, make `{}` a `type: list` param; ",
+                        &name["params.".len()..]
+                    ),
+                    _ => String::new(),
+                };
+                notes.push((
+                    "quoting-changed",
+                    format!("{what}; before, it {was}"),
+                    Some(format!("{list_hint}to keep the old behaviour (and its hazard) write `${{{name}:raw}}`")),
+                ));
+            }
+            Ok((written.into_owned(), notes))
+        }
+        Err(kind) => Err((
+            "unsafe-placeholder",
+            format!(
+                "`${{{name}}}` stands {} in a shell command, where apollo cannot write a value safely",
+                kind.describe()
+            ),
+            Some(match variable_hint(name) {
+                Some(hint) => format!("{hint} instead"),
+                None => format!(
+                    "set an environment variable from it (`env: {{VALUE: \"${{{name}}}\"}}`) and write `\"$VALUE\"` instead"
+                ),
+            }),
+        )),
+    }
+}
+
+/// How to use the value through the environment instead, where apollo sets a variable.
+fn variable_hint(name: &str) -> Option<String> {
+    let (namespace, member) = name.split_once('.')?;
+    match namespace {
+        "params" => Some(format!(
+            "write `\"${}\"` (the unit's environment holds the value)",
+            param_variable(member)
+        )),
+        "env" => Some(format!(
+            "write `\"${member}\"` (the unit's environment holds the value)"
+        )),
+        "unit" => Some("write `\"$APOLLO_UNIT\"`".to_owned()),
+        _ => None,
+    }
+}
+
 fn did_you_mean<'c>(
     word: &str,
     candidates: impl IntoIterator<Item = &'c str> + Clone,
@@ -168,11 +376,19 @@ fn did_you_mean<'c>(
     closest_or_near(word, candidates).map(|suggestion| format!("did you mean `{suggestion}`?"))
 }
 
-fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failure> {
+fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<Resolved, Failure> {
     let (namespace, member) = inner.split_once('.').unwrap_or((inner, ""));
     match namespace {
         "params" => match scope.params.get(member) {
-            Some(value) => Ok(value.clone()),
+            Some(value) => {
+                if let Some(reads) = scope.param_reads {
+                    reads.borrow_mut().insert(member.to_owned());
+                }
+                Ok(match scope.lists.get(member) {
+                    Some(items) => Resolved::List(items.clone()),
+                    None => Resolved::Text(value.clone()),
+                })
+            }
             None => {
                 let hint = did_you_mean(member, scope.params.keys().map(String::as_str))
                     .or_else(|| {
@@ -194,7 +410,7 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
             }
         },
         "env" => match scope.lookup_env(member) {
-            Some(value) => Ok(value.clone()),
+            Some(value) => Ok(Resolved::Text(value.clone())),
             None => Err((
                 "unset-env",
                 format!("environment variable `{member}` is not set"),
@@ -206,7 +422,7 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
             )),
         },
         "unit" => match (member, scope.unit) {
-            ("name", Some(name)) => Ok(name.to_owned()),
+            ("name", Some(name)) => Ok(Resolved::Text(name.to_owned())),
             ("name", None) => Err((
                 "bad-interpolation",
                 "`${unit.name}` is only known inside a unit".to_owned(),
@@ -219,7 +435,7 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
             )),
         },
         "run" => match (member, place) {
-            ("id", Place::Shell) => Ok("${APOLLO_RUN_ID}".to_owned()),
+            ("id", Place::Shell) => Ok(Resolved::Expansion("${APOLLO_RUN_ID}".to_owned())),
             ("id", Place::Other) => Err((
                 "bad-interpolation",
                 "`${run.id}` is only known when the run starts, so it can be used in shell commands only".to_owned(),
@@ -240,10 +456,12 @@ fn resolve(inner: &str, scope: &Scope<'_>, place: Place) -> Result<String, Failu
                 ));
             };
             if member.is_empty() && !inner.contains('.') {
-                return Ok(item.value.clone().unwrap_or_else(|| item.key.clone()));
+                return Ok(Resolved::Text(
+                    item.value.clone().unwrap_or_else(|| item.key.clone()),
+                ));
             }
             match item.fields.iter().find(|(field, _)| field == member) {
-                Some((_, value)) => Ok(value.clone()),
+                Some((_, value)) => Ok(Resolved::Text(value.clone())),
                 None if item.fields.is_empty() => Err((
                     "bad-interpolation",
                     format!("`${{{inner}}}`: this unit's `foreach` is a list, whose items have no fields"),
@@ -295,8 +513,13 @@ mod tests {
                 ("tier".to_owned(), "a".to_owned()),
             ],
         };
+        let lists =
+            BTreeMap::from([("regions".to_owned(), vec!["eu".to_owned(), "us".to_owned()])]);
         run(&Scope {
             params: &params,
+            lists: &lists,
+            param_reads: None,
+            check_notes: true,
             env: &env,
             env_reads: None,
             unit: Some("load[eu,a]"),
@@ -354,7 +577,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn interpolation_never_panics(text in "(\\$|\\{|\\}|[a-z.]|params|item|é| ){0,40}") {
+        fn interpolation_never_panics(text in "(\\$|\\{|\\}|[a-z.]|params|item|:raw|é| |'|\"|`|<<|EOF|\n|\\(|\\)|\\\\|#){0,40}") {
             with_scope(|scope| {
                 let _ = interpolate(&text, scope, Place::Shell);
                 let _ = interpolate(&text, scope, Place::Other);

@@ -83,6 +83,11 @@ mod raw;
 mod read;
 mod resolve;
 pub(crate) mod schema;
+mod shell;
+#[cfg(test)]
+mod shell_sh_tests;
+#[cfg(test)]
+mod values_tests;
 mod when;
 
 use std::collections::BTreeMap;
@@ -196,6 +201,11 @@ pub struct LoadOptions {
     /// A required param given no value takes a placeholder of its type (with a warning)
     /// instead of being an error: `apollo check` checks a pipeline without a run's values.
     pub placeholders: bool,
+    /// Also warn about what `apollo check` points out and a run does not repeat (DESIGN §18,
+    /// "Values in commands"): each `${…:raw}` in a shell command, and each placeholder whose
+    /// value is now quoted where, written as it was, it would have been split into words,
+    /// globbed or run (what an upgrade from an apollo that did not quote changes).
+    pub check_notes: bool,
 }
 
 impl LoadOptions {
@@ -221,6 +231,13 @@ impl LoadOptions {
     /// [`LoadOptions::placeholders`](struct@LoadOptions)).
     pub fn placeholders(mut self, placeholders: bool) -> Self {
         self.placeholders = placeholders;
+        self
+    }
+
+    /// Adds the warnings only `apollo check` shows (see
+    /// [`LoadOptions::check_notes`](struct@LoadOptions)).
+    pub fn check_notes(mut self, check_notes: bool) -> Self {
+        self.check_notes = check_notes;
         self
     }
 }
@@ -473,8 +490,15 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
             &process_env
         }
     };
-    let (expand_diagnostics, expand_reads) =
-        expand::expand(&mut spec, &params, env, &source, &base_dir);
+    diagnostics.extend(params::variable_collisions(&spec.params, &source));
+    let (expand_diagnostics, expand_reads) = expand::expand(
+        &mut spec,
+        &params,
+        env,
+        &source,
+        &base_dir,
+        options.check_notes,
+    );
     diagnostics.extend(expand_diagnostics);
     let reads = LoadReads {
         included: included
@@ -970,7 +994,8 @@ mod tests {
         let units = &loaded.pipeline.units;
         assert_eq!(
             units[0].execute,
-            Command::Shell("./x.sh eu extract[eu]".into())
+            // `[` would glob: the instance name is quoted (DESIGN §18).
+            Command::Shell("./x.sh eu 'extract[eu]'".into())
         );
         assert_eq!(units[4].deps, ["extract[us]"]);
         assert_eq!(units[4].execute, Command::Shell("./t.sh us a".into()));

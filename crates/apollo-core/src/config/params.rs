@@ -129,6 +129,34 @@ pub(crate) fn is_valid_param_name(name: &str) -> bool {
         && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
 }
 
+/// Two params whose environment variable (`APOLLO_PARAM_<NAME>`) would be the same: an error
+/// at the second one.
+pub(crate) fn variable_collisions(specs: &[ParamSpec], source: &SourceFile<'_>) -> Vec<Diagnostic> {
+    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    let mut diagnostics = Vec::new();
+    for spec in specs {
+        let variable = super::interpolate::param_variable(&spec.name.value);
+        match seen.get(&variable) {
+            Some(first) => diagnostics.push(
+                source
+                    .error(
+                        "param-variable-clash",
+                        spec.name.loc,
+                        format!(
+                            "params `{first}` and `{}` would both be given to units as `{variable}`",
+                            spec.name.value
+                        ),
+                    )
+                    .with_hint("rename one of them: names that differ only in case make the same variable"),
+            ),
+            None => {
+                seen.insert(variable, &spec.name.value);
+            }
+        }
+    }
+    diagnostics
+}
+
 /// A param's value as text, the way `${params.name}` writes it: a list's items are joined by
 /// single spaces (a shell splits them into words).
 pub(crate) fn render(value: &serde_json::Value) -> String {

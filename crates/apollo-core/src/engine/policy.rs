@@ -344,7 +344,11 @@ pub(super) fn decide(
             } else {
                 match prior.unknown_inputs(&unit.name) {
                     Some(why) => vec![format!("input hash changed ({why})")],
-                    None => hash::describe_input_changes(old_inputs, inputs),
+                    None => {
+                        let mut changes = hash::describe_input_changes(old_inputs, inputs);
+                        hash::explain_quoting_changes(&mut changes, unit, old_inputs);
+                        changes
+                    }
                 }
             };
             if changes.is_empty() && old_hash != input_hash {

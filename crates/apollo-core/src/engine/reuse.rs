@@ -304,7 +304,9 @@ fn why_no_match(
     let mut changes = if latest.inputs.is_empty() {
         Vec::new()
     } else {
-        hash::describe_input_changes(&latest.inputs, inputs)
+        let mut changes = hash::describe_input_changes(&latest.inputs, inputs);
+        hash::explain_quoting_changes(&mut changes, unit, &latest.inputs);
+        changes
     };
     if changes.is_empty() && latest.input_hash != input_hash {
         changes.push("input hash changed".to_owned());
