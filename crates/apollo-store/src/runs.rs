@@ -346,7 +346,8 @@ fn summarize_counting(
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
         let first = match first_record(&run_dir) {
-            Ok(None) | Err(StoreError::NotFound { .. }) if acknowledged => {
+            // The run folder itself gone (moved away meanwhile) is not found, not damage.
+            Ok(None) | Err(StoreError::NotFound { .. }) if acknowledged && run_dir.is_dir() => {
                 return Err(StoreError::corruption(
                     run_dir.join("journal"),
                     0,
