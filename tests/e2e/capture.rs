@@ -574,3 +574,41 @@ fn a_failed_unit_is_reproduced_with_the_input_that_made_it_fail() {
         "{output:?}"
     );
 }
+
+/// `apollo reproduce` never runs an `idempotent: false` unit again without being asked
+/// (issue 36 item 13): it refuses before anything runs, and `--allow-side-effects` lets it.
+#[test]
+fn reproduce_refuses_a_non_idempotent_unit_unless_side_effects_are_allowed() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: charge\n    idempotent: false\n    outputs: [receipt.txt]\n    execute: bin/count charge; echo paid > receipt.txt\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let refused = apollo.args(&["reproduce", "latest", "charge"]).run();
+    refused.code(2);
+    assert!(
+        refused.stderr.contains("idempotent: false")
+            && refused.stderr.contains("--allow-side-effects"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(apollo.count("charge"), 1, "nothing ran again");
+    let into = apollo.path("repro");
+    let allowed = apollo
+        .args(&[
+            "reproduce",
+            "latest",
+            "charge",
+            "--allow-side-effects",
+            "--into",
+            into.to_str().unwrap(),
+        ])
+        .run();
+    allowed.code(0);
+    assert_eq!(
+        std::fs::read_to_string(into.join("receipt.txt")).unwrap(),
+        "paid\n",
+        "{}",
+        allowed.stdout
+    );
+}

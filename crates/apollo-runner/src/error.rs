@@ -133,6 +133,17 @@ pub enum RunnerError {
         #[source]
         source: EngineError,
     },
+    /// The unit to reproduce is `idempotent: false`, and running it again was not allowed
+    /// ([`ReproduceRequest::allow_side_effects`](crate::ReproduceRequest::allow_side_effects)).
+    #[error(
+        "cannot reproduce unit `{unit}` of run {run}: it is `idempotent: false`, and running it again repeats what it does outside its files (a charge, a mail, a deploy)"
+    )]
+    ReproduceSideEffects {
+        /// The original run.
+        run: RunId,
+        /// The unit.
+        unit: String,
+    },
     /// A recorded attempt cannot be reproduced (no such unit or attempt, no definition
     /// snapshot, an output outside the scratch directory…).
     #[error("cannot reproduce unit `{unit}` of run {run}: {problem}")]

@@ -54,6 +54,9 @@ pub struct ReproduceRequest {
     pub keep: bool,
     /// How the reproduction's journal is written.
     pub durability: Durability,
+    /// Run an `idempotent: false` unit all the same (its charge, mail or deploy happens
+    /// again: the scratch directory holds its files, not its effects on the world).
+    pub allow_side_effects: bool,
 }
 
 impl ReproduceRequest {
@@ -67,6 +70,7 @@ impl ReproduceRequest {
             into: None,
             keep: false,
             durability: Durability::Fsync,
+            allow_side_effects: false,
         }
     }
 
@@ -91,6 +95,13 @@ impl ReproduceRequest {
     /// With this durability for the reproduction's journal.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Whether an `idempotent: false` unit may run again (see
+    /// [`allow_side_effects`](struct@Self)).
+    pub fn allow_side_effects(mut self, allow: bool) -> Self {
+        self.allow_side_effects = allow;
         self
     }
 }
@@ -277,6 +288,15 @@ pub fn reproduce(
         .cloned()
         .ok_or_else(|| refuse("the run's definition snapshot has no such unit".to_owned()))?;
     let project = definition.base_dir.clone();
+    // A unit that must not run twice (a charge, a mail, a deploy) is not run again unless
+    // asked: a scratch directory holds its files, not what it does to the world (issue 36:
+    // reproduce re-ran an `idempotent: false` unit without a word).
+    if !unit.idempotent && !request.allow_side_effects {
+        return Err(RunnerError::ReproduceSideEffects {
+            run: request.run.clone(),
+            unit: request.unit.clone(),
+        });
+    }
 
     // Everything the unit writes must land in the scratch directory.
     let workdir = inside(&project, &unit.workdir).ok_or_else(|| {

@@ -34,6 +34,10 @@ pub(crate) struct ReproduceArgs {
     /// Keep the temporary scratch directory
     #[arg(long)]
     pub(crate) keep: bool,
+    /// Reproduce an `idempotent: false` unit all the same: what it does outside its files (a
+    /// charge, a mail, a deploy) happens again
+    #[arg(long)]
+    pub(crate) allow_side_effects: bool,
     /// Output format
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
@@ -53,7 +57,8 @@ pub(crate) fn run(
     let request = ReproduceRequest::new(state.path(), run_id, &args.unit)
         .attempt(args.attempt)
         .into_dir(args.into.clone())
-        .keep(args.keep);
+        .keep(args.keep)
+        .allow_side_effects(args.allow_side_effects);
     let cancel = CancelToken::new();
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),

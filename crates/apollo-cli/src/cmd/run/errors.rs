@@ -20,6 +20,11 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
                 "the latest run {run} of `{pipeline}` cannot be read: {problem}; inspect it with `apollo verify {run}`, or start a new run with `apollo run --fresh`"
             ),
         },
+        error @ RunnerError::ReproduceSideEffects { .. } => CliError::Usage {
+            message: format!(
+                "{error}; `--allow-side-effects` runs it all the same, or reproduce a unit upstream of it"
+            ),
+        },
         error @ RunnerError::MissingRun { .. } => CliError::CorruptRun {
             message: format!(
                 "{error}; put it back to resume it, or start a new run with `apollo run --fresh` (what it did is unknown, so apollo does not start over on its own)"
