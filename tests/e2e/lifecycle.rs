@@ -238,3 +238,30 @@ fn a_pipeline_name_with_control_characters_is_printed_escaped() {
     runs.code(0);
     assert!(!runs.stdout.contains('\x1b'), "{:?}", runs.stdout);
 }
+
+/// `--keep-runs` and `--keep-days` each keep runs, and a run goes only when neither keeps it
+/// (issue 36 item 18: `--keep-runs 2 --keep-days 0` deleted the runs it was asked to keep).
+#[test]
+fn prune_keeps_what_either_rule_keeps() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: a\n    execute: 'true'\n");
+    for _ in 0..3 {
+        apollo.args(&["run", "--fresh"]).run().code(0);
+    }
+    let ids = apollo.run_ids();
+    let pruned = apollo
+        .args(&["prune", "--keep-runs", "2", "--keep-days", "0"])
+        .run();
+    pruned.code(0);
+    assert!(
+        pruned.stdout.contains(&format!("deleted {}", ids[0])),
+        "{}",
+        pruned.stdout
+    );
+    assert_eq!(apollo.run_ids(), ids[1..], "{}", pruned.stdout);
+    assert!(
+        pruned.stdout.contains("pruned 1 run, freed ") && pruned.stdout.contains(" of blobs)"),
+        "the total counts runs and blobs: {}",
+        pruned.stdout
+    );
+}

@@ -14,9 +14,13 @@ use crate::run_id::RunId;
 use crate::runs::{RunState, RunSummary};
 use crate::state_dir::StateDir;
 
-/// Which runs to keep. A run is deleted when it is older than `keep_days` **or** beyond the
-/// `keep_runs` newest of its pipeline, unless it is running or the latest of its pipeline.
-/// With neither set, nothing is deleted.
+/// Which runs to keep. Each option set is a rule that **keeps** runs — those started less than
+/// `keep_days` days ago, the `keep_runs` newest of each pipeline — and a run is deleted only
+/// when no rule set keeps it (as restic's and borg's `--keep-*` rules combine), and it is
+/// neither running nor the latest of its pipeline. With neither set, nothing is deleted. So
+/// `keep_days(30).keep_runs(10)` keeps the last 30 days and at least 10 runs of each pipeline
+/// (issue 36: both set, a run was deleted when *either* rule let it go, so `--keep-runs 5
+/// --keep-days 0` deleted the 5 runs it was asked to keep).
 ///
 /// Built from [`PruneOptions::default`] with the chainable setters (new criteria may be added
 /// in any release, so the struct cannot be built with a literal outside this crate):
@@ -116,13 +120,14 @@ pub(crate) fn select(
         for (index, run) in runs.iter().enumerate() {
             let rank_from_newest = n_runs - 1 - index;
             let started = run.started.unwrap_or_else(|| run.id.started_at());
-            let too_old = options
+            let kept_by_age = options
                 .keep_days
-                .is_some_and(|days| now - started > chrono::Duration::days(i64::from(days)));
-            let too_many = options
+                .is_some_and(|days| now - started <= chrono::Duration::days(i64::from(days)));
+            let kept_by_count = options
                 .keep_runs
-                .is_some_and(|keep| rank_from_newest >= keep);
-            if !(too_old || too_many) {
+                .is_some_and(|keep| rank_from_newest < keep);
+            let any_rule = options.keep_days.is_some() || options.keep_runs.is_some();
+            if !any_rule || kept_by_age || kept_by_count {
                 continue;
             }
             if run.state == RunState::Running {

@@ -14,7 +14,7 @@ use crate::exit::Exit;
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("keep").required(true).multiple(true).args(["keep_days", "keep_runs"])))]
 pub(crate) struct PruneArgs {
-    /// Delete runs that started more than N days ago
+    /// Keep the runs that started less than N days ago (a run goes only when no --keep-* rule keeps it)
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
     /// Keep the N newest runs of each pipeline (per pipeline, not in all)
@@ -53,12 +53,17 @@ fn print_prune(report: &PruneReport, stdout: &mut dyn Write) -> std::io::Result<
     for run in &report.kept_reused {
         writeln!(stdout, "kept {run} (a kept run reused its outputs)")?;
     }
+    // The total counts the blobs swept too: the captured files are most of what a run holds
+    // (issue 36: "freed 0.0 MiB" for a prune that deleted 229 MiB of blobs).
+    let blob_bytes = report.blobs.as_ref().map_or(0, |blobs| blobs.freed_bytes);
     writeln!(
         stdout,
-        "pruned {} run{}, freed {:.1} MiB",
+        "pruned {} run{}, freed {} ({} of runs, {} of blobs)",
         report.deleted.len(),
         if report.deleted.len() == 1 { "" } else { "s" },
-        report.freed_bytes as f64 / (1024.0 * 1024.0)
+        apollo_core::capture::human_size(report.freed_bytes + blob_bytes),
+        apollo_core::capture::human_size(report.freed_bytes),
+        apollo_core::capture::human_size(blob_bytes),
     )?;
     match &report.blobs {
         Some(blobs) => writeln!(
