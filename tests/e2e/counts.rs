@@ -107,3 +107,61 @@ fn a_fan_out_instance_streams_its_output_and_has_its_stderr_in_junit() {
     junit.code(0);
     assert!(junit.stdout.contains("boom-eu"), "{}", junit.stdout);
 }
+
+/// `show` and `logs` default to the latest run; `show` without a unit is the run's summary, in
+/// the run model's states; `logs` of an attempt that wrote only to stderr says so (issue 35).
+#[test]
+fn show_and_logs_default_to_the_latest_run_and_show_summarises_it() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: quiet\n    execute: echo only-on-stderr >&2\n  - name: optional\n    execute: exit 77\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let run = apollo.run_ids().pop().unwrap();
+
+    let summary = apollo.args(&["show"]).run();
+    summary.code(0);
+    assert!(
+        summary
+            .stdout
+            .contains(&format!("run {run} of `apollo`: succeeded")),
+        "{}",
+        summary.stdout
+    );
+    assert!(summary.stdout.contains("quiet"), "{}", summary.stdout);
+    assert!(summary.stdout.contains("skipped"), "{}", summary.stdout);
+    let json = apollo.args(&["show", "latest", "--format", "json"]).run();
+    json.code(0);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["schema"], "apollo.show_run/1");
+    assert_eq!(json["units"][1]["status"], "skipped", "{json}");
+
+    let unit = apollo.args(&["show", "quiet"]).run();
+    unit.code(0);
+    assert!(
+        unit.stdout.contains(&format!("unit quiet of run {run}")),
+        "{}",
+        unit.stdout
+    );
+
+    let logs = apollo.args(&["logs", "quiet"]).run();
+    logs.code(0);
+    assert!(
+        logs.stderr
+            .contains("wrote nothing to stdout; its stderr holds")
+            && logs.stderr.contains("--stderr"),
+        "{}",
+        logs.stderr
+    );
+    let stderr = apollo.args(&["logs", "quiet", "--stderr"]).run();
+    stderr.code(0);
+    assert_eq!(stderr.stdout, "only-on-stderr\n");
+
+    let neither = apollo.args(&["logs", "nosuch"]).run();
+    neither.code(2);
+    assert!(
+        neither.stderr.contains("neither a run"),
+        "{}",
+        neither.stderr
+    );
+}

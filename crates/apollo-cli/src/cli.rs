@@ -88,7 +88,7 @@ pub(crate) enum Command {
     /// Re-run one recorded attempt with the inputs it had then, in a scratch directory, and compare its outputs
     #[command(after_long_help = Exit::help_table())]
     Reproduce(cmd::reproduce::ReproduceArgs),
-    /// Show one unit's attempts in a run: outcome, phases, hashes, log paths
+    /// Show a run's summary (every unit's state), or one unit's attempts: outcome, phases, hashes, log paths
     Show(cmd::show::ShowArgs),
     /// Print the captured stdout (or stderr) of a unit's attempt or of every unit, or follow a running attempt (-f)
     Logs(cmd::logs::LogsArgs),

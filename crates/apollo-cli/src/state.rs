@@ -284,6 +284,37 @@ pub(crate) fn print_warnings(warnings: &[Warning], stderr: &mut dyn std::io::Wri
     }
 }
 
+/// The run and unit that `apollo show` and `apollo logs` were given as `[RUN] [UNIT]`: none is
+/// the latest run; one is a run if it names one (an id, a unique prefix, `latest~N`), else a
+/// unit of the latest run (`apollo logs clean_data`); two are a run and a unit.
+pub(crate) fn run_and_unit(
+    state: &StateDir,
+    first: Option<&str>,
+    second: Option<&str>,
+) -> Result<(RunId, Option<String>), CliError> {
+    match (first, second) {
+        (None, _) => Ok((resolve_run(state, "latest")?, None)),
+        (Some(run), Some(unit)) => Ok((resolve_run(state, run)?, Some(unit.to_owned()))),
+        (Some(word), None) => match resolve_run(state, word) {
+            Ok(run) => Ok((run, None)),
+            Err(error) => {
+                let latest = resolve_run(state, "latest").map_err(|_| error)?;
+                let is_unit = run_started(state, &latest)
+                    .is_ok_and(|started| started.units.iter().any(|unit| unit == word));
+                if is_unit {
+                    Ok((latest, Some(word.to_owned())))
+                } else {
+                    Err(CliError::Usage {
+                        message: format!(
+                            "`{word}` is neither a run (an id, a unique prefix, `latest`, `latest~N`) nor a unit of the latest run {latest}; `apollo runs` lists the runs"
+                        ),
+                    })
+                }
+            }
+        },
+    }
+}
+
 /// Whether run `id` was made by `apollo reproduce` ([`RunStarted::run_kind`]).
 ///
 /// [`RunStarted::run_kind`]: apollo_core::event::RunStarted::run_kind

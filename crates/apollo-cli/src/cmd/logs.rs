@@ -18,9 +18,10 @@ use crate::state;
 /// Arguments of `apollo logs`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LogsArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix, `latest` or `latest~N` [default: latest]; a unit
+    /// name alone is that unit of the latest run
     #[arg(value_name = "RUN")]
-    pub(crate) run: String,
+    pub(crate) run: Option<String>,
     /// The unit [default: every unit of the run, each line prefixed `unit | `]
     #[arg(value_name = "UNIT")]
     pub(crate) unit: Option<String>,
@@ -56,11 +57,13 @@ pub(crate) fn logs(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let Some(unit_name) = &args.unit else {
-        return all_units(args, state_dir, stdout, stderr);
+    let state = args.state.open(state_dir)?;
+    let (run_id, unit) = state::run_and_unit(&state, args.run.as_deref(), args.unit.as_deref())?;
+    let Some(unit_name) = &unit else {
+        return all_units(args, &state, &run_id, stdout, stderr);
     };
     let (state, run_id, timeline) =
-        unit_of_run(&args.state, state_dir, &args.run, unit_name, stderr)?;
+        unit_of_run(&args.state, state_dir, run_id.as_str(), unit_name, stderr)?;
     let Some(unit) = timeline.unit(unit_name) else {
         return Err(unknown_unit(&run_id, unit_name, &timeline));
     };
@@ -102,15 +105,34 @@ pub(crate) fn logs(
         );
     }
     // Only a regular file: a FIFO or a link to /dev/zero there must not block or stream forever.
-    let Some(mut file) = apollo_store::open_regular_file(&path)? else {
+    let file = apollo_store::open_regular_file(&path)?
+        .filter(|file| file.metadata().is_ok_and(|meta| meta.len() > 0));
+    let Some(mut file) = file else {
         // The attempt wrote nothing (a quick, silent attempt leaves no file), or apollo died
-        // before its first process started.
-        let _ = writeln!(
-            stderr,
+        // before its first process started. What it wrote to the other stream, if anything,
+        // is named with the command that prints it (issue 35).
+        let other = if args.stderr { "stdout" } else { "stderr" };
+        let other_len = (attempt_dir(&state, &run_id, &unit.name, attempt).ok())
+            .and_then(|dir| {
+                apollo_store::open_regular_file(&dir.join(other))
+                    .ok()
+                    .flatten()
+            })
+            .and_then(|file| file.metadata().ok())
+            .map_or(0, |meta| meta.len());
+        let mut message = format!(
             "apollo: attempt {attempt} of `{}` wrote nothing to {}",
             unit.name,
             args.stream()
         );
+        if other_len > 0 {
+            message.push_str(&format!(
+                "; its {other} holds {}: {}",
+                apollo_core::capture::human_size(other_len),
+                crate::excerpt::logs_command(run_id.as_str(), &unit.name, Some(attempt), other)
+            ));
+        }
+        let _ = writeln!(stderr, "{message}");
         return Ok(Exit::Success);
     };
     std::io::copy(&mut file, stdout).map_err(output)?;
@@ -122,13 +144,13 @@ pub(crate) fn logs(
 /// its unit (`unit | `, `unit#2 | ` for a later attempt of a unit that ran more than once).
 fn all_units(
     args: &LogsArgs,
-    state_dir: Option<&Path>,
+    state: &StateDir,
+    run_id: &RunId,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let state = args.state.open(state_dir)?;
-    let run_id = state::resolve_run(&state, &args.run)?;
-    let timeline = read_timeline(&state, &run_id, stderr)?;
+    let (state, run_id) = (state, run_id.clone());
+    let timeline = read_timeline(state, &run_id, stderr)?;
     let mut attempts: Vec<_> = timeline
         .attempts()
         .filter(|(_, attempt)| args.attempt.is_none_or(|number| attempt.number == number))
@@ -149,7 +171,7 @@ fn all_units(
         .min(40);
     let mut out = std::io::BufWriter::new(stdout);
     for (unit, attempt) in attempts {
-        let path = attempt_dir(&state, &run_id, &unit.name, attempt.number)?.join(args.stream());
+        let path = attempt_dir(state, &run_id, &unit.name, attempt.number)?.join(args.stream());
         let Some(file) = apollo_store::open_regular_file(&path)? else {
             continue;
         };

@@ -22,11 +22,12 @@ use crate::state;
 /// Arguments of `apollo show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix, `latest` or `latest~N` [default: latest]; a unit
+    /// name alone is that unit of the latest run
     #[arg(value_name = "RUN")]
-    pub(crate) run: String,
-    /// The unit (omit it with --definition)
-    #[arg(value_name = "UNIT", required_unless_present = "definition")]
+    pub(crate) run: Option<String>,
+    /// The unit [default: the run's summary, every unit's state]
+    #[arg(value_name = "UNIT")]
     pub(crate) unit: Option<String>,
     /// Print the run's definition snapshot (the resolved pipeline it ran: commands, env,
     /// workdirs), as JSON
@@ -111,11 +112,16 @@ pub(crate) fn show(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let Some(unit_name) = args.unit.as_deref().filter(|_| !args.definition) else {
-        return show_definition(&args.state, &args.run, state_dir, stdout);
+    let state = args.state.open(state_dir)?;
+    let (run_id, unit) = state::run_and_unit(&state, args.run.as_deref(), args.unit.as_deref())?;
+    if args.definition {
+        return show_definition(&args.state, run_id.as_str(), state_dir, stdout);
+    }
+    let Some(unit_name) = unit.as_deref() else {
+        return show_run(&state, &run_id, args.format, stdout, stderr);
     };
     let (state, run_id, timeline) =
-        unit_of_run(&args.state, state_dir, &args.run, unit_name, stderr)?;
+        unit_of_run(&args.state, state_dir, run_id.as_str(), unit_name, stderr)?;
     let Some(unit) = timeline.unit(unit_name) else {
         return Err(unknown_unit(&run_id, unit_name, &timeline));
     };
@@ -397,6 +403,106 @@ fn files_text(what: &str, files: &[FileEntry]) -> String {
 
 /// `apollo show RUN --definition`: the definition snapshot the run last used (the one its
 /// latest `run_started`/`run_resumed` names).
+/// `apollo show [RUN]` without a unit: the run's summary — its status and counts as `runs`
+/// gives them, then each unit's state (the closed set of the run model), attempts and time.
+fn show_run(
+    state: &StateDir,
+    run_id: &RunId,
+    format: TableFormat,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<Exit, CliError> {
+    let summary = state.run_summary(run_id)?;
+    let timeline = read_timeline(state, run_id, stderr)?;
+    let units: Vec<serde_json::Value> = (timeline.units.iter())
+        .map(|unit| {
+            let mut value = serde_json::json!({
+                "unit": unit.name,
+                "status": unit.status.as_str(),
+                "attempts": unit.attempts.len(),
+                "duration_ms": unit.last_attempt().map(apollo_replay::Attempt::duration_ms),
+            });
+            if let (Some(reused), Some(object)) = (&unit.reused, value.as_object_mut()) {
+                object.insert("from_run".to_owned(), reused.from_run.as_str().into());
+                object.insert("from_attempt".to_owned(), reused.from_attempt.into());
+            }
+            value
+        })
+        .collect();
+    let mut out = BufWriter::new(stdout);
+    if format == TableFormat::Json {
+        let document = serde_json::json!({
+            "schema": "apollo.show_run/1",
+            "run": run_id.as_str(),
+            "pipeline": summary.pipeline,
+            "kind": summary.kind.as_str(),
+            "status": summary.state.as_str(),
+            "problem": summary.problem,
+            "succeeded": summary.succeeded,
+            "reused": summary.reused,
+            "failed": summary.failed,
+            "skipped": summary.skipped,
+            "units": units,
+        });
+        serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
+        writeln!(out).map_err(output)?;
+        out.flush().map_err(output)?;
+        return Ok(Exit::Success);
+    }
+    let pipeline = crate::excerpt::clean_line(summary.pipeline.as_deref().unwrap_or("?"));
+    writeln!(
+        out,
+        "run {run_id} of `{pipeline}`: {}{}",
+        summary.state.as_str(),
+        if summary.kind.is_run() {
+            String::new()
+        } else {
+            format!(" ({})", summary.kind.as_str())
+        }
+    )
+    .map_err(output)?;
+    if let Some(problem) = &summary.problem {
+        writeln!(out, "  problem: {problem}").map_err(output)?;
+    }
+    writeln!(
+        out,
+        "  {} succeeded, {} reused, {} failed, {} skipped, of {} units",
+        summary.succeeded, summary.reused, summary.failed, summary.skipped, summary.n_units
+    )
+    .map_err(output)?;
+    let width = (timeline.units.iter())
+        .map(|unit| unit.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for unit in &timeline.units {
+        let mut line = format!(
+            "  {:<width$}  {:<16}",
+            crate::excerpt::clean_line(&unit.name),
+            unit.status.as_str().replace('_', " ")
+        );
+        match (&unit.reused, unit.last_attempt()) {
+            (Some(reused), _) => line.push_str(&format!(
+                "  from run {} attempt {}",
+                reused.from_run, reused.from_attempt
+            )),
+            (None, Some(last)) => line.push_str(&format!(
+                "  {} attempt{}, last {}",
+                unit.attempts.len(),
+                if unit.attempts.len() == 1 { "" } else { "s" },
+                crate::progress::human_duration(std::time::Duration::from_millis(
+                    last.duration_ms()
+                ))
+            )),
+            (None, None) => {}
+        }
+        writeln!(out, "{}", line.trim_end()).map_err(output)?;
+    }
+    writeln!(out, "  details: apollo show {run_id} UNIT").map_err(output)?;
+    out.flush().map_err(output)?;
+    Ok(Exit::Success)
+}
+
 fn show_definition(
     state_args: &StateArgs,
     run: &str,
