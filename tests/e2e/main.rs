@@ -20,6 +20,7 @@ mod resources;
 mod resume;
 mod reuse;
 mod run;
+mod secrets;
 mod signals;
 mod slurm;
 mod state_dir;

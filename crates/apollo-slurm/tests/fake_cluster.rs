@@ -79,6 +79,7 @@ fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
         resources: Default::default(),
         capture: Default::default(),
         reuse: false,
+        secrets: Default::default(),
     }
 }
 

@@ -82,6 +82,7 @@ mod params;
 mod raw;
 mod resolve;
 pub(crate) mod schema;
+mod secrets;
 mod when;
 
 use std::collections::BTreeMap;
@@ -484,6 +485,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         machine: crate::engine::resources::machine_capacity(),
     };
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
+    diagnostics.extend(secrets::check(&spec, &source));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
     diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
     if diagnostics.iter().any(Diagnostic::is_error) {
