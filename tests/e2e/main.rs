@@ -14,6 +14,7 @@ mod lifecycle;
 mod needs_human;
 mod operator;
 mod params;
+mod permissions;
 mod records;
 mod replay;
 mod resources;
