@@ -205,6 +205,8 @@ fn run_secret_command(command: &Command, base_dir: &Path) -> Result<String, Stri
 pub struct Masker {
     /// Longest first, so that a value containing another is masked whole.
     values: Vec<Vec<u8>>,
+    /// Whether a byte is the first byte of some value.
+    first_bytes: [bool; 256],
     held: Vec<u8>,
 }
 
@@ -218,8 +220,13 @@ impl Masker {
             .collect();
         values.sort_by_key(|value| std::cmp::Reverse(value.len()));
         values.dedup();
+        let mut first_bytes = [false; 256];
+        for value in &values {
+            first_bytes[usize::from(value[0])] = true;
+        }
         Masker {
             values,
+            first_bytes,
             held: Vec::new(),
         }
     }
@@ -230,6 +237,16 @@ impl Masker {
         let mut out = Vec::with_capacity(self.held.len());
         let mut at = 0;
         'bytes: while at < self.held.len() {
+            // Bytes that start no value are copied in one go (most of any output).
+            let skip = self.held[at..]
+                .iter()
+                .position(|byte| self.first_bytes[usize::from(*byte)])
+                .unwrap_or(self.held.len() - at);
+            out.extend_from_slice(&self.held[at..at + skip]);
+            at += skip;
+            if at == self.held.len() {
+                break;
+            }
             let rest = &self.held[at..];
             for value in &self.values {
                 if rest.starts_with(value) {
@@ -353,6 +370,33 @@ mod tests {
             masked_in_pieces(&["s3cr3t-token-value"], &bytes),
             b"token: ***, again ***."
         );
+    }
+
+    proptest::proptest! {
+        /// However the stream is cut into pieces, the result is the one of a single piece,
+        /// and no value is left in it.
+        #[test]
+        fn masking_does_not_depend_on_where_the_stream_is_cut(
+            text in "[ab-]{0,60}",
+            cuts in proptest::collection::vec(0_usize..60, 0..6),
+        ) {
+            let values = ["abab-a", "bbbbbb", "ab-ab-ab"];
+            let bytes = text.as_bytes();
+            let whole = masked_in_pieces(&values, &[bytes]);
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|cut| *cut <= bytes.len()).collect();
+            cuts.sort_unstable();
+            let mut pieces = Vec::new();
+            let mut start = 0;
+            for cut in cuts {
+                pieces.push(&bytes[start..cut]);
+                start = cut;
+            }
+            pieces.push(&bytes[start..]);
+            proptest::prop_assert_eq!(&masked_in_pieces(&values, &pieces), &whole);
+            for value in values {
+                proptest::prop_assert!(!whole.windows(value.len()).any(|window| window == value.as_bytes()));
+            }
+        }
     }
 
     #[test]
