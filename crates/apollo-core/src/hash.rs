@@ -696,6 +696,29 @@ pub fn explain_quoting_changes(changes: &mut [String], unit: &Unit, before: &[In
     }
 }
 
+/// The hash a secret enters a unit's input hash with: its source's, never its value's.
+pub fn secret_source_hash(source: &crate::model::SecretSource) -> String {
+    use crate::model::SecretSource;
+    let mut canonical = Canonical::default();
+    canonical.field(b"secret-source");
+    match source {
+        SecretSource::Env(variable) => {
+            canonical.field(b"env").field(variable.as_bytes());
+        }
+        SecretSource::File(path) => {
+            canonical
+                .field(b"file")
+                .field(path.as_os_str().as_encoded_bytes());
+        }
+        SecretSource::Command(command) => {
+            canonical
+                .field(b"command")
+                .field(command_hash(command).as_bytes());
+        }
+    }
+    canonical.finish()
+}
+
 /// The hash recorded for a declared input file that does not exist, so that its appearing
 /// later counts as a change.
 pub fn missing_file_hash() -> String {
@@ -918,6 +941,16 @@ pub fn input_files_within(
             kind: InputKind::Env,
             name: name.clone(),
             hash: sha256_hex(value.as_bytes()),
+        });
+    }
+    // A secret is an environment variable of the unit whose value apollo never hashes: its
+    // name and source stand for it (a rotated value reruns nothing, and a low-entropy
+    // password is never hashed to disk). The loader refuses an env entry of the same name.
+    for (name, source) in &unit.secrets {
+        components.push(InputComponent {
+            kind: InputKind::Env,
+            name: name.clone(),
+            hash: secret_source_hash(source),
         });
     }
     for path in expand_inputs(unit, base_dir) {
@@ -1373,6 +1406,35 @@ mod tests {
         unit.inputs = inputs.iter().map(|input| (*input).to_owned()).collect();
         unit.outputs = outputs.iter().map(|output| (*output).to_owned()).collect();
         unit
+    }
+
+    #[test]
+    fn a_secret_enters_the_input_hash_by_name_and_source_never_by_value() {
+        use crate::model::SecretSource;
+        let mut unit = unit_with(&[], &[]);
+        let without = input_components(&unit, Path::new("/p"), &[]).unwrap();
+        unit.secrets.insert(
+            "API_TOKEN".to_owned(),
+            SecretSource::Env("API_TOKEN".to_owned()),
+        );
+        let with = input_components(&unit, Path::new("/p"), &[]).unwrap();
+        assert_ne!(combine_components(&without), combine_components(&with));
+        let component = with
+            .iter()
+            .find(|component| component.name == "API_TOKEN")
+            .expect("the secret is a component");
+        assert_eq!(component.kind, InputKind::Env);
+        // The same whatever the value: the value is not an input.
+        assert_eq!(
+            component.hash,
+            secret_source_hash(&SecretSource::Env("API_TOKEN".to_owned()))
+        );
+        unit.secrets.insert(
+            "API_TOKEN".to_owned(),
+            SecretSource::Env("OTHER_VARIABLE".to_owned()),
+        );
+        let moved = input_components(&unit, Path::new("/p"), &[]).unwrap();
+        assert_ne!(combine_components(&with), combine_components(&moved));
     }
 
     #[test]

@@ -212,6 +212,7 @@ mod tests {
             capture: Default::default(),
             executor: Default::default(),
             resources: Default::default(),
+            secrets: Default::default(),
         };
         let cancel = CancelToken::new();
         let limits = Limits::new(&cancel, None, None).with_cache(Some(cache));

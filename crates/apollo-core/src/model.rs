@@ -46,6 +46,33 @@ pub struct Pipeline {
     pub blob_store_max: Option<u64>,
 }
 
+/// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or
+/// `{command: ...}`). This, and the secret's name, is all apollo ever writes down about it:
+/// the definition snapshot, the parse cache and a unit's input hash take the source, never
+/// the value (so rotating a value reruns nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretSource {
+    /// The value of apollo's environment variable of this name.
+    Env(String),
+    /// The content of this regular file (absolute), without one trailing newline.
+    File(PathBuf),
+    /// What this command prints on stdout (without one trailing newline), run in the config
+    /// file's folder when the run starts; `apollo check` never runs it.
+    Command(Command),
+}
+
+impl SecretSource {
+    /// How messages name the source: `env LOGIN_TOKEN`, `file /run/keys/t`, `command vault …`.
+    pub fn describe(&self) -> String {
+        match self {
+            SecretSource::Env(variable) => format!("env {variable}"),
+            SecretSource::File(path) => format!("file {}", path.display()),
+            SecretSource::Command(command) => format!("command `{}`", command.display()),
+        }
+    }
+}
+
 fn default_blob_store_max() -> Option<u64> {
     Some(crate::capture::DEFAULT_BLOB_STORE_MAX)
 }
@@ -154,6 +181,13 @@ pub struct Unit {
     /// machine's capacity with it, a cluster executor turns it into its scheduler's options.
     #[serde(default, skip_serializing_if = "is_default")]
     pub resources: Resources,
+    /// The pipeline's secrets this unit receives as environment variables (`secrets:
+    /// [API_TOKEN]`; DESIGN §18), by name, each with where its value comes from — never the
+    /// value, which is read when a run starts and handed to the executor alone. Its output is
+    /// then relayed through apollo, which masks the values before they reach the log files.
+    /// Left out of definition snapshots when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secrets: BTreeMap<String, SecretSource>,
 }
 
 /// Which executor runs a unit's attempts (DESIGN §13).
@@ -292,6 +326,15 @@ impl std::fmt::Display for Phase {
 }
 
 impl Pipeline {
+    /// Every secret some unit receives, by name, with its source (each once).
+    pub fn secrets(&self) -> BTreeMap<&str, &SecretSource> {
+        self.units
+            .iter()
+            .flat_map(|unit| unit.secrets.iter())
+            .map(|(name, source)| (name.as_str(), source))
+            .collect()
+    }
+
     /// The index of the unit called `name`, if there is one.
     pub fn unit_index(&self, name: &str) -> Option<usize> {
         self.units.iter().position(|unit| unit.name == name)

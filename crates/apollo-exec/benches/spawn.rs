@@ -42,6 +42,7 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         reuse: false,
         executor: apollo_core::model::ExecutorKind::Local,
         resources: apollo_core::model::Resources::default(),
+        secrets: Default::default(),
     }
 }
 

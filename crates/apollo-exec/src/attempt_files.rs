@@ -82,9 +82,11 @@ pub fn write_attempt_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let temp = dir.join(temp_name);
     let create = || {
         // `create_new` (O_EXCL) never follows a link at the temporary's name either.
+        // The owner's only, as everything in the state directory (DESIGN §18).
         OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&temp)
     };

@@ -68,6 +68,7 @@ pub struct ClientCommand {
     program: PathBuf,
     args: Vec<String>,
     timeout: Duration,
+    current_dir: Option<PathBuf>,
 }
 
 impl ClientCommand {
@@ -77,6 +78,7 @@ impl ClientCommand {
             program: program.into(),
             args: Vec::new(),
             timeout: Duration::from_secs(60),
+            current_dir: None,
         }
     }
 
@@ -102,6 +104,12 @@ impl ClientCommand {
         self
     }
 
+    /// Run it in `dir` instead of apollo's own working directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
     /// Run it with stdin from `/dev/null`, wait for it (at most its timeout) and return what
     /// it printed.
     pub fn run(&self) -> Result<ClientOutput, ClientError> {
@@ -110,7 +118,11 @@ impl ClientCommand {
             clippy::disallowed_methods,
             reason = "apollo-exec is where processes are made"
         )]
-        let mut child = std::process::Command::new(&self.program)
+        let mut command = std::process::Command::new(&self.program);
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -12,6 +12,7 @@ use crate::guard::Guard;
 use crate::output::{LogFile, LogSpares};
 use crate::phase::{AttemptContext, PhaseEnd, PhaseLimit, PhaseResult, run_phase};
 use crate::program_search::ProgramCache;
+use crate::secrets::SecretValues;
 
 /// How [`ProcessExecutor`] runs attempts.
 ///
@@ -82,6 +83,8 @@ impl ExecOptions {
 pub struct ProcessExecutor {
     options: ExecOptions,
     shared: Arc<Shared>,
+    /// The values of the secrets units may receive, read when the run started.
+    secrets: Arc<SecretValues>,
 }
 
 /// What the clones of an executor share.
@@ -115,7 +118,17 @@ impl ProcessExecutor {
         ProcessExecutor {
             options,
             shared: Arc::default(),
+            secrets: Arc::default(),
         }
+    }
+
+    /// With these secret values: a unit that lists a secret (`secrets: [NAME]`) gets its
+    /// value as the environment variable `NAME`, and its stdout and stderr relayed through
+    /// apollo, which masks every value it receives before writing to the log files. A unit
+    /// listing a secret that is not among them fails its attempt without starting.
+    pub fn with_secrets(mut self, secrets: SecretValues) -> Self {
+        self.secrets = Arc::new(secrets);
+        self
     }
 
     /// The options it runs with.
@@ -134,6 +147,19 @@ impl Executor for ProcessExecutor {
         let attempt_start = Instant::now();
         let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Succeeded);
         let unit = request.unit;
+        if let Some(missing) = unit
+            .secrets
+            .keys()
+            .find(|name| self.secrets.get(name).is_none())
+        {
+            return broken(
+                outcome,
+                format!(
+                    "secret `{missing}` was not read when the run started, so the unit cannot be given it"
+                ),
+                attempt_start,
+            );
+        }
         let (stdout, stderr) = match open_logs(request, &self.shared.logs) {
             Ok(files) => files,
             Err(message) => return broken(outcome, message, attempt_start),
@@ -171,6 +197,15 @@ impl Executor for ProcessExecutor {
                 .get_or_init(|| std::fs::File::open("/dev/null").ok())
                 .as_ref(),
             environment: self.shared.environment.get_or_init(Environment::capture),
+            secrets: &self.secrets,
+            relays: std::cell::RefCell::new(Vec::new()),
+        };
+        // A phase whose output is relayed (a unit with secrets) is over when its relays have
+        // written everything to the log files: the lengths and hashes below read them.
+        let run_phase = |context: &AttemptContext<'_>, phase, command, limit| {
+            let result = run_phase(context, phase, command, limit);
+            context.finish_relays();
+            result
         };
         // The unit's timeout covers prepare + execute together, measured from the attempt's
         // start: the user thinks of "the unit took too long", not of per-phase budgets.

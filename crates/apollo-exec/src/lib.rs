@@ -21,6 +21,7 @@ mod phase;
 mod pidfds;
 mod procfs;
 mod program_search;
+mod secrets;
 mod spawn;
 mod stdio;
 mod strays;
@@ -32,4 +33,8 @@ pub use attempt_files::{
 };
 pub use client::{ClientCommand, ClientError, ClientOutput};
 pub use executor::{ExecOptions, ProcessExecutor};
+pub use secrets::{
+    MAX_SECRET_FILE_BYTES, MIN_MASKED_LEN, Masker, SECRET_COMMAND_TIMEOUT, SecretError,
+    SecretValues, read_secret,
+};
 pub use strays::{CLUSTER_JOB_MARKER, StrayError, kill_stray_processes};

@@ -293,6 +293,8 @@ fn hook_unit(
         // Hooks run on this machine.
         executor: apollo_core::model::ExecutorKind::Local,
         resources: Default::default(),
+        // A hook receives no secret (its summary JSON names units, never values).
+        secrets: Default::default(),
         // A hook declares no files.
         capture: apollo_core::capture::CapturePolicy {
             mode: apollo_core::capture::CaptureMode::None,

@@ -25,7 +25,8 @@ use apollo_core::model::{Pipeline, Unit};
 use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
-const FORMAT: u32 = 5;
+/// (6: units carry the names and sources of the secrets they receive.)
+const FORMAT: u32 = 6;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -174,6 +175,8 @@ struct CachedUnit {
     reuse: bool,
     executor: apollo_core::model::ExecutorKind,
     resources: apollo_core::model::Resources,
+    /// Names and sources only: a secret's value is read when a run starts, never loaded.
+    secrets: std::collections::BTreeMap<String, apollo_core::model::SecretSource>,
 }
 
 /// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
@@ -183,7 +186,8 @@ macro_rules! every_field {
         every_field!(
             $value, $from => $to;
             name, deps, timeout, retries, retry_delay, kill_grace, prepare, execute, cleanup,
-            inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources
+            inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources,
+            secrets
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

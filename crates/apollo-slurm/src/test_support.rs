@@ -26,5 +26,6 @@ pub(crate) fn unit(execute: Command) -> Unit {
         resources: Default::default(),
         capture: Default::default(),
         reuse: false,
+        secrets: Default::default(),
     }
 }

@@ -122,6 +122,7 @@ fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
         resources: Default::default(),
         capture: Default::default(),
         reuse: false,
+        secrets: Default::default(),
     }
 }
 

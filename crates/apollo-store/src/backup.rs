@@ -219,10 +219,23 @@ fn replace_copy(runs_dir: &Path, temp: &Path, final_path: &Path) -> Result<(), S
     fsync_dir(runs_dir)
 }
 
-/// Copies the tree at `from` to `to` (which must not exist), fsyncing every file and folder.
-/// Returns the bytes copied.
+/// Gives `to` the permission bits of `from` (never set-id bits).
+fn keep_mode(from: &Path, to: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::symlink_metadata(from)
+        .map_err(|source| StoreError::io("stat", from, source))?
+        .permissions()
+        .mode();
+    fs::set_permissions(to, fs::Permissions::from_mode(mode & 0o777))
+        .map_err(|source| StoreError::io("set the permissions of", to, source))
+}
+
+/// Copies the tree at `from` to `to` (which must not exist), fsyncing every file and folder,
+/// each with the permission bits of its source (a private run stays private in the backup;
+/// DESIGN §18). Returns the bytes copied.
 fn copy_tree_durable(from: &Path, to: &Path) -> Result<u64, StoreError> {
     fs::create_dir(to).map_err(|source| StoreError::io("create directory", to, source))?;
+    keep_mode(from, to)?;
     let mut n_bytes = 0;
     let entries = fs::read_dir(from).map_err(|source| StoreError::io("list", from, source))?;
     for entry in entries {
@@ -240,6 +253,7 @@ fn copy_tree_durable(from: &Path, to: &Path) -> Result<u64, StoreError> {
                 .map_err(|source| StoreError::io("create", &target, source))?;
             n_bytes += io::copy(&mut source_file, &mut target_file)
                 .map_err(|source| StoreError::io("copy to", &target, source))?;
+            keep_mode(&entry.path(), &target)?;
             target_file
                 .sync_all()
                 .map_err(|source| StoreError::io("fsync", &target, source))?;

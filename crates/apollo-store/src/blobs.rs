@@ -15,7 +15,7 @@
 //!   matches: a damaged blob (a flipped bit) is reported as corruption and no file is
 //!   written.
 //!
-//! Blobs are immutable (mode `0444`) and shared by every run and unit that saw the same
+//! Blobs are immutable (mode `0400`) and shared by every run and unit that saw the same
 //! content: a file declared by three units over five runs is one blob. They are garbage:
 //! `prune` removes those no kept run references ([`BlobStore::iter`], [`BlobStore::remove`]),
 //! and [`evict_blobs`](crate::evict_blobs) the captures of the oldest runs when the store is
@@ -45,6 +45,9 @@ use sha2::{Digest, Sha256};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::safe_dir::{Access, Dir};
+
+/// The mode of a stored blob: immutable, and the owner's only.
+pub(crate) const BLOB_MODE: u32 = 0o400;
 use crate::writer::Durability;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
@@ -413,7 +416,7 @@ impl Pending {
                 tmp.fd(),
                 name,
                 flags,
-                rustix::fs::Mode::from_raw_mode(0o644),
+                rustix::fs::Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
             )?;
             self.temp = Some(File::from(temp));
             self.tmp_dir = Some(tmp);
@@ -469,7 +472,9 @@ impl PendingBlob for Pending {
             None => {}
         }
         let temp = self.spill()?;
-        temp.set_permissions(fs::Permissions::from_mode(0o444))?;
+        // Read-only, and the owner's only (DESIGN §18): a captured 0600 `creds.json` must not
+        // become readable by every local user.
+        temp.set_permissions(fs::Permissions::from_mode(BLOB_MODE))?;
         if durable {
             temp.sync_all()?;
         }

@@ -13,7 +13,12 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(|source| StoreError::io("fsync directory", dir, source))
 }
 
-/// Creates `dir` and any missing parents; each directory created is fsynced into its parent.
+/// The mode of every folder apollo creates in a state directory: the owner's only.
+pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
+/// The mode of every file apollo creates in a state directory (blobs are then made read-only).
+pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` and any missing parents, owner-only (0700); each directory created is fsynced into its parent.
 pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<(), StoreError> {
     if dir.is_dir() {
         return Ok(());
@@ -21,7 +26,11 @@ pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<(), StoreError> {
     if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         create_dir_all_durable(parent)?;
     }
-    match fs::create_dir(dir) {
+    // Owner-only (DESIGN §18): what apollo keeps (captured files, logs, caches) is the
+    // user's alone unless the state directory says otherwise.
+    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), PRIVATE_DIR_MODE)
+        .create(dir)
+    {
         Ok(()) => {}
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {
             return Ok(());

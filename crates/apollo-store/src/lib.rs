@@ -13,6 +13,7 @@ mod hash_cache;
 mod index_file;
 mod input_manifest;
 mod lock;
+mod permissions;
 mod reader;
 mod record;
 mod retention;
@@ -41,6 +42,7 @@ pub use input_manifest::{
     MANIFESTS_DIR, input_manifest_path, read_files_manifest, read_input_manifest,
 };
 pub use lock::{LockHolder, StateLock};
+pub use permissions::{ReadableEntry, make_private, readable_by_others};
 pub use reader::{JournalReader, ReadOptions, StoredRecord, VerbatimRecord};
 pub use retention::{PruneOptions, PruneReport, plan_prune, prune};
 pub use reuse_index::{IndexRefresh, PipelineReuse, ReuseIndex};

@@ -292,7 +292,11 @@ impl Dir {
         durable: bool,
     ) -> Result<Self, StoreError> {
         let name = name.as_ref();
-        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(0o777)) {
+        match rustix::fs::mkdirat(
+            &self.fd,
+            name,
+            Mode::from_raw_mode(crate::fsutil::PRIVATE_DIR_MODE),
+        ) {
             Ok(()) => {
                 let dir = self.subdir(name)?;
                 if durable {
@@ -316,9 +320,14 @@ impl Dir {
         let name = name.as_ref();
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666))
-            .map(File::from)
-            .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
+        rustix::fs::openat(
+            &self.fd,
+            name,
+            flags,
+            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+        )
+        .map(File::from)
+        .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
     }
 
     /// Opens the file `name`, which must be a regular file (never a symbolic link, a FIFO or a
@@ -347,7 +356,12 @@ impl Dir {
                 Access::ReadWriteCreate => OFlags::RDWR | OFlags::CREATE,
                 Access::ReadWrite => OFlags::RDWR,
             };
-        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o666)) {
+        let fd = match rustix::fs::openat(
+            &self.fd,
+            name,
+            flags,
+            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+        ) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => {
                 return Err(StoreError::NotFound {

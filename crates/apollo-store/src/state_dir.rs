@@ -374,7 +374,14 @@ impl StateDir {
                 root.display()
             )));
         }
+        let is_new = !root.exists();
         create_dir_all_durable(&root)?;
+        if is_new {
+            // A new state directory is the user's alone (DESIGN §18): 0700 whatever the umask
+            // left. One that exists keeps the modes it has (`apollo verify` warns).
+            fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                .map_err(|source| StoreError::io("set the permissions of", &root, source))?;
+        }
         // Below the root nothing is followed: `runs`, `blobs`, `blobs/sha256` must be folders
         // and `lock` a regular file, or apollo refuses before writing anything.
         let root_dir = Dir::open(&root)?;

@@ -48,6 +48,7 @@ fn main() -> ExitCode {
         reuse: false,
         executor: apollo_core::model::ExecutorKind::Local,
         resources: apollo_core::model::Resources::default(),
+        secrets: Default::default(),
     };
     let request = AttemptRequest::new(&run_id, &unit, 1, &dir);
     let outcome = ProcessExecutor::new(ExecOptions::default())

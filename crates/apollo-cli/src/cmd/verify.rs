@@ -20,6 +20,10 @@ pub(crate) struct VerifyArgs {
     /// Output format (json: one document, `runs` with each run's verdict)
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
+    /// Take the group and other permission bits off every file and folder of the state
+    /// directory (an older apollo left blobs 0444 under 0755 folders), keeping the owner's
+    #[arg(long)]
+    pub(crate) fix_permissions: bool,
 }
 
 /// Reads every record of the run(s); exit 3 when any journal is corrupt, 0 otherwise (a torn
@@ -31,6 +35,7 @@ pub(crate) fn run(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state = args.state.open(state_dir)?;
+    permissions(state.path(), args.fix_permissions, stdout, stderr)?;
     let runs = match &args.run {
         Some(spec) => vec![state::resolve_run(&state, spec)?],
         None => state.run_ids()?,
@@ -125,4 +130,40 @@ pub(crate) fn run(
         return Ok(Exit::Corruption);
     }
     Ok(Exit::Success)
+}
+
+/// Warns when files or folders of the state directory can be read by other users (a state
+/// directory made by an older apollo, or changed by hand); with `fix`, makes them private.
+fn permissions(
+    root: &Path,
+    fix: bool,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<(), CliError> {
+    if fix {
+        let n_changed = apollo_store::make_private(root)?;
+        writeln!(
+            stdout,
+            "{}: made {n_changed} file{} and folder{} private (owner only)",
+            root.display(),
+            if n_changed == 1 { "" } else { "s" },
+            if n_changed == 1 { "" } else { "s" },
+        )
+        .map_err(output)?;
+        return Ok(());
+    }
+    let readable = apollo_store::readable_by_others(root)?;
+    if let Some(first) = readable.first() {
+        let _ = writeln!(
+            stderr,
+            "warning: {} file{} and folder{} of the state directory {} are readable by other users (captured files, logs, caches), e.g. {} ({:o})\n  = help: run `apollo verify --fix-permissions` to make them the owner's only",
+            readable.len(),
+            if readable.len() == 1 { "" } else { "s" },
+            if readable.len() == 1 { "" } else { "s" },
+            root.display(),
+            first.path.display(),
+            first.mode,
+        );
+    }
+    Ok(())
 }

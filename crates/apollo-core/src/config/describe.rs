@@ -58,6 +58,8 @@ pub(crate) enum Shape {
     Memory,
     /// What an attempt asks for: `{cpus, memory, gpus, slurm: {...}}`.
     Resources,
+    /// The `secrets:` block: name → `{env: VAR}`, `{file: PATH}` or `{command: ...}`.
+    Secrets,
 }
 
 /// One key of a section.
@@ -99,7 +101,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 15] = [
+pub(crate) const TOP_LEVEL: [Key; 16] = [
     key(
         "name",
         Shape::Text,
@@ -163,6 +165,11 @@ pub(crate) const TOP_LEVEL: [Key; 15] = [
         Shape::SizeLimit,
         "When a run ends with the state directory's blob store over this size (default 20GiB), the captures of the oldest runs are evicted first, never those of the latest run of each pipeline; `none` for no limit.",
     ),
+    key(
+        "secrets",
+        Shape::Secrets,
+        "Secrets by name and source ({env: VAR}, {file: PATH} or {command: ...}), read when a run starts; a unit lists those it receives (`secrets: [NAME]`) and gets each as an environment variable. Values are never written down.",
+    ),
 ];
 
 /// `defaults:`.
@@ -225,7 +232,7 @@ pub(crate) const DEFAULTS: [Key; 11] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 22] = [
+pub(crate) const UNIT: [Key; 23] = [
     required(
         "name",
         Shape::Text,
@@ -291,6 +298,11 @@ pub(crate) const UNIT: [Key; 22] = [
         "acknowledge",
         Shape::List,
         "Codes of `apollo check` warnings about this unit you have seen and accept, e.g. [retry-not-idempotent]: not reported again.",
+    ),
+    key(
+        "secrets",
+        Shape::List,
+        "Names of the pipeline's `secrets` this unit receives as environment variables; its output is masked before it reaches the logs.",
     ),
 ];
 
@@ -405,6 +417,19 @@ fn shape_schema(shape: Shape) -> Value {
                     "additionalProperties": false}
              },
              "additionalProperties": false},
+            {"type": "null"}
+        ]}),
+        Shape::Secrets => json!({"anyOf": [
+            {"type": "object",
+             "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+             "additionalProperties": {"oneOf": [
+                {"type": "object", "properties": {"env": shape_schema(Shape::Text)},
+                 "required": ["env"], "additionalProperties": false},
+                {"type": "object", "properties": {"file": shape_schema(Shape::Text)},
+                 "required": ["file"], "additionalProperties": false},
+                {"type": "object", "properties": {"command": shape_schema(Shape::Command)},
+                 "required": ["command"], "additionalProperties": false}
+             ]}},
             {"type": "null"}
         ]}),
         Shape::Hook => json!({"anyOf": [

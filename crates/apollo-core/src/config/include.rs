@@ -245,6 +245,16 @@ pub(crate) fn merge(
     for (name, value) in included.env {
         main.env.entry(name).or_insert(value);
     }
+    // A secret of the including file wins over an included file's of the same name, as env.
+    for (name, source) in included.secrets {
+        if !main
+            .secrets
+            .iter()
+            .any(|(first, _)| first.value == name.value)
+        {
+            main.secrets.push((name, source));
+        }
+    }
     for param in included.params {
         if let Some(first) = main
             .params

@@ -83,6 +83,7 @@ mod raw;
 mod read;
 mod resolve;
 pub(crate) mod schema;
+mod secrets;
 mod shell;
 #[cfg(test)]
 mod shell_sh_tests;
@@ -524,6 +525,7 @@ fn load_string(text: String, path: &Path, options: &LoadOptions) -> Result<Loade
         machine: crate::engine::resources::machine_capacity(),
     };
     diagnostics.extend(crate::validate::check(&spec, &source, &base_dir));
+    diagnostics.extend(secrets::check(&spec, &source));
     // File order reads best; diagnostics without a place (missing top-level keys) come first.
     diagnostics.sort_by_key(|diagnostic| (diagnostic.line, diagnostic.column));
     if diagnostics.iter().any(Diagnostic::is_error) {

@@ -235,6 +235,9 @@ impl Walker<'_, '_> {
         }
         let mut ty_node = None;
         let mut default_node = None;
+        if self.refuse_secret_flag(node, &format!("param `{}`", name.value)) {
+            return None;
+        }
         for (key, value) in self.entries(node, &context, PARAM_KEYS, &[]).0 {
             match key {
                 "type" => ty_node = Some(value),

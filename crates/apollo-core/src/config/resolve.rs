@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::schema::{ResourcesSpec, Settings, Sp, Spec};
+use super::secrets::SourceSpec;
 use crate::capture::{CapturePolicy, DEFAULT_CAPTURE_MAX_FILE};
-use crate::model::{Capacity, DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, Unit};
+use crate::model::{Capacity, DEFAULT_HOOK_TIMEOUT, Hook, Pipeline, SecretSource, Unit};
 use crate::validate::{DEFAULT_KILL_GRACE, DEFAULT_RETRY_DELAY};
 
 /// Builds the pipeline. `config_path` and `base_dir` are absolute. Units the walk could not
@@ -21,6 +22,19 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         .map_or_else(default_max_parallel, |count| count.value);
     let defaults = &spec.defaults;
     let capacity = capacity(&spec.max_cpus, &spec.max_memory);
+    let secrets: std::collections::BTreeMap<String, SecretSource> = spec
+        .secrets
+        .iter()
+        .cloned()
+        .map(|(name, source)| {
+            let source = match source.value {
+                SourceSpec::Env(variable) => SecretSource::Env(variable),
+                SourceSpec::File(path) => SecretSource::File(base_dir.join(path)),
+                SourceSpec::Command(command) => SecretSource::Command(command),
+            };
+            (name.value, source)
+        })
+        .collect();
     let mut specs = spec.units;
     let mut units = Vec::with_capacity(specs.len());
     // From the last unit back, handing the specs' memory back as they are used (each spec is
@@ -96,6 +110,11 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             executor: inherit(settings, defaults, |s| s.executor.as_ref().map(|e| e.value))
                 .unwrap_or_default(),
             resources: resources(settings, defaults),
+            secrets: unit
+                .secrets
+                .iter()
+                .filter_map(|name| Some((name.value.clone(), secrets.get(&name.value)?.clone())))
+                .collect(),
         });
     }
     units.reverse();

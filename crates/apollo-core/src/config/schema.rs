@@ -55,6 +55,8 @@ pub(crate) struct Spec {
     pub(crate) max_jobs: Option<Sp<u32>>,
     /// `blob_store_max:`: `Some(None)` is an explicit `none`, no limit.
     pub(crate) blob_store_max: Option<Sp<Option<u64>>>,
+    /// `secrets:`: each secret's name and source, in file order (see `secrets.rs`).
+    pub(crate) secrets: Vec<(Sp<String>, Sp<super::secrets::SourceSpec>)>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -138,6 +140,8 @@ pub(crate) struct UnitSpec {
     /// `acknowledge:`: codes of `check` warnings about this unit that its author has seen and
     /// accepts (`[retry-not-idempotent]`); they are not reported for it.
     pub(crate) acknowledge: Vec<Sp<String>>,
+    /// `secrets:`: the names of the pipeline's secrets the unit receives.
+    pub(crate) secrets: Vec<Sp<String>>,
 }
 
 /// The codes of `check` warnings about one unit that `acknowledge:` may name.
@@ -341,6 +345,7 @@ impl Walker<'_, '_> {
                 "max_memory" => spec.max_memory = self.memory(value, "`max_memory`"),
                 "max_jobs" => spec.max_jobs = self.count(value, "`max_jobs`"),
                 "blob_store_max" => spec.blob_store_max = self.size_limit(value, key),
+                "secrets" => spec.secrets = self.secrets(value),
                 _ => {}
             }
         }
@@ -829,6 +834,11 @@ impl Walker<'_, '_> {
                         .hint("quote it so no digit is lost, e.g. \"1.10\"");
                     continue;
                 }
+                Value::Map(_)
+                    if self.refuse_secret_flag(value, &format!("`{}` in {what}", name.value)) =>
+                {
+                    continue;
+                }
                 _ => {
                     self.wrong_type(value, &format!("`{}` in {what}", name.value), "a string")
                         .hint("use \"\" for an empty value");
@@ -895,6 +905,7 @@ impl Walker<'_, '_> {
 
     pub(super) fn command(&mut self, node: &Node, key: &str, label: &str) -> Option<Sp<Command>> {
         let what = format!("`{key}` of {label}");
+        self.warn_secret_env(node, &what);
         let command = match &node.value {
             Value::Str(script) => {
                 if script.trim().is_empty() {
@@ -1000,6 +1011,7 @@ impl Walker<'_, '_> {
             when: None,
             instance: None,
             acknowledge: Vec::new(),
+            secrets: Vec::new(),
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -1034,6 +1046,9 @@ impl Walker<'_, '_> {
                     unit.outputs = self.string_list(value, &format!("`outputs` of {label}"));
                 }
                 "env" => unit.env = self.env(value, &format!("the `env` of {label}")),
+                "secrets" => {
+                    unit.secrets = self.string_list(value, &format!("`secrets` of {label}"));
+                }
                 "foreach" => unit.foreach = self.foreach(value, &label).map(Box::new),
                 "when" => unit.when = self.when(value, &label).map(Box::new),
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),

@@ -49,7 +49,9 @@ pub(crate) fn create_log_dir(log_dir: &Path) -> io::Result<()> {
 /// folder: a symbolic link would send the output (and apollo's writes) elsewhere. apollo-store
 /// checked the attempt's folders before the attempt; this is the check at the moment of use.
 fn ensure_real_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::create_dir(dir) {
+    let mut private = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut private, 0o700);
+    match private.create(dir) {
         Ok(()) => return Ok(()),
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
@@ -72,6 +74,7 @@ fn open_named(path: &Path) -> io::Result<File> {
         .append(true)
         .read(true)
         .create(true)
+        .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {

@@ -21,7 +21,8 @@ pub(super) fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
         let opened = OpenOptions::new()
             .read(true)
             .append(true)
-            .mode(0o666)
+            // The owner's only, as everything in the state directory (DESIGN §18).
+            .mode(0o600)
             .custom_flags(libc::O_TMPFILE)
             .open(dir);
         match opened {

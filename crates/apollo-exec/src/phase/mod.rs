@@ -40,9 +40,20 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) dev_null: Option<&'a std::fs::File>,
     /// Apollo's environment, which the units' variables are set over.
     pub(crate) environment: &'a Environment,
+    /// The secret values the unit's `secrets` are taken from.
+    pub(crate) secrets: &'a crate::secrets::SecretValues,
+    /// The relays of the running phase's output, for a unit that receives secrets.
+    pub(crate) relays: std::cell::RefCell<Vec<crate::secrets::Relay>>,
 }
 
 impl AttemptContext<'_> {
+    /// Waits for the running phase's relays (if any) to write all it printed.
+    pub(crate) fn finish_relays(&self) {
+        for relay in self.relays.borrow_mut().drain(..) {
+            relay.finish();
+        }
+    }
+
     /// When the output files are due to get their names, unless that happened already.
     fn naming_due(&self) -> Option<Instant> {
         if self.logs_named.get() {

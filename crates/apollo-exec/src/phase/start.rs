@@ -98,19 +98,48 @@ fn start<'g>(
         .iter()
         .map(|(key, value)| (key.as_str(), OsStr::new(value.as_str())))
         .collect();
+    // Secrets go into the environment only, never on a command line (`ps` shows argv to
+    // every user). The executor checked that each was read.
+    for name in request.unit.secrets.keys() {
+        if let Some(value) = context.secrets.get(name) {
+            overrides.push((name.as_str(), OsStr::new(value)));
+        }
+    }
     overrides.extend([
         ("APOLLO_RUN_ID", OsStr::new(request.run_id)),
         ("APOLLO_UNIT", OsStr::new(request.unit.name.as_str())),
         ("APOLLO_ATTEMPT", OsStr::new(attempt.as_str())),
         ("APOLLO_PHASE", OsStr::new(phase.as_str())),
     ]);
+    // A unit that receives secrets writes into pipes whose relays mask the values on their
+    // way to the log files; the others write into the files directly.
+    let mut pipes = None;
+    if !request.unit.secrets.is_empty() {
+        let values: Vec<&str> = request
+            .unit
+            .secrets
+            .keys()
+            .filter_map(|name| context.secrets.get(name))
+            .collect();
+        let (out_relay, out_pipe) = crate::secrets::Relay::start(context.stdout.fd(), &values)?;
+        let (err_relay, err_pipe) = crate::secrets::Relay::start(context.stderr.fd(), &values)?;
+        context.relays.borrow_mut().extend([out_relay, err_relay]);
+        pipes = Some((out_pipe, err_pipe));
+    }
+    let (child_stdout, child_stderr) = match &pipes {
+        Some((out_pipe, err_pipe)) => (
+            crate::secrets::borrowed(out_pipe),
+            crate::secrets::borrowed(err_pipe),
+        ),
+        None => (context.stdout.fd(), context.stderr.fd()),
+    };
     let spawn = Spawn {
         program,
         args,
         workdir: &request.unit.workdir,
         stdin,
-        stdout: context.stdout.fd(),
-        stderr: context.stderr.fd(),
+        stdout: child_stdout,
+        stderr: child_stderr,
         base: context.environment,
         overrides: &overrides,
     };

@@ -8,6 +8,7 @@
 mod host;
 mod misbehaving;
 mod phases;
+mod secrets;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -57,6 +58,7 @@ impl Fixture {
             reuse: false,
             executor: apollo_core::model::ExecutorKind::Local,
             resources: apollo_core::model::Resources::default(),
+            secrets: Default::default(),
         };
         Fixture {
             dir,

@@ -12,7 +12,7 @@ use apollo_core::diagnostic::render_all;
 use apollo_core::dispatch::Dispatch;
 use apollo_core::event::RunStatus;
 use apollo_core::model::ExecutorKind;
-use apollo_exec::{ExecOptions, ProcessExecutor};
+use apollo_exec::{ExecOptions, ProcessExecutor, SecretValues};
 use apollo_runner::{Opened, RunSession, RunTarget};
 use apollo_slurm::{SlurmExecutor, SlurmOptions};
 
@@ -101,6 +101,24 @@ fn load_for_run(
     load_config(config_path, state_path, params, true, stderr)
 }
 
+/// The values of the secrets the pipeline's units receive, read now that the run starts
+/// (never by `check` or `--dry-run`, which run no `{command: ...}`). A secret that cannot be
+/// read stops the run before anything is recorded, as a config error.
+fn read_secrets(pipeline: &apollo_core::Pipeline, dry_run: bool) -> Result<SecretValues, CliError> {
+    if dry_run {
+        return Ok(SecretValues::new());
+    }
+    SecretValues::read_for(&pipeline.units, &pipeline.base_dir).map_err(|error| {
+        CliError::Usage {
+            message: format!(
+                "{error}
+  = help: the run was not started; make the secret available from its source (see `secrets:` in {}), then run again",
+                pipeline.config_path.display()
+            ),
+        }
+    })
+}
+
 /// Runs (or plans, with `--dry-run`) the pipeline at `config_path` on `target`.
 pub(super) fn execute(
     config_path: &Path,
@@ -116,7 +134,8 @@ pub(super) fn execute(
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
-    let local = ProcessExecutor::new(ExecOptions::default());
+    let local = ProcessExecutor::new(ExecOptions::default())
+        .with_secrets(read_secrets(pipeline, execution.dry_run)?);
     let session = execution.configure(
         RunSession::new(&state_path, config_path, &loaded, &sweep)
             .target(target)

@@ -49,6 +49,7 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         reuse: false,
         executor: crate::model::ExecutorKind::Local,
         resources: crate::model::Resources::default(),
+        secrets: BTreeMap::new(),
     }
 }
 
