@@ -253,14 +253,38 @@ units:
             first.stdout
         );
     }
-    let logs = apollo
-        .args(&["logs", "latest", "only_us", "--stderr"])
-        .run();
+    // A false expression is apollo's skip, said as such — never an exit 77 of the unit's, and
+    // its command stays the user's (issue 35).
     assert!(
-        logs.stdout
+        first
+            .stdout
+            .contains(r#"only_us      when: ${params.region} == "us" (eu == "us") is false"#),
+        "{}",
+        first.stdout
+    );
+    let show = apollo.args(&["show", "latest", "only_us"]).run();
+    show.code(0);
+    assert!(
+        show.stdout
+            .contains(r#"when: ${params.region} == "us" (eu == "us") is false (apollo skipped it; nothing ran)"#),
+        "{}",
+        show.stdout
+    );
+    assert!(!show.stdout.contains("exit 77"), "{}", show.stdout);
+    let plan = apollo.args(&["run", "--dry-run", "--fresh"]).run();
+    assert!(
+        plan.stdout
             .contains(r#"skipped: when: ${params.region} == "us" (eu == "us") is false"#),
         "{}",
-        logs.stdout
+        plan.stdout
+    );
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    assert!(
+        junit.stdout.contains(
+            r#"when: ${params.region} == &quot;us&quot; (eu == &quot;us&quot;) is false"#
+        ),
+        "{}",
+        junit.stdout
     );
 
     apollo.file("markers/new", "");

@@ -423,6 +423,9 @@ impl Observer for Progress<'_> {
                 Notice::Skipped { unit, upstream } => Some(serde_json::json!({
                     "event": "skipped", "unit": unit, "upstream_failed": upstream,
                 })),
+                Notice::SkippedWhen { unit, condition } => Some(serde_json::json!({
+                    "event": "skipped", "unit": unit, "when": condition,
+                })),
                 Notice::Reused {
                     unit,
                     from_run,
@@ -560,6 +563,14 @@ impl Observer for Progress<'_> {
                 let width = self.name_width;
                 self.line(&format!(
                     "  {:<8} {unit:<width$}  upstream {upstream} failed",
+                    "skipped"
+                ));
+            }
+            Notice::SkippedWhen { unit, condition } => {
+                let width = self.name_width;
+                let condition = crate::excerpt::clean_line(condition);
+                self.line(&format!(
+                    "  {:<8} {unit:<width$}  when: {condition} is false",
                     "skipped"
                 ));
             }

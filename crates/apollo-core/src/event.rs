@@ -444,6 +444,13 @@ pub enum SkipReason {
     },
     /// The run was interrupted before the unit could start.
     Interrupted,
+    /// (Format 1.5.) Its `when:` condition was false when the pipeline was loaded: apollo
+    /// skipped it, nothing of it ran (never recorded as an exit 77 of its own).
+    When {
+        /// The condition as written, with its values when they differ
+        /// (`${params.region} == "eu" (us == "eu")`).
+        condition: String,
+    },
 }
 
 /// Payload of `unit_skipped`.

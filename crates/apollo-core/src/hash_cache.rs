@@ -194,6 +194,7 @@ mod tests {
 
     fn output_hash_with(cache: &MemoryCache, dir: &std::path::Path) -> String {
         let unit = crate::model::Unit {
+            skip_when: None,
             name: "u".into(),
             deps: Vec::new(),
             timeout: None,

@@ -188,6 +188,11 @@ pub struct Unit {
     /// Left out of definition snapshots when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, SecretSource>,
+    /// The `when:` condition that was false when the pipeline was loaded (as written, with its
+    /// values when they differ): apollo skips the unit — recorded `unit_skipped` with reason
+    /// `when`, its commands never run — and its dependents go on. `None`: it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_when: Option<String>,
 }
 
 /// Which executor runs a unit's attempts (DESIGN §13).

@@ -12,6 +12,7 @@ pub(crate) fn skip_reason_text(reason: &SkipReason) -> String {
     match reason {
         SkipReason::UpstreamFailed { upstream } => format!("upstream {upstream} failed"),
         SkipReason::Interrupted => "the run was interrupted before it started".to_owned(),
+        SkipReason::When { condition } => format!("when: {condition} is false"),
     }
 }
 

@@ -120,6 +120,10 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
         // report every cache hit as a skipped test), with a property saying where it is from.
         UnitStatus::Reused => TestCaseStatus::success(),
         UnitStatus::Skipped => skipped("skipped itself (exit 77)".to_owned()),
+        UnitStatus::SkippedWhen => skipped(match unit.skips.last().map(|skip| &skip.reason) {
+            Some(reason) => crate::display::skip_reason_text(reason),
+            None => "skipped: its `when:` was false".to_owned(),
+        }),
         UnitStatus::UpstreamFailed => skipped(match unit.skips.last().map(|skip| &skip.reason) {
             Some(apollo_core::event::SkipReason::UpstreamFailed { upstream }) => {
                 format!("not run: upstream `{upstream}` failed")

@@ -295,6 +295,8 @@ pub enum UnitStatus {
     Interrupted,
     /// It skipped itself (exit 77).
     Skipped,
+    /// Apollo skipped it: its `when:` was false when the pipeline was loaded (nothing ran).
+    SkippedWhen,
     /// It was skipped because an upstream unit failed.
     UpstreamFailed,
     /// It was skipped because the run was interrupted before it started.
@@ -320,6 +322,7 @@ impl UnitStatus {
             UnitStatus::TimedOut => "timed_out",
             UnitStatus::Interrupted => "interrupted",
             UnitStatus::Skipped => "skipped",
+            UnitStatus::SkippedWhen => "skipped_when",
             UnitStatus::UpstreamFailed => "upstream_failed",
             UnitStatus::NotStarted => "not_started",
             UnitStatus::Unfinished => "unfinished",
@@ -610,6 +613,7 @@ impl TimelineBuilder {
                 let unit = &mut self.timeline.units[unit_idx];
                 unit.status = match skipped.reason {
                     SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
+                    SkipReason::When { .. } => UnitStatus::SkippedWhen,
                     _ => UnitStatus::NotStarted,
                 };
                 unit.skips.push(Skip {

@@ -275,6 +275,7 @@ fn hook_unit(
         ("APOLLO_HOOK".to_owned(), hook.when.as_str().to_owned()),
     ]);
     Unit {
+        skip_when: None,
         name: hook.when.as_str().to_owned(),
         deps: Vec::new(),
         timeout: Some(hook.timeout),
@@ -322,6 +323,7 @@ fn write_summary(
                     let (status, attempt) = match result {
                         UnitResult::Succeeded { attempt } => ("succeeded", Some(*attempt)),
                         UnitResult::SelfSkipped { attempt } => ("skipped", Some(*attempt)),
+                        UnitResult::SkippedWhen { .. } => ("skipped", None),
                         UnitResult::Reused => ("already_done", None),
                         UnitResult::ReusedFromRun { attempt, .. } => ("reused", Some(*attempt)),
                         UnitResult::Failed { attempt, .. } => ("failed", Some(*attempt)),

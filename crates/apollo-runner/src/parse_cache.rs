@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
 /// (6: units carry the names and sources of the secrets they receive.)
-const FORMAT: u32 = 6;
+const FORMAT: u32 = 7;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -177,6 +177,7 @@ struct CachedUnit {
     resources: apollo_core::model::Resources,
     /// Names and sources only: a secret's value is read when a run starts, never loaded.
     secrets: std::collections::BTreeMap<String, apollo_core::model::SecretSource>,
+    skip_when: Option<String>,
 }
 
 /// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
@@ -187,7 +188,7 @@ macro_rules! every_field {
             $value, $from => $to;
             name, deps, timeout, retries, retry_delay, kill_grace, prepare, execute, cleanup,
             inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources,
-            secrets
+            secrets, skip_when
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

@@ -8,6 +8,7 @@ use apollo_core::model::{Command, Unit};
 /// A Slurm unit `align` running `execute` in `/tmp`, with one env variable.
 pub(crate) fn unit(execute: Command) -> Unit {
     Unit {
+        skip_when: None,
         name: "align".into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(90)),

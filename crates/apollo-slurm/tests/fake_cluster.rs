@@ -104,6 +104,7 @@ fn fake_cluster(dir: &Path) -> SlurmOptions {
 
 fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     Unit {
+        skip_when: None,
         name: name.into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(600)),

@@ -25,7 +25,7 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// segment's last record (allocated ahead by the writer, trimmed when it closes the segment;
 /// a reader reads to the last non-zero byte, and an older one calls the zeros a torn tail);
 /// 1.5 the `kind` of `run_started` (`reproduction` for `apollo reproduce`'s runs, absent for
-/// an ordinary run).
+/// an ordinary run) and the `when` reason of `unit_skipped` (a `when:` false at load).
 pub const FORMAT_MINOR: u32 = 5;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

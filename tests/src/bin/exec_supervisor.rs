@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let unit = Unit {
+        skip_when: None,
         name: "orphan_candidate".to_owned(),
         deps: vec![],
         timeout: None,

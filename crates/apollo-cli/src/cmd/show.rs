@@ -150,6 +150,9 @@ pub(crate) fn show(
         let why = match &skip.reason {
             SkipReason::UpstreamFailed { upstream } => format!("upstream `{upstream}` failed"),
             SkipReason::Interrupted => "the run was interrupted before it started".to_owned(),
+            SkipReason::When { condition } => {
+                format!("when: {condition} is false (apollo skipped it; nothing ran)")
+            }
         };
         text.push_str(&format!(
             "  skipped at {}: {why}\n",

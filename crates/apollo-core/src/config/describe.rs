@@ -287,7 +287,7 @@ pub(crate) const UNIT: [Key; 23] = [
     key(
         "when",
         Shape::When,
-        "Run only if: an expression decided at load (${params.region} == \"eu\"), or {command: ...} run at the start of execute; false skips the unit like exit 77.",
+        "Run only if: an expression decided at load (${params.region} == \"eu\"), or {command: ...} run at the start of execute. A false expression: apollo skips the unit (nothing of it runs); a false command: the unit skips itself (exit 77).",
     ),
     DEFAULTS[6],
     DEFAULTS[7],

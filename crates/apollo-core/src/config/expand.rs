@@ -458,13 +458,11 @@ impl<'e> Expander<'e, '_> {
                         } else {
                             format!("{} ({})", expression.value.trim(), shown.trim())
                         };
-                        unit.prepare = None;
-                        unit.cleanup = None;
+                        // Nothing of it runs, so nothing of it is hashed or checked: its
+                        // commands stay as written (shown and recorded as the user's).
                         unit.inputs.clear();
                         unit.outputs.clear();
-                        if let Some(execute) = &mut unit.execute {
-                            execute.value = when::skip_command(&shown);
-                        }
+                        unit.skip_when = Some(shown);
                     }
                     Err(message) => self.push(
                         self.source

@@ -115,6 +115,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 .iter()
                 .filter_map(|name| Some((name.value.clone(), secrets.get(&name.value)?.clone())))
                 .collect(),
+            skip_when: unit.skip_when,
         });
     }
     units.reverse();

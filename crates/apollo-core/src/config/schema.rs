@@ -142,6 +142,8 @@ pub(crate) struct UnitSpec {
     pub(crate) acknowledge: Vec<Sp<String>>,
     /// `secrets:`: the names of the pipeline's secrets the unit receives.
     pub(crate) secrets: Vec<Sp<String>>,
+    /// A `when:` expression found false at load (set in `expand.rs`): the unit is skipped.
+    pub(crate) skip_when: Option<String>,
 }
 
 /// The codes of `check` warnings about one unit that `acknowledge:` may name.
@@ -1012,6 +1014,7 @@ impl Walker<'_, '_> {
             instance: None,
             acknowledge: Vec::new(),
             secrets: Vec::new(),
+            skip_when: None,
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value

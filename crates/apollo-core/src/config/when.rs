@@ -8,12 +8,11 @@
 //!   the unit's `execute` (a unit with `prepare` cannot have one: the condition would come
 //!   after the preparation it is meant to spare).
 //!
-//! A false condition skips the unit exactly as if its `execute` had exited 77 — which is how
-//! it is done: the unit's `execute` becomes (or begins with) a check that prints why and exits
-//! 77. So it is recorded `skipped`, satisfies its dependents, and its log says which condition
-//! was false. The difference from a unit exiting 77 by itself: `when` is decided by the
-//! pipeline (before the unit's own command runs: at load time for an expression), exit 77 by
-//! the unit's own logic.
+//! A false **expression** skips the unit: apollo records `unit_skipped` with reason `when`
+//! (the condition as written, with its values), runs none of its commands, and its dependents
+//! go on ([`Unit::skip_when`](crate::model::Unit::skip_when)). It is never shown as an exit 77
+//! of the unit's own. A **command** is checked at the start of the unit's `execute`: a false one
+//! prints why and exits 77, so that one is recorded as the unit skipping itself.
 
 use super::raw::{Node, Value};
 use super::schema::{Sp, Walker};
@@ -121,17 +120,6 @@ pub(crate) fn evaluate(left: &str, operator: Option<&str>, right: &str) -> Resul
             )),
         },
     }
-}
-
-/// The `execute` of a unit whose load-time condition is false: it says so and exits 77.
-pub(crate) fn skip_command(expression: &str) -> Command {
-    Command::Argv(vec![
-        "/bin/sh".to_owned(),
-        "-c".to_owned(),
-        "printf 'skipped: when: %s is false\\n' \"$1\" >&2; exit 77".to_owned(),
-        "sh".to_owned(),
-        expression.to_owned(),
-    ])
 }
 
 /// `execute` preceded by the check of a `when: {command}`: a false condition prints why and

@@ -174,6 +174,12 @@ pub enum UnitResult {
         /// The upstream unit.
         upstream: String,
     },
+    /// Its `when:` was false when the pipeline was loaded: apollo skipped it
+    /// ([`Unit::skip_when`](crate::model::Unit::skip_when)); its dependents went on.
+    SkippedWhen {
+        /// The condition, as recorded.
+        condition: String,
+    },
     /// It was interrupted, or never started (interrupted run, fail-fast stop, `--only`).
     NotRun,
 }

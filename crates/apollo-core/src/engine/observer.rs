@@ -66,6 +66,13 @@ pub enum Notice<'a> {
         /// The failed upstream unit.
         upstream: &'a str,
     },
+    /// The unit did not run: its `when:` was false ([`crate::model::Unit::skip_when`]).
+    SkippedWhen {
+        /// The unit.
+        unit: &'a str,
+        /// The condition.
+        condition: &'a str,
+    },
 }
 
 /// Receives [`Notice`]s from the engine thread.
@@ -103,6 +110,9 @@ pub(super) enum HeldNotice {
     Skipped {
         unit_idx: usize,
         upstream: String,
+    },
+    SkippedWhen {
+        unit_idx: usize,
     },
     Reused {
         unit_idx: usize,
@@ -145,6 +155,13 @@ impl HeldNotice {
                 unit: &pipeline.units[unit_idx].name,
                 upstream: &upstream,
             }),
+            HeldNotice::SkippedWhen { unit_idx } => {
+                let unit = &pipeline.units[unit_idx];
+                observer.notice(&Notice::SkippedWhen {
+                    unit: &unit.name,
+                    condition: unit.skip_when.as_deref().unwrap_or(""),
+                });
+            }
         }
     }
 }

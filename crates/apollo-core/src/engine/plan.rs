@@ -36,6 +36,11 @@ pub enum Planned {
     },
     /// Not part of this run (`--only` leaves it out).
     OutOfScope,
+    /// Skipped by apollo: its `when:` was false when the pipeline was loaded.
+    SkippedWhen {
+        /// The condition, as it will be recorded.
+        condition: String,
+    },
 }
 
 impl std::fmt::Display for Planned {
@@ -68,6 +73,7 @@ impl std::fmt::Display for Planned {
                 write!(f, "runs after {}", upstream.join(", "))
             }
             Planned::OutOfScope => f.write_str("not selected by --only"),
+            Planned::SkippedWhen { condition } => write!(f, "skipped: when: {condition} is false"),
         }
     }
 }
@@ -83,7 +89,7 @@ impl Planned {
         match self {
             Planned::Decided(decision) => decision.runs(),
             Planned::AfterUpstream { .. } => true,
-            Planned::OutOfScope => false,
+            Planned::OutOfScope | Planned::SkippedWhen { .. } => false,
         }
     }
 }
@@ -112,6 +118,19 @@ pub fn dry_run(
         let unit = &pipeline.units[unit_idx];
         if !in_scope[unit_idx] {
             plan.push((unit.name.clone(), Planned::OutOfScope));
+            continue;
+        }
+        if let Some(condition) = &unit.skip_when {
+            // As the run records it: its dependents get the same fixed output hash.
+            output_hashes[unit_idx] = Some(crate::hash::sha256_hex(
+                format!("when false: {condition}").as_bytes(),
+            ));
+            plan.push((
+                unit.name.clone(),
+                Planned::SkippedWhen {
+                    condition: condition.clone(),
+                },
+            ));
             continue;
         }
         let running_upstream: Vec<String> = dag

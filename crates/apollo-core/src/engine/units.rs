@@ -131,7 +131,11 @@ impl UnitTable {
             skipped: count(&|slot| {
                 matches!(
                     slot.result,
-                    Some(UnitResult::SelfSkipped { .. } | UnitResult::SkippedUpstream { .. })
+                    Some(
+                        UnitResult::SelfSkipped { .. }
+                            | UnitResult::SkippedWhen { .. }
+                            | UnitResult::SkippedUpstream { .. }
+                    )
                 )
             }),
             reused: count(&|slot| matches!(slot.result, Some(UnitResult::ReusedFromRun { .. }))),

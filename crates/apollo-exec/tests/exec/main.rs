@@ -40,6 +40,7 @@ impl Fixture {
             NEXT.fetch_add(1, Ordering::SeqCst)
         );
         let unit = Unit {
+            skip_when: None,
             name: "unit_under_test".to_owned(),
             deps: vec![],
             timeout: Some(Duration::from_secs(120)),

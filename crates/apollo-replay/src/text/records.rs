@@ -154,6 +154,7 @@ impl<W: Write> TextRenderer<W> {
         let status = match &skipped.reason {
             SkipReason::UpstreamFailed { .. } => "upstream_failed",
             SkipReason::Interrupted => "not_started",
+            SkipReason::When { .. } => "skipped",
         };
         self.write_line(&Line {
             offset_ms: context.offset,

@@ -57,6 +57,7 @@ pub(crate) fn summary(
     let n_from_runs = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
     let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
     let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
+    let n_when = report.count(|result| matches!(result, UnitResult::SkippedWhen { .. }));
     let n_upstream_failed =
         report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
     let n_interrupted = report
@@ -98,13 +99,20 @@ pub(crate) fn summary(
         counts.push(format!("{n_from_runs} reused"));
     }
     counts.push(format!("{n_failed} failed"));
+    let mut skipped_detail = Vec::new();
+    if n_when > 0 {
+        skipped_detail.push(format!("{n_when} by when:"));
+    }
+    if n_upstream_failed > 0 {
+        skipped_detail.push(format!("{n_upstream_failed} upstream failed"));
+    }
     counts.push(format!(
         "{} skipped{}",
-        n_self_skipped + n_upstream_failed,
-        if n_upstream_failed > 0 {
-            format!(" ({n_upstream_failed} upstream failed)")
-        } else {
+        n_self_skipped + n_when + n_upstream_failed,
+        if skipped_detail.is_empty() {
             String::new()
+        } else {
+            format!(" ({})", skipped_detail.join(", "))
         }
     ));
     if n_interrupted > 0 {
@@ -245,6 +253,7 @@ pub(crate) fn summary_json(
                 }
                 UnitResult::Succeeded { attempt } => ("succeeded", serde_json::json!({"attempt": attempt})),
                 UnitResult::SelfSkipped { attempt } => ("skipped", serde_json::json!({"attempt": attempt})),
+                UnitResult::SkippedWhen { condition } => ("skipped", serde_json::json!({"when": condition})),
                 UnitResult::Reused => ("already_done", serde_json::json!({})),
                 UnitResult::ReusedFromRun { run_id, attempt } => {
                     ("reused", serde_json::json!({"from_run": run_id, "attempt": attempt}))

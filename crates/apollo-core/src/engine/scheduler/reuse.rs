@@ -8,7 +8,9 @@ use crate::engine::observer::HeldNotice;
 use crate::engine::policy::{Decision, reused_output_hash};
 use crate::engine::reuse::{ReuseCandidate, ReuseCheck};
 use crate::engine::units::State;
-use crate::event::{AttemptStatus, InputComponent, UnitReused, UnitStarted};
+use crate::event::{
+    AttemptStatus, InputComponent, SkipReason, UnitReused, UnitSkipped, UnitStarted,
+};
 use crate::input_manifest;
 use crate::resume::PriorUnitState;
 
@@ -36,6 +38,29 @@ impl Scheduler<'_> {
                 _ => UnitResult::Reused,
             },
         });
+        self.queue.complete(self.dag, unit_idx);
+    }
+
+    /// Record `unit_idx` as skipped because its `when:` was false at load (its `unit_skipped`
+    /// goes in the batch, reason `when`) and let its dependents go on with a fixed output hash:
+    /// like a unit that skipped itself, it satisfies them.
+    pub(super) fn skip_when(&mut self, unit_idx: usize) {
+        let unit = &self.pipeline.units[unit_idx];
+        let condition = unit.skip_when.clone().unwrap_or_default();
+        let skipped = UnitSkipped {
+            unit: unit.name.clone(),
+            reason: SkipReason::When {
+                condition: condition.clone(),
+            },
+        };
+        self.batch
+            .push_skipped(skipped, HeldNotice::SkippedWhen { unit_idx });
+        let slot = &mut self.units[unit_idx];
+        slot.output_hash = Some(crate::hash::sha256_hex(
+            format!("when false: {condition}").as_bytes(),
+        ));
+        slot.state = State::Done;
+        slot.result = Some(UnitResult::SkippedWhen { condition });
         self.queue.complete(self.dag, unit_idx);
     }
 

@@ -107,6 +107,11 @@ impl Scheduler<'_> {
                 break;
             }
             self.queue.pop();
+            // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
+            if self.pipeline.units[unit_idx].skip_when.is_some() {
+                self.skip_when(unit_idx);
+                continue;
+            }
             if let Some(stashed) = self.units[unit_idx].stashed.take() {
                 let (inputs, files, reuse_check, took) = *stashed;
                 let found = Found {

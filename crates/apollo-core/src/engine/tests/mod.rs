@@ -31,6 +31,7 @@ use crate::model::{Command, Unit};
 
 pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
     Unit {
+        skip_when: None,
         name: name.into(),
         deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
         timeout: None,
