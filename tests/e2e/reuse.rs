@@ -646,3 +646,33 @@ fn prune_keeps_what_the_latest_run_reused_so_its_outputs_stay_restorable() {
         "a\nb\n"
     );
 }
+
+/// `--dry-run` in a reuse chain whose first unit must run says its dependent runs only if that
+/// output changes, else is reused — what the real run then does (issue 35: it predicted "run").
+#[test]
+fn dry_run_says_a_reusable_dependent_runs_only_if_its_upstream_output_changes() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "defaults:\n  reuse: true\nunits:\n  - name: first\n    inputs: [in.txt]\n    outputs: [first.txt]\n    execute: bin/count first; cut -c1 in.txt > first.txt\n  - name: second\n    deps: [first]\n    outputs: [second.txt]\n    execute: bin/count second; cat first.txt > second.txt\n",
+    );
+    apollo.file("in.txt", "x1\n");
+    apollo.args(&["run"]).run().code(0);
+    // The input changes, the first unit's output will not.
+    apollo.file("in.txt", "x2\n");
+    let plan = apollo.args(&["run", "--dry-run"]).run();
+    plan.code(0);
+    assert!(
+        plan.stdout
+            .contains("second  runs after first, unless their output comes out as an earlier run's did: then reused"),
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout
+            .contains("(1 of them only if an upstream output changes, else reused)"),
+        "{}",
+        plan.stdout
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!((apollo.count("first"), apollo.count("second")), (2, 1));
+}

@@ -33,6 +33,9 @@ pub enum Planned {
         /// Whether a change of those outputs stops the run for a human instead (a done
         /// non-idempotent unit under `OnInputChange::Auto`, or any done unit under `Fail`).
         stops_if_changed: bool,
+        /// Whether an earlier run's success may stand for it once its upstream ran (`reuse:
+        /// true`): it is then reused if their outputs come out as they were.
+        reusable: bool,
     },
     /// Not part of this run (`--only` leaves it out).
     OutOfScope,
@@ -51,6 +54,7 @@ impl std::fmt::Display for Planned {
                 upstream,
                 done_before: true,
                 stops_if_changed: false,
+                ..
             } => write!(
                 f,
                 "succeeded earlier; runs again only if the output of {} changes",
@@ -60,9 +64,20 @@ impl std::fmt::Display for Planned {
                 upstream,
                 done_before: true,
                 stops_if_changed: true,
+                ..
             } => write!(
                 f,
                 "succeeded earlier; if the output of {} changes, the run stops for a human's verdict",
+                upstream.join(", ")
+            ),
+            Planned::AfterUpstream {
+                upstream,
+                done_before: false,
+                reusable: true,
+                ..
+            } => write!(
+                f,
+                "runs after {}, unless their output comes out as an earlier run's did: then reused",
                 upstream.join(", ")
             ),
             Planned::AfterUpstream {
@@ -82,6 +97,12 @@ impl Planned {
     /// Whether the run would stop at this unit for a human's verdict (exit 5).
     pub fn stops_run(&self) -> bool {
         matches!(self, Planned::Decided(decision) if decision.stops_run())
+    }
+
+    /// Whether the unit runs only if an upstream output changes, else an earlier run's success
+    /// stands for it (see [`Planned::AfterUpstream`]'s `reusable`).
+    pub fn may_be_reused(&self) -> bool {
+        matches!(self, Planned::AfterUpstream { reusable: true, .. })
     }
 
     /// Whether the unit would (or may) run.
@@ -171,6 +192,9 @@ pub fn dry_run(
                         OnInputChange::Rerun => false,
                         OnInputChange::Fail => true,
                     },
+                    // Issue 35: "run b" was predicted in a chain the real run then reused.
+                    reusable: !done_before
+                        && crate::engine::reuse::wants_check(options.reuse.as_ref(), prior, unit),
                 },
             ));
             continue;

@@ -210,12 +210,20 @@ pub(crate) fn dry_run(
         };
         writeln!(stdout, "  {verb:<4}  {name:<width$}  {planned}").map_err(output)?;
     }
+    let n_may_be_reused = (plan.units.iter())
+        .filter(|(_, planned)| planned.may_be_reused())
+        .count();
     writeln!(
         stdout,
-        "{} of {} unit{} would run",
+        "{} of {} unit{} would run{}",
         plan.n_to_run(),
         plan.units.len(),
-        plural(plan.units.len())
+        plural(plan.units.len()),
+        if n_may_be_reused > 0 {
+            format!(" ({n_may_be_reused} of them only if an upstream output changes, else reused)")
+        } else {
+            String::new()
+        }
     )
     .map_err(output)?;
     let stops: Vec<&str> = plan
