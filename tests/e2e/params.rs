@@ -332,3 +332,30 @@ units:
     // A run still needs the values.
     apollo.args(&["run"]).run().code(2);
 }
+
+/// `diff` names a param that changed between two runs (issue 35), in text and JSON.
+#[test]
+fn diff_names_a_changed_param() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "params:\n  threshold: {type: int, default: 60}\nunits:\n  - name: a\n    execute: echo ${params.threshold}\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    apollo
+        .args(&["run", "--fresh", "-p", "threshold=70"])
+        .run()
+        .code(0);
+    let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
+    diff.code(1);
+    assert!(
+        diff.stdout.contains("param threshold: 60 → 70"),
+        "{}",
+        diff.stdout
+    );
+    let json = apollo
+        .args(&["diff", "latest~1", "latest", "--format", "json"])
+        .run();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(json["run_a"]["params"]["threshold"], 60, "{json}");
+    assert_eq!(json["run_b"]["params"]["threshold"], 70, "{json}");
+}

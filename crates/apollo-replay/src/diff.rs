@@ -43,6 +43,9 @@ pub struct RunSide {
     pub pipeline: Option<String>,
     /// `succeeded`, `failed`, `interrupted` or `incomplete`.
     pub status: &'static str,
+    /// The run's params (`run_started`), for naming the ones that differ.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Which runs a unit appears in.
@@ -539,6 +542,7 @@ struct FoldAttempt {
 struct Fold {
     run_id: Option<String>,
     pipeline: Option<String>,
+    params: std::collections::BTreeMap<String, serde_json::Value>,
     finished: Option<RunStatus>,
     units: Vec<FoldUnit>,
     index: HashMap<String, usize>,
@@ -591,6 +595,7 @@ impl Fold {
                 if self.run_id.is_none() {
                     self.run_id = Some(started.run_id);
                     self.pipeline = Some(started.pipeline);
+                    self.params = started.params;
                 }
                 for name in &started.units {
                     self.unit_idx(name);
@@ -746,6 +751,7 @@ impl Fold {
                 run_id: self.run_id,
                 pipeline: self.pipeline,
                 status: self.finished.map_or("incomplete", RunStatus::as_str),
+                params: self.params,
             },
             units,
             index: self.index,
@@ -923,12 +929,39 @@ impl RunDiff {
     }
 }
 
+impl RunDiff {
+    /// The params whose value differs between the runs, by name: (name, in A, in B), a side
+    /// without the param `None` (issue 35: `param threshold: 60 → 70`).
+    pub fn changed_params(
+        &self,
+    ) -> Vec<(&str, Option<&serde_json::Value>, Option<&serde_json::Value>)> {
+        let names: std::collections::BTreeSet<&String> = self
+            .run_a
+            .params
+            .keys()
+            .chain(self.run_b.params.keys())
+            .collect();
+        names
+            .into_iter()
+            .map(|name| {
+                (
+                    name.as_str(),
+                    self.run_a.params.get(name),
+                    self.run_b.params.get(name),
+                )
+            })
+            .filter(|(_, a, b)| a != b)
+            .collect()
+    }
+}
+
 impl RunSide {
     fn of(timeline: &Timeline) -> Self {
         RunSide {
             run_id: timeline.run_id.clone(),
             pipeline: timeline.pipeline.clone(),
             status: timeline.status_str(),
+            params: timeline.params.clone(),
         }
     }
 }
@@ -942,6 +975,20 @@ pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io:
             terminal_safe(side.run_id.as_deref().unwrap_or("?")),
             terminal_safe(side.pipeline.as_deref().unwrap_or("?")),
             side.status
+        )?;
+    }
+    for (name, a, b) in diff.changed_params() {
+        let shown = |value: Option<&serde_json::Value>| match value {
+            None => "(unset)".to_owned(),
+            Some(serde_json::Value::String(text)) => text.clone(),
+            Some(other) => other.to_string(),
+        };
+        writeln!(
+            out,
+            "param {}: {} → {}",
+            terminal_safe(name),
+            terminal_safe(&shown(a)),
+            terminal_safe(&shown(b))
         )?;
     }
     writeln!(out)?;

@@ -50,6 +50,8 @@ pub struct Timeline {
     pub n_lanes: usize,
     /// How many records were read.
     pub n_records: u64,
+    /// The run's params, from `run_started` (empty when the pipeline declares none).
+    pub params: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// How a run ended (`run_finished`).
@@ -470,6 +472,7 @@ impl Timeline {
             units: Vec::new(),
             n_lanes: self.n_lanes,
             n_records: self.n_records,
+            params: self.params.clone(),
         }
     }
 }
@@ -519,6 +522,7 @@ impl TimelineBuilder {
                     self.timeline.pipeline = Some(started.pipeline);
                     self.timeline.host = Some(started.host);
                     self.timeline.started = Some(ts);
+                    self.timeline.params = started.params;
                 }
                 self.list_units(started.units);
             }
