@@ -265,3 +265,25 @@ fn prune_keeps_what_either_rule_keeps() {
         pruned.stdout
     );
 }
+
+/// `-j N` above what `max_cpus` allows says so once (issue 35), and the run still runs.
+#[test]
+fn a_j_above_the_cpus_allowed_says_so_once() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "max_cpus: 1\nunits:\n  - name: a\n    execute: 'true'\n  - name: b\n    execute: 'true'\n",
+    );
+    let run = apollo.args(&["run", "-j", "4"]).run();
+    run.code(0);
+    assert_eq!(
+        run.stderr
+            .matches("note: -j 4: at most 1 local unit run at once here: `max_cpus: 1`")
+            .count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let within = apollo.args(&["run", "--fresh", "-j", "1"]).run();
+    within.code(0);
+    assert!(!within.stderr.contains("note: -j"), "{}", within.stderr);
+}

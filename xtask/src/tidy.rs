@@ -156,19 +156,7 @@ fn attempt_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {
         }
         let text = read(&file)?;
         let lines: Vec<&str> = text.lines().collect();
-        for (index, line) in lines.iter().enumerate() {
-            // The rest of a file after `#[cfg(test)]` + an inline module is its tests.
-            if line.trim_start().starts_with("#[cfg(test)]")
-                && lines
-                    .get(index + 1)
-                    .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
-            {
-                break;
-            }
-            if is_comment(line) {
-                continue;
-            }
-            let code = line.split("//").next().unwrap_or_default();
+        for (index, code) in library_code(&lines) {
             if let Some(spelling) = RUN_PATH_SPELLINGS.iter().find(|s| code.contains(*s)) {
                 found.push(format!(
                     "{relative}:{}: `{spelling}` outside apollo-store (ask `RunDir` for a run's folders)",
@@ -284,23 +272,11 @@ fn unwrap_in_library_code(root: &Path) -> Result<Vec<String>, String> {
         }
         let text = read(&file)?;
         let lines: Vec<&str> = text.lines().collect();
-        for (index, line) in lines.iter().enumerate() {
-            let trimmed = line.trim_start();
-            // The rest of a file after `#[cfg(test)]` + an inline module is its tests.
-            if trimmed.starts_with("#[cfg(test)]")
-                && lines
-                    .get(index + 1)
-                    .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
-            {
-                break;
-            }
-            if is_comment(line) {
-                continue;
-            }
-            let code = line.split("//").next().unwrap_or_default();
+        for (index, code) in library_code(&lines) {
             if !code.contains(".unwrap()") && !code.contains(".expect(") {
                 continue;
             }
+            let line = lines[index];
             let justified = line.contains("// ok:")
                 || index
                     .checked_sub(1)
@@ -314,6 +290,25 @@ fn unwrap_in_library_code(root: &Path) -> Result<Vec<String>, String> {
         }
     }
     Ok(found)
+}
+
+/// The code of each non-comment line of a library file (index, the line before any `//`), up
+/// to its inline test module: the rest of a file after `#[cfg(test)]` + `mod … {` is its tests.
+fn library_code<'l>(lines: &[&'l str]) -> Vec<(usize, &'l str)> {
+    let mut code = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]")
+            && lines
+                .get(index + 1)
+                .is_some_and(|next| next.trim_start().starts_with("mod ") && next.contains('{'))
+        {
+            break;
+        }
+        if !is_comment(line) {
+            code.push((index, line.split("//").next().unwrap_or_default()));
+        }
+    }
+    code
 }
 
 /// Test-only source files (declared `#[cfg(test)] mod NAME;`), and every file of a `tests/`

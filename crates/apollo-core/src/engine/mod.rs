@@ -92,6 +92,7 @@ mod policy;
 mod prefetch;
 mod record;
 pub(crate) mod resources;
+pub use resources::local_parallelism_cap;
 mod retry;
 mod reuse;
 mod scheduler;

@@ -132,6 +132,19 @@ impl Drop for Permit<'_> {
     }
 }
 
+/// How many local units can run at once within the pipeline's capacity (`max_cpus`, else the
+/// machine's CPUs), each taking at least the fewest CPUs any of its local units asks for:
+/// what bounds `max_parallel` (`-j`) for local units whatever it is set to. `None` when the
+/// pipeline has no local unit.
+pub fn local_parallelism_cap(pipeline: &crate::model::Pipeline) -> Option<usize> {
+    let fewest = (pipeline.units.iter())
+        .filter(|unit| unit.executor == crate::model::ExecutorKind::Local)
+        .map(|unit| demand(unit).0.max(1))
+        .min()?;
+    let (cpus, _) = effective_capacity(pipeline.capacity);
+    Some(usize::try_from(cpus / fewest).unwrap_or(usize::MAX).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};

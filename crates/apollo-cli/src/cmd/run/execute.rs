@@ -131,6 +131,22 @@ pub(super) fn execute(
     let state_path = state::state_dir_path(state_dir, Some(config_path));
     let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
     let pipeline = &loaded.pipeline;
+    // `-j N` above what the CPUs allow is said once, not left to look like a slow run.
+    if let (Some(asked), Some(cap)) = (
+        execution.max_parallel,
+        apollo_core::engine::local_parallelism_cap(pipeline),
+    ) && usize::try_from(asked).unwrap_or(usize::MAX) > cap
+    {
+        let _ = writeln!(
+            stderr,
+            "note: -j {asked}: at most {cap} local unit{} run at once here: {}, and each unit takes its `cpus:` (1 by default)",
+            if cap == 1 { "" } else { "s" },
+            match pipeline.capacity.cpus {
+                Some(cpus) => format!("`max_cpus: {cpus}`"),
+                None => "this machine's CPUs (`max_cpus:` not set)".to_owned(),
+            }
+        );
+    }
     let sweep = ProcessSweep;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
