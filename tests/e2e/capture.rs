@@ -307,7 +307,7 @@ fn a_reproduction_is_marked_in_runs_and_left_out_of_stats() {
     let runs = apollo.args(&["runs", "--format", "json"]).run();
     runs.code(0);
     let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
-    let kinds: Vec<&str> = (runs.as_array().unwrap().iter())
+    let kinds: Vec<&str> = (runs["runs"].as_array().unwrap().iter())
         .map(|run| run["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["run", "reproduction"]);

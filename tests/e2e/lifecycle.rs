@@ -9,7 +9,9 @@ fn statuses(apollo: &mut Apollo) -> Vec<String> {
     let runs = apollo.args(&["runs", "--format", "json"]).run();
     runs.code(0);
     let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
-    runs.as_array()
+    assert_eq!(runs["schema"], "apollo.runs/2");
+    runs["runs"]
+        .as_array()
         .unwrap()
         .iter()
         .map(|run| run["status"].as_str().unwrap().to_owned())

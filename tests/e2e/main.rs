@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agreement;
 mod capture;
 mod counts;
 mod evict;

@@ -91,7 +91,7 @@ fn a_resume_keeps_the_recorded_params_and_refuses_others() {
     assert!(runs.stdout.contains("day=2026-11-29"), "{}", runs.stdout);
     let json = apollo.args(&["runs", "--format", "json"]).run();
     let runs: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(runs[0]["params"]["day"], "2026-11-29");
+    assert_eq!(runs["runs"][0]["params"]["day"], "2026-11-29");
 }
 
 #[test]

@@ -258,6 +258,21 @@ pub(crate) fn read_records(
     Ok((reader, path))
 }
 
+/// The run model of `run`: its journal folded once ([`Timeline`](apollo_replay::Timeline)),
+/// with [`live`](apollo_replay::Timeline::live) set from the state directory's lock. Every
+/// view that shows a run's states or counts renders this; store warnings go to `stderr`.
+pub(crate) fn run_model(
+    state: &StateDir,
+    run: &RunId,
+    stderr: &mut dyn std::io::Write,
+) -> Result<apollo_replay::Timeline, CliError> {
+    let (mut reader, _) = read_records(state, run, ReadOptions::default())?;
+    let mut timeline = apollo_replay::Timeline::from_records(&mut reader)?;
+    timeline.live = crate::cmd::logs::live_holder_pid(state, run).is_some();
+    print_warnings(&reader.take_warnings(), stderr);
+    Ok(timeline)
+}
+
 /// The `run_started` event of a run.
 pub(crate) fn run_started(
     state: &StateDir,

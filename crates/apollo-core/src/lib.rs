@@ -19,6 +19,7 @@ pub mod record;
 pub mod resume;
 mod reuse_check;
 pub mod testing;
+pub mod unit_state;
 pub mod validate;
 
 pub use cancel::{CancelLevel, CancelRegistration, CancelToken};
@@ -35,3 +36,4 @@ pub use journal::{Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
 pub use record::Record;
 pub use resume::PriorState;
+pub use unit_state::{UnitCounts, UnitState};

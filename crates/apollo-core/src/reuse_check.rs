@@ -15,6 +15,10 @@ use crate::diagnostic::{Diagnostic, SourceFile};
 pub(crate) fn check_reuse(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Diagnostic>) {
     let defaults = &spec.defaults;
     for (unit_idx, unit) in spec.units.iter().enumerate() {
+        // Skipped by its `when:`: nothing of it runs, its declared files were set aside.
+        if unit.skip_when.is_some() {
+            continue;
+        }
         let label = unit.named(unit_idx);
         let own = unit.settings.reuse.as_ref().filter(|reuse| reuse.value);
         if let Some(reuse) = own

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use apollo_core::event::{
     Event, FileSide, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason,
-    UnitFinished, Verdict,
+    UnitFinished,
 };
 use apollo_core::{Command, Record};
 use chrono::{DateTime, Utc};
@@ -658,21 +658,13 @@ impl Fold {
             Event::UnitSkipped(skipped) => {
                 let unit_idx = self.unit_idx(&skipped.unit);
                 let unit = &mut self.units[unit_idx];
-                unit.status = match skipped.reason {
-                    SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
-                    _ => UnitStatus::NotStarted,
-                };
+                unit.status = UnitStatus::after_skip(&skipped.reason);
                 unit.last_skip = Some(skipped.reason);
             }
             Event::UnitMarked(marked) => {
                 let unit_idx = self.unit_idx(&marked.unit);
                 let unit = &mut self.units[unit_idx];
-                unit.status = match marked.verdict {
-                    Verdict::Succeeded => UnitStatus::MarkedSucceeded,
-                    Verdict::Failed => UnitStatus::MarkedFailed,
-                    // Allowing a rerun leaves the unit where it was (as the timeline does).
-                    Verdict::Rerun => unit.status,
-                };
+                unit.status = unit.status.after_mark(marked.verdict);
             }
             Event::RunFinished(finished) => self.finished = Some(finished.status),
             // An attempt's outputs manifest precedes its `unit_finished`. One kept in a

@@ -18,7 +18,7 @@ use crate::display::{
     format_duration, format_offset, html_escape as esc, offset_ms, short_hash, skip_reason_text,
 };
 use crate::text::describe_exit;
-use crate::{Attempt, AttemptState, Timeline, UnitTimeline};
+use crate::{Attempt, AttemptState, Timeline, UnitState, UnitTimeline};
 
 const LABEL_WIDTH: f64 = 220.0;
 const CHART_WIDTH: f64 = 960.0;
@@ -322,6 +322,7 @@ fn write_row(
     (on_critical_path, timeout_ms): (bool, Option<u64>),
 ) {
     let origin = timeline.origin();
+    let state = timeline.state_of(unit);
     let top = AXIS_HEIGHT + row as f64 * ROW_HEIGHT;
     let bar_y = top + (ROW_HEIGHT - BAR_HEIGHT) / 2.0;
     let name = esc(&unit.name);
@@ -337,10 +338,10 @@ fn write_row(
          <rect class=\"row-bg\" x=\"0\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{ROW_HEIGHT}\"/>\
          <text class=\"label\" x=\"8\" y=\"{:.1}\">{label}<title>{name}: {}</title></text>",
         if on_critical_path { " critical" } else { "" },
-        unit.status,
+        state,
         LABEL_WIDTH + CHART_WIDTH + 40.0,
         top + ROW_HEIGHT / 2.0 + 4.0,
-        unit.status,
+        state.label(),
     );
     let retried = unit.attempts.len() > 1;
     for attempt in &unit.attempts {
@@ -511,10 +512,10 @@ fn tick_step(total_ms: u64) -> u64 {
 /// A sign beside a status, so failed, timed out and the rest differ without colour.
 fn status_glyph(status: &str) -> &'static str {
     match status {
-        "succeeded" | "marked_succeeded" => "✓ ",
-        "failed" | "marked_failed" => "✕ ",
+        "succeeded" | "reused" | "already_done" => "✓ ",
+        "failed" => "✕ ",
         "timed_out" => "⏱ ",
-        "skipped" | "upstream_failed" | "not_started" | "not_run" => "– ",
+        "skipped" | "skipped_when" | "upstream_failed" | "not_started" => "– ",
         _ => "! ",
     }
 }
@@ -529,8 +530,9 @@ fn write_table(
         "<section>\n<h2>Units</h2>\n<p class=\"filter\"><label>status \
          <select id=\"status-filter\"><option value=\"\">all</option>\
          <option value=\"problem\">not succeeded</option><option>succeeded</option>\
-         <option>failed</option><option>timed_out</option><option>skipped</option>\
-         <option>upstream_failed</option><option>unfinished</option></select></label> \
+         <option>reused</option><option>failed</option><option>skipped</option>\
+         <option>skipped_when</option><option>upstream_failed</option><option>cut_off</option>\
+         <option>running</option><option>not_started</option></select></label> \
          <label>sort <select id=\"sort\"><option value=\"\">config order</option>\
          <option value=\"duration\">longest first</option><option value=\"status\">by status</option>\
          </select></label></p>\n<table id=\"units\">\n<thead><tr><th>unit</th><th>status</th>\
@@ -538,6 +540,7 @@ fn write_table(
          <th>exit</th><th>input</th><th>output</th><th>error</th></tr></thead>\n<tbody>\n",
     );
     for unit in &timeline.units {
+        let state = timeline.state_of(unit);
         let last = unit.last_attempt();
         let cell = |value: Option<String>| value.unwrap_or_else(|| "-".into());
         let skip_reason = unit.skips.last().map(|skip| skip_reason_text(&skip.reason));
@@ -557,7 +560,7 @@ fn write_table(
         let _ = writeln!(
             page,
             "<tr data-unit=\"{name}\" data-status=\"{status}\" data-duration=\"{}\"{}><td>{name}{}</td>\
-             <td><span class=\"badge s-{status}\">{}{status}</span></td>\
+             <td><span class=\"badge s-{status}\">{}</span></td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>",
             last.map_or(0, Attempt::duration_ms),
             if critical.contains(&unit.name) {
@@ -570,7 +573,12 @@ fn write_table(
             } else {
                 ""
             },
-            status_glyph(unit.status.as_str()),
+            // A timeout is a failure; the sign and the words say which kind.
+            if last.is_some_and(Attempt::timed_out) && state == UnitState::Failed {
+                "⏱ failed (timed out)".to_owned()
+            } else {
+                format!("{}{state}", status_glyph(state.as_str()))
+            },
             unit.attempts.len(),
             cell(last.map(|attempt| format_duration(attempt.duration_ms()))),
             cell(phases),
@@ -595,10 +603,10 @@ fn write_table(
                 .as_deref()
                 .unwrap_or("")),
             name = esc(&unit.name),
-            status = unit.status,
+            status = state,
         );
         // Why it failed, in the page: the end of the failed attempt's stderr.
-        if matches!(unit.status.as_str(), "failed" | "timed_out")
+        if state == UnitState::Failed
             && let Some(last) = last
             && let Some(excerpt) = excerpts.and_then(|excerpts| excerpts(&unit.name, last.number))
         {
@@ -609,7 +617,7 @@ fn write_table(
                 last.duration_ms(),
                 esc(&excerpt),
                 name = esc(&unit.name),
-                status = unit.status,
+                status = state,
             );
         }
     }
@@ -629,12 +637,12 @@ code { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size:
 .legend { display: flex; flex-wrap: wrap; gap: 14px; color: var(--muted); font-size: 12px; }
 .legend span { display: inline-flex; align-items: center; gap: 4px; }
 .swatch { display: inline-block; width: 14px; height: 10px; border-radius: 2px; }
-.s-succeeded, .s-marked_succeeded { background: var(--ok); fill: var(--ok); }
-.s-failed, .s-marked_failed { background: var(--fail); fill: var(--fail); }
+.s-succeeded, .s-reused, .s-already_done { background: var(--ok); fill: var(--ok); }
+.s-failed { background: var(--fail); fill: var(--fail); }
 .s-timed_out { background: var(--timeout); fill: var(--timeout); }
-.s-interrupted, .s-not_started { background: var(--intr); fill: var(--intr); }
-.s-skipped, .s-upstream_failed { background: var(--skip); fill: var(--skip); }
-.s-unfinished, .s-incomplete { background: var(--unfinished); fill: var(--unfinished); }
+.s-interrupted, .s-not_started, .s-cut_off { background: var(--intr); fill: var(--intr); }
+.s-skipped, .s-skipped_when, .s-upstream_failed { background: var(--skip); fill: var(--skip); }
+.s-unfinished, .s-incomplete, .s-running { background: var(--unfinished); fill: var(--unfinished); }
 rect.s-unfinished { stroke: #a35c00; stroke-dasharray: 4 2; }
 rect.s-timed_out, rect.s-failed { stroke: #5a0d0d; stroke-width: 1; }
 .skip-mark { fill: url(#hatch) #c9d3de; background: repeating-linear-gradient(45deg,#c9d3de 0 3px,#9aa7b5 3px 6px); stroke: #9aa7b5; }

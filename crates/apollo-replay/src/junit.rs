@@ -20,7 +20,7 @@ use quick_junit::{
     FlakyOrRerun, NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
 };
 
-use crate::{Attempt, AttemptState, Timeline, UnitStatus, UnitTimeline};
+use crate::{Attempt, AttemptState, Timeline, UnitState, UnitStatus, UnitTimeline};
 
 /// The end of an attempt's captured stderr, to show with its failure: `(unit, attempt)` →
 /// text, or `None`.
@@ -50,7 +50,7 @@ fn report(timeline: &Timeline, excerpts: ExcerptSource<'_>) -> Report {
     }
     suite.add_property(("apollo.status", timeline.status_str()));
     for unit in &timeline.units {
-        suite.add_test_case(test_case(pipeline, unit, excerpts));
+        suite.add_test_case(test_case(pipeline, unit, timeline.state_of(unit), excerpts));
     }
     let mut report = Report::new(format!(
         "apollo {}",
@@ -96,7 +96,12 @@ fn rerun(unit: &str, attempt: &Attempt, excerpts: ExcerptSource<'_>) -> TestReru
     rerun
 }
 
-fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -> TestCase {
+fn test_case(
+    pipeline: &str,
+    unit: &UnitTimeline,
+    state: UnitState,
+    excerpts: ExcerptSource<'_>,
+) -> TestCase {
     let last = unit.last_attempt();
     let earlier_failures: Vec<TestRerun> = unit
         .attempts
@@ -110,27 +115,27 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
         status.set_message(why);
         status
     };
-    let mut status = match unit.status {
-        UnitStatus::Succeeded | UnitStatus::MarkedSucceeded => {
+    let mut status = match state {
+        UnitState::Succeeded => {
             let mut status = TestCaseStatus::success();
             status.add_reruns(earlier_failures);
             status
         }
-        // Not run because an earlier run's success stands for it: a passing test (CI must not
+        // Not run because an earlier success stands for it: a passing test (CI must not
         // report every cache hit as a skipped test), with a property saying where it is from.
-        UnitStatus::Reused => TestCaseStatus::success(),
-        UnitStatus::Skipped => skipped("skipped itself (exit 77)".to_owned()),
-        UnitStatus::SkippedWhen => skipped(match unit.skips.last().map(|skip| &skip.reason) {
+        UnitState::Reused | UnitState::AlreadyDone => TestCaseStatus::success(),
+        UnitState::Skipped => skipped("skipped itself (exit 77)".to_owned()),
+        UnitState::SkippedWhen => skipped(match unit.skips.last().map(|skip| &skip.reason) {
             Some(reason) => crate::display::skip_reason_text(reason),
             None => "skipped: its `when:` was false".to_owned(),
         }),
-        UnitStatus::UpstreamFailed => skipped(match unit.skips.last().map(|skip| &skip.reason) {
+        UnitState::UpstreamFailed => skipped(match unit.skips.last().map(|skip| &skip.reason) {
             Some(apollo_core::event::SkipReason::UpstreamFailed { upstream }) => {
                 format!("not run: upstream `{upstream}` failed")
             }
             _ => "not run: an upstream unit failed".to_owned(),
         }),
-        UnitStatus::Failed | UnitStatus::TimedOut => {
+        UnitState::Failed if unit.status != UnitStatus::MarkedFailed => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
             if let Some(last) = last {
                 status.set_message(message(last));
@@ -144,15 +149,16 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
                 .set_rerun_kind(FlakyOrRerun::Rerun);
             status
         }
-        UnitStatus::Unfinished | UnitStatus::MarkedFailed | UnitStatus::Interrupted => {
+        UnitState::Failed | UnitState::CutOff | UnitState::Running => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
             status
                 .set_message(match (unit.status, last) {
                     (UnitStatus::MarkedFailed, _) => "marked failed by a human".to_owned(),
+                    (_, _) if state == UnitState::Running => "running".to_owned(),
                     (_, Some(last)) => message(last),
-                    (_, None) => unit.status.as_str().replace('_', " "),
+                    (_, None) => state.label().to_owned(),
                 })
-                .set_type(unit.status.as_str())
+                .set_type(state.as_str())
                 .add_reruns(earlier_failures)
                 .set_rerun_kind(FlakyOrRerun::Rerun);
             status
@@ -160,10 +166,11 @@ fn test_case(pipeline: &str, unit: &UnitTimeline, excerpts: ExcerptSource<'_>) -
         _ => skipped("not started".to_owned()),
     };
     if matches!(status, TestCaseStatus::Skipped { .. }) {
-        status.set_type(unit.status.as_str());
+        status.set_type(state.as_str());
     }
     let mut case = TestCase::new(unit.name.as_str(), status);
     case.set_classname(pipeline);
+    case.add_property(("apollo.state", state.as_str()));
     if let (UnitStatus::Reused, Some(reused)) = (unit.status, &unit.reused) {
         case.add_property((
             "apollo.reused_from",

@@ -26,6 +26,7 @@ use std::str::FromStr;
 
 use apollo_core::Record;
 
+pub use apollo_core::{UnitCounts, UnitState};
 pub use chrome::{write_chrome_trace, write_chrome_trace_with_workers};
 pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
@@ -175,8 +176,9 @@ where
             write_chrome_trace_with_workers(records, out, &options.filter, options.workers)
         }
         Format::Html => {
-            let timeline = Timeline::from_records_with_workers(records, options.workers)
+            let mut timeline = Timeline::from_records_with_workers(records, options.workers)
                 .map_err(ReplayError::Read)?;
+            timeline.live = options.live.is_some();
             let timeline = if options.filter.is_all() {
                 timeline
             } else {

@@ -148,15 +148,23 @@ fn event() -> impl Strategy<Value = Event> {
                     })
                 }
             ),
-        (unit(), prop_oneof![Just(None), unit().prop_map(Some)]).prop_map(|(unit, upstream)| {
-            Event::UnitSkipped(UnitSkipped {
-                unit,
-                reason: match upstream {
-                    Some(upstream) => SkipReason::UpstreamFailed { upstream },
-                    None => SkipReason::Interrupted,
-                },
-            })
-        }),
+        (
+            unit(),
+            prop_oneof![Just(None), unit().prop_map(Some)],
+            any::<bool>()
+        )
+            .prop_map(|(unit, upstream, when)| {
+                Event::UnitSkipped(UnitSkipped {
+                    unit,
+                    reason: match upstream {
+                        Some(upstream) => SkipReason::UpstreamFailed { upstream },
+                        None if when => SkipReason::When {
+                            condition: "false".to_owned(),
+                        },
+                        None => SkipReason::Interrupted,
+                    },
+                })
+            }),
         (unit(), 0..4u32, any::<bool>(), proptest::option::of(text())).prop_map(
             |(unit, attempt, ok, note)| {
                 Event::UnitMarked(UnitMarked {

@@ -555,7 +555,7 @@ fn html_table_shows_phases_cpu_memory_and_status_signs_without_hovering() {
         "<th>cpu</th>",
         "<th>max rss</th>",
         "execute 995ms",
-        "⏱ timed_out",
+        "⏱ failed (timed out)",
         "id=\"status-filter\"",
         "data-duration=",
         // The showcase run was resumed after its apollo died: the gap is shaded.

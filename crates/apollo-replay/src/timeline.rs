@@ -7,6 +7,7 @@ use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, InputComponent, InputManifestRef, PhaseRecord, RunStatus,
     SkipReason, UnitFinished, Verdict,
 };
+use apollo_core::{UnitCounts, UnitState};
 use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 
@@ -52,6 +53,10 @@ pub struct Timeline {
     pub n_records: u64,
     /// The run's params, from `run_started` (empty when the pipeline declares none).
     pub params: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Whether an apollo is writing the run now. The records cannot tell (a live run and a
+    /// killed one end alike): the reader sets it from the state directory's lock. An attempt
+    /// without its end is running in a live run and cut off otherwise.
+    pub live: bool,
 }
 
 /// How a run ended (`run_finished`).
@@ -152,6 +157,34 @@ impl UnitTimeline {
     /// The last attempt, if the unit ever started.
     pub fn last_attempt(&self) -> Option<&Attempt> {
         self.attempts.last()
+    }
+
+    /// The unit's state in the one closed set every view prints ([`UnitState`]). `live`:
+    /// whether an apollo is writing the run now — then an attempt without its end is
+    /// running; otherwise it was cut off.
+    pub fn state(&self, live: bool) -> UnitState {
+        match self.status {
+            UnitStatus::Succeeded | UnitStatus::MarkedSucceeded => UnitState::Succeeded,
+            UnitStatus::Failed | UnitStatus::TimedOut | UnitStatus::MarkedFailed => {
+                UnitState::Failed
+            }
+            UnitStatus::Skipped => UnitState::Skipped,
+            UnitStatus::SkippedWhen => UnitState::SkippedWhen,
+            UnitStatus::UpstreamFailed => UnitState::UpstreamFailed,
+            UnitStatus::Reused => UnitState::Reused,
+            // An attempt committed ahead and ended before any process of it started.
+            UnitStatus::Interrupted
+                if self
+                    .last_attempt()
+                    .is_some_and(|attempt| attempt.phases().is_empty()) =>
+            {
+                UnitState::NotStarted
+            }
+            UnitStatus::Interrupted => UnitState::CutOff,
+            UnitStatus::Unfinished if live => UnitState::Running,
+            UnitStatus::Unfinished => UnitState::CutOff,
+            UnitStatus::NotStarted | UnitStatus::NotRun => UnitState::NotStarted,
+        }
     }
 
     /// Whether the unit has nothing recorded (no attempt, skip, mark or reuse).
@@ -335,6 +368,25 @@ impl UnitStatus {
         }
     }
 
+    /// The status a `unit_skipped` record leaves (one rule for every fold of records).
+    pub(crate) fn after_skip(reason: &SkipReason) -> Self {
+        match reason {
+            SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
+            SkipReason::When { .. } => UnitStatus::SkippedWhen,
+            _ => UnitStatus::NotStarted,
+        }
+    }
+
+    /// The status a human's verdict leaves on a unit that was `self`.
+    pub(crate) fn after_mark(self, verdict: Verdict) -> Self {
+        match verdict {
+            Verdict::Succeeded => UnitStatus::MarkedSucceeded,
+            Verdict::Failed => UnitStatus::MarkedFailed,
+            // Allowing a rerun leaves the unit where it was (done, or cut off).
+            Verdict::Rerun => self,
+        }
+    }
+
     pub(crate) fn from_attempt(status: AttemptStatus) -> Self {
         match status {
             AttemptStatus::Succeeded => UnitStatus::Succeeded,
@@ -389,10 +441,15 @@ impl Timeline {
         self.started.unwrap_or(DateTime::UNIX_EPOCH)
     }
 
-    /// The run's status for users: how it finished, or `incomplete`.
+    /// The run's status for users: how it finished, `running` while an apollo writes it
+    /// ([`live`](Self::live)), or `incomplete`.
     pub fn status_str(&self) -> &'static str {
-        self.finished
-            .map_or("incomplete", |end| end.status.as_str())
+        match self.finished {
+            Some(end) => end.status.as_str(),
+            // A live run is running, not a run apollo left (issue 35: it looked killed).
+            None if self.live => "running",
+            None => "incomplete",
+        }
     }
 
     /// Wall time from the run's start to its end (or its last record), in milliseconds.
@@ -402,6 +459,20 @@ impl Timeline {
             (Some(start), Some(end)) => crate::display::offset_ms(start, end),
             _ => 0,
         }
+    }
+
+    /// How many of the run's units (those its pipeline lists) are in each [`UnitState`].
+    pub fn counts(&self) -> UnitCounts {
+        (self.units.iter())
+            .filter(|unit| unit.listed)
+            .map(|unit| self.state_of(unit))
+            .collect()
+    }
+
+    /// `unit`'s state in the closed set every view prints (running or cut off as
+    /// [`live`](Self::live) says).
+    pub fn state_of(&self, unit: &UnitTimeline) -> UnitState {
+        unit.state(self.live && self.finished.is_none())
     }
 
     /// The unit called `name`.
@@ -473,6 +544,7 @@ impl Timeline {
             n_lanes: self.n_lanes,
             n_records: self.n_records,
             params: self.params.clone(),
+            live: self.live,
         }
     }
 }
@@ -615,11 +687,7 @@ impl TimelineBuilder {
             Event::UnitSkipped(skipped) => {
                 let unit_idx = self.unit_idx(skipped.unit);
                 let unit = &mut self.timeline.units[unit_idx];
-                unit.status = match skipped.reason {
-                    SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
-                    SkipReason::When { .. } => UnitStatus::SkippedWhen,
-                    _ => UnitStatus::NotStarted,
-                };
+                unit.status = UnitStatus::after_skip(&skipped.reason);
                 unit.skips.push(Skip {
                     seq,
                     ts,
@@ -629,12 +697,7 @@ impl TimelineBuilder {
             Event::UnitMarked(marked) => {
                 let unit_idx = self.unit_idx(marked.unit);
                 let unit = &mut self.timeline.units[unit_idx];
-                unit.status = match marked.verdict {
-                    Verdict::Succeeded => UnitStatus::MarkedSucceeded,
-                    Verdict::Failed => UnitStatus::MarkedFailed,
-                    // Allowing a rerun leaves the unit where it was (done, or cut off).
-                    Verdict::Rerun => unit.status,
-                };
+                unit.status = unit.status.after_mark(marked.verdict);
                 unit.marks.push(Mark {
                     seq,
                     ts,

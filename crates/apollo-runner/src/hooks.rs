@@ -23,7 +23,7 @@ use apollo_store::{RunId, StateDir};
 
 /// The schema of the summary a hook reads (`APOLLO_SUMMARY_JSON`): version 2 calls a unit
 /// reused from an earlier run `reused` (with `from_run`), not `not_started`.
-pub const HOOK_SUMMARY_SCHEMA: &str = "apollo.hook_summary/2";
+pub const HOOK_SUMMARY_SCHEMA: &str = "apollo.hook_summary/3";
 
 /// How long a hook's command gets between SIGTERM and SIGKILL when its time is up.
 const HOOK_KILL_GRACE: Duration = Duration::from_secs(5);
@@ -320,16 +320,15 @@ fn write_summary(
                 .units
                 .iter()
                 .map(|(unit, result)| {
-                    let (status, attempt) = match result {
-                        UnitResult::Succeeded { attempt } => ("succeeded", Some(*attempt)),
-                        UnitResult::SelfSkipped { attempt } => ("skipped", Some(*attempt)),
-                        UnitResult::SkippedWhen { .. } => ("skipped", None),
-                        UnitResult::Reused => ("already_done", None),
-                        UnitResult::ReusedFromRun { attempt, .. } => ("reused", Some(*attempt)),
-                        UnitResult::Failed { attempt, .. } => ("failed", Some(*attempt)),
-                        UnitResult::SkippedUpstream { .. } => ("upstream_failed", None),
-                        _ => ("not_started", None),
+                    let attempt = match result {
+                        UnitResult::Succeeded { attempt }
+                        | UnitResult::SelfSkipped { attempt }
+                        | UnitResult::ReusedFromRun { attempt, .. }
+                        | UnitResult::Failed { attempt, .. }
+                        | UnitResult::CutOff { attempt } => Some(*attempt),
+                        _ => None,
                     };
+                    let status = result.state().as_str();
                     let mut entry =
                         serde_json::json!({"name": unit, "status": status, "attempt": attempt});
                     // Reused: `attempt` is the earlier run's attempt that did the work.

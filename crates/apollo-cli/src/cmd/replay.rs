@@ -4,6 +4,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use apollo_core::UnitState;
 use apollo_core::event::InputManifestRef;
 use apollo_replay::{
     EncodedRecord, Filter, Format, JsonRecord, JsonRecords, ReplayError, ReplayOptions, TimeBound,
@@ -116,16 +117,24 @@ struct RunLine<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
     units: usize,
-    succeeded: u32,
-    /// Reused from earlier runs (not in `succeeded`).
-    reused: u32,
-    failed: u32,
-    skipped: u32,
+    /// How many units are in each state of the run model (every state, zeros included).
+    #[serde(serialize_with = "serialize_counts")]
+    counts: apollo_core::UnitCounts,
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<&'a str>,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     params: &'a std::collections::BTreeMap<String, serde_json::Value>,
 }
+
+fn serialize_counts<S: serde::Serializer>(
+    counts: &apollo_core::UnitCounts,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&counts.to_json(), serializer)
+}
+
+/// The schema of `apollo runs --format json`.
+const RUNS_SCHEMA: &str = "apollo.runs/2";
 
 /// A run's params on one line: `day=2026-11-30 regions=eu,us`.
 fn params_text(params: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
@@ -188,10 +197,11 @@ pub(crate) fn runs(
             kind: summary.kind.as_str(),
             pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
-            succeeded: summary.succeeded,
-            reused: summary.reused,
-            failed: summary.failed,
-            skipped: summary.skipped,
+            // The run model's counts; a run whose journal cannot be read counts nothing (its
+            // status says corrupt, and why).
+            counts: state::run_model(&state, &summary.id, &mut std::io::sink())
+                .map(|model| model.counts())
+                .unwrap_or_default(),
             problem: summary.problem.as_deref(),
             params: &summary.params,
         })
@@ -199,7 +209,9 @@ pub(crate) fn runs(
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &lines).map_err(|error| output(error.into()))?;
+            let document = serde_json::json!({"schema": RUNS_SCHEMA, "runs": lines});
+            serde_json::to_writer_pretty(&mut out, &document)
+                .map_err(|error| output(error.into()))?;
             writeln!(out).map_err(output)?;
         }
         TableFormat::Text => {
@@ -261,19 +273,26 @@ pub(crate) fn runs(
                     if line.kind != "run" {
                         units.push_str(&format!("{}: ", line.kind));
                     }
-                    units += &format!(
-                        "{}/{} ok",
-                        line.succeeded.saturating_add(line.reused),
-                        line.units
-                    );
-                    if line.reused > 0 {
-                        units.push_str(&format!(" ({} reused)", line.reused));
+                    let counts = &line.counts;
+                    let reused = counts.get(UnitState::Reused);
+                    let ok = counts.get(UnitState::Succeeded)
+                        + counts.get(UnitState::AlreadyDone)
+                        + reused;
+                    units += &format!("{ok}/{} ok", line.units);
+                    if reused > 0 {
+                        units.push_str(&format!(" ({reused} reused)"));
                     }
-                    if line.failed > 0 {
-                        units.push_str(&format!(", {} failed", line.failed));
+                    let failed = counts.get(UnitState::Failed);
+                    if failed > 0 {
+                        units.push_str(&format!(", {failed} failed"));
                     }
-                    if line.skipped > 0 {
-                        units.push_str(&format!(", {} skipped", line.skipped));
+                    if counts.skipped_all() > 0 {
+                        units.push_str(&format!(", {} skipped", counts.skipped_all()));
+                    }
+                    for state in [UnitState::Running, UnitState::CutOff] {
+                        if counts.get(state) > 0 {
+                            units.push_str(&format!(", {} {}", counts.get(state), state.label()));
+                        }
                     }
                     if let Some(problem) = line.problem {
                         units.push_str(&format!(" ({problem})"));
@@ -501,8 +520,9 @@ where
     if options.format != Format::Html {
         return apollo_replay::replay(records, out, options);
     }
-    let timeline = apollo_replay::Timeline::from_records_with_workers(records, options.workers)
+    let mut timeline = apollo_replay::Timeline::from_records_with_workers(records, options.workers)
         .map_err(ReplayError::Read)?;
+    timeline.live = options.live.is_some();
     let timeline = if options.filter.is_all() {
         timeline
     } else {
@@ -575,9 +595,7 @@ pub(crate) fn write_junit_report(
     out: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<(), CliError> {
-    let (mut reader, _) = state::read_records(state, run_id, ReadOptions::default())?;
-    let timeline = apollo_replay::Timeline::from_records(&mut reader)?;
-    state::print_warnings(&reader.take_warnings(), stderr);
+    let timeline = state::run_model(state, run_id, stderr)?;
     let run_dir = state.run_dir(run_id)?;
     let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     apollo_replay::write_junit(&timeline, out, &excerpts).map_err(output)

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use apollo_core::Event;
 use apollo_core::capture::{FileEntry, human_size};
 use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
-use apollo_replay::{AttemptState, Timeline, UnitStatus};
+use apollo_replay::{AttemptState, Timeline, UnitState};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
 use crate::cmd::StateArgs;
@@ -40,16 +40,13 @@ pub(crate) struct ShowArgs {
     pub(crate) format: TableFormat,
 }
 
-/// The run's timeline; store warnings go to `stderr`.
+/// The run's model ([`state::run_model`]); store warnings go to `stderr`.
 pub(super) fn read_timeline(
     state: &StateDir,
     run_id: &RunId,
     stderr: &mut dyn Write,
 ) -> Result<Timeline, CliError> {
-    let (mut reader, _) = state::read_records(state, run_id, ReadOptions::default())?;
-    let timeline = Timeline::from_records(&mut reader)?;
-    state::print_warnings(&reader.take_warnings(), stderr);
-    Ok(timeline)
+    state::run_model(state, run_id, stderr)
 }
 
 /// The state directory, the resolved run and its timeline, after checking that the run has
@@ -127,13 +124,19 @@ pub(crate) fn show(
     };
     let live = crate::cmd::logs::live_holder_pid(&state, &run_id);
     if args.format == TableFormat::Json {
-        return show_json(&state, &run_id, unit, live, stdout);
+        return show_json(
+            &state,
+            &run_id,
+            (unit, timeline.state_of(unit)),
+            live,
+            stdout,
+        );
     }
     let recorded = recorded_files(&state, &run_id, unit_name)?;
     let mut out = BufWriter::new(stdout);
-    let status = match live {
-        Some(pid) if unit.status == UnitStatus::Unfinished => format!("running (apollo pid {pid})"),
-        _ => unit.status.as_str().replace('_', " "),
+    let status = match (live, timeline.state_of(unit)) {
+        (Some(pid), UnitState::Running) => format!("running (apollo pid {pid})"),
+        (_, state) => state.label().to_owned(),
     };
     let status = crate::color::paint(
         crate::color::stdout(),
@@ -417,11 +420,12 @@ fn show_run(
 ) -> Result<Exit, CliError> {
     let summary = state.run_summary(run_id)?;
     let timeline = read_timeline(state, run_id, stderr)?;
+    let counts = timeline.counts();
     let units: Vec<serde_json::Value> = (timeline.units.iter())
         .map(|unit| {
             let mut value = serde_json::json!({
                 "unit": unit.name,
-                "status": unit.status.as_str(),
+                "status": timeline.state_of(unit).as_str(),
                 "attempts": unit.attempts.len(),
                 "duration_ms": unit.last_attempt().map(apollo_replay::Attempt::duration_ms),
             });
@@ -435,16 +439,14 @@ fn show_run(
     let mut out = BufWriter::new(stdout);
     if format == TableFormat::Json {
         let document = serde_json::json!({
-            "schema": "apollo.show_run/1",
+            "schema": "apollo.show_run/2",
             "run": run_id.as_str(),
             "pipeline": summary.pipeline,
             "kind": summary.kind.as_str(),
             "status": summary.state.as_str(),
             "problem": summary.problem,
-            "succeeded": summary.succeeded,
-            "reused": summary.reused,
-            "failed": summary.failed,
-            "skipped": summary.skipped,
+            "n_units": summary.n_units,
+            "counts": counts.to_json(),
             "units": units,
         });
         serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
@@ -469,8 +471,9 @@ fn show_run(
     }
     writeln!(
         out,
-        "  {} succeeded, {} reused, {} failed, {} skipped, of {} units",
-        summary.succeeded, summary.reused, summary.failed, summary.skipped, summary.n_units
+        "  {}, of {} units",
+        crate::progress::counts_text(&counts, 0),
+        summary.n_units
     )
     .map_err(output)?;
     let width = (timeline.units.iter())
@@ -480,9 +483,9 @@ fn show_run(
         .max(4);
     for unit in &timeline.units {
         let mut line = format!(
-            "  {:<width$}  {:<16}",
+            "  {:<width$}  {:<25}",
             crate::excerpt::clean_line(&unit.name),
-            unit.status.as_str().replace('_', " ")
+            timeline.state_of(unit).label()
         );
         match (&unit.reused, unit.last_attempt()) {
             (Some(reused), _) => line.push_str(&format!(
@@ -541,7 +544,7 @@ fn show_definition(
 fn show_json(
     state: &StateDir,
     run_id: &RunId,
-    unit: &apollo_replay::UnitTimeline,
+    (unit, unit_state): (&apollo_replay::UnitTimeline, UnitState),
     live: Option<u32>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
@@ -580,14 +583,11 @@ fn show_json(
             })
         })
         .collect();
-    let status = match live {
-        Some(_) if unit.status == UnitStatus::Unfinished => "running",
-        _ => unit.status.as_str(),
-    };
     let document = serde_json::json!({
+        "schema": "apollo.show_unit/2",
         "run": run_id.as_str(),
         "unit": unit.name,
-        "status": status,
+        "status": unit_state.as_str(),
         "apollo_pid": live,
         "attempts": attempts,
         "skips": skips,

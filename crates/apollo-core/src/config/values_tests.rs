@@ -285,3 +285,14 @@ fn when_commands_prepare_and_cleanup_are_quoted_too() {
         Some(Command::Shell("./c.sh 'a;touch PWNED'".to_owned()))
     );
 }
+
+/// A unit skipped by `when:` has its declared files set aside (nothing of it runs): its
+/// `reuse: true` is not "reuse without outputs" (found by the view-agreement test).
+#[test]
+fn a_unit_skipped_by_when_keeps_its_reuse_without_an_error() {
+    let units = units(
+        "units:\n  - name: u\n    when: \"false\"\n    outputs: [out/u]\n    reuse: true\n    execute: ./x.sh\n",
+        &[],
+    );
+    assert!(units[0].skip_when.is_some());
+}

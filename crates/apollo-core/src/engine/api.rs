@@ -180,8 +180,31 @@ pub enum UnitResult {
         /// The condition, as recorded.
         condition: String,
     },
-    /// It was interrupted, or never started (interrupted run, fail-fast stop, `--only`).
+    /// It never started (interrupted run, fail-fast stop, `--only`).
     NotRun,
+    /// Its attempt was running when the run was stopped (a signal, a fail-fast stop).
+    CutOff {
+        /// The attempt.
+        attempt: u32,
+    },
+}
+
+impl UnitResult {
+    /// The unit's state in the one closed set every view prints.
+    pub fn state(&self) -> crate::UnitState {
+        use crate::UnitState;
+        match self {
+            UnitResult::Succeeded { .. } => UnitState::Succeeded,
+            UnitResult::SelfSkipped { .. } => UnitState::Skipped,
+            UnitResult::Reused => UnitState::AlreadyDone,
+            UnitResult::ReusedFromRun { .. } => UnitState::Reused,
+            UnitResult::Failed { .. } => UnitState::Failed,
+            UnitResult::SkippedUpstream { .. } => UnitState::UpstreamFailed,
+            UnitResult::SkippedWhen { .. } => UnitState::SkippedWhen,
+            UnitResult::CutOff { .. } => UnitState::CutOff,
+            UnitResult::NotRun => UnitState::NotStarted,
+        }
+    }
 }
 
 /// The outcome of [`run`](super::run).

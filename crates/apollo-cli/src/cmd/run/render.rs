@@ -52,22 +52,9 @@ pub(crate) fn summary(
     notes: &RunNotes,
     elapsed: Duration,
 ) -> String {
-    let n_ran = report.count(|result| matches!(result, UnitResult::Succeeded { .. }));
-    let n_reused = report.count(|result| matches!(result, UnitResult::Reused));
-    let n_from_runs = report.count(|result| matches!(result, UnitResult::ReusedFromRun { .. }));
-    let n_failed = report.count(|result| matches!(result, UnitResult::Failed { .. }));
-    let n_self_skipped = report.count(|result| matches!(result, UnitResult::SelfSkipped { .. }));
-    let n_when = report.count(|result| matches!(result, UnitResult::SkippedWhen { .. }));
-    let n_upstream_failed =
-        report.count(|result| matches!(result, UnitResult::SkippedUpstream { .. }));
-    let n_interrupted = report
-        .units
-        .iter()
-        .filter(|(unit, result)| {
-            matches!(result, UnitResult::NotRun) && notes.interrupted.contains(unit)
-        })
-        .count();
-    let n_not_started = report.count(|result| matches!(result, UnitResult::NotRun)) - n_interrupted;
+    let counts: apollo_core::UnitCounts = (report.units.iter())
+        .map(|(_, result)| result.state())
+        .collect();
     let n_flaky = report
         .units
         .iter()
@@ -78,51 +65,10 @@ pub(crate) fn summary(
     let status = report
         .status
         .map_or("incomplete (--only)", RunStatus::as_str);
-    let mut succeeded_detail = Vec::new();
-    if n_flaky > 0 {
-        succeeded_detail.push(format!("{n_flaky} FLAKY"));
-    }
-    if n_reused > 0 {
-        succeeded_detail.push(format!("{n_reused} already done"));
-    }
-    let mut counts = vec![format!(
-        "{} succeeded{}",
-        n_ran + n_reused,
-        if succeeded_detail.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", succeeded_detail.join(", "))
-        }
-    )];
-    // Units reused from earlier runs are counted apart, when there are any (DESIGN §17).
-    if n_from_runs > 0 {
-        counts.push(format!("{n_from_runs} reused"));
-    }
-    counts.push(format!("{n_failed} failed"));
-    let mut skipped_detail = Vec::new();
-    if n_when > 0 {
-        skipped_detail.push(format!("{n_when} by when:"));
-    }
-    if n_upstream_failed > 0 {
-        skipped_detail.push(format!("{n_upstream_failed} upstream failed"));
-    }
-    counts.push(format!(
-        "{} skipped{}",
-        n_self_skipped + n_when + n_upstream_failed,
-        if skipped_detail.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", skipped_detail.join(", "))
-        }
-    ));
-    if n_interrupted > 0 {
-        counts.push(format!("{n_interrupted} interrupted"));
-    }
-    counts.push(format!("{n_not_started} not started"));
     let mut summary = format!(
         "apollo: run {run_id} {status} in {}: {}",
         human_duration(elapsed),
-        counts.join(", ")
+        crate::progress::counts_text(&counts, n_flaky)
     );
     if n_flaky > 0 {
         let flaky: Vec<&str> = notes.flaky.iter().map(String::as_str).collect();
@@ -255,35 +201,32 @@ pub(crate) fn summary_json(
         .units
         .iter()
         .map(|(unit, result)| {
-            let (status, detail) = match result {
+            let state = result.state();
+            let detail = match result {
                 UnitResult::Succeeded { attempt } if notes.flaky.contains(unit) => {
-                    ("succeeded", serde_json::json!({"attempt": attempt, "flaky": true}))
+                    serde_json::json!({"attempt": attempt, "flaky": true})
                 }
-                UnitResult::Succeeded { attempt } => ("succeeded", serde_json::json!({"attempt": attempt})),
-                UnitResult::SelfSkipped { attempt } => ("skipped", serde_json::json!({"attempt": attempt})),
-                UnitResult::SkippedWhen { condition } => ("skipped", serde_json::json!({"when": condition})),
-                UnitResult::Reused => ("already_done", serde_json::json!({})),
+                UnitResult::Succeeded { attempt } | UnitResult::SelfSkipped { attempt } => {
+                    serde_json::json!({"attempt": attempt})
+                }
+                UnitResult::SkippedWhen { condition } => serde_json::json!({"when": condition}),
                 UnitResult::ReusedFromRun { run_id, attempt } => {
-                    ("reused", serde_json::json!({"from_run": run_id, "attempt": attempt}))
+                    serde_json::json!({"from_run": run_id, "attempt": attempt})
                 }
                 UnitResult::Failed {
                     attempt,
                     log_dir,
                     error,
-                } => (
-                    "failed",
-                    serde_json::json!({
-                        "attempt": attempt, "error": error, "log_dir": log_dir,
-                        "excerpt": excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
-                            .map(|excerpt| serde_json::json!({"stream": excerpt.stream, "lines": excerpt.lines})),
-                    }),
-                ),
-                UnitResult::SkippedUpstream { upstream } => {
-                    ("upstream_failed", serde_json::json!({"upstream": upstream}))
-                }
-                _ if notes.interrupted.contains(unit) => ("interrupted", serde_json::json!({})),
-                _ => ("not_started", serde_json::json!({})),
+                } => serde_json::json!({
+                    "attempt": attempt, "error": error, "log_dir": log_dir,
+                    "excerpt": excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
+                        .map(|excerpt| serde_json::json!({"stream": excerpt.stream, "lines": excerpt.lines})),
+                }),
+                UnitResult::SkippedUpstream { upstream } => serde_json::json!({"upstream": upstream}),
+                UnitResult::CutOff { attempt } => serde_json::json!({"attempt": attempt}),
+                _ => serde_json::json!({}),
             };
+            let status = state.as_str();
             let mut value = serde_json::json!({"unit": unit, "status": status});
             if let (Some(object), serde_json::Value::Object(extra)) = (value.as_object_mut(), detail) {
                 object.extend(extra);
@@ -291,8 +234,13 @@ pub(crate) fn summary_json(
             value
         })
         .collect();
+    let counts: apollo_core::UnitCounts = (report.units.iter())
+        .map(|(_, result)| result.state())
+        .collect();
     serde_json::json!({
+        "schema": "apollo.run_summary/2",
         "event": "summary",
+        "counts": counts.to_json(),
         "run_id": run_id.as_str(),
         "status": report.status.map(RunStatus::as_str),
         "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),

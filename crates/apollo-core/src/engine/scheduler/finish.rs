@@ -276,7 +276,12 @@ impl Scheduler<'_> {
             }
             AttemptStatus::Interrupted => {
                 slot.state = State::Waiting;
-                slot.result = Some(UnitResult::NotRun);
+                // An attempt halted before any process of it started was never started.
+                slot.result = Some(if outcome.phases.is_empty() {
+                    UnitResult::NotRun
+                } else {
+                    UnitResult::CutOff { attempt }
+                });
                 // A retry halted by a failure elsewhere: the unit's last real attempt failed.
                 if self.failed_any
                     && !self.options.keep_going
