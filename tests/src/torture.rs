@@ -322,6 +322,7 @@ fn wait_bounded(child: &mut Child) -> Result<ExitStatus, String> {
 }
 
 /// One iteration: run, kill, resume until done; then check. Returns violations.
+#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 fn iteration(
     args: &Options,
     rng: &mut Rng,
@@ -686,6 +687,7 @@ fn mkfifo(path: &Path) -> Result<(), String> {
 
 /// Between two invocations of an incomplete run, maybe tamper with the state directory and
 /// check what apollo does about it; then undo the tampering (the run goes on from there).
+#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 fn tamper_between(
     args: &Options,
     trng: &mut Rng,
@@ -902,6 +904,7 @@ fn parse_verdict_request(stderr: &str) -> Option<(String, u32)> {
     Some((unit, stderr[attempt_start..attempt_end].parse().ok()?))
 }
 
+#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 fn check(
     args: &Options,
     dir: &Path,
