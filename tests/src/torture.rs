@@ -608,6 +608,7 @@ fn run_bounded(
 }
 
 /// An anonymous file for a child's stderr (no pipe to drain while polling).
+#[allow(unsafe_code)] // memfd_create(2) has no std form.
 fn tempfile_in_memory() -> Result<std::fs::File, String> {
     let name = c"torture-stderr";
     // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned by the File.
@@ -671,6 +672,7 @@ fn latest_run_finished(dir: &Path) -> Result<bool, String> {
     Ok(finished)
 }
 
+#[allow(unsafe_code)] // mkfifo(3) has no std form.
 fn mkfifo(path: &Path) -> Result<(), String> {
     let text = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|error| error.to_string())?;
@@ -1042,6 +1044,7 @@ fn check(
         survivors = tagged_processes(dir);
     }
     if !survivors.is_empty() {
+        #[allow(unsafe_code)] // kill(2), to leave nothing behind.
         for (pid, _) in &survivors {
             // SAFETY: kill(2) on a pid that carries this iteration's tag; cleaning up after
             // recording the violation, so nothing outlives the harness.

@@ -16,6 +16,7 @@
 //!   `target/man/` (builds apollo and runs its hidden `generate-man`).
 //! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
+#![forbid(unsafe_code)]
 
 mod bench_sched;
 mod check_config;
