@@ -15,10 +15,13 @@
 //!   workspace path dependency a version;
 //! * **file-size** — no source file past 500 lines (420 for the engine's code), apart from
 //!   the files an allow-list that only shrinks names ([`file_size`]);
+//! * **long-functions** — clippy's `too_many_lines` at 100 lines everywhere, the functions over
+//!   it when it came in on an allow-list that only shrinks ([`long_functions`]);
 //!
 //! The scan is line-based (no parser: xtask stays small); a comment line is never a violation.
 
 mod file_size;
+mod long_functions;
 
 use std::path::{Path, PathBuf};
 
@@ -50,7 +53,7 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 7] = [
+const CHECKS: [(&str, Check); 8] = [
     ("processes", process_creation_outside_exec),
     ("run-paths", attempt_paths_outside_the_store),
     ("unsafe", undocumented_unsafe_blocks),
@@ -58,6 +61,7 @@ const CHECKS: [(&str, Check); 7] = [
     ("readme", readme_not_crate_docs),
     ("manifests", manifest_metadata_missing),
     ("file-size", file_size::files_too_long),
+    ("long-functions", long_functions::long_functions_not_listed),
 ];
 
 /// Calls that create a process (or replace the current program).
@@ -488,6 +492,10 @@ mod tests {
         assert_clean(file_size::files_too_long);
     }
 
+    #[test]
+    fn no_function_is_longer_than_clippy_allows_unless_listed() {
+        assert_clean(long_functions::long_functions_not_listed);
+    }
 
 
 
