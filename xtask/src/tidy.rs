@@ -17,11 +17,14 @@
 //!   the files an allow-list that only shrinks names ([`file_size`]);
 //! * **long-functions** — clippy's `too_many_lines` at 100 lines everywhere, the functions over
 //!   it when it came in on an allow-list that only shrinks ([`long_functions`]);
+//! * **unsafe-code** — every crate root forbids `unsafe`, but the few that must keep it, which
+//!   deny it and allow it site by site ([`unsafe_code`]);
 //!
 //! The scan is line-based (no parser: xtask stays small); a comment line is never a violation.
 
 mod file_size;
 mod long_functions;
+mod unsafe_code;
 
 use std::path::{Path, PathBuf};
 
@@ -53,7 +56,7 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 8] = [
+const CHECKS: [(&str, Check); 9] = [
     ("processes", process_creation_outside_exec),
     ("run-paths", attempt_paths_outside_the_store),
     ("unsafe", undocumented_unsafe_blocks),
@@ -62,6 +65,7 @@ const CHECKS: [(&str, Check); 8] = [
     ("manifests", manifest_metadata_missing),
     ("file-size", file_size::files_too_long),
     ("long-functions", long_functions::long_functions_not_listed),
+    ("unsafe-code", unsafe_code::unsafe_not_forbidden),
 ];
 
 /// Calls that create a process (or replace the current program).
@@ -497,6 +501,10 @@ mod tests {
         assert_clean(long_functions::long_functions_not_listed);
     }
 
+    #[test]
+    fn every_crate_without_unsafe_forbids_it() {
+        assert_clean(unsafe_code::unsafe_not_forbidden);
+    }
 
 
     /// A throwaway workspace with one library file, removed when dropped.
