@@ -19,9 +19,12 @@
 //!   it when it came in on an allow-list that only shrinks ([`long_functions`]);
 //! * **unsafe-code** — every crate root forbids `unsafe`, but the few that must keep it, which
 //!   deny it and allow it site by site ([`unsafe_code`]);
+//! * **crate-graph** — the crates depend on one another only as ARCHITECTURE.md allows
+//!   ([`crate_graph`]).
 //!
 //! The scan is line-based (no parser: xtask stays small); a comment line is never a violation.
 
+mod crate_graph;
 mod file_size;
 mod long_functions;
 mod unsafe_code;
@@ -56,7 +59,7 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 9] = [
+const CHECKS: [(&str, Check); 10] = [
     ("processes", process_creation_outside_exec),
     ("run-paths", attempt_paths_outside_the_store),
     ("unsafe", undocumented_unsafe_blocks),
@@ -66,6 +69,7 @@ const CHECKS: [(&str, Check); 9] = [
     ("file-size", file_size::files_too_long),
     ("long-functions", long_functions::long_functions_not_listed),
     ("unsafe-code", unsafe_code::unsafe_not_forbidden),
+    ("crate-graph", crate_graph::crate_graph_broken),
 ];
 
 /// Calls that create a process (or replace the current program).
@@ -506,6 +510,10 @@ mod tests {
         assert_clean(unsafe_code::unsafe_not_forbidden);
     }
 
+    #[test]
+    fn the_crate_graph_follows_the_architecture() {
+        assert_clean(crate_graph::crate_graph_broken);
+    }
 
     /// A throwaway workspace with one library file, removed when dropped.
     struct FakeWorkspace(PathBuf);
