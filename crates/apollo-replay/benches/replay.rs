@@ -11,7 +11,7 @@
 //!   not grow with the journal's length. A `Timeline` (what chrome-trace and HTML build) is
 //!   measured last, for contrast, since it holds one entry per attempt (only the HTML report
 //!   needs one).
-
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::convert::Infallible;
