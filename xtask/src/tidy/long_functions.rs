@@ -125,12 +125,18 @@ fn uses_in(text: &str) -> Vec<Use> {
             });
             continue;
         }
-        let function = lines[index..]
+        // The item the attribute is on: the first line after it (and after any other
+        // attribute or comment) must declare the function.
+        let end = (index..lines.len())
+            .find(|&at| super::without_strings(lines[at]).trim_end().ends_with(")]"))
+            .unwrap_or(index);
+        let function = lines[end + 1..]
             .iter()
-            .skip(1)
-            .take(8)
-            .map(|line| super::without_strings(line))
-            .find_map(|code| function_name(&code));
+            .find(|line| {
+                let line = line.trim_start();
+                !line.starts_with("#[") && !line.starts_with("//")
+            })
+            .and_then(|line| function_name(&super::without_strings(line)));
         match function {
             Some(function) => uses.push(Use::Expect {
                 line: index + 1,
@@ -317,6 +323,34 @@ mod tests {
         assert!(
             found[1].starts_with("xtask/tidy-allow/too-many-lines.txt:2: crates/apollo-demo/src/lib.rs `split_now` carries no"),
             "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_expectation_on_anything_but_a_function_is_refused() {
+        let text = [
+            "#[expect(clippy::too_many_lines, reason = \"no\")]",
+            "impl Long {",
+            "    fn listed() {}",
+            "}",
+            "#[expect(clippy::too_many_lines, reason = \"yes\")]",
+            "#[inline]",
+            "// A comment.",
+            "fn real() {}",
+        ]
+        .join("\n");
+        assert_eq!(
+            uses_in(&text),
+            [
+                Use::Refused {
+                    line: 1,
+                    what: "an `expect` on something other than a function"
+                },
+                Use::Expect {
+                    line: 5,
+                    function: "real".to_owned()
+                },
+            ]
         );
     }
 
