@@ -1,6 +1,6 @@
 //! End-to-end tests of the `apollo` binary: crash, kill, resume, signals, locking, the
 //! bundled example. Every test gets its own project folder; see `support.rs`.
-
+#![deny(unsafe_code)] // Allowed only where a libc call has no safe form here.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
 mod support;

@@ -236,6 +236,7 @@ impl Running {
     }
 
     /// Send `signal` to apollo (not its units).
+    #[allow(unsafe_code)] // kill(2) of the apollo under test.
     pub(crate) fn signal(&self, signal: i32) {
         // SAFETY: kill(2) with a pid we spawned and have not reaped.
         let result = unsafe { libc::kill(self.pid() as libc::pid_t, signal) };
@@ -285,6 +286,7 @@ echo "attempt=${APOLLO_ATTEMPT:-?} phase=${APOLLO_PHASE:-?}" >> "$dir/counts/$1"
 /// exists. A unit that blocks is where a test kills or interrupts apollo.
 /// Makes a FIFO at `path` (what a hostile or damaged directory may hold where a file is
 /// expected).
+#[allow(unsafe_code)] // mkfifo(3).
 pub(crate) fn mkfifo(path: &Path) {
     use std::os::unix::ffi::OsStrExt;
     let text = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
@@ -396,6 +398,7 @@ impl Apollo {
     /// environment is alive (units and anything they forked), waiting a little for processes
     /// that were just killed to be reaped by their parent.
     #[track_caller]
+    #[allow(unsafe_code)] // kill(2) of what a test left.
     pub(crate) fn assert_no_processes_left(&self) {
         let needle = self.root().to_string_lossy().into_owned();
         let deadline = Instant::now() + Duration::from_secs(10);

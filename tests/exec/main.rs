@@ -1,6 +1,8 @@
 //! apollo-exec seen from outside the supervising process: when apollo is SIGKILLed, the process
 //! groups of the units it was running die too (its guard process kills them), instead of running
 //! on unsupervised; what left the group is swept by `kill_stray_processes` on resume.
+#![deny(unsafe_code)]
+// Allowed only where a libc call has no safe form here.
 
 // The test must start the stand-in supervisor itself.
 #![allow(clippy::disallowed_methods)]
@@ -77,6 +79,7 @@ struct Pinned {
     pidfd: OwnedFd,
 }
 
+#[allow(unsafe_code)] // pidfd_open(2), poll(2).
 impl Pinned {
     fn new(name: &'static str, pid: u32) -> Pinned {
         // SAFETY: pidfd_open returns a new fd or -1.
@@ -105,6 +108,7 @@ impl Pinned {
     }
 }
 
+#[allow(unsafe_code)] // close(2) of the pidfd.
 impl Drop for Pinned {
     fn drop(&mut self) {
         // SAFETY: the pidfd pins the process; this kills exactly it (or nothing, if gone).
@@ -120,6 +124,7 @@ impl Drop for Pinned {
     }
 }
 
+#[allow(unsafe_code)] // pidfd_send_signal(2).
 impl Pinned {
     /// SIGKILL it now.
     fn kill(&self) {

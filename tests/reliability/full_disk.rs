@@ -16,6 +16,7 @@ struct Tmpfs {
     dir: tempfile::TempDir,
 }
 
+#[allow(unsafe_code)] // mount(2).
 impl Tmpfs {
     fn mount(size: &str) -> Self {
         let dir = tempfile::Builder::new()
@@ -49,6 +50,7 @@ impl Tmpfs {
     }
 }
 
+#[allow(unsafe_code)] // umount2(2).
 impl Drop for Tmpfs {
     fn drop(&mut self) {
         if let Ok(target) = CString::new(self.dir.path().as_os_str().as_bytes()) {
@@ -73,6 +75,7 @@ echo "${APOLLO_ATTEMPT:-0}" >> "$dir/counts/fill"
 "#;
 
 #[test]
+#[allow(unsafe_code)] // geteuid(2).
 fn state_dir_filled_up_mid_run() {
     // SAFETY: geteuid(2) cannot fail.
     let euid = unsafe { libc::geteuid() };

@@ -7,7 +7,7 @@
 //! * `full_disk` — the state directory on a 1 MiB tmpfs that a unit fills mid-run.
 //!
 //! `cargo xtask torture` is the long run.
-
+#![deny(unsafe_code)] // Allowed only where a libc call has no safe form here.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
 mod support;

@@ -5,6 +5,8 @@
 //! apollo-cli (`crates/apollo-cli/Cargo.toml`), the package that owns the binary, so they get
 //! it from cargo as `CARGO_BIN_EXE_apollo`, built once and never stale; their sources stay
 //! here, beside the helpers and the helper programs (`src/bin/`).
+// The torture harness's memfd_create, mkfifo and kill are the only `unsafe`.
+#![deny(unsafe_code)]
 #![allow(clippy::disallowed_methods, clippy::expect_used)] // Test support: runs programs.
 
 pub mod torture;

@@ -10,12 +10,14 @@
 //!   made of a real run's records, for the read benchmarks (replay, verify).
 //! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
 //!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
-//!   code, READMEs are the crate docs, publish metadata); also `#[test]`s, so `cargo test`
+//!   code, READMEs are the crate docs, publish metadata) and the guardrails (file sizes, long
+//!   functions, `unsafe` forbidden, the crate graph); also `#[test]`s, so `cargo test`
 //!   enforces them.
 //! * `cargo xtask man` — the man pages, generated from the CLI's clap definition, into
 //!   `target/man/` (builds apollo and runs its hidden `generate-man`).
 //! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
+#![forbid(unsafe_code)]
 
 mod bench_sched;
 mod check_config;

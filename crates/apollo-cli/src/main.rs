@@ -1,6 +1,8 @@
 //! The `apollo` binary: parse the command line, run one command, turn its outcome into an
 //! exit code. Everything else lives in the library crates; see `cli.rs` for the commands and
 //! `exit.rs` for the exit-code table.
+// mimalloc's option calls (`memory.rs`) are the only `unsafe`; everything else is safe code.
+#![deny(unsafe_code)]
 
 mod cli;
 mod cmd;

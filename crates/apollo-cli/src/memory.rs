@@ -30,6 +30,7 @@ static SETTING: Mutex<()> = Mutex::new(());
 /// 201 MB instead of 144 MB (issue 17's budget: 150 MiB), and `apollo check` of them 174 MB
 /// instead of 113 MB, no slower. Anything else (a parse-cache hit, the run itself) keeps the
 /// default, which is what makes it fast.
+#[allow(unsafe_code)] // mimalloc has no safe wrapper for its options.
 pub(crate) fn freeing_at_once<T>(parse: impl FnOnce() -> T) -> T {
     // One setter at a time, so that each sets back what it found.
     let _one_at_a_time = SETTING.lock().unwrap_or_else(PoisonError::into_inner);
@@ -53,6 +54,7 @@ pub(crate) fn freeing_at_once<T>(parse: impl FnOnce() -> T) -> T {
 mod tests {
     use super::*;
 
+    #[allow(unsafe_code)] // As `freeing_at_once`.
     fn purge_delay() -> std::ffi::c_long {
         // SAFETY: reading an option has no effect.
         unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }

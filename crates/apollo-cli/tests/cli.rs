@@ -1,6 +1,6 @@
 //! End-to-end tests of the real `apollo` binary: what only a separate process can show
 //! (exit statuses, a reader closing the pipe, the default config lookup from the cwd).
-
+#![forbid(unsafe_code)]
 #![allow(
     clippy::disallowed_methods,
     reason = "these tests run the apollo binary"

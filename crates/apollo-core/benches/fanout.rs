@@ -4,6 +4,7 @@
 //!
 //! Run with `cargo bench -p apollo-core --bench fanout`. Prints the best of a few runs of each
 //! and their ratio.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

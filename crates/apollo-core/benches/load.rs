@@ -5,6 +5,7 @@
 //! serde-saphyr into `serde::de::IgnoredAny` (what any serde-based loader pays at least), and
 //! merely iterating granit-parser's YAML events (the parser apollo builds its tree from: the
 //! floor for any loader using it).
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -1,6 +1,7 @@
 //! Config loader tests: the folder of bad-config fixtures (one insta snapshot of the rendered
 //! diagnostics each; adding a case is adding a file) and property tests that no input panics
 //! the loader.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! in a thousand failed — diffs them with `diff_records` (what `apollo diff` calls) and writes
 //! the text table to /dev/null. It prints the time of each step and the peak resident set
 //! size (VmHWM) after each size: both must grow linearly with N.
-
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use std::convert::Infallible;

@@ -3,6 +3,7 @@
 //! with a second run. Exits non-zero if anything is not as expected.
 //!
 //! `cargo run -p apollo-runner --example embed`
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::ExitCode;

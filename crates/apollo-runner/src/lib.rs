@@ -1,5 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
+// The parse cache decodes on threads into one vector's spare capacity (`parse_cache.rs`);
+// everything else is safe code.
+#![deny(unsafe_code)]
 
 mod error;
 mod evict;

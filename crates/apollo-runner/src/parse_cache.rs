@@ -245,6 +245,7 @@ const MIN_UNIT_BYTES: usize = 18;
 /// place in one vector**, sized once. Decoded into vectors of their own and concatenated, 10,000
 /// units (448 bytes each before their strings) were two copies of 4.5 MB of fresh pages; decoded
 /// one after the other, the decision to resume took 5 ms longer on two cores.
+#[allow(unsafe_code)] // Decoded in place: see the SAFETY comments.
 fn decode_units(chunks: &[&[u8]], per_chunk: usize) -> Option<Vec<Unit>> {
     let (last, full) = chunks.split_last()?;
     let holds = |chunk: &&[u8]| chunk.len() / MIN_UNIT_BYTES;
@@ -315,6 +316,7 @@ fn decode_units(chunks: &[&[u8]], per_chunk: usize) -> Option<Vec<Unit>> {
 /// Decodes `chunk`, units one after another, into the first slots of `part`: how many, or
 /// `None` (then every unit it wrote was dropped again) when it is not such units or holds more
 /// than `part` has slots.
+#[allow(unsafe_code)] // Decoded in place: see the SAFETY comments.
 fn decode_into(chunk: &[u8], part: &mut [std::mem::MaybeUninit<Unit>]) -> Option<usize> {
     let mut written = 0;
     let mut rest = chunk;

@@ -5,6 +5,7 @@
 //! The executor against a fake cluster: `sbatch` that runs the wrapper at once in the
 //! background, `squeue` that lists what was submitted and counts its calls. No Slurm needed:
 //! this checks the wrapper end to end and that polling is batched.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //!    the three interleaved in 100 ms slices so drifting fsync latency affects them alike.
 //! 2. Reading 1,000,000 records: time, records/s, and the peak resident memory of the read
 //!    (VmHWM from /proc/self/status, reset before the read through /proc/self/clear_refs).
-
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs::OpenOptions;

@@ -71,12 +71,20 @@ const STALE_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2
 
 /// Whether a process with this pid exists (on this host).
 fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    let Ok(pid) = i32::try_from(pid) else {
         return false;
     };
-    // SAFETY: kill(2) with signal 0 sends nothing; it only checks that the pid exists.
-    let result = unsafe { libc::kill(pid, 0) };
-    result == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    // Pid 0 names no process (kill(0, 0) would ask about our own group): as before, it is not
+    // told dead, so such a lock stays held.
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return true;
+    };
+    // kill(2) with signal 0 sends nothing; only "no such process" says the pid is free (a
+    // process of another user answers EPERM: it exists).
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 fn host_name() -> String {
@@ -285,6 +293,16 @@ fn check_lock_file(file: &File, path: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_check_tells_a_live_pid_from_a_free_one() {
+        assert!(process_exists(std::process::id()));
+        // Above any pid_max Linux allows (2^22): no process has it.
+        assert!(!process_exists(i32::MAX as u32));
+        assert!(!process_exists(u32::MAX));
+        // Pid 0 is no process: never told dead, so a lock naming it stays held.
+        assert!(process_exists(0));
+    }
 
     #[test]
     fn a_second_writer_is_refused_with_the_holders_pid() {

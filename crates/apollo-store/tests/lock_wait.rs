@@ -23,6 +23,7 @@ fn blocked_in(tid: libc::pid_t, syscall: libc::c_long) -> bool {
 }
 
 #[test]
+#[allow(unsafe_code)] // gettid(2) of the waiting thread.
 fn waiting_for_the_lock_returns_only_after_the_holder_releases_it() {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::open_or_create(dir.path().join(".apollo")).unwrap();

@@ -1,4 +1,6 @@
 //! Integration tests of apollo-store: the journal's promises, attacked.
+#![deny(unsafe_code)]
+// Allowed only where a libc call has no safe form here.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]

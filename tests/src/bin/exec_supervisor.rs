@@ -7,6 +7,7 @@
 //! `apollo_exec::kill_stray_processes` finds the escaped child.
 //!
 //! Usage: `exec_supervisor <dir> <run-id>` (the unit's workdir and log dir, and its run id).
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,6 +1,7 @@
 //! `torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR]`: the
 //! crash-injection harness (`apollo_tests::torture`) as a program, for `cargo xtask torture`.
 //! Exits 1 when an invariant was violated, 2 on bad usage.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -106,6 +106,7 @@ fn a_spawn_that_fails_before_exec_leaves_no_descriptor_behind() {
 }
 
 #[test]
+#[allow(unsafe_code)] // Closes this process's fds 0-2.
 fn closed_standard_descriptors_get_dev_null_and_output_still_lands_in_its_files() {
     in_own_process(
         "host::closed_standard_descriptors_get_dev_null_and_output_still_lands_in_its_files",

@@ -4,6 +4,7 @@
 //! carries that id in its environment: whatever the unit started, in its group or not, is gone.
 //! Tests synchronise on marker files the units create, never on sleeps; the time limits below
 //! are either the behaviour under test or generous safety nets.
+#![deny(unsafe_code)] // Allowed only where a libc call has no safe form here.
 
 mod host;
 mod misbehaving;
@@ -150,6 +151,7 @@ pub(crate) fn processes_of_run(run_id: &str) -> Vec<u32> {
 
 /// Fail the test if anything of the run is alive, after killing it so that a failing test
 /// does not leave processes behind either.
+#[allow(unsafe_code)] // kill(2) of what a test left.
 pub(crate) fn assert_no_survivors(run_id: &str) {
     let survivors = processes_of_run(run_id);
     for &pid in &survivors {

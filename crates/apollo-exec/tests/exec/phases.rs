@@ -313,6 +313,7 @@ fn output_files_are_named_only_when_written_to_or_once_the_attempt_ran_a_while()
 /// Whether `O_TMPFILE` and write leases work in `dir` (ext4, xfs, btrfs, tmpfs); elsewhere
 /// log files are named at once and the tests of unnamed files have nothing to check (they
 /// skip, see [`crate::needs`]).
+#[allow(unsafe_code)] // Probes O_TMPFILE.
 fn unnamed_files_work(dir: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -417,6 +418,7 @@ fn a_child_starts_with_no_blocked_signals_and_sigpipe_at_default() {
 }
 
 #[test]
+#[allow(unsafe_code)] // signal(2) to ignore SIGXFSZ here.
 fn a_signal_apollo_ignores_is_at_its_default_in_the_child() {
     // DESIGN §17: a unit starts with every signal at its default, SIGXFSZ included (a unit
     // that outgrows a file size limit dies of it instead of seeing EFBIG). No other test uses

@@ -1,0 +1,134 @@
+//! The checks run on the workspace, and the text scans shown to find what they forbid.
+
+use super::*;
+
+fn assert_clean(check: Check) {
+    let root = crate::workspace_root();
+    let found = check(&root).expect("the workspace can be read");
+    assert!(
+        found.is_empty(),
+        "{} violation(s) (`cargo xtask tidy` lists them):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_apollo_exec_creates_processes() {
+    assert_clean(process_creation_outside_exec);
+}
+
+#[test]
+fn only_apollo_store_spells_a_runs_folders() {
+    assert_clean(attempt_paths_outside_the_store);
+}
+
+#[test]
+fn every_unsafe_block_has_a_safety_comment() {
+    assert_clean(undocumented_unsafe_blocks);
+}
+
+#[test]
+fn library_code_does_not_unwrap() {
+    assert_clean(unwrap_in_library_code);
+}
+
+#[test]
+fn every_readme_is_its_crate_docs() {
+    assert_clean(readme_not_crate_docs);
+}
+
+#[test]
+fn every_publishable_crate_has_its_metadata() {
+    assert_clean(manifest_metadata_missing);
+}
+
+#[test]
+fn no_file_is_longer_than_its_limit() {
+    assert_clean(file_size::files_too_long);
+}
+
+#[test]
+fn no_function_is_longer_than_clippy_allows_unless_listed() {
+    assert_clean(long_functions::long_functions_not_listed);
+}
+
+#[test]
+fn every_crate_without_unsafe_forbids_it() {
+    assert_clean(unsafe_code::unsafe_not_forbidden);
+}
+
+#[test]
+fn the_crate_graph_follows_the_architecture() {
+    assert_clean(crate_graph::crate_graph_broken);
+}
+
+/// A throwaway workspace with one library file, removed when dropped.
+struct FakeWorkspace(PathBuf);
+
+impl FakeWorkspace {
+    fn with_lib(name: &str, lib: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("xtask-tidy-{name}-{}", std::process::id()));
+        let src = root.join("crates/apollo-demo/src");
+        std::fs::create_dir_all(&src).expect("create the fake crate");
+        std::fs::write(root.join("Cargo.toml"), "[workspace]\n").expect("workspace");
+        std::fs::write(src.join("lib.rs"), lib).expect("lib.rs");
+        std::fs::write(
+            root.join("crates/apollo-demo/Cargo.toml"),
+            "[package]\nname = \"apollo-demo\"\n",
+        )
+        .expect("the fake crate's manifest");
+        Self(root)
+    }
+}
+
+impl Drop for FakeWorkspace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_checks_find_what_they_forbid() {
+    let lib = "pub fn f() -> u32 {\n    let n = \"1\".parse().unwrap();\n    // ok: a literal\n    let m: u32 = \"2\".parse().expect(\"a number\");\n    std::process::Command::new(\"true\");\n    n + m\n}\n\n#[cfg(test)]\nmod tests {\n    fn t() { Some(1).unwrap(); }\n}\n";
+    let workspace = FakeWorkspace::with_lib("finds", lib);
+    let unwraps = unwrap_in_library_code(&workspace.0).expect("scan");
+    assert_eq!(unwraps.len(), 1, "{unwraps:?}");
+    assert!(
+        unwraps[0].starts_with("crates/apollo-demo/src/lib.rs:2:"),
+        "{unwraps:?}"
+    );
+    let spawns = process_creation_outside_exec(&workspace.0).expect("scan");
+    assert_eq!(spawns.len(), 1, "{spawns:?}");
+    assert!(spawns[0].contains("lib.rs:5: `Command::new`"), "{spawns:?}");
+    let readme = readme_not_crate_docs(&workspace.0).expect("scan");
+    assert_eq!(readme.len(), 3, "{readme:?}");
+}
+
+#[test]
+fn unsafe_blocks_are_told_from_unsafe_items() {
+    assert!(has_unsafe_block("    let pid = unsafe { libc::getpid() };"));
+    assert!(has_unsafe_block("unsafe {"));
+    assert!(!has_unsafe_block("unsafe fn raw() {"));
+    assert!(!has_unsafe_block("unsafe impl Send for Table {}"));
+    assert!(!has_unsafe_block("let not_unsafe = 1; // unsafe { }"));
+    assert!(!has_unsafe_block("    let text = \"unsafe { x }\";"));
+}
+
+#[test]
+fn a_safety_comment_may_sit_above_the_statement() {
+    let lines = [
+        "    // SAFETY: getpid cannot fail.",
+        "    let pid =",
+        "        unsafe { libc::getpid() };",
+    ];
+    assert!(safety_comment_above(&lines, 2));
+    let undocumented = ["    let x = 1;", "    let pid = unsafe { libc::getpid() };"];
+    assert!(!safety_comment_above(&undocumented, 1));
+    let other_statement = [
+        "    // SAFETY: about something else.",
+        "    let x = 1;",
+        "    let pid = unsafe { libc::getpid() };",
+    ];
+    assert!(!safety_comment_above(&other_statement, 2));
+}
