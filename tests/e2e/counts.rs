@@ -168,3 +168,27 @@ fn show_and_logs_default_to_the_latest_run_and_show_summarises_it() {
         neither.stderr
     );
 }
+
+/// A `foreach` whose glob matches no file is never silent: `check` and `run` warn, naming the
+/// unit and the pattern, and its dependents run without it (issue 35).
+#[test]
+fn a_foreach_whose_glob_matches_nothing_is_a_warning_in_check_and_run() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: load\n    foreach: {glob: \"data/*.csv\"}\n    execute: echo ${item}\n  - name: report\n    deps: [load]\n    execute: echo report\n",
+    );
+    let warning = "`foreach` of unit `load` matches no file (`data/*.csv`)";
+    let check = apollo.args(&["check"]).run();
+    check.code(0);
+    assert!(check.stderr.contains(warning), "{}", check.stderr);
+    let run = apollo.args(&["run"]).run();
+    run.code(0);
+    assert!(run.stderr.contains(warning), "{}", run.stderr);
+    assert!(run.stdout.contains("1 succeeded"), "{}", run.stdout);
+
+    apollo.file("data/a.csv", "a");
+    let run = apollo.args(&["run", "--fresh"]).run();
+    run.code(0);
+    assert!(!run.stderr.contains(warning), "{}", run.stderr);
+    assert!(run.stdout.contains("2 succeeded"), "{}", run.stdout);
+}

@@ -78,7 +78,7 @@ pub(crate) enum Command {
     #[command(after_long_help = Exit::help_table())]
     Mark(cmd::mark::MarkArgs),
     /// List the recorded runs: id, pipeline, start, duration, status, unit counts
-    Runs(cmd::replay::RunsArgs),
+    Runs(cmd::runs::RunsArgs),
     /// Replay a run as a timeline (text, JSON, Chrome trace for Perfetto, or an HTML Gantt chart)
     #[command(after_long_help = Exit::help_table())]
     Replay(cmd::replay::ReplayArgs),

@@ -7,11 +7,13 @@
 mod cli;
 mod cmd;
 mod color;
+mod counts;
 mod error;
 mod excerpt;
 mod exit;
 mod memory;
 mod progress;
+mod run_events;
 mod signals;
 mod state;
 mod stream;

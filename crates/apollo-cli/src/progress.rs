@@ -401,45 +401,10 @@ fn finished_line(
 impl Observer for Progress<'_> {
     #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     fn notice(&mut self, notice: &Notice<'_>) {
-        if self.json {
-            let event = match notice {
-                Notice::Decided { unit, decision } => Some(serde_json::json!({
-                    "event": "decided", "unit": unit,
-                    "runs": !matches!(decision, Decision::Reuse { .. } | Decision::Reused { .. }),
-                    "reason": decision.to_string(),
-                })),
-                Notice::Started { unit, attempt } => Some(serde_json::json!({
-                    "event": "started", "unit": unit, "attempt": attempt,
-                })),
-                Notice::Finished {
-                    unit,
-                    record,
-                    retry_in,
-                    log_dir,
-                } => Some(serde_json::json!({
-                    "event": "finished", "unit": unit, "record": record,
-                    "retry_in_ms": retry_in.map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)),
-                    "log_dir": log_dir,
-                })),
-                Notice::Skipped { unit, upstream } => Some(serde_json::json!({
-                    "event": "skipped", "unit": unit, "upstream_failed": upstream,
-                })),
-                Notice::SkippedWhen { unit, condition } => Some(serde_json::json!({
-                    "event": "skipped", "unit": unit, "when": condition,
-                })),
-                Notice::Reused {
-                    unit,
-                    from_run,
-                    from_attempt,
-                } => Some(serde_json::json!({
-                    "event": "reused", "unit": unit, "from_run": from_run,
-                    "from_attempt": from_attempt,
-                })),
-                _ => None,
-            };
-            if let Some(event) = event {
-                self.emit(&event);
-            }
+        if self.json
+            && let Some(event) = crate::run_events::event(notice)
+        {
+            self.emit(&event);
         }
         match notice {
             // A unit reused from an earlier run is said when its `unit_reused` is durable
@@ -582,61 +547,6 @@ impl Observer for Progress<'_> {
     fn flush(&mut self) {
         self.write_pending();
     }
-}
-
-/// A run's counts as every text view prints them (`1 succeeded (1 already done), 1 failed,
-/// 2 skipped (1 by when:, 1 upstream failed), 1 not started`): succeeded with those done
-/// earlier in the run and the `flaky` ones (passed only after a retry) in brackets; reused;
-/// failed; skipped with why; then cut off, running and not started when there are any.
-pub(crate) fn counts_text(counts: &apollo_core::UnitCounts, flaky: usize) -> String {
-    use apollo_core::UnitState;
-    let mut succeeded_detail = Vec::new();
-    if flaky > 0 {
-        succeeded_detail.push(format!("{flaky} FLAKY"));
-    }
-    let already_done = counts.get(UnitState::AlreadyDone);
-    if already_done > 0 {
-        succeeded_detail.push(format!("{already_done} already done"));
-    }
-    let bracket = |detail: &[String]| {
-        if detail.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", detail.join(", "))
-        }
-    };
-    let mut parts = vec![format!(
-        "{} succeeded{}",
-        counts.get(UnitState::Succeeded) + already_done,
-        bracket(&succeeded_detail)
-    )];
-    // Units reused from earlier runs are counted apart, when there are any (DESIGN §17).
-    let reused = counts.get(UnitState::Reused);
-    if reused > 0 {
-        parts.push(format!("{reused} reused"));
-    }
-    parts.push(format!("{} failed", counts.get(UnitState::Failed)));
-    let mut skipped_detail = Vec::new();
-    let when = counts.get(UnitState::SkippedWhen);
-    if when > 0 {
-        skipped_detail.push(format!("{when} by when:"));
-    }
-    let upstream = counts.get(UnitState::UpstreamFailed);
-    if upstream > 0 {
-        skipped_detail.push(format!("{upstream} upstream failed"));
-    }
-    parts.push(format!(
-        "{} skipped{}",
-        counts.skipped_all(),
-        bracket(&skipped_detail)
-    ));
-    for state in [UnitState::CutOff, UnitState::Running, UnitState::NotStarted] {
-        let n = counts.get(state);
-        if n > 0 {
-            parts.push(format!("{n} {}", state.label()));
-        }
-    }
-    parts.join(", ")
 }
 
 #[cfg(test)]

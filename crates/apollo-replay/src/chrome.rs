@@ -47,6 +47,31 @@ where
     write_chrome_trace_with_workers(records, out, filter, None)
 }
 
+/// [`write_chrome_trace_with_workers`] for a run that may be live: with `live_until` (when
+/// the reader looked at a run an apollo is writing), an attempt without its end is drawn
+/// until then as `running`, and the run as `running` too — never cut short at the last
+/// record like the attempts of a killed run.
+pub(crate) fn write_chrome_trace_live<I, E, W>(
+    records: I,
+    out: W,
+    filter: &Filter,
+    workers: Option<usize>,
+    live_until: Option<DateTime<Utc>>,
+) -> Result<(), ReplayError<E>>
+where
+    I: IntoIterator<Item = Result<Record, E>>,
+    W: Write,
+{
+    let mut trace = TraceWriter::new(out, filter)?;
+    trace.lanes = Lanes::with_max(workers);
+    trace.live_until = live_until;
+    for record in records {
+        trace.write_record(&record.map_err(ReplayError::Read)?)?;
+    }
+    trace.finish()?;
+    Ok(())
+}
+
 /// [`write_chrome_trace`] for a run known to have run at most `workers` attempts at once:
 /// never more lane tracks than that.
 pub fn write_chrome_trace_with_workers<I, E, W>(
@@ -89,6 +114,10 @@ struct TraceWriter<'f, W: Write> {
     open: HashMap<(String, u32), OpenAttempt>,
     lanes: Lanes,
     n_named_lanes: usize,
+    /// The run is live: open attempts end here, `running` (see [`write_chrome_trace_live`]).
+    live_until: Option<DateTime<Utc>>,
+    /// Drawing the attempts a live apollo is running now (not ones a dead one left).
+    drawing_live: bool,
 }
 
 impl<'f, W: Write> TraceWriter<'f, W> {
@@ -104,6 +133,8 @@ impl<'f, W: Write> TraceWriter<'f, W> {
             open: HashMap::new(),
             lanes: Lanes::default(),
             n_named_lanes: 0,
+            live_until: None,
+            drawing_live: false,
         })
     }
 
@@ -202,8 +233,11 @@ impl<'f, W: Write> TraceWriter<'f, W> {
     }
 
     fn finish(mut self) -> io::Result<()> {
-        if let Some(last_alive_ts) = self.last_alive_ts {
-            self.abandon_open_attempts(last_alive_ts)?;
+        let live_until = self.live_until.filter(|_| self.finished.is_none());
+        // The attempts still open at the end of a live run's records are running now.
+        self.drawing_live = live_until.is_some();
+        if let Some(end) = live_until.or(self.last_alive_ts) {
+            self.abandon_open_attempts(end)?;
         }
         let run_name = match self.run_name.take() {
             Some(name) => name,
@@ -216,7 +250,10 @@ impl<'f, W: Write> TraceWriter<'f, W> {
         if let Some(origin) = self.origin {
             let (end, status) = match self.finished {
                 Some((end, status)) => (end, status),
-                None => (self.last_alive_ts.unwrap_or(origin), "incomplete"),
+                None => match live_until {
+                    Some(now) => (now.max(origin), "running"),
+                    None => (self.last_alive_ts.unwrap_or(origin), "incomplete"),
+                },
             };
             self.events.event(&json!({
                 "name": run_name, "cat": "run", "ph": "X", "pid": 1, "tid": RUN_TRACK,
@@ -290,7 +327,11 @@ impl<'f, W: Write> TraceWriter<'f, W> {
             args: AttemptArgs {
                 unit,
                 attempt,
-                status: finished.map_or("unfinished", |f| f.status.as_str()),
+                status: match finished {
+                    Some(finished) => finished.status.as_str(),
+                    None if self.drawing_live => "running",
+                    None => "unfinished",
+                },
                 exit: finished.and_then(|f| f.exit),
                 timed_out: finished.is_some_and(|f| f.timed_out),
                 input_hash,

@@ -1077,12 +1077,14 @@ pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
     }
     #[derive(Serialize)]
     struct DiffJson<'a> {
+        schema: &'static str,
         same: bool,
         run_a: &'a RunSide,
         run_b: &'a RunSide,
         units: Vec<UnitJson<'a>>,
     }
     let document = DiffJson {
+        schema: "apollo.diff/1",
         same: diff.is_same(),
         run_a: &diff.run_a,
         run_b: &diff.run_b,

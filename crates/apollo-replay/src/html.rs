@@ -624,48 +624,8 @@ fn write_table(
     page.push_str("</tbody>\n</table>\n</section>\n");
 }
 
-const STYLE: &str = r#"
-:root { --ok:#2e9d57; --fail:#d1352b; --timeout:#8e1b3f; --intr:#e0a100; --skip:#6b8cae;
-  --unfinished:#f08c00; --fg:#1d2330; --muted:#6a7280; --bg:#fff; --row:#f4f6f9; }
-body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
-  background: var(--bg); margin: 24px; }
-h1 { font-size: 20px; margin: 0 0 8px; } h2 { font-size: 16px; margin: 24px 0 8px; }
-code { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12px; }
-.facts { display: flex; flex-wrap: wrap; gap: 6px 24px; margin: 0; }
-.facts div { display: flex; gap: 6px; } .facts dt { color: var(--muted); } .facts dd { margin: 0; }
-.badge { padding: 1px 7px; border-radius: 9px; color: #fff; background: var(--muted); font-size: 12px; }
-.legend { display: flex; flex-wrap: wrap; gap: 14px; color: var(--muted); font-size: 12px; }
-.legend span { display: inline-flex; align-items: center; gap: 4px; }
-.swatch { display: inline-block; width: 14px; height: 10px; border-radius: 2px; }
-.s-succeeded, .s-reused, .s-already_done { background: var(--ok); fill: var(--ok); }
-.s-failed { background: var(--fail); fill: var(--fail); }
-.s-timed_out { background: var(--timeout); fill: var(--timeout); }
-.s-interrupted, .s-not_started, .s-cut_off { background: var(--intr); fill: var(--intr); }
-.s-skipped, .s-skipped_when, .s-upstream_failed { background: var(--skip); fill: var(--skip); }
-.s-unfinished, .s-incomplete, .s-running { background: var(--unfinished); fill: var(--unfinished); }
-rect.s-unfinished { stroke: #a35c00; stroke-dasharray: 4 2; }
-rect.s-timed_out, rect.s-failed { stroke: #5a0d0d; stroke-width: 1; }
-.skip-mark { fill: url(#hatch) #c9d3de; background: repeating-linear-gradient(45deg,#c9d3de 0 3px,#9aa7b5 3px 6px); stroke: #9aa7b5; }
-.mark-mark { fill: #7048e8; background: #7048e8; }
-.resume-mark { background: #1c7ed6; }
-.critical-swatch { background: #fab005; } .timeout-swatch { background: #c92a2a; width: 3px; }
-.row.critical .row-bg { fill: #fff9db; } .row.critical .label { font-weight: bold; }
-tr.critical td:first-child { font-weight: bold; } .critical-mark { color: #f08c00; }
-.timeout-mark { stroke: #c92a2a; stroke-width: 2; stroke-dasharray: 3 2; }
-.gap { opacity: 0.5; } tr.excerpt pre { margin: 0; font-size: 12px; white-space: pre-wrap; color: #5a0d0d; }
-.chart { overflow-x: auto; border: 1px solid #e3e7ee; border-radius: 6px; }
-svg text { font-size: 12px; fill: var(--fg); }
-.axis line { stroke: #e3e7ee; } .axis text { fill: var(--muted); font-size: 11px; text-anchor: middle; }
-.row-bg { fill: transparent; } .row:nth-of-type(even) .row-bg { fill: var(--row); }
-.row.hl .row-bg, tr.hl td { background: #fff3bf; fill: #fff3bf; }
-.bar:hover { filter: brightness(1.15); stroke: var(--fg); }
-.phase { fill: #0004; } .phase.p-execute { fill: #0002; }
-.attempt-no { fill: #fff; font-size: 10px; font-weight: bold; pointer-events: none; }
-.skip text { fill: var(--muted); font-size: 11px; }
-.resume line { stroke: #1c7ed6; stroke-dasharray: 5 3; } .resume text { fill: #1c7ed6; font-size: 11px; }
-table { border-collapse: collapse; } th, td { text-align: left; padding: 3px 12px 3px 0; border-bottom: 1px solid #e3e7ee; }
-th { color: var(--muted); font-weight: normal; }
-"#;
+/// The page's style sheet (embedded: the page is one self-contained file).
+const STYLE: &str = include_str!("html/style.css");
 
 /// Highlights a unit's row in the chart and in the table together on hover. Reads only the
 /// DOM; the page needs no network.

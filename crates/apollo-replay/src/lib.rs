@@ -28,6 +28,8 @@ use std::str::FromStr;
 use apollo_core::Record;
 
 pub use apollo_core::{UnitCounts, UnitState};
+use chrono::{DateTime, Utc};
+
 pub use chrome::{write_chrome_trace, write_chrome_trace_with_workers};
 pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
@@ -117,6 +119,10 @@ pub struct ReplayOptions {
     /// At most this many attempts ran at once (the run's `max_parallel`): lanes in the Chrome
     /// trace and the HTML chart never outnumber them. `None`: unknown.
     pub workers: Option<usize>,
+    /// When the reader looked at a live run ([`live`](Self::live)): the Chrome trace draws
+    /// the run and its open attempts until then, as `running` (not cut short at the last
+    /// record, like a killed run's).
+    pub now: Option<DateTime<Utc>>,
 }
 
 impl ReplayOptions {
@@ -151,6 +157,12 @@ impl ReplayOptions {
         self.live = pid;
         self
     }
+
+    /// Looked at `now` (see [`now`](Self::now)).
+    pub fn now(mut self, now: DateTime<Utc>) -> Self {
+        self.now = Some(now);
+        self
+    }
 }
 
 /// Renders a run's records in the chosen format: `apollo replay` in one call.
@@ -174,7 +186,14 @@ where
         }
         Format::Json => write_json(records, out, &options.filter),
         Format::ChromeTrace => {
-            write_chrome_trace_with_workers(records, out, &options.filter, options.workers)
+            let live_until = options.now.filter(|_| options.live.is_some());
+            chrome::write_chrome_trace_live(
+                records,
+                out,
+                &options.filter,
+                options.workers,
+                live_until,
+            )
         }
         Format::Html => {
             let mut timeline = Timeline::from_records_with_workers(records, options.workers)

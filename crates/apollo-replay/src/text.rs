@@ -115,9 +115,14 @@ pub struct TextRenderer<W: Write> {
     previous_alive_offset: u64,
     /// Attempts started and not yet finished: (unit, attempt) → when they started.
     open: HashMap<(String, u32), OpenAttempt>,
-    /// Buffers for one line and one column, reused so lines cost no allocation.
+    /// Buffers for one line and one column, reused.
     line: String,
     scratch: String,
+    /// Lines written and not yet printed, by offset (then in the order written): an attempt's
+    /// phase lines are known when it ends, and go where they happened among the others.
+    held: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, String)>>,
+    /// Lines held so far (orders lines of equal offset as they were written).
+    held_count: u64,
 }
 
 /// An attempt with a `unit_started` and no `unit_finished` yet.
@@ -144,6 +149,8 @@ impl<W: Write> TextRenderer<W> {
             open: HashMap::new(),
             line: String::new(),
             scratch: String::new(),
+            held: std::collections::BinaryHeap::new(),
+            held_count: 0,
         }
     }
 
@@ -165,7 +172,7 @@ impl<W: Write> TextRenderer<W> {
         if !matches!(record.event, Event::UnitMarked(_)) {
             self.last_alive_offset = self.last_alive_offset.max(context.offset);
         }
-        match &record.event {
+        let written = match &record.event {
             Event::RunStarted(started) => self.write_run_started(started, &context),
             Event::RunResumed(resumed) => self.write_run_resumed(resumed, &context),
             Event::UnitStarted(started) => self.write_unit_started(started, &context),
@@ -178,11 +185,33 @@ impl<W: Write> TextRenderer<W> {
             Event::HookFinished(hook) => self.write_hook_finished(hook, &context),
             Event::UnitReused(reused) => self.write_unit_reused(reused, &context),
             other => self.write_other(other, &context),
+        };
+        written?;
+        // Every line still to come is at this record's time or later, or belongs to an
+        // attempt still open (its phases start at its start or later).
+        let watermark = (self.open.values())
+            .map(|open| offset_ms(origin, open.start))
+            .fold(context.offset, u64::min);
+        self.release_lines(Some(watermark))
+    }
+
+    /// Prints the held lines up to `watermark` (all of them with `None`), in time order.
+    fn release_lines(&mut self, watermark: Option<u64>) -> io::Result<()> {
+        while let Some(std::cmp::Reverse((offset, _, _))) = self.held.peek() {
+            if watermark.is_some_and(|watermark| *offset > watermark) {
+                break;
+            }
+            if let Some(std::cmp::Reverse((_, _, text))) = self.held.pop() {
+                self.out.write_all(text.as_bytes())?;
+            }
         }
+        Ok(())
     }
 
     /// Reports the attempts still open (no `unit_finished`), flushes, and returns the writer.
     pub fn finish(mut self) -> io::Result<W> {
+        // The report of open attempts comes after the timeline, whatever their offsets.
+        self.release_lines(None)?;
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_unstable_by_key(|(_, open)| open.seq);
         // Measured against the last record, as if a resume came next.
@@ -199,9 +228,11 @@ impl<W: Write> TextRenderer<W> {
                 self.write_unfinished(unit, *attempt, open, offset, event)?;
             }
         }
+        self.release_lines(None)?;
         if let Some(pid) = self.options.live {
             self.write_still_running(pid)?;
         }
+        self.release_lines(None)?;
         self.out.flush()?;
         Ok(self.out)
     }
@@ -217,5 +248,30 @@ impl<W: Write> TextRenderer<W> {
     fn widen_unit(&mut self, unit: &str) {
         let width = unit.chars().count().min(MAX_UNIT_WIDTH);
         self.unit_width = self.unit_width.max(width);
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    /// An attempt's phase lines are known when it ends, yet the timeline prints every line
+    /// in time order (issue 35: they came out among later lines).
+    #[test]
+    fn the_timeline_is_in_time_order() {
+        let mut out = Vec::new();
+        write_text(
+            crate::testkit::showcase_run().reads(),
+            &mut out,
+            &TextOptions::default(),
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let offsets: Vec<&str> = (text.lines())
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|offset| offset.starts_with('+'))
+            .collect();
+        assert!(offsets.len() > 20, "{text}");
+        assert!(offsets.is_sorted(), "{text}");
     }
 }

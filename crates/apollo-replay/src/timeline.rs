@@ -9,10 +9,12 @@ use apollo_core::event::{
 };
 use apollo_core::{UnitCounts, UnitState};
 use chrono::{DateTime, Utc};
-use serde::{Serialize, Serializer};
 
 use crate::Filter;
+
+mod status;
 use crate::display::first_line;
+pub use status::UnitStatus;
 
 /// A run's history, built by streaming its records once: per unit its attempts (with their
 /// phases, outcome, hashes and resource use), skips and human marks; the run's start, its
@@ -159,34 +161,6 @@ impl UnitTimeline {
         self.attempts.last()
     }
 
-    /// The unit's state in the one closed set every view prints ([`UnitState`]). `live`:
-    /// whether an apollo is writing the run now — then an attempt without its end is
-    /// running; otherwise it was cut off.
-    pub fn state(&self, live: bool) -> UnitState {
-        match self.status {
-            UnitStatus::Succeeded | UnitStatus::MarkedSucceeded => UnitState::Succeeded,
-            UnitStatus::Failed | UnitStatus::TimedOut | UnitStatus::MarkedFailed => {
-                UnitState::Failed
-            }
-            UnitStatus::Skipped => UnitState::Skipped,
-            UnitStatus::SkippedWhen => UnitState::SkippedWhen,
-            UnitStatus::UpstreamFailed => UnitState::UpstreamFailed,
-            UnitStatus::Reused => UnitState::Reused,
-            // An attempt committed ahead and ended before any process of it started.
-            UnitStatus::Interrupted
-                if self
-                    .last_attempt()
-                    .is_some_and(|attempt| attempt.phases().is_empty()) =>
-            {
-                UnitState::NotStarted
-            }
-            UnitStatus::Interrupted => UnitState::CutOff,
-            UnitStatus::Unfinished if live => UnitState::Running,
-            UnitStatus::Unfinished => UnitState::CutOff,
-            UnitStatus::NotStarted | UnitStatus::NotRun => UnitState::NotStarted,
-        }
-    }
-
     /// Whether the unit has nothing recorded (no attempt, skip, mark or reuse).
     pub fn is_empty(&self) -> bool {
         self.attempts.is_empty()
@@ -314,100 +288,6 @@ pub struct Mark {
     pub by: String,
     /// Their note.
     pub note: Option<String>,
-}
-
-/// A unit's status in a run, after the last record about it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UnitStatus {
-    /// Its last attempt succeeded.
-    Succeeded,
-    /// Its last attempt failed.
-    Failed,
-    /// Its last attempt timed out.
-    TimedOut,
-    /// Its last attempt was interrupted.
-    Interrupted,
-    /// It skipped itself (exit 77).
-    Skipped,
-    /// Apollo skipped it: its `when:` was false when the pipeline was loaded (nothing ran).
-    SkippedWhen,
-    /// It was skipped because an upstream unit failed.
-    UpstreamFailed,
-    /// It was skipped because the run was interrupted before it started.
-    NotStarted,
-    /// Its last attempt has no `unit_finished`.
-    Unfinished,
-    /// A human marked it succeeded.
-    MarkedSucceeded,
-    /// A human marked it failed.
-    MarkedFailed,
-    /// Nothing was recorded about it.
-    NotRun,
-    /// It was reused from an earlier run (`unit_reused`): not run, satisfied.
-    Reused,
-}
-
-impl UnitStatus {
-    /// The status for users and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnitStatus::Succeeded => "succeeded",
-            UnitStatus::Failed => "failed",
-            UnitStatus::TimedOut => "timed_out",
-            UnitStatus::Interrupted => "interrupted",
-            UnitStatus::Skipped => "skipped",
-            UnitStatus::SkippedWhen => "skipped_when",
-            UnitStatus::UpstreamFailed => "upstream_failed",
-            UnitStatus::NotStarted => "not_started",
-            UnitStatus::Unfinished => "unfinished",
-            UnitStatus::MarkedSucceeded => "marked_succeeded",
-            UnitStatus::MarkedFailed => "marked_failed",
-            UnitStatus::NotRun => "not_run",
-            UnitStatus::Reused => "reused",
-        }
-    }
-
-    /// The status a `unit_skipped` record leaves (one rule for every fold of records).
-    pub(crate) fn after_skip(reason: &SkipReason) -> Self {
-        match reason {
-            SkipReason::UpstreamFailed { .. } => UnitStatus::UpstreamFailed,
-            SkipReason::When { .. } => UnitStatus::SkippedWhen,
-            _ => UnitStatus::NotStarted,
-        }
-    }
-
-    /// The status a human's verdict leaves on a unit that was `self`.
-    pub(crate) fn after_mark(self, verdict: Verdict) -> Self {
-        match verdict {
-            Verdict::Succeeded => UnitStatus::MarkedSucceeded,
-            Verdict::Failed => UnitStatus::MarkedFailed,
-            // Allowing a rerun leaves the unit where it was (done, or cut off).
-            Verdict::Rerun => self,
-        }
-    }
-
-    pub(crate) fn from_attempt(status: AttemptStatus) -> Self {
-        match status {
-            AttemptStatus::Succeeded => UnitStatus::Succeeded,
-            AttemptStatus::Failed => UnitStatus::Failed,
-            AttemptStatus::TimedOut => UnitStatus::TimedOut,
-            AttemptStatus::Interrupted => UnitStatus::Interrupted,
-            AttemptStatus::Skipped => UnitStatus::Skipped,
-        }
-    }
-}
-
-impl std::fmt::Display for UnitStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for UnitStatus {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
 }
 
 impl Timeline {

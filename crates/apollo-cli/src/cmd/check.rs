@@ -43,6 +43,8 @@ pub(crate) struct CheckArgs {
 /// The JSON document of `check --format json`.
 #[derive(Debug, Serialize)]
 struct Report<'a> {
+    /// `apollo.check/1`.
+    schema: &'static str,
     file: &'a Path,
     valid: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,6 +90,7 @@ pub(crate) fn run(
     match args.format {
         CheckFormat::Json => {
             let report = Report {
+                schema: "apollo.check/1",
                 file: &path,
                 valid: pipeline.is_some(),
                 pipeline: pipeline.as_ref().map(|p| p.name.as_str()),

@@ -14,6 +14,7 @@ pub(crate) mod prune;
 pub(crate) mod replay;
 pub(crate) mod reproduce;
 pub(crate) mod run;
+pub(crate) mod runs;
 pub(crate) mod schema;
 pub(crate) mod show;
 pub(crate) mod stats;
@@ -42,7 +43,7 @@ pub(crate) fn dispatch(
         Command::Run(args) => run::run(&args, state_dir, stdout, stderr),
         Command::Resume(args) => run::resume(&args, state_dir, stdout, stderr),
         Command::Mark(args) => mark::run(&args, state_dir, stdout, stderr),
-        Command::Runs(args) => replay::runs(&args, state_dir, stdout),
+        Command::Runs(args) => runs::runs(&args, state_dir, stdout),
         Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
         Command::Diff(args) => replay::diff(&args, state_dir, stdout, stderr),
         Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),

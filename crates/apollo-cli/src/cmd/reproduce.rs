@@ -196,6 +196,7 @@ fn render_json(reproduction: &Reproduction, stdout: &mut dyn Write) -> std::io::
         })
         .collect();
     let value = serde_json::json!({
+        "schema": "apollo.reproduce/1",
         "reproduced": reproduction.reproduced(),
         "run": reproduction.run_id.as_str(),
         "original": reproduction.original.as_str(),

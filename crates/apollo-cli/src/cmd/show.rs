@@ -473,7 +473,7 @@ fn show_run(
     writeln!(
         out,
         "  {}, of {} units",
-        crate::progress::counts_text(&counts, 0),
+        crate::counts::text(&counts, 0),
         summary.n_units
     )
     .map_err(output)?;

@@ -356,6 +356,7 @@ pub(crate) fn stats(
     match args.format {
         TableFormat::Json => {
             let document = serde_json::json!({
+                "schema": "apollo.stats/1",
                 "pipeline": pipeline,
                 "runs": runs.iter().map(RunId::as_str).collect::<Vec<_>>(),
                 "units": stats,

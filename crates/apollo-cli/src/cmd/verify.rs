@@ -110,7 +110,7 @@ pub(crate) fn run(
         }
     }
     if json {
-        let document = serde_json::json!({"runs": documents, "corrupt": n_corrupt});
+        let document = serde_json::json!({"schema": "apollo.verify/1", "runs": documents, "corrupt": n_corrupt});
         serde_json::to_writer_pretty(&mut *stdout, &document)
             .map_err(|error| output(error.into()))?;
         writeln!(stdout).map_err(output)?;

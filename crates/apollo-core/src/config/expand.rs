@@ -11,13 +11,15 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
-use super::fanout::{Axis, Foreach, Instance, glob_items, glob_key, key_of, product};
+use super::fanout::Instance;
 use super::interpolate::{Item, Place, Problem, Scope, interpolate, param_variable};
 use super::params::{Params, render};
 use super::schema::{Label, Settings, Sp, Spec, UnitSpec};
 use super::when::{self, When};
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
 use crate::model::{Command, unit_folder_name};
+
+mod items;
 
 /// Expands and interpolates `spec` in place; returns what was wrong, and what it read.
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
@@ -489,145 +491,6 @@ impl<'e> Expander<'e, '_> {
                 }
                 if let Some(execute) = &mut unit.execute {
                     execute.value = when::guarded(&command.value, &execute.value);
-                }
-            }
-        }
-    }
-
-    /// The items of a `foreach`, each with where it is written when it is one list item, or
-    /// `None` when it cannot be expanded (reported).
-    fn items(&mut self, foreach: &Sp<Foreach>, label: &str) -> Option<Vec<(Item, Option<Loc>)>> {
-        match &foreach.value {
-            Foreach::Single(axis) => {
-                let values = self.axis(axis, label)?;
-                let locs: Vec<Loc> = match axis {
-                    Axis::List(items) => items.iter().map(|item| item.loc).collect(),
-                    Axis::Text(_) => Vec::new(),
-                };
-                Some(
-                    values
-                        .into_iter()
-                        .enumerate()
-                        .map(|(index, (key, value))| {
-                            let item = Item {
-                                key,
-                                value: Some(value),
-                                fields: Vec::new(),
-                            };
-                            (item, locs.get(index).copied())
-                        })
-                        .collect(),
-                )
-            }
-            Foreach::Product(axes) => {
-                let mut expanded = Vec::with_capacity(axes.len());
-                let mut failed = false;
-                for (name, axis) in axes {
-                    match self.axis(axis, label) {
-                        Some(values) => expanded.push((name.value.clone(), values)),
-                        None => failed = true,
-                    }
-                }
-                if failed {
-                    return None;
-                }
-                Some(
-                    product(&expanded)
-                        .into_iter()
-                        .map(|(key, fields)| {
-                            let item = Item {
-                                key,
-                                value: None,
-                                fields,
-                            };
-                            (item, None)
-                        })
-                        .collect(),
-                )
-            }
-        }
-    }
-
-    /// One axis's (key, value) pairs.
-    fn axis(&mut self, axis: &Axis, label: &str) -> Option<Vec<(String, String)>> {
-        let what = format!("in `foreach` of {label}");
-        let scope = self.scope(None, None, None);
-        match axis {
-            Axis::List(items) => {
-                let mut values = Vec::with_capacity(items.len());
-                for item in items {
-                    let mut item = item.clone();
-                    self.text(&mut item, &scope, Place::Other, &|| what.clone());
-                    values.push((key_of(&item.value), item.value));
-                }
-                Some(values)
-            }
-            Axis::Text(text) => {
-                let trimmed = text.value.trim();
-                let param = trimmed
-                    .strip_prefix("${params.")
-                    .and_then(|rest| rest.strip_suffix('}'))
-                    .filter(|name| self.rendered.contains_key(*name));
-                if let Some(name) = param {
-                    // A required param without a value is reported once, elsewhere.
-                    let value = self.params.get(name)?;
-                    let serde_json::Value::Array(items) = value else {
-                        let at = self
-                            .source
-                            .find_after(text.loc, trimmed, 0)
-                            .unwrap_or(text.loc);
-                        self.push(
-                            self.source
-                                .error(
-                                    "foreach-not-a-list",
-                                    at,
-                                    format!("`foreach` of {label} uses param `{name}`, which is not a list"),
-                                )
-                                .with_hint("a fan-out over a param needs a param of `type: list`"),
-                        );
-                        return None;
-                    };
-                    return Some(
-                        items
-                            .iter()
-                            .map(|item| {
-                                let value = render(item);
-                                (key_of(&value), value)
-                            })
-                            .collect(),
-                    );
-                }
-                let mut pattern = text.clone();
-                let before = self.diagnostics.len();
-                self.text(&mut pattern, &scope, Place::Other, &|| what.clone());
-                if self.diagnostics.len() > before {
-                    return None;
-                }
-                let matched = glob_items(&pattern.value, self.base_dir);
-                if let Ok(items) = &matched {
-                    (self.reads.globs.borrow_mut()).push((pattern.value.clone(), items.clone()));
-                }
-                match matched {
-                    Ok(items) => Some(
-                        items
-                            .into_iter()
-                            .map(|item| (glob_key(&item), item))
-                            .collect(),
-                    ),
-                    Err(message) => {
-                        self.push(
-                            self.source
-                                .error(
-                                    "bad-glob",
-                                    text.loc,
-                                    format!(
-                                        "`foreach` of {label} is not a list, a list param or a valid glob: {message}"
-                                    ),
-                                )
-                                .with_hint("write a list as `[a, b]`, a list param as `${params.NAME}`"),
-                        );
-                        None
-                    }
                 }
             }
         }

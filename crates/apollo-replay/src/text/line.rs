@@ -92,10 +92,16 @@ impl<W: Write> TextRenderer<W> {
         let trimmed = text.trim_end().len();
         text.truncate(trimmed);
         text.push('\n');
-        let result = self.out.write_all(text.as_bytes());
+        // Held until no line can come before it (see `TextRenderer::release_lines`).
+        self.held_count += 1;
+        self.held.push(std::cmp::Reverse((
+            line.offset_ms,
+            self.held_count,
+            text.clone(),
+        )));
         text.clear();
         self.line = text;
-        result
+        Ok(())
     }
 
     /// The column titles, dimmed when colour is on. The unit column is as wide as the units

@@ -184,6 +184,7 @@ pub(super) fn execute(
     let json = execution.format == crate::cmd::replay::TableFormat::Json;
     if json {
         let opened = serde_json::json!({
+            "schema": crate::run_events::RUN_EVENTS_SCHEMA,
             "event": "run",
             "run_id": open_run.run_id().as_str(),
             "pipeline": pipeline.name,

@@ -42,11 +42,8 @@ pub(crate) fn opening_line(run: &OpenRun<'_>, pipeline: &Pipeline) -> String {
 /// The summary after the run: counts, each failed unit with the end of its output and the
 /// command that prints all of it, and what to do next.
 ///
-/// The counts are the run's one set, the journal's `run_finished` (and so `apollo runs`):
-/// succeeded (of which already done earlier in the run, and flaky: passed only after a
-/// retry), failed, skipped (by itself, exit 77, or because an upstream failed), interrupted
-/// (its attempt was running when the run was stopped) and not started.
-#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
+/// The counts are the run model's one set of unit states (`UnitResult::state`), printed as
+/// every text view prints them (`progress::counts_text`).
 pub(crate) fn summary(
     run_id: &RunId,
     report: &RunReport,
@@ -69,7 +66,7 @@ pub(crate) fn summary(
     let mut summary = format!(
         "apollo: run {run_id} {status} in {}: {}",
         human_duration(elapsed),
-        crate::progress::counts_text(&counts, n_flaky)
+        crate::counts::text(&counts, n_flaky)
     );
     if n_flaky > 0 {
         let flaky: Vec<&str> = notes.flaky.iter().map(String::as_str).collect();
@@ -239,7 +236,7 @@ pub(crate) fn summary_json(
         .map(|(_, result)| result.state())
         .collect();
     serde_json::json!({
-        "schema": "apollo.run_summary/2",
+        "schema": crate::run_events::RUN_EVENTS_SCHEMA,
         "event": "summary",
         "counts": counts.to_json(),
         "run_id": run_id.as_str(),
@@ -270,6 +267,7 @@ pub(crate) fn dry_run_json(
         })
         .collect();
     let document = serde_json::json!({
+        "schema": "apollo.plan/1",
         "pipeline": pipeline.name,
         "resumes": plan.resumes.as_ref().map(RunId::as_str),
         "n_to_run": plan.n_to_run(),
