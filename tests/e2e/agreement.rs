@@ -288,3 +288,72 @@ fn a_live_run_is_running_in_every_view() {
     let show = apollo.args(&["show", "latest", "--format", "json"]).run();
     assert_eq!(json(&show.stdout, "show")["counts"]["succeeded"], 2);
 }
+
+/// A run SIGKILLed mid-attempt reads the same in every view — the attempt cut off, what came
+/// after it not started — and so does its resume (issue 35).
+#[test]
+fn a_run_killed_mid_attempt_and_its_resume_read_the_same_in_every_view() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_finish: cp \"$APOLLO_SUMMARY_JSON\" summary.json\nunits:\n  - name: quick\n    execute: 'true'\n  - name: slow\n    deps: [quick]\n    execute: bin/block slow\n  - name: after\n    deps: [slow]\n    execute: 'true'\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    running.kill9();
+    apollo.assert_no_processes_left();
+
+    let expected = BTreeMap::from([
+        ("after".to_owned(), "not_started".to_owned()),
+        ("quick".to_owned(), "succeeded".to_owned()),
+        ("slow".to_owned(), "cut_off".to_owned()),
+    ]);
+    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
+    show.code(0);
+    let show = json(&show.stdout, "show");
+    assert_eq!(states(&show["units"], "unit", "status"), expected, "{show}");
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    assert_eq!(junit_states(&junit.stdout), expected, "{}", junit.stdout);
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    let runs = json(&runs.stdout, "runs");
+    assert_eq!(runs["runs"][0]["status"], "incomplete", "{runs}");
+    assert_eq!(runs["runs"][0]["counts"], show["counts"], "{runs}");
+    assert_eq!(runs["runs"][0]["counts"]["cut_off"], 1, "{runs}");
+
+    apollo.release("slow.release");
+    let resumed = apollo.args(&["run", "--format", "json"]).run();
+    resumed.code(0);
+    check_views(&mut apollo, 0, "resume after a kill", &resumed);
+}
+
+/// The text views of one run, as a user reads them, in snapshots (ids, times, durations,
+/// hashes and pids filtered): the summary line, `show`, `runs` and the JUnit report name every
+/// unit's state from the one set.
+#[test]
+fn the_text_views_of_one_run() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: fetch\n    execute: 'true'\n  - name: optional\n    deps: [fetch]\n    execute: exit 77\n  - name: holiday\n    when: \"false\"\n    execute: 'true'\n  - name: broken\n    deps: [optional]\n    execute: echo boom >&2; exit 3\n  - name: report\n    deps: [broken]\n    execute: 'true'\n",
+    );
+    let run = apollo.args(&["run", "-j", "1"]).run();
+    run.code(1);
+    let show = apollo.args(&["show"]).run();
+    show.code(0);
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    junit.code(0);
+    let text = format!(
+        "$ apollo run\n{}\n$ apollo show\n{}\n$ apollo runs\n{}\n$ apollo replay --format junit\n{}",
+        run.stdout, show.stdout, runs.stdout, junit.stdout
+    );
+    insta::with_settings!({filters => vec![
+        (r"\d{8}T\d{6}Z-[0-9a-f]{4}", "[RUN]"),
+        (r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z)?", "[TIME]"),
+        (r"\b\d+(\.\d+)?(ms|s)\b", "[DUR]"),
+        (r#"time="[0-9.]+""#, r#"time="[DUR]""#),
+        (r"/tmp/[^ \n]*", "[DIR]"),
+        (r" +\n", "\n"),
+    ]}, {
+        insta::assert_snapshot!(text);
+    });
+}
