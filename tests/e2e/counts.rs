@@ -192,3 +192,30 @@ fn a_foreach_whose_glob_matches_nothing_is_a_warning_in_check_and_run() {
     assert!(!run.stderr.contains(warning), "{}", run.stderr);
     assert!(run.stdout.contains("2 succeeded"), "{}", run.stdout);
 }
+
+/// A run is named by `latest`, `latest~N`, `last-success`, or a unique prefix or suffix of its
+/// id (issue 35), through the one selector every command uses.
+#[test]
+fn runs_are_named_by_last_success_and_by_a_unique_suffix() {
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: u\n    execute: test ! -e markers/fail\n");
+    apollo.args(&["run"]).run().code(0);
+    apollo.release("fail");
+    apollo.args(&["run", "--fresh"]).run().code(1);
+    let ids = apollo.run_ids();
+    let show = |apollo: &mut Apollo, run: &str| {
+        let out = apollo.args(&["show", run, "--format", "json"]).run();
+        out.code(0);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()["run"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(show(&mut apollo, "last-success"), ids[0]);
+    assert_eq!(show(&mut apollo, "latest"), ids[1]);
+    let suffix = &ids[1][ids[1].len() - 4..];
+    assert_eq!(show(&mut apollo, suffix), ids[1]);
+    let none = apollo.args(&["show", "latest~5", "u"]).run();
+    none.code(2);
+    assert!(none.stderr.contains("only 2 runs"), "{}", none.stderr);
+}

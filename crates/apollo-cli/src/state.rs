@@ -5,8 +5,9 @@
 //! pipeline config (the one given, else the default one found in the current folder), else
 //! `.apollo/` in the current folder.
 //!
-//! A RUN argument is a full run id, a unique prefix of one, `latest` (the newest run), or
-//! `latest~N` (the N-th run before the newest).
+//! A RUN argument is a full run id, a unique prefix or suffix of one, `latest` (the newest
+//! run), `latest~N` (the N-th run before the newest) or `last-success` (the newest run that
+//! finished succeeded); reproductions are never `latest` nor `last-success`.
 
 use std::path::{Path, PathBuf};
 
@@ -190,59 +191,48 @@ pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// Resolves a RUN argument (see the module docs).
+/// Resolves a RUN argument (see the module docs) through apollo-runner's [`RunSelector`], the
+/// one rule every reader of runs uses.
+///
+/// [`RunSelector`]: apollo_runner::RunSelector
 pub(crate) fn resolve_run(state: &StateDir, spec: &str) -> Result<RunId, CliError> {
-    let ids = state.run_ids()?;
+    use apollo_runner::{RunSelector, SelectError};
     let not_found = |hint: String| CliError::UnknownRun {
         spec: spec.to_owned(),
         state_dir: state.path().to_path_buf(),
         hint,
     };
-    if ids.is_empty() {
-        return Err(not_found(
-            "there are no runs yet: start one with `apollo run`".to_owned(),
-        ));
-    }
-    if let Some(back) = spec.strip_prefix("latest") {
-        let steps = match back {
-            "" => 0,
-            _ => back
-                .strip_prefix('~')
-                .and_then(|n| n.parse::<usize>().ok())
-                .ok_or_else(|| not_found("write `latest` or `latest~N`, N a number".to_owned()))?,
-        };
-        // A reproduction (`apollo reproduce`) is never "latest": name it by its id.
-        let runs: Vec<&RunId> = (ids.iter().rev())
-            .filter(|id| !is_reproduction(state, id))
-            .collect();
-        return runs
-            .get(steps)
-            .map(|id| (*id).clone())
-            .ok_or_else(|| not_found(format!("there are only {} runs", runs.len())));
-    }
-    let matches: Vec<&RunId> = ids
-        .iter()
-        .filter(|id| id.as_str().starts_with(spec))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok((*one).clone()),
-        [] => Err(not_found(
-            match closest(spec, ids.iter().map(RunId::as_str)) {
+    let selector: RunSelector = spec.parse().map_err(|_| {
+        not_found("write a run id (or a unique prefix or suffix of one), `latest`, `latest~N` or `last-success`".to_owned())
+    })?;
+    selector.resolve(state).map_err(|error| match error {
+        SelectError::NoRuns => {
+            not_found("there are no runs yet: start one with `apollo run`".to_owned())
+        }
+        SelectError::TooFewRuns { have } => not_found(format!("there are only {have} runs")),
+        SelectError::NoSuccess => {
+            not_found("no run has finished succeeded yet (`apollo runs` lists the runs)".to_owned())
+        }
+        SelectError::NotFound { .. } => {
+            let ids = state.run_ids().unwrap_or_default();
+            not_found(match closest(spec, ids.iter().map(RunId::as_str)) {
                 Some(close) => format!("did you mean `{close}`? (`apollo runs` lists the runs)"),
                 None => "`apollo runs` lists the runs".to_owned(),
-            },
-        )),
-        several => Err(not_found(format!(
+            })
+        }
+        SelectError::Ambiguous { matches, .. } => not_found(format!(
             "it matches {} runs ({}, ...): give more of the id",
-            several.len(),
-            several
+            matches.len(),
+            matches
                 .iter()
                 .take(3)
-                .map(|id| id.as_str())
+                .map(RunId::as_str)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
-    }
+        )),
+        SelectError::Store(error) => CliError::Store(error),
+        _ => not_found("`apollo runs` lists the runs".to_owned()),
+    })
 }
 
 /// Reads every record of a run (the run's journal must fit the purpose: used for folding
@@ -300,7 +290,7 @@ pub(crate) fn print_warnings(warnings: &[Warning], stderr: &mut dyn std::io::Wri
 }
 
 /// The run and unit that `apollo show` and `apollo logs` were given as `[RUN] [UNIT]`: none is
-/// the latest run; one is a run if it names one (an id, a unique prefix, `latest~N`), else a
+/// the latest run; one is a run if it names one (an id, a unique prefix or suffix, `latest~N`, `last-success`), else a
 /// unit of the latest run (`apollo logs clean_data`); two are a run and a unit.
 pub(crate) fn run_and_unit(
     state: &StateDir,
@@ -321,30 +311,13 @@ pub(crate) fn run_and_unit(
                 } else {
                     Err(CliError::Usage {
                         message: format!(
-                            "`{word}` is neither a run (an id, a unique prefix, `latest`, `latest~N`) nor a unit of the latest run {latest}; `apollo runs` lists the runs"
+                            "`{word}` is neither a run (an id, a unique prefix or suffix, `latest`, `latest~N`, `last-success`) nor a unit of the latest run {latest}; `apollo runs` lists the runs"
                         ),
                     })
                 }
             }
         },
     }
-}
-
-/// Whether run `id` was made by `apollo reproduce` ([`RunStarted::run_kind`]).
-///
-/// [`RunStarted::run_kind`]: apollo_core::event::RunStarted::run_kind
-fn is_reproduction(state: &StateDir, id: &RunId) -> bool {
-    let Ok(run_dir) = state.run_dir(id) else {
-        return false;
-    };
-    let Ok(mut records) = JournalReader::open(run_dir.path(), ReadOptions::default()) else {
-        return false;
-    };
-    matches!(
-        records.next(),
-        Some(Ok(record)) if matches!(&record.event, Event::RunStarted(started)
-            if !started.run_kind().is_run())
-    )
 }
 
 /// The closest of `candidates` to `word`, when it is close enough to be a plausible typo

@@ -14,7 +14,7 @@ use apollo_core::{CancelToken, Loaded, config};
 use apollo_exec::{ExecOptions, ProcessExecutor};
 use apollo_replay::{Format, ReplayOptions, diff_records, replay, write_diff_text};
 use apollo_runner::{
-    FinishedRun, Opened, Opening, RunSession, RunTarget, SessionNotice, SweepError,
+    FinishedRun, Opened, Opening, RunSelector, RunSession, RunTarget, SessionNotice, SweepError,
 };
 use apollo_store::{JournalReader, ReadOptions, RunId, StateDir};
 
@@ -199,6 +199,17 @@ fn embed() -> Result<(), Error> {
     check(
         changed == ["fetch", "report"],
         &format!("the diff names fetch and report (it names {changed:?})"),
+    )?;
+
+    // 5. Name runs as a user does: `latest~1`, `last-success`.
+    let earlier: RunSelector = "latest~1".parse()?;
+    check(
+        earlier.resolve(&state)? == first.run_id,
+        "latest~1 is the first run",
+    )?;
+    check(
+        RunSelector::LastSuccess.resolve(&state)? == second.run_id,
+        "last-success is the second run",
     )?;
     Ok(())
 }

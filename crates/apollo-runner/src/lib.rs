@@ -17,6 +17,7 @@ mod plan;
 mod reproduce;
 mod reuse;
 mod select;
+mod selector;
 mod session;
 mod state;
 mod sweep;
@@ -39,5 +40,6 @@ pub use reproduce::{
     describe_input, reproduce,
 };
 pub use select::RunTarget;
+pub use selector::{BadSelector, RunSelector, SelectError};
 pub use session::{Opened, RunSession};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

@@ -19,7 +19,7 @@ use crate::state;
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("verdict").required(true).args(["succeeded", "failed", "rerun"])))]
 pub(crate) struct MarkArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`
     #[arg(value_name = "RUN")]
     pub(crate) run: String,
     /// The unit

@@ -42,7 +42,7 @@ pub(crate) enum ReplayFormat {
 /// Arguments of `apollo replay`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`
     #[arg(value_name = "RUN", default_value = "latest")]
     pub(crate) run: String,
     /// Only these units
@@ -67,7 +67,7 @@ pub(crate) struct ReplayArgs {
 /// Arguments of `apollo diff`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DiffArgs {
-    /// The first run (an id, a unique prefix, `latest` or `latest~N`)
+    /// The first run (an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`)
     #[arg(value_name = "RUN_A")]
     pub(crate) run_a: String,
     /// The second run

@@ -19,7 +19,7 @@ use crate::state;
 /// Arguments of `apollo reproduce`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReproduceArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`
     #[arg(value_name = "RUN")]
     pub(crate) run: String,
     /// The unit

@@ -22,7 +22,7 @@ use crate::state;
 /// Arguments of `apollo show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N` [default: latest]; a unit
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success` [default: latest]; a unit
     /// name alone is that unit of the latest run
     #[arg(value_name = "RUN")]
     pub(crate) run: Option<String>,

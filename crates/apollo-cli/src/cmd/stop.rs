@@ -15,7 +15,7 @@ use crate::state;
 /// Arguments of `apollo stop`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StopArgs {
-    /// Only if it is running this run (an id, a unique prefix, `latest` or `latest~N`)
+    /// Only if it is running this run (an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`)
     #[arg(value_name = "RUN")]
     pub(crate) run: Option<String>,
     /// Send the signal and return, without waiting for apollo to finish stopping

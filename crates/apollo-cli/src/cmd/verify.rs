@@ -12,7 +12,7 @@ use crate::state;
 /// Arguments of `apollo verify`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct VerifyArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N` [default: every run]
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success` [default: every run]
     #[arg(value_name = "RUN")]
     pub(crate) run: Option<String>,
     #[command(flatten)]

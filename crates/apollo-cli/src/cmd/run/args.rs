@@ -95,7 +95,7 @@ pub(crate) struct RunArgs {
 /// Arguments of `apollo resume`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ResumeArgs {
-    /// The run: an id, a unique prefix, `latest` or `latest~N`
+    /// The run: an id, a unique prefix or suffix, `latest`, `latest~N` or `last-success`
     #[arg(value_name = "RUN", default_value = "latest")]
     pub(crate) run: String,
     /// The pipeline config [default: the one the run was started from]
