@@ -88,6 +88,7 @@ pub fn encode_object<T: JsonFields>(value: &T, out: &mut Vec<u8>) {
 }
 
 /// Reads a JSON object written by [`encode_object`].
+#[inline]
 pub fn walk_object<const BUILD: bool, T: JsonFields>(cursor: &mut Cursor<'_>) -> Option<T> {
     cursor.literal(b"{")?;
     let outer = std::mem::replace(&mut cursor.object_opened, true);
@@ -349,6 +350,7 @@ impl JsonValue for String {
         push_json_str(self, out);
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         let content = cursor.string()?;
         cursor.text::<BUILD>(content)
@@ -360,6 +362,7 @@ impl JsonValue for u64 {
         out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         cursor.unsigned()
     }
@@ -370,6 +373,7 @@ impl JsonValue for u32 {
         out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         u32::try_from(cursor.unsigned()?).ok()
     }
@@ -381,6 +385,7 @@ impl JsonValue for i32 {
     }
 
     /// serde_json writes zero as `0`, never `-0`.
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         let negative = cursor.try_literal(b"-");
         let magnitude = i64::from(u32::walk_json::<BUILD>(cursor)?);
@@ -396,6 +401,7 @@ impl JsonValue for bool {
         out.extend_from_slice(if *self { b"true" } else { b"false" });
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         if cursor.try_literal(b"true") {
             Some(true)
@@ -415,6 +421,7 @@ impl<T: JsonValue> JsonValue for Option<T> {
         }
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         if cursor.try_literal(b"null") {
             Some(None)
@@ -436,6 +443,7 @@ impl<T: JsonValue> JsonValue for Vec<T> {
         out.push(b']');
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         let mut items = Vec::new();
         cursor.literal(b"[")?;
@@ -466,6 +474,7 @@ impl JsonValue for BTreeMap<String, serde_json::Value> {
         debug_assert!(written.is_ok(), "a map of JSON values always serializes");
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         let rest = &cursor.bytes[cursor.pos..];
         let mut stream = serde_json::Deserializer::from_slice(rest).into_iter::<Self>();
@@ -493,6 +502,7 @@ impl JsonValue for ExitStatus {
         out.push(b'}');
     }
 
+    #[inline]
     fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
         let status: fn(i32) -> ExitStatus = if cursor.try_literal(b"{\"code\":") {
             ExitStatus::Code
@@ -637,12 +647,14 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
 
 /// Whether some byte of `word` is zero (exact: no false negatives, no false positives).
+#[inline]
 fn has_zero_byte(word: u64) -> bool {
     word.wrapping_sub(ONES) & !word & HIGH_BITS != 0
 }
 
 /// Whether some byte of `word` (eight bytes of a string) may end it or need checking: a
 /// quote, a backslash, a control character, or a non-ASCII byte. Never a false negative.
+#[inline]
 fn needs_a_look(word: u64) -> bool {
     let non_ascii = word & HIGH_BITS != 0;
     // Some byte below 0x20 (exact for bytes below 0x80, which is all that is left).
@@ -666,6 +678,7 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `bytes`.
+    #[inline]
     pub fn new(bytes: &'a [u8]) -> Self {
         Self {
             bytes,
@@ -675,26 +688,31 @@ impl<'a> Cursor<'a> {
     }
 
     /// How far the walk has read.
+    #[inline(always)]
     pub fn pos(&self) -> usize {
         self.pos
     }
 
     /// Whether every byte has been read.
+    #[inline(always)]
     pub fn at_end(&self) -> bool {
         self.pos == self.bytes.len()
     }
 
     /// The bytes in `range` (one the cursor returned).
+    #[inline(always)]
     pub fn slice(&self, range: Range<usize>) -> &'a [u8] {
         &self.bytes[range]
     }
 
     /// The bytes read since `start`.
+    #[inline(always)]
     pub fn since(&self, start: usize) -> &'a [u8] {
         &self.bytes[start..self.pos]
     }
 
     /// Reads `literal` if the bytes go on with it.
+    #[inline(always)]
     pub fn try_literal(&mut self, literal: &[u8]) -> bool {
         if self.bytes[self.pos..].starts_with(literal) {
             self.pos += literal.len();
@@ -705,12 +723,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads `literal`, or `None`.
+    #[inline(always)]
     pub fn literal(&mut self, literal: &[u8]) -> Option<()> {
         self.try_literal(literal).then_some(())
     }
 
     /// Reads an object member's key, `key` being `,"name":` — without its comma when it is
     /// the object's first member.
+    #[inline(always)]
     pub fn key(&mut self, key: &[u8]) -> Option<()> {
         if self.object_opened {
             let found = self.try_literal(&key[1..]);
@@ -722,6 +742,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A u64 as serde_json writes it: `0`, or digits without a leading zero, in range.
+    #[inline]
     pub fn unsigned(&mut self) -> Option<u64> {
         let digits = &self.bytes[self.pos..];
         let n_digits = digits
@@ -743,6 +764,7 @@ impl<'a> Cursor<'a> {
 
     /// A string serde_json wrote without escapes: no `\`, no control character, valid UTF-8
     /// (anything with an escape is left to the general decoder). The range of its content.
+    #[inline]
     pub fn string(&mut self) -> Option<Range<usize>> {
         self.literal(b"\"")?;
         let start = self.pos;
@@ -786,6 +808,7 @@ impl<'a> Cursor<'a> {
 
     /// With `BUILD`, the content of a string [`Cursor::string`] accepted, owned; without,
     /// an empty string (nothing allocated).
+    #[inline]
     fn text<const BUILD: bool>(&self, content: Range<usize>) -> Option<String> {
         if BUILD {
             // `string` accepted only UTF-8 here; checked again rather than assumed.
@@ -798,6 +821,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A unit enum variant: one of `names`, as a string; its value.
+    #[inline]
     fn one_of<T: Copy>(&mut self, names: &[(&str, T)]) -> Option<T> {
         let content = self.string()?;
         let name = &self.bytes[content];
@@ -810,6 +834,7 @@ impl<'a> Cursor<'a> {
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, the writer's form (chrono's RFC 3339 with microseconds),
     /// with a real date and time (no leap second: chrono writes that as `:60`, left to the
     /// general decoder).
+    #[inline]
     pub fn timestamp(&mut self) -> Option<DateTime<Utc>> {
         let text = self.bytes.get(self.pos..self.pos + 27)?;
         let number = |range: Range<usize>| -> Option<u32> {
