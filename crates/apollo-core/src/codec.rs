@@ -1,6 +1,6 @@
 //! The journal records' JSON without serde: one definition of each record, three codecs.
 //!
-//! Each event payload is declared once, with [`journal_struct!`]: the declaration makes the
+//! Each event payload is declared once, with `journal_struct!`: the declaration makes the
 //! struct with its serde derive (the general form every reader understands, and the format's
 //! definition) **and** its fast codec, [`JsonFields`] — a writer that appends exactly the bytes
 //! `serde_json` writes (compact, fields in declaration order, an optional field left out exactly

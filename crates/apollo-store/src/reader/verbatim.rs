@@ -455,17 +455,20 @@ mod tests {
             }
             let payload = written(7, ts, &event);
             for at in 0..payload.len() {
-                for &byte in MUTANTS {
-                    for replace in [true, false] {
-                        mutant.clear();
-                        mutant.extend_from_slice(&payload[..at]);
-                        mutant.push(byte);
-                        mutant.extend_from_slice(&payload[at + usize::from(replace)..]);
-                        if is_exact(&mutant) {
-                            assert_any_kind_exact(&mutant);
-                        } else {
-                            assert_eq!(decode(&mutant), None);
-                        }
+                // Each byte replaced by, or preceded by, each mutant byte; or deleted.
+                let edits = MUTANTS
+                    .iter()
+                    .flat_map(|&byte| [(Some(byte), true), (Some(byte), false)])
+                    .chain([(None, true)]);
+                for (byte, replace) in edits {
+                    mutant.clear();
+                    mutant.extend_from_slice(&payload[..at]);
+                    mutant.extend(byte);
+                    mutant.extend_from_slice(&payload[at + usize::from(replace)..]);
+                    if is_exact(&mutant) {
+                        assert_any_kind_exact(&mutant);
+                    } else {
+                        assert_eq!(decode(&mutant), None);
                     }
                 }
             }
