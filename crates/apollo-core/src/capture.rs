@@ -22,6 +22,8 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
+use crate::codec::{IsDefault, journal_struct};
+
 /// The default `capture_max_file`: 64 MiB.
 pub const DEFAULT_CAPTURE_MAX_FILE: u64 = 64 * 1024 * 1024;
 
@@ -101,22 +103,24 @@ impl Default for CapturePolicy {
     }
 }
 
-/// One file of a manifest: what an attempt's declared input or output file was.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileEntry {
-    /// The file's path relative to the config folder (absolute when outside it).
-    pub path: String,
-    /// SHA-256 (hex) of its content: its blob's name when it was captured.
-    pub sha256: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// Its permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
-    /// Why its bytes were not kept (`"3.1 GiB > 64 MiB"`, `"capture: outputs"`, `"no blob
-    /// store"`, a store error);
-    /// absent when they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_captured: Option<String>,
+journal_struct! {
+    /// One file of a manifest: what an attempt's declared input or output file was.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct FileEntry {
+        /// The file's path relative to the config folder (absolute when outside it).
+        pub path: String,
+        /// SHA-256 (hex) of its content: its blob's name when it was captured.
+        pub sha256: String,
+        /// Its size in bytes.
+        pub size: u64,
+        /// Its permission bits (`st_mode & 0o7777`).
+        pub mode: u32,
+        /// Why its bytes were not kept (`"3.1 GiB > 64 MiB"`, `"capture: outputs"`, `"no blob
+        /// store"`, a store error);
+        /// absent when they were.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub not_captured: Option<String>,
+    }
 }
 
 impl FileEntry {

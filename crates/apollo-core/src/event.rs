@@ -5,9 +5,16 @@
 //! shape is part of the journal format (see apollo-store's docs): an internally tagged object
 //! whose `kind` is the variant in snake_case. Adding an optional field or a new kind is a minor
 //! format change (apollo-store's `FORMAT_MINOR`); renaming or removing one is a major change.
+//!
+//! Each payload is declared inside `journal_struct!` ([`codec`](crate::codec)): the one list of
+//! its fields from which its serde form, the writer's fast encoder and the reader's verbatim
+//! recogniser and fast decoder all follow. Adding a field is one line there; an optional one
+//! takes `#[serde(default, skip_serializing_if = "IsDefault::is_default")]` (left out when it is
+//! its type's default), the only `skip_serializing_if` the codec knows.
 
 use serde::{Deserialize, Serialize};
 
+use crate::codec::{IsDefault, journal_struct};
 use crate::model::Phase;
 
 /// One journal event.
@@ -46,24 +53,6 @@ pub enum Event {
 }
 
 impl Event {
-    /// The `kind` tag of the event, as written in the journal.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Event::RunStarted(_) => "run_started",
-            Event::RunResumed(_) => "run_resumed",
-            Event::UnitStarted(_) => "unit_started",
-            Event::UnitSubmitted(_) => "unit_submitted",
-            Event::UnitFinished(_) => "unit_finished",
-            Event::UnitSkipped(_) => "unit_skipped",
-            Event::UnitMarked(_) => "unit_marked",
-            Event::RunFinished(_) => "run_finished",
-            Event::UnitFiles(_) => "unit_files",
-            Event::RunReproduces(_) => "run_reproduces",
-            Event::HookFinished(_) => "hook_finished",
-            Event::UnitReused(_) => "unit_reused",
-        }
-    }
-
     /// The unit the event is about, for unit events.
     pub fn unit(&self) -> Option<&str> {
         match self {
@@ -83,41 +72,43 @@ impl Event {
     }
 }
 
-/// Payload of `run_started`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunStarted {
-    /// The run's id (`20261130T021507Z-3f9a`).
-    pub run_id: String,
-    /// The pipeline's name.
-    pub pipeline: String,
-    /// The config file the run was started from.
-    pub config_path: String,
-    /// SHA-256 of the config file's bytes.
-    pub config_hash: String,
-    /// SHA-256 of the resolved definition snapshot stored with the run.
-    pub definition_hash: String,
-    /// Version of the apollo that started the run.
-    pub apollo_version: String,
-    /// Host name of the machine.
-    pub host: String,
-    /// Process id of the apollo that started the run.
-    pub pid: u32,
-    /// The pipeline's units, in config order.
-    pub units: Vec<String>,
-    /// The pipeline's stable identity in its state directory (since journal format 1.2): `id:`
-    /// and the config's `id`, or the name, `@`, and the config path relative to the state
-    /// directory. `None` in older journals, whose runs are identified by their name alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub identity: Option<String>,
-    /// The run's params (since journal format 1.3): name → value, a string (`string`,
-    /// `date`), a number (`int`), a boolean or an array of strings (`list`). Absent when the
-    /// pipeline declares none, and in older journals.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub params: std::collections::BTreeMap<String, serde_json::Value>,
-    /// What kind of run this is (since journal format 1.5): absent for an ordinary run. Read
-    /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
-    #[serde(default, skip_serializing_if = "RunKind::is_run")]
-    pub kind: RunKind,
+journal_struct! {
+    /// Payload of `run_started`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunStarted {
+        /// The run's id (`20261130T021507Z-3f9a`).
+        pub run_id: String,
+        /// The pipeline's name.
+        pub pipeline: String,
+        /// The config file the run was started from.
+        pub config_path: String,
+        /// SHA-256 of the config file's bytes.
+        pub config_hash: String,
+        /// SHA-256 of the resolved definition snapshot stored with the run.
+        pub definition_hash: String,
+        /// Version of the apollo that started the run.
+        pub apollo_version: String,
+        /// Host name of the machine.
+        pub host: String,
+        /// Process id of the apollo that started the run.
+        pub pid: u32,
+        /// The pipeline's units, in config order.
+        pub units: Vec<String>,
+        /// The pipeline's stable identity in its state directory (since journal format 1.2): `id:`
+        /// and the config's `id`, or the name, `@`, and the config path relative to the state
+        /// directory. `None` in older journals, whose runs are identified by their name alone.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub identity: Option<String>,
+        /// The run's params (since journal format 1.3): name → value, a string (`string`,
+        /// `date`), a number (`int`), a boolean or an array of strings (`list`). Absent when the
+        /// pipeline declares none, and in older journals.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub params: std::collections::BTreeMap<String, serde_json::Value>,
+        /// What kind of run this is (since journal format 1.5): absent for an ordinary run. Read
+        /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub kind: RunKind,
+    }
 }
 
 impl RunStarted {
@@ -167,21 +158,23 @@ impl RunKind {
     }
 }
 
-/// Payload of `run_resumed`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunResumed {
-    /// SHA-256 of the config file's bytes at resume time.
-    pub config_hash: String,
-    /// SHA-256 of the resolved definition snapshot the resume used.
-    pub definition_hash: String,
-    /// Version of the apollo that resumed.
-    pub apollo_version: String,
-    /// Host name of the machine.
-    pub host: String,
-    /// Process id of the apollo that resumed.
-    pub pid: u32,
-    /// The pipeline's units at resume time, in config order.
-    pub units: Vec<String>,
+journal_struct! {
+    /// Payload of `run_resumed`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunResumed {
+        /// SHA-256 of the config file's bytes at resume time.
+        pub config_hash: String,
+        /// SHA-256 of the resolved definition snapshot the resume used.
+        pub definition_hash: String,
+        /// Version of the apollo that resumed.
+        pub apollo_version: String,
+        /// Host name of the machine.
+        pub host: String,
+        /// Process id of the apollo that resumed.
+        pub pid: u32,
+        /// The pipeline's units at resume time, in config order.
+        pub units: Vec<String>,
+    }
 }
 
 /// What kind of thing an input component is.
@@ -198,46 +191,52 @@ pub enum InputKind {
     Upstream,
 }
 
-/// One component of a unit's input hash, recorded so a diff can say *what* changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputComponent {
-    /// What the component is.
-    pub kind: InputKind,
-    /// Which one (phase, variable, path or unit name).
-    pub name: String,
-    /// SHA-256 (hex) of the component's canonical encoding.
-    pub hash: String,
+journal_struct! {
+    /// One component of a unit's input hash, recorded so a diff can say *what* changed.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct InputComponent {
+        /// What the component is.
+        pub kind: InputKind,
+        /// Which one (phase, variable, path or unit name).
+        pub name: String,
+        /// SHA-256 (hex) of the component's canonical encoding.
+        pub hash: String,
+    }
 }
 
-/// Payload of `unit_started`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitStarted {
-    /// The unit.
-    pub unit: String,
-    /// The attempt number, from 1, counted across resumes of the same run.
-    pub attempt: u32,
-    /// SHA-256 (hex) over the components below.
-    pub input_hash: String,
-    /// Every component of the input hash, sorted by kind then name — empty when they are in
-    /// an input manifest instead (`inputs_manifest`).
-    pub inputs: Vec<InputComponent>,
-    /// Where the components are when they would not fit in a record (format 1.2): a unit
-    /// whose input list (a glob of 100,000 files) would make the record larger than
-    /// [`MAX_RECORD_BYTES`](crate::journal::MAX_RECORD_BYTES) keeps it in a manifest file of
-    /// the run, written durably before this record. Absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inputs_manifest: Option<InputManifestRef>,
+journal_struct! {
+    /// Payload of `unit_started`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitStarted {
+        /// The unit.
+        pub unit: String,
+        /// The attempt number, from 1, counted across resumes of the same run.
+        pub attempt: u32,
+        /// SHA-256 (hex) over the components below.
+        pub input_hash: String,
+        /// Every component of the input hash, sorted by kind then name — empty when they are in
+        /// an input manifest instead (`inputs_manifest`).
+        pub inputs: Vec<InputComponent>,
+        /// Where the components are when they would not fit in a record (format 1.2): a unit
+        /// whose input list (a glob of 100,000 files) would make the record larger than
+        /// [`MAX_RECORD_BYTES`](crate::journal::MAX_RECORD_BYTES) keeps it in a manifest file of
+        /// the run, written durably before this record. Absent otherwise.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub inputs_manifest: Option<InputManifestRef>,
+    }
 }
 
-/// A unit's input components kept outside the journal (see
-/// [`input_manifest`](crate::input_manifest)): the manifest's name and how many components it
-/// holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InputManifestRef {
-    /// SHA-256 (hex) of the manifest's bytes: its name in the run's `manifests/` folder.
-    pub sha256: String,
-    /// How many components it holds.
-    pub count: u64,
+journal_struct! {
+    /// A unit's input components kept outside the journal (see
+    /// [`input_manifest`](crate::input_manifest)): the manifest's name and how many components it
+    /// holds.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct InputManifestRef {
+        /// SHA-256 (hex) of the manifest's bytes: its name in the run's `manifests/` folder.
+        pub sha256: String,
+        /// How many components it holds.
+        pub count: u64,
+    }
 }
 
 /// Which of an attempt's declared files a [`UnitFiles`] record lists.
@@ -260,58 +259,64 @@ impl FileSide {
     }
 }
 
-/// Payload of `unit_files` (format 1.3): an attempt's manifest of declared input files or
-/// outputs — each file's path, SHA-256, size and mode, and whether its bytes are in the blob
-/// store (see [`capture`](crate::capture)). Written only for a unit that declares files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitFiles {
-    /// The unit.
-    pub unit: String,
-    /// The attempt number.
-    pub attempt: u32,
-    /// Inputs or outputs.
-    pub side: FileSide,
-    /// The files, sorted by path — empty when they are in a manifest file instead.
-    pub files: Vec<crate::capture::FileEntry>,
-    /// Where the files are when they would not fit in a record (a directory of 100,000
-    /// files): a manifest file of the run, written durably before this record, whose `count`
-    /// is the number of files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<InputManifestRef>,
+journal_struct! {
+    /// Payload of `unit_files` (format 1.3): an attempt's manifest of declared input files or
+    /// outputs — each file's path, SHA-256, size and mode, and whether its bytes are in the blob
+    /// store (see [`capture`](crate::capture)). Written only for a unit that declares files.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitFiles {
+        /// The unit.
+        pub unit: String,
+        /// The attempt number.
+        pub attempt: u32,
+        /// Inputs or outputs.
+        pub side: FileSide,
+        /// The files, sorted by path — empty when they are in a manifest file instead.
+        pub files: Vec<crate::capture::FileEntry>,
+        /// Where the files are when they would not fit in a record (a directory of 100,000
+        /// files): a manifest file of the run, written durably before this record, whose `count`
+        /// is the number of files.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub manifest: Option<InputManifestRef>,
+    }
 }
 
-/// Payload of `run_reproduces` (format 1.3): the run re-runs one recorded attempt of another
-/// run in a scratch directory (its identity is `reproduce:` and the original's, so it is
-/// never resumed, never the latest run of the original pipeline).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunReproduces {
-    /// The original run.
-    pub run: String,
-    /// The unit reproduced.
-    pub unit: String,
-    /// The attempt reproduced.
-    pub attempt: u32,
-    /// The scratch directory it ran in.
-    pub scratch: String,
+journal_struct! {
+    /// Payload of `run_reproduces` (format 1.3): the run re-runs one recorded attempt of another
+    /// run in a scratch directory (its identity is `reproduce:` and the original's, so it is
+    /// never resumed, never the latest run of the original pipeline).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunReproduces {
+        /// The original run.
+        pub run: String,
+        /// The unit reproduced.
+        pub unit: String,
+        /// The attempt reproduced.
+        pub attempt: u32,
+        /// The scratch directory it ran in.
+        pub scratch: String,
+    }
 }
 
-/// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was
-/// handed to an external scheduler (Slurm). Recorded after `unit_started` and before the
-/// attempt's `unit_finished`; a later apollo uses it to find the job again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitSubmitted {
-    /// The unit.
-    pub unit: String,
-    /// The attempt number.
-    pub attempt: u32,
-    /// Which executor took it (`slurm`, …).
-    pub executor: String,
-    /// The scheduler's id for the job.
-    pub job_id: String,
-    /// Set when this attempt submitted nothing but reattached to the job an earlier attempt
-    /// (this one) submitted before apollo died (format 1.3).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reattached_from: Option<u32>,
+journal_struct! {
+    /// Payload of `unit_submitted` (format 1.1): an attempt, already recorded as started, was
+    /// handed to an external scheduler (Slurm). Recorded after `unit_started` and before the
+    /// attempt's `unit_finished`; a later apollo uses it to find the job again.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitSubmitted {
+        /// The unit.
+        pub unit: String,
+        /// The attempt number.
+        pub attempt: u32,
+        /// Which executor took it (`slurm`, …).
+        pub executor: String,
+        /// The scheduler's id for the job.
+        pub job_id: String,
+        /// Set when this attempt submitted nothing but reattached to the job an earlier attempt
+        /// (this one) submitted before apollo died (format 1.3).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub reattached_from: Option<u32>,
+    }
 }
 
 /// How one attempt ended.
@@ -370,67 +375,67 @@ pub fn cut_off_by_signal(status: AttemptStatus, exit: Option<ExitStatus>) -> boo
     status == AttemptStatus::Failed && matches!(exit, Some(ExitStatus::Signal(_)))
 }
 
-/// The record of one phase of an attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhaseRecord {
-    /// Which phase.
-    pub phase: Phase,
-    /// Milliseconds from the attempt's start to the phase's start.
-    pub offset_ms: u64,
-    /// Wall time of the phase in milliseconds.
-    pub duration_ms: u64,
-    /// How its process ended; `None` when it could not start.
-    pub exit: Option<ExitStatus>,
-    /// Whether apollo's timeout ended it.
-    pub timed_out: bool,
+journal_struct! {
+    /// The record of one phase of an attempt.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct PhaseRecord {
+        /// Which phase.
+        pub phase: Phase,
+        /// Milliseconds from the attempt's start to the phase's start.
+        pub offset_ms: u64,
+        /// Wall time of the phase in milliseconds.
+        pub duration_ms: u64,
+        /// How its process ended; `None` when it could not start.
+        pub exit: Option<ExitStatus>,
+        /// Whether apollo's timeout ended it.
+        pub timed_out: bool,
+    }
 }
 
-/// Payload of `unit_finished`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitFinished {
-    /// The unit.
-    pub unit: String,
-    /// The attempt number.
-    pub attempt: u32,
-    /// How the attempt ended.
-    pub status: AttemptStatus,
-    /// How the deciding phase's process ended (execute's, or the phase that failed).
-    pub exit: Option<ExitStatus>,
-    /// The phase that failed or timed out, when one did.
-    pub failed_phase: Option<Phase>,
-    /// Whether apollo's timeout ended the attempt.
-    pub timed_out: bool,
-    /// Wall time of the whole attempt in milliseconds.
-    pub duration_ms: u64,
-    /// Milliseconds the attempt waited for a free worker between its durable `unit_started`
-    /// and its first process (the engine commits attempts ahead of free workers, see the
-    /// engine docs; counted from when its batch was appended). The attempt's processes started at `unit_started`'s time plus this.
-    /// Absent (0) in journals written before it existed.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub queued_ms: u64,
-    /// SHA-256 (hex) of the declared outputs, or of execute's stdout when none are declared.
-    /// `None` when the attempt did not succeed.
-    pub output_hash: Option<String>,
-    /// Bytes the attempt wrote to stdout (all phases).
-    pub stdout_bytes: u64,
-    /// Bytes the attempt wrote to stderr (all phases).
-    pub stderr_bytes: u64,
-    /// User CPU time of the attempt's processes, in milliseconds.
-    pub user_cpu_ms: u64,
-    /// System CPU time of the attempt's processes, in milliseconds.
-    pub sys_cpu_ms: u64,
-    /// Largest resident set size among the attempt's processes, in KiB.
-    pub max_rss_kib: u64,
-    /// Processes left in a phase's group after its leader exited, killed by apollo.
-    pub leftovers_killed: u32,
-    /// Every phase that ran, in order.
-    pub phases: Vec<PhaseRecord>,
-    /// What went wrong, in one or a few lines, when something did.
-    pub error: Option<String>,
-}
-
-fn is_zero(value: &u64) -> bool {
-    *value == 0
+journal_struct! {
+    /// Payload of `unit_finished`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitFinished {
+        /// The unit.
+        pub unit: String,
+        /// The attempt number.
+        pub attempt: u32,
+        /// How the attempt ended.
+        pub status: AttemptStatus,
+        /// How the deciding phase's process ended (execute's, or the phase that failed).
+        pub exit: Option<ExitStatus>,
+        /// The phase that failed or timed out, when one did.
+        pub failed_phase: Option<Phase>,
+        /// Whether apollo's timeout ended the attempt.
+        pub timed_out: bool,
+        /// Wall time of the whole attempt in milliseconds.
+        pub duration_ms: u64,
+        /// Milliseconds the attempt waited for a free worker between its durable `unit_started`
+        /// and its first process (the engine commits attempts ahead of free workers, see the
+        /// engine docs; counted from when its batch was appended). The attempt's processes started at `unit_started`'s time plus this.
+        /// Absent (0) in journals written before it existed.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub queued_ms: u64,
+        /// SHA-256 (hex) of the declared outputs, or of execute's stdout when none are declared.
+        /// `None` when the attempt did not succeed.
+        pub output_hash: Option<String>,
+        /// Bytes the attempt wrote to stdout (all phases).
+        pub stdout_bytes: u64,
+        /// Bytes the attempt wrote to stderr (all phases).
+        pub stderr_bytes: u64,
+        /// User CPU time of the attempt's processes, in milliseconds.
+        pub user_cpu_ms: u64,
+        /// System CPU time of the attempt's processes, in milliseconds.
+        pub sys_cpu_ms: u64,
+        /// Largest resident set size among the attempt's processes, in KiB.
+        pub max_rss_kib: u64,
+        /// Processes left in a phase's group after its leader exited, killed by apollo.
+        pub leftovers_killed: u32,
+        /// Every phase that ran, in order.
+        pub phases: Vec<PhaseRecord>,
+        /// What went wrong, in one or a few lines, when something did.
+        pub error: Option<String>,
+    }
 }
 
 /// Why a unit did not run.
@@ -453,14 +458,16 @@ pub enum SkipReason {
     },
 }
 
-/// Payload of `unit_skipped`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitSkipped {
-    /// The unit.
-    pub unit: String,
-    /// Why it did not run.
-    #[serde(flatten)]
-    pub reason: SkipReason,
+journal_struct! {
+    /// Payload of `unit_skipped`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitSkipped {
+        /// The unit.
+        pub unit: String,
+        /// Why it did not run.
+        #[serde(flatten)]
+        pub reason: SkipReason,
+    }
 }
 
 /// A human's verdict on a unit.
@@ -490,41 +497,45 @@ impl Verdict {
     }
 }
 
-/// Payload of `unit_marked`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitMarked {
-    /// The unit.
-    pub unit: String,
-    /// The attempt the verdict is about.
-    pub attempt: u32,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Who recorded it (the user name, when known).
-    pub by: String,
-    /// A free-form note.
-    pub note: Option<String>,
+journal_struct! {
+    /// Payload of `unit_marked`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitMarked {
+        /// The unit.
+        pub unit: String,
+        /// The attempt the verdict is about.
+        pub attempt: u32,
+        /// The verdict.
+        pub verdict: Verdict,
+        /// Who recorded it (the user name, when known).
+        pub by: String,
+        /// A free-form note.
+        pub note: Option<String>,
+    }
 }
 
-/// Payload of `unit_reused` (format 1.3): the unit was not run in this run, because an
-/// earlier run of the same pipeline had a successful attempt with the same input hash, and its
-/// declared outputs were found on disk with that attempt's output hash (DESIGN §12,
-/// `reuse: true`). It satisfies its dependents as a success does, handing them `output_hash`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnitReused {
-    /// The unit.
-    pub unit: String,
-    /// The run whose attempt did the work (the original, not a run that itself reused it).
-    pub from_run: String,
-    /// That attempt's number in `from_run`.
-    pub from_attempt: u32,
-    /// The input hash now, equal to that attempt's.
-    pub input_hash: String,
-    /// The input components now (as `unit_started` records them), so a diff can compare them;
-    /// empty when they would not fit in a record (a glob of 100,000 files).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub inputs: Vec<InputComponent>,
-    /// The declared outputs' hash, as recorded by that attempt and found on disk now.
-    pub output_hash: String,
+journal_struct! {
+    /// Payload of `unit_reused` (format 1.3): the unit was not run in this run, because an
+    /// earlier run of the same pipeline had a successful attempt with the same input hash, and its
+    /// declared outputs were found on disk with that attempt's output hash (DESIGN §12,
+    /// `reuse: true`). It satisfies its dependents as a success does, handing them `output_hash`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct UnitReused {
+        /// The unit.
+        pub unit: String,
+        /// The run whose attempt did the work (the original, not a run that itself reused it).
+        pub from_run: String,
+        /// That attempt's number in `from_run`.
+        pub from_attempt: u32,
+        /// The input hash now, equal to that attempt's.
+        pub input_hash: String,
+        /// The input components now (as `unit_started` records them), so a diff can compare them;
+        /// empty when they would not fit in a record (a glob of 100,000 files).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub inputs: Vec<InputComponent>,
+        /// The declared outputs' hash, as recorded by that attempt and found on disk now.
+        pub output_hash: String,
+    }
 }
 
 /// How a run ended.
@@ -550,44 +561,44 @@ impl RunStatus {
     }
 }
 
-/// Payload of `run_finished`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunFinished {
-    /// How the run ended.
-    pub status: RunStatus,
-    /// Units that succeeded (in this or an earlier process of the run).
-    pub succeeded: u32,
-    /// Units that failed for good.
-    pub failed: u32,
-    /// Units skipped (by themselves, or because an upstream failed).
-    pub skipped: u32,
-    /// (Format 1.3.) Units reused from an earlier run (`unit_reused`), not counted in
-    /// `succeeded`. Absent (0) in older journals.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub reused: u32,
+journal_struct! {
+    /// Payload of `run_finished`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunFinished {
+        /// How the run ended.
+        pub status: RunStatus,
+        /// Units that succeeded (in this or an earlier process of the run).
+        pub succeeded: u32,
+        /// Units that failed for good.
+        pub failed: u32,
+        /// Units skipped (by themselves, or because an upstream failed).
+        pub skipped: u32,
+        /// (Format 1.3.) Units reused from an earlier run (`unit_reused`), not counted in
+        /// `succeeded`. Absent (0) in older journals.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub reused: u32,
+    }
 }
 
-fn is_zero_u32(value: &u32) -> bool {
-    *value == 0
-}
-
-/// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's
-/// status; this records that it ran, for `apollo show`/`replay` and for whoever wonders why no
-/// mail came.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookFinished {
-    /// Which hook: `on_failure`, `on_success` or `on_finish`.
-    pub hook: String,
-    /// The run status the hook was told (`APOLLO_RUN_STATUS`).
-    pub run_status: String,
-    /// How the hook's command ended (`succeeded`, `failed`, `timed_out`, `interrupted`).
-    pub status: AttemptStatus,
-    /// How its process ended.
-    pub exit: Option<ExitStatus>,
-    /// Wall time in milliseconds.
-    pub duration_ms: u64,
-    /// What went wrong, when something did.
-    pub error: Option<String>,
+journal_struct! {
+    /// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's
+    /// status; this records that it ran, for `apollo show`/`replay` and for whoever wonders why no
+    /// mail came.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct HookFinished {
+        /// Which hook: `on_failure`, `on_success` or `on_finish`.
+        pub hook: String,
+        /// The run status the hook was told (`APOLLO_RUN_STATUS`).
+        pub run_status: String,
+        /// How the hook's command ended (`succeeded`, `failed`, `timed_out`, `interrupted`).
+        pub status: AttemptStatus,
+        /// How its process ended.
+        pub exit: Option<ExitStatus>,
+        /// Wall time in milliseconds.
+        pub duration_ms: u64,
+        /// What went wrong, when something did.
+        pub error: Option<String>,
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 pub mod cancel;
 pub mod capture;
+pub mod codec;
 pub mod config;
 pub mod dag;
 pub mod diagnostic;

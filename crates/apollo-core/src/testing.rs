@@ -114,6 +114,9 @@ pub const EVERY_KIND_JSONL: &str = r#"
 {"kind":"run_resumed","config_hash":"h","definition_hash":"d","apollo_version":"0.1.0","host":"h","pid":2,"units":["a"]}
 "#;
 
+mod records;
+pub use records::every_field_of_every_kind;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -225,10 +225,17 @@ fn main() {
         let probe = dir.path().join("probe");
         let options = WriterOptions::default().durability(Durability::None);
         let mut writer = JournalWriter::create(&probe, "bench", options).unwrap();
-        let before = std::fs::metadata(writer.segment_path()).unwrap().len();
+        // The writer allocates a segment ahead in zeros: measure to the last non-zero byte.
+        let data_len = |path: &Path| {
+            let bytes = std::fs::read(path).unwrap();
+            bytes
+                .iter()
+                .rposition(|&byte| byte != 0)
+                .map_or(0, |at| at + 1)
+        };
+        let before = data_len(writer.segment_path());
         writer.append_batch(&[event(1234)]).unwrap();
-        let after = std::fs::metadata(writer.segment_path()).unwrap().len();
-        (after - before) as usize
+        data_len(writer.segment_path()) - before
     };
     println!(
         "journal benchmarks in {} ({} s per figure, record {} bytes)",

@@ -1,7 +1,7 @@
 //! Record payloads: `{"seq":N,"ts":"…","kind":"…",…event fields…}`.
 
 use apollo_core::Event;
-use apollo_core::event::{InputComponent, InputKind, UnitReused};
+use apollo_core::codec::JsonValue;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 
@@ -43,22 +43,20 @@ impl AsRef<[u8]> for EncodedEvent {
 /// error, `json` is as it was.
 pub(crate) fn encode_checked(event: &Event, json: &mut Vec<u8>) -> Result<(), StoreError> {
     let start = json.len();
-    let encoded = encode_event_into(event, json);
+    encode_event_into(event, json);
     let len = json.len() - start;
-    let problem = match encoded {
-        Err(error) => Some(format!(
-            "cannot serialize a {} event: {error}",
-            event.kind()
-        )),
-        Ok(()) if json.get(start) != Some(&b'{') || len < 2 => Some(format!(
+    let problem = if json.get(start) != Some(&b'{') || len < 2 {
+        Some(format!(
             "a {} event does not serialize to a JSON object",
             event.kind()
-        )),
-        Ok(()) if len + RECORD_PREFIX_ROOM > MAX_PAYLOAD_LEN => Some(format!(
+        ))
+    } else if len + RECORD_PREFIX_ROOM > MAX_PAYLOAD_LEN {
+        Some(format!(
             "a {} event is {len} bytes, more than a journal record may hold ({MAX_PAYLOAD_LEN})",
             event.kind(),
-        )),
-        Ok(()) => None,
+        ))
+    } else {
+        None
     };
     match problem {
         Some(problem) => {
@@ -117,146 +115,20 @@ fn push_timestamp(ts: DateTime<Utc>, out: &mut Vec<u8>) {
 
 /// [`encode_event_into`] into a buffer of its own.
 #[cfg(test)]
-fn encode_event(event: &Event) -> serde_json::Result<Vec<u8>> {
+fn encode_event(event: &Event) -> Vec<u8> {
     let mut json = Vec::new();
-    encode_event_into(event, &mut json).map(|()| json)
+    encode_event_into(event, &mut json);
+    json
 }
 
-/// The event's JSON object, `{"kind":"…",…fields…}`, as serde writes [`Event`] (an internally
-/// tagged enum). The records a journal is mostly made of are written from their payload struct
-/// with the tag put first by hand — the same bytes (the tests check), without serde's tagging
-/// layer (a no-op run of 10,000 reused units spent 7% of its time encoding its records) —
-/// appended to `json`, which may hold other events before it (the writer encodes a batch into
-/// one buffer it keeps).
-fn encode_event_into(event: &Event, json: &mut Vec<u8>) -> serde_json::Result<()> {
-    // Ten thousand of them make a no-op run: by hand, as serde writes it (the tests hold it
-    // to that, byte for byte).
-    if let Event::UnitReused(reused) = event {
-        encode_unit_reused(reused, json);
-        return Ok(());
-    }
-    let start = json.len();
-    json.extend_from_slice(b"{\"kind\":\"");
-    json.extend_from_slice(event.kind().as_bytes());
-    json.extend_from_slice(b"\",");
-    let fields_at = json.len();
-    let fields = match event {
-        Event::UnitStarted(payload) => serde_json::to_writer(&mut *json, payload),
-        Event::UnitFinished(payload) => serde_json::to_writer(&mut *json, payload),
-        Event::UnitFiles(payload) => serde_json::to_writer(&mut *json, payload),
-        other => {
-            json.truncate(start);
-            return serde_json::to_writer(&mut *json, other);
-        }
-    };
-    if let Err(error) = fields {
-        json.truncate(start);
-        return Err(error);
-    }
-    // `{"kind":"…",` + `{…}`: drop the struct's own `{` (and, for an empty object, the comma).
-    match json.get(fields_at..fields_at + 2) {
-        Some(b"{}") => {
-            json.truncate(fields_at - 1);
-            json.push(b'}');
-        }
-        Some([b'{', _]) => {
-            json.remove(fields_at);
-        }
-        // Not an object: serde's own encoding says what is wrong.
-        _ => {
-            json.truncate(start);
-            serde_json::to_writer(&mut *json, event)?;
-        }
-    }
-    Ok(())
-}
-
-/// A `unit_reused` event as [`encode_event`] writes it through serde: the fields in their
-/// declaration order, `inputs` left out when empty.
-fn encode_unit_reused(reused: &UnitReused, out: &mut Vec<u8>) {
-    let UnitReused {
-        unit,
-        from_run,
-        from_attempt,
-        input_hash,
-        inputs,
-        output_hash,
-    } = reused;
-    out.extend_from_slice(b"{\"kind\":\"unit_reused\",\"unit\":");
-    push_json_str(unit, out);
-    out.extend_from_slice(b",\"from_run\":");
-    push_json_str(from_run, out);
-    out.extend_from_slice(b",\"from_attempt\":");
-    out.extend_from_slice(itoa::Buffer::new().format(*from_attempt).as_bytes());
-    out.extend_from_slice(b",\"input_hash\":");
-    push_json_str(input_hash, out);
-    if !inputs.is_empty() {
-        out.extend_from_slice(b",\"inputs\":[");
-        for (index, InputComponent { kind, name, hash }) in inputs.iter().enumerate() {
-            if index > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"kind\":\"");
-            out.extend_from_slice(match kind {
-                InputKind::Command => b"command".as_slice(),
-                InputKind::Env => b"env",
-                InputKind::File => b"file",
-                InputKind::Upstream => b"upstream",
-            });
-            out.extend_from_slice(b"\",\"name\":");
-            push_json_str(name, out);
-            out.extend_from_slice(b",\"hash\":");
-            push_json_str(hash, out);
-            out.push(b'}');
-        }
-        out.push(b']');
-    }
-    out.extend_from_slice(b",\"output_hash\":");
-    push_json_str(output_hash, out);
-    out.push(b'}');
-}
-
-/// `value` as a JSON string the way serde_json writes one: quoted, `"` and `\` escaped,
-/// control characters as `\b \t \n \f \r` or `\u00xx`, everything else as it is.
-fn push_json_str(value: &str, out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = value.as_bytes();
-    // Names, run ids and hashes have nothing to escape: one pass over all the bytes, without
-    // a branch per byte (it vectorises), then one copy. The loop below was 4% of a no-op run.
-    let plain = bytes.iter().fold(true, |plain, &byte| {
-        plain & (byte >= 0x20) & (byte != b'"') & (byte != b'\\')
-    });
-    if plain {
-        out.extend_from_slice(bytes);
-        out.push(b'"');
-        return;
-    }
-    let mut plain_from = 0;
-    for (at, &byte) in bytes.iter().enumerate() {
-        let short: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x09 => b"\\t",
-            0x0a => b"\\n",
-            0x0c => b"\\f",
-            0x0d => b"\\r",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[plain_from..at]);
-        plain_from = at + 1;
-        if short.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
-        } else {
-            out.extend_from_slice(short);
-        }
-    }
-    out.extend_from_slice(&bytes[plain_from..]);
-    out.push(b'"');
+/// The event's JSON object, `{"kind":"…",…fields…}`, exactly as serde writes [`Event`] (an
+/// internally tagged enum), by the codec declared with the events ([`apollo_core::codec`]:
+/// one definition of each record, and the tests hold every field of every kind to serde's
+/// bytes) — without serde's tagging layer (a no-op run of 10,000 reused units spent 7% of its
+/// time encoding its records through it). Appended to `json`, which may hold other events
+/// before it (the writer encodes a batch into one buffer it keeps).
+fn encode_event_into(event: &Event, json: &mut Vec<u8>) {
+    event.encode_json(json);
 }
 
 #[derive(Deserialize)]
@@ -279,7 +151,8 @@ pub(crate) enum DecodeError {
 
 /// Decodes a record payload.
 pub(crate) fn decode_record(payload: &[u8]) -> Result<Record, DecodeError> {
-    // A start or end of an attempt in the writer's exact form: built without serde.
+    // A record of any kind in the writer's exact form: built without serde, by the walk each
+    // record's declaration derives (`apollo_core::codec`).
     if let Some(record) = crate::reader::decode_exact(payload) {
         return Ok(record);
     }
@@ -365,7 +238,7 @@ fn unknown_kind(payload: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apollo_core::event::{RunFinished, RunStatus};
+    use apollo_core::event::{InputComponent, InputKind, RunFinished, RunStatus, UnitReused};
     use chrono::TimeZone;
 
     fn reused(unit: &str, name: &str, inputs: usize) -> Event {
@@ -410,7 +283,7 @@ mod tests {
         for text in &texts {
             for inputs in [0, 1, 5] {
                 let event = reused(text, text, inputs);
-                let by_hand = encode_event(&event).unwrap();
+                let by_hand = encode_event(&event);
                 assert_eq!(
                     String::from_utf8_lossy(&by_hand),
                     String::from_utf8_lossy(&serde_json::to_vec(&event).unwrap()),
@@ -559,7 +432,7 @@ mod tests {
         for event in &events {
             kinds.insert(event.kind());
             assert_eq!(
-                String::from_utf8(encode_event(event).unwrap()).unwrap(),
+                String::from_utf8(encode_event(event)).unwrap(),
                 serde_json::to_string(event).unwrap()
             );
         }
