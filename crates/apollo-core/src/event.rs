@@ -118,6 +118,10 @@ pub struct RunStarted {
     /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
     #[serde(default, skip_serializing_if = "RunKind::is_run")]
     pub kind: RunKind,
+    /// How the run's journal is made durable (since journal format 1.6): absent for `fsync`,
+    /// the default, and in older journals, which were all written so.
+    #[serde(default, skip_serializing_if = "crate::journal::Durability::is_fsync")]
+    pub durability: crate::journal::Durability,
 }
 
 impl RunStarted {

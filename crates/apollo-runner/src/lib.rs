@@ -36,5 +36,5 @@ pub use reproduce::{
     describe_input, reproduce,
 };
 pub use select::RunTarget;
-pub use session::{Opened, RunSession};
+pub use session::{Opened, RunSession, pipeline_writer_options};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use apollo_core::{Event, Journal, JournalError};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -15,16 +16,58 @@ use crate::reader::{HeaderState, JournalReader};
 use crate::record::{encode_checked, payload};
 use crate::safe_dir::{Access, Dir, content_stamp, explain_efbig, held_state, path_id};
 use crate::segment::{LAST_SEGMENT_FILE, SegmentHeader, list_segment_files, segment_file_name};
+use crate::sync_thread::SyncThread;
 
-/// Whether appends wait for the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Durability {
-    /// Every append returns only after `fdatasync`; new files and folders are fsynced into
-    /// their parent. The default, and the only mode for real runs.
-    #[default]
-    Fsync,
-    /// No fsync at all: for tests and benchmarks only. A crash may lose acknowledged records.
-    None,
+/// Whether appends wait for the disk (defined beside the `Journal` seam in apollo-core, since
+/// a run's `run_started` records it).
+pub use apollo_core::Durability;
+
+/// How long a [`Durability::Batched`] writer lets a record go unsynced, by default.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How far a journal is known durable: the segment being written and the byte up to which it
+/// is synced (every earlier segment is, whole). Reported to [`WriterOptions::on_sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SyncedPosition {
+    /// The segment's number (`000003.log` is 3).
+    pub segment: u64,
+    /// The segment's bytes `0..offset` are durable.
+    pub offset: u64,
+}
+
+/// Called after each sync of the journal with how far it is durable (a test hook: see
+/// [`WriterOptions::on_sync`]). It is called with the writer's internal lock held, from the
+/// writer's thread or its sync thread, and must not call into the writer.
+pub type SyncHook = Arc<dyn Fn(SyncedPosition) + Send + Sync>;
+
+/// How an append asks to be made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// Written, not acknowledged: durable once a later durable append is
+    /// ([`Journal::append_unsynced`]).
+    Unsynced,
+    /// Durable as the writer's [`Durability`] says: synced before returning under `Fsync`,
+    /// written and bound to be synced within the interval under `Batched`.
+    Durable,
+    /// Synced before returning under every mode but `None` (a non-idempotent start, a run's
+    /// first or last record, a mark, a hook's record, a Slurm submission, a sealed segment).
+    Strict,
+}
+
+/// Whether `event` must be durable at once even in [`Durability::Batched`] (DESIGN §18):
+/// the records that open a run (a power loss must never leave a run that exists only as its
+/// header) or close it, a human's verdict, a hook's end and a Slurm submission.
+pub(crate) fn synced_at_once(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::RunReproduces(_)
+            | Event::UnitMarked(_)
+            | Event::UnitSubmitted(_)
+            | Event::HookFinished(_)
+    )
 }
 
 /// Where the writer gets the time of each record (and of each segment's creation).
@@ -50,8 +93,14 @@ pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct WriterOptions {
-    /// fsync or not.
+    /// fsync every append, batch the syncs, or never sync.
     pub durability: Durability,
+    /// Under [`Durability::Batched`], how long a record may stay unsynced (default
+    /// [`DEFAULT_SYNC_INTERVAL`], 10 ms).
+    pub sync_interval: Duration,
+    /// Called after each sync with how far the journal is durable (tests: the power-loss
+    /// attack cuts the journal anywhere after it).
+    pub on_sync: Option<SyncHook>,
     /// A segment is closed and the next one started once it holds this many bytes
     /// (default 64 MiB). A record is never split: a segment may end up to one record larger.
     pub segment_max_bytes: u64,
@@ -65,6 +114,8 @@ impl Default for WriterOptions {
     fn default() -> Self {
         Self {
             durability: Durability::Fsync,
+            sync_interval: DEFAULT_SYNC_INTERVAL,
+            on_sync: None,
             segment_max_bytes: 64 * 1024 * 1024,
             faults: FaultPlan::default(),
             clock: None,
@@ -76,6 +127,19 @@ impl WriterOptions {
     /// With this durability. [`Durability::None`] is for tests and benchmarks only.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// With records synced within `sync_interval` under [`Durability::Batched`].
+    pub fn sync_interval(mut self, sync_interval: Duration) -> Self {
+        self.sync_interval = sync_interval;
+        self
+    }
+
+    /// With `on_sync` told how far the journal is durable after each sync (a test hook; see
+    /// [`SyncHook`]).
+    pub fn on_sync(mut self, on_sync: SyncHook) -> Self {
+        self.on_sync = Some(on_sync);
         self
     }
 
@@ -104,6 +168,8 @@ impl std::fmt::Debug for WriterOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriterOptions")
             .field("durability", &self.durability)
+            .field("sync_interval", &self.sync_interval)
+            .field("on_sync", &self.on_sync.as_ref().map(|_| "custom"))
             .field("segment_max_bytes", &self.segment_max_bytes)
             .field("faults", &self.faults)
             .field("clock", &self.clock.as_ref().map(|_| "custom"))
@@ -173,7 +239,8 @@ pub struct JournalWriter {
     segment_max_bytes: u64,
     clock: Clock,
     faults: FaultInjector,
-    file: File,
+    /// The segment being written (shared with the sync thread).
+    file: Arc<File>,
     segment_number: u64,
     segment_path: PathBuf,
     segment_len: u64,
@@ -188,9 +255,15 @@ pub struct JournalWriter {
     /// Records were written by [`Journal::append_unsynced`] since the last sync: the next
     /// durable append syncs even when it writes nothing.
     unsynced: bool,
-    /// The segment's length at its last sync: a failed write or sync cuts back to it, so
-    /// records written unsynced before never outlive a failure half on disk.
-    synced_len: u64,
+    /// The segment's length at its last acknowledged append (synced, or under
+    /// [`Durability::Batched`] written by an append that returned): a failed write or sync
+    /// cuts back to it, so records written unsynced before never outlive a failure half on
+    /// disk.
+    acknowledged_len: u64,
+    /// Under [`Durability::Batched`], the thread that syncs within the interval.
+    sync_thread: Option<SyncThread>,
+    /// See [`WriterOptions::on_sync`].
+    on_sync: Option<SyncHook>,
     /// The file's length: `segment_len` and the zeros written ahead of the records (see
     /// [`ALLOCATION_CHUNK`]).
     allocated_len: u64,
@@ -229,12 +302,7 @@ impl JournalWriter {
     ) -> Result<Self, StoreError> {
         let journal_dir = run_dir.join("journal");
         // `runs/<id>/journal` is walked without following symbolic links.
-        let journal = Dir::open_checked_tail(
-            &journal_dir,
-            3,
-            true,
-            options.durability == Durability::Fsync,
-        )?;
+        let journal = Dir::open_checked_tail(&journal_dir, 3, true, options.durability.syncs())?;
         if !list_segment_files(&journal_dir)?.is_empty() {
             return Err(StoreError::invalid(format!(
                 "{} already holds a journal; open it for append instead",
@@ -266,6 +334,8 @@ impl JournalWriter {
             options.segment_max_bytes,
             &faults,
         )?;
+        let file = Arc::new(file);
+        let sync_thread = start_sync_thread(&options, &file, &path, number, len, &faults)?;
         Ok(Self {
             journal_dir,
             journal,
@@ -279,7 +349,9 @@ impl JournalWriter {
             segment_number: number,
             segment_path: path,
             segment_len: len,
-            synced_len: len,
+            acknowledged_len: len,
+            sync_thread,
+            on_sync: options.on_sync,
             allocated_len,
             last_batch_ts: None,
             segment_day: now.date_naive(),
@@ -486,6 +558,16 @@ impl JournalWriter {
                         .unwrap_or_else(|| clock().date_naive());
                     report.n_segments = n_segments;
                     report.last_seq = last_seq;
+                    let file = Arc::new(file);
+                    let faults = FaultInjector::new(options.faults.clone());
+                    let sync_thread = start_sync_thread(
+                        &options,
+                        &file,
+                        &segment_path,
+                        header.segment,
+                        segment_len,
+                        &faults,
+                    )?;
                     let writer = Self {
                         journal_dir,
                         journal,
@@ -494,12 +576,14 @@ impl JournalWriter {
                         durability: options.durability,
                         segment_max_bytes: options.segment_max_bytes,
                         clock,
-                        faults: FaultInjector::new(options.faults),
+                        faults,
                         file,
                         segment_number: header.segment,
                         segment_path,
                         segment_len,
-                        synced_len: segment_len,
+                        acknowledged_len: segment_len,
+                        sync_thread,
+                        on_sync: options.on_sync,
                         allocated_len,
                         last_batch_ts,
                         segment_day,
@@ -519,8 +603,37 @@ impl JournalWriter {
 
     /// Appends `events` in order and returns once all of them are durable (one `fdatasync`
     /// for the lot, two if a rotation happens in between). Returns the seq of the last one.
+    ///
+    /// Under [`Durability::Batched`] it returns once they are written, and the sync thread
+    /// syncs them within the interval — unless a record must be durable at once (a run's
+    /// `run_started`, `run_resumed`, `run_finished`, `run_reproduces`, a `unit_marked`,
+    /// `unit_submitted` or `hook_finished`), or `events` is empty (which only syncs): then
+    /// the batch and everything before it are synced before it returns.
     pub fn append_batch(&mut self, events: &[Event]) -> Result<u64, StoreError> {
-        self.append_events(events, true)
+        let commit = if events.is_empty() || events.iter().any(synced_at_once) {
+            Commit::Strict
+        } else {
+            Commit::Durable
+        };
+        self.append_events(events, commit)
+    }
+
+    /// Appends `events` in order and returns once they and everything before them are synced,
+    /// whatever the writer's durability (but `None`, which never syncs): for a batch that
+    /// starts a unit that must not run twice. Returns the seq of the last one.
+    pub fn append_batch_strict(&mut self, events: &[Event]) -> Result<u64, StoreError> {
+        self.append_events(events, Commit::Strict)
+    }
+
+    /// How far the journal is known durable. Under [`Durability::None`], how far it would be.
+    pub fn synced_position(&self) -> SyncedPosition {
+        match &self.sync_thread {
+            Some(sync_thread) => sync_thread.position(),
+            None => SyncedPosition {
+                segment: self.segment_number,
+                offset: self.acknowledged_len,
+            },
+        }
     }
 
     /// Appends `events` in order without syncing them (see [`Journal::append_unsynced`]):
@@ -528,10 +641,10 @@ impl JournalWriter {
     /// syncs even if it has no events of its own. A rotation still makes the segment it seals
     /// durable first. Returns the seq of the last one.
     pub fn append_batch_unsynced(&mut self, events: &[Event]) -> Result<u64, StoreError> {
-        self.append_events(events, false)
+        self.append_events(events, Commit::Unsynced)
     }
 
-    fn append_events(&mut self, events: &[Event], sync: bool) -> Result<u64, StoreError> {
+    fn append_events(&mut self, events: &[Event], commit: Commit) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         // Every event is encoded before any is written (one that cannot be is an error, and
         // nothing is written), into one buffer the writer keeps: a batch of 1,024 reused
@@ -548,11 +661,7 @@ impl JournalWriter {
         }
         let starts = std::iter::once(0).chain(ends.iter().copied());
         let encoded: Vec<&[u8]> = starts.zip(&ends).map(|(at, &end)| &json[at..end]).collect();
-        let result = if sync {
-            self.write_encoded(&encoded)
-        } else {
-            self.write_encoded_unsynced(&encoded)
-        };
+        let result = self.write_encoded_as(&encoded, commit);
         drop(encoded);
         self.encoded = json;
         result
@@ -623,6 +732,12 @@ impl JournalWriter {
         crate::SharedWriter::new(self)
     }
 
+    /// Syncs everything written so far, whatever the durability but `None` (the group
+    /// commit's strict appends).
+    pub(crate) fn sync_strict(&mut self) -> Result<u64, StoreError> {
+        self.write_encoded_as::<&[u8]>(&[], Commit::Strict)
+    }
+
     pub(crate) fn check_poisoned(&self) -> Result<(), StoreError> {
         match &self.poisoned {
             Some(cause) => Err(StoreError::Poisoned {
@@ -637,24 +752,25 @@ impl JournalWriter {
         &mut self,
         events: &[E],
     ) -> Result<u64, StoreError> {
-        self.check_poisoned()?;
-        if events.is_empty() && !self.unsynced {
-            return Ok(self.next_seq - 1);
-        }
-        let result = self.write_encoded_inner(events, true);
-        if let Err(error) = &result {
-            self.poisoned = Some(error.to_string());
-        }
-        result
+        self.write_encoded_as(events, Commit::Durable)
     }
 
-    /// [`write_encoded`](Self::write_encoded) without the sync at the end.
-    fn write_encoded_unsynced<E: AsRef<[u8]>>(&mut self, events: &[E]) -> Result<u64, StoreError> {
+    /// Writes already-serialized events as one batch, made durable as `commit` says.
+    fn write_encoded_as<E: AsRef<[u8]>>(
+        &mut self,
+        events: &[E],
+        commit: Commit,
+    ) -> Result<u64, StoreError> {
         self.check_poisoned()?;
-        if events.is_empty() {
+        let nothing_to_sync = match commit {
+            Commit::Unsynced => true,
+            Commit::Durable => !self.unsynced,
+            Commit::Strict => self.segment_len <= self.synced_position().offset,
+        };
+        if events.is_empty() && nothing_to_sync {
             return Ok(self.next_seq - 1);
         }
-        let result = self.write_encoded_inner(events, false);
+        let result = self.write_encoded_inner(events, commit);
         if let Err(error) = &result {
             self.poisoned = Some(error.to_string());
         }
@@ -664,8 +780,12 @@ impl JournalWriter {
     fn write_encoded_inner<E: AsRef<[u8]>>(
         &mut self,
         events: &[E],
-        sync: bool,
+        commit: Commit,
     ) -> Result<u64, StoreError> {
+        // A sync that failed on the sync thread fails the run (DESIGN §6).
+        if let Some((path, source)) = self.sync_thread.as_ref().and_then(SyncThread::take_failure) {
+            return Err(StoreError::io("fdatasync", &path, source));
+        }
         self.check_in_place()?;
         self.batch.clear();
         // Every record of a batch gets the batch's time, and each batch its own: recovery
@@ -686,27 +806,32 @@ impl JournalWriter {
             if has_records && (full || now.date_naive() != self.segment_day) {
                 // The old segment is made durable before the next one exists, so a sealed
                 // segment never has a torn tail.
-                self.flush_batch(true)?;
+                self.flush_batch(Commit::Strict)?;
                 self.rotate(now)?;
             }
             payload(event.as_ref(), self.next_seq, now, &mut self.payload);
             encode_frame(&self.payload, &mut self.batch);
             self.next_seq += 1;
         }
-        self.flush_batch(sync)?;
+        self.flush_batch(commit)?;
         Ok(self.next_seq - 1)
     }
 
-    /// Writes the encoded batch and, with `sync`, makes the segment durable (also what
+    /// Writes the encoded batch and makes the segment durable as `commit` says (also what
     /// unsynced appends wrote before it, even when the batch is empty).
-    fn flush_batch(&mut self, sync: bool) -> Result<(), StoreError> {
-        if self.batch.is_empty() && !(sync && self.unsynced) {
+    fn flush_batch(&mut self, commit: Commit) -> Result<(), StoreError> {
+        let unsynced_before = match commit {
+            Commit::Unsynced => false,
+            Commit::Durable => self.unsynced,
+            Commit::Strict => self.segment_len > self.synced_position().offset,
+        };
+        if self.batch.is_empty() && !unsynced_before {
             return Ok(());
         }
         // A failed write or sync cuts back to the last sync: what unsynced appends wrote
         // since was never said to be durable, and is only records whose loss a resume repairs
         // (see `Journal::append_unsynced`); kept, it could reach the disk in part.
-        let acknowledged_len = self.synced_len;
+        let acknowledged_len = self.acknowledged_len;
         if !self.batch.is_empty() {
             let end = self.segment_len + self.batch.len() as u64;
             let written = self.allocate(end).and_then(|()| {
@@ -726,19 +851,44 @@ impl JournalWriter {
             self.segment_has_records = true;
             self.batch.clear();
         }
-        if !sync {
-            self.unsynced = true;
-            return Ok(());
+        let batched = self.durability == Durability::Batched;
+        match commit {
+            Commit::Unsynced => {
+                self.unsynced = true;
+                if let Some(sync_thread) = &self.sync_thread {
+                    sync_thread.written(self.segment_number, self.segment_len);
+                }
+                return Ok(());
+            }
+            // Written is acknowledged: the sync thread syncs it within the interval.
+            Commit::Durable if batched => {
+                self.unsynced = false;
+                self.acknowledged_len = self.segment_len;
+                if let Some(sync_thread) = &self.sync_thread {
+                    sync_thread.written(self.segment_number, self.segment_len);
+                }
+                return Ok(());
+            }
+            Commit::Durable | Commit::Strict => {}
         }
-        if self.durability == Durability::Fsync {
+        if self.durability.syncs() {
             let file = &self.file;
             if let Err(source) = self.faults.sync(|| file.sync_data()) {
                 self.cut_back(acknowledged_len);
                 return Err(StoreError::io("fdatasync", &self.segment_path, source));
             }
+            if let Some(sync_thread) = &self.sync_thread {
+                sync_thread.synced(self.segment_number, self.segment_len);
+            }
+            if let Some(on_sync) = &self.on_sync {
+                on_sync(SyncedPosition {
+                    segment: self.segment_number,
+                    offset: self.segment_len,
+                });
+            }
         }
         self.unsynced = false;
-        self.synced_len = self.segment_len;
+        self.acknowledged_len = self.segment_len;
         Ok(())
     }
 
@@ -789,7 +939,7 @@ impl JournalWriter {
         // Its records are durable: the sealed segment gives its spare space back, durably
         // (best effort: zeros left are read as no records, but a 1.3 reader would call them
         // damage in a sealed segment).
-        if self.trim() && self.durability == Durability::Fsync {
+        if self.trim() && self.durability.syncs() {
             let _ = self.file.sync_data();
         }
         let number = self.segment_number + 1;
@@ -803,11 +953,19 @@ impl JournalWriter {
             self.segment_max_bytes,
             &self.faults,
         )?;
-        self.file = file;
+        self.file = Arc::new(file);
         self.segment_number = number;
         self.segment_path = path;
         self.segment_len = len;
-        self.synced_len = len;
+        self.acknowledged_len = len;
+        if let Some(sync_thread) = &self.sync_thread {
+            sync_thread.switch_segment(
+                Arc::clone(&self.file),
+                self.segment_path.clone(),
+                number,
+                len,
+            );
+        }
         self.allocated_len = allocated_len;
         self.segment_day = now.date_naive();
         self.segment_has_records = false;
@@ -826,6 +984,21 @@ impl Drop for JournalWriter {
         // Only while this writer still owns the segment (its lock file, journal folder and
         // segment in place): never past records another apollo may have written since.
         if self.poisoned.is_none() && self.check_in_place().is_ok() {
+            // The run's end under `Batched`: what the sync thread has not synced yet is
+            // synced here, best effort (the engine's last append was strict already).
+            if let Some(sync_thread) = self.sync_thread.take() {
+                let unsynced = self.segment_len > sync_thread.position().offset;
+                drop(sync_thread);
+                if unsynced
+                    && self.file.sync_data().is_ok()
+                    && let Some(on_sync) = &self.on_sync
+                {
+                    on_sync(SyncedPosition {
+                        segment: self.segment_number,
+                        offset: self.segment_len,
+                    });
+                }
+            }
             let _ = self.trim();
         }
     }
@@ -840,6 +1013,12 @@ impl Journal for JournalWriter {
 
     fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch_unsynced(events)
+            .map(|_| ())
+            .map_err(JournalError::caused_by)
+    }
+
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append_batch_strict(events)
             .map(|_| ())
             .map_err(JournalError::caused_by)
     }
@@ -892,7 +1071,7 @@ fn new_segment(
             faults.write_zeros_at(&file, allocated_len - header_len, header_len)
         })
         .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
-    if durability == Durability::Fsync {
+    if durability.syncs() {
         faults
             .sync(|| file.sync_data())
             .map_err(|source| StoreError::io("fdatasync", &path, source))?;
@@ -901,6 +1080,31 @@ fn new_segment(
             .map_err(|source| StoreError::io("fsync directory", journal.path(), source))?;
     }
     Ok((file, path, header_len, allocated_len))
+}
+
+/// The sync thread of a [`Durability::Batched`] writer of `file`, durable up to `synced`.
+fn start_sync_thread(
+    options: &WriterOptions,
+    file: &Arc<File>,
+    path: &Path,
+    segment: u64,
+    synced: u64,
+    faults: &FaultInjector,
+) -> Result<Option<SyncThread>, StoreError> {
+    if options.durability != Durability::Batched {
+        return Ok(None);
+    }
+    SyncThread::start(
+        Arc::clone(file),
+        path.to_path_buf(),
+        segment,
+        synced,
+        options.sync_interval,
+        faults.clone(),
+        options.on_sync.clone(),
+    )
+    .map(Some)
+    .map_err(|source| StoreError::io("start the sync thread of", path, source))
 }
 
 /// Records in `journal/last_segment` that the journal's segments go up to `number`.
@@ -912,7 +1116,7 @@ fn write_last_segment(
     journal.write_file_atomic(
         LAST_SEGMENT_FILE,
         format!("{number}\n").as_bytes(),
-        durability == Durability::Fsync,
+        durability.syncs(),
     )
 }
 
@@ -1016,5 +1220,190 @@ mod tests {
         writer.append_batch_unsynced(&[reused("c")]).unwrap();
         assert_eq!(writer.append_batch(&[reused("d")]).unwrap(), 4);
         assert_eq!(writer.faults.counts(), (writes + 3, before + 2));
+    }
+
+    mod batched {
+        use std::sync::Mutex;
+        use std::time::Duration;
+
+        use apollo_core::event::{RunFinished, RunStatus};
+
+        use super::*;
+        use crate::testing::{FaultErrno, FaultOp};
+
+        /// A batched writer whose sync thread would wait an hour: only strict appends sync.
+        fn lazy_writer(dir: &Path) -> (JournalWriter, Arc<Mutex<Vec<SyncedPosition>>>) {
+            let syncs = Arc::new(Mutex::new(Vec::new()));
+            let options = WriterOptions::default()
+                .durability(Durability::Batched)
+                .sync_interval(Duration::from_secs(3600))
+                .on_sync({
+                    let syncs = Arc::clone(&syncs);
+                    Arc::new(move |position| syncs.lock().unwrap().push(position))
+                });
+            (JournalWriter::create(dir, "r", options).unwrap(), syncs)
+        }
+
+        fn finished() -> Event {
+            Event::RunFinished(RunFinished {
+                status: RunStatus::Succeeded,
+                succeeded: 0,
+                failed: 0,
+                skipped: 0,
+                reused: 0,
+            })
+        }
+
+        #[test]
+        fn a_batched_append_is_written_at_once_and_not_synced_until_a_strict_one() {
+            let dir = tempfile::tempdir().unwrap();
+            let (mut writer, syncs) = lazy_writer(dir.path());
+            let header = writer.synced_position();
+            let (writes, before) = writer.faults.counts();
+            writer.append_batch(&[reused("a"), reused("b")]).unwrap();
+            writer.append_batch(&[reused("c")]).unwrap();
+            assert_eq!(
+                writer.faults.counts(),
+                (writes + 2, before),
+                "written, not synced"
+            );
+            assert_eq!(writer.synced_position(), header);
+            let read = crate::JournalReader::open(dir.path(), crate::ReadOptions::default())
+                .unwrap()
+                .count();
+            assert_eq!(read, 3, "a reader sees the records at once");
+            // The start of a unit that must not run twice: synced with everything before it.
+            writer.append_batch_strict(&[reused("d")]).unwrap();
+            assert_eq!(writer.faults.counts().1, before + 1);
+            let end = SyncedPosition {
+                segment: 1,
+                offset: writer.segment_len,
+            };
+            assert_eq!(writer.synced_position(), end);
+            assert_eq!(*syncs.lock().unwrap(), [end]);
+            // Records that must be durable at once are, through the plain append.
+            writer.append_batch(&[reused("e")]).unwrap();
+            writer.append_batch(&[finished()]).unwrap();
+            assert_eq!(writer.faults.counts().1, before + 2);
+            assert_eq!(writer.synced_position().offset, writer.segment_len);
+            // An empty append syncs what is written (the engine's last append), once.
+            writer.append_batch(&[reused("f")]).unwrap();
+            writer.append_batch(&[]).unwrap();
+            writer.append_batch(&[]).unwrap();
+            assert_eq!(writer.faults.counts().1, before + 3);
+        }
+
+        #[test]
+        fn the_sync_thread_syncs_what_is_written_within_the_interval() {
+            let dir = tempfile::tempdir().unwrap();
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let sender = Mutex::new(sender);
+            let options = WriterOptions::default()
+                .durability(Durability::Batched)
+                .sync_interval(Duration::from_millis(1))
+                .on_sync(Arc::new(move |position| {
+                    let _ = sender.lock().unwrap().send(position);
+                }));
+            let mut writer = JournalWriter::create(dir.path(), "r", options).unwrap();
+            let (_, before) = writer.faults.counts();
+            writer.append_batch(&[reused("a")]).unwrap();
+            let end = writer.segment_len;
+            // Waits for the thread's report (bounded: a thread that never syncs fails here).
+            let synced = receiver.recv_timeout(Duration::from_secs(30)).unwrap();
+            assert_eq!(
+                synced,
+                SyncedPosition {
+                    segment: 1,
+                    offset: end
+                }
+            );
+            assert_eq!(writer.synced_position().offset, end);
+            assert_eq!(
+                writer.faults.counts().1,
+                before + 1,
+                "one sync, on the thread"
+            );
+            // Nothing written, nothing synced: the thread sleeps.
+            assert!(receiver.try_recv().is_err());
+        }
+
+        #[test]
+        fn a_sync_failing_on_the_sync_thread_fails_the_next_append_and_poisons_the_writer() {
+            let dir = tempfile::tempdir().unwrap();
+            let (sender, receiver) = std::sync::mpsc::channel::<()>();
+            let sender = Mutex::new(sender);
+            // Segment creation syncs the file and its folder; the third sync is the thread's.
+            let options = WriterOptions::default()
+                .durability(Durability::Batched)
+                .sync_interval(Duration::from_millis(1))
+                .faults(crate::testing::FaultPlan::fail(
+                    FaultOp::Fsync,
+                    3,
+                    FaultErrno::Eio,
+                ))
+                .on_sync(Arc::new(move |_| {
+                    let _ = sender.lock().unwrap().send(());
+                }));
+            let mut writer = JournalWriter::create(dir.path(), "r", options).unwrap();
+            writer.append_batch(&[reused("a")]).unwrap();
+            // The failed sync reports nothing; wait until the thread has tried.
+            while writer.faults.counts().1 < 3 {
+                std::thread::yield_now();
+            }
+            assert!(receiver.try_recv().is_err());
+            let error = loop {
+                // The failure is recorded just after the count: the append sees it at once
+                // or at its next try.
+                match writer.append_batch(&[reused("b")]) {
+                    Err(error) => break error,
+                    Ok(_) => continue,
+                }
+            };
+            assert!(error.to_string().contains("fdatasync"), "{error}");
+            assert!(matches!(
+                writer.append_batch(&[reused("c")]),
+                Err(StoreError::Poisoned { .. })
+            ));
+        }
+
+        #[test]
+        fn a_rotation_seals_the_old_segment_synced_and_the_new_one_starts_synced() {
+            let dir = tempfile::tempdir().unwrap();
+            let syncs = Arc::new(Mutex::new(Vec::new()));
+            let options = WriterOptions::default()
+                .durability(Durability::Batched)
+                .sync_interval(Duration::from_secs(3600))
+                .segment_max_bytes(600)
+                .on_sync({
+                    let syncs = Arc::clone(&syncs);
+                    Arc::new(move |position| syncs.lock().unwrap().push(position))
+                });
+            let mut writer = JournalWriter::create(dir.path(), "r", options).unwrap();
+            for unit in ["a", "b", "c", "d", "e", "f", "g", "h"] {
+                writer.append_batch(&[reused(unit)]).unwrap();
+            }
+            assert!(writer.segment_number > 1, "rotated");
+            let segment = writer.segment_number;
+            // Every segment but the last was synced whole before the next existed.
+            let syncs = syncs.lock().unwrap().clone();
+            for sealed in 1..segment {
+                let len = std::fs::metadata(
+                    dir.path()
+                        .join("journal")
+                        .join(crate::segment::segment_file_name(sealed)),
+                )
+                .unwrap()
+                .len();
+                assert!(
+                    syncs.contains(&SyncedPosition {
+                        segment: sealed,
+                        offset: len
+                    }),
+                    "{sealed}: {syncs:?}"
+                );
+            }
+            assert_eq!(writer.synced_position().segment, segment);
+            assert!(writer.synced_position().offset < writer.segment_len);
+        }
     }
 }
