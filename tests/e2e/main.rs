@@ -7,6 +7,7 @@ mod support;
 
 mod capture;
 mod counts;
+mod durability;
 mod evict;
 mod example;
 mod hashing;
