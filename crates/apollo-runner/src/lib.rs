@@ -21,6 +21,8 @@ mod sweep;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod power_loss_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::{ParamDifference, RunnerError};
