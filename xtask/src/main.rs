@@ -14,7 +14,7 @@
 //!   enforces them.
 //! * `cargo xtask man` — the man pages, generated from the CLI's clap definition, into
 //!   `target/man/` (builds apollo and runs its hidden `generate-man`).
-//! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
+//! * `cargo xtask torture [--iterations N] [--seed S] [--first I] [--durability MODE]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 
 mod bench_sched;
@@ -68,7 +68,7 @@ commands:
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
   tidy                  check the architecture invariants (also run by `cargo test`)
   man                   write the man pages to target/man/
-  torture [--iterations N] [--seed S] [--first I]
+  torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]
                         kill apollo at random moments, resume, check the invariants (release)
 ";
 
