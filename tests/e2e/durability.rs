@@ -78,3 +78,28 @@ fn a_config_asking_for_durability_none_is_refused() {
         check.stderr
     );
 }
+
+/// A sync that fails in batched mode — `run_started`'s, or a later one, made on the engine
+/// thread or on the sync thread as timing has it — stops the run with exit 6 like a failed fsync in the default mode (DESIGN §6: never
+/// retried), and the next run resumes it to the end.
+#[test]
+fn a_failed_sync_in_batched_mode_stops_the_run_with_exit_6_and_the_next_run_completes() {
+    // Syncs 1 and 2 make the first segment; the third is `run_started`'s (its run was never
+    // acknowledged: the next `apollo run` starts a run of its own, as in the default mode),
+    // then the rest (the run is resumed).
+    for (nth, n_runs) in [("3", 2), ("4", 1), ("5", 1)] {
+        let mut apollo = Apollo::new();
+        apollo.config(PIPELINE);
+        let fault = format!("fsync:{nth}:EIO");
+        apollo.envs(&[("APOLLO_FAULTS", fault.as_str())]);
+        let failed = apollo.args(&["run", "--durability", "batched"]).run();
+        failed.code(6);
+        apollo.envs(&[]);
+        apollo
+            .args(&["run", "--durability", "batched"])
+            .run()
+            .code(0);
+        apollo.args(&["verify"]).run().code(0);
+        assert_eq!(apollo.run_ids().len(), n_runs, "{fault}");
+    }
+}
