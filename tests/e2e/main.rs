@@ -8,6 +8,7 @@ mod support;
 mod agreement;
 mod capture;
 mod counts;
+mod durability;
 mod evict;
 mod example;
 mod hashing;

@@ -16,6 +16,7 @@ fn killed_at_random_moments_and_resumed() {
         seed: 7,
         first: 0,
         workdir: Some(workdir.path().to_path_buf()),
+        durability: None,
     };
     let summary = torture::run(&options).expect("the harness runs");
     println!("{summary}");
@@ -25,6 +26,37 @@ fn killed_at_random_moments_and_resumed() {
         summary.violations.join("\n")
     );
     assert_eq!(summary.iterations, 24, "{summary}");
+    assert!(
+        summary.kills > 0,
+        "the harness never killed apollo: {summary}"
+    );
+}
+
+/// The same attack with every pipeline asking for `durability: batched` (DESIGN §18): a
+/// SIGKILL of apollo loses nothing it wrote (the page cache keeps it), so every invariant holds
+/// as with fsync.
+#[test]
+fn killed_at_random_moments_and_resumed_in_batched_mode() {
+    let workdir = tempfile::Builder::new()
+        .prefix("apollo-torture-")
+        .tempdir()
+        .expect("temp dir");
+    let options = Options {
+        apollo: apollo_bin().to_path_buf(),
+        iterations: 12,
+        seed: 77,
+        first: 0,
+        workdir: Some(workdir.path().to_path_buf()),
+        durability: Some(apollo_core::Durability::Batched),
+    };
+    let summary = torture::run(&options).expect("the harness runs");
+    println!("{summary}");
+    assert!(
+        summary.violations.is_empty(),
+        "torture found violations:\n{}",
+        summary.violations.join("\n")
+    );
+    assert_eq!(summary.iterations, 12, "{summary}");
     assert!(
         summary.kills > 0,
         "the harness never killed apollo: {summary}"

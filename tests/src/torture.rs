@@ -42,7 +42,8 @@
 //! iteration I alone.
 //!
 //! Usage of the binary: `torture --apollo PATH [--iterations N] [--seed S] [--first I]
-//! [--workdir DIR]`. Prints iterations, kills, resumes, violations; exits 1 when any invariant
+//! [--workdir DIR] [--durability fsync|batched]` (the mode every generated pipeline asks for
+//! with `durability:`; the pipelines are the same either way). Prints iterations, kills, resumes, violations; exits 1 when any invariant
 //! was violated (the iteration's folder is kept for inspection), 2 on bad usage.
 #![allow(clippy::disallowed_methods)] // A harness that runs the binary under test.
 
@@ -97,6 +98,9 @@ pub struct Options {
     pub first: u64,
     /// Where the iterations' project folders go (default: a folder in the temp dir).
     pub workdir: Option<PathBuf>,
+    /// The durability mode every generated pipeline asks for (`durability:`), or none: the
+    /// default, fsync. `None` is not a pipeline's setting and is refused.
+    pub durability: Option<apollo_core::Durability>,
 }
 
 /// Parses the binary's arguments (without the program name).
@@ -107,6 +111,7 @@ pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options
         seed: 1,
         first: 0,
         workdir: None,
+        durability: None,
     };
     let mut iter = arguments.into_iter();
     while let Some(flag) = iter.next() {
@@ -121,9 +126,18 @@ pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options
             "--seed" => args.seed = value()?.parse().map_err(|_| "--seed takes a number")?,
             "--first" => args.first = value()?.parse().map_err(|_| "--first takes a number")?,
             "--workdir" => args.workdir = Some(PathBuf::from(value()?)),
+            "--durability" => {
+                args.durability = Some(match value()?.as_str() {
+                    "fsync" => apollo_core::Durability::Fsync,
+                    "batched" => apollo_core::Durability::Batched,
+                    other => {
+                        return Err(format!("--durability takes fsync or batched, not {other}"));
+                    }
+                });
+            }
             "-h" | "--help" => {
                 return Err(
-                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR]"
+                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR] [--durability fsync|batched]"
                         .into(),
                 );
             }
@@ -225,11 +239,20 @@ sleep "$(awk "BEGIN { print $ms / 1000 }")"
 echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.done"
 "#;
 
-fn generate(rng: &mut Rng, dir: &Path) -> std::io::Result<Vec<String>> {
+fn generate(
+    rng: &mut Rng,
+    dir: &Path,
+    durability: Option<apollo_core::Durability>,
+) -> std::io::Result<Vec<String>> {
     let n_units = 6 + rng.below(7);
     let mut yaml = String::from(
-        "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\nunits:\n",
+        "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\n",
     );
+    // The same pipeline whatever the mode (the generator draws nothing for it).
+    if let Some(durability) = durability {
+        let _ = writeln!(yaml, "durability: {durability}");
+    }
+    yaml.push_str("units:\n");
     let mut names = Vec::new();
     let mut non_idempotent_placed = false;
     for unit_idx in 0..n_units {
@@ -338,7 +361,7 @@ fn iteration(
         std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755))
             .map_err(io!())?;
     }
-    let names = generate(rng, dir).map_err(io!())?;
+    let names = generate(rng, dir, args.durability).map_err(io!())?;
     // The state-dir tampering and clock steps draw from their own generator, so the pipeline
     // and the kill delays of a seed stay those of the kill-only harness.
     let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
@@ -1239,7 +1262,7 @@ mod tests {
     fn a_generated_pipeline_is_valid() {
         let dir = std::env::temp_dir().join(format!("torture-unit-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("fail")).expect("fail dir");
-        let names = generate(&mut Rng(3), &dir).expect("generate");
+        let names = generate(&mut Rng(3), &dir, None).expect("generate");
         let loaded = apollo_core::config::load(&dir.join("apollo.yaml"));
         let _ = std::fs::remove_dir_all(&dir);
         let loaded = loaded.expect("the generated config loads");

@@ -1,5 +1,5 @@
-//! `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]`: the
-//! scheduling benchmark of issue 5.
+//! `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]`:
+//! the scheduling benchmark of issue 5.
 //!
 //! For each shape it generates a no-op workload with `../shared/bench/gen.py` (N units of
 //! `execute: "true"`), then times, alternating in each round so both see the same machine:
@@ -8,7 +8,8 @@
 //!   a C runner with 2 workers and no state;
 //! * `apollo run` with 2 workers and the default durable journal (a new state directory each
 //!   round);
-//! * `apollo run --durability none`, to show what the journal costs;
+//! * `apollo run --durability batched` (records synced within 10 ms off the critical path,
+//!   issue 39) and `apollo run --durability none`, to show what the journal's syncs cost;
 //! * the peers on the same graph: `make -j2` (phony targets) and `ninja -j2` (outputs never
 //!   written, its log removed before each round), when they are installed (`apt-get install
 //!   make ninja-build`; a missing one is said, and its column left out).
@@ -21,7 +22,7 @@
 //! resume decision, issue 17), a second `apollo run` of the graph with `reuse: true` and one
 //! output per unit (every unit reused, issue 13), and ninja deciding that nothing is left to do
 //! on the same graph (`ninja-stamp`: every unit writes its stamp, then ninja runs again); and
-//! `apollo resume` of a finished run.
+//! `apollo resume` of a finished run (left out with `--no-op no`).
 #![allow(clippy::disallowed_methods)] // A benchmark driver runs the programs it measures.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,8 @@ struct Options {
     n_units: usize,
     rounds: usize,
     shapes: Vec<String>,
+    /// Time the no-op decisions after the shapes.
+    no_op: bool,
 }
 
 fn parse(args: &[&str]) -> Result<Options, String> {
@@ -39,6 +42,7 @@ fn parse(args: &[&str]) -> Result<Options, String> {
         n_units: 10_000,
         rounds: 3,
         shapes: vec!["chain".into(), "wide".into(), "layered".into()],
+        no_op: true,
     };
     let mut iter = args.iter();
     while let Some(flag) = iter.next() {
@@ -47,6 +51,13 @@ fn parse(args: &[&str]) -> Result<Options, String> {
             "--n" => options.n_units = value.parse().map_err(|_| "--n takes a number")?,
             "--rounds" => options.rounds = value.parse().map_err(|_| "--rounds takes a number")?,
             "--shapes" => options.shapes = value.split(',').map(str::to_owned).collect(),
+            "--no-op" => {
+                options.no_op = match *value {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err("--no-op takes yes or no".into()),
+                }
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -145,6 +156,7 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         )
         .map_err(|error| error.to_string())?;
         let (mut floor, mut durable, mut volatile) = (Vec::new(), Vec::new(), Vec::new());
+        let mut batched = Vec::new();
         let (mut make_times, mut ninja_times) = (Vec::new(), Vec::new());
         for round in 0..options.rounds {
             if make {
@@ -179,6 +191,15 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
                     .arg(&config),
                 "apollo run",
             )?);
+            let state_batched = work.join(format!("state-{shape}-{round}-batched"));
+            batched.push(run_checked(
+                Command::new(&apollo)
+                    .arg("--state-dir")
+                    .arg(&state_batched)
+                    .args(["run", "--durability", "batched"])
+                    .arg(&config),
+                "apollo run --durability batched",
+            )?);
             let state_none = work.join(format!("state-{shape}-{round}-none"));
             volatile.push(run_checked(
                 Command::new(&apollo)
@@ -190,12 +211,15 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             )?);
         }
         let (floor, durable, volatile) = (median(floor), median(durable), median(volatile));
+        let batched = median(batched);
         let ratio = |time: Duration| time.as_secs_f64() / floor.as_secs_f64();
         let mut line = format!(
-            "{shape:>8}: floor {:>6.2}s | apollo {:>6.2}s = {:.2}x | apollo --durability none {:>6.2}s = {:.2}x",
+            "{shape:>8}: floor {:>6.2}s | apollo {:>6.2}s = {:.2}x | apollo --durability batched {:>6.2}s = {:.2}x | apollo --durability none {:>6.2}s = {:.2}x",
             floor.as_secs_f64(),
             durable.as_secs_f64(),
             ratio(durable),
+            batched.as_secs_f64(),
+            ratio(batched),
             volatile.as_secs_f64(),
             ratio(volatile)
         );
@@ -210,6 +234,10 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             }
         }
         println!("{line}");
+    }
+    if !options.no_op {
+        let _ = std::fs::remove_dir_all(&work);
+        return Ok(());
     }
     // The resume decision: an incomplete run whose units all succeeded (its run_finished
     // record removed), then `apollo run` must decide that nothing is left to do; and, on the

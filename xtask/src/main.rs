@@ -4,7 +4,7 @@
 //! * `cargo xtask check-config` — validate every pipeline under `config/` and `examples/`.
 //! * `cargo xtask snapshots [--accept]` — run the workspace tests, list the pending insta
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
-//! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]` — the
+//! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]` — the
 //!   scheduling benchmark against the C floor runner of `../shared/bench`, make and ninja.
 //! * `cargo xtask synth-run --from STATE_DIR --into STATE_DIR [--records N]` — a large run
 //!   made of a real run's records, for the read benchmarks (replay, verify).
@@ -15,7 +15,7 @@
 //!   enforces them.
 //! * `cargo xtask man` — the man pages, generated from the CLI's clap definition, into
 //!   `target/man/` (builds apollo and runs its hidden `generate-man`).
-//! * `cargo xtask torture [--iterations N] [--seed S] [--first I]` — the crash-injection run
+//! * `cargo xtask torture [--iterations N] [--seed S] [--first I] [--durability MODE]` — the crash-injection run
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 #![forbid(unsafe_code)]
 
@@ -64,13 +64,13 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   check-config          validate every pipeline under config/ and examples/
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
-  bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered]
+  bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]
                         scheduling benchmark: apollo vs the C floor runner, make and ninja
   synth-run --from STATE_DIR --into STATE_DIR [--records N]
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
   tidy                  check the architecture invariants (also run by `cargo test`)
   man                   write the man pages to target/man/
-  torture [--iterations N] [--seed S] [--first I]
+  torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]
                         kill apollo at random moments, resume, check the invariants (release)
 ";
 

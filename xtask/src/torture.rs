@@ -1,4 +1,5 @@
-//! `cargo xtask torture [--iterations N] [--seed S] [--first I]`: the long crash-injection run.
+//! `cargo xtask torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]`:
+//! the long crash-injection run (`--durability`: the mode every generated pipeline asks for).
 //!
 //! Builds `apollo` and the `torture` harness (release: the attack is on apollo's logic, not on
 //! a debug build's slowness), then runs the harness, which SIGKILLs apollo at random moments,
@@ -21,6 +22,9 @@ pub(crate) struct Options {
     pub(crate) seed: u64,
     /// The first iteration's index (to replay one iteration of a long run).
     pub(crate) first: u64,
+    /// The journal durability mode of the generated pipelines (`fsync`, `batched`), when
+    /// given.
+    pub(crate) durability: Option<String>,
 }
 
 impl Options {
@@ -30,9 +34,24 @@ impl Options {
             iterations: 200,
             seed: 1,
             first: 0,
+            durability: None,
         };
         let mut iter = args.iter();
         while let Some(&flag) = iter.next() {
+            if flag == "--durability" {
+                match iter.next() {
+                    Some(&mode @ ("fsync" | "batched")) => {
+                        options.durability = Some(mode.to_owned())
+                    }
+                    Some(other) => {
+                        return Err(format!(
+                            "torture: --durability takes fsync or batched, not `{other}`"
+                        ));
+                    }
+                    None => return Err("torture: --durability needs a mode".to_owned()),
+                }
+                continue;
+            }
             let target = match flag {
                 "--iterations" => &mut options.iterations,
                 "--seed" => &mut options.seed,
@@ -77,16 +96,24 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<(), String> {
         .map_or_else(|| root.join("target"), Into::into)
         .join("release");
     println!(
-        "torture: {} iterations from seed {} (first {})",
-        options.iterations, options.seed, options.first
+        "torture: {} iterations from seed {} (first {}), durability {}",
+        options.iterations,
+        options.seed,
+        options.first,
+        options.durability.as_deref().unwrap_or("fsync")
     );
     #[allow(clippy::disallowed_methods, reason = "xtask runs the harness it built")]
-    let status = Command::new(target.join("torture"))
+    let mut harness = Command::new(target.join("torture"));
+    harness
         .arg("--apollo")
         .arg(target.join("apollo"))
         .args(["--iterations", &options.iterations.to_string()])
         .args(["--seed", &options.seed.to_string()])
-        .args(["--first", &options.first.to_string()])
+        .args(["--first", &options.first.to_string()]);
+    if let Some(durability) = &options.durability {
+        harness.args(["--durability", durability]);
+    }
+    let status = harness
         .current_dir(root)
         .status()
         .map_err(|error| format!("cannot run the torture harness: {error}"))?;
@@ -108,7 +135,8 @@ mod tests {
             Ok(Options {
                 iterations: 200,
                 seed: 1,
-                first: 0
+                first: 0,
+                durability: None,
             })
         );
         assert_eq!(
@@ -116,8 +144,13 @@ mod tests {
             Ok(Options {
                 iterations: 3,
                 seed: 7,
-                first: 2
+                first: 2,
+                durability: None,
             })
+        );
+        assert_eq!(
+            Options::parse(&["--durability", "batched"]).map(|options| options.durability),
+            Ok(Some("batched".to_owned()))
         );
     }
 
@@ -126,5 +159,7 @@ mod tests {
         assert!(Options::parse(&["--iterations"]).is_err());
         assert!(Options::parse(&["--iterations", "many"]).is_err());
         assert!(Options::parse(&["--fast"]).is_err());
+        assert!(Options::parse(&["--durability", "none"]).is_err());
+        assert!(Options::parse(&["--durability"]).is_err());
     }
 }

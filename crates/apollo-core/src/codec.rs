@@ -23,6 +23,7 @@
 //! codec does not know.
 
 use crate::event::{AttemptStatus, Event, FileSide, InputKind, RunKind, RunStatus, Verdict};
+use crate::journal::Durability;
 use crate::model::Phase;
 
 /// A value of a journal record, written and read in exactly serde_json's compact form.
@@ -264,6 +265,20 @@ json_unit_enum!(RunKind {
     Run = "run",
     Reproduction = "reproduction",
 });
+
+json_unit_enum!(Durability {
+    Fsync = "fsync",
+    Batched = "batched",
+    None = "none",
+});
+
+impl IsDefault for Durability {
+    const DEFAULT_JSON: &'static [u8] = b"\"fsync\"";
+
+    fn is_default(&self) -> bool {
+        self.is_fsync()
+    }
+}
 
 impl IsDefault for RunKind {
     const DEFAULT_JSON: &'static [u8] = b"\"run\"";

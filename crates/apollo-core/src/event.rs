@@ -108,6 +108,10 @@ journal_struct! {
         /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
         pub kind: RunKind,
+        /// How the run's journal is made durable (since journal format 1.6): absent for
+        /// `fsync`, the default, and in older journals, which were all written so.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub durability: crate::journal::Durability,
     }
 }
 

@@ -14,13 +14,79 @@ use crate::event::Event;
 /// never the journal.
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 
+/// How a run's journal is made durable (DESIGN §6, §18), recorded in its `run_started`.
+///
+/// Only [`Durability::Fsync`] keeps the write-ahead rule exactly; it is the default and what a
+/// journal that does not say (format 1.5 and older) was written with.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Every append returns only after `fdatasync`; new files and folders are fsynced into
+    /// their parent. The default.
+    #[default]
+    Fsync,
+    /// Every append is written at once, in order, and synced within the writer's sync interval
+    /// (10 ms by default) by a sync thread, off the critical path; [`Journal::append_strict`]
+    /// (the start of an `idempotent: false` or Slurm unit) and the records that open or close
+    /// a run or record a human's or a hook's act are synced before the append returns, and new
+    /// files and folders are fsynced as with `Fsync`. A crash of apollo loses nothing (the
+    /// records are in the page cache); a power loss or kernel crash loses at most the last
+    /// interval's records, which a resume repairs by running idempotent units again.
+    Batched,
+    /// No fsync at all: for tests and benchmarks only. A power loss may lose acknowledged
+    /// records.
+    None,
+}
+
+impl Durability {
+    /// The name a user writes (`fsync`, `batched`, `none`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fsync => "fsync",
+            Self::Batched => "batched",
+            Self::None => "none",
+        }
+    }
+
+    /// Whether this is the default, [`Durability::Fsync`] (left out of `run_started`).
+    pub fn is_fsync(&self) -> bool {
+        *self == Self::Fsync
+    }
+
+    /// Whether anything is ever synced: new segments, folders and files are fsynced, and
+    /// strict appends wait for the disk (every mode but [`Durability::None`]).
+    pub fn syncs(self) -> bool {
+        self != Self::None
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An append-only, durable event log.
 pub trait Journal {
     /// Append `events` in order. Returns only once **all** of them are durable (on disk, fsynced),
-    /// so the engine can batch the events it has at hand and pay one sync for all (group commit).
+    /// so the engine can batch the events it has at hand and pay one sync for all (group commit)
+    /// — or, in a journal written [`Durability::Batched`], once they are written, in order,
+    /// ahead of any later append's, and bound to be synced within the journal's sync interval.
     ///
     /// An error is final for the run: the engine stops starting units and reports it.
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError>;
+
+    /// [`append`](Self::append), durable before it returns whatever the journal's durability
+    /// mode (with everything appended before): the engine calls it for a batch that starts a
+    /// unit that must not run twice (`idempotent: false`) or is submitted to Slurm.
+    ///
+    /// The default is [`append`](Self::append), which is right for a journal that syncs every
+    /// append.
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append(events)
+    }
 
     /// Append `events` in order **without** waiting for them to be durable: they go into the
     /// journal ahead of any later append's events, and are durable once a later

@@ -34,7 +34,7 @@ pub use executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
     NeedsHuman, PhaseOutcome,
 };
-pub use journal::{Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
+pub use journal::{Durability, Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};
 pub use record::Record;
 pub use resume::PriorState;

@@ -44,6 +44,15 @@ pub struct Pipeline {
         skip_serializing_if = "is_default_blob_store_max"
     )]
     pub blob_store_max: Option<u64>,
+    /// How the run's journal is made durable (`durability:`, DESIGN §18): `fsync` or
+    /// `batched`; `None` when the config does not say (the CLI's `--durability` wins over it,
+    /// and `fsync` is the default of both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<crate::journal::Durability>,
+    /// Under `durability: batched`, how long a record may stay unsynced (`sync_interval:`,
+    /// default 10 ms); `None` when the config does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_interval: Option<std::time::Duration>,
 }
 
 /// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or

@@ -59,6 +59,7 @@ fn synthetic_run(
                 identity: None,
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             })
         } else if body < 2 * n_units as u64 {
             let unit_idx = (body / 2) as usize;

@@ -67,6 +67,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 identity: None,
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             })
         } else if next_finish >= n_attempts {
             if seq > n_attempts * 2 + 2 {

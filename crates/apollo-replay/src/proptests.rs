@@ -86,6 +86,7 @@ fn event() -> impl Strategy<Value = Event> {
                 identity: None,
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

@@ -67,6 +67,7 @@ impl RunBuilder {
                 identity: None,
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             }),
         );
         builder

@@ -133,6 +133,10 @@ pub(crate) fn run_hooks(
     if hooks.is_empty() {
         return Vec::new();
     }
+    // Before a hook, everything recorded is synced, whatever the journal's durability mode
+    // (DESIGN §18): a hook tells the world, and what it told must survive a power loss.
+    // Best effort, as recording a hook is: a failed sync is in the hook's record below.
+    let synced = journal.append_strict(&[]);
     let failed_units = failed_units(end);
     let run_dir = end.state.runs_dir().join(end.run_id.as_str());
     // Absolute: a hook runs in the pipeline's folder, not where apollo was started.
@@ -206,6 +210,10 @@ pub(crate) fn run_hooks(
             }
         };
         let mut error = outcome.error.clone();
+        if let Err(sync_error) = &synced {
+            let note = format!("the journal was not synced before it: {sync_error}");
+            error = Some(error.map_or(note.clone(), |error| format!("{error}; {note}")));
+        }
         if let Some(summary_error) = &summary_error {
             let note = format!("the run summary could not be written: {summary_error}");
             error = Some(error.map_or(note.clone(), |error| format!("{error}; {note}")));
@@ -380,6 +388,8 @@ mod tests {
             capacity: Default::default(),
             max_jobs: None,
             blob_store_max: None,
+            durability: None,
+            sync_interval: None,
         }
     }
 

@@ -58,6 +58,7 @@ fn write_finished_run(
         identity,
         params: Default::default(),
         kind: apollo_core::event::RunKind::Run,
+        durability: apollo_core::Durability::Fsync,
     })];
     if let Some(status) = status {
         events.push(Event::RunFinished(RunFinished {

@@ -25,6 +25,8 @@ mod sweep;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod power_loss_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::{ParamDifference, RunnerError};
@@ -41,5 +43,5 @@ pub use reproduce::{
 };
 pub use select::RunTarget;
 pub use selector::{BadSelector, RunSelector, SelectError};
-pub use session::{Opened, RunSession};
+pub use session::{Opened, RunSession, pipeline_writer_options};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

@@ -25,8 +25,9 @@ use apollo_core::model::{Pipeline, Unit};
 use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
-/// (6: units carry the names and sources of the secrets they receive.)
-const FORMAT: u32 = 7;
+/// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
+/// `durability` and `sync_interval`.)
+const FORMAT: u32 = 8;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;

@@ -420,6 +420,8 @@ pub fn reproduce(
             max_jobs: definition.max_jobs,
             // A reproduction evicts nothing: it ends without looking at the store's size.
             blob_store_max: None,
+            durability: None,
+            sync_interval: None,
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
@@ -571,6 +573,7 @@ fn run_reproduction(
             identity: Some(format!("reproduce:{original_identity}")),
             params: recorded.params.clone(),
             kind: apollo_core::event::RunKind::Reproduction,
+            durability: request.durability,
         }),
         Event::RunReproduces(RunReproduces {
             run: request.run.to_string(),

@@ -153,6 +153,11 @@ impl Journal for Recording<'_> {
         self.record(events, result)
     }
 
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        let result = self.journal.append_strict(events);
+        self.record(events, result)
+    }
+
     fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
         self.journal.store_input_manifest(sha256, bytes)
     }

@@ -58,14 +58,27 @@ impl std::fmt::Debug for RunSession<'_> {
     }
 }
 
+/// The journal's options a pipeline asks for: its `durability:` (default `fsync`) and
+/// `sync_interval:` (default [`apollo_store::DEFAULT_SYNC_INTERVAL`]).
+pub fn pipeline_writer_options(pipeline: &apollo_core::Pipeline) -> WriterOptions {
+    WriterOptions::default()
+        .durability(pipeline.durability.unwrap_or_default())
+        .sync_interval(
+            pipeline
+                .sync_interval
+                .unwrap_or(apollo_store::DEFAULT_SYNC_INTERVAL),
+        )
+}
+
 impl<'a> RunSession<'a> {
     /// A session for the pipeline `loaded` (read from `config_path`, which is recorded in the
     /// run) in the state directory `state_dir` (created if missing). `sweep` kills what units
     /// of earlier runs left running; it must match the executor the session will run with.
     ///
     /// Defaults: [`RunTarget::LatestIfIncomplete`], fail at once if the state directory is
-    /// locked, fsync'd journal, fail-fast, `OnInputChange::Auto`, every unit, the
-    /// pipeline's `max_parallel`.
+    /// locked, the journal written as the pipeline's `durability:` and `sync_interval:` say
+    /// (else fsync'd), fail-fast, `OnInputChange::Auto`, every unit, the pipeline's
+    /// `max_parallel`.
     pub fn new(
         state_dir: impl Into<PathBuf>,
         config_path: impl Into<PathBuf>,
@@ -80,7 +93,7 @@ impl<'a> RunSession<'a> {
             hook_executor: None,
             target: RunTarget::default(),
             wait_for_lock: false,
-            writer_options: WriterOptions::default(),
+            writer_options: pipeline_writer_options(&loaded.pipeline),
             keep_going: false,
             on_input_change: OnInputChange::Auto,
             only: Vec::new(),
@@ -113,7 +126,13 @@ impl<'a> RunSession<'a> {
         self
     }
 
-    /// How the run's journal is written (durability, injected faults for tests).
+    /// The pipeline this session runs.
+    pub fn pipeline(&self) -> &'a apollo_core::Pipeline {
+        &self.loaded.pipeline
+    }
+
+    /// How the run's journal is written (durability, injected faults for tests). Replaces the
+    /// options taken from the pipeline (see [`pipeline_writer_options`]).
     pub fn writer_options(mut self, options: WriterOptions) -> Self {
         self.writer_options = options;
         self
@@ -370,6 +389,7 @@ impl<'a> RunSession<'a> {
                     identity: Some(identity.clone()),
                     params: self.loaded.params.clone(),
                     kind: apollo_core::event::RunKind::Run,
+                    durability: self.writer_options.durability,
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)

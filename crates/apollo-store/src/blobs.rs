@@ -82,7 +82,7 @@ impl BlobStore {
         blobs.create_subdir("tmp", true)?;
         Ok(Self {
             root,
-            durable: durability == Durability::Fsync,
+            durable: durability.syncs(),
             written: Arc::default(),
         })
     }

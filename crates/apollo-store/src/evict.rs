@@ -269,6 +269,7 @@ mod tests {
                 identity: Some(identity.to_owned()),
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             }),
             Event::UnitFiles(UnitFiles {
                 unit: "u".to_owned(),

@@ -79,8 +79,26 @@ impl SharedWriter {
         self.append_batch(std::slice::from_ref(event))
     }
 
-    /// Appends events (consecutive seqs); returns the last one's seq once all are durable.
+    /// Appends events (consecutive seqs); returns the last one's seq once all are durable as
+    /// the writer's durability says (see [`JournalWriter::append_batch`]: under `Batched`,
+    /// written, and synced before returning when a record must be durable at once).
     pub fn append_batch(&self, events: &[Event]) -> Result<u64, StoreError> {
+        let last_seq = self.append_batch_grouped(events)?;
+        if events.iter().any(crate::writer::synced_at_once) {
+            lock(&self.writer).sync_strict()?;
+        }
+        Ok(last_seq)
+    }
+
+    /// [`append_batch`](Self::append_batch), then synced whatever the writer's durability
+    /// (see [`JournalWriter::append_batch_strict`]).
+    pub fn append_batch_strict(&self, events: &[Event]) -> Result<u64, StoreError> {
+        let last_seq = self.append_batch_grouped(events)?;
+        lock(&self.writer).sync_strict()?;
+        Ok(last_seq)
+    }
+
+    fn append_batch_grouped(&self, events: &[Event]) -> Result<u64, StoreError> {
         // Serialize on the appending thread, in parallel with other appenders.
         let encoded = events
             .iter()
@@ -161,6 +179,12 @@ impl SharedWriter {
 impl Journal for SharedWriter {
     fn append(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch(events)
+            .map(|_| ())
+            .map_err(JournalError::caused_by)
+    }
+
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append_batch_strict(events)
             .map(|_| ())
             .map_err(JournalError::caused_by)
     }

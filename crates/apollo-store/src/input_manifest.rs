@@ -48,7 +48,7 @@ pub(crate) fn write_input_manifest(
 ) -> Result<(), StoreError> {
     let file_name = input_manifest::file_name(sha256)
         .map_err(|error| StoreError::invalid(error.to_string()))?;
-    let durable = durability == Durability::Fsync;
+    let durable = durability.syncs();
     // Under the run folder's descriptor, never through a symbolic link (see `safe_dir`): a
     // planted `manifests` link or file is refused, and the rename replaces a link at the
     // manifest's name rather than writing through it.

@@ -25,6 +25,7 @@ mod runs_index;
 mod safe_dir;
 mod segment;
 mod state_dir;
+mod sync_thread;
 pub mod testing;
 mod verify;
 mod writer;
@@ -52,4 +53,7 @@ pub use runs::{RunState, RunSummary};
 pub use segment::{FORMAT_MAJOR, FORMAT_MINOR, MAGIC};
 pub use state_dir::{RunDir, StateDir, open_regular_file};
 pub use verify::{VerifyReport, verify};
-pub use writer::{Durability, JournalWriter, RecoveryReport, TornTail, WriterOptions};
+pub use writer::{
+    DEFAULT_SYNC_INTERVAL, Durability, JournalWriter, RecoveryReport, SyncHook, SyncedPosition,
+    TornTail, WriterOptions,
+};

@@ -99,6 +99,8 @@ pub struct RunSummary {
     ///
     /// [`RunStarted::run_kind`]: apollo_core::event::RunStarted::run_kind
     pub kind: RunKind,
+    /// How its journal was made durable, from `run_started` (`fsync` before format 1.6).
+    pub durability: apollo_core::Durability,
 }
 
 /// The first record of a run (its `run_started`), reading only the first segment's start.
@@ -342,6 +344,7 @@ fn summarize_counting(
         problem: None,
         params: std::collections::BTreeMap::new(),
         kind: RunKind::Run,
+        durability: apollo_core::Durability::Fsync,
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -366,6 +369,7 @@ fn summarize_counting(
                 summary.definition_hash = Some(started.definition_hash.clone());
                 summary.params = started.params.clone();
                 summary.kind = started.run_kind();
+                summary.durability = started.durability;
             }
         }
         let tail = tail(&run_dir)?;

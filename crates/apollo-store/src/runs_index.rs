@@ -30,8 +30,8 @@ const INDEX_DIR: &str = "index";
 const RUNS_FILE: &str = "runs";
 
 /// The file's format: an index of another format or apollo version is rebuilt, never read.
-/// 2 added each run's kind.
-const FORMAT: u32 = 2;
+/// 2 added each run's kind; 3 its durability mode.
+const FORMAT: u32 = 3;
 
 /// When a file's stamp was taken, or what it is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,6 +90,8 @@ struct Entry {
     params: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     kind: apollo_core::event::RunKind,
+    #[serde(default)]
+    durability: apollo_core::Durability,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -169,6 +171,7 @@ impl RunsIndex {
                 problem: None,
                 params: entry.params.clone(),
                 kind: entry.kind,
+                durability: entry.durability,
             },
         ))
     }
@@ -232,6 +235,7 @@ impl RunsIndex {
                 definition_hash: summary.definition_hash.clone(),
                 params: summary.params.clone(),
                 kind: summary.kind,
+                durability: summary.durability,
             },
         );
         self.changed = true;

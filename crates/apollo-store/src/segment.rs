@@ -25,8 +25,9 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// segment's last record (allocated ahead by the writer, trimmed when it closes the segment;
 /// a reader reads to the last non-zero byte, and an older one calls the zeros a torn tail);
 /// 1.5 the `kind` of `run_started` (`reproduction` for `apollo reproduce`'s runs, absent for
-/// an ordinary run) and the `when` reason of `unit_skipped` (a `when:` false at load).
-pub const FORMAT_MINOR: u32 = 5;
+/// an ordinary run) and the `when` reason of `unit_skipped` (a `when:` false at load); 1.6
+/// the `durability` of `run_started` (`batched` or `none`; absent for `fsync`, the default).
+pub const FORMAT_MINOR: u32 = 6;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

@@ -1112,6 +1112,7 @@ mod tests {
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
                 params: Default::default(),
                 kind: apollo_core::event::RunKind::Run,
+                durability: apollo_core::Durability::Fsync,
             },
         )];
         if finished {

@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use apollo_core::{Event, Journal, JournalError};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -15,16 +16,58 @@ use crate::reader::{HeaderState, JournalReader};
 use crate::record::{encode_checked, payload};
 use crate::safe_dir::{Access, Dir, content_stamp, explain_efbig, held_state, path_id};
 use crate::segment::{LAST_SEGMENT_FILE, SegmentHeader, list_segment_files, segment_file_name};
+use crate::sync_thread::SyncThread;
 
-/// Whether appends wait for the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Durability {
-    /// Every append returns only after `fdatasync`; new files and folders are fsynced into
-    /// their parent. The default, and the only mode for real runs.
-    #[default]
-    Fsync,
-    /// No fsync at all: for tests and benchmarks only. A crash may lose acknowledged records.
-    None,
+/// Whether appends wait for the disk (defined beside the `Journal` seam in apollo-core, since
+/// a run's `run_started` records it).
+pub use apollo_core::Durability;
+
+/// How long a [`Durability::Batched`] writer lets a record go unsynced, by default.
+pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How far a journal is known durable: the segment being written and the byte up to which it
+/// is synced (every earlier segment is, whole). Reported to [`WriterOptions::on_sync`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SyncedPosition {
+    /// The segment's number (`000003.log` is 3).
+    pub segment: u64,
+    /// The segment's bytes `0..offset` are durable.
+    pub offset: u64,
+}
+
+/// Called after each sync of the journal with how far it is durable (a test hook: see
+/// [`WriterOptions::on_sync`]). It is called with the writer's internal lock held, from the
+/// writer's thread or its sync thread, and must not call into the writer.
+pub type SyncHook = Arc<dyn Fn(SyncedPosition) + Send + Sync>;
+
+/// How an append asks to be made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// Written, not acknowledged: durable once a later durable append is
+    /// ([`Journal::append_unsynced`]).
+    Unsynced,
+    /// Durable as the writer's [`Durability`] says: synced before returning under `Fsync`,
+    /// written and bound to be synced within the interval under `Batched`.
+    Durable,
+    /// Synced before returning under every mode but `None` (a non-idempotent start, a run's
+    /// first or last record, a mark, a hook's record, a Slurm submission, a sealed segment).
+    Strict,
+}
+
+/// Whether `event` must be durable at once even in [`Durability::Batched`] (DESIGN §18):
+/// the records that open a run (a power loss must never leave a run that exists only as its
+/// header) or close it, a human's verdict, a hook's end and a Slurm submission.
+pub(crate) fn synced_at_once(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::RunStarted(_)
+            | Event::RunResumed(_)
+            | Event::RunFinished(_)
+            | Event::RunReproduces(_)
+            | Event::UnitMarked(_)
+            | Event::UnitSubmitted(_)
+            | Event::HookFinished(_)
+    )
 }
 
 /// Where the writer gets the time of each record (and of each segment's creation).
@@ -50,8 +93,14 @@ pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct WriterOptions {
-    /// fsync or not.
+    /// fsync every append, batch the syncs, or never sync.
     pub durability: Durability,
+    /// Under [`Durability::Batched`], how long a record may stay unsynced (default
+    /// [`DEFAULT_SYNC_INTERVAL`], 10 ms).
+    pub sync_interval: Duration,
+    /// Called after each sync with how far the journal is durable (tests: the power-loss
+    /// attack cuts the journal anywhere after it).
+    pub on_sync: Option<SyncHook>,
     /// A segment is closed and the next one started once it holds this many bytes
     /// (default 64 MiB). A record is never split: a segment may end up to one record larger.
     pub segment_max_bytes: u64,
@@ -65,6 +114,8 @@ impl Default for WriterOptions {
     fn default() -> Self {
         Self {
             durability: Durability::Fsync,
+            sync_interval: DEFAULT_SYNC_INTERVAL,
+            on_sync: None,
             segment_max_bytes: 64 * 1024 * 1024,
             faults: FaultPlan::default(),
             clock: None,
@@ -76,6 +127,19 @@ impl WriterOptions {
     /// With this durability. [`Durability::None`] is for tests and benchmarks only.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// With records synced within `sync_interval` under [`Durability::Batched`].
+    pub fn sync_interval(mut self, sync_interval: Duration) -> Self {
+        self.sync_interval = sync_interval;
+        self
+    }
+
+    /// With `on_sync` told how far the journal is durable after each sync (a test hook; see
+    /// [`SyncHook`]).
+    pub fn on_sync(mut self, on_sync: SyncHook) -> Self {
+        self.on_sync = Some(on_sync);
         self
     }
 
@@ -104,6 +168,8 @@ impl std::fmt::Debug for WriterOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriterOptions")
             .field("durability", &self.durability)
+            .field("sync_interval", &self.sync_interval)
+            .field("on_sync", &self.on_sync.as_ref().map(|_| "custom"))
             .field("segment_max_bytes", &self.segment_max_bytes)
             .field("faults", &self.faults)
             .field("clock", &self.clock.as_ref().map(|_| "custom"))
@@ -173,7 +239,8 @@ pub struct JournalWriter {
     segment_max_bytes: u64,
     clock: Clock,
     faults: FaultInjector,
-    file: File,
+    /// The segment being written (shared with the sync thread).
+    file: Arc<File>,
     segment_number: u64,
     segment_path: PathBuf,
     segment_len: u64,
@@ -188,9 +255,15 @@ pub struct JournalWriter {
     /// Records were written by [`Journal::append_unsynced`] since the last sync: the next
     /// durable append syncs even when it writes nothing.
     unsynced: bool,
-    /// The segment's length at its last sync: a failed write or sync cuts back to it, so
-    /// records written unsynced before never outlive a failure half on disk.
-    synced_len: u64,
+    /// The segment's length at its last acknowledged append (synced, or under
+    /// [`Durability::Batched`] written by an append that returned): a failed write or sync
+    /// cuts back to it, so records written unsynced before never outlive a failure half on
+    /// disk.
+    acknowledged_len: u64,
+    /// Under [`Durability::Batched`], the thread that syncs within the interval.
+    sync_thread: Option<SyncThread>,
+    /// See [`WriterOptions::on_sync`].
+    on_sync: Option<SyncHook>,
     /// The file's length: `segment_len` and the zeros written ahead of the records (see
     /// [`ALLOCATION_CHUNK`]).
     allocated_len: u64,
@@ -229,12 +302,7 @@ impl JournalWriter {
     ) -> Result<Self, StoreError> {
         let journal_dir = run_dir.join("journal");
         // `runs/<id>/journal` is walked without following symbolic links.
-        let journal = Dir::open_checked_tail(
-            &journal_dir,
-            3,
-            true,
-            options.durability == Durability::Fsync,
-        )?;
+        let journal = Dir::open_checked_tail(&journal_dir, 3, true, options.durability.syncs())?;
         if !list_segment_files(&journal_dir)?.is_empty() {
             return Err(StoreError::invalid(format!(
                 "{} already holds a journal; open it for append instead",
@@ -266,6 +334,8 @@ impl JournalWriter {
             options.segment_max_bytes,
             &faults,
         )?;
+        let file = Arc::new(file);
+        let sync_thread = start_sync_thread(&options, &file, &path, number, len, &faults)?;
         Ok(Self {
             journal_dir,
             journal,
@@ -279,7 +349,9 @@ impl JournalWriter {
             segment_number: number,
             segment_path: path,
             segment_len: len,
-            synced_len: len,
+            acknowledged_len: len,
+            sync_thread,
+            on_sync: options.on_sync,
             allocated_len,
             last_batch_ts: None,
             segment_day: now.date_naive(),
@@ -331,197 +403,39 @@ impl JournalWriter {
         Self::recover(run_dir, options, Some(read))
     }
 
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
-    fn recover(
-        run_dir: &Path,
-        options: WriterOptions,
-        mut read: Option<JournalReader>,
-    ) -> Result<(Self, RecoveryReport), StoreError> {
-        let mut report = RecoveryReport::default();
-        loop {
-            let (mut reader, last_seq, seen) = match read.take() {
-                Some(read) if read.journal_dir() == run_dir.join("journal") => {
-                    match read.whole_read_of_last_segment() {
-                        Some(seen) => {
-                            let last_seq = read.last_seq();
-                            (read, last_seq, Some(seen))
-                        }
-                        // It read less than all: read the last segment here.
-                        None => continue,
-                    }
-                }
-                _ => {
-                    let mut reader = JournalReader::open_last_segment(run_dir)?;
-                    let mut last_seq = None;
-                    // Every record is checked (checksum, sequence, decodability); the ones in
-                    // the writer's exact form without building their events.
-                    while let Some(stored) = reader.next_stored() {
-                        last_seq = Some(stored?.seq());
-                    }
-                    (reader, last_seq, None)
-                }
-            };
-            let warnings = reader.take_warnings();
-            let journal_dir = reader.journal_dir().to_path_buf();
-            let journal = Dir::open_checked_tail(&journal_dir, 3, false, false)?;
-            let n_segments = reader.n_segments();
-            let Some(last) = reader.segment_entries().last() else {
-                // No segment at all: the run folder was created but its first segment never
-                // made it to disk. Start it again.
-                let run_id = run_dir
-                    .file_name()
-                    .map(|name| name.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let writer = Self::start(journal_dir, journal, run_id, options, 1, 0)?;
-                report.n_segments = 1;
-                report.warnings.extend(warnings);
-                return Ok((writer, report));
-            };
-            let segment_path = last.file.path.clone();
-            let segment_name = segment_file_name(last.file.number);
-            match &last.header {
-                HeaderState::Torn => {
-                    // Only a regular file is moved aside (the reader refuses anything else).
-                    let n_bytes = journal
-                        .open_file(&segment_name, Access::Read)?
-                        .metadata()
-                        .map_err(|source| StoreError::io("stat", &segment_path, source))?
-                        .len();
-                    let saved_name = free_torn_name(&journal, &segment_name)?;
-                    let saved_to = journal_dir.join(&saved_name);
-                    journal.rename(&segment_name, &saved_name)?;
-                    journal.sync()?;
-                    report.torn.push(TornTail {
-                        segment: segment_path,
-                        offset: 0,
-                        n_bytes,
-                        saved_to,
-                        last_kept_seq: None,
-                    });
-                    report.warnings.extend(warnings);
-                    continue;
-                }
-                HeaderState::Salvaged(_) => {
-                    return Err(StoreError::corruption(
-                        &segment_path,
-                        0,
-                        None,
-                        "bad segment header",
-                    ));
-                }
-                HeaderState::Good(header) => {
-                    let header = header.clone();
-                    // Never through a symbolic link, only a regular file.
-                    let file = journal.open_file(&segment_name, Access::ReadWrite)?;
-                    let mut allocated_len = file
-                        .metadata()
-                        .map_err(|source| StoreError::io("stat", &segment_path, source))?
-                        .len();
-                    // The records end at the last non-zero byte; zeros after it are space
-                    // allocated ahead, written over from there on.
-                    let mut segment_len = crate::segment::data_end(&file, allocated_len)
-                        .map_err(|source| StoreError::io("read", &segment_path, source))?;
-                    // What the caller's reader read must still be the whole journal: the
-                    // last segment the same file, unchanged, and no segment after it. Else
-                    // another process wrote it since, and what the caller made of it (a
-                    // resume's fold) is stale.
-                    if let Some((read, _)) = seen
-                        && (content_stamp(&file, &segment_path)? != read
-                            || list_segment_files(&journal_dir)?
-                                .last()
-                                .is_none_or(|on_disk| on_disk.number != last.file.number))
-                    {
-                        return Err(StoreError::StateChanged {
-                            path: segment_path,
-                            what: "changed after apollo read it: another process writes this run's journal",
-                        });
-                    }
-                    let last_seq = last_seq.unwrap_or(header.prev_seq);
-                    let Some(next_seq) = last_seq.checked_add(1) else {
-                        return Err(StoreError::corruption(
-                            &segment_path,
-                            0,
-                            Some(last_seq),
-                            "the journal's seq has reached the largest possible value",
-                        ));
-                    };
-                    let torn_at = match seen {
-                        Some((_, torn_at)) => torn_at,
-                        None => warnings
-                            .iter()
-                            .find(|warning| warning.kind == WarningKind::TornTail)
-                            .map(|torn| torn.offset),
-                    };
-                    if let Some(torn_at) = torn_at {
-                        let tail = cut_torn_tail(&journal, &segment_name, torn_at, segment_len)?;
-                        report.torn.push(TornTail {
-                            last_kept_seq: Some(last_seq).filter(|&seq| seq > 0),
-                            ..tail
-                        });
-                        segment_len = torn_at;
-                        allocated_len = torn_at;
-                    } else if allocated_len > segment_len {
-                        // Zeros a writer that did not close left (a crash): given back, so
-                        // that this writer's records change the file's size, as every
-                        // session's do. A finished run's summary is cached while its last
-                        // segment's size and times are unchanged (`runs_index.rs`), and times
-                        // have the clock's coarse granularity.
-                        file.set_len(segment_len)
-                            .map_err(|source| StoreError::io("truncate", &segment_path, source))?;
-                        allocated_len = segment_len;
-                    }
-                    report.warnings.extend(warnings);
-                    // The first batch's time must differ from the last one kept (see
-                    // `write_encoded_inner`), whichever process wrote it.
-                    let last_batch_ts = crate::frame::ts_before(&file, segment_len)
-                        .map_err(|source| StoreError::io("read", &segment_path, source))?
-                        .and_then(|ts| {
-                            let ts = std::str::from_utf8(&ts).ok()?;
-                            DateTime::parse_from_rfc3339(ts).ok()
-                        })
-                        .map(|ts| ts.with_timezone(&Utc));
-                    let clock = options.clock.clone().unwrap_or_else(|| Arc::new(Utc::now));
-                    let segment_day = header
-                        .created_at()
-                        .map(|created| created.date_naive())
-                        .unwrap_or_else(|| clock().date_naive());
-                    report.n_segments = n_segments;
-                    report.last_seq = last_seq;
-                    let writer = Self {
-                        journal_dir,
-                        journal,
-                        lock: None,
-                        run_id: header.run_id.clone(),
-                        durability: options.durability,
-                        segment_max_bytes: options.segment_max_bytes,
-                        clock,
-                        faults: FaultInjector::new(options.faults),
-                        file,
-                        segment_number: header.segment,
-                        segment_path,
-                        segment_len,
-                        synced_len: segment_len,
-                        allocated_len,
-                        last_batch_ts,
-                        segment_day,
-                        segment_has_records: last_seq > header.prev_seq,
-                        next_seq,
-                        poisoned: None,
-                        batch: Vec::new(),
-                        payload: Vec::new(),
-                        encoded: Vec::new(),
-                        unsynced: false,
-                    };
-                    return Ok((writer, report));
-                }
-            }
-        }
-    }
-
     /// Appends `events` in order and returns once all of them are durable (one `fdatasync`
     /// for the lot, two if a rotation happens in between). Returns the seq of the last one.
+    ///
+    /// Under [`Durability::Batched`] it returns once they are written, and the sync thread
+    /// syncs them within the interval — unless a record must be durable at once (a run's
+    /// `run_started`, `run_resumed`, `run_finished`, `run_reproduces`, a `unit_marked`,
+    /// `unit_submitted` or `hook_finished`), or `events` is empty (which only syncs): then
+    /// the batch and everything before it are synced before it returns.
     pub fn append_batch(&mut self, events: &[Event]) -> Result<u64, StoreError> {
-        self.append_events(events, true)
+        let commit = if events.is_empty() || events.iter().any(synced_at_once) {
+            Commit::Strict
+        } else {
+            Commit::Durable
+        };
+        self.append_events(events, commit)
+    }
+
+    /// Appends `events` in order and returns once they and everything before them are synced,
+    /// whatever the writer's durability (but `None`, which never syncs): for a batch that
+    /// starts a unit that must not run twice. Returns the seq of the last one.
+    pub fn append_batch_strict(&mut self, events: &[Event]) -> Result<u64, StoreError> {
+        self.append_events(events, Commit::Strict)
+    }
+
+    /// How far the journal is known durable. Under [`Durability::None`], how far it would be.
+    pub fn synced_position(&self) -> SyncedPosition {
+        match &self.sync_thread {
+            Some(sync_thread) => sync_thread.position(),
+            None => SyncedPosition {
+                segment: self.segment_number,
+                offset: self.acknowledged_len,
+            },
+        }
     }
 
     /// Appends `events` in order without syncing them (see [`Journal::append_unsynced`]):
@@ -529,10 +443,10 @@ impl JournalWriter {
     /// syncs even if it has no events of its own. A rotation still makes the segment it seals
     /// durable first. Returns the seq of the last one.
     pub fn append_batch_unsynced(&mut self, events: &[Event]) -> Result<u64, StoreError> {
-        self.append_events(events, false)
+        self.append_events(events, Commit::Unsynced)
     }
 
-    fn append_events(&mut self, events: &[Event], sync: bool) -> Result<u64, StoreError> {
+    fn append_events(&mut self, events: &[Event], commit: Commit) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         // Every event is encoded before any is written (one that cannot be is an error, and
         // nothing is written), into one buffer the writer keeps: a batch of 1,024 reused
@@ -549,11 +463,7 @@ impl JournalWriter {
         }
         let starts = std::iter::once(0).chain(ends.iter().copied());
         let encoded: Vec<&[u8]> = starts.zip(&ends).map(|(at, &end)| &json[at..end]).collect();
-        let result = if sync {
-            self.write_encoded(&encoded)
-        } else {
-            self.write_encoded_unsynced(&encoded)
-        };
+        let result = self.write_encoded_as(&encoded, commit);
         drop(encoded);
         self.encoded = json;
         result
@@ -624,6 +534,12 @@ impl JournalWriter {
         crate::SharedWriter::new(self)
     }
 
+    /// Syncs everything written so far, whatever the durability but `None` (the group
+    /// commit's strict appends).
+    pub(crate) fn sync_strict(&mut self) -> Result<u64, StoreError> {
+        self.write_encoded_as::<&[u8]>(&[], Commit::Strict)
+    }
+
     pub(crate) fn check_poisoned(&self) -> Result<(), StoreError> {
         match &self.poisoned {
             Some(cause) => Err(StoreError::Poisoned {
@@ -638,24 +554,25 @@ impl JournalWriter {
         &mut self,
         events: &[E],
     ) -> Result<u64, StoreError> {
-        self.check_poisoned()?;
-        if events.is_empty() && !self.unsynced {
-            return Ok(self.next_seq - 1);
-        }
-        let result = self.write_encoded_inner(events, true);
-        if let Err(error) = &result {
-            self.poisoned = Some(error.to_string());
-        }
-        result
+        self.write_encoded_as(events, Commit::Durable)
     }
 
-    /// [`write_encoded`](Self::write_encoded) without the sync at the end.
-    fn write_encoded_unsynced<E: AsRef<[u8]>>(&mut self, events: &[E]) -> Result<u64, StoreError> {
+    /// Writes already-serialized events as one batch, made durable as `commit` says.
+    fn write_encoded_as<E: AsRef<[u8]>>(
+        &mut self,
+        events: &[E],
+        commit: Commit,
+    ) -> Result<u64, StoreError> {
         self.check_poisoned()?;
-        if events.is_empty() {
+        let nothing_to_sync = match commit {
+            Commit::Unsynced => true,
+            Commit::Durable => !self.unsynced,
+            Commit::Strict => self.segment_len <= self.synced_position().offset,
+        };
+        if events.is_empty() && nothing_to_sync {
             return Ok(self.next_seq - 1);
         }
-        let result = self.write_encoded_inner(events, false);
+        let result = self.write_encoded_inner(events, commit);
         if let Err(error) = &result {
             self.poisoned = Some(error.to_string());
         }
@@ -665,8 +582,12 @@ impl JournalWriter {
     fn write_encoded_inner<E: AsRef<[u8]>>(
         &mut self,
         events: &[E],
-        sync: bool,
+        commit: Commit,
     ) -> Result<u64, StoreError> {
+        // A sync that failed on the sync thread fails the run (DESIGN §6).
+        if let Some((path, source)) = self.sync_thread.as_ref().and_then(SyncThread::take_failure) {
+            return Err(StoreError::io("fdatasync", &path, source));
+        }
         self.check_in_place()?;
         self.batch.clear();
         // Every record of a batch gets the batch's time, and each batch its own: recovery
@@ -687,27 +608,32 @@ impl JournalWriter {
             if has_records && (full || now.date_naive() != self.segment_day) {
                 // The old segment is made durable before the next one exists, so a sealed
                 // segment never has a torn tail.
-                self.flush_batch(true)?;
+                self.flush_batch(Commit::Strict)?;
                 self.rotate(now)?;
             }
             payload(event.as_ref(), self.next_seq, now, &mut self.payload);
             encode_frame(&self.payload, &mut self.batch);
             self.next_seq += 1;
         }
-        self.flush_batch(sync)?;
+        self.flush_batch(commit)?;
         Ok(self.next_seq - 1)
     }
 
-    /// Writes the encoded batch and, with `sync`, makes the segment durable (also what
+    /// Writes the encoded batch and makes the segment durable as `commit` says (also what
     /// unsynced appends wrote before it, even when the batch is empty).
-    fn flush_batch(&mut self, sync: bool) -> Result<(), StoreError> {
-        if self.batch.is_empty() && !(sync && self.unsynced) {
+    fn flush_batch(&mut self, commit: Commit) -> Result<(), StoreError> {
+        let unsynced_before = match commit {
+            Commit::Unsynced => false,
+            Commit::Durable => self.unsynced,
+            Commit::Strict => self.segment_len > self.synced_position().offset,
+        };
+        if self.batch.is_empty() && !unsynced_before {
             return Ok(());
         }
         // A failed write or sync cuts back to the last sync: what unsynced appends wrote
         // since was never said to be durable, and is only records whose loss a resume repairs
         // (see `Journal::append_unsynced`); kept, it could reach the disk in part.
-        let acknowledged_len = self.synced_len;
+        let acknowledged_len = self.acknowledged_len;
         if !self.batch.is_empty() {
             let end = self.segment_len + self.batch.len() as u64;
             let written = self.allocate(end).and_then(|()| {
@@ -727,19 +653,44 @@ impl JournalWriter {
             self.segment_has_records = true;
             self.batch.clear();
         }
-        if !sync {
-            self.unsynced = true;
-            return Ok(());
+        let batched = self.durability == Durability::Batched;
+        match commit {
+            Commit::Unsynced => {
+                self.unsynced = true;
+                if let Some(sync_thread) = &self.sync_thread {
+                    sync_thread.written(self.segment_number, self.segment_len);
+                }
+                return Ok(());
+            }
+            // Written is acknowledged: the sync thread syncs it within the interval.
+            Commit::Durable if batched => {
+                self.unsynced = false;
+                self.acknowledged_len = self.segment_len;
+                if let Some(sync_thread) = &self.sync_thread {
+                    sync_thread.written(self.segment_number, self.segment_len);
+                }
+                return Ok(());
+            }
+            Commit::Durable | Commit::Strict => {}
         }
-        if self.durability == Durability::Fsync {
+        if self.durability.syncs() {
             let file = &self.file;
             if let Err(source) = self.faults.sync(|| file.sync_data()) {
                 self.cut_back(acknowledged_len);
                 return Err(StoreError::io("fdatasync", &self.segment_path, source));
             }
+            if let Some(sync_thread) = &self.sync_thread {
+                sync_thread.synced(self.segment_number, self.segment_len);
+            }
+            if let Some(on_sync) = &self.on_sync {
+                on_sync(SyncedPosition {
+                    segment: self.segment_number,
+                    offset: self.segment_len,
+                });
+            }
         }
         self.unsynced = false;
-        self.synced_len = self.segment_len;
+        self.acknowledged_len = self.segment_len;
         Ok(())
     }
 
@@ -790,7 +741,7 @@ impl JournalWriter {
         // Its records are durable: the sealed segment gives its spare space back, durably
         // (best effort: zeros left are read as no records, but a 1.3 reader would call them
         // damage in a sealed segment).
-        if self.trim() && self.durability == Durability::Fsync {
+        if self.trim() && self.durability.syncs() {
             let _ = self.file.sync_data();
         }
         let number = self.segment_number + 1;
@@ -804,11 +755,19 @@ impl JournalWriter {
             self.segment_max_bytes,
             &self.faults,
         )?;
-        self.file = file;
+        self.file = Arc::new(file);
         self.segment_number = number;
         self.segment_path = path;
         self.segment_len = len;
-        self.synced_len = len;
+        self.acknowledged_len = len;
+        if let Some(sync_thread) = &self.sync_thread {
+            sync_thread.switch_segment(
+                Arc::clone(&self.file),
+                self.segment_path.clone(),
+                number,
+                len,
+            );
+        }
         self.allocated_len = allocated_len;
         self.segment_day = now.date_naive();
         self.segment_has_records = false;
@@ -827,6 +786,21 @@ impl Drop for JournalWriter {
         // Only while this writer still owns the segment (its lock file, journal folder and
         // segment in place): never past records another apollo may have written since.
         if self.poisoned.is_none() && self.check_in_place().is_ok() {
+            // The run's end under `Batched`: what the sync thread has not synced yet is
+            // synced here, best effort (the engine's last append was strict already).
+            if let Some(sync_thread) = self.sync_thread.take() {
+                let unsynced = self.segment_len > sync_thread.position().offset;
+                drop(sync_thread);
+                if unsynced
+                    && self.file.sync_data().is_ok()
+                    && let Some(on_sync) = &self.on_sync
+                {
+                    on_sync(SyncedPosition {
+                        segment: self.segment_number,
+                        offset: self.segment_len,
+                    });
+                }
+            }
             let _ = self.trim();
         }
     }
@@ -841,6 +815,12 @@ impl Journal for JournalWriter {
 
     fn append_unsynced(&mut self, events: &[Event]) -> Result<(), JournalError> {
         self.append_batch_unsynced(events)
+            .map(|_| ())
+            .map_err(JournalError::caused_by)
+    }
+
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append_batch_strict(events)
             .map(|_| ())
             .map_err(JournalError::caused_by)
     }
@@ -893,7 +873,7 @@ fn new_segment(
             faults.write_zeros_at(&file, allocated_len - header_len, header_len)
         })
         .map_err(|source| StoreError::io("write to", &path, explain_efbig(source)))?;
-    if durability == Durability::Fsync {
+    if durability.syncs() {
         faults
             .sync(|| file.sync_data())
             .map_err(|source| StoreError::io("fdatasync", &path, source))?;
@@ -902,6 +882,31 @@ fn new_segment(
             .map_err(|source| StoreError::io("fsync directory", journal.path(), source))?;
     }
     Ok((file, path, header_len, allocated_len))
+}
+
+/// The sync thread of a [`Durability::Batched`] writer of `file`, durable up to `synced`.
+fn start_sync_thread(
+    options: &WriterOptions,
+    file: &Arc<File>,
+    path: &Path,
+    segment: u64,
+    synced: u64,
+    faults: &FaultInjector,
+) -> Result<Option<SyncThread>, StoreError> {
+    if options.durability != Durability::Batched {
+        return Ok(None);
+    }
+    SyncThread::start(
+        Arc::clone(file),
+        path.to_path_buf(),
+        segment,
+        synced,
+        options.sync_interval,
+        faults.clone(),
+        options.on_sync.clone(),
+    )
+    .map(Some)
+    .map_err(|source| StoreError::io("start the sync thread of", path, source))
 }
 
 /// Records in `journal/last_segment` that the journal's segments go up to `number`.
@@ -913,109 +918,11 @@ fn write_last_segment(
     journal.write_file_atomic(
         LAST_SEGMENT_FILE,
         format!("{number}\n").as_bytes(),
-        durability == Durability::Fsync,
+        durability.syncs(),
     )
 }
 
-/// `<segment>.torn`, or `.torn.2`, `.torn.3`... if earlier recoveries kept one already.
-fn free_torn_name(journal: &Dir, segment_name: &str) -> Result<String, StoreError> {
-    let mut candidate = format!("{segment_name}.torn");
-    let mut n = 2;
-    while journal.entry_type(&candidate)?.is_some() {
-        candidate = format!("{segment_name}.torn.{n}");
-        n += 1;
-    }
-    Ok(candidate)
-}
-
-/// Keeps bytes `offset..len` of the segment `segment_name` in a `.torn` file (durably), then
-/// truncates the segment to `offset` (durably), dropping the zeros after `len` (space allocated
-/// ahead) with them.
-fn cut_torn_tail(
-    journal: &Dir,
-    segment_name: &str,
-    offset: u64,
-    len: u64,
-) -> Result<TornTail, StoreError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let segment = journal.path().join(segment_name);
-    let mut file = journal.open_file(segment_name, Access::ReadWrite)?;
-    // A torn tail is at most what was written since the last sync: one batch of records
-    // (each at most 16 MiB), and the batches of reuses written unsynced before it, which the
-    // engine syncs within 200 ms and before it waits (see `Journal::append_unsynced`); and at
-    // most a segment: reading it whole is bounded.
-    let mut cut = Vec::new();
-    file.seek(SeekFrom::Start(offset))
-        .and_then(|_| {
-            (&mut file)
-                .take(len.saturating_sub(offset))
-                .read_to_end(&mut cut)
-        })
-        .map_err(|source| StoreError::io("read", &segment, source))?;
-    let saved_name = free_torn_name(journal, segment_name)?;
-    journal.write_file_atomic(&saved_name, &cut, true)?;
-    file.set_len(offset)
-        .map_err(|source| StoreError::io("truncate", &segment, source))?;
-    file.sync_all()
-        .map_err(|source| StoreError::io("fsync", &segment, source))?;
-    Ok(TornTail {
-        segment: segment.clone(),
-        offset,
-        n_bytes: len.saturating_sub(offset),
-        saved_to: journal.path().join(saved_name),
-        last_kept_seq: None,
-    })
-}
+mod recover;
 
 #[cfg(test)]
-mod tests {
-    use apollo_core::Event;
-    use apollo_core::event::UnitReused;
-
-    use super::*;
-
-    fn reused(unit: &str) -> Event {
-        Event::UnitReused(UnitReused {
-            unit: unit.to_owned(),
-            from_run: "r1".to_owned(),
-            from_attempt: 1,
-            input_hash: "i".to_owned(),
-            inputs: Vec::new(),
-            output_hash: "o".to_owned(),
-        })
-    }
-
-    #[test]
-    fn an_unsynced_append_is_written_at_once_and_synced_by_the_next_durable_append_even_an_empty_one()
-     {
-        let dir = tempfile::tempdir().unwrap();
-        let mut writer = JournalWriter::create(dir.path(), "r", WriterOptions::default()).unwrap();
-        let (writes, before) = writer.faults.counts();
-        assert_eq!(
-            writer
-                .append_batch_unsynced(&[reused("a"), reused("b")])
-                .unwrap(),
-            2
-        );
-        assert_eq!(
-            writer.faults.counts(),
-            (writes + 1, before),
-            "written, not synced"
-        );
-        // In the file already: a reader sees the records.
-        let read: Vec<_> = crate::JournalReader::open(dir.path(), crate::ReadOptions::default())
-            .unwrap()
-            .map(|record| record.unwrap().seq)
-            .collect();
-        assert_eq!(read, [1, 2]);
-        // An empty durable append syncs them; a second has nothing to sync.
-        assert_eq!(writer.append_batch(&[]).unwrap(), 2);
-        assert_eq!(writer.faults.counts(), (writes + 1, before + 1));
-        writer.append_batch(&[]).unwrap();
-        assert_eq!(writer.faults.counts().1, before + 1);
-        // A durable append with records syncs once, whatever was unsynced before it.
-        writer.append_batch_unsynced(&[reused("c")]).unwrap();
-        assert_eq!(writer.append_batch(&[reused("d")]).unwrap(), 4);
-        assert_eq!(writer.faults.counts(), (writes + 3, before + 2));
-    }
-}
+mod tests;

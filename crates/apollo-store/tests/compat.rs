@@ -206,3 +206,43 @@ fn a_format_1_3_unit_reused_record_round_trips_and_older_run_finished_reads_as_n
             .unwrap();
     assert_eq!(old.reused, 0);
 }
+
+/// Format 1.6 adds the `durability` of `run_started`: a run recorded before it (the 1.0
+/// fixture) was written with fsync, and says so; a batched run's mode reads back. An apollo of
+/// 1.5 meets in a 1.6 `run_started` a field it does not know, as this build meets one of a
+/// later minor: it is ignored, the record decodes (the minor rule of the crate docs).
+#[test]
+fn a_format_1_6_run_started_records_the_durability_and_older_runs_read_as_fsync() {
+    use apollo_core::Durability;
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = fixture_state_dir(dir.path());
+    let runs = StateDir::open_existing(&state)
+        .unwrap()
+        .list_runs()
+        .unwrap();
+    assert_eq!(runs[0].durability, Durability::Fsync);
+
+    let mut started = crate::support::run_started("20261201T000000Z-0001", "pipe");
+    let Event::RunStarted(payload) = &mut started else {
+        panic!("run_started");
+    };
+    payload.durability = Durability::Batched;
+    let json = serde_json::to_value(&started).unwrap();
+    assert_eq!(json["durability"], "batched");
+    let decoded: Event = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(decoded, started);
+    // Absent (fsync, or an older journal) reads as fsync.
+    let mut object = json.as_object().unwrap().clone();
+    object.remove("durability");
+    let Event::RunStarted(older) = serde_json::from_value(object.clone().into()).unwrap() else {
+        panic!("run_started");
+    };
+    assert_eq!(older.durability, Durability::Fsync);
+    // A field of a later minor is ignored.
+    object.insert("sync_window_of_a_later_apollo".into(), 7.into());
+    let Event::RunStarted(later) = serde_json::from_value(object.into()).unwrap() else {
+        panic!("run_started");
+    };
+    assert_eq!(later.run_id, "20261201T000000Z-0001");
+}

@@ -80,6 +80,7 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         identity: identity.map(str::to_owned),
         params: Default::default(),
         kind: apollo_core::event::RunKind::Run,
+        durability: apollo_core::Durability::Fsync,
     })];
     all.extend_from_slice(events);
     writer.append_batch(&all).unwrap();

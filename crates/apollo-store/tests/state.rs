@@ -432,6 +432,7 @@ fn a_run_counts_once_its_first_record_is_whole_wherever_its_segment_was_cut() {
         identity: Some("etl".into()),
         params: Default::default(),
         kind: apollo_core::event::RunKind::Run,
+        durability: apollo_core::Durability::Fsync,
     };
     writer
         .append_batch(&[apollo_core::Event::RunStarted(started), event(2)])

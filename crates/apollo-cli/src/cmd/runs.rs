@@ -38,6 +38,8 @@ struct RunLine<'a> {
     status: &'static str,
     /// `run`, or `reproduction` (`apollo reproduce`): never a pipeline's latest run.
     kind: &'static str,
+    /// How its journal was made durable: `fsync`, `batched` or `none`.
+    durability: &'static str,
     /// The pid of the apollo running it, for a running run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
@@ -121,6 +123,7 @@ pub(crate) fn runs(
                 .map(|(start, end)| (end - start).num_milliseconds()),
             status: summary.state.as_str(),
             kind: summary.kind.as_str(),
+            durability: summary.durability.as_str(),
             pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
             units: summary.n_units,
             // The run model's counts; a run whose journal cannot be read counts nothing (its
@@ -222,6 +225,10 @@ pub(crate) fn runs(
                     }
                     if let Some(problem) = line.problem {
                         units.push_str(&format!(" ({problem})"));
+                    }
+                    // The default goes unsaid; any other mode is worth a glance.
+                    if line.durability != "fsync" {
+                        units.push_str(&format!(" (durability {})", line.durability));
                     }
                     if line.status == "running"
                         && let Some(pid) = holder_pid

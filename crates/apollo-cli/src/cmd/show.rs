@@ -444,6 +444,7 @@ fn show_run(
             "run": run_id.as_str(),
             "pipeline": summary.pipeline,
             "kind": summary.kind.as_str(),
+            "durability": summary.durability.as_str(),
             "status": summary.state.as_str(),
             "problem": summary.problem,
             "n_units": summary.n_units,
@@ -458,12 +459,18 @@ fn show_run(
     let pipeline = crate::excerpt::clean_line(summary.pipeline.as_deref().unwrap_or("?"));
     writeln!(
         out,
-        "run {run_id} of `{pipeline}`: {}{}",
+        "run {run_id} of `{pipeline}`: {}{}{}",
         summary.state.as_str(),
         if summary.kind.is_run() {
             String::new()
         } else {
             format!(" ({})", summary.kind.as_str())
+        },
+        // The default goes unsaid.
+        if summary.durability.is_fsync() {
+            String::new()
+        } else {
+            format!(" (durability {})", summary.durability)
         }
     )
     .map_err(output)?;

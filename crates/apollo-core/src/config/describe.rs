@@ -54,6 +54,8 @@ pub(crate) enum Shape {
     Hook,
     /// `local` or `slurm`.
     Executor,
+    /// A journal durability mode a config may ask for: `fsync` or `batched`.
+    Durability,
     /// An amount of memory with a unit: `512M`, `4G` (powers of 1024).
     Memory,
     /// What an attempt asks for: `{cpus, memory, gpus, slurm: {...}}`.
@@ -101,7 +103,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 16] = [
+pub(crate) const TOP_LEVEL: [Key; 18] = [
     key(
         "name",
         Shape::Text,
@@ -164,6 +166,16 @@ pub(crate) const TOP_LEVEL: [Key; 16] = [
         "blob_store_max",
         Shape::SizeLimit,
         "When a run ends with the state directory's blob store over this size (default 20GiB), the captures of the oldest runs are evicted first, never those of the latest run of each pipeline; `none` for no limit.",
+    ),
+    key(
+        "durability",
+        Shape::Durability,
+        "How the run's journal is made durable: `fsync` (the default) syncs every record before acting on it; `batched` writes at once and syncs within `sync_interval`, strictly before an `idempotent: false` or Slurm unit starts (a power loss may cost the last interval's records: their idempotent units run again). `apollo run --durability` wins over it.",
+    ),
+    key(
+        "sync_interval",
+        Shape::Duration,
+        "Under `durability: batched`, how long a record may stay unsynced (default 10ms).",
     ),
     key(
         "secrets",
@@ -399,6 +411,7 @@ fn shape_schema(shape: Shape) -> Value {
         ]}),
         Shape::SizeLimit => json!({"anyOf": [shape_schema(Shape::Size), {"const": "none"}]}),
         Shape::Executor => json!({"enum": ["local", "slurm"]}),
+        Shape::Durability => json!({"enum": ["fsync", "batched"]}),
         Shape::Memory => json!({"type": "string",
             "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?)\\s*$"}),
         Shape::Resources => json!({"anyOf": [

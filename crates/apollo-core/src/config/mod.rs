@@ -903,6 +903,46 @@ mod tests {
     }
 
     #[test]
+    fn durability_and_sync_interval_are_read_from_the_top_level() {
+        let loaded = load_ok("units: [{name: a, execute: 'true'}]");
+        assert_eq!(loaded.pipeline.durability, None);
+        assert_eq!(loaded.pipeline.sync_interval, None);
+        let loaded = load_ok(
+            "durability: batched\nsync_interval: 25ms\nunits: [{name: a, execute: 'true'}]",
+        );
+        assert_eq!(
+            loaded.pipeline.durability,
+            Some(crate::journal::Durability::Batched)
+        );
+        assert_eq!(
+            loaded.pipeline.sync_interval,
+            Some(std::time::Duration::from_millis(25))
+        );
+        assert_eq!(
+            load_ok("durability: fsync\nunits: [{name: a, execute: 'true'}]")
+                .pipeline
+                .durability,
+            Some(crate::journal::Durability::Fsync)
+        );
+    }
+
+    #[test]
+    fn durability_none_or_unknown_in_a_config_is_refused_with_a_hint() {
+        for (value, hint) in [("none", "--durability none"), ("lazy", "fsync")] {
+            let Err(LoadError::Invalid { diagnostics, .. }) = load_str(
+                &format!("durability: {value}\nunits: [{{name: a, execute: 'true'}}]"),
+                Path::new("p.yaml"),
+            ) else {
+                panic!("expected invalid: {value}");
+            };
+            assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+            assert_eq!(diagnostics[0].code, "bad-value");
+            let help = format!("{:?}", diagnostics[0]);
+            assert!(help.contains(hint), "{value}: {help}");
+        }
+    }
+
+    #[test]
     fn all_problems_are_reported_at_once() {
         let Err(LoadError::Invalid { diagnostics, .. }) = load_str(
             "units:\n  - name: a\n    deps: [b, nope]\n    execute: x\n  - name: b\n    deps: [a]\n    execute: y\n    timeout: soon\n",

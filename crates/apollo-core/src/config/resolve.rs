@@ -145,6 +145,8 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             .map_or(Some(crate::capture::DEFAULT_BLOB_STORE_MAX), |max| {
                 max.value
             }),
+        durability: spec.durability.as_ref().map(|durability| durability.value),
+        sync_interval: (spec.sync_interval.as_ref()).map(|interval| interval.value),
     }
 }
 

@@ -57,6 +57,9 @@ pub(crate) struct Spec {
     pub(crate) blob_store_max: Option<Sp<Option<u64>>>,
     /// `secrets:`: each secret's name and source, in file order (see `secrets.rs`).
     pub(crate) secrets: Vec<(Sp<String>, Sp<super::secrets::SourceSpec>)>,
+    /// `durability:` (`fsync` or `batched`) and `sync_interval:`.
+    pub(crate) durability: Option<Sp<crate::journal::Durability>>,
+    pub(crate) sync_interval: Option<Sp<Duration>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -295,6 +298,24 @@ impl Walker<'_, '_> {
         self.top_level_with(root, None)
     }
 
+    /// Whether `key` may be set only by the main config file (an included one setting it is
+    /// reported).
+    fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
+        let main_only = matches!(
+            key,
+            "name" | "id" | "max_parallel" | "durability" | "sync_interval"
+        );
+        if main_only {
+            self.error(
+                "unknown-key",
+                value.loc,
+                format!("`{key}` is set by the main config file, not an included one"),
+            )
+            .hint("move it to the file that includes this one");
+        }
+        main_only
+    }
+
     /// `walked`: the `units` list's items, walked already (the list in `root` is empty).
     fn top_level_with(&mut self, root: &mut Node, walked: Option<WalkedUnits>) -> Spec {
         let mut spec = Spec::default();
@@ -310,13 +331,7 @@ impl Walker<'_, '_> {
             self.entries(root, "at the top level", TOP_LEVEL_KEYS, UNIT_KEYS);
         let has_include = entries.iter().any(|(key, _)| *key == "include");
         for (key, value) in entries {
-            if self.included && matches!(key, "name" | "id" | "max_parallel") {
-                self.error(
-                    "unknown-key",
-                    value.loc,
-                    format!("`{key}` is set by the main config file, not an included one"),
-                )
-                .hint("move it to the file that includes this one");
+            if self.included && self.main_file_only(key, value) {
                 continue;
             }
             match key {
@@ -348,6 +363,10 @@ impl Walker<'_, '_> {
                 "max_jobs" => spec.max_jobs = self.count(value, "`max_jobs`"),
                 "blob_store_max" => spec.blob_store_max = self.size_limit(value, key),
                 "secrets" => spec.secrets = self.secrets(value),
+                "durability" => spec.durability = self.durability(value),
+                "sync_interval" => {
+                    spec.sync_interval = self.duration(value, key, "at the top level");
+                }
                 _ => {}
             }
         }
@@ -591,6 +610,42 @@ impl Walker<'_, '_> {
                 None
             }
         }
+    }
+
+    /// `durability: fsync | batched`. `none` is for tests and benchmarks, never a pipeline's.
+    fn durability(&mut self, node: &Node) -> Option<Sp<crate::journal::Durability>> {
+        use crate::journal::Durability;
+        let value = match &node.value {
+            Value::Str(text) if text == "fsync" => Durability::Fsync,
+            Value::Str(text) if text == "batched" => Durability::Batched,
+            Value::Str(text) if text == "none" => {
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    "`durability: none` is not a pipeline's setting: a power loss or crash may lose acknowledged records".to_owned(),
+                )
+                .hint("for tests and benchmarks, pass `--durability none` to `apollo run`; else write `durability: batched`");
+                return None;
+            }
+            Value::Str(text) => {
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    format!("unknown durability `{text}`"),
+                )
+                .hint("write `durability: fsync` (the default) or `durability: batched`");
+                return None;
+            }
+            _ => {
+                self.wrong_type(node, "`durability`", "a string")
+                    .hint("write `durability: fsync` (the default) or `durability: batched`");
+                return None;
+            }
+        };
+        Some(Sp {
+            value,
+            loc: node.loc,
+        })
     }
 
     fn duration(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<Duration>> {

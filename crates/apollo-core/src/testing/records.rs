@@ -52,6 +52,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
         Verdict::VARIANTS.len(),
         RunStatus::VARIANTS.len(),
         RunKind::VARIANTS.len(),
+        crate::journal::Durability::VARIANTS.len(),
         FileSide::VARIANTS.len(),
         exits.len(),
         3, // SkipReason
@@ -87,6 +88,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 .map(|(name, value)| (name.to_owned(), value))
                 .collect(),
                 kind: nth(index),
+                durability: nth(index),
             }),
             Event::RunResumed(RunResumed {
                 config_hash: "c".repeat(64),
@@ -224,6 +226,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             identity: None,
             params: Default::default(),
             kind: RunKind::Run,
+            durability: crate::journal::Durability::Fsync,
         }),
         Event::RunResumed(RunResumed {
             config_hash: String::new(),

@@ -34,6 +34,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         identity: None,
         params: Default::default(),
         kind: apollo_core::event::RunKind::Run,
+        durability: apollo_core::Durability::Fsync,
     })
 }
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use apollo_core::config::{self, ParamOverride};
 use apollo_core::engine::OnInputChange;
 use apollo_runner::RunSession;
+use apollo_store::Durability;
 use apollo_store::testing::FaultPlan;
-use apollo_store::{Durability, WriterOptions};
 
 use crate::cmd::ConfigArg;
 use crate::error::CliError;
@@ -29,6 +29,8 @@ pub(crate) enum InputChange {
 pub(crate) enum DurabilityArg {
     /// fdatasync every batch of records before acting on it (the default; what makes resume safe)
     Fsync,
+    /// Write at once, fdatasync within the pipeline's sync_interval (10ms) off the critical path, and before an idempotent: false or Slurm unit starts; a power loss may cost the last interval's records (their idempotent units run again)
+    Batched,
     /// Never fsync: for tests and benchmarks only; a crash may lose records
     None,
 }
@@ -60,9 +62,9 @@ pub(crate) struct ExecutionArgs {
     /// Wait for another apollo using the state directory to finish, instead of exiting 4
     #[arg(long)]
     pub(crate) wait: bool,
-    /// Journal durability
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Fsync, value_name = "MODE")]
-    pub(crate) durability: DurabilityArg,
+    /// Journal durability [default: the config's durability, else fsync]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub(crate) durability: Option<DurabilityArg>,
     /// Print the units' output as they write it, each line prefixed `unit | ` (stderr: `unit ! `)
     #[arg(long)]
     pub(crate) stream: bool,
@@ -131,13 +133,15 @@ impl ExecutionArgs {
             session = session.max_parallel(usize::try_from(max_parallel).unwrap_or(usize::MAX));
         }
         if !self.dry_run {
-            let durability = match self.durability {
-                DurabilityArg::Fsync => Durability::Fsync,
-                DurabilityArg::None => Durability::None,
-            };
-            let mut options = WriterOptions::default()
-                .durability(durability)
+            let mut options = apollo_runner::pipeline_writer_options(session.pipeline())
                 .faults(fault_plan_from_env()?);
+            if let Some(durability) = self.durability {
+                options = options.durability(match durability {
+                    DurabilityArg::Fsync => Durability::Fsync,
+                    DurabilityArg::Batched => Durability::Batched,
+                    DurabilityArg::None => Durability::None,
+                });
+            }
             if let Some(clock) = clock_from_env()? {
                 options = options.clock(clock);
             }

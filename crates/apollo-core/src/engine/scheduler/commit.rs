@@ -73,7 +73,18 @@ impl Scheduler<'_> {
             self.batch.recycle(committing);
             return Ok(());
         }
-        journal.append(&committing.events)?;
+        // A unit that must not run twice, or whose job goes to Slurm, starts only once its
+        // start and everything before it are synced, whatever the journal's durability mode
+        // (DESIGN §18): in `batched` a plain append may return before the sync.
+        let strict = committing.jobs.iter().any(|job| {
+            let unit = &self.pipeline.units[job.unit_idx];
+            !unit.idempotent || unit.executor == crate::model::ExecutorKind::Slurm
+        });
+        if strict {
+            journal.append_strict(&committing.events)?;
+        } else {
+            journal.append(&committing.events)?;
+        }
         self.pacer.commit_took(started.elapsed());
         // Outcomes are reported only once durable, so "ok" on the screen means the journal
         // holds it.

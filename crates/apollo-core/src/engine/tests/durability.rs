@@ -253,3 +253,54 @@ fn a_job_id_an_attempt_reports_is_journaled_between_its_start_and_its_end() {
         Some(crate::resume::PriorUnitState::InFlight { attempt: 1 })
     ));
 }
+
+#[test]
+fn a_unit_that_must_not_run_twice_or_goes_to_slurm_is_started_by_a_strict_append_only() {
+    let mut must_not_run_twice = unit("n", &["a"]);
+    must_not_run_twice.idempotent = false;
+    let mut on_slurm = unit("s", &["a"]);
+    on_slurm.executor = crate::model::ExecutorKind::Slurm;
+    let pipeline = pipeline(
+        vec![
+            unit("a", &[]),
+            must_not_run_twice,
+            on_slurm,
+            unit("b", &["n", "s"]),
+        ],
+        2,
+    );
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    let strictly = &journal.started_strictly;
+    assert!(strictly.contains(&"n".to_owned()), "{strictly:?}");
+    assert!(strictly.contains(&"s".to_owned()), "{strictly:?}");
+    // `a` starts alone, `b` after both: routine batches.
+    assert!(!strictly.contains(&"a".to_owned()), "{strictly:?}");
+    assert!(!strictly.contains(&"b".to_owned()), "{strictly:?}");
+}
+
+#[test]
+fn a_pipeline_of_idempotent_local_units_appends_nothing_strictly() {
+    let pipeline = pipeline(vec![unit("a", &[]), unit("b", &["a"]), unit("c", &[])], 2);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert!(journal.started_strictly.is_empty());
+}

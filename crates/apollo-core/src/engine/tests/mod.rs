@@ -65,6 +65,8 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         capacity: crate::model::Capacity::default(),
         max_jobs: None,
         blob_store_max: None,
+        durability: None,
+        sync_interval: None,
     }
 }
 
@@ -84,6 +86,8 @@ pub(super) struct SharedJournal {
     unsynced: Vec<Event>,
     /// Every append that went through: whether it was durable, and how many events it had.
     appended: Vec<(bool, usize)>,
+    /// The units whose `unit_started` went through [`Journal::append_strict`].
+    started_strictly: Vec<String>,
 }
 
 impl Journal for SharedJournal {
@@ -128,6 +132,16 @@ impl Journal for SharedJournal {
         let mut durable = self.events.lock().unwrap();
         durable.append(&mut self.unsynced);
         durable.extend_from_slice(events);
+        Ok(())
+    }
+
+    fn append_strict(&mut self, events: &[Event]) -> Result<(), JournalError> {
+        self.append(events)?;
+        self.started_strictly
+            .extend(events.iter().filter_map(|event| match event {
+                Event::UnitStarted(started) => Some(started.unit.clone()),
+                _ => None,
+            }));
         Ok(())
     }
 
