@@ -19,7 +19,7 @@ fn a_batched_run_records_its_mode_and_runs_and_show_say_so() {
     let runs = apollo.args(&["runs", "--format", "json"]).run();
     runs.code(0);
     let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
-    assert_eq!(runs[0]["durability"], "batched");
+    assert_eq!(runs["runs"][0]["durability"], "batched");
     let text = apollo.args(&["runs"]).run();
     assert!(
         text.stdout.contains("(durability batched)"),
@@ -53,7 +53,7 @@ fn the_config_asks_for_batched_the_flag_wins_and_fsync_is_the_default_left_unsai
     let runs = apollo.args(&["runs", "--format", "json"]).run();
     runs.code(0);
     let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
-    let modes: Vec<&str> = (runs.as_array().unwrap().iter())
+    let modes: Vec<&str> = (runs["runs"].as_array().unwrap().iter())
         .map(|run| run["durability"].as_str().unwrap())
         .collect();
     assert_eq!(modes, ["batched", "fsync"]);
