@@ -303,7 +303,7 @@ fn a_reproduction_is_marked_in_runs_and_left_out_of_stats() {
     let mut apollo = reproducible("a\n");
     apollo.args(&["reproduce", "latest", "stamp"]).run().code(1);
     let journal = apollo.journal_text();
-    assert!(journal.contains(r#""kind":"reproduction""#), "{journal}");
+    assert!(journal.contains(r#"run_kind":"reproduction""#), "{journal}");
     let runs = apollo.args(&["runs", "--format", "json"]).run();
     runs.code(0);
     let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();

@@ -183,6 +183,21 @@ macro_rules! journal_struct {
         }
     }};
 
+    // The same, read also under an older key (serde's `alias`): the fast walk takes only the
+    // key written today, an older record goes the general way.
+    (@encode [default, skip_serializing_if = "IsDefault::is_default", alias = $alias:literal]
+        $self:ident, $field:ident, $ty:ty, $out:ident) => {
+        $crate::codec::journal_struct!(
+            @encode [default, skip_serializing_if = "IsDefault::is_default"] $self, $field, $ty, $out
+        );
+    };
+    (@walk [default, skip_serializing_if = "IsDefault::is_default", alias = $alias:literal]
+        $field:ident, $ty:ty, $cursor:ident, $build:ident) => {
+        $crate::codec::journal_struct!(
+            @walk [default, skip_serializing_if = "IsDefault::is_default"] $field, $ty, $cursor, $build
+        )
+    };
+
     // A field whose own fields are written inline.
     (@encode [flatten] $self:ident, $field:ident, $ty:ty, $out:ident) => {
         <$ty as $crate::codec::JsonFields>::encode_fields(&$self.$field, $out);

@@ -106,8 +106,8 @@ journal_struct! {
         pub params: std::collections::BTreeMap<String, serde_json::Value>,
         /// What kind of run this is (since journal format 1.5): absent for an ordinary run. Read
         /// it with [`RunStarted::run_kind`], which also knows the reproductions of older journals.
-        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
-        pub kind: RunKind,
+        #[serde(default, skip_serializing_if = "IsDefault::is_default", alias = "kind")]
+        pub run_kind: RunKind,
         /// How the run's journal is made durable (since journal format 1.6): absent for
         /// `fsync`, the default, and in older journals, which were all written so.
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
@@ -121,7 +121,7 @@ impl RunStarted {
     /// runs before the field). The one door to the fact: a reproduction is never a pipeline's
     /// latest run, never a source for reuse, and left out of `stats`.
     pub fn run_kind(&self) -> RunKind {
-        match self.kind {
+        match self.run_kind {
             RunKind::Run
                 if self
                     .identity

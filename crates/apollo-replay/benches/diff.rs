@@ -58,7 +58,7 @@ fn synthetic_run(
                 units: (0..n_units).map(names).collect(),
                 identity: None,
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             })
         } else if body < 2 * n_units as u64 {

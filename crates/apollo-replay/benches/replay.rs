@@ -66,7 +66,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 units: units.clone(),
                 identity: None,
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             })
         } else if next_finish >= n_attempts {

@@ -85,7 +85,7 @@ fn event() -> impl Strategy<Value = Event> {
                 units,
                 identity: None,
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             })
         }),

@@ -66,7 +66,7 @@ impl RunBuilder {
                 units: units.iter().map(|unit| (*unit).to_owned()).collect(),
                 identity: None,
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             }),
         );

@@ -57,7 +57,7 @@ fn write_finished_run(
         units: vec!["a".to_owned()],
         identity,
         params: Default::default(),
-        kind: apollo_core::event::RunKind::Run,
+        run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
     })];
     if let Some(status) = status {

@@ -572,7 +572,7 @@ fn run_reproduction(
             units: vec![request.unit.clone()],
             identity: Some(format!("reproduce:{original_identity}")),
             params: recorded.params.clone(),
-            kind: apollo_core::event::RunKind::Reproduction,
+            run_kind: apollo_core::event::RunKind::Reproduction,
             durability: request.durability,
         }),
         Event::RunReproduces(RunReproduces {

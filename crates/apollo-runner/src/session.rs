@@ -388,7 +388,7 @@ impl<'a> RunSession<'a> {
                     units,
                     identity: Some(identity.clone()),
                     params: self.loaded.params.clone(),
-                    kind: apollo_core::event::RunKind::Run,
+                    run_kind: apollo_core::event::RunKind::Run,
                     durability: self.writer_options.durability,
                 })])?;
                 lock.set_run(&run_id)?;

@@ -268,7 +268,7 @@ mod tests {
                 units: vec!["u".to_owned()],
                 identity: Some(identity.to_owned()),
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             }),
             Event::UnitFiles(UnitFiles {

@@ -241,6 +241,48 @@ mod tests {
     use apollo_core::event::{InputComponent, InputKind, RunFinished, RunStatus, UnitReused};
     use chrono::TimeZone;
 
+    /// Format 1.5 wrote a reproduction's run kind as a second `kind` key beside the record's
+    /// tag; 1.6 writes `run_kind` (one `kind` per record, as JSON tools expect). Both read as
+    /// a reproduction, with or without an escaped string (which takes the general path).
+    #[test]
+    fn a_reproduction_s_run_started_has_one_kind_key_and_the_old_form_still_reads() {
+        use apollo_core::event::{RunKind, RunStarted};
+        let ts = Utc.with_ymd_and_hms(2026, 12, 3, 20, 0, 0).unwrap();
+        for pipeline in ["nightly", "say \"hi\""] {
+            let started = Event::RunStarted(RunStarted {
+                run_id: "20261203T200000Z-0001".into(),
+                pipeline: pipeline.into(),
+                config_path: "apollo.yaml".into(),
+                config_hash: "c".repeat(64),
+                definition_hash: "d".repeat(64),
+                apollo_version: "0.1.0".into(),
+                host: "h".into(),
+                pid: 1,
+                units: vec!["u".into()],
+                identity: Some("nightly@apollo.yaml".into()),
+                params: std::collections::BTreeMap::new(),
+                run_kind: RunKind::Reproduction,
+                durability: apollo_core::Durability::Fsync,
+            });
+            let mut json = Vec::new();
+            encode_checked(&started, &mut json).unwrap();
+            let mut record = Vec::new();
+            payload(&json, 1, ts, &mut record);
+            let text = String::from_utf8(record.clone()).unwrap();
+            assert_eq!(text.matches("\"kind\":").count(), 1, "{text}");
+            assert!(text.contains("\"run_kind\":\"reproduction\""), "{text}");
+            let old = text.replace("\"run_kind\":", "\"kind\":");
+            for bytes in [record, old.into_bytes()] {
+                let decoded = decode_record(&bytes).unwrap_or_else(|_| panic!("{text}"));
+                let Event::RunStarted(decoded) = decoded.event else {
+                    panic!("{text}");
+                };
+                assert_eq!(decoded.run_kind(), RunKind::Reproduction, "{text}");
+                assert_eq!(decoded.pipeline, pipeline);
+            }
+        }
+    }
+
     fn reused(unit: &str, name: &str, inputs: usize) -> Event {
         let kinds = [
             InputKind::Command,

@@ -1111,7 +1111,7 @@ mod tests {
                 units: Vec::new(),
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
                 params: Default::default(),
-                kind: apollo_core::event::RunKind::Run,
+                run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
             },
         )];

@@ -79,7 +79,7 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         units: vec!["fetch".into()],
         identity: identity.map(str::to_owned),
         params: Default::default(),
-        kind: apollo_core::event::RunKind::Run,
+        run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
     })];
     all.extend_from_slice(events);

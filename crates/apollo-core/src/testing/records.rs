@@ -87,7 +87,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 .into_iter()
                 .map(|(name, value)| (name.to_owned(), value))
                 .collect(),
-                kind: nth(index),
+                run_kind: nth(index),
                 durability: nth(index),
             }),
             Event::RunResumed(RunResumed {
@@ -225,7 +225,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             units: Vec::new(),
             identity: None,
             params: Default::default(),
-            kind: RunKind::Run,
+            run_kind: RunKind::Run,
             durability: crate::journal::Durability::Fsync,
         }),
         Event::RunResumed(RunResumed {

@@ -33,7 +33,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         units: vec!["a".to_owned(), "b".to_owned()],
         identity: None,
         params: Default::default(),
-        kind: apollo_core::event::RunKind::Run,
+        run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
     })
 }
