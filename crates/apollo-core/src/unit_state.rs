@@ -140,6 +140,16 @@ impl UnitCounts {
         self.counts[Self::slot(state)]
     }
 
+    /// The counts in [`UnitState::ALL`] order (a cache's stored form).
+    pub fn to_array(&self) -> [u32; UnitState::ALL.len()] {
+        self.counts
+    }
+
+    /// Counts stored by [`to_array`](Self::to_array).
+    pub fn from_array(counts: [u32; UnitState::ALL.len()]) -> Self {
+        Self { counts }
+    }
+
     /// Every unit counted.
     pub fn total(&self) -> u32 {
         self.counts.iter().sum()

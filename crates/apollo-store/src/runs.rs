@@ -101,6 +101,10 @@ pub struct RunSummary {
     pub kind: RunKind,
     /// How its journal was made durable, from `run_started` (`fsync` before format 1.6).
     pub durability: apollo_core::Durability,
+    /// How many of its units are in each state of the run model, when known: from the runs
+    /// index for a finished run counted before, else from the caller of
+    /// [`StateDir::list_runs_counted`] (the store does not fold journals into the model).
+    pub counts: Option<apollo_core::UnitCounts>,
 }
 
 /// The first record of a run (its `run_started`), reading only the first segment's start.
@@ -110,125 +114,8 @@ pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError>
         .transpose()
 }
 
-/// What the end of a run's journal says of its lifecycle.
-#[derive(Debug, Default)]
-pub(crate) struct Tail {
-    /// The timestamp of the last record.
-    pub(crate) last_ts: Option<DateTime<Utc>>,
-    /// The run's `run_finished` and its timestamp, when the last record that decides the
-    /// lifecycle (`run_started`, `run_resumed`, `run_finished`) is a `run_finished`.
-    pub(crate) finished: Option<(DateTime<Utc>, RunFinished)>,
-}
-
-/// Where a run stands after one more record, read in journal order.
-#[derive(Debug)]
-enum Lifecycle {
-    /// Nothing read yet tells (only records that may follow `run_finished`).
-    Unknown,
-    /// Started or resumed, not finished since.
-    Open,
-    /// Finished, and not resumed since.
-    Finished(DateTime<Utc>, RunFinished),
-}
-
-impl Lifecycle {
-    /// The lifecycle after `record`. What may be recorded after `run_finished` — a hook's end,
-    /// a human's verdict — never changes whether a run finished (issue 35: a pipeline with a
-    /// hook was never finished); every other record belongs to a started or resumed run.
-    fn after(self, record: Record) -> Self {
-        match record.event {
-            Event::RunFinished(finished) => Lifecycle::Finished(record.ts, finished),
-            Event::HookFinished(_) | Event::UnitMarked(_) => self,
-            _ => Lifecycle::Open,
-        }
-    }
-}
-
-/// The lifecycle of a run from the end of its journal, reading only the tail of its last
-/// segment when it can.
-pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
-    const TAIL: u64 = 64 * 1024;
-    let segments = list_segment_files(&run_dir.join("journal"))?;
-    if let Some(last) = segments.last() {
-        let (file, len) = open_segment_for_read(&last.path)?;
-        // Zeros after the last record are space the writer allocated ahead.
-        let len =
-            data_end(&file, len).map_err(|source| StoreError::io("read", &last.path, source))?;
-        if len > TAIL {
-            let mut frames = FrameReader::new(file, len);
-            let io_error = |source| StoreError::io("read", &last.path, source);
-            let mut lifecycle = Lifecycle::Unknown;
-            let mut last_ts: Option<DateTime<Utc>> = None;
-            // Whether the window holds a record of an earlier batch than the last one (the
-            // writer dates every record of a batch alike): then the whole last batch is in the
-            // window and good, and its last record stands. Else a hole in the last batch
-            // before the window (never acknowledged, cut by recovery) cannot be ruled out.
-            let mut earlier_batch = false;
-            let mut damaged = false;
-            let mut payload = Vec::new();
-            if frames.resync_after(len - TAIL - 1).map_err(io_error)? {
-                loop {
-                    match frames.next_frame(&mut payload).map_err(io_error)? {
-                        Ok(Some(_)) => {
-                            if let Ok(record) = decode_record(&payload) {
-                                earlier_batch |= last_ts.is_some_and(|ts| ts != record.ts);
-                                last_ts = Some(record.ts);
-                                lifecycle = lifecycle.after(record);
-                            }
-                        }
-                        Ok(None) => break,
-                        // Damage or a torn tail: the reader below applies the rules (a record
-                        // after a torn write's hole was never acknowledged).
-                        Err(_) => {
-                            damaged = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            if earlier_batch && !damaged {
-                match lifecycle {
-                    Lifecycle::Unknown => {}
-                    Lifecycle::Open => {
-                        return Ok(Tail {
-                            last_ts,
-                            finished: None,
-                        });
-                    }
-                    Lifecycle::Finished(ts, finished) => {
-                        return Ok(Tail {
-                            last_ts,
-                            finished: Some((ts, finished)),
-                        });
-                    }
-                }
-            }
-        }
-    }
-    // Small segment, header-only segment, huge records, or a window of hooks and marks only:
-    // read the whole last segment, and the whole journal if that holds no record.
-    let mut lifecycle = Lifecycle::Unknown;
-    let mut last_ts = None;
-    for record in JournalReader::open_last_segment(run_dir)? {
-        let record = record?;
-        last_ts = Some(record.ts);
-        lifecycle = lifecycle.after(record);
-    }
-    if matches!(lifecycle, Lifecycle::Unknown) {
-        for record in JournalReader::open(run_dir, ReadOptions::default())? {
-            let record = record?;
-            last_ts = Some(record.ts);
-            lifecycle = lifecycle.after(record);
-        }
-    }
-    Ok(Tail {
-        last_ts,
-        finished: match lifecycle {
-            Lifecycle::Finished(ts, finished) => Some((ts, finished)),
-            Lifecycle::Unknown | Lifecycle::Open => None,
-        },
-    })
-}
+mod tail;
+pub(crate) use tail::tail;
 
 /// Unit counts of an unfinished run — succeeded, failed, skipped, reused — from each unit's
 /// latest outcome.
@@ -345,6 +232,7 @@ fn summarize_counting(
         params: std::collections::BTreeMap::new(),
         kind: RunKind::Run,
         durability: apollo_core::Durability::Fsync,
+        counts: None,
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -427,6 +315,18 @@ impl StateDir {
     /// index (`index/runs`, see `runs_index`) without opening its journal; what a listing reads
     /// from journals it adds there (when the state directory is writable).
     pub fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.list_runs_counted(&mut |_| None)
+    }
+
+    /// [`list_runs`](Self::list_runs), each run with its [`RunSummary::counts`]: from the
+    /// runs index when it holds them for an unchanged finished run, else from `count` (the
+    /// caller folds the run's journal into the run model). A finished run's counts are then
+    /// kept in the index, under the same stamps as its summary, so a listing of many finished
+    /// runs reads no journal.
+    pub fn list_runs_counted(
+        &self,
+        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
+    ) -> Result<Vec<RunSummary>, StoreError> {
         let holder = self.lock_holder()?;
         let acknowledged = self.acknowledged_runs()?;
         let mut index = RunsIndex::load(self.path());
@@ -449,6 +349,15 @@ impl StateDir {
                     index.learn(&run_dir, run.sequence, &summary, before, after);
                     summary
                 }
+            })
+            .collect::<Vec<RunSummary>>();
+        let summaries = (summaries.into_iter())
+            .map(|mut summary| {
+                if summary.counts.is_none() {
+                    summary.counts = count(&summary.id);
+                    index.learn_counts(&summary.id, summary.counts);
+                }
+                summary
             })
             .collect();
         index.save(self.path());

@@ -30,8 +30,8 @@ const INDEX_DIR: &str = "index";
 const RUNS_FILE: &str = "runs";
 
 /// The file's format: an index of another format or apollo version is rebuilt, never read.
-/// 2 added each run's kind; 3 its durability mode.
-const FORMAT: u32 = 3;
+/// 2 added each run's kind; 3 its durability mode; 4 the run model's counts.
+const FORMAT: u32 = 4;
 
 /// When a file's stamp was taken, or what it is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +92,9 @@ struct Entry {
     kind: apollo_core::event::RunKind,
     #[serde(default)]
     durability: apollo_core::Durability,
+    /// The run model's counts ([`RunSummary::counts`]), once a listing counted them.
+    #[serde(default)]
+    counts: Option<[u32; apollo_core::UnitState::ALL.len()]>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -172,6 +175,7 @@ impl RunsIndex {
                 params: entry.params.clone(),
                 kind: entry.kind,
                 durability: entry.durability,
+                counts: entry.counts.map(apollo_core::UnitCounts::from_array),
             },
         ))
     }
@@ -236,9 +240,19 @@ impl RunsIndex {
                 params: summary.params.clone(),
                 kind: summary.kind,
                 durability: summary.durability,
+                counts: summary.counts.map(|counts| counts.to_array()),
             },
         );
         self.changed = true;
+    }
+
+    /// Keeps the run model's counts of run `id` with its entry, if it has one (a finished
+    /// run whose summary was just read or found unchanged).
+    pub(crate) fn learn_counts(&mut self, id: &RunId, counts: Option<apollo_core::UnitCounts>) {
+        if let (Some(entry), Some(counts)) = (self.file.runs.get_mut(id.as_str()), counts) {
+            entry.counts = Some(counts.to_array());
+            self.changed = true;
+        }
     }
 
     /// Drops the entries of runs that are gone (pruned, deleted).

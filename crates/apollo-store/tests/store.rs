@@ -9,6 +9,7 @@ mod support;
 
 mod compat;
 mod corruption;
+mod counts_cache;
 mod faults;
 mod journal;
 mod lock_wait;

@@ -94,7 +94,13 @@ pub(crate) fn runs(
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state = args.state.open(state_dir)?;
-    let summaries = state.list_runs()?;
+    // The run model's counts: kept in the runs index for a finished run once counted, so a
+    // listing of many finished runs folds no journal.
+    let summaries = state.list_runs_counted(&mut |id| {
+        state::run_model(&state, id, &mut std::io::sink())
+            .ok()
+            .map(|model| model.counts())
+    })?;
     let holder_pid = state
         .lock_holder()
         .ok()
@@ -128,9 +134,7 @@ pub(crate) fn runs(
             units: summary.n_units,
             // The run model's counts; a run whose journal cannot be read counts nothing (its
             // status says corrupt, and why).
-            counts: state::run_model(&state, &summary.id, &mut std::io::sink())
-                .map(|model| model.counts())
-                .unwrap_or_default(),
+            counts: summary.counts.unwrap_or_default(),
             problem: summary.problem.as_deref(),
             params: &summary.params,
         })
