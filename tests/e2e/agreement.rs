@@ -357,3 +357,47 @@ fn the_text_views_of_one_run() {
         insta::assert_snapshot!(text);
     });
 }
+
+/// A reproduction (`apollo reproduce`) is a run of its own kind: `runs`, `show` and JUnit give
+/// it the same states and counts, and `latest` still names the pipeline's run.
+#[test]
+fn a_reproduction_reads_the_same_in_every_view() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/in.txt", "b\na\n");
+    apollo.config(
+        "units:\n  - name: sorted\n    inputs: [data/in.txt]\n    outputs: [out.txt]\n    execute: sort data/in.txt > out.txt\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let original = apollo.run_ids().pop().unwrap();
+    apollo
+        .args(&["reproduce", "latest", "sorted"])
+        .run()
+        .code(0);
+
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    runs.code(0);
+    let runs = json(&runs.stdout, "runs");
+    let reproduction = (runs["runs"].as_array().unwrap().iter())
+        .find(|run| run["kind"] == "reproduction")
+        .unwrap_or_else(|| panic!("no reproduction in {runs}"))
+        .clone();
+    let id = reproduction["id"].as_str().unwrap();
+    let show = apollo.args(&["show", id, "--format", "json"]).run();
+    show.code(0);
+    let show = json(&show.stdout, "show");
+    assert_eq!(show["kind"], "reproduction", "{show}");
+    assert_eq!(
+        show["counts"], reproduction["counts"],
+        "{show}\n{reproduction}"
+    );
+    let model = states(&show["units"], "unit", "status");
+    assert_eq!(model["sorted"], "succeeded", "{show}");
+    let junit = apollo.args(&["replay", id, "--format", "junit"]).run();
+    junit.code(0);
+    assert_eq!(junit_states(&junit.stdout), model, "{}", junit.stdout);
+    let latest = apollo.args(&["show", "latest", "--format", "json"]).run();
+    assert_eq!(
+        json(&latest.stdout, "show latest")["run"],
+        original.as_str()
+    );
+}
