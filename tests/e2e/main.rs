@@ -12,6 +12,7 @@ mod durability;
 mod evict;
 mod example;
 mod hashing;
+mod held_still;
 mod identity;
 mod lifecycle;
 mod needs_human;

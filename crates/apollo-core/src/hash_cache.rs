@@ -158,6 +158,34 @@ pub trait FileHashCache: Send + Sync + std::fmt::Debug {
     fn put(&self, stamp: FileStamp, hash: CachedHash);
 }
 
+/// Which of `stamps` (a file's path and the identity it had when hashed) no longer match the
+/// file there: changed (another size, times, inode or device), replaced, or gone. One `stat`
+/// per file: what an attempt's end pays to know its inputs held still while it ran. A write
+/// through a shared `mmap` changes neither time and is not seen (as with git's index).
+pub fn changed_since(stamps: &[(std::path::PathBuf, FileStamp)]) -> Vec<&std::path::Path> {
+    stamps
+        .iter()
+        .filter(|(path, stamp)| {
+            std::fs::metadata(path).map_or(true, |metadata| FileStamp::of(&metadata) != *stamp)
+        })
+        .map(|(path, _)| path.as_path())
+        .collect()
+}
+
+/// How an attempt's `error` begins when its declared input files changed while it ran (see
+/// [`inputs_changed_while_running`]).
+pub const INPUTS_CHANGED: &str = "its input files changed while it ran";
+
+/// Whether `finished` is an attempt whose input files changed while it ran: an
+/// `idempotent: false` unit's such success stays done in its run but is never reused by
+/// another (its outputs may come from content its input hash does not name).
+pub fn inputs_changed_while_running(finished: &crate::event::UnitFinished) -> bool {
+    finished
+        .error
+        .as_deref()
+        .is_some_and(|error| error.starts_with(INPUTS_CHANGED))
+}
+
 /// Now, in nanoseconds since the Unix epoch (0 before it).
 pub(crate) fn now_ns() -> i64 {
     SystemTime::now()

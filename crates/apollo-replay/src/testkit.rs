@@ -92,6 +92,28 @@ impl RunBuilder {
         });
     }
 
+    /// Records the attempt's cluster job (`unit_submitted`), reattached to an earlier
+    /// attempt's job after apollo died when `reattached_from` is set.
+    pub(crate) fn submit(
+        &mut self,
+        ms: i64,
+        unit: &str,
+        attempt: u32,
+        reattached_from: Option<u32>,
+    ) -> &mut Self {
+        self.push(
+            ms,
+            Event::UnitSubmitted(apollo_core::event::UnitSubmitted {
+                unit: unit.into(),
+                attempt,
+                executor: "slurm".into(),
+                job_id: "4242".into(),
+                reattached_from,
+            }),
+        );
+        self
+    }
+
     /// Sets a unit's command for a phase (every unit starts with `./units/<unit>.sh`).
     pub(crate) fn command(&mut self, unit: &str, phase: Phase, command: &str) -> &mut Self {
         self.set_input(unit, InputKind::Command, phase.as_str(), command);

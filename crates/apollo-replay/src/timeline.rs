@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::Filter;
 
 mod status;
+mod submitted;
 use crate::display::first_line;
 pub use status::UnitStatus;
 
@@ -613,12 +614,7 @@ impl TimelineBuilder {
                     output_hash: reused.output_hash,
                 });
             }
-            Event::UnitSubmitted(submitted) => {
-                let unit_idx = self.unit_idx(submitted.unit.clone());
-                if let Some(&attempt_idx) = self.open.get(&(unit_idx, submitted.attempt)) {
-                    self.timeline.units[unit_idx].attempts[attempt_idx].job = Some(submitted);
-                }
-            }
+            Event::UnitSubmitted(submitted) => self.submitted(submitted),
             // A kind this version does not know (a newer minor format): nothing to lay out.
             _ => {}
         }

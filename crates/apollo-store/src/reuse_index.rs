@@ -38,7 +38,7 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use apollo_core::engine::{ReuseCandidate, ReuseSource};
-use apollo_core::event::{AttemptStatus, Event, InputComponent, UnitReused};
+use apollo_core::event::{Event, InputComponent, UnitReused};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
@@ -49,6 +49,9 @@ use crate::segment::list_segment_files;
 use crate::state_dir::StateDir;
 
 mod body;
+mod merge;
+
+use merge::RunMerge;
 
 /// The index's file name in `index/`.
 const FILE_NAME: &str = "reuse";
@@ -215,57 +218,6 @@ impl Pipeline {
             inputs,
         });
         true
-    }
-}
-
-/// What one run's records mean for its pipeline's successes, merged in journal order: a
-/// succeeded `unit_finished` with its own `unit_started`, and a `unit_reused`.
-struct RunMerge {
-    run: String,
-    /// (unit, attempt) → the input hash and components its `unit_started` recorded.
-    started: HashMap<(String, u32), (String, Vec<InputComponent>)>,
-}
-
-impl RunMerge {
-    fn new(run: &RunId) -> Self {
-        Self {
-            run: run.to_string(),
-            started: HashMap::new(),
-        }
-    }
-
-    /// Merge the run's next record into `pipeline`; whether the index file would change.
-    fn event(&mut self, pipeline: &mut Pipeline, event: Event) -> bool {
-        match event {
-            Event::UnitStarted(unit_started) => {
-                self.started.insert(
-                    (unit_started.unit, unit_started.attempt),
-                    (unit_started.input_hash, unit_started.inputs),
-                );
-                false
-            }
-            Event::UnitFinished(finished) => {
-                let (AttemptStatus::Succeeded, Some(output_hash)) =
-                    (finished.status, finished.output_hash)
-                else {
-                    return false;
-                };
-                let Some((input_hash, inputs)) = self
-                    .started
-                    .remove(&(finished.unit.clone(), finished.attempt))
-                else {
-                    return false;
-                };
-                let run = (self.run.as_str(), finished.attempt);
-                pipeline.merge(&finished.unit, run, &input_hash, &output_hash, inputs)
-            }
-            Event::UnitReused(reused) => {
-                let run = (reused.from_run.as_str(), reused.from_attempt);
-                let (input, output) = (&reused.input_hash, &reused.output_hash);
-                pipeline.merge(&reused.unit, run, input, output, reused.inputs)
-            }
-            _ => false,
-        }
     }
 }
 
@@ -630,8 +582,19 @@ impl PipelineReuse {
             let Ok(record) = record else {
                 break;
             };
-            if let Event::UnitStarted(started) = record.event {
-                inputs.insert((started.unit, started.attempt), started.inputs);
+            match record.event {
+                Event::UnitStarted(started) => {
+                    inputs.insert((started.unit, started.attempt), started.inputs);
+                }
+                // As `RunMerge`: a job reattached to ran under its submitting attempt's inputs.
+                Event::UnitSubmitted(submitted) => {
+                    if let Some(from) = submitted.reattached_from
+                        && let Some(earlier) = inputs.get(&(submitted.unit.clone(), from)).cloned()
+                    {
+                        inputs.insert((submitted.unit, submitted.attempt), earlier);
+                    }
+                }
+                _ => {}
             }
         }
         inputs

@@ -12,7 +12,7 @@ use super::reuse::{self, Reuse, ReuseCheck};
 use super::workers::{FromWorker, WorkerShared, capture_for};
 use crate::capture::{Capture, FileEntry};
 use crate::event::InputComponent;
-use crate::hash::{self, HashError, Limits};
+use crate::hash::{self, HashError, HashedFiles, Limits};
 use crate::hash_cache::FileHashCache;
 use crate::model::Unit;
 use crate::resume::PriorState;
@@ -37,8 +37,8 @@ pub(super) struct Hashed {
     pub(super) inputs: Result<Vec<InputComponent>, HashError>,
     /// The input hash of `inputs` when they were hashed (computed here, off the engine thread).
     pub(super) input_hash: Option<String>,
-    /// The manifest of the input files hashed (and captured).
-    pub(super) files: Vec<FileEntry>,
+    /// The manifest of the input files hashed (and captured), with their stamps.
+    pub(super) files: HashedFiles,
     /// How long hashing its inputs took: it counts against the attempt's timeout.
     pub(super) took: Duration,
     /// The output check, when asked for and the inputs were hashed (`Err`: cancelled).
@@ -167,10 +167,10 @@ pub(super) fn hash_job(
     let (inputs, files) = match hashed {
         Err(error) if stat_only && error.not_read_here() => return None,
         Ok((inputs, mut files)) => {
-            why_not_captured(&mut files, capture.as_ref(), unit);
+            why_not_captured(&mut files.entries, capture.as_ref(), unit);
             (Ok(inputs), files)
         }
-        Err(error) => (Err(error), Vec::new()),
+        Err(error) => (Err(error), HashedFiles::default()),
     };
     let took = started.elapsed();
     let outputs = (job.check_outputs && inputs.is_ok()).then(|| {

@@ -83,6 +83,7 @@
 mod api;
 mod batch;
 mod hasher;
+mod held_still;
 mod in_flight;
 mod observer;
 mod outputs;

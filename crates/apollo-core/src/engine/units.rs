@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use super::api::UnitResult;
 use super::reuse::ReuseCheck;
-use crate::capture::FileEntry;
 use crate::event::InputComponent;
 use crate::event::{RunFinished, RunStatus};
 use crate::model::Pipeline;
@@ -51,7 +50,14 @@ pub(super) struct UnitSlot {
     /// A reuse check found it must run, while no place among the running was free: its input
     /// components, that check and the time hashing took, used when it is started.
     #[allow(clippy::type_complexity)]
-    pub(super) stashed: Option<Box<(Vec<InputComponent>, Vec<FileEntry>, ReuseCheck, Duration)>>,
+    pub(super) stashed: Option<
+        Box<(
+            Vec<InputComponent>,
+            crate::hash::HashedFiles,
+            ReuseCheck,
+            Duration,
+        )>,
+    >,
 }
 
 impl UnitSlot {

@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::api::AttemptLogs;
 use super::hasher::{Hashed, why_not_captured};
+use super::held_still::inputs_held_still;
 use super::resources::ResourcePool;
 use crate::cancel::CancelToken;
 use crate::capture::{BlobSink, Capture, FileEntry};
@@ -36,6 +37,7 @@ use crate::executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
 };
 use crate::hash::{self, HashError, Limits};
+use crate::hash_cache::FileStamp;
 use crate::model::{Pipeline, Unit};
 
 /// An attempt whose `unit_started` is durable, for a worker to run.
@@ -54,6 +56,9 @@ pub(super) struct Job {
     /// The attempt an earlier apollo left in flight, on the unit's first attempt of a resume
     /// (see [`AttemptRequest::in_flight`]).
     pub(super) in_flight: Option<u32>,
+    /// Its declared input files' paths and `stat` identities when they were hashed: checked
+    /// again when the attempt ends (see [`inputs_held_still`]).
+    pub(super) input_stamps: Vec<(PathBuf, FileStamp)>,
 }
 
 /// An attempt that ended, reported to the scheduler.
@@ -267,8 +272,9 @@ pub(super) fn worker(
                     };
                     let context = AttemptContext::new(cancel).with_reporter(&reporter);
                     let permit = resources.acquire(unit, cancel);
-                    let outcome = executor.run_attempt(&request, &context);
+                    let mut outcome = executor.run_attempt(&request, &context);
                     drop(permit);
+                    inputs_held_still(&mut outcome, unit, &job.input_stamps, &pipeline.base_dir);
                     let mut output_files = Vec::new();
                     let outputs = outcome.status.satisfies_dependents().then(
                         || -> Result<Option<String>, HashError> {

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use super::Scheduler;
 use super::reuse::with_reuse;
-use crate::capture::FileEntry;
 use crate::engine::hasher::HashJob;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
@@ -156,7 +155,7 @@ impl Scheduler<'_> {
             let found = Found {
                 components: inputs,
                 input_hash: None,
-                files: Vec::new(),
+                files: crate::hash::HashedFiles::default(),
                 outputs: None,
                 reuse: None,
                 spent: Duration::ZERO,
@@ -292,14 +291,15 @@ impl Scheduler<'_> {
             halt_on_failure,
             spent,
             in_flight,
+            input_stamps: files.stamps,
         };
         self.batch.push_start(started, Some(job));
-        if !files.is_empty() {
+        if !files.entries.is_empty() {
             self.batch.push_files(UnitFiles {
                 unit: unit.name.clone(),
                 attempt,
                 side: FileSide::Inputs,
-                files,
+                files: files.entries,
                 manifest: None,
             });
         }
@@ -314,7 +314,7 @@ pub(super) struct Found {
     /// The input hash of `components`, when a hashing thread computed it already.
     pub(super) input_hash: Option<String>,
     /// The manifest of its declared input files (empty when it declares none).
-    pub(super) files: Vec<FileEntry>,
+    pub(super) files: crate::hash::HashedFiles,
     /// What the check of its declared outputs found (`None`: it needed none, see
     /// [`needs_output_check`]).
     pub(super) outputs: Option<OutputCheck>,

@@ -61,6 +61,7 @@ fn worker_after_a_failure(halt_on_failure: bool) -> (bool, AttemptStatus, Vec<St
                 halt_on_failure,
                 spent: Duration::ZERO,
                 in_flight: None,
+                input_stamps: Vec::new(),
             })
             .unwrap();
     }
