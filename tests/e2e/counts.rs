@@ -219,3 +219,41 @@ fn runs_are_named_by_last_success_and_by_a_unique_suffix() {
     none.code(2);
     assert!(none.stderr.contains("only 2 runs"), "{}", none.stderr);
 }
+
+#[test]
+fn one_set_of_counts_in_the_summary_and_in_runs() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: work\n    execute: echo done\n  - name: holiday\n    execute: exit 77\n  - name: flaky\n    retries: 1\n    retry_delay: 10ms\n    execute: test $APOLLO_ATTEMPT -ge 2\n",
+    );
+    let run = apollo.args(&["run"]).run();
+    run.code(0);
+    assert!(
+        run.stdout
+            .contains("2 succeeded (1 FLAKY), 0 failed, 1 skipped\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("flaky: flaky"), "{}", run.stdout);
+    let runs = apollo.args(&["runs"]).run();
+    runs.code(0);
+    assert!(runs.stdout.contains("2/3 ok, 1 skipped"), "{}", runs.stdout);
+}
+
+#[test]
+fn the_interrupted_summary_counts_the_unit_that_had_started() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: slow\n    execute: bin/block slow\n  - name: after\n    deps: [slow]\n    execute: echo after\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    running.signal(libc::SIGTERM);
+    let out = running.wait();
+    out.code(130);
+    assert!(
+        out.stdout.contains("1 cut off, 1 not started"),
+        "{}",
+        out.stdout
+    );
+}

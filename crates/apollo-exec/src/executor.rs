@@ -43,6 +43,12 @@ pub struct ExecOptions {
     /// still empty (see "What a phase is" in the crate docs). Output of an attempt younger
     /// than this is lost if apollo is killed. Default: 100 ms.
     pub name_output_after: Duration,
+    /// The state directory whose runs this executor runs, if any: units get
+    /// `APOLLO_RUN_KEY`, derived from it and the run id ([`run_key`](crate::run_key)), which
+    /// the stray sweep matches ([`kill_stray_processes_in`](crate::kill_stray_processes_in)),
+    /// so two projects whose runs have the same id never sweep each other's processes.
+    /// Default: none (the key is then derived from the run id alone).
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ExecOptions {
@@ -51,11 +57,18 @@ impl Default for ExecOptions {
             cleanup_timeout: Duration::from_secs(60),
             direct_exec: true,
             name_output_after: Duration::from_millis(100),
+            state_dir: None,
         }
     }
 }
 
 impl ExecOptions {
+    /// Running the runs of the state directory `state_dir` (see [`ExecOptions::state_dir`]).
+    pub fn state_dir(mut self, state_dir: impl Into<std::path::PathBuf>) -> Self {
+        self.state_dir = Some(state_dir.into());
+        self
+    }
+
     /// With this time limit for the `cleanup` phase.
     pub fn cleanup_timeout(mut self, cleanup_timeout: Duration) -> Self {
         self.cleanup_timeout = cleanup_timeout;
@@ -180,8 +193,10 @@ impl Executor for ProcessExecutor {
             let cancel_event = Arc::clone(&cancel_event);
             move || cancel_event::signal(&cancel_event)
         });
+        let run_key = crate::run_key(self.options.state_dir.as_deref(), request.run_id);
         let context = AttemptContext {
             request,
+            run_key: &run_key,
             cancel,
             cancel_event: &cancel_event,
             stdout: &stdout,

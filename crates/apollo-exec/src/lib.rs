@@ -37,4 +37,6 @@ pub use secrets::{
     MAX_SECRET_FILE_BYTES, MIN_MASKED_LEN, Masker, SECRET_COMMAND_TIMEOUT, SecretError,
     SecretValues, read_secret,
 };
-pub use strays::{CLUSTER_JOB_MARKER, StrayError, kill_stray_processes};
+pub use strays::{
+    CLUSTER_JOB_MARKER, StrayError, kill_stray_processes, kill_stray_processes_in, run_key,
+};

@@ -7,6 +7,7 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, PidfdFlags, Signal};
@@ -46,8 +47,34 @@ pub enum StrayError {
     },
 }
 
-/// SIGKILL every live process whose environment has `APOLLO_RUN_ID=<run_id>` (other than the
-/// calling process), wait until they are gone, and return how many there were.
+/// The value of `APOLLO_RUN_KEY` a unit of run `run_id` of the state directory `state_dir`
+/// gets: 32 hex digits of a SHA-256 over both. A run id is unique within its state directory
+/// only (two projects started in the same second may pick the same one); the key tells their
+/// processes apart, so a sweep never kills another project's units.
+pub fn run_key(state_dir: Option<&Path>, run_id: &str) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut material = b"apollo run key\0".to_vec();
+    if let Some(state_dir) = state_dir {
+        material.extend_from_slice(state_dir.as_os_str().as_bytes());
+    }
+    material.push(0);
+    material.extend_from_slice(run_id.as_bytes());
+    let mut key = apollo_core::hash::sha256_hex(&material);
+    key.truncate(32);
+    key
+}
+
+/// [`kill_stray_processes`] for a run of the state directory `state_dir`: what units started
+/// by a [`ProcessExecutor`](crate::ProcessExecutor) with that
+/// [`state_dir`](crate::ExecOptions::state_dir) left running (matched by their
+/// `APOLLO_RUN_KEY`, see [`run_key`]).
+pub fn kill_stray_processes_in(state_dir: &Path, run_id: &str) -> Result<u32, StrayError> {
+    sweep(run_id, &run_key(Some(state_dir), run_id))
+}
+
+/// SIGKILL every live process whose environment has the `APOLLO_RUN_KEY` of `run_id` started
+/// by an executor without a state directory (see [`run_key`]; other than the calling process),
+/// wait until they are gone, and return how many there were.
 ///
 /// Call it when resuming `run_id`, **before** starting any attempt of it: the attempts this
 /// process starts carry the same id. Every process a unit starts inherits the variable, in its
@@ -57,7 +84,11 @@ pub enum StrayError {
 /// environment reads empty (as it does for an instant between `execve`s) is looked at again
 /// for up to 50 ms after the scan.
 pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
-    let needle = format!("APOLLO_RUN_ID={run_id}");
+    sweep(run_id, &run_key(None, run_id))
+}
+
+fn sweep(run_id: &str, key: &str) -> Result<u32, StrayError> {
+    let needle = format!("APOLLO_RUN_KEY={key}");
     kill_processes_with_env(needle.as_bytes())
         .map_err(|source| StrayError::ScanProc {
             run_id: run_id.to_owned(),

@@ -22,6 +22,8 @@ use crate::program_search::ProgramCache;
 /// Everything a phase shares with the rest of its attempt.
 pub(crate) struct AttemptContext<'a> {
     pub(crate) request: &'a AttemptRequest<'a>,
+    /// The run's `APOLLO_RUN_KEY` (see [`crate::run_key`]).
+    pub(crate) run_key: &'a str,
     pub(crate) cancel: &'a CancelToken,
     pub(crate) cancel_event: &'a OwnedFd,
     pub(crate) stdout: &'a LogFile,

@@ -107,6 +107,7 @@ fn start<'g>(
     }
     overrides.extend([
         ("APOLLO_RUN_ID", OsStr::new(request.run_id)),
+        ("APOLLO_RUN_KEY", OsStr::new(context.run_key)),
         ("APOLLO_UNIT", OsStr::new(request.unit.name.as_str())),
         ("APOLLO_ATTEMPT", OsStr::new(attempt.as_str())),
         ("APOLLO_PHASE", OsStr::new(phase.as_str())),

@@ -10,6 +10,7 @@ mod host;
 mod misbehaving;
 mod phases;
 mod secrets;
+mod strays;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -39,9 +39,13 @@ mod tests {
     #[test]
     fn a_reattached_attempt_shows_the_inputs_its_job_was_submitted_with() {
         let mut run = RunBuilder::new("20261203T000000Z-0001", &["a"]);
-        run.file("a", "in.txt", "v1").start(0, "a", 1).submit(1, "a", 1, None);
+        run.file("a", "in.txt", "v1")
+            .start(0, "a", 1)
+            .submit(1, "a", 1, None);
         // apollo died; the input was edited; the resume reattached attempt 2 to the job.
-        run.file("a", "in.txt", "v2").start(10, "a", 2).submit(11, "a", 2, Some(1));
+        run.file("a", "in.txt", "v2")
+            .start(10, "a", 2)
+            .submit(11, "a", 2, Some(1));
         run.succeed(20, "a", 2);
         let timeline = Timeline::from_records(run.reads()).unwrap();
         let attempts = &timeline.units[0].attempts;

@@ -70,7 +70,7 @@ fn load_for_run(
     let recorded = if loaded.params.is_empty() {
         None
     } else {
-        let sweep = ProcessSweep;
+        let sweep = ProcessSweep::new(state_path);
         let probe =
             RunSession::new(state_path, config_path, &loaded, &sweep).target(target.clone());
         probe.recorded_params().map_err(runner_error)?
@@ -148,10 +148,10 @@ pub(super) fn execute(
             }
         );
     }
-    let sweep = ProcessSweep;
+    let sweep = ProcessSweep::new(&state_path);
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
-    let local = ProcessExecutor::new(ExecOptions::default())
+    let local = ProcessExecutor::new(ExecOptions::default().state_dir(sweep.state_dir()))
         .with_secrets(read_secrets(pipeline, execution.dry_run)?);
     let session = execution.configure(
         RunSession::new(&state_path, config_path, &loaded, &sweep)
