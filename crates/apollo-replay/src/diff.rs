@@ -3,18 +3,15 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use apollo_core::event::{
-    Event, FileSide, InputComponent, InputKind, InputManifestRef, RunStatus, SkipReason,
-    UnitFinished,
-};
-use apollo_core::{Command, Record};
-use chrono::{DateTime, Utc};
+use apollo_core::event::{InputComponent, InputKind, InputManifestRef};
+use apollo_core::{Command, Record, UnitState};
 use serde::Serialize;
 
-use crate::display::{
-    first_line, format_delta, format_duration, offset_ms, skip_reason_text, terminal_safe,
-};
+use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
 use crate::{Timeline, UnitStatus, UnitTimeline};
+
+mod fold;
+use fold::Fold;
 
 /// Two runs compared unit by unit: status, input (and which of its components changed),
 /// output and duration. Built from two [`Timeline`]s with [`RunDiff::new`].
@@ -158,10 +155,10 @@ pub struct UnitDiff {
     pub unit: String,
     /// Which runs have it.
     pub presence: Presence,
-    /// Its final status in run A.
-    pub status_a: Option<UnitStatus>,
-    /// Its final status in run B.
-    pub status_b: Option<UnitStatus>,
+    /// Its state in run A, in the one closed set every view prints.
+    pub state_a: Option<UnitState>,
+    /// Its state in run B.
+    pub state_b: Option<UnitState>,
     /// Input hash of its last attempt in run A.
     pub input_hash_a: Option<String>,
     /// Input hash of its last attempt in run B.
@@ -245,8 +242,8 @@ impl UnitDiff {
         UnitDiff {
             unit: unit.to_owned(),
             presence,
-            status_a: a.map(|unit| unit.status),
-            status_b: b.map(|unit| unit.status),
+            state_a: a.map(|unit| unit.state),
+            state_b: b.map(|unit| unit.state),
             input,
             input_changes,
             input_unknown,
@@ -267,7 +264,7 @@ impl UnitDiff {
     /// Durations never count.
     pub fn is_same(&self) -> bool {
         self.presence == Presence::Both
-            && same_status(self.status_a, self.status_b)
+            && same_state(self.state_a, self.state_b)
             && self.input_hash_a == self.input_hash_b
             && self.output_hash_a == self.output_hash_b
     }
@@ -280,13 +277,9 @@ impl UnitDiff {
             Presence::OnlyB => reasons.push("only in run B (new unit)".to_owned()),
             Presence::Both => {}
         }
-        if self.presence == Presence::Both && !same_status(self.status_a, self.status_b) {
-            let status = |status: Option<UnitStatus>| status.map_or("-", UnitStatus::as_str);
-            let mut reason = format!(
-                "status {} → {}",
-                status(self.status_a),
-                status(self.status_b)
-            );
+        if self.presence == Presence::Both && !same_state(self.state_a, self.state_b) {
+            let state = |state: Option<UnitState>| state.map_or("-", UnitState::as_str);
+            let mut reason = format!("state {} → {}", state(self.state_a), state(self.state_b));
             if let Some(error) = &self.detail_b {
                 reason.push_str(&format!(" ({error})"));
             }
@@ -333,7 +326,7 @@ impl UnitDiff {
 /// marks) is left behind, so a diff holds one of these per unit, whatever the journals' length.
 #[derive(Debug, PartialEq, Eq)]
 struct UnitSide {
-    status: UnitStatus,
+    state: UnitState,
     last: Option<LastAttempt>,
     detail: Option<String>,
 }
@@ -408,6 +401,12 @@ pub trait ManifestLoader {
     /// The components of `reference` in run `side`, or why they cannot be read.
     fn load(&self, side: Side, reference: &InputManifestRef)
     -> Result<Vec<InputComponent>, String>;
+
+    /// Whether an apollo is writing run `side` now: then a unit whose attempt has no end is
+    /// `running`, not `cut_off` ([`Timeline::live`]). `false` unless told.
+    fn is_live(&self, _side: Side) -> bool {
+        false
+    }
 }
 
 impl<F> ManifestLoader for F
@@ -437,11 +436,11 @@ impl ManifestLoader for NoManifests {
 }
 
 impl UnitSide {
-    fn of(unit: &UnitTimeline) -> Self {
+    fn of(unit: &UnitTimeline, live: bool) -> Self {
         // A unit reused from an earlier run is compared on what its `unit_reused` recorded.
         if let (UnitStatus::Reused, Some(reused)) = (unit.status, &unit.reused) {
             return UnitSide {
-                status: unit.status,
+                state: UnitState::Reused,
                 last: Some(LastAttempt::reused(
                     reused.input_hash.clone(),
                     reused.inputs.clone(),
@@ -451,7 +450,7 @@ impl UnitSide {
             };
         }
         UnitSide {
-            status: unit.status,
+            state: unit.state(live),
             last: unit.last_attempt().map(|attempt| LastAttempt {
                 input_hash: attempt.input_hash.clone(),
                 inputs: attempt.inputs.clone(),
@@ -479,7 +478,7 @@ pub(crate) struct RunSummary {
 impl RunSummary {
     pub(crate) fn of(timeline: &Timeline) -> Self {
         let units: Vec<(String, UnitSide)> = (timeline.units.iter())
-            .map(|unit| (unit.name.clone(), UnitSide::of(unit)))
+            .map(|unit| (unit.name.clone(), UnitSide::of(unit, timeline.live)))
             .collect();
         let index = (units.iter().enumerate())
             .map(|(unit_idx, (name, _))| (name.clone(), unit_idx))
@@ -500,255 +499,15 @@ impl RunSummary {
     /// The summary of a run read record by record, holding per unit only its status, its
     /// last attempt and its last skip: memory grows with the units, not with the records.
     /// It agrees with [`RunSummary::of`] the run's [`Timeline`] (a property test checks it).
-    pub(crate) fn fold<I, E>(records: I) -> Result<RunSummary, E>
+    pub(crate) fn fold<I, E>(records: I, live: bool) -> Result<RunSummary, E>
     where
         I: IntoIterator<Item = Result<Record, E>>,
     {
-        let mut fold = Fold::default();
+        let mut fold = Fold::new(live);
         for record in records {
             fold.push(record?);
         }
         Ok(fold.finish())
-    }
-}
-
-/// What [`RunSummary::fold`] keeps per unit while reading.
-struct FoldUnit {
-    name: String,
-    status: UnitStatus,
-    last: Option<FoldAttempt>,
-    last_skip: Option<SkipReason>,
-    /// Its latest `unit_reused`, compared as its last attempt while it is `Reused`.
-    reused: Option<LastAttempt>,
-}
-
-/// A unit's last attempt so far (the one that started last, as in a [`Timeline`]).
-struct FoldAttempt {
-    number: u32,
-    input_hash: Option<String>,
-    inputs: Vec<InputComponent>,
-    inputs_manifest: Option<InputManifestRef>,
-    start: DateTime<Utc>,
-    end: DateTime<Utc>,
-    /// Still open (no finish, not closed by a later start or a resume).
-    open: bool,
-    outcome: Option<UnitFinished>,
-    /// Its recorded output manifest (path → SHA-256), if any.
-    output_files: Option<Vec<(String, String)>>,
-}
-
-/// The state of [`RunSummary::fold`]: the timeline builder's rules, keeping less.
-#[derive(Default)]
-struct Fold {
-    run_id: Option<String>,
-    pipeline: Option<String>,
-    params: std::collections::BTreeMap<String, serde_json::Value>,
-    finished: Option<RunStatus>,
-    units: Vec<FoldUnit>,
-    index: HashMap<String, usize>,
-    /// Open attempts of every unit, as the timeline builder tracks them.
-    open: HashSet<(usize, u32)>,
-    last_alive_ts: Option<DateTime<Utc>>,
-}
-
-impl Fold {
-    fn unit_idx(&mut self, name: &str) -> usize {
-        if let Some(&unit_idx) = self.index.get(name) {
-            return unit_idx;
-        }
-        self.index.insert(name.to_owned(), self.units.len());
-        self.units.push(FoldUnit {
-            name: name.to_owned(),
-            status: UnitStatus::NotRun,
-            last: None,
-            last_skip: None,
-            reused: None,
-        });
-        self.units.len() - 1
-    }
-
-    /// Ends the open attempt `attempt` of `unit_idx` at `end`, if it is the unit's last.
-    fn close(&mut self, unit_idx: usize, attempt: u32, end: DateTime<Utc>) {
-        if let Some(last) = &mut self.units[unit_idx].last
-            && last.open
-            && last.number == attempt
-        {
-            last.open = false;
-            last.end = end.max(last.start);
-        }
-    }
-
-    fn close_all(&mut self, end: DateTime<Utc>) {
-        for (unit_idx, attempt) in std::mem::take(&mut self.open) {
-            self.close(unit_idx, attempt, end);
-        }
-    }
-
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
-    fn push(&mut self, record: Record) {
-        let Record { ts, event, .. } = record;
-        let previous_alive_ts = self.last_alive_ts;
-        if !matches!(event, Event::UnitMarked(_)) {
-            self.last_alive_ts = Some(ts);
-        }
-        match event {
-            Event::RunStarted(started) => {
-                if self.run_id.is_none() {
-                    self.run_id = Some(started.run_id);
-                    self.pipeline = Some(started.pipeline);
-                    self.params = started.params;
-                }
-                for name in &started.units {
-                    self.unit_idx(name);
-                }
-            }
-            Event::RunResumed(resumed) => {
-                self.close_all(previous_alive_ts.unwrap_or(ts));
-                self.finished = None;
-                for name in &resumed.units {
-                    self.unit_idx(name);
-                }
-            }
-            Event::UnitStarted(started) => {
-                let unit_idx = self.unit_idx(&started.unit);
-                if self.open.remove(&(unit_idx, started.attempt)) {
-                    self.close(unit_idx, started.attempt, ts);
-                }
-                self.open.insert((unit_idx, started.attempt));
-                let unit = &mut self.units[unit_idx];
-                unit.status = UnitStatus::Unfinished;
-                unit.last = Some(FoldAttempt {
-                    number: started.attempt,
-                    input_hash: Some(started.input_hash),
-                    inputs: started.inputs,
-                    inputs_manifest: started.inputs_manifest,
-                    start: ts,
-                    end: ts,
-                    open: true,
-                    outcome: None,
-                    output_files: None,
-                });
-            }
-            Event::UnitFinished(finished) => {
-                let unit_idx = self.unit_idx(&finished.unit);
-                let was_open = self.open.remove(&(unit_idx, finished.attempt));
-                let unit = &mut self.units[unit_idx];
-                unit.status = UnitStatus::from_attempt(finished.status);
-                if !was_open {
-                    // No start on record: the timeline adds the attempt as it finished.
-                    unit.last = Some(FoldAttempt {
-                        number: finished.attempt,
-                        input_hash: None,
-                        inputs: Vec::new(),
-                        inputs_manifest: None,
-                        start: ts,
-                        end: ts,
-                        open: false,
-                        outcome: Some(finished),
-                        output_files: None,
-                    });
-                } else if let Some(last) = &mut unit.last
-                    && last.open
-                    && last.number == finished.attempt
-                {
-                    last.open = false;
-                    last.end = ts;
-                    last.outcome = Some(finished);
-                }
-            }
-            Event::UnitSkipped(skipped) => {
-                let unit_idx = self.unit_idx(&skipped.unit);
-                let unit = &mut self.units[unit_idx];
-                unit.status = UnitStatus::after_skip(&skipped.reason);
-                unit.last_skip = Some(skipped.reason);
-            }
-            Event::UnitMarked(marked) => {
-                let unit_idx = self.unit_idx(&marked.unit);
-                let unit = &mut self.units[unit_idx];
-                unit.status = unit.status.after_mark(marked.verdict);
-            }
-            Event::RunFinished(finished) => self.finished = Some(finished.status),
-            // An attempt's outputs manifest precedes its `unit_finished`. One kept in a
-            // manifest file (a huge directory) is not read: the output hash still compares.
-            Event::UnitFiles(files)
-                if files.side == FileSide::Outputs && files.manifest.is_none() =>
-            {
-                let unit_idx = self.unit_idx(&files.unit);
-                if let Some(last) = &mut self.units[unit_idx].last
-                    && last.number == files.attempt
-                {
-                    last.output_files = Some(
-                        (files.files.into_iter())
-                            .map(|file| (file.path, file.sha256))
-                            .collect(),
-                    );
-                }
-            }
-            Event::UnitReused(reused) => {
-                let unit_idx = self.unit_idx(&reused.unit);
-                let unit = &mut self.units[unit_idx];
-                unit.status = UnitStatus::Reused;
-                unit.reused = Some(LastAttempt::reused(
-                    reused.input_hash,
-                    reused.inputs,
-                    reused.output_hash,
-                ));
-            }
-            // A kind this version does not know (a newer minor format): nothing to compare.
-            _ => {}
-        }
-    }
-
-    fn finish(mut self) -> RunSummary {
-        if let Some(last_ts) = self.last_alive_ts {
-            self.close_all(last_ts);
-        }
-        let units: Vec<(String, UnitSide)> = (self.units.into_iter())
-            .map(|unit| {
-                let detail = match unit.status {
-                    UnitStatus::UpstreamFailed | UnitStatus::NotStarted => {
-                        unit.last_skip.as_ref().map(skip_reason_text)
-                    }
-                    _ => (unit.last.as_ref())
-                        .and_then(|last| last.outcome.as_ref()?.error.as_deref())
-                        .map(first_line)
-                        .filter(|line| !line.is_empty())
-                        .map(str::to_owned),
-                };
-                let last = unit.last.map(|last| LastAttempt {
-                    output_hash: (last.outcome.as_ref())
-                        .and_then(|outcome| outcome.output_hash.clone()),
-                    duration_ms: match &last.outcome {
-                        Some(outcome) => outcome.duration_ms,
-                        None => offset_ms(last.start, last.end),
-                    },
-                    output_files: last.output_files,
-                    input_hash: last.input_hash,
-                    inputs: last.inputs,
-                    inputs_manifest: last.inputs_manifest,
-                });
-                let last = match (unit.status, unit.reused) {
-                    (UnitStatus::Reused, Some(reused)) => Some(reused),
-                    _ => last,
-                };
-                let side = UnitSide {
-                    status: unit.status,
-                    last,
-                    detail,
-                };
-                (unit.name, side)
-            })
-            .collect();
-        RunSummary {
-            side: RunSide {
-                run_id: self.run_id,
-                pipeline: self.pipeline,
-                status: self.finished.map_or("incomplete", RunStatus::as_str),
-                params: self.params,
-            },
-            units,
-            index: self.index,
-        }
     }
 }
 
@@ -782,11 +541,16 @@ fn compare_files(a: &[(String, String)], b: &[(String, String)]) -> Vec<String> 
     changes
 }
 
-/// Whether two statuses mean the same outcome: equal, or one run succeeded where the other
+/// Whether two states mean the same outcome: equal, or one run succeeded where the other
 /// reused that success (same inputs, same outputs: nothing to tell apart).
-fn same_status(a: Option<UnitStatus>, b: Option<UnitStatus>) -> bool {
-    let satisfied = |status| matches!(status, Some(UnitStatus::Succeeded | UnitStatus::Reused));
-    a == b || (satisfied(a) && satisfied(b))
+fn same_state(a: Option<UnitState>, b: Option<UnitState>) -> bool {
+    let done = |state| {
+        matches!(
+            state,
+            Some(UnitState::Succeeded | UnitState::Reused | UnitState::AlreadyDone)
+        )
+    };
+    a == b || (done(a) && done(b))
 }
 
 fn signed(ms: u64) -> i64 {
@@ -884,8 +648,8 @@ impl RunDiff {
         A: IntoIterator<Item = Result<Record, E>>,
         B: IntoIterator<Item = Result<Record, E>>,
     {
-        let a = RunSummary::fold(run_a)?;
-        let b = RunSummary::fold(run_b)?;
+        let a = RunSummary::fold(run_a, manifests.is_live(Side::A))?;
+        let b = RunSummary::fold(run_b, manifests.is_live(Side::B))?;
         Ok(RunDiff::compare(&a, &b, manifests))
     }
 
@@ -1005,16 +769,16 @@ pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io:
         }
     };
     for unit in &diff.units {
-        let status = |status: Option<UnitStatus>| status.map_or("-", UnitStatus::as_str);
+        let status = |state: Option<UnitState>| state.map_or("-", UnitState::as_str);
         let duration = |ms: Option<u64>| ms.map(format_duration).unwrap_or_else(|| "-".into());
-        let status_changed = unit.status_a != unit.status_b;
+        let status_changed = unit.state_a != unit.state_b;
         let mut line = paint(
             format!("{:<unit_width$}  ", terminal_safe(&unit.unit)),
             !unit.is_same(),
         );
-        line.push_str(&format!("{:<status_width$}", status(unit.status_a)));
+        line.push_str(&format!("{:<status_width$}", status(unit.state_a)));
         line.push_str(&paint(
-            format!("{:<status_width$}", status(unit.status_b)),
+            format!("{:<status_width$}", status(unit.state_b)),
             status_changed,
         ));
         line.push_str(&paint(
@@ -1084,7 +848,7 @@ pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
         units: Vec<UnitJson<'a>>,
     }
     let document = DiffJson {
-        schema: "apollo.diff/1",
+        schema: "apollo.diff/2",
         same: diff.is_same(),
         run_a: &diff.run_a,
         run_b: &diff.run_b,

@@ -220,7 +220,7 @@ proptest! {
     fn the_diff_s_streaming_fold_agrees_with_the_timeline(a in records()) {
         let timeline = Timeline::from_records(reads(&a)).unwrap();
         prop_assert_eq!(
-            crate::diff::RunSummary::fold(reads(&a)).unwrap(),
+            crate::diff::RunSummary::fold(reads(&a), false).unwrap(),
             crate::diff::RunSummary::of(&timeline)
         );
     }

@@ -6,6 +6,7 @@
 
 pub(crate) mod check;
 pub(crate) mod completions;
+pub(crate) mod diff;
 pub(crate) mod graph;
 pub(crate) mod logs;
 pub(crate) mod man;
@@ -45,7 +46,7 @@ pub(crate) fn dispatch(
         Command::Mark(args) => mark::run(&args, state_dir, stdout, stderr),
         Command::Runs(args) => runs::runs(&args, state_dir, stdout),
         Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
-        Command::Diff(args) => replay::diff(&args, state_dir, stdout, stderr),
+        Command::Diff(args) => diff::diff(&args, state_dir, stdout, stderr),
         Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),
         Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
         Command::Logs(args) => logs::logs(&args, state_dir, stdout, stderr),

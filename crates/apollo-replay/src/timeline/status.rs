@@ -12,7 +12,19 @@ impl UnitTimeline {
     /// whether an apollo is writing the run now — then an attempt without its end is
     /// running; otherwise it was cut off.
     pub fn state(&self, live: bool) -> UnitState {
-        match self.status {
+        let ran = self
+            .last_attempt()
+            .is_none_or(|attempt| !attempt.phases().is_empty());
+        self.status.state(ran, live)
+    }
+}
+
+impl UnitStatus {
+    /// This status in the one closed set every view prints ([`UnitState`]). `ran`: whether
+    /// the unit's last attempt started a process; `live`: whether an apollo is writing the run
+    /// now (one rule for the run model and the diff's fold).
+    pub(crate) fn state(self, ran: bool, live: bool) -> UnitState {
+        match self {
             UnitStatus::Succeeded | UnitStatus::MarkedSucceeded => UnitState::Succeeded,
             UnitStatus::Failed | UnitStatus::TimedOut | UnitStatus::MarkedFailed => {
                 UnitState::Failed
@@ -22,13 +34,7 @@ impl UnitTimeline {
             UnitStatus::UpstreamFailed => UnitState::UpstreamFailed,
             UnitStatus::Reused => UnitState::Reused,
             // An attempt committed ahead and ended before any process of it started.
-            UnitStatus::Interrupted
-                if self
-                    .last_attempt()
-                    .is_some_and(|attempt| attempt.phases().is_empty()) =>
-            {
-                UnitState::NotStarted
-            }
+            UnitStatus::Interrupted if !ran => UnitState::NotStarted,
             UnitStatus::Interrupted => UnitState::CutOff,
             UnitStatus::Unfinished if live => UnitState::Running,
             UnitStatus::Unfinished => UnitState::CutOff,
