@@ -7,7 +7,6 @@
 mod cli;
 mod cmd;
 mod color;
-mod counts;
 mod error;
 mod excerpt;
 mod exit;

@@ -123,6 +123,11 @@ pub struct ReplayOptions {
     /// the run and its open attempts until then, as `running` (not cut short at the last
     /// record, like a killed run's).
     pub now: Option<DateTime<Utc>>,
+    /// The run model's counts ([`Timeline::counts`]) and the sequence number of the run's
+    /// last `run_finished` ([`Timeline::finished`]), when the caller has them: the text
+    /// format's line for that record prints them as every other view does, rather than the
+    /// tally the record carries (an earlier `run end`, before a resume, keeps its own).
+    pub counts: Option<(u64, apollo_core::UnitCounts)>,
 }
 
 impl ReplayOptions {
@@ -158,6 +163,13 @@ impl ReplayOptions {
         self
     }
 
+    /// With the run model's counts, for the run's final `run end` (see
+    /// [`counts`](Self::counts)); nothing when the run has not finished.
+    pub fn counts_of(mut self, model: &Timeline) -> Self {
+        self.counts = model.finished.map(|end| (end.seq, model.counts()));
+        self
+    }
+
     /// Looked at `now` (see [`now`](Self::now)).
     pub fn now(mut self, now: DateTime<Utc>) -> Self {
         self.now = Some(now);
@@ -181,7 +193,8 @@ where
             let text_options = TextOptions::default()
                 .filter(options.filter.clone())
                 .color(options.color)
-                .live(options.live);
+                .live(options.live)
+                .counts(options.counts);
             write_text(records, out, &text_options)
         }
         Format::Json => write_json(records, out, &options.filter),

@@ -35,6 +35,10 @@ pub struct TextOptions {
     /// `running`, not `unfinished` (the reader found the run's lock held; see
     /// [`ReplayOptions::live`](crate::ReplayOptions::live)).
     pub live: Option<u32>,
+    /// The run model's counts, printed by the `run end` line (see
+    /// [`ReplayOptions::counts`](crate::ReplayOptions::counts)); without them, the tally of the
+    /// `run_finished` record.
+    pub counts: Option<(u64, apollo_core::UnitCounts)>,
 }
 
 impl Default for TextOptions {
@@ -44,6 +48,7 @@ impl Default for TextOptions {
             color: false,
             phases: true,
             live: None,
+            counts: None,
         }
     }
 }
@@ -64,6 +69,13 @@ impl TextOptions {
     /// Options for a run being run now by the apollo with pid `pid` (`None`: not running).
     pub fn live(mut self, pid: Option<u32>) -> Self {
         self.live = pid;
+        self
+    }
+
+    /// Options whose final `run end` line (the record with that sequence number) prints the
+    /// run model's `counts`.
+    pub fn counts(mut self, counts: Option<(u64, apollo_core::UnitCounts)>) -> Self {
+        self.counts = counts;
         self
     }
 

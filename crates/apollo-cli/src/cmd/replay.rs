@@ -152,12 +152,18 @@ pub(crate) fn replay(
             return Ok(Exit::Success);
         }
     };
-    let options = ReplayOptions::new(format)
+    let mut options = ReplayOptions::new(format)
         .filter(filter)
         .color(format == Format::Text && color_stdout())
         .live(crate::cmd::logs::live_holder_pid(&state, &run_id))
         .workers(run_workers(&state, &run_id))
         .now(chrono::Utc::now());
+    // The `run end` line prints the run model's counts, as `runs` and `show` do.
+    if format == Format::Text
+        && let Ok(model) = state::run_model(&state, &run_id, &mut std::io::sink())
+    {
+        options = options.counts_of(&model);
+    }
     let run_dir = state.run_dir(&run_id)?;
     let excerpts = |unit: &str, attempt: u32| excerpt_of(&run_dir, unit, attempt);
     let definition = if format == Format::Html {

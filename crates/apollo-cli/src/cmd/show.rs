@@ -477,13 +477,7 @@ fn show_run(
     if let Some(problem) = &summary.problem {
         writeln!(out, "  problem: {problem}").map_err(output)?;
     }
-    writeln!(
-        out,
-        "  {}, of {} units",
-        crate::counts::text(&counts, 0),
-        summary.n_units
-    )
-    .map_err(output)?;
+    writeln!(out, "  {}, of {} units", counts.text(0), summary.n_units).map_err(output)?;
     let width = (timeline.units.iter())
         .map(|unit| unit.name.chars().count())
         .max()

@@ -237,13 +237,26 @@ impl<W: Write> TextRenderer<W> {
         if !context.keep {
             return Ok(());
         }
-        let mut detail = format!(
-            "{} succeeded · {} failed · {} skipped",
-            finished.succeeded, finished.failed, finished.skipped
-        );
-        if finished.reused > 0 {
-            detail.push_str(&format!(" · {} reused", finished.reused));
-        }
+        // The run model's counts for the run's final end; an earlier end (before a resume)
+        // has only its record's tally, printed the same way.
+        let detail = match &self.options.counts {
+            Some((seq, counts)) if *seq == context.seq => counts.text(0),
+            _ => {
+                use apollo_core::UnitState;
+                let mut tally = [0; UnitState::ALL.len()];
+                for (state, n) in [
+                    (UnitState::Succeeded, finished.succeeded),
+                    (UnitState::Failed, finished.failed),
+                    (UnitState::Skipped, finished.skipped),
+                    (UnitState::Reused, finished.reused),
+                ] {
+                    if let Some(at) = UnitState::ALL.iter().position(|of| *of == state) {
+                        tally[at] = n;
+                    }
+                }
+                apollo_core::UnitCounts::from_array(tally).text(0)
+            }
+        };
         self.write_line(&Line {
             duration_ms: Some(context.offset),
             ..Line::run(context.offset, "run end", finished.status.as_str(), detail)

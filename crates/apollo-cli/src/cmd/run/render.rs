@@ -66,7 +66,7 @@ pub(crate) fn summary(
     let mut summary = format!(
         "apollo: run {run_id} {status} in {}: {}",
         human_duration(elapsed),
-        crate::counts::text(&counts, n_flaky)
+        counts.text(n_flaky)
     );
     if n_flaky > 0 {
         let flaky: Vec<&str> = notes.flaky.iter().map(String::as_str).collect();
