@@ -26,6 +26,11 @@ fn killed_at_random_moments_and_resumed() {
         summary.violations.join("\n")
     );
     assert_eq!(summary.iterations, 24, "{summary}");
+    // Half the iterations run their `reuse: true` pipeline a second time (check 10).
+    assert!(
+        summary.reuse_phases > 0 && summary.units_reused > 0,
+        "no reuse phase ran: {summary}"
+    );
     assert!(
         summary.kills > 0,
         "the harness never killed apollo: {summary}"

@@ -36,6 +36,12 @@
 //!    20% chance keeps stepping back by 1–120 minutes at every reading during the run (the
 //!    journal rotates at each UTC day it crosses): the incomplete run is still the one resumed
 //!    (check 3: no run abandoned with attempts in it), nothing is redone, `verify` passes.
+//! 10. **reuse**: half the iterations (drawn apart, so a seed's kill delays stay the same)
+//!     generate `reuse: true` units with declared outputs (the non-idempotent one `reuse:
+//!     false`) and, once the first run completed and passed checks 1–5, run the same pipeline
+//!     again — a new run, killed, tampered with and resumed the same way: it ends succeeded,
+//!     every reusable unit is recorded reused in it and **executed not once more**, nothing
+//!     executed before its `unit_started` was durable, `verify` passes, no process is left.
 //!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
@@ -63,6 +69,12 @@ use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, Event, RunStatus, Verdict};
 use apollo_store::{JournalReader, ReadOptions};
+
+mod check;
+mod tamper;
+
+use check::{check, tagged_processes};
+use tamper::tamper_between;
 
 /// splitmix64: a tiny, seedable, good-enough generator (no dependency for the harness).
 struct Rng(u64);
@@ -173,6 +185,11 @@ pub struct Summary {
     pub stale_lock_refusals: u64,
     /// Iterations with at least one violation (or that could not complete).
     pub failed_iterations: u64,
+    /// Iterations whose pipeline was `reuse: true` and ran a second time (a new run, killed
+    /// and resumed like the first), in which nothing may execute again (check 10).
+    pub reuse_phases: u64,
+    /// Units reused in those second runs.
+    pub units_reused: u64,
     /// Kills that came after the run's success was recorded (the iteration is complete).
     pub killed_after_success: u64,
     /// Run folders a kill left before their first segment existed: apollo ignores them
@@ -236,25 +253,34 @@ case "$mode" in
   slow)    if [ "$APOLLO_ATTEMPT" -eq 1 ]; then ms=5000; fi ;;
 esac
 sleep "$(awk "BEGIN { print $ms / 1000 }")"
+# Its declared output (under `reuse: true`): the same bytes every time.
+mkdir -p "$dir/out" && echo "$name" > "$dir/out/$name"
 echo "$APOLLO_ATTEMPT" >> "$dir/counts/$name.done"
 "#;
+
+/// A generated pipeline: its units' names, and the one that is `idempotent: false`, if any.
+type Generated = (Vec<String>, Option<String>);
 
 fn generate(
     rng: &mut Rng,
     dir: &Path,
     durability: Option<apollo_core::Durability>,
-) -> std::io::Result<Vec<String>> {
+    reuse: bool,
+) -> std::io::Result<Generated> {
     let n_units = 6 + rng.below(7);
     let mut yaml = String::from(
         "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\n",
     );
     // The same pipeline whatever the mode (the generator draws nothing for it).
+    if reuse {
+        yaml.push_str("  reuse: true\n");
+    }
     if let Some(durability) = durability {
         let _ = writeln!(yaml, "durability: {durability}");
     }
     yaml.push_str("units:\n");
     let mut names = Vec::new();
-    let mut non_idempotent_placed = false;
+    let mut non_idempotent = None;
     for unit_idx in 0..n_units {
         let name = format!("u{unit_idx:02}");
         let mut deps = BTreeSet::new();
@@ -277,20 +303,26 @@ fn generate(
         let deps: Vec<String> = deps.into_iter().collect();
         let _ = writeln!(yaml, "    deps: [{}]", deps.join(", "));
         let _ = writeln!(yaml, "    execute: ./bin/unit {name} {mode} {millis}");
+        if reuse {
+            let _ = writeln!(yaml, "    outputs: [out/{name}]");
+        }
         if mode == "slow" {
             let _ = writeln!(yaml, "    timeout: 300ms");
         }
         if mode == "failing" {
             let _ = writeln!(yaml, "    retries: 0");
         }
-        if !non_idempotent_placed && mode == "normal" && rng.chance(40) {
+        if non_idempotent.is_none() && mode == "normal" && rng.chance(40) {
             let _ = writeln!(yaml, "    idempotent: false\n    retries: 0");
-            non_idempotent_placed = true;
+            if reuse {
+                let _ = writeln!(yaml, "    reuse: false");
+            }
+            non_idempotent = Some(name.clone());
         }
         names.push(name);
     }
     std::fs::write(dir.join("apollo.yaml"), yaml)?;
-    Ok(names)
+    Ok((names, non_idempotent))
 }
 
 fn lines_of(path: &Path) -> Vec<u32> {
@@ -361,7 +393,10 @@ fn iteration(
         std::fs::set_permissions(dir.join("bin/unit"), std::fs::Permissions::from_mode(0o755))
             .map_err(io!())?;
     }
-    let names = generate(rng, dir, args.durability).map_err(io!())?;
+    // Whether the pipeline's units are `reuse: true` and the iteration runs it a second time
+    // (check 10): drawn without advancing `rng`, so a seed's kill delays stay the same.
+    let reuse = Rng(rng.0 ^ 0x4E05_E5EE_D000_0001).chance(50);
+    let (names, not_reused) = generate(rng, dir, args.durability, reuse).map_err(io!())?;
     // The state-dir tampering and clock steps draw from their own generator, so the pipeline
     // and the kill delays of a seed stay those of the kill-only harness.
     let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
@@ -369,216 +404,254 @@ fn iteration(
     let victim = dir.join("victim.txt");
     std::fs::write(&victim, VICTIM).map_err(io!())?;
     let mut clock_offset: i64 = 0;
-    let max_kills = 1 + rng.below(4);
+    let mut max_kills = 1 + rng.below(4);
     let mut kills = 0;
     let mut invocation = 0u32;
     let mut stale_lock_refusals = 0u32;
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut deadline = Instant::now() + Duration::from_secs(300);
+    // The second phase of a reuse iteration, once the first run completed.
+    let mut phase: Option<check::ReusePhase> = None;
+    let mut phase_invocation = 0u32;
     loop {
-        if Instant::now() > deadline {
-            return Err("the run did not complete within 300 s".into());
-        }
-        invocation += 1;
-        // Clock steps: back by hours (often across a UTC day) from the last invocation's, and
-        // sometimes stepping back at every reading during the run.
-        if invocation > 1 && trng.chance(35) {
-            clock_offset -= 3600 * (1 + trng.below(30) as i64);
-            totals.clock_steps += 1;
-        }
-        let clock_step: i64 = if trng.chance(20) {
-            totals.stepping_clocks += 1;
-            -(60 + trng.below(7200) as i64)
-        } else {
-            0
-        };
-        let clock = format!("{clock_offset},{clock_step}");
-        // State-dir tampering between invocations (the run is incomplete here).
-        if invocation > 1 {
-            tamper_between(args, &mut trng, dir, &clock, totals, &mut violations)?;
-        }
-        // stderr to a file: nothing to drain while the harness sleeps before its kill.
-        let stderr_path = dir.join(format!("apollo-{invocation:03}.stderr"));
-        let stderr_file = std::fs::File::create(&stderr_path).map_err(io!())?;
-        let mut child = apollo(args, dir)
-            .env(CLOCK_VAR, &clock)
-            .arg("run")
-            .stdout(Stdio::null())
-            .stderr(stderr_file)
-            .spawn()
-            .map_err(io!())?;
-        if invocation > 1 {
-            totals.resumes += 1;
-        }
-        let mut tampered_mid_run = None;
-        let mut moved = None;
-        if kills < max_kills {
-            // The attack: a random moment, not a synchronisation.
-            std::thread::sleep(Duration::from_millis(rng.below(400)));
-            let action = trng.below(100);
-            if child.try_wait().map_err(io!())?.is_some() {
-                // Already done: nothing to attack.
-            } else if action < 12 {
-                // Delete the lock file under the running apollo.
-                if std::fs::remove_file(dir.join(".apollo/lock")).is_ok() {
-                    tampered_mid_run = Some("its lock file was deleted");
-                    totals.lock_deletions += 1;
-                    kills += 1;
-                }
-            } else if action < 24
-                && let Some(run) = latest_run_dir(dir)?
-            {
-                // Move the whole run folder away (as `git clean` or a careless `mv` would);
-                // it comes back once apollo exited, so the journal's promises stay checkable.
-                let aside = dir.join(".apollo-moved");
-                std::fs::create_dir_all(&aside).map_err(io!())?;
-                std::fs::write(dir.join("moving"), b"").map_err(io!())?;
-                let to = aside.join(run.file_name().unwrap_or_default());
-                if std::fs::rename(&run, &to).is_ok() {
-                    moved = Some((run, to));
-                    tampered_mid_run = Some("its run folder was moved away");
-                    totals.run_folder_moves += 1;
-                    kills += 1;
-                } else {
-                    std::fs::remove_file(dir.join("moving"))
-                        .map_err(|error| format!("removing the `moving` marker: {error}"))?;
-                }
-            } else {
-                let _ = child.kill();
-                let _ = child.wait();
-                kills += 1;
-                totals.kills += 1;
-                // Killed after it had recorded the run's success (while it fsynced or printed
-                // its summary): the run is complete, and `apollo run` would rightly start a
-                // new one. Look, as an operator would (`apollo runs`), before running again.
-                if latest_run_succeeded(dir)? {
-                    totals.killed_after_success += 1;
-                    break;
-                }
-                continue;
+        let floor = phase.as_ref().map(|phase| phase.floor.clone());
+        loop {
+            if Instant::now() > deadline {
+                return Err("the run did not complete within 300 s".into());
             }
-        }
-        let status = wait_bounded(&mut child)?;
-        let moved_back = moved.is_some();
-        if let Some((run, to)) = moved.take() {
-            if std::fs::symlink_metadata(&run).is_ok() {
-                // An executor creates an attempt's log folder and its parent only, never the
-                // run folder above them: a run folder that came back while the real one was
-                // away is apollo writing where it has no business. Keep it aside for
-                // inspection and put the real run folder back.
-                totals.recreated_run_folders += 1;
-                violations.push(format!(
+            invocation += 1;
+            phase_invocation += 1;
+            // Clock steps: back by hours (often across a UTC day) from the last invocation's, and
+            // sometimes stepping back at every reading during the run.
+            if invocation > 1 && trng.chance(35) {
+                clock_offset -= 3600 * (1 + trng.below(30) as i64);
+                totals.clock_steps += 1;
+            }
+            let clock_step: i64 = if trng.chance(20) {
+                totals.stepping_clocks += 1;
+                -(60 + trng.below(7200) as i64)
+            } else {
+                0
+            };
+            let clock = format!("{clock_offset},{clock_step}");
+            // State-dir tampering between invocations (the run is incomplete here).
+            if phase_invocation > 1 {
+                tamper_between(args, &mut trng, dir, &clock, totals, &mut violations)?;
+            }
+            // stderr to a file: nothing to drain while the harness sleeps before its kill.
+            let stderr_path = dir.join(format!("apollo-{invocation:03}.stderr"));
+            let stderr_file = std::fs::File::create(&stderr_path).map_err(io!())?;
+            let mut child = apollo(args, dir)
+                .env(CLOCK_VAR, &clock)
+                .arg("run")
+                .stdout(Stdio::null())
+                .stderr(stderr_file)
+                .spawn()
+                .map_err(io!())?;
+            if invocation > 1 {
+                totals.resumes += 1;
+            }
+            let mut tampered_mid_run = None;
+            let mut moved = None;
+            if kills < max_kills {
+                // The attack: a random moment, not a synchronisation.
+                std::thread::sleep(Duration::from_millis(rng.below(400)));
+                let action = trng.below(100);
+                if child.try_wait().map_err(io!())?.is_some() {
+                    // Already done: nothing to attack.
+                } else if action < 12 {
+                    // Delete the lock file under the running apollo.
+                    if std::fs::remove_file(dir.join(".apollo/lock")).is_ok() {
+                        tampered_mid_run = Some("its lock file was deleted");
+                        totals.lock_deletions += 1;
+                        kills += 1;
+                    }
+                } else if action < 24
+                    && let Some(run) = latest_run_dir(dir)?
+                {
+                    // Move the whole run folder away (as `git clean` or a careless `mv` would);
+                    // it comes back once apollo exited, so the journal's promises stay checkable.
+                    let aside = dir.join(".apollo-moved");
+                    std::fs::create_dir_all(&aside).map_err(io!())?;
+                    std::fs::write(dir.join("moving"), b"").map_err(io!())?;
+                    let to = aside.join(run.file_name().unwrap_or_default());
+                    if std::fs::rename(&run, &to).is_ok() {
+                        moved = Some((run, to));
+                        tampered_mid_run = Some("its run folder was moved away");
+                        totals.run_folder_moves += 1;
+                        kills += 1;
+                    } else {
+                        std::fs::remove_file(dir.join("moving"))
+                            .map_err(|error| format!("removing the `moving` marker: {error}"))?;
+                    }
+                } else {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    kills += 1;
+                    totals.kills += 1;
+                    // Killed after it had recorded the run's success (while it fsynced or printed
+                    // its summary): the run is complete, and `apollo run` would rightly start a
+                    // new one. Look, as an operator would (`apollo runs`), before running again.
+                    if latest_run_succeeded(dir, floor.as_deref())? {
+                        totals.killed_after_success += 1;
+                        break;
+                    }
+                    continue;
+                }
+            }
+            let status = wait_bounded(&mut child)?;
+            let moved_back = moved.is_some();
+            if let Some((run, to)) = moved.take() {
+                if std::fs::symlink_metadata(&run).is_ok() {
+                    // An executor creates an attempt's log folder and its parent only, never the
+                    // run folder above them: a run folder that came back while the real one was
+                    // away is apollo writing where it has no business. Keep it aside for
+                    // inspection and put the real run folder back.
+                    totals.recreated_run_folders += 1;
+                    violations.push(format!(
                     "{} came back while the run folder was moved away (invocation {invocation})",
                     run.display()
                 ));
-                let stray = to.with_extension(format!("recreated-{invocation}"));
-                std::fs::rename(&run, &stray)
-                    .map_err(|error| format!("moving the recreated {}: {error}", run.display()))?;
+                    let stray = to.with_extension(format!("recreated-{invocation}"));
+                    std::fs::rename(&run, &stray).map_err(|error| {
+                        format!("moving the recreated {}: {error}", run.display())
+                    })?;
+                }
+                std::fs::rename(&to, &run)
+                    .map_err(|error| format!("cannot move {} back: {error}", to.display()))?;
+                std::fs::remove_file(dir.join("moving"))
+                    .map_err(|error| format!("removing the `moving` marker: {error}"))?;
             }
-            std::fs::rename(&to, &run)
-                .map_err(|error| format!("cannot move {} back: {error}", to.display()))?;
-            std::fs::remove_file(dir.join("moving"))
-                .map_err(|error| format!("removing the `moving` marker: {error}"))?;
-        }
-        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-        if let Some(what) = tampered_mid_run {
-            match status.code() {
-                // Stopped, as it must be: resume.
-                Some(6) => continue,
-                // The run folder went away before apollo had opened it (it was still choosing the
-                // run, or had not looked yet): refused, exit 2 or 3 (the latest run cannot be
-                // read, or is missing), nothing started (the final check sees any fresh run).
-                Some(2 | 3)
-                    if moved_back
-                        && (stderr.contains("not found") || stderr.contains("is missing")) =>
-                {
-                    totals.tampered_before_open += 1;
-                    continue;
-                }
-                // The tampering came after the run's last commit: apollo rightly finished.
-                Some(0 | 1) if latest_run_finished(dir)? => totals.tampered_after_finish += 1,
-                // The tampering came after apollo had read the run it resumes, while it refused
-                // it for a human's verdict (a non-idempotent unit cut off mid-attempt): that
-                // refusal starts nothing and records no resume, so it stands; the verdict is
-                // given below as for any exit 5.
-                Some(5) if parse_verdict_request(&stderr).is_some() => {
-                    totals.tampered_during_refusal += 1;
-                }
-                other => {
-                    violations.push(format!(
-                        "apollo run exited {other:?} after {what} mid-run, not 6:\n{stderr}"
-                    ));
-                    if other != Some(0) && other != Some(1) {
+            let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if let Some(what) = tampered_mid_run {
+                match status.code() {
+                    // Stopped, as it must be: resume.
+                    Some(6) => continue,
+                    // The run folder went away before apollo had opened it (it was still choosing the
+                    // run, or had not looked yet): refused, exit 2 or 3 (the latest run cannot be
+                    // read, or is missing), nothing started (the final check sees any fresh run).
+                    Some(2 | 3)
+                        if moved_back
+                            && (stderr.contains("not found") || stderr.contains("is missing")) =>
+                    {
+                        totals.tampered_before_open += 1;
                         continue;
+                    }
+                    // The tampering came after the run's last commit: apollo rightly finished.
+                    Some(0 | 1) if latest_run_finished(dir)? => totals.tampered_after_finish += 1,
+                    // The tampering came after apollo had read the run it resumes, while it refused
+                    // it for a human's verdict (a non-idempotent unit cut off mid-attempt): that
+                    // refusal starts nothing and records no resume, so it stands; the verdict is
+                    // given below as for any exit 5.
+                    Some(5) if parse_verdict_request(&stderr).is_some() => {
+                        totals.tampered_during_refusal += 1;
+                    }
+                    other => {
+                        violations.push(format!(
+                            "apollo run exited {other:?} after {what} mid-run, not 6:\n{stderr}"
+                        ));
+                        if other != Some(0) && other != Some(1) {
+                            continue;
+                        }
                     }
                 }
             }
-        }
-        match status.code() {
-            Some(0) => break,
-            // A unit failed for good: make the failing units pass, and resume.
-            Some(1) => {
-                for name in &names {
-                    let _ = std::fs::remove_file(dir.join("fail").join(name));
+            match status.code() {
+                Some(0) => break,
+                // A unit failed for good: make the failing units pass, and resume.
+                Some(1) => {
+                    for name in &names {
+                        let _ = std::fs::remove_file(dir.join("fail").join(name));
+                    }
                 }
-            }
-            // A non-idempotent unit was in flight: decide as a careful human would, from
-            // whether its execution finished.
-            Some(5) => {
-                let (unit, attempt) = parse_verdict_request(&stderr)
-                    .ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
-                let finished =
-                    lines_of(&dir.join("counts").join(format!("{unit}.done"))).contains(&attempt);
-                let verdict = if finished { "--succeeded" } else { "--failed" };
-                let output = apollo(args, dir)
-                    .args(["mark", "latest", &unit, verdict])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .output()
-                    .map_err(io!())?;
-                if !output.status.success() {
-                    return Err(format!(
-                        "apollo mark latest {unit} {verdict} failed: {}",
-                        String::from_utf8_lossy(&output.stderr)
-                    ));
+                // A non-idempotent unit was in flight: decide as a careful human would, from
+                // whether its execution finished.
+                Some(5) => {
+                    let (unit, attempt) = parse_verdict_request(&stderr)
+                        .ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
+                    // Attempt numbers start again in a new run: only this phase's ends count.
+                    let done_before = (phase.as_ref())
+                        .and_then(|phase| phase.before.get(&unit))
+                        .map_or(0, |before| before.2);
+                    let finished = lines_of(&dir.join("counts").join(format!("{unit}.done")))
+                        .iter()
+                        .skip(done_before)
+                        .any(|done| *done == attempt);
+                    let verdict = if finished { "--succeeded" } else { "--failed" };
+                    let output = apollo(args, dir)
+                        .args(["mark", "latest", &unit, verdict])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::piped())
+                        .output()
+                        .map_err(io!())?;
+                    if !output.status.success() {
+                        return Err(format!(
+                            "apollo mark latest {unit} {verdict} failed: {}",
+                            String::from_utf8_lossy(&output.stderr)
+                        ));
+                    }
+                    totals.verdicts += 1;
                 }
-                totals.verdicts += 1;
-            }
-            // Refused: the state directory is locked. Only a killed apollo's lock can be in
-            // the way (the harness runs one apollo at a time): fine only if that apollo is dead.
-            Some(4) if kills > 0 && stale_lock_refusals < MAX_STALE_LOCK_REFUSALS => {
-                if let Some(pid) = parse_lock_holder(&stderr)
-                    && process_alive(pid)
-                {
-                    return Err(format!(
-                        "the state directory is locked by pid {pid}, which is alive after the \
+                // Refused: the state directory is locked. Only a killed apollo's lock can be in
+                // the way (the harness runs one apollo at a time): fine only if that apollo is dead.
+                Some(4) if kills > 0 && stale_lock_refusals < MAX_STALE_LOCK_REFUSALS => {
+                    if let Some(pid) = parse_lock_holder(&stderr)
+                        && process_alive(pid)
+                    {
+                        return Err(format!(
+                            "the state directory is locked by pid {pid}, which is alive after the \
                          harness killed and reaped its apollo:\n{stderr}"
-                    ));
-                }
-                // Who held it: evidence for RELIABILITY.md's finding 3.
-                let holders: Vec<String> = tagged_processes(dir)
-                    .into_iter()
-                    .map(|(pid, cmdline)| {
-                        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-                            .map(|exe| exe.display().to_string())
-                            .unwrap_or_else(|_| "?".into());
-                        format!("pid {pid} exe {exe} cmdline `{}`", cmdline.trim())
-                    })
-                    .collect();
-                eprintln!(
-                    "note: apollo refused with exit 4 after a kill (stale lock); tagged \
+                        ));
+                    }
+                    // Who held it: evidence for RELIABILITY.md's finding 3.
+                    let holders: Vec<String> = tagged_processes(dir)
+                        .into_iter()
+                        .map(|(pid, cmdline)| {
+                            let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+                                .map(|exe| exe.display().to_string())
+                                .unwrap_or_else(|_| "?".into());
+                            format!("pid {pid} exe {exe} cmdline `{}`", cmdline.trim())
+                        })
+                        .collect();
+                    eprintln!(
+                        "note: apollo refused with exit 4 after a kill (stale lock); tagged \
                      processes alive then: {holders:?}"
-                );
-                stale_lock_refusals += 1;
-                totals.stale_lock_refusals += 1;
-                // Not a resume: apollo refused before touching the run.
-                totals.resumes -= 1;
-            }
-            other => {
-                return Err(format!("apollo run exited {other:?}:\n{stderr}"));
+                    );
+                    stale_lock_refusals += 1;
+                    totals.stale_lock_refusals += 1;
+                    // Not a resume: apollo refused before touching the run.
+                    totals.resumes -= 1;
+                }
+                other => {
+                    return Err(format!("apollo run exited {other:?}:\n{stderr}"));
+                }
             }
         }
+        if let Some(phase) = &phase {
+            violations.extend(check::check_reuse(args, dir, &names, phase, totals)?);
+            break;
+        }
+        violations.extend(check(args, dir, &names, totals)?);
+        if !reuse || !violations.is_empty() {
+            break;
+        }
+        // Check 10: the same pipeline again, nothing changed: a new run, attacked the same way.
+        let floor = latest_run_dir(dir)?.ok_or("no run after the first phase")?;
+        let before = (names.iter())
+            .map(|name| {
+                let counts = dir.join("counts");
+                let n = |kind: &str| lines_of(&counts.join(format!("{name}.{kind}"))).len();
+                (name.clone(), (n("start"), n("unlogged"), n("done")))
+            })
+            .collect();
+        phase = Some(check::ReusePhase {
+            floor,
+            before,
+            not_reused: not_reused.clone(),
+        });
+        totals.reuse_phases += 1;
+        (kills, max_kills, phase_invocation) = (0, 1 + rng.below(4), 0);
+        deadline = Instant::now() + Duration::from_secs(300);
     }
-    violations.extend(check(args, dir, &names, totals)?);
     if std::fs::read(&victim).map_err(io!())? != VICTIM.as_bytes() {
         violations.push(format!(
             "{} (a lock file's link target) was written",
@@ -695,177 +768,9 @@ fn latest_run_finished(dir: &Path) -> Result<bool, String> {
     Ok(finished)
 }
 
-#[allow(unsafe_code)] // mkfifo(3) has no std form.
-fn mkfifo(path: &Path) -> Result<(), String> {
-    let text = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|error| error.to_string())?;
-    // SAFETY: mkfifo with a NUL-terminated path the harness owns.
-    if unsafe { libc::mkfifo(text.as_ptr(), 0o600) } != 0 {
-        return Err(format!(
-            "mkfifo {}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(())
-}
-
-/// Between two invocations of an incomplete run, maybe tamper with the state directory and
-/// check what apollo does about it; then undo the tampering (the run goes on from there).
-#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
-fn tamper_between(
-    args: &Options,
-    trng: &mut Rng,
-    dir: &Path,
-    clock: &str,
-    totals: &mut Summary,
-    violations: &mut Vec<String>,
-) -> Result<(), String> {
-    let action = trng.below(100);
-    if !dir.join(".apollo").is_dir() {
-        // The first apollo was killed before it created its state directory: nothing to
-        // tamper with yet.
-        return Ok(());
-    }
-    let lock = dir.join(".apollo/lock");
-    if action < 10 {
-        // The lock file is a symbolic link to a file that is not apollo's.
-        let _ = std::fs::remove_file(&lock);
-        std::os::unix::fs::symlink(dir.join("victim.txt"), &lock).map_err(io!())?;
-        totals.lock_symlinks += 1;
-        let mut command = apollo(args, dir);
-        command.env(CLOCK_VAR, clock).arg("run");
-        match run_bounded(command, PLANT_DEADLINE)? {
-            None => violations.push(format!(
-                "apollo run did not end within {PLANT_DEADLINE:?} with .apollo/lock a symlink"
-            )),
-            Some((status, _)) if status.code() == Some(2) => {}
-            Some((status, stderr)) => violations.push(format!(
-                "apollo run exited {:?} with .apollo/lock a symlink, not 2:
-{stderr}",
-                status.code()
-            )),
-        }
-        std::fs::remove_file(&lock)
-            .map_err(|error| format!("removing the lock symlink {}: {error}", lock.display()))?;
-        return Ok(());
-    }
-    if action >= 30 {
-        return Ok(());
-    }
-    let Some(run) = latest_run_dir(dir)? else {
-        return Ok(());
-    };
-    let journal = run.join("journal");
-    let in_journal = |error: std::io::Error| format!("{}: {error}", journal.display());
-    // Where: the segment after the last one, or `journal/last_segment`.
-    let (plant, place) = if trng.chance(50) {
-        let last = std::fs::read_dir(&journal)
-            .map_err(in_journal)?
-            .filter_map(Result::ok)
-            .filter_map(|entry| {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                name.strip_suffix(".log")?.parse::<u64>().ok()
-            })
-            .max()
-            .unwrap_or(0);
-        (
-            journal.join(format!("{:06}.log", last + 1)),
-            "the next segment",
-        )
-    } else {
-        (journal.join("last_segment"), "journal/last_segment")
-    };
-    let aside = journal.join("last_segment.torture-aside");
-    let had_original = plant.exists();
-    if had_original {
-        std::fs::rename(&plant, &aside)
-            .map_err(|error| format!("moving {} aside: {error}", plant.display()))?;
-    }
-    let fifo = trng.chance(50);
-    if fifo {
-        mkfifo(&plant)?;
-    } else {
-        std::os::unix::fs::symlink("/dev/zero", &plant).map_err(in_journal)?;
-    }
-    let what = if fifo {
-        "a FIFO"
-    } else {
-        "a symlink to /dev/zero"
-    };
-    totals.plants += 1;
-    let run_id = run
-        .file_name()
-        .unwrap_or_default()
-        .to_string_lossy()
-        .into_owned();
-    for command_args in [
-        vec!["run"],
-        vec!["runs"],
-        vec!["verify"],
-        vec!["replay", run_id.as_str()],
-    ] {
-        let mut command = apollo(args, dir);
-        command.env(CLOCK_VAR, clock).args(&command_args);
-        let shown = command_args.join(" ");
-        let result = run_bounded(command, PLANT_DEADLINE)?;
-        totals.plant_commands += 1;
-        let record = dir.join(format!(
-            "plant-{:03}-{}.out",
-            totals.plants, command_args[0]
-        ));
-        let _ = std::fs::write(
-            &record,
-            match &result {
-                Some((status, output)) => {
-                    format!("{place} {what} in {}\n{status}\n{output}", run.display())
-                }
-                None => format!("{place} {what} in {}\nhung\n", run.display()),
-            },
-        );
-        match result {
-            None => violations.push(format!(
-                "apollo {shown} did not end within {PLANT_DEADLINE:?} with {place} {what}"
-            )),
-            // A listing: it exits 0 and shows the run as corrupt (DESIGN: `runs` lists every
-            // run, damaged ones included).
-            Some((status, output)) if command_args == ["runs"] => {
-                if status.code() != Some(0) || !output.contains("corrupt") {
-                    violations.push(format!(
-                        "apollo runs exited {:?} with {place} {what} without listing the run as \
-                         corrupt:\n{output}",
-                        status.code()
-                    ));
-                }
-            }
-            Some((status, stderr)) => {
-                if status.code().is_none_or(|code| code == 0) {
-                    violations.push(format!(
-                        "apollo {shown} exited {:?} with {place} {what}, expected a non-zero exit:
-{stderr}",
-                        status.code()
-                    ));
-                } else if stderr.trim().is_empty() {
-                    violations.push(format!(
-                        "apollo {shown} exited {:?} with {place} {what} and said nothing",
-                        status.code()
-                    ));
-                }
-            }
-        }
-    }
-    std::fs::remove_file(&plant)
-        .map_err(|error| format!("removing the plant {} ({what}): {error}", plant.display()))?;
-    if had_original {
-        std::fs::rename(&aside, &plant)
-            .map_err(|error| format!("putting {} back: {error}", plant.display()))?;
-    }
-    Ok(())
-}
-
 /// Whether the latest run's journal ends with `run_finished` succeeded (read without
 /// modifying it: a torn tail is left for apollo to cut).
-fn latest_run_succeeded(dir: &Path) -> Result<bool, String> {
+fn latest_run_succeeded(dir: &Path, floor: Option<&Path>) -> Result<bool, String> {
     let runs_dir = dir.join(".apollo/runs");
     let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
         Ok(entries) => entries
@@ -877,7 +782,11 @@ fn latest_run_succeeded(dir: &Path) -> Result<bool, String> {
         Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
     };
     runs.sort();
-    let Some(latest) = runs.last() else {
+    // A run of an earlier phase (a run that completed before) is not this phase's.
+    let Some(latest) = runs
+        .last()
+        .filter(|latest| floor.is_none_or(|floor| *latest > floor))
+    else {
         return Ok(false);
     };
     let reader = JournalReader::open(latest, ReadOptions::default())
@@ -927,204 +836,6 @@ fn parse_verdict_request(stderr: &str) -> Option<(String, u32)> {
     let attempt_start = stderr.find("(attempt ")? + "(attempt ".len();
     let attempt_end = attempt_start + stderr[attempt_start..].find(')')?;
     Some((unit, stderr[attempt_start..attempt_end].parse().ok()?))
-}
-
-#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
-fn check(
-    args: &Options,
-    dir: &Path,
-    names: &[String],
-    totals: &mut Summary,
-) -> Result<Vec<String>, String> {
-    let mut violations = Vec::new();
-    let runs_dir = dir.join(".apollo/runs");
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(&runs_dir)
-        .map_err(|error| format!("{}: {error}", runs_dir.display()))?
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .collect();
-    runs.sort();
-    // A kill while apollo created a run leaves a folder with no segment: it recorded
-    // nothing, apollo ignores it (`apollo verify` below must still pass), and so does this
-    // check.
-    let (runs, journal_less): (Vec<PathBuf>, Vec<PathBuf>) =
-        runs.into_iter().partition(|run| has_segment(run));
-    totals.journal_less_runs += journal_less.len() as u64;
-    let Some((run_dir, earlier)) = runs.split_last() else {
-        violations.push("no run in the state directory".into());
-        return Ok(violations);
-    };
-    // apollo killed after creating a run's first segment but before `run_started` was
-    // written leaves a run with no records; the next `apollo run` cannot tell which pipeline
-    // it was and starts a new one. That is harmless only if nothing ran in it.
-    for run in earlier {
-        let mut n_started = 0;
-        let reader =
-            JournalReader::open(run, ReadOptions::default()).map_err(|error| error.to_string())?;
-        for record in reader {
-            let record = record.map_err(|error| error.to_string())?;
-            if matches!(record.event, Event::UnitStarted(_)) {
-                n_started += 1;
-            }
-        }
-        if n_started > 0 {
-            violations.push(format!(
-                "run {} was abandoned for a new run although {n_started} attempts started in it",
-                run.display()
-            ));
-        }
-    }
-
-    let mut started: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
-    let mut success: BTreeMap<String, u32> = BTreeMap::new();
-    let mut last_finish = None;
-    let reader =
-        JournalReader::open(run_dir, ReadOptions::default()).map_err(|error| error.to_string())?;
-    for record in reader {
-        let record = record.map_err(|error| error.to_string())?;
-        match record.event {
-            Event::UnitStarted(event) => {
-                started.entry(event.unit).or_default().insert(event.attempt);
-            }
-            Event::UnitFinished(event)
-                if matches!(
-                    event.status,
-                    AttemptStatus::Succeeded | AttemptStatus::Skipped
-                ) =>
-            {
-                success.insert(event.unit, event.attempt);
-            }
-            Event::UnitMarked(event) if event.verdict == Verdict::Succeeded => {
-                success.insert(event.unit, event.attempt);
-            }
-            Event::RunFinished(event) => last_finish = Some(event.status),
-            _ => {}
-        }
-    }
-    match last_finish {
-        Some(RunStatus::Succeeded) => {}
-        other => violations.push(format!(
-            "the journal does not end the run succeeded (last run_finished: {other:?})"
-        )),
-    }
-    for name in names {
-        let counts = dir.join("counts");
-        let executed = lines_of(&counts.join(format!("{name}.start")));
-        totals.unchecked_at_start +=
-            lines_of(&counts.join(format!("{name}.unchecked"))).len() as u64;
-        for attempt in lines_of(&counts.join(format!("{name}.unlogged"))) {
-            violations.push(format!(
-                "{name}: attempt {attempt} executed before its unit_started was in the journal"
-            ));
-        }
-        let recorded = started.get(name).cloned().unwrap_or_default();
-        let mut seen = BTreeSet::new();
-        for attempt in &executed {
-            if !recorded.contains(attempt) {
-                violations.push(format!(
-                    "{name}: attempt {attempt} executed without a durable unit_started"
-                ));
-            }
-            if !seen.insert(*attempt) {
-                violations.push(format!("{name}: attempt {attempt} executed twice"));
-            }
-        }
-        match success.get(name) {
-            None => violations.push(format!(
-                "{name}: no success recorded although the run completed"
-            )),
-            Some(&success_attempt) => {
-                if let Some(later) = executed.iter().find(|&&attempt| attempt > success_attempt) {
-                    violations.push(format!(
-                        "{name}: attempt {later} executed after attempt {success_attempt}'s success was recorded"
-                    ));
-                }
-            }
-        }
-    }
-    let verify = apollo(args, dir)
-        .arg("verify")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|error| error.to_string())?;
-    if !verify.status.success() {
-        violations.push(format!(
-            "apollo verify exited {:?}: {}{}",
-            verify.status.code(),
-            String::from_utf8_lossy(&verify.stdout),
-            String::from_utf8_lossy(&verify.stderr)
-        ));
-    }
-    // A SIGKILLed apollo's guard kills the unit groups it watched and exits once it sees its
-    // lifeline break: asynchronously, and on a loaded machine it may still be runnable (not
-    // yet scheduled) here, when the harness killed apollo just before this check. What is
-    // still there after a generous wait outlived its apollo.
-    let mut survivors = tagged_processes(dir);
-    let settle = Instant::now() + SURVIVOR_GRACE;
-    while !survivors.is_empty() && Instant::now() < settle {
-        std::thread::sleep(Duration::from_millis(10));
-        survivors = tagged_processes(dir);
-    }
-    if !survivors.is_empty() {
-        #[allow(unsafe_code)] // kill(2), to leave nothing behind.
-        for (pid, _) in &survivors {
-            // SAFETY: kill(2) on a pid that carries this iteration's tag; cleaning up after
-            // recording the violation, so nothing outlives the harness.
-            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
-        }
-        violations.push(format!("unit processes still alive: {survivors:?}"));
-    }
-    Ok(violations)
-}
-
-/// (pid, command line) of live, non-zombie processes whose environment carries this
-/// iteration's tag: every unit and whatever it forked, in its process group or not.
-fn tagged_processes(dir: &Path) -> Vec<(u32, String)> {
-    let mut needle = format!("{TAG_VAR}=").into_bytes();
-    needle.extend_from_slice(dir.as_os_str().as_encoded_bytes());
-    needle.push(0);
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let own_pid = std::process::id();
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != own_pid)
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let state = stat.rsplit(')').next()?.split_whitespace().next()?;
-            if state == "Z" {
-                return None;
-            }
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            let tagged = environ
-                .split_inclusive(|&byte| byte == 0)
-                .any(|entry| entry == needle.as_slice());
-            if !tagged {
-                return None;
-            }
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            // The name (`comm`) and parent tell a forked, not yet exec'd child or a guard
-            // from apollo itself, whose command line they share.
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let ppid = stat
-                .rsplit(')')
-                .next()?
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or("?");
-            Some((
-                pid,
-                format!(
-                    "{} (comm {}, ppid {ppid}, state {state})",
-                    String::from_utf8_lossy(&cmdline).replace('\0', " ").trim(),
-                    comm.trim()
-                ),
-            ))
-        })
-        .collect()
 }
 
 /// Runs the iterations of `args`, printing progress and violations on stderr as they happen.
@@ -1201,7 +912,7 @@ impl std::fmt::Display for Summary {
              stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
              run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, tampered during a refusal for a verdict {}, clock steps back {}, \
              stepping clocks {}, \
-             run creations cut short (ignored) {}, violations {} in {} iterations (seed {}, {:.1}s)",
+             run creations cut short (ignored) {}, reuse phases {} ({} units reused), violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
             self.kills,
             self.resumes,
@@ -1221,6 +932,8 @@ impl std::fmt::Display for Summary {
             self.clock_steps,
             self.stepping_clocks,
             self.journal_less_runs,
+            self.reuse_phases,
+            self.units_reused,
             self.violations.len(),
             self.failed_iterations,
             self.seed,
@@ -1262,7 +975,7 @@ mod tests {
     fn a_generated_pipeline_is_valid() {
         let dir = std::env::temp_dir().join(format!("torture-unit-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("fail")).expect("fail dir");
-        let names = generate(&mut Rng(3), &dir, None).expect("generate");
+        let (names, _) = generate(&mut Rng(3), &dir, None, true).expect("generate");
         let loaded = apollo_core::config::load(&dir.join("apollo.yaml"));
         let _ = std::fs::remove_dir_all(&dir);
         let loaded = loaded.expect("the generated config loads");
