@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Checks apollo's exports with each format's own ecosystem's validator, without network.
 
+    validate.py FORMAT PATH [FORMAT PATH ...]   (each pair checked in turn, one process)
+
     validate.py otlp-json FILE      opentelemetry-proto: google.protobuf.json_format.Parse into
                                     TracesData (rejects unknown fields and wrong types), then
                                     the hex ids OTLP/JSON prescribes (trace 32, span 16 digits)
@@ -28,6 +30,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 def fail(message):
     print(f"invalid: {message}", file=sys.stderr)
+    sys.stderr.flush()
     sys.exit(1)
 
 
@@ -219,15 +222,17 @@ def ro_crate(path):
 
 
 def main():
-    if len(sys.argv) != 3:
-        fail("usage: validate.py FORMAT PATH")
+    pairs = sys.argv[1:]
+    if not pairs or len(pairs) % 2:
+        fail("usage: validate.py FORMAT PATH [FORMAT PATH ...]")
     checks = {
         "otlp-json": otlp_json,
         "prov-json": prov_json,
         "openlineage": openlineage,
         "ro-crate": ro_crate,
     }
-    checks[sys.argv[1]](sys.argv[2])
+    for format_name, path in zip(pairs[::2], pairs[1::2]):
+        checks[format_name](path)
 
 
 if __name__ == "__main__":
