@@ -250,3 +250,39 @@ fn export_refuses_what_it_cannot_do_with_a_usage_error() {
         "{document}"
     );
 }
+
+#[test]
+fn the_bundled_example_exports_valid_documents_also_failed_and_resumed() {
+    let Some(python) = require_validators() else {
+        return;
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut apollo = Apollo::new();
+    for folder in ["config", "units", "data/raw"] {
+        crate::example::copy_dir(&repo.join(folder), &apollo.path(folder));
+    }
+    let _ = std::fs::remove_dir_all(apollo.path("config/.apollo"));
+    apollo.args(&["run"]).run().code(0);
+    export_and_validate(&mut apollo, &python, "example");
+    // A second run whose last unit fails, then resumed once the script is repaired.
+    let script = apollo.path("units/save_result.sh");
+    let good = std::fs::read_to_string(&script).unwrap();
+    apollo.file(
+        "units/save_result.sh",
+        "#!/bin/sh\n[ \"$1\" = prepare ] || [ \"$1\" = cleanup ] || { echo broken >&2; exit 4; }\n",
+    );
+    apollo.args(&["run", "--fresh"]).run().code(1);
+    apollo.file("units/save_result.sh", &good);
+    apollo.args(&["run"]).run().code(0);
+    let runs = std::fs::read_dir(apollo.path("config/.apollo/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 2, "the failed run was resumed");
+    let dir = export_and_validate(&mut apollo, &python, "example-resumed");
+    let lineage = read(&dir, "lineage.jsonl");
+    assert!(lineage.contains("\"eventType\":\"FAIL\""), "{lineage}");
+    assert!(
+        lineage.contains("\"eventType\":\"RUNNING\""),
+        "the resume: {lineage}"
+    );
+}
