@@ -286,3 +286,70 @@ fn the_bundled_example_exports_valid_documents_also_failed_and_resumed() {
         "the resume: {lineage}"
     );
 }
+
+/// The spans of an OTLP/JSON document, by name.
+fn span_names(trace: &str) -> Vec<String> {
+    let Ok(document) = serde_json::from_str::<serde_json::Value>(trace) else {
+        return Vec::new();
+    };
+    let spans = &document["resourceSpans"][0]["scopeSpans"][0]["spans"];
+    (spans.as_array().into_iter().flatten())
+        .filter_map(|span| Some(span["name"].as_str()?.to_owned()))
+        .collect()
+}
+
+#[test]
+fn run_with_otlp_file_keeps_the_trace_up_to_date_while_it_runs() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "name: traced
+units:
+  - name: a
+    execute: bin/count a
+  - name: b
+    deps: [a]
+    execute: bin/block b
+",
+    );
+    let running = apollo.args(&["run", "--otlp-file", "trace.json"]).spawn();
+    apollo.wait_for_marker("b.started");
+    // `a` ended while `b` runs: the file already holds its span (a complete document, the
+    // file being replaced, never rewritten in place).
+    let path = apollo.path("trace.json");
+    let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+    while !span_names(&std::fs::read_to_string(&path).unwrap_or_default())
+        .contains(&"a attempt 1".to_owned())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the trace never showed a's attempt"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    apollo.release("b.release");
+    running.wait().code(0);
+    let trace = std::fs::read_to_string(&path).unwrap();
+    let names = span_names(&trace);
+    assert!(names.contains(&"b attempt 1".to_owned()), "{names:?}");
+    assert!(names.contains(&"run traced".to_owned()), "{names:?}");
+    assert!(trace.contains("\"stringValue\": \"succeeded\""), "{trace}");
+    // The same document `apollo export` writes once the run has ended.
+    let exported = apollo.args(&["export", "--format", "otlp-json"]).run();
+    exported.code(0);
+    assert_eq!(exported.stdout, trace);
+    if let Some(python) = validators() {
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e/export/validate.py");
+        let checked = Command::new(python)
+            .arg(script)
+            .arg("otlp-json")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "{}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
+}

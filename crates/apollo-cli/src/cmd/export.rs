@@ -122,7 +122,7 @@ fn write_document(
 
 /// Writes `path` through a temporary file beside it, renamed over it once complete: a reader
 /// never sees half a document.
-fn write_atomically(
+pub(crate) fn write_atomically(
     path: &Path,
     render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), CliError> {
