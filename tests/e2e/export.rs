@@ -353,3 +353,43 @@ units:
         );
     }
 }
+
+#[test]
+fn files_the_journal_keeps_in_a_manifest_are_exported_too() {
+    // Enough files that the attempt's input list does not fit in a record (1 MiB).
+    const N_FILES: usize = 12_000;
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:
+  - name: big
+    inputs: [data/*.csv]
+    execute: bin/count big
+",
+    );
+    let shm = PathBuf::from("/dev/shm");
+    let (data, _keep) = if shm.is_dir() {
+        let dir = tempfile::tempdir_in(&shm).unwrap();
+        std::os::unix::fs::symlink(dir.path(), apollo.path("data")).unwrap();
+        (dir.path().to_path_buf(), Some(dir))
+    } else {
+        std::fs::create_dir(apollo.path("data")).unwrap();
+        (apollo.path("data"), None)
+    };
+    for file_idx in 0..N_FILES {
+        std::fs::File::create(data.join(format!("part-{file_idx:06}.csv"))).unwrap();
+    }
+    apollo.args(&["run"]).run().code(0);
+    assert!(
+        apollo
+            .journal_text()
+            .contains("\"inputs_manifest\":{\"sha256\":")
+    );
+    let exported = apollo.args(&["export", "--format", "prov-json"]).run();
+    exported.code(0);
+    assert!(!exported.stderr.contains("warning"), "{}", exported.stderr);
+    let last = format!("run:file/data/part-{:06}.csv@", N_FILES - 1);
+    assert!(
+        exported.stdout.contains(&last),
+        "the manifest's files are entities"
+    );
+}

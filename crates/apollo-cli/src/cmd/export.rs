@@ -88,7 +88,8 @@ pub(crate) fn export(
     }
     let state = args.state.open(state_dir)?;
     let run = state::resolve_run(&state, &args.run)?;
-    let timeline = state::run_model(&state, &run, stderr)?;
+    let mut timeline = state::run_model(&state, &run, stderr)?;
+    read_manifests(&state, &run, &mut timeline, stderr)?;
     match (args.format, crate_dir) {
         (ExportFormat::RoCrate, Some(dir)) => {
             write_crate(&state, &timeline, dir, args.with_files, stdout, stderr)?;
@@ -96,6 +97,49 @@ pub(crate) fn export(
         (format, _) => write_document(format, &timeline, args.output.as_deref(), stdout)?,
     }
     Ok(Exit::Success)
+}
+
+/// Fills in the lists the journal keeps in manifest files (a unit with 100,000 input files):
+/// the renderers read records only. A manifest that cannot be read is a warning, and the
+/// attempt is exported without that list.
+fn read_manifests(
+    state: &StateDir,
+    run: &apollo_store::RunId,
+    timeline: &mut Timeline,
+    stderr: &mut dyn Write,
+) -> Result<(), CliError> {
+    let run_dir = state.run_dir(run)?;
+    let run_dir = run_dir.path();
+    for unit in &mut timeline.units {
+        for attempt in &mut unit.attempts {
+            let what = format!("{} attempt {}", unit.name, attempt.number);
+            let mut warn = |list: &str, error: apollo_store::StoreError| {
+                let _ = writeln!(
+                    stderr,
+                    "warning: {what}: its {list} are not exported: {error}"
+                );
+            };
+            if let Some(reference) = attempt.inputs_manifest.clone() {
+                match apollo_store::read_input_manifest(run_dir, &reference) {
+                    Ok(components) => attempt.inputs = components,
+                    Err(error) => warn("input components", error),
+                }
+            }
+            let files = &mut attempt.files;
+            for (manifest, list, name) in [
+                (&files.inputs_manifest, &mut files.inputs, "input files"),
+                (&files.outputs_manifest, &mut files.outputs, "output files"),
+            ] {
+                if let Some(reference) = manifest {
+                    match apollo_store::read_files_manifest(run_dir, reference) {
+                        Ok(entries) => *list = entries,
+                        Err(error) => warn(name, error),
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A single-document format to `path` (replaced atomically) or stdout.
