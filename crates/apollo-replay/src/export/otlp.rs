@@ -271,8 +271,9 @@ fn unit_spans(tracer: &mut Tracer<'_>, root: &str, unit: &UnitTimeline) {
     }
     events.sort_by_key(|event| event.time_unix_nano.parse::<u64>().unwrap_or(0));
     let code = match state {
-        UnitState::Failed | UnitState::CutOff | UnitState::UpstreamFailed => ERROR,
-        UnitState::Running | UnitState::NotStarted => UNSET,
+        UnitState::Failed | UnitState::CutOff => ERROR,
+        // Not run because an upstream failed: that unit's span holds the error.
+        UnitState::Running | UnitState::NotStarted | UnitState::UpstreamFailed => UNSET,
         _ => OK,
     };
     let message = unit
@@ -374,8 +375,9 @@ fn phase_span(
 ) {
     let number = attempt.number.to_string();
     let span_id = tracer.span_id(&["phase", &unit.name, &number, phase.phase.as_str()]);
-    let start = attempt.start + millis(phase.offset_ms);
-    let end = start + millis(phase.duration_ms);
+    // Within the attempt: the phases' milliseconds are rounded apart from the attempt's.
+    let start = (attempt.start + millis(phase.offset_ms)).min(attempt.end);
+    let end = (start + millis(phase.duration_ms)).min(attempt.end);
     let mut attributes = vec![
         string("apollo.unit", unit.name.as_str()),
         int("apollo.attempt", attempt.number),

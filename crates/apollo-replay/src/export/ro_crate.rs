@@ -264,14 +264,22 @@ impl Builder<'_> {
             "object": run_objects,
             "result": run_results,
             "identifier": run_id(timeline),
-            "additionalType": timeline.facts.run_kind.as_str(),
         });
         if !matches!(timeline.status_str(), "succeeded" | "running") {
             run["error"] = json!(format!("run {}", timeline.status_str()));
         }
+        let mut description = vec![format!(
+            "an apollo {} that {}",
+            timeline.facts.run_kind.as_str(),
+            match timeline.status_str() {
+                "running" => "is running".to_owned(),
+                "incomplete" => "stopped before it finished (apollo was killed)".to_owned(),
+                status => format!("ended {status}"),
+            }
+        )];
         if let Some(reproduces) = &timeline.facts.reproduces {
-            run["description"] = json!(format!(
-                "reproduction of {} attempt {} of run {}",
+            description.push(format!(
+                "it reproduces {} attempt {} of run {}",
                 reproduces.unit, reproduces.attempt, reproduces.run
             ));
         }
@@ -279,12 +287,9 @@ impl Builder<'_> {
             let resumes: Vec<String> = (timeline.resumes.iter())
                 .map(|resume| rfc3339(resume.ts))
                 .collect();
-            run["description"] = json!(format!(
-                "resumed {} time(s), at {}",
-                resumes.len(),
-                resumes.join(", ")
-            ));
+            description.push(format!("resumed at {}", resumes.join(", ")));
         }
+        run["description"] = json!(description.join("; "));
         run
     }
 
@@ -354,7 +359,7 @@ impl Builder<'_> {
             "startTime": rfc3339(attempt.start),
             "endTime": rfc3339(attempt.end),
             "actionStatus": status(state),
-            "additionalType": state,
+            "description": format!("apollo attempt state: {state}"),
             "object": objects,
             "result": results,
         });

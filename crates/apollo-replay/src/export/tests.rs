@@ -182,7 +182,7 @@ fn a_resumed_run_shows_each_attempt_at_its_real_time_and_the_gap() {
 }
 
 #[test]
-fn a_reproduction_says_so_in_every_format() {
+fn a_reproduction_says_so_in_the_trace_the_provenance_and_the_crate() {
     let mut run = RunBuilder::new("20261201T000000Z-beef", &["transform"]);
     run.reproduces("20261130T021507Z-3f9a", "transform", 1)
         .start(10, "transform", 1)
@@ -193,7 +193,10 @@ fn a_reproduction_says_so_in_every_format() {
     assert!(prov(&timeline).contains("\"apollo:run_kind\": \"reproduction\""));
     let (metadata, _) = crate_metadata(&timeline, false);
     assert!(
-        metadata.contains("reproduction of transform attempt 1"),
+        metadata.contains(
+            "an apollo reproduction that ended succeeded; \
+             it reproduces transform attempt 1 of run 20261130T021507Z-3f9a"
+        ),
         "{metadata}"
     );
 }
