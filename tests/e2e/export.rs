@@ -208,7 +208,7 @@ fn a_killed_run_exports_its_cut_off_unit() {
     apollo.assert_no_processes_left();
     let dir = export_and_validate(&mut apollo, &python, "killed");
     let trace = read(&dir, "trace.json");
-    assert!(trace.contains("\"name\": \"cut_off\""), "{trace}");
+    assert!(trace.contains("\"name\":\"cut_off\""), "{trace}");
     let lineage = read(&dir, "lineage.jsonl");
     let last_load = lineage
         .lines()
@@ -332,7 +332,7 @@ units:
     let names = span_names(&trace);
     assert!(names.contains(&"b attempt 1".to_owned()), "{names:?}");
     assert!(names.contains(&"run traced".to_owned()), "{names:?}");
-    assert!(trace.contains("\"stringValue\": \"succeeded\""), "{trace}");
+    assert!(trace.contains("\"stringValue\":\"succeeded\""), "{trace}");
     // The same document `apollo export` writes once the run has ended.
     let exported = apollo.args(&["export", "--format", "otlp-json"]).run();
     exported.code(0);

@@ -3,8 +3,10 @@
 
     validate.py FORMAT PATH [FORMAT PATH ...]   (each pair checked in turn, one process)
 
-    validate.py otlp-json FILE      opentelemetry-proto: google.protobuf.json_format.Parse into
-                                    TracesData (rejects unknown fields and wrong types), then
+    validate.py otlp-json FILE      opentelemetry-proto: google.protobuf.json_format.Parse of
+                                    each line (the collector's otlpjsonfile receiver reads a
+                                    message a line) into TracesData (rejects unknown fields and
+                                    wrong types), then
                                     the hex ids OTLP/JSON prescribes (trace 32, span 16 digits)
     validate.py prov-json FILE      prov: ProvDocument.deserialize(format='json'), then every
                                     relation names records of the document
@@ -38,15 +40,18 @@ def otlp_json(path):
     from google.protobuf import json_format
     from opentelemetry.proto.trace.v1 import trace_pb2
 
-    text = pathlib.Path(path).read_text()
-    json_format.Parse(text, trace_pb2.TracesData())
-    document = json.loads(text)
-    spans = [
-        span
-        for resource in document["resourceSpans"]
-        for scope in resource["scopeSpans"]
-        for span in scope["spans"]
-    ]
+    # The collector's otlpjsonfile receiver reads one message a line.
+    lines = [line for line in pathlib.Path(path).read_text().splitlines() if line.strip()]
+    spans = []
+    for line in lines:
+        json_format.Parse(line, trace_pb2.TracesData())
+        document = json.loads(line)
+        spans += [
+            span
+            for resource in document["resourceSpans"]
+            for scope in resource["scopeSpans"]
+            for span in scope["spans"]
+        ]
     if not spans:
         fail("no spans")
     ids = set()

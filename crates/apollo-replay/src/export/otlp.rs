@@ -1,5 +1,5 @@
 //! OTLP/JSON traces: the run as one OpenTelemetry trace, in the file format an OpenTelemetry
-//! collector's `otlpjsonfile` receiver reads (`{"resourceSpans": [...]}`).
+//! collector's `otlpjsonfile` receiver reads (`{"resourceSpans": [...]}`, one message a line).
 //!
 //! * the trace id is derived from the run id (32 hex digits), every span id (16 hex digits)
 //!   from the run id and what the span is — ids are hex, as OTLP/JSON prescribes, not base64;
@@ -25,9 +25,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::{attempt_error, attempt_state, derived_hex, pipeline, run_end, run_id};
 use crate::{Attempt, Timeline, UnitTimeline};
 
-/// Writes `timeline` as one OTLP/JSON `TracesData` document to `out`.
+/// Writes `timeline` as one OTLP/JSON `TracesData` document to `out`, on one line (the
+/// collector's `otlpjsonfile` receiver, like its file exporter, reads a message a line).
 pub fn write_otlp_json(timeline: &Timeline, mut out: impl Write) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut out, &traces(timeline))?;
+    serde_json::to_writer(&mut out, &traces(timeline))?;
     out.write_all(b"\n")
 }
 

@@ -58,10 +58,14 @@ fn killed_run() -> RunBuilder {
     run
 }
 
+/// The OTLP/JSON export, checked to be one line, pretty-printed for reading.
 fn otlp(timeline: &Timeline) -> String {
     let mut out = Vec::new();
     write_otlp_json(timeline, &mut out).unwrap();
-    String::from_utf8(out).unwrap()
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches('\n').count(), 1, "one message, one line");
+    let document: serde_json::Value = serde_json::from_str(&text).unwrap();
+    serde_json::to_string_pretty(&document).unwrap() + "\n"
 }
 
 fn prov(timeline: &Timeline) -> String {
