@@ -9,8 +9,9 @@
 //!   `COMPLETE` (succeeded, skipped itself), `FAIL` (failed, timed out; with the
 //!   `errorMessage` facet) or `ABORT` (interrupted, cut off) at its end;
 //! * datasets are the unit's declared input files (on `START`) and outputs (on `COMPLETE`),
-//!   named by their path in the namespace `file://HOST`, each with its SHA-256 as the
-//!   `version` facet (outputs also with their size as `outputStatistics`).
+//!   named as OpenLineage names local files (namespace `file`, name the absolute path: the
+//!   recorded path joined to the config's folder), each with its SHA-256 as the `version`
+//!   facet (outputs also with their size as `outputStatistics`).
 //!
 //! Run ids are UUIDs derived from the run id and attempt (version 8, "custom"), so two
 //! exports of the same run name the same runs. Units that did not run (reused, skipped, not
@@ -112,7 +113,8 @@ fn uuid(parts: &[&str]) -> String {
 struct Lineage<'t> {
     timeline: &'t Timeline,
     run_uuid: String,
-    file_namespace: String,
+    /// The config's folder, which recorded paths are relative to.
+    base: Option<&'t str>,
 }
 
 impl Lineage<'_> {
@@ -172,10 +174,34 @@ impl Lineage<'_> {
             );
         }
         Dataset {
-            namespace: self.file_namespace.clone(),
-            name: file.path.clone(),
+            namespace: "file".to_owned(),
+            name: absolute(self.base, &file.path),
             facets,
         }
+    }
+}
+
+/// `path` (relative to `base`, or absolute) as an absolute path, `.` and `..` resolved by
+/// name (the files may be gone): what OpenLineage names a local file.
+fn absolute(base: Option<&str>, path: &str) -> String {
+    let joined = match base {
+        Some(base) if !path.starts_with('/') => format!("{base}/{path}"),
+        _ => path.to_owned(),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    if joined.starts_with('/') {
+        format!("/{}", parts.join("/"))
+    } else {
+        parts.join("/")
     }
 }
 
@@ -183,7 +209,9 @@ fn events(timeline: &Timeline) -> Vec<RunEvent> {
     let lineage = Lineage {
         timeline,
         run_uuid: uuid(&[run_id(timeline), "run"]),
-        file_namespace: format!("file://{}", timeline.host.as_deref().unwrap_or("localhost")),
+        base: (timeline.facts.config_path.as_deref())
+            .and_then(|config| config.rsplit_once('/'))
+            .map(|(folder, _)| folder),
     };
     let mut events = run_events(&lineage);
     for unit in &timeline.units {

@@ -231,6 +231,27 @@ fn ids_are_hex_of_the_lengths_otlp_prescribes_and_stable() {
 }
 
 #[test]
+fn openlineage_names_files_by_their_absolute_path() {
+    let mut run = RunBuilder::new("20261201T000000Z-f11e", &["extract"]);
+    run.start(10, "extract", 1)
+        .files(
+            10,
+            "extract",
+            1,
+            FileSide::Inputs,
+            &[("../data/raw.csv", "raw")],
+        )
+        .succeed(400, "extract", 1);
+    let mut timeline = timeline(&run);
+    timeline.facts.config_path = Some("/srv/etl/config/pipeline.yaml".to_owned());
+    let lineage = lineage(&timeline);
+    assert!(
+        lineage.contains(r#""namespace":"file","name":"/srv/etl/data/raw.csv""#),
+        "{lineage}"
+    );
+}
+
+#[test]
 fn export_formats_parse_from_their_names() {
     for format in ExportFormat::ALL {
         assert_eq!(format.as_str().parse::<ExportFormat>(), Ok(format));
