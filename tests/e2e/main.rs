@@ -11,6 +11,7 @@ mod counts;
 mod durability;
 mod evict;
 mod example;
+mod export;
 mod hashing;
 mod held_still;
 mod identity;

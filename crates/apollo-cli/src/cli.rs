@@ -85,6 +85,9 @@ pub(crate) enum Command {
     /// Compare two runs unit by unit: status, inputs (and which changed), outputs, durations
     #[command(after_long_help = Exit::help_table())]
     Diff(cmd::replay::DiffArgs),
+    /// Export a run for other tools: OpenTelemetry traces, W3C PROV, OpenLineage events, or a Workflow Run RO-Crate
+    #[command(after_long_help = Exit::help_table())]
+    Export(cmd::export::ExportArgs),
     /// Re-run one recorded attempt with the inputs it had then, in a scratch directory, and compare its outputs
     #[command(after_long_help = Exit::help_table())]
     Reproduce(cmd::reproduce::ReproduceArgs),
@@ -166,7 +169,7 @@ mod tests {
         command.build();
         for name in [
             "run", "resume", "mark", "runs", "replay", "diff", "show", "logs", "verify", "prune",
-            "backup",
+            "backup", "export",
         ] {
             let help = command
                 .find_subcommand_mut(name)

@@ -6,6 +6,7 @@ mod chrome;
 mod diff;
 mod display;
 mod error;
+mod export;
 mod filter;
 mod html;
 mod json;
@@ -36,14 +37,18 @@ pub use diff::{
     UnitDiff, write_diff_json, write_diff_text,
 };
 pub use error::ReplayError;
+pub use export::{
+    CrateFile, DEFINITION_FILE, ExportFormat, RoCrate, UnknownExportFormat, ro_crate,
+    write_openlineage, write_otlp_json, write_prov_json,
+};
 pub use filter::{Filter, InvalidTimeBound, TimeBound};
 pub use html::{HtmlExtras, write_html, write_html_with};
 pub use json::{EncodedRecord, JsonRecord, JsonRecords, write_json, write_json_records};
 pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
-    Attempt, AttemptState, Mark, Resume, Reused, RunEnd, Skip, Timeline, TimelineBuilder,
-    UnitStatus, UnitTimeline,
+    Attempt, AttemptFiles, AttemptState, Mark, Resume, Reused, RunEnd, RunFacts, Skip, Timeline,
+    TimelineBuilder, UnitStatus, UnitTimeline,
 };
 
 /// An output format of `apollo replay`.

@@ -326,6 +326,49 @@ impl RunBuilder {
         self
     }
 
+    /// `unit_files` of an attempt: its declared input or output files (path, content).
+    pub(crate) fn files(
+        &mut self,
+        ms: i64,
+        unit: &str,
+        attempt: u32,
+        side: FileSide,
+        files: &[(&str, &str)],
+    ) -> &mut Self {
+        let files = (files.iter())
+            .map(|(path, content)| apollo_core::capture::FileEntry {
+                path: (*path).to_owned(),
+                sha256: fake_hash(&format!("file:{path}:{content}")),
+                size: content.len() as u64,
+                mode: 0o644,
+                not_captured: None,
+            })
+            .collect();
+        let unit = unit.into();
+        let manifest = None;
+        let event = UnitFiles {
+            unit,
+            attempt,
+            side,
+            files,
+            manifest,
+        };
+        self.push(ms, Event::UnitFiles(event));
+        self
+    }
+
+    /// `run_reproduces` (just after `run_started`).
+    pub(crate) fn reproduces(&mut self, run: &str, unit: &str, attempt: u32) -> &mut Self {
+        let event = Event::RunReproduces(RunReproduces {
+            run: run.into(),
+            unit: unit.into(),
+            attempt,
+            scratch: "/tmp/apollo-reproduce-1".into(),
+        });
+        self.push(0, event);
+        self
+    }
+
     /// `run_finished`.
     pub(crate) fn end(
         &mut self,

@@ -12,9 +12,13 @@ use chrono::{DateTime, Utc};
 
 use crate::Filter;
 
+mod facts;
+mod lanes;
 mod status;
 mod submitted;
 use crate::display::first_line;
+pub use facts::{AttemptFiles, RunFacts};
+pub(crate) use lanes::Lanes;
 pub use status::UnitStatus;
 
 /// A run's history, built by streaming its records once: per unit its attempts (with their
@@ -60,6 +64,8 @@ pub struct Timeline {
     /// killed one end alike): the reader sets it from the state directory's lock. An attempt
     /// without its end is running in a live run and cut off otherwise.
     pub live: bool,
+    /// What the run's records say about where it came from (config, definition, kind).
+    pub facts: RunFacts,
 }
 
 /// How a run ended (`run_finished`).
@@ -200,6 +206,8 @@ pub struct Attempt {
     /// The cluster job that ran it (its `unit_submitted`), if any: with `reattached_from`
     /// set when the attempt took over the job of an earlier attempt after apollo died.
     pub job: Option<apollo_core::event::UnitSubmitted>,
+    /// Its declared input and output files (`unit_files`), when the unit declares any.
+    pub files: AttemptFiles,
 }
 
 impl Attempt {
@@ -426,6 +434,7 @@ impl Timeline {
             n_records: self.n_records,
             params: self.params.clone(),
             live: self.live,
+            facts: self.facts.clone(),
         }
     }
 }
@@ -465,6 +474,7 @@ impl TimelineBuilder {
             self.last_alive_ts = Some(ts);
         }
         self.timeline.n_records += 1;
+        self.note_facts(&event);
         self.timeline.last_ts = Some(ts);
         if self.timeline.started.is_none() {
             self.timeline.started = Some(ts);
@@ -518,6 +528,7 @@ impl TimelineBuilder {
                     inputs_manifest: started.inputs_manifest,
                     outcome: None,
                     job: None,
+                    files: AttemptFiles::default(),
                 });
                 unit.status = UnitStatus::Unfinished;
                 self.open
@@ -545,6 +556,7 @@ impl TimelineBuilder {
                             inputs_manifest: None,
                             outcome: None,
                             job: None,
+                            files: AttemptFiles::default(),
                         });
                         unit.attempts.len() - 1
                     }
@@ -676,67 +688,5 @@ impl TimelineBuilder {
             self.close_attempt(unit_idx, attempt_idx, end);
         }
         open.len()
-    }
-}
-
-/// Lanes laid out where attempts really ran: each attempt is placed when it ends (its start
-/// is known then, after any wait in the queue of attempts committed ahead), on the free lane
-/// that was freed last (best fit, so lanes stay packed), a lane being free when its attempts
-/// all ended by the attempt's start, give or take [`LANE_SLACK`]. Attempts end in record order,
-/// so every renderer that reads the same records gets the same lanes; the number of lanes is
-/// about the run's peak number of attempts really running at once (workers), not of attempts
-/// committed. With a known number of workers ([`Lanes::with_max`]) there are never more lanes
-/// than that: an attempt that finds none free (the clock's rounding, nothing else, since no more
-/// attempts ran at once) goes on the lane freed first.
-#[derive(Debug, Default)]
-pub(crate) struct Lanes {
-    /// Per lane, the latest end placed on it.
-    ends: Vec<DateTime<Utc>>,
-    /// The most lanes to use (the run's workers), when known.
-    max: Option<usize>,
-}
-
-/// How far an attempt may seem to start before the previous one on its lane ended: the
-/// journal measures `queued_ms` and `duration_ms` in whole milliseconds (rounded down) from
-/// instants a little apart from the records' times, so a worker's next attempt can appear to
-/// start a millisecond or two before its previous one ended. Without this slack, two workers
-/// drew on dozens of lanes.
-const LANE_SLACK: chrono::TimeDelta = chrono::TimeDelta::milliseconds(2);
-
-impl Lanes {
-    /// Lanes for a run of at most `max` attempts at once (`None`: unknown).
-    pub(crate) fn with_max(max: Option<usize>) -> Self {
-        Self {
-            ends: Vec::new(),
-            max: max.filter(|&max| max > 0),
-        }
-    }
-
-    /// The lane for an attempt that ran from `start` to `end`.
-    pub(crate) fn place(&mut self, start: DateTime<Utc>, end: DateTime<Utc>) -> usize {
-        let end = end.max(start);
-        let start_with_slack = start.checked_add_signed(LANE_SLACK).unwrap_or(start);
-        let free = self
-            .ends
-            .iter()
-            .enumerate()
-            .filter(|&(_, &last)| last <= start_with_slack)
-            .max_by_key(|&(lane, &last)| (last, std::cmp::Reverse(lane)))
-            .map(|(lane, _)| lane);
-        let lane = match free {
-            Some(lane) => lane,
-            None if self.max.is_some_and(|max| self.ends.len() >= max) => self
-                .ends
-                .iter()
-                .enumerate()
-                .min_by_key(|&(lane, &last)| (last, lane))
-                .map_or(0, |(lane, _)| lane),
-            None => {
-                self.ends.push(end);
-                return self.ends.len() - 1;
-            }
-        };
-        self.ends[lane] = self.ends[lane].max(end);
-        lane
     }
 }

@@ -170,3 +170,53 @@ pub(super) fn tamper_between(
     }
     Ok(())
 }
+
+/// How long a command run against a planted FIFO or `/dev/zero` may take before it counts as
+/// hung (a safety net on a loaded machine: apollo refuses such a file at once).
+const PLANT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs `command` to its end or until `deadline` (then kills it): its status and output
+/// (stdout and stderr together), `None` when it hung.
+fn run_bounded(
+    mut command: Command,
+    deadline: Duration,
+) -> Result<Option<(ExitStatus, String)>, String> {
+    let stderr = tempfile_in_memory()?;
+    let mut child = command
+        .stdout(stderr.try_clone().map_err(io!())?)
+        .stderr(stderr.try_clone().map_err(io!())?)
+        .spawn()
+        .map_err(io!())?;
+    let until = Instant::now() + deadline;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(io!())? {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    use std::io::{Read, Seek};
+    let mut stderr = stderr;
+    let mut text = String::new();
+    stderr.rewind().map_err(io!())?;
+    let _ = stderr.read_to_string(&mut text);
+    Ok(Some((status, text)))
+}
+
+/// An anonymous file for a child's stderr (no pipe to drain while polling).
+#[allow(unsafe_code)] // memfd_create(2) has no std form.
+fn tempfile_in_memory() -> Result<std::fs::File, String> {
+    let name = c"torture-stderr";
+    // SAFETY: memfd_create with a NUL-terminated name; the descriptor is owned by the File.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    use std::os::fd::FromRawFd;
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}

@@ -7,6 +7,7 @@
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod diff;
+pub(crate) mod export;
 pub(crate) mod graph;
 pub(crate) mod logs;
 pub(crate) mod man;
@@ -60,6 +61,7 @@ pub(crate) fn dispatch(
         Command::GenerateMan(args) => man::run(&args, stdout),
         Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
         Command::Schema(args) => schema::run(&args, stdout),
+        Command::Export(args) => export::export(&args, state_dir, stdout, stderr),
     }
 }
 

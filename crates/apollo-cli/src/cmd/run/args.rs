@@ -71,6 +71,9 @@ pub(crate) struct ExecutionArgs {
     /// When the run ends, write it as JUnit XML to PATH (for CI test reporters)
     #[arg(long, value_name = "PATH")]
     pub(crate) junit: Option<PathBuf>,
+    /// Keep the run's OpenTelemetry trace (OTLP/JSON, as `apollo export --format otlp-json`) in PATH while it runs, replaced as units end
+    #[arg(long, value_name = "PATH")]
+    pub(crate) otlp_file: Option<PathBuf>,
     /// Output format (json: a JSON-lines event stream on stdout; with --dry-run, one document with each unit's plan)
     #[arg(long, value_enum, default_value_t = crate::cmd::replay::TableFormat::Text, conflicts_with = "stream")]
     pub(crate) format: crate::cmd::replay::TableFormat,

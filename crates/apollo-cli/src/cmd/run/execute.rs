@@ -19,6 +19,7 @@ use apollo_slurm::{SlurmExecutor, SlurmOptions};
 use super::args::ExecutionArgs;
 use super::errors::runner_error;
 use super::notices::{HeldNotices, StderrNotices};
+use super::otlp_file::{FinalTrace, TraceFile};
 use super::render;
 use super::strays::ProcessSweep;
 use crate::error::{CliError, output};
@@ -244,15 +245,15 @@ pub(super) fn execute(
         progress.stream_output(&run);
     }
     let mut held = HeldNotices::default();
-    let result = open_run.run(&executor, &mut progress, &cancel, &mut held);
+    let mut observer = TraceFile::new(&mut progress, execution, &state_path, &run_id);
+    let result = open_run.run(&executor, &mut observer, &cancel, &mut held);
+    let trace = observer.detach();
     let elapsed = progress.elapsed();
     let notes = progress.notes();
     progress.finish();
     drop(signals);
     held.write_to(stderr);
-    if let Some(path) = &execution.junit {
-        write_junit_file(&state_path, &run_id, path, stderr);
-    }
+    write_reports(trace, execution, &state_path, &run_id, stderr);
     // What the run cost the cluster's controller (issue 15: O(jobs + polls)).
     if let Some(slurm) = &slurm
         && execution.explain
@@ -275,6 +276,20 @@ pub(super) fn execute(
         Some(RunStatus::Failed) => Exit::Failure,
         Some(RunStatus::Interrupted) => Exit::Interrupted,
     })
+}
+
+/// The reports of a run that has ended: `--otlp-file`'s last render, `--junit`'s report.
+fn write_reports(
+    trace: FinalTrace,
+    execution: &ExecutionArgs,
+    state_path: &Path,
+    run_id: &apollo_store::RunId,
+    stderr: &mut dyn Write,
+) {
+    trace.write(stderr);
+    if let Some(path) = &execution.junit {
+        write_junit_file(state_path, run_id, path, stderr);
+    }
 }
 
 /// `--junit PATH`: the run as JUnit XML, written through a temporary file and renamed so a CI

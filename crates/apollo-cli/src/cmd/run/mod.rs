@@ -10,6 +10,7 @@ mod args;
 mod errors;
 mod execute;
 pub(crate) mod notices;
+mod otlp_file;
 mod render;
 mod strays;
 
