@@ -12,6 +12,7 @@ mod rehash;
 mod resume;
 mod reuse;
 mod reuse_check;
+mod reuse_source;
 mod scheduling;
 mod worker_protocol;
 
