@@ -66,6 +66,25 @@ fn flock(file: &File, path: &Path, wait: bool) -> Result<Attempt, StoreError> {
     }
 }
 
+/// Whether some process holds a `flock` on `file`, read from `/proc/locks` (Linux) without
+/// locking anything: `None` when that file cannot be read. A line is `N: FLOCK ADVISORY WRITE
+/// PID MAJ:MIN:INODE 0 EOF` (device numbers in hex); `N: -> ...` lines are waiters.
+fn held_in_proc_locks(file: &File) -> Option<bool> {
+    let stat = rustix::fs::fstat(file).ok()?;
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = stat.st_dev;
+    let wanted = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        stat.st_ino
+    );
+    Some(text.lines().any(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        fields.next() == Some("FLOCK") && fields.nth(3) == Some(wanted.as_str())
+    }))
+}
+
 /// How long a lock whose recorded holder is dead may stay held before it is reported as held.
 const STALE_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -191,7 +210,10 @@ impl StateLock {
     }
 
     /// Whether another open file description holds the lock at `path` right now, and who.
-    /// Takes and releases the lock when it is free.
+    /// On Linux it looks the lock file up in `/proc/locks` and never takes the lock, so a
+    /// reader polling it (`apollo serve`) cannot make a starting `apollo run` find the state
+    /// directory locked; elsewhere (or without `/proc`) it takes and releases the lock when
+    /// it is free.
     ///
     /// The file is opened read only (`flock` needs no write access), so read commands work on
     /// a read-only state directory; a missing lock file is held by nobody.
@@ -209,6 +231,9 @@ impl StateLock {
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(error) => return Err(error),
         };
+        if let Some(held) = held_in_proc_locks(&file) {
+            return Ok(held.then(|| read_holder(&file)));
+        }
         match flock(&file, path, false)? {
             Attempt::Acquired => Ok(None),
             Attempt::Busy => Ok(Some(read_holder(&file))),

@@ -327,6 +327,18 @@ impl StateDir {
         &self,
         count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
     ) -> Result<Vec<RunSummary>, StoreError> {
+        self.list_runs_counted_with(count, true)
+    }
+
+    /// [`list_runs_counted`](Self::list_runs_counted), keeping what it learned in the runs
+    /// index only when `keep_index` is true. A reader that must never write into the state
+    /// directory (`apollo serve`, a read-only `backup` copy) passes false: it still uses what
+    /// the index holds, and reads the journals of the runs it lacks.
+    pub fn list_runs_counted_with(
+        &self,
+        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
+        keep_index: bool,
+    ) -> Result<Vec<RunSummary>, StoreError> {
         let holder = self.lock_holder()?;
         let acknowledged = self.acknowledged_runs()?;
         let mut index = RunsIndex::load(self.path());
@@ -360,7 +372,9 @@ impl StateDir {
                 summary
             })
             .collect();
-        index.save(self.path());
+        if keep_index {
+            index.save(self.path());
+        }
         Ok(summaries)
     }
 

@@ -4,7 +4,6 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use apollo_core::event::InputManifestRef;
 use apollo_replay::{
     EncodedRecord, Filter, Format, JsonRecord, JsonRecords, ReplayError, ReplayOptions, TimeBound,
 };
@@ -379,32 +378,6 @@ pub(crate) fn run_workers(
         .and_then(|workers| usize::try_from(workers).ok())
 }
 
-/// Each unit's commands, by (unit, phase), from the definition snapshot `run` started with;
-/// `None` when it cannot be read.
-fn definition_commands(
-    state: &apollo_store::StateDir,
-    run: &apollo_store::RunId,
-) -> Option<std::collections::HashMap<(String, String), apollo_core::Command>> {
-    let started = state::run_started(state, run).ok()?;
-    let definition = state.read_blob(&started.definition_hash).ok()?;
-    let value: serde_json::Value = serde_json::from_slice(&definition).ok()?;
-    let mut commands = std::collections::HashMap::new();
-    for unit in value.get("units")?.as_array()? {
-        let Some(name) = unit.get("name").and_then(serde_json::Value::as_str) else {
-            continue;
-        };
-        for phase in ["prepare", "execute", "cleanup"] {
-            if let Some(command) = unit
-                .get(phase)
-                .and_then(|command| serde_json::from_value(command.clone()).ok())
-            {
-                commands.insert((name.to_owned(), phase.to_owned()), command);
-            }
-        }
-    }
-    Some(commands)
-}
-
 /// `apollo diff`: exit 0 when every unit's status, input hash and output hash match, 1 when not.
 pub(crate) fn diff(
     args: &DiffArgs,
@@ -415,32 +388,8 @@ pub(crate) fn diff(
     let state = args.state.open(state_dir)?;
     let run_a = state::resolve_run(&state, &args.run_a)?;
     let run_b = state::resolve_run(&state, &args.run_b)?;
-    let (mut reader_a, _) = state::read_records(&state, &run_a, ReadOptions::default())?;
-    let (mut reader_b, _) = state::read_records(&state, &run_b, ReadOptions::default())?;
-    // Input lists too large for a record are in their run's manifest files.
-    let run_dirs = [&run_a, &run_b].map(|run| state.runs_dir().join(run.as_str()));
-    let manifests = |side: apollo_replay::Side, reference: &InputManifestRef| {
-        let run_dir = match side {
-            apollo_replay::Side::A => &run_dirs[0],
-            _ => &run_dirs[1],
-        };
-        apollo_store::read_input_manifest(run_dir, reference).map_err(|error| error.to_string())
-    };
-    let mut diff =
-        apollo_replay::diff_records_with_manifests(&mut reader_a, &mut reader_b, &manifests)?;
-    // A command that changed only because values are now quoted says so (DESIGN §18): read
-    // run B's definition only when a command changed.
-    let command_changed = diff.units.iter().any(|unit| {
-        (unit.input_changes.iter())
-            .any(|change| change.kind == apollo_core::event::InputKind::Command)
-    });
-    if command_changed && let Some(commands) = definition_commands(&state, &run_b) {
-        diff.mark_quoting_changes(&|unit, phase| {
-            commands.get(&(unit.to_owned(), phase.to_owned())).cloned()
-        });
-    }
-    state::print_warnings(&reader_a.take_warnings(), stderr);
-    state::print_warnings(&reader_b.take_warnings(), stderr);
+    let (diff, warnings) = apollo_runner::read::diff(&state, &run_a, &run_b)?;
+    state::print_warnings(&warnings, stderr);
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Text => apollo_replay::write_diff_text(&diff, &mut out, color_stdout()),
