@@ -14,16 +14,17 @@ struct Rule {
     why: &'static str,
 }
 
-const LIBRARIES: [&str; 6] = [
+const LIBRARIES: [&str; 7] = [
     "apollo-core",
     "apollo-store",
     "apollo-exec",
     "apollo-slurm",
     "apollo-replay",
     "apollo-runner",
+    "apollo-serve",
 ];
 
-const RULES: [Rule; 9] = [
+const RULES: [Rule; 10] = [
     Rule {
         name: "apollo-core",
         may_depend_on: &[],
@@ -54,6 +55,12 @@ const RULES: [Rule; 9] = [
         may_depend_on: &["apollo-core", "apollo-store", "apollo-replay"],
         why: "apollo-runner spawns and kills nothing and does not depend on apollo-exec (nor \
               apollo-slurm): executors are passed in",
+    },
+    Rule {
+        name: "apollo-serve",
+        may_depend_on: &["apollo-core", "apollo-store", "apollo-replay", "apollo-runner"],
+        why: "apollo-serve is the web layer only: it reads through apollo-runner's read side and \
+              runs nothing",
     },
     Rule {
         name: "apollo-cli",

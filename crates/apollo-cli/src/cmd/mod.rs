@@ -16,6 +16,7 @@ pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod schema;
+pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod stats;
 pub(crate) mod stop;
@@ -59,6 +60,7 @@ pub(crate) fn dispatch(
         Command::GenerateMan(args) => man::run(&args, stdout),
         Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
         Command::Schema(args) => schema::run(&args, stdout),
+        Command::Serve(args) => serve::serve(&args, state_dir, stdout, stderr),
     }
 }
 
