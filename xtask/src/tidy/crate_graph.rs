@@ -58,7 +58,12 @@ const RULES: [Rule; 10] = [
     },
     Rule {
         name: "apollo-serve",
-        may_depend_on: &["apollo-core", "apollo-store", "apollo-replay", "apollo-runner"],
+        may_depend_on: &[
+            "apollo-core",
+            "apollo-store",
+            "apollo-replay",
+            "apollo-runner",
+        ],
         why: "apollo-serve is the web layer only: it reads through apollo-runner's read side and \
               runs nothing",
     },
