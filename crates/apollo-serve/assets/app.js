@@ -3,6 +3,7 @@
 // its <main>, without a reload (scroll position and focus stay where they were).
 (function () {
   "use strict";
+  document.documentElement.setAttribute("data-js", "ready");
   var url = document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
   var status = document.getElementById("live-status");

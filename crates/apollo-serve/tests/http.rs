@@ -5,62 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-
-use apollo_core::Event;
-use apollo_store::{
-    Durability, JournalReader, JournalWriter, ReadOptions, StateDir, WriterOptions,
-};
-use common::{Served, get, project, run_pipeline};
-
-const PIPELINE: &str = "\
-name: web
-params:
-  day: {default: \"<b>day</b>\"}
-units:
-  - name: fetch
-    execute: echo fetched; echo '<img src=x onerror=alert(1)>' >&2
-  - name: bad
-    deps: [fetch]
-    execute: echo oops >&2; exit 3
-";
-
-/// A state directory with one real failed run, then a copy of it whose unit `bad` is named
-/// `<script>alert(1)</script>` (a hostile or damaged journal: the loader would refuse the
-/// name, the journal can still hold it).
-fn state_with_runs() -> (tempfile::TempDir, std::path::PathBuf) {
-    let (dir, config) = project(PIPELINE);
-    run_pipeline(&config);
-    let state_dir = dir.path().join(".apollo");
-    write_hostile_copy(&state_dir);
-    (dir, state_dir)
-}
-
-const HOSTILE: &str = "<script>alert(1)</script>";
-
-fn write_hostile_copy(state_dir: &Path) {
-    let state = StateDir::open_existing(state_dir).unwrap();
-    let source = state.run_ids().unwrap().pop().unwrap();
-    let events: Vec<Event> = JournalReader::open(
-        state.run_dir(&source).unwrap().path(),
-        ReadOptions::default(),
-    )
-    .unwrap()
-    .map(|record| record.unwrap().event)
-    .collect();
-    let id = state.new_run_id();
-    let run_dir = state.create_run(&id).unwrap();
-    let options = WriterOptions::default().durability(Durability::None);
-    let mut writer = JournalWriter::create(run_dir.path(), id.as_str(), options).unwrap();
-    for event in events {
-        let text = serde_json::to_string(&event)
-            .unwrap()
-            .replace("\"bad\"", &serde_json::to_string(HOSTILE).unwrap())
-            .replace(source.as_str(), id.as_str());
-        let event: Event = serde_json::from_str(&text).unwrap();
-        writer.append_batch(&[event]).unwrap();
-    }
-}
+use apollo_store::StateDir;
+use common::{HOSTILE, Served, get, state_with_runs};
 
 #[test]
 fn the_token_is_required_on_every_address() {
