@@ -1,7 +1,6 @@
 //! The application: the state directory it reads, the routes, and running a read off the
 //! async thread.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use apollo_store::{RunId, StateDir};
@@ -22,9 +21,9 @@ pub(crate) struct App {
     /// The cookie that carries the token (named after the port: two servers on one host keep
     /// their own).
     pub(crate) cookie: String,
-    /// The run model's counts of runs the runs index lacks, by run, with the journal length
-    /// they were counted at (`serve` never writes the index, so it remembers them itself).
-    pub(crate) counts: Mutex<HashMap<RunId, (u64, apollo_core::UnitCounts)>>,
+    /// The runs index and counts remembered between listings (`serve` never writes the
+    /// index, so it keeps what it learns in memory).
+    pub(crate) runs: Mutex<apollo_runner::read::RunsCache>,
     /// Set when the server stops: open event streams end.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -35,7 +34,7 @@ impl App {
             state,
             token,
             cookie: format!("apollo_token_{port}"),
-            counts: Mutex::new(HashMap::new()),
+            runs: Mutex::new(apollo_runner::read::RunsCache::default()),
             stopping: tokio::sync::watch::channel(false).0,
         }
     }

@@ -49,9 +49,28 @@ fn the_token_is_required_on_every_address() {
     assert_eq!(served.get("/").status, 200);
 }
 
+/// Every file and folder below `root` with its length and modification time.
+fn snapshot(root: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut found = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let entry = entry.unwrap();
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                folders.push(entry.path());
+            }
+            found.push((entry.path(), meta.len(), meta.modified().unwrap()));
+        }
+    }
+    found.sort();
+    found
+}
+
 #[test]
 fn every_page_and_endpoint_answers_with_what_the_cli_says() {
     let (_dir, state_dir) = state_with_runs();
+    let before = snapshot(&state_dir);
     let served = Served::start(&state_dir);
     let state = StateDir::open_existing(&state_dir).unwrap();
     let first = state.run_ids().unwrap()[0].clone();
@@ -126,6 +145,12 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
     assert_eq!((log.status, log.body.as_str()), (200, "oops\n"));
     assert_eq!(log.header("x-apollo-log-length"), Some("5"));
     assert!(served.ok("/assets/app.css").contains("badge"));
+    drop(served);
+    assert_eq!(
+        before,
+        snapshot(&state_dir),
+        "serve wrote into the state directory"
+    );
 }
 
 #[test]

@@ -355,6 +355,24 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_reads_proc_locks_and_leaves_the_lock_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let lock = StateLock::acquire(&path, false).unwrap();
+        let file = File::open(&path).unwrap();
+        if std::path::Path::new("/proc/locks").exists() {
+            assert_eq!(held_in_proc_locks(&file), Some(true));
+            drop(lock);
+            assert_eq!(held_in_proc_locks(&file), Some(false));
+            // Probing a free lock takes nothing: it is still free for a writer's
+            // non-blocking attempt while the probe's own file is open.
+            assert!(StateLock::probe(&path).unwrap().is_none());
+            let _writer = StateLock::acquire(&path, false).unwrap();
+            assert!(StateLock::probe(&path).unwrap().is_some());
+        }
+    }
+
+    #[test]
     fn the_holder_names_its_run() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lock");

@@ -54,6 +54,16 @@ pub(crate) async fn page(
             escape(&html::run_href(run.as_str())),
             escape(run.as_str())
         );
+        if matches!(
+            state,
+            apollo_core::UnitState::Failed | apollo_core::UnitState::CutOff
+        ) {
+            let _ = write!(
+                body,
+                "<p><a href=\"/diff?a=last-success&amp;b={}\">Compare the run with the last successful one</a></p>",
+                escape(&html::encode(run.as_str()))
+            );
+        }
         definition_block(&mut body, &recorded, &found.name);
         notes_block(&mut body, found);
         if let Some(number) = number {
@@ -263,6 +273,10 @@ fn attempt_block(
         }
     }
     body.push_str("</dl>");
+    // The output first: what someone coming from a failed unit looks for.
+    for stream in [LogStream::Stderr, LogStream::Stdout] {
+        log_block(body, &app.state, run, (unit, attempt.number), stream);
+    }
     phases_block(body, attempt);
     inputs_block(body, &app.state, run, attempt);
     for (side, title) in [
@@ -279,9 +293,6 @@ fn attempt_block(
             "<p>Output hash <code>{}</code></p>",
             escape(output_hash)
         );
-    }
-    for stream in [LogStream::Stderr, LogStream::Stdout] {
-        log_block(body, &app.state, run, (unit, attempt.number), stream);
     }
     let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
     let _ = write!(

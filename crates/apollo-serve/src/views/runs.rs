@@ -29,25 +29,16 @@ pub(crate) struct RunsQuery {
     page: Option<usize>,
 }
 
-/// Every run as `apollo runs` lists it (oldest first), with the counts of runs the runs index
-/// lacks remembered by journal length (`serve` never writes the index).
+/// Every run as `apollo runs` lists it (oldest first), from the server's [`RunsCache`]
+/// (`serve` never writes the runs index).
+///
+/// [`RunsCache`]: apollo_runner::read::RunsCache
 pub(crate) fn lines(app: &App) -> Result<Vec<RunLine>, AppError> {
-    let summaries = app.state.list_runs_counted_with(
-        &mut |id| {
-            let len = apollo_runner::read::journal_len(&app.state, id).ok()?;
-            let mut cache = app.counts.lock().ok()?;
-            if let Some((counted_at, counts)) = cache.get(id)
-                && *counted_at == len
-            {
-                return Some(*counts);
-            }
-            let model = apollo_runner::read::run_model(&app.state, id).ok()?;
-            let counts = model.timeline.counts();
-            cache.insert(id.clone(), (len, counts));
-            Some(counts)
-        },
-        false,
-    )?;
+    let summaries = match app.runs.lock() {
+        Ok(mut cache) => cache.list_runs(&app.state)?,
+        // A listing that panicked mid-way left nothing wrong behind: start afresh.
+        Err(_) => apollo_runner::read::RunsCache::default().list_runs(&app.state)?,
+    };
     Ok(apollo_runner::read::run_lines(
         &app.state,
         &summaries,
