@@ -114,6 +114,7 @@ fn every_view_renders_in_headless_chromium() {
                 "exit",
                 "Attempts over time",
                 "<iframe",
+                "class=\"node s-failed\"",
             ],
         ),
         (

@@ -84,7 +84,14 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
     assert!(served.ok("/?q=DAY").contains(first));
 
     let run = served.ok(&format!("/runs/{first}"));
-    for text in ["fetch", "bad", "failed", "Attempts over time", "/report"] {
+    for text in [
+        "fetch",
+        "bad",
+        "failed",
+        "Attempts over time",
+        "/report",
+        "class=\"node s-failed\"",
+    ] {
         assert!(run.contains(text), "run page lacks {text}");
     }
     let report = served.ok(&format!("/runs/{first}/report"));

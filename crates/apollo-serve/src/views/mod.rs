@@ -1,6 +1,7 @@
 //! The pages: server-rendered HTML, every journal text escaped ([`crate::html::escape`]).
 
 pub(crate) mod attempt;
+pub(crate) mod dag;
 pub(crate) mod diff;
 pub(crate) mod run;
 pub(crate) mod runs;

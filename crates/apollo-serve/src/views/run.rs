@@ -43,7 +43,21 @@ pub(crate) async fn page(
             Ok(model) => model,
             Err(error) => return Ok(Html(damaged(&run, &summary, &error))),
         };
-        Ok(Html(render(&run, &summary, &model, &query)))
+        // The graph only for a run small enough to draw it (the definition is read for it).
+        let deps = (model.timeline.units.len() <= super::dag::MAX_UNITS)
+            .then(|| apollo_runner::read::definition(&app.state, &run))
+            .flatten()
+            .map(|definition| {
+                (definition.units.into_iter())
+                    .map(|unit| (unit.name, unit.deps))
+                    .collect()
+            });
+        let mut page = render(&run, &summary, &model, &query);
+        if let Some(deps) = deps {
+            let graph = super::dag::render(run.as_str(), &model.timeline, &deps);
+            page = page.replacen("<h2 id=\"units\">", &format!("{graph}<h2 id=\"units\">"), 1);
+        }
+        Ok(Html(page))
     })
     .await
 }
