@@ -23,6 +23,8 @@
 
 mod documents;
 mod files;
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 
