@@ -184,6 +184,12 @@ pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
             }
             body.extend_from_slice(&chunk[..size]);
         }
+    } else if let Some(len) = (headers.iter())
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+    {
+        body = vec![0; len];
+        reader.read_exact(&mut body).expect("body");
     } else {
         reader.read_to_end(&mut body).expect("body");
     }
