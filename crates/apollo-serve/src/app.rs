@@ -126,6 +126,12 @@ async fn js() -> impl IntoResponse {
     )
 }
 
+/// The content policy of the pages: scripts, styles and everything else from this server only.
+const PAGE_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'self'; form-action 'self'; base-uri 'none'";
+
+/// The replay report's: its script and style are inline (it is also a standalone file).
+pub(crate) const REPORT_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; base-uri 'none'";
+
 /// Headers on every answer: no caching of pages holding private data, no framing by other
 /// sites, no sniffing, and a content policy allowing only this server's own scripts.
 async fn security_headers(
@@ -138,12 +144,13 @@ async fn security_headers(
         (header::CACHE_CONTROL, "no-store"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'",
-        ),
     ] {
         headers.insert(name, HeaderValue::from_static(value));
     }
+    // The pages run only this server's own script; the replay report (`/runs/{run}/report`)
+    // sets its own policy, for its inline one.
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(PAGE_POLICY));
     response
 }

@@ -332,7 +332,7 @@ fn unit_row(body: &mut String, id: &str, timeline: &Timeline, unit: &UnitTimelin
 pub(crate) async fn report(
     State(app): State<Arc<App>>,
     Path(run): Path<String>,
-) -> Result<Html<String>, AppError> {
+) -> Result<impl axum::response::IntoResponse, AppError> {
     blocking(&app, move |app| {
         let run = app.resolve(&run)?;
         let model = apollo_runner::read::run_model(&app.state, &run)?;
@@ -357,7 +357,13 @@ pub(crate) async fn report(
                 error.to_string(),
             )
         })?;
-        Ok(Html(String::from_utf8_lossy(&page).into_owned()))
+        Ok((
+            [(
+                axum::http::header::CONTENT_SECURITY_POLICY,
+                crate::app::REPORT_POLICY,
+            )],
+            Html(String::from_utf8_lossy(&page).into_owned()),
+        ))
     })
     .await
 }
