@@ -7,11 +7,22 @@
   var url = document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
   var status = document.getElementById("live-status");
-  var busy = false, again = false;
+  // At most one refresh a second: a busy run's changes are coalesced, so a large run's page
+  // is not rebuilt four times a second beside the run it shows.
+  var busy = false, again = false, last = 0, timer = null, MIN_GAP = 1000;
   function say(text) { if (status) { status.textContent = text; } }
+  var ended = false;
   function refresh(done) {
+    if (done) { ended = true; if (timer) { clearTimeout(timer); timer = null; } }
+    done = done || ended;
     if (busy) { again = true; return; }
+    var wait = last + MIN_GAP - Date.now();
+    if (wait > 0 && !done) {
+      if (!timer) { timer = setTimeout(function () { timer = null; refresh(false); }, wait); }
+      return;
+    }
     busy = true;
+    last = Date.now();
     fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) { return response.ok ? response.text() : null; })
       .then(function (text) {
