@@ -260,12 +260,25 @@ mod tests {
     #[test]
     fn a_crate_without_a_rule_fails() {
         let found = check(&[manifest(
-            "apollo-serve",
+            "apollo-bisect",
             "[dependencies]\napollo-runner.workspace = true\n",
         )]);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
-            found[0].contains("`apollo-serve` has no rule in the crate graph"),
+            found[0].contains("`apollo-bisect` has no rule in the crate graph"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn the_web_layer_never_runs_anything() {
+        let found = check(&[manifest(
+            "apollo-serve",
+            "[dependencies]\napollo-runner.workspace = true\napollo-exec.workspace = true\n",
+        )]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("`apollo-serve` depends on `apollo-exec`"),
             "{found:?}"
         );
     }
