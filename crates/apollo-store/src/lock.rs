@@ -66,10 +66,35 @@ fn flock(file: &File, path: &Path, wait: bool) -> Result<Attempt, StoreError> {
     }
 }
 
+/// Filesystems whose locks another host may hold (`statfs`'s `f_type`): NFS, SMB/CIFS,
+/// Lustre, GPFS, CephFS, BeeGFS, AFS, 9p and FUSE. `/proc/locks` shows only this kernel's.
+const NETWORK_FILESYSTEMS: [i64; 11] = [
+    0x6969,
+    0x517B,
+    0xFF53_4D42,
+    0xFE53_4D42,
+    0x0BD0_0BD0,
+    0x4750_4653,
+    0x00C3_6400,
+    0x1983_0326,
+    0x5346_414F,
+    0x0102_1997,
+    0x6573_5546,
+];
+
 /// Whether some process holds a `flock` on `file`, read from `/proc/locks` (Linux) without
-/// locking anything: `None` when that file cannot be read. A line is `N: FLOCK ADVISORY WRITE
-/// PID MAJ:MIN:INODE 0 EOF` (device numbers in hex); `N: -> ...` lines are waiters.
+/// locking anything: `None` when that file cannot be read, or `file` is on a network
+/// filesystem (a holder on another host would not be listed: the caller then tries the lock).
+/// A line is `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (device numbers in hex); `N:
+/// -> ...` lines are waiters.
 fn held_in_proc_locks(file: &File) -> Option<bool> {
+    let statfs = rustix::fs::fstatfs(file).ok()?;
+    // `f_type` is a C long, or an unsigned int on some targets; the magic numbers fit either.
+    #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+    let kind = statfs.f_type as i64 & 0xFFFF_FFFF;
+    if NETWORK_FILESYSTEMS.contains(&kind) {
+        return None;
+    }
     let stat = rustix::fs::fstat(file).ok()?;
     let text = std::fs::read_to_string("/proc/locks").ok()?;
     let dev = stat.st_dev;
