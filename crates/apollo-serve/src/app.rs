@@ -87,6 +87,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/runs/{run}/units/{unit}", get(views::attempt::page))
         .route("/runs/{run}/events", get(live::events))
         .route("/diff", get(views::diff::page))
+        .route("/history", get(views::history::page))
         .route("/api/runs", get(api::runs))
         .route("/api/runs/{run}", get(api::run))
         .route("/api/runs/{run}/units/{unit}", get(api::unit))

@@ -98,7 +98,7 @@ fn every_view_renders_in_headless_chromium() {
     let served = Served::start(&state_dir);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("apollo-serve-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let views: [(&str, String, &[&str]); 5] = [
+    let views: [(&str, String, &[&str]); 6] = [
         (
             "runs",
             "/".to_owned(),
@@ -132,6 +132,11 @@ fn every_view_renders_in_headless_chromium() {
             "diff",
             format!("/diff?a={first}&b=latest"),
             &["Compare two runs", "units differ"],
+        ),
+        (
+            "history",
+            "/history?pipeline=web".to_owned(),
+            &["History of", "fetch", "class=\"cell s-failed\""],
         ),
         (
             "hostile",

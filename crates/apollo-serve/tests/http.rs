@@ -17,6 +17,7 @@ fn the_token_is_required_on_every_address() {
         "/runs/latest",
         "/runs/latest/units/fetch",
         "/diff",
+        "/history?pipeline=web",
         "/api/runs",
         "/api/runs/latest",
         "/assets/app.js",
@@ -25,7 +26,12 @@ fn the_token_is_required_on_every_address() {
         let none = get(served.addr, path, &[]);
         assert_eq!(none.status, 401, "{path} without a token");
         assert!(none.header("www-authenticate").is_some());
-        let wrong = get(served.addr, &format!("{path}?token=0123456789abcdef"), &[]);
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let wrong = get(
+            served.addr,
+            &format!("{path}{separator}token=0123456789abcdef"),
+            &[],
+        );
         assert_eq!(wrong.status, 403, "{path} with a wrong token");
         let bearer = get(served.addr, path, &[("Authorization", "Bearer nope")]);
         assert_eq!(bearer.status, 403, "{path} with a wrong bearer");
@@ -111,6 +117,12 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
     assert!(fetch.contains("&lt;img src=x onerror=alert(1)&gt;"));
     assert!(!fetch.contains("<img src=x"));
 
+    let history = served.ok("/history?pipeline=web");
+    assert!(
+        history.contains("class=\"cell s-failed\"") && history.contains(first),
+        "{history}"
+    );
+    assert_eq!(served.get("/history").status, 400);
     let diff = served.ok(&format!("/diff?a={first}&b=latest"));
     assert!(
         diff.contains("units differ") || diff.contains("the same"),

@@ -3,6 +3,7 @@
 pub(crate) mod attempt;
 pub(crate) mod dag;
 pub(crate) mod diff;
+pub(crate) mod history;
 pub(crate) mod run;
 pub(crate) mod runs;
 

@@ -187,9 +187,18 @@ fn summary_block(body: &mut String, summary: &RunSummary, timeline: &Timeline) {
         );
     }
     let id = escape(&encode(summary.id.as_str()));
+    let history = summary
+        .pipeline
+        .as_deref()
+        .map_or_else(String::new, |name| {
+            format!(
+                " · <a href=\"/history?pipeline={}\">history of the pipeline</a>",
+                escape(&encode(name))
+            )
+        });
     let _ = write!(
         body,
-        "</dl><p><a href=\"/diff?a=last-success&amp;b={id}\">Compare with the last successful run</a> · <a href=\"/diff?b={id}\">compare with…</a> · <a href=\"/api/runs/{id}\">JSON</a></p>"
+        "</dl><p><a href=\"/diff?a=last-success&amp;b={id}\">Compare with the last successful run</a> · <a href=\"/diff?b={id}\">compare with…</a>{history} · <a href=\"/api/runs/{id}\">JSON</a></p>"
     );
 }
 

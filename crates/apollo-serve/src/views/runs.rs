@@ -91,9 +91,18 @@ pub(crate) fn render(lines: &[RunLine], query: &RunsQuery) -> String {
     let page = query.page.unwrap_or(1).clamp(1, n_pages);
     let mut body = String::from("<h1>Runs</h1>");
     body.push_str(&filter_form(lines, query));
+    let history = (query.pipeline.as_deref())
+        .filter(|name| !name.is_empty())
+        .map_or_else(String::new, |name| {
+            format!(
+                " · <a href=\"/history?pipeline={}\">history of {}</a>",
+                escape(&encode(name)),
+                escape(name)
+            )
+        });
     let _ = write!(
         body,
-        "<p class=\"muted\">{} of {} runs, newest first · <a href=\"/diff\">compare two runs</a></p>",
+        "<p class=\"muted\">{} of {} runs, newest first · <a href=\"/diff\">compare two runs</a>{history}</p>",
         shown.len(),
         lines.len()
     );
