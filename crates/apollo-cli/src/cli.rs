@@ -115,6 +115,8 @@ pub(crate) enum Command {
     Stop(cmd::stop::StopArgs),
     /// Per-unit durations (percentiles), failure and retry rates over the last runs, and timeouts set too tight or too loose
     Stats(cmd::stats::StatsArgs),
+    /// Serve a local, read-only web view of every run, live, behind a token (until Ctrl-C)
+    Serve(cmd::serve::ServeArgs),
     /// Write the man pages to a folder (what `cargo xtask man` runs)
     #[command(hide = true)]
     GenerateMan(cmd::man::ManArgs),

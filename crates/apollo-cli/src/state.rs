@@ -11,8 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apollo_core::event::Event;
-use apollo_store::{JournalReader, ReadOptions, RunId, StateDir, StoreError, Warning};
+use apollo_store::{JournalReader, ReadOptions, RunId, StateDir, Warning};
 
 use crate::error::CliError;
 
@@ -43,13 +42,10 @@ pub(crate) fn state_dir_path(explicit: Option<&Path>, config: Option<&Path>) -> 
 /// Opens an existing state directory for reading commands, with a helpful error when there
 /// is none.
 pub(crate) fn open_existing(path: &Path) -> Result<StateDir, CliError> {
-    if !path.join("runs").is_dir() {
-        return Err(CliError::NoState {
-            checked: vec![absolute(path)],
-            nearby: Vec::new(),
-        });
-    }
-    Ok(StateDir::open_existing(path)?)
+    apollo_runner::read::open(path)?.ok_or_else(|| CliError::NoState {
+        checked: vec![absolute(path)],
+        nearby: Vec::new(),
+    })
 }
 
 /// The state directory a command that reads (or prunes) existing state works on:
@@ -242,25 +238,20 @@ pub(crate) fn read_records(
     run: &RunId,
     options: ReadOptions,
 ) -> Result<(JournalReader, PathBuf), CliError> {
-    let run_dir = state.run_dir(run)?;
-    let path = run_dir.path().to_path_buf();
-    let reader = JournalReader::open(&path, options)?;
-    Ok((reader, path))
+    Ok(apollo_runner::read::read_records(state, run, options)?)
 }
 
-/// The run model of `run`: its journal folded once ([`Timeline`](apollo_replay::Timeline)),
-/// with [`live`](apollo_replay::Timeline::live) set from the state directory's lock. Every
-/// view that shows a run's states or counts renders this; store warnings go to `stderr`.
+/// The run model of `run` ([`apollo_runner::read::run_model`]): its journal folded once, with
+/// [`live`](apollo_replay::Timeline::live) set from the state directory's lock. Every view
+/// that shows a run's states or counts renders this; store warnings go to `stderr`.
 pub(crate) fn run_model(
     state: &StateDir,
     run: &RunId,
     stderr: &mut dyn std::io::Write,
 ) -> Result<apollo_replay::Timeline, CliError> {
-    let (mut reader, _) = read_records(state, run, ReadOptions::default())?;
-    let mut timeline = apollo_replay::Timeline::from_records(&mut reader)?;
-    timeline.live = crate::cmd::logs::live_holder_pid(state, run).is_some();
-    print_warnings(&reader.take_warnings(), stderr);
-    Ok(timeline)
+    let model = apollo_runner::read::run_model(state, run)?;
+    print_warnings(&model.warnings, stderr);
+    Ok(model.timeline)
 }
 
 /// The `run_started` event of a run.
@@ -268,18 +259,7 @@ pub(crate) fn run_started(
     state: &StateDir,
     run: &RunId,
 ) -> Result<apollo_core::event::RunStarted, CliError> {
-    let (mut reader, path) = read_records(state, run, ReadOptions::default())?;
-    if let Some(record) = reader.next()
-        && let Event::RunStarted(started) = record?.event
-    {
-        return Ok(started);
-    }
-    Err(CliError::Store(StoreError::Corruption {
-        path,
-        offset: 0,
-        seq: Some(1),
-        what: "the run's first record is not `run_started`".to_owned(),
-    }))
+    Ok(apollo_runner::read::run_started(state, run)?)
 }
 
 /// Print store warnings (torn tails, salvaged records) to stderr.

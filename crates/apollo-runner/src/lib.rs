@@ -14,6 +14,7 @@ mod notice;
 mod open_run;
 mod parse_cache;
 mod plan;
+pub mod read;
 mod reproduce;
 mod reuse;
 mod select;

@@ -66,6 +66,50 @@ fn flock(file: &File, path: &Path, wait: bool) -> Result<Attempt, StoreError> {
     }
 }
 
+/// Filesystems whose locks another host may hold (`statfs`'s `f_type`): NFS, SMB/CIFS,
+/// Lustre, GPFS, CephFS, BeeGFS, AFS, 9p and FUSE. `/proc/locks` shows only this kernel's.
+const NETWORK_FILESYSTEMS: [i64; 11] = [
+    0x6969,
+    0x517B,
+    0xFF53_4D42,
+    0xFE53_4D42,
+    0x0BD0_0BD0,
+    0x4750_4653,
+    0x00C3_6400,
+    0x1983_0326,
+    0x5346_414F,
+    0x0102_1997,
+    0x6573_5546,
+];
+
+/// Whether some process holds a `flock` on `file`, read from `/proc/locks` (Linux) without
+/// locking anything: `None` when that file cannot be read, or `file` is on a network
+/// filesystem (a holder on another host would not be listed: the caller then tries the lock).
+/// A line is `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (device numbers in hex); `N:
+/// -> ...` lines are waiters.
+fn held_in_proc_locks(file: &File) -> Option<bool> {
+    let statfs = rustix::fs::fstatfs(file).ok()?;
+    // `f_type` is a C long, or an unsigned int on some targets; the magic numbers fit either.
+    #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+    let kind = statfs.f_type as i64 & 0xFFFF_FFFF;
+    if NETWORK_FILESYSTEMS.contains(&kind) {
+        return None;
+    }
+    let stat = rustix::fs::fstat(file).ok()?;
+    let text = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = stat.st_dev;
+    let wanted = format!(
+        "{:02x}:{:02x}:{}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev),
+        stat.st_ino
+    );
+    Some(text.lines().any(|line| {
+        let mut fields = line.split_whitespace().skip(1);
+        fields.next() == Some("FLOCK") && fields.nth(3) == Some(wanted.as_str())
+    }))
+}
+
 /// How long a lock whose recorded holder is dead may stay held before it is reported as held.
 const STALE_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -191,7 +235,10 @@ impl StateLock {
     }
 
     /// Whether another open file description holds the lock at `path` right now, and who.
-    /// Takes and releases the lock when it is free.
+    /// On Linux it looks the lock file up in `/proc/locks` and never takes the lock, so a
+    /// reader polling it (`apollo serve`) cannot make a starting `apollo run` find the state
+    /// directory locked; elsewhere (or without `/proc`) it takes and releases the lock when
+    /// it is free.
     ///
     /// The file is opened read only (`flock` needs no write access), so read commands work on
     /// a read-only state directory; a missing lock file is held by nobody.
@@ -209,6 +256,9 @@ impl StateLock {
             Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(error) => return Err(error),
         };
+        if let Some(held) = held_in_proc_locks(&file) {
+            return Ok(held.then(|| read_holder(&file)));
+        }
         match flock(&file, path, false)? {
             Attempt::Acquired => Ok(None),
             Attempt::Busy => Ok(Some(read_holder(&file))),
@@ -327,6 +377,24 @@ mod tests {
         assert!(StateLock::probe(&path).unwrap().is_none());
         let _again = StateLock::acquire(&path, false).unwrap();
         assert!(path.exists());
+    }
+
+    #[test]
+    fn a_probe_reads_proc_locks_and_leaves_the_lock_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lock");
+        let lock = StateLock::acquire(&path, false).unwrap();
+        let file = File::open(&path).unwrap();
+        if std::path::Path::new("/proc/locks").exists() {
+            assert_eq!(held_in_proc_locks(&file), Some(true));
+            drop(lock);
+            assert_eq!(held_in_proc_locks(&file), Some(false));
+            // Probing a free lock takes nothing: it is still free for a writer's
+            // non-blocking attempt while the probe's own file is open.
+            assert!(StateLock::probe(&path).unwrap().is_none());
+            let _writer = StateLock::acquire(&path, false).unwrap();
+            assert!(StateLock::probe(&path).unwrap().is_some());
+        }
     }
 
     #[test]

@@ -59,6 +59,13 @@ impl RunState {
     }
 }
 
+/// The runs index as a long-lived reader remembers it between listings, in memory
+/// ([`StateDir::list_runs_remembered`]).
+#[derive(Debug, Default)]
+pub struct RunsMemo {
+    index: Option<RunsIndex>,
+}
+
 /// One line of `apollo runs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
@@ -327,10 +334,49 @@ impl StateDir {
         &self,
         count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
     ) -> Result<Vec<RunSummary>, StoreError> {
+        self.list_runs_counted_with(count, true)
+    }
+
+    /// [`list_runs_counted`](Self::list_runs_counted), keeping what it learned in the runs
+    /// index only when `keep_index` is true. A reader that must never write into the state
+    /// directory (`apollo serve`, a read-only `backup` copy) passes false: it still uses what
+    /// the index holds, and reads the journals of the runs it lacks.
+    pub fn list_runs_counted_with(
+        &self,
+        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
+        keep_index: bool,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let mut index = RunsIndex::load(self.path());
+        let summaries = self.list_with_index(&mut index, count)?;
+        if keep_index {
+            index.save(self.path());
+        }
+        Ok(summaries)
+    }
+
+    /// [`list_runs_counted`](Self::list_runs_counted) for a long-lived reader that never
+    /// writes into the state directory (`apollo serve`): the runs index is read from disk on
+    /// the first listing, and what each listing learns is kept in `memo`, in memory, for the
+    /// next — so a finished run's journal is read once per process, not once per listing.
+    pub fn list_runs_remembered(
+        &self,
+        memo: &mut RunsMemo,
+        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let index = memo
+            .index
+            .get_or_insert_with(|| RunsIndex::load(self.path()));
+        self.list_with_index(index, count)
+    }
+
+    fn list_with_index(
+        &self,
+        index: &mut RunsIndex,
+        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
+    ) -> Result<Vec<RunSummary>, StoreError> {
         let holder = self.lock_holder()?;
         let acknowledged = self.acknowledged_runs()?;
-        let mut index = RunsIndex::load(self.path());
-        let runs = self.ordered_runs(&index)?;
+        let runs = self.ordered_runs(index)?;
         index.keep_only(&runs.iter().map(|run| run.id.clone()).collect::<Vec<_>>());
         let summaries = runs
             .into_iter()
@@ -360,7 +406,6 @@ impl StateDir {
                 summary
             })
             .collect();
-        index.save(self.path());
         Ok(summaries)
     }
 

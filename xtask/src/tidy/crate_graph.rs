@@ -14,16 +14,17 @@ struct Rule {
     why: &'static str,
 }
 
-const LIBRARIES: [&str; 6] = [
+const LIBRARIES: [&str; 7] = [
     "apollo-core",
     "apollo-store",
     "apollo-exec",
     "apollo-slurm",
     "apollo-replay",
     "apollo-runner",
+    "apollo-serve",
 ];
 
-const RULES: [Rule; 9] = [
+const RULES: [Rule; 10] = [
     Rule {
         name: "apollo-core",
         may_depend_on: &[],
@@ -54,6 +55,17 @@ const RULES: [Rule; 9] = [
         may_depend_on: &["apollo-core", "apollo-store", "apollo-replay"],
         why: "apollo-runner spawns and kills nothing and does not depend on apollo-exec (nor \
               apollo-slurm): executors are passed in",
+    },
+    Rule {
+        name: "apollo-serve",
+        may_depend_on: &[
+            "apollo-core",
+            "apollo-store",
+            "apollo-replay",
+            "apollo-runner",
+        ],
+        why: "apollo-serve is the web layer only: it reads through apollo-runner's read side and \
+              runs nothing",
     },
     Rule {
         name: "apollo-cli",
@@ -248,12 +260,25 @@ mod tests {
     #[test]
     fn a_crate_without_a_rule_fails() {
         let found = check(&[manifest(
-            "apollo-serve",
+            "apollo-bisect",
             "[dependencies]\napollo-runner.workspace = true\n",
         )]);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
-            found[0].contains("`apollo-serve` has no rule in the crate graph"),
+            found[0].contains("`apollo-bisect` has no rule in the crate graph"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn the_web_layer_never_runs_anything() {
+        let found = check(&[manifest(
+            "apollo-serve",
+            "[dependencies]\napollo-runner.workspace = true\napollo-exec.workspace = true\n",
+        )]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].contains("`apollo-serve` depends on `apollo-exec`"),
             "{found:?}"
         );
     }

@@ -209,15 +209,7 @@ pub(crate) fn run_is_live(state: &StateDir, run: &RunId) -> bool {
 
 /// The pid of the apollo writing `run` now, if one is.
 pub(crate) fn live_holder_pid(state: &StateDir, run: &RunId) -> Option<u32> {
-    let holder = state.lock_holder().ok()??;
-    if holder
-        .run
-        .as_deref()
-        .is_some_and(|holder_run| holder_run != run.as_str())
-    {
-        return None;
-    }
-    holder.pid.or(Some(0))
+    apollo_runner::read::live_holder_pid(state, run)
 }
 
 /// Copies what the attempt writes to `path` until its `unit_finished` is in the journal (or

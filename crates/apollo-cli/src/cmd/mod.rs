@@ -18,6 +18,7 @@ pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod schema;
+pub(crate) mod serve;
 pub(crate) mod show;
 pub(crate) mod stats;
 pub(crate) mod stop;
@@ -62,6 +63,7 @@ pub(crate) fn dispatch(
         Command::Stats(args) => stats::stats(&args, state_dir, stdout, stderr),
         Command::Schema(args) => schema::run(&args, stdout),
         Command::Export(args) => export::export(&args, state_dir, stdout, stderr),
+        Command::Serve(args) => serve::serve(&args, state_dir, stdout, stderr),
     }
 }
 

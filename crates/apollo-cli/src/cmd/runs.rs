@@ -4,14 +4,12 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use apollo_core::UnitState;
-use serde::Serialize;
 
 use crate::cmd::StateArgs;
 use crate::cmd::replay::{TableFormat, color_stdout};
 use crate::error::{CliError, output};
 use crate::exit::Exit;
 use crate::progress::human_duration;
-use crate::state;
 
 /// Arguments of `apollo runs`.
 #[derive(Debug, clap::Args)]
@@ -25,43 +23,6 @@ pub(crate) struct RunsArgs {
     #[command(flatten)]
     pub(crate) state: StateArgs,
 }
-
-#[derive(Serialize)]
-struct RunLine<'a> {
-    id: &'a str,
-    pipeline: Option<&'a str>,
-    /// RFC 3339, UTC.
-    started: Option<chrono::DateTime<chrono::Utc>>,
-    /// RFC 3339, UTC.
-    finished: Option<chrono::DateTime<chrono::Utc>>,
-    duration_ms: Option<i64>,
-    status: &'static str,
-    /// `run`, or `reproduction` (`apollo reproduce`): never a pipeline's latest run.
-    kind: &'static str,
-    /// How its journal was made durable: `fsync`, `batched` or `none`.
-    durability: &'static str,
-    /// The pid of the apollo running it, for a running run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pid: Option<u32>,
-    units: usize,
-    /// How many units are in each state of the run model (every state, zeros included).
-    #[serde(serialize_with = "serialize_counts")]
-    counts: apollo_core::UnitCounts,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    problem: Option<&'a str>,
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    params: &'a std::collections::BTreeMap<String, serde_json::Value>,
-}
-
-fn serialize_counts<S: serde::Serializer>(
-    counts: &apollo_core::UnitCounts,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&counts.to_json(), serializer)
-}
-
-/// The schema of `apollo runs --format json`.
-const RUNS_SCHEMA: &str = "apollo.runs/2";
 
 /// A run's params on one line: `day=2026-11-30 regions=eu,us`.
 fn params_text(params: &std::collections::BTreeMap<String, serde_json::Value>) -> String {
@@ -96,53 +57,25 @@ pub(crate) fn runs(
     let state = args.state.open(state_dir)?;
     // The run model's counts: kept in the runs index for a finished run once counted, so a
     // listing of many finished runs folds no journal.
-    let summaries = state.list_runs_counted(&mut |id| {
-        state::run_model(&state, id, &mut std::io::sink())
-            .ok()
-            .map(|model| model.counts())
-    })?;
+    let summaries = apollo_runner::read::list_runs(&state, true)?;
     let holder_pid = state
         .lock_holder()
         .ok()
         .flatten()
         .and_then(|holder| holder.pid);
-    let lines: Vec<RunLine<'_>> = summaries
-        .iter()
-        .filter(|summary| {
-            args.pipeline
-                .as_deref()
-                .is_none_or(|name| summary.pipeline.as_deref() == Some(name))
-        })
-        .map(|summary| RunLine {
-            id: summary.id.as_str(),
-            pipeline: summary.pipeline.as_deref(),
-            started: summary.started,
-            finished: summary.finished,
-            // A live run has lasted until now, not until its last record (issue 35: a run
-            // whose unit was running showed 0.05 s, like a killed one).
-            duration_ms: summary
-                .started
-                .zip(match summary.state {
-                    apollo_store::RunState::Running => Some(chrono::Utc::now()),
-                    _ => summary.finished.or(summary.last_record),
-                })
-                .map(|(start, end)| (end - start).num_milliseconds()),
-            status: summary.state.as_str(),
-            kind: summary.kind.as_str(),
-            durability: summary.durability.as_str(),
-            pid: holder_pid.filter(|_| summary.state == apollo_store::RunState::Running),
-            units: summary.n_units,
-            // The run model's counts; a run whose journal cannot be read counts nothing (its
-            // status says corrupt, and why).
-            counts: summary.counts.unwrap_or_default(),
-            problem: summary.problem.as_deref(),
-            params: &summary.params,
-        })
-        .collect();
+    let lines: Vec<apollo_runner::read::RunLine> =
+        apollo_runner::read::run_lines(&state, &summaries, chrono::Utc::now())
+            .into_iter()
+            .filter(|line| {
+                args.pipeline
+                    .as_deref()
+                    .is_none_or(|name| line.pipeline.as_deref() == Some(name))
+            })
+            .collect();
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Json => {
-            let document = serde_json::json!({"schema": RUNS_SCHEMA, "runs": lines});
+            let document = apollo_runner::read::runs_document(&lines);
             serde_json::to_writer_pretty(&mut out, &document)
                 .map_err(|error| output(error.into()))?;
             writeln!(out).map_err(output)?;
@@ -173,7 +106,7 @@ pub(crate) fn runs(
             } else {
                 let width = lines
                     .iter()
-                    .filter_map(|line| line.pipeline.map(str::len))
+                    .filter_map(|line| line.pipeline.as_deref().map(str::len))
                     .max()
                     .unwrap_or(8)
                     .max(8);
@@ -227,7 +160,7 @@ pub(crate) fn runs(
                             units.push_str(&format!(", {} {}", counts.get(state), state.label()));
                         }
                     }
-                    if let Some(problem) = line.problem {
+                    if let Some(problem) = &line.problem {
                         units.push_str(&format!(" ({problem})"));
                     }
                     // The default goes unsaid; any other mode is worth a glance.
@@ -242,14 +175,14 @@ pub(crate) fn runs(
                     let status =
                         crate::color::paint(color, line.status, &format!("{:<11}", line.status));
                     if !line.params.is_empty() {
-                        units.push_str(&format!("  {}", params_text(line.params)));
+                        units.push_str(&format!("  {}", params_text(&line.params)));
                     }
                     writeln!(
                         out,
                         "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",
                         line.id,
                         // A name is the config's text: escaped, so it cannot move the cursor.
-                        crate::excerpt::clean_line(line.pipeline.unwrap_or("?")),
+                        crate::excerpt::clean_line(line.pipeline.as_deref().unwrap_or("?")),
                         line.started.map_or_else(
                             || "-".to_owned(),
                             |ts| ts.format("%Y-%m-%d %H:%M:%S").to_string()

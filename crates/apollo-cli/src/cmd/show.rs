@@ -3,8 +3,6 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use std::collections::BTreeMap;
-
 use apollo_core::Event;
 use apollo_core::capture::{FileEntry, human_size};
 use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
@@ -336,37 +334,12 @@ pub(crate) fn show(
     Ok(Exit::Success)
 }
 
-/// What the journal records about a unit beyond its timeline: the definition snapshot the
-/// run last used, and its attempts' manifests.
-struct RecordedFiles {
-    definition: Option<apollo_core::Pipeline>,
-    files: BTreeMap<(u32, FileSide), Vec<FileEntry>>,
-}
-
-fn recorded_files(state: &StateDir, run_id: &RunId, unit: &str) -> Result<RecordedFiles, CliError> {
-    let (reader, run_dir) = state::read_records(state, run_id, ReadOptions::default())?;
-    let mut definition_hash = None;
-    let mut files = BTreeMap::new();
-    for record in reader {
-        match record?.event {
-            Event::RunStarted(started) => definition_hash = Some(started.definition_hash),
-            Event::RunResumed(resumed) => definition_hash = Some(resumed.definition_hash),
-            Event::UnitFiles(listed) if listed.unit == unit => {
-                let entries = match &listed.manifest {
-                    Some(reference) => {
-                        apollo_store::read_files_manifest(&run_dir, reference).unwrap_or_default()
-                    }
-                    None => listed.files,
-                };
-                files.insert((listed.attempt, listed.side), entries);
-            }
-            _ => {}
-        }
-    }
-    let definition = definition_hash
-        .and_then(|hash| state.read_blob(&hash).ok())
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-    Ok(RecordedFiles { definition, files })
+fn recorded_files(
+    state: &StateDir,
+    run_id: &RunId,
+    unit: &str,
+) -> Result<apollo_runner::read::RecordedFiles, CliError> {
+    Ok(apollo_runner::read::recorded_files(state, run_id, unit)?)
 }
 
 /// The unit as the run's definition snapshot recorded it: what reproducing it by hand needs.
@@ -422,35 +395,9 @@ fn show_run(
     let summary = state.run_summary(run_id)?;
     let timeline = read_timeline(state, run_id, stderr)?;
     let counts = timeline.counts();
-    let units: Vec<serde_json::Value> = (timeline.units.iter())
-        .map(|unit| {
-            let mut value = serde_json::json!({
-                "unit": unit.name,
-                "status": timeline.state_of(unit).as_str(),
-                "attempts": unit.attempts.len(),
-                "duration_ms": unit.last_attempt().map(apollo_replay::Attempt::duration_ms),
-            });
-            if let (Some(reused), Some(object)) = (&unit.reused, value.as_object_mut()) {
-                object.insert("from_run".to_owned(), reused.from_run.as_str().into());
-                object.insert("from_attempt".to_owned(), reused.from_attempt.into());
-            }
-            value
-        })
-        .collect();
     let mut out = BufWriter::new(stdout);
     if format == TableFormat::Json {
-        let document = serde_json::json!({
-            "schema": "apollo.show_run/2",
-            "run": run_id.as_str(),
-            "pipeline": summary.pipeline,
-            "kind": summary.kind.as_str(),
-            "durability": summary.durability.as_str(),
-            "status": summary.state.as_str(),
-            "problem": summary.problem,
-            "n_units": summary.n_units,
-            "counts": counts.to_json(),
-            "units": units,
-        });
+        let document = apollo_runner::read::show_run_document(run_id, &summary, &timeline);
         serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
         writeln!(out).map_err(output)?;
         out.flush().map_err(output)?;
@@ -550,51 +497,7 @@ fn show_json(
     live: Option<u32>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let running = |attempt: &apollo_replay::Attempt| {
-        live.is_some() && attempt.state == AttemptState::Unfinished
-    };
-    let attempts: Vec<serde_json::Value> = unit
-        .attempts
-        .iter()
-        .map(|attempt| {
-            serde_json::json!({
-                "number": attempt.number,
-                "state": if running(attempt) { "running" } else { attempt.state.as_str() },
-                "started": attempt.start,
-                "ended": (attempt.state != AttemptState::Unfinished).then_some(attempt.end),
-                "duration_ms": attempt.duration_ms(),
-                "input_hash": attempt.input_hash,
-                "inputs": attempt.inputs,
-                "outcome": attempt.outcome,
-                "log_dir": attempt_dir(state, run_id, &unit.name, attempt.number).ok(),
-            })
-        })
-        .collect();
-    let skips: Vec<serde_json::Value> = unit
-        .skips
-        .iter()
-        .map(|skip| serde_json::json!({"ts": skip.ts, "reason": skip.reason}))
-        .collect();
-    let marks: Vec<serde_json::Value> = unit
-        .marks
-        .iter()
-        .map(|mark| {
-            serde_json::json!({
-                "ts": mark.ts, "attempt": mark.attempt, "verdict": mark.verdict.as_str(),
-                "by": mark.by, "note": mark.note,
-            })
-        })
-        .collect();
-    let document = serde_json::json!({
-        "schema": "apollo.show_unit/2",
-        "run": run_id.as_str(),
-        "unit": unit.name,
-        "status": unit_state.as_str(),
-        "apollo_pid": live,
-        "attempts": attempts,
-        "skips": skips,
-        "marks": marks,
-    });
+    let document = apollo_runner::read::show_unit_document(state, run_id, (unit, unit_state), live);
     let mut out = BufWriter::new(stdout);
     serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
     writeln!(out).map_err(output)?;

@@ -1,0 +1,182 @@
+//! The JSON documents of the read commands (`apollo runs`, `apollo show --format json`), built
+//! here once so that the CLI and `apollo serve`'s JSON endpoints give the same document.
+
+use std::collections::BTreeMap;
+
+use apollo_replay::{AttemptState, Timeline, UnitState, UnitTimeline};
+use apollo_store::{RunId, RunState, RunSummary, StateDir};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// The schema of `apollo runs --format json`.
+pub const RUNS_SCHEMA: &str = "apollo.runs/2";
+/// The schema of `apollo show RUN --format json`.
+pub const SHOW_RUN_SCHEMA: &str = "apollo.show_run/2";
+/// The schema of `apollo show RUN UNIT --format json`.
+pub const SHOW_UNIT_SCHEMA: &str = "apollo.show_unit/2";
+
+/// One run of `apollo runs`: its summary, with the run model's counts.
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct RunLine {
+    /// The run's id.
+    pub id: String,
+    /// The pipeline, from `run_started`.
+    pub pipeline: Option<String>,
+    /// RFC 3339, UTC.
+    pub started: Option<DateTime<Utc>>,
+    /// RFC 3339, UTC.
+    pub finished: Option<DateTime<Utc>>,
+    /// How long it ran; a live run has lasted until now.
+    pub duration_ms: Option<i64>,
+    /// `running`, `succeeded`, `failed`, `interrupted`, `incomplete` or `corrupt`.
+    pub status: &'static str,
+    /// `run`, or `reproduction` (`apollo reproduce`): never a pipeline's latest run.
+    pub kind: &'static str,
+    /// How its journal was made durable: `fsync`, `batched` or `none`.
+    pub durability: &'static str,
+    /// The pid of the apollo running it, for a running run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Units in the pipeline.
+    pub units: usize,
+    /// How many units are in each state of the run model (every state, zeros included).
+    #[serde(serialize_with = "serialize_counts")]
+    pub counts: apollo_core::UnitCounts,
+    /// Why its journal cannot be read, for a corrupt run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// The run's params.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+fn serialize_counts<S: serde::Serializer>(
+    counts: &apollo_core::UnitCounts,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    Serialize::serialize(&counts.to_json(), serializer)
+}
+
+/// The lines of `apollo runs` for `summaries` ([`super::list_runs`]), as of `now`.
+pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>) -> Vec<RunLine> {
+    let holder_pid = (state.lock_holder().ok().flatten()).and_then(|holder| holder.pid);
+    (summaries.iter())
+        .map(|summary| RunLine {
+            id: summary.id.as_str().to_owned(),
+            pipeline: summary.pipeline.clone(),
+            started: summary.started,
+            finished: summary.finished,
+            // A live run has lasted until now, not until its last record (issue 35: a run
+            // whose unit was running showed 0.05 s, like a killed one).
+            duration_ms: summary
+                .started
+                .zip(match summary.state {
+                    RunState::Running => Some(now),
+                    _ => summary.finished.or(summary.last_record),
+                })
+                .map(|(start, end)| (end - start).num_milliseconds()),
+            status: summary.state.as_str(),
+            kind: summary.kind.as_str(),
+            durability: summary.durability.as_str(),
+            pid: holder_pid.filter(|_| summary.state == RunState::Running),
+            units: summary.n_units,
+            // The run model's counts; a run whose journal cannot be read counts nothing (its
+            // status says corrupt, and why).
+            counts: summary.counts.unwrap_or_default(),
+            problem: summary.problem.clone(),
+            params: summary.params.clone(),
+        })
+        .collect()
+}
+
+/// `apollo runs --format json` (schema [`RUNS_SCHEMA`]).
+pub fn runs_document(lines: &[RunLine]) -> serde_json::Value {
+    serde_json::json!({"schema": RUNS_SCHEMA, "runs": lines})
+}
+
+/// `apollo show RUN --format json` (schema [`SHOW_RUN_SCHEMA`]): the run's status and counts
+/// as `runs` gives them, then each unit's state, attempts and time.
+pub fn show_run_document(
+    run: &RunId,
+    summary: &RunSummary,
+    timeline: &Timeline,
+) -> serde_json::Value {
+    let units: Vec<serde_json::Value> = (timeline.units.iter())
+        .map(|unit| {
+            let mut value = serde_json::json!({
+                "unit": unit.name,
+                "status": timeline.state_of(unit).as_str(),
+                "attempts": unit.attempts.len(),
+                "duration_ms": unit.last_attempt().map(apollo_replay::Attempt::duration_ms),
+            });
+            if let (Some(reused), Some(object)) = (&unit.reused, value.as_object_mut()) {
+                object.insert("from_run".to_owned(), reused.from_run.as_str().into());
+                object.insert("from_attempt".to_owned(), reused.from_attempt.into());
+            }
+            value
+        })
+        .collect();
+    serde_json::json!({
+        "schema": SHOW_RUN_SCHEMA,
+        "run": run.as_str(),
+        "pipeline": summary.pipeline,
+        "kind": summary.kind.as_str(),
+        "durability": summary.durability.as_str(),
+        "status": summary.state.as_str(),
+        "problem": summary.problem,
+        "n_units": summary.n_units,
+        "counts": timeline.counts().to_json(),
+        "units": units,
+    })
+}
+
+/// `apollo show RUN UNIT --format json` (schema [`SHOW_UNIT_SCHEMA`]): the unit's status and
+/// attempts, each with its `unit_finished` record as the journal holds it. `live` is the pid of
+/// the apollo running the run ([`super::live_holder_pid`]).
+pub fn show_unit_document(
+    state: &StateDir,
+    run: &RunId,
+    (unit, unit_state): (&UnitTimeline, UnitState),
+    live: Option<u32>,
+) -> serde_json::Value {
+    let running = |attempt: &apollo_replay::Attempt| {
+        live.is_some() && attempt.state == AttemptState::Unfinished
+    };
+    let attempts: Vec<serde_json::Value> = (unit.attempts.iter())
+        .map(|attempt| {
+            serde_json::json!({
+                "number": attempt.number,
+                "state": if running(attempt) { "running" } else { attempt.state.as_str() },
+                "started": attempt.start,
+                "ended": (attempt.state != AttemptState::Unfinished).then_some(attempt.end),
+                "duration_ms": attempt.duration_ms(),
+                "input_hash": attempt.input_hash,
+                "inputs": attempt.inputs,
+                "outcome": attempt.outcome,
+                "log_dir": super::attempt_dir(state, run, &unit.name, attempt.number).ok(),
+            })
+        })
+        .collect();
+    let skips: Vec<serde_json::Value> = (unit.skips.iter())
+        .map(|skip| serde_json::json!({"ts": skip.ts, "reason": skip.reason}))
+        .collect();
+    let marks: Vec<serde_json::Value> = (unit.marks.iter())
+        .map(|mark| {
+            serde_json::json!({
+                "ts": mark.ts, "attempt": mark.attempt, "verdict": mark.verdict.as_str(),
+                "by": mark.by, "note": mark.note,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "schema": SHOW_UNIT_SCHEMA,
+        "run": run.as_str(),
+        "unit": unit.name,
+        "status": unit_state.as_str(),
+        "apollo_pid": live,
+        "attempts": attempts,
+        "skips": skips,
+        "marks": marks,
+    })
+}
