@@ -23,6 +23,7 @@
 
 mod documents;
 mod files;
+mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -37,6 +38,7 @@ pub use documents::{
     show_run_document, show_unit_document,
 };
 pub use files::{LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, tail};
+pub use stats::{UnitStats, timeouts, unit_stats};
 
 /// Opens the state directory at `path` for reading, creating nothing and taking no lock.
 /// `None` when there is no state directory there (no `runs/` folder).

@@ -122,6 +122,11 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
         history.contains("class=\"cell s-failed\"") && history.contains(first),
         "{history}"
     );
+    // `apollo stats`'s numbers and its timeout advice, from the same read side.
+    assert!(
+        history.contains("<h2>Numbers</h2>") && history.contains("is above 10 × its p95 of"),
+        "{history}"
+    );
     assert_eq!(served.get("/history").status, 400);
     let diff = served.ok(&format!("/diff?a={first}&b=latest"));
     assert!(

@@ -3,15 +3,13 @@
 //! on a `timeout` below 1.5 × its p95 (false timeouts ahead) or above 10 × it (failures found
 //! late). The seed's first lesson: set each timeout to its real duration plus about 50%.
 
-use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use apollo_core::event::AttemptStatus;
-use apollo_replay::{AttemptState, Timeline, UnitStatus};
+use apollo_replay::Timeline;
+use apollo_runner::read::{self, UnitStats};
 use apollo_store::{ReadOptions, RunId, StateDir};
-use serde::Serialize;
 
 use crate::cmd::StateArgs;
 use crate::cmd::replay::TableFormat;
@@ -63,132 +61,6 @@ impl KindFilter {
     }
 }
 
-/// Below this multiple of p95, a timeout will cut off ordinary runs.
-const TIMEOUT_TIGHT: f64 = 1.5;
-/// Above this multiple of p95, a timeout lets a hung unit hold its slot far too long.
-const TIMEOUT_LOOSE: f64 = 10.0;
-
-/// One unit's numbers.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct UnitStats {
-    pub(crate) unit: String,
-    /// Runs (of those looked at) in which the unit ran.
-    pub(crate) runs: usize,
-    /// Successful attempts measured.
-    pub(crate) samples: usize,
-    pub(crate) p50_ms: Option<u64>,
-    pub(crate) p90_ms: Option<u64>,
-    pub(crate) p95_ms: Option<u64>,
-    pub(crate) max_ms: Option<u64>,
-    /// Share of its runs in which it failed for good (failed or timed out).
-    pub(crate) failure_rate: f64,
-    /// Share of its runs in which it needed more than one attempt.
-    pub(crate) retry_rate: f64,
-    /// Attempts that ended by the timeout.
-    pub(crate) timeouts: usize,
-    /// The unit's current `timeout` (the latest run's definition).
-    pub(crate) timeout_ms: Option<u64>,
-    /// `too_tight` (< 1.5 × p95), `too_loose` (> 10 × p95), or absent.
-    pub(crate) timeout_flag: Option<&'static str>,
-    /// 1.5 × p95, rounded up to a second, when the timeout is flagged.
-    pub(crate) suggested_timeout_ms: Option<u64>,
-}
-
-/// The `q`-quantile (nearest rank) of sorted `values`.
-fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
-}
-
-/// What one run says about each unit: its successful durations, whether it failed for good,
-/// whether it took more than one attempt, how many attempts timed out.
-#[derive(Default)]
-struct History {
-    durations: Vec<u64>,
-    runs: usize,
-    failed_runs: usize,
-    retried_runs: usize,
-    timeouts: usize,
-}
-
-fn add_run(histories: &mut BTreeMap<String, History>, timeline: &Timeline) {
-    for unit in &timeline.units {
-        if unit.attempts.is_empty() {
-            continue;
-        }
-        let history = histories.entry(unit.name.clone()).or_default();
-        history.runs += 1;
-        if unit.attempts.len() > 1 {
-            history.retried_runs += 1;
-        }
-        if matches!(unit.status, UnitStatus::Failed | UnitStatus::TimedOut) {
-            history.failed_runs += 1;
-        }
-        for attempt in &unit.attempts {
-            match attempt.state {
-                AttemptState::Finished(AttemptStatus::Succeeded) => {
-                    history.durations.push(attempt.duration_ms());
-                }
-                AttemptState::Finished(AttemptStatus::TimedOut) => history.timeouts += 1,
-                _ => {}
-            }
-        }
-    }
-}
-
-/// The numbers for each unit, given its current timeout.
-fn compute(
-    histories: BTreeMap<String, History>,
-    timeouts: &BTreeMap<String, u64>,
-) -> Vec<UnitStats> {
-    histories
-        .into_iter()
-        .map(|(unit, mut history)| {
-            history.durations.sort_unstable();
-            let p95 = percentile(&history.durations, 0.95);
-            let timeout_ms = timeouts.get(&unit).copied();
-            let timeout_flag = match (timeout_ms, p95) {
-                (Some(timeout), Some(p95)) if (timeout as f64) < TIMEOUT_TIGHT * p95 as f64 => {
-                    Some("too_tight")
-                }
-                (Some(timeout), Some(p95)) if (timeout as f64) > TIMEOUT_LOOSE * p95 as f64 => {
-                    Some("too_loose")
-                }
-                _ => None,
-            };
-            let suggested_timeout_ms = timeout_flag.and(p95).map(|p95| {
-                let suggested = (TIMEOUT_TIGHT * p95 as f64).ceil() as u64;
-                suggested.div_ceil(1000).max(1) * 1000
-            });
-            let rate = |count: usize| {
-                if history.runs == 0 {
-                    0.0
-                } else {
-                    count as f64 / history.runs as f64
-                }
-            };
-            UnitStats {
-                runs: history.runs,
-                samples: history.durations.len(),
-                p50_ms: percentile(&history.durations, 0.50),
-                p90_ms: percentile(&history.durations, 0.90),
-                p95_ms: p95,
-                max_ms: history.durations.last().copied(),
-                failure_rate: rate(history.failed_runs),
-                retry_rate: rate(history.retried_runs),
-                timeouts: history.timeouts,
-                timeout_ms,
-                timeout_flag,
-                suggested_timeout_ms,
-                unit,
-            }
-        })
-        .collect()
-}
-
 /// The text table, and a line of advice per flagged timeout.
 pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) -> String {
     let duration = |ms: Option<u64>| {
@@ -217,6 +89,7 @@ pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) ->
         "TIMEOUT"
     );
     let mut advice = Vec::new();
+    let human = |ms: u64| duration(Some(ms));
     for unit in stats {
         let percent = |rate: f64| format!("{:.0}%", rate * 100.0);
         text.push_str(&format!(
@@ -237,21 +110,8 @@ pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) ->
                 None => "",
             }
         ));
-        if let (Some(flag), Some(suggested), Some(p95)) =
-            (unit.timeout_flag, unit.suggested_timeout_ms, unit.p95_ms)
-        {
-            let (bound, why) = if flag == "too_tight" {
-                ("below 1.5", "ordinary runs will time out")
-            } else {
-                ("above 10", "a hung run holds its slot long before it fails")
-            };
-            advice.push(format!(
-                "  {}: timeout {} is {bound} × its p95 of {}: {why}; `timeout: {}s` fits (p95 + 50%)",
-                unit.unit,
-                duration(unit.timeout_ms),
-                duration(Some(p95)),
-                suggested / 1000
-            ));
+        if let Some(line) = unit.advice(&human) {
+            advice.push(format!("  {}: {line}", unit.unit));
         }
     }
     for line in advice {
@@ -280,28 +140,6 @@ fn runs_of(
     Ok(ids)
 }
 
-/// Each unit's timeout in milliseconds, from the definition snapshot of `run`.
-fn timeouts_of(state: &StateDir, run: &RunId) -> BTreeMap<String, u64> {
-    let Some(definition) = state::run_started(state, run)
-        .ok()
-        .and_then(|started| state.read_blob(&started.definition_hash).ok())
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-    else {
-        return BTreeMap::new();
-    };
-    definition["units"]
-        .as_array()
-        .map(|units| {
-            units
-                .iter()
-                .filter_map(|unit| {
-                    Some((unit["name"].as_str()?.to_owned(), unit["timeout"].as_u64()?))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `apollo stats`.
 pub(crate) fn stats(
     args: &StatsArgs,
@@ -328,16 +166,17 @@ pub(crate) fn stats(
             message: format!("no runs of pipeline `{pipeline}`"),
         });
     };
-    let mut histories = BTreeMap::new();
+    let mut models = Vec::with_capacity(runs.len());
     for run in &runs {
         let (mut reader, _) = state::read_records(&state, run, ReadOptions::default())?;
-        let timeline = Timeline::from_records(&mut reader)?;
+        models.push(Timeline::from_records(&mut reader)?);
         state::print_warnings(&reader.take_warnings(), stderr);
-        add_run(&mut histories, &timeline);
     }
+    let mut stats = read::unit_stats(&models, &read::timeouts(&state, latest));
     if let Some(unit) = &args.unit {
-        if !histories.contains_key(unit) {
-            let message = match state::closest(unit, histories.keys().map(String::as_str)) {
+        if !stats.iter().any(|stats| &stats.unit == unit) {
+            let names = stats.iter().map(|stats| stats.unit.as_str());
+            let message = match state::closest(unit, names) {
                 Some(close) => format!(
                     "unit `{unit}` did not run in the last {} runs of `{pipeline}`; did you mean `{close}`?",
                     runs.len()
@@ -349,9 +188,8 @@ pub(crate) fn stats(
             };
             return Err(CliError::Usage { message });
         }
-        histories.retain(|name, _| name == unit);
+        stats.retain(|stats| &stats.unit == unit);
     }
-    let stats = compute(histories, &timeouts_of(&state, latest));
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Json => {
@@ -377,54 +215,37 @@ pub(crate) fn stats(
 mod tests {
     use super::*;
 
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let values: Vec<u64> = (1..=20).collect();
-        assert_eq!(percentile(&values, 0.5), Some(10));
-        assert_eq!(percentile(&values, 0.95), Some(19));
-        assert_eq!(percentile(&[7], 0.95), Some(7));
-        assert_eq!(percentile(&[], 0.5), None);
+    /// Numbers as `apollo_runner::read::unit_stats` gives them (its tests cover the sums).
+    fn numbers(
+        unit: &str,
+        (p50, p95): (u64, u64),
+        timeout: u64,
+        flag: Option<&'static str>,
+    ) -> UnitStats {
+        UnitStats {
+            unit: unit.to_owned(),
+            runs: 20,
+            samples: 20,
+            p50_ms: Some(p50),
+            p90_ms: Some(p95),
+            p95_ms: Some(p95),
+            max_ms: Some(p95),
+            failure_rate: 0.05,
+            retry_rate: 0.1,
+            timeouts: 1,
+            timeout_ms: Some(timeout),
+            timeout_flag: flag,
+            suggested_timeout_ms: flag.map(|_| (p95 * 3 / 2).div_ceil(1000) * 1000),
+        }
     }
 
     #[test]
     fn the_stats_table_flags_tight_and_loose_timeouts() {
-        let mut histories = BTreeMap::new();
-        histories.insert(
-            "fetch".to_owned(),
-            History {
-                durations: (1..=20).map(|n| n * 1000).collect(),
-                runs: 20,
-                failed_runs: 1,
-                retried_runs: 2,
-                timeouts: 1,
-            },
-        );
-        histories.insert(
-            "load".to_owned(),
-            History {
-                durations: vec![500; 10],
-                runs: 10,
-                ..History::default()
-            },
-        );
-        histories.insert(
-            "report".to_owned(),
-            History {
-                durations: vec![2000; 5],
-                runs: 5,
-                ..History::default()
-            },
-        );
-        let timeouts = BTreeMap::from([
-            ("fetch".to_owned(), 20_000),
-            ("load".to_owned(), 3_600_000),
-            ("report".to_owned(), 4_000),
-        ]);
-        let stats = compute(histories, &timeouts);
-        assert_eq!(stats[0].timeout_flag, Some("too_tight"));
-        assert_eq!(stats[0].suggested_timeout_ms, Some(29_000));
-        assert_eq!(stats[1].timeout_flag, Some("too_loose"));
-        assert_eq!(stats[2].timeout_flag, None);
+        let stats = [
+            numbers("fetch", (10_000, 19_000), 20_000, Some("too_tight")),
+            numbers("load", (500, 500), 3_600_000, Some("too_loose")),
+            numbers("report", (2_000, 2_000), 4_000, None),
+        ];
         insta::assert_snapshot!(render_text(&stats, 20, "etl"));
     }
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use apollo_runner::read::Timeline;
+use apollo_runner::read::{Timeline, UnitStats};
 use axum::extract::{Query, State};
 use axum::response::Html;
 use serde::Deserialize;
@@ -40,6 +40,7 @@ pub(crate) async fn page(
         let lines = crate::views::runs::lines(app)?;
         // Ordinary runs only, newest first (a reproduction is not the pipeline's history).
         let mut models = Vec::new();
+        let mut newest = None;
         for line in lines.iter().rev() {
             if models.len() == n_runs {
                 break;
@@ -50,14 +51,23 @@ pub(crate) async fn page(
             let id = app.resolve(&line.id)?;
             // A run whose journal cannot be read is a column that says so.
             let model = apollo_runner::read::run_model(&app.state, &id).ok();
+            newest.get_or_insert(id);
             models.push((line.id.clone(), model.map(|model| model.timeline)));
         }
-        Ok(Html(render(&pipeline, &models)))
+        // `apollo stats`'s numbers over the same runs, with the newest run's timeouts.
+        let timeouts = (newest.as_ref())
+            .map(|newest| apollo_runner::read::timeouts(&app.state, newest))
+            .unwrap_or_default();
+        let stats = apollo_runner::read::unit_stats(
+            models.iter().filter_map(|(_, model)| model.as_ref()),
+            &timeouts,
+        );
+        Ok(Html(render(&pipeline, &models, &stats)))
     })
     .await
 }
 
-fn render(pipeline: &str, runs: &[(String, Option<Timeline>)]) -> String {
+fn render(pipeline: &str, runs: &[(String, Option<Timeline>)], stats: &[UnitStats]) -> String {
     // Units: the newest run's order, then those only older runs have.
     let mut units: Vec<&str> = Vec::new();
     for (_, timeline) in runs {
@@ -117,6 +127,7 @@ fn render(pipeline: &str, runs: &[(String, Option<Timeline>)]) -> String {
         body.push_str("</tr>");
     }
     body.push_str("</tbody></table></div>");
+    numbers(&mut body, stats);
     html::page(
         &html::Frame {
             title: &format!("history of {pipeline}"),
@@ -128,4 +139,36 @@ fn render(pipeline: &str, runs: &[(String, Option<Timeline>)]) -> String {
         },
         &body,
     )
+}
+
+/// `apollo stats`'s table over the same runs: each unit's duration percentiles over its
+/// successful attempts, how often it failed or was retried, its timeout and the advice on a
+/// timeout far from its p95.
+fn numbers(body: &mut String, stats: &[UnitStats]) {
+    body.push_str(
+        "<h2>Numbers</h2><p class=\"muted\">As <code>apollo stats</code> gives them: durations of successful attempts; a timeout below 1.5 × p95 or above 10 × p95 is flagged with the one that fits.</p><div class=\"scroll\"><table class=\"stats\"><thead><tr><th scope=\"col\">Unit</th><th scope=\"col\">Runs</th><th scope=\"col\">p50</th><th scope=\"col\">p95</th><th scope=\"col\">Max</th><th scope=\"col\">Failed</th><th scope=\"col\">Retried</th><th scope=\"col\">Timeout</th><th scope=\"col\">Advice</th></tr></thead><tbody>",
+    );
+    let duration = |ms: Option<u64>| ms.map_or_else(|| "-".to_owned(), html::duration);
+    let percent = |rate: f64| format!("{:.0}%", rate * 100.0);
+    for unit in stats {
+        let advice = unit.advice(&html::duration).unwrap_or_default();
+        let _ = write!(
+            body,
+            "<tr><th scope=\"row\">{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            escape(&unit.unit),
+            unit.runs,
+            escape(&duration(unit.p50_ms)),
+            escape(&duration(unit.p95_ms)),
+            escape(&duration(unit.max_ms)),
+            percent(unit.failure_rate),
+            percent(unit.retry_rate),
+            escape(
+                &unit
+                    .timeout_ms
+                    .map_or_else(|| "none".to_owned(), html::duration)
+            ),
+            escape(&advice)
+        );
+    }
+    body.push_str("</tbody></table></div>");
 }

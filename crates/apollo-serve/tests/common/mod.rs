@@ -229,6 +229,7 @@ params:
   day: {default: \"<b>day</b>\"}
 units:
   - name: fetch
+    timeout: 1h
     execute: echo fetched; echo '<img src=x onerror=alert(1)>' >&2
   - name: bad
     deps: [fetch]
