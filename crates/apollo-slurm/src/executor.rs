@@ -12,13 +12,15 @@ use apollo_core::{
 use apollo_exec::{create_attempt_dir, write_attempt_file};
 use crossbeam_channel::Receiver;
 
+use crate::args::submit_error;
 use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
+use crate::job_name::JobRef;
 use crate::options::SlurmOptions;
 use crate::poller::{JobNews, PollTiming, Poller, Watch};
 use crate::result::{outcome_from_files, read_result, read_small};
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
-use crate::submit::{Submission, known_job_id, submitted_name};
+use crate::submit::{Submission, known_job_id, submitted_job};
 
 /// The executor name recorded in `unit_submitted`.
 pub const EXECUTOR_NAME: &str = "slurm";
@@ -37,6 +39,10 @@ pub struct SlurmExecutor {
     poller: Poller,
     /// The cluster's `MessageTimeout`, read once when a submission is first in doubt.
     pub(crate) message_timeout: OnceLock<Duration>,
+    /// The cluster's `MaxArraySize`, read once when a first job array is submitted.
+    pub(crate) max_array_size: OnceLock<usize>,
+    /// The attempts being gathered into job arrays.
+    pub(crate) gatherer: crate::array::Gatherer,
 }
 
 impl SlurmExecutor {
@@ -62,6 +68,8 @@ impl SlurmExecutor {
             client,
             options,
             message_timeout: OnceLock::new(),
+            max_array_size: OnceLock::new(),
+            gatherer: crate::array::Gatherer::default(),
         }
     }
 
@@ -142,7 +150,7 @@ impl SlurmExecutor {
             return Some(outcome_from_files(&earlier_dir, None, ""));
         }
         let watch = Watch {
-            name: submitted_name(request, earlier, &earlier_dir),
+            job: submitted_job(request, earlier, &earlier_dir),
             dir: earlier_dir.clone(),
             job_id: known_id.clone(),
         };
@@ -192,12 +200,16 @@ impl SlurmExecutor {
                 dir.join(SCRIPT).display()
             ));
         }
-        let (job_id, name) = match self
-            .submit(request, context, dir, |error| submit_error(request, error))
-        {
+        let submission = match self.gather(request, context) {
+            Some(submission) => submission,
+            None => self.submit(request, context, dir, |error| {
+                submit_error(request.unit, error)
+            }),
+        };
+        let (job_id, job) = match submission {
             Submission::Queued {
                 job_id,
-                name,
+                job,
                 adopted,
             } => {
                 if adopted {
@@ -210,7 +222,7 @@ impl SlurmExecutor {
                         .as_bytes(),
                     );
                 }
-                (job_id, name)
+                (job_id, job)
             }
             Submission::Cancelled => {
                 return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
@@ -232,7 +244,7 @@ impl SlurmExecutor {
         let _ = write_attempt_file(&dir.join(JOB_ID), format!("{job_id}\n").as_bytes());
         context.report(AttemptEvent::submitted(EXECUTOR_NAME, job_id.clone()));
         let watch = Watch {
-            name,
+            job,
             dir: dir.to_owned(),
             job_id: Some(job_id),
         };
@@ -303,7 +315,7 @@ impl SlurmExecutor {
         watch: Watch,
         mut on_found: impl FnMut(&str),
     ) -> WaitEnd {
-        let name = watch.name.clone();
+        let name = watch.job.clone();
         let dir = watch.dir.clone();
         let mut job_id = watch.job_id.clone();
         let news: Receiver<JobNews> = self.poller.watch(watch);
@@ -402,7 +414,7 @@ impl SlurmExecutor {
     #[allow(clippy::too_many_arguments, reason = "one private helper of `wait`")]
     fn stop_job(
         &self,
-        name: &str,
+        name: &JobRef,
         dir: &Path,
         job_id: Option<&str>,
         state: Option<&JobState>,
@@ -426,14 +438,22 @@ impl SlurmExecutor {
 
     fn cancel_job(
         &self,
-        name: &str,
+        job: &JobRef,
         job_id: Option<&str>,
         signal: Option<&str>,
     ) -> Result<(), ClientFailure> {
-        match job_id {
-            Some(id) => self.client.cancel(id, signal),
+        match (job_id, job.task) {
+            (Some(id), _) => self.client.cancel(id, signal),
             // Found by name only so far.
-            None => self.client.cancel_by_name(name, signal),
+            (None, None) => self.client.cancel_by_name(&job.name, signal),
+            // The name is the whole array's: the task's id from the queue, if it is there.
+            (None, Some(_)) => {
+                let entries = self.client.queue()?;
+                match entries.iter().find(|entry| job.matches(entry)) {
+                    Some(entry) => self.client.cancel(&entry.job_id, signal),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -504,82 +524,6 @@ impl Executor for SlurmExecutor {
     }
 }
 
-/// The `sbatch` arguments of an attempt (without `--parsable`).
-pub(crate) fn sbatch_args(
-    request: &AttemptRequest<'_>,
-    name: &str,
-    token: &str,
-    dir: &Path,
-) -> Vec<String> {
-    let unit = request.unit;
-    let resources = &unit.resources;
-    let path = |file: &str| dir.join(file).display().to_string();
-    let mut args = vec![
-        format!("--job-name={name}"),
-        // The token again where a site's tools show it (`squeue -o %k`).
-        format!("--comment=apollo-token:{token}"),
-        format!("--chdir={}", dir.display()),
-        format!("--output={}", path("stdout")),
-        format!("--error={}", path("stderr")),
-        "--open-mode=append".to_owned(),
-        // apollo decides about retries; a job Slurm requeued would run twice.
-        "--no-requeue".to_owned(),
-    ];
-    if let Some(timeout) = unit.timeout {
-        // Slurm's limit is whole minutes: rounded up, so apollo's own deadline comes first.
-        let minutes = timeout.as_secs().div_ceil(60).max(1);
-        args.push(format!("--time={minutes}"));
-    }
-    if let Some(cpus) = resources.cpus {
-        args.push(format!("--cpus-per-task={cpus}"));
-    }
-    if let Some(memory) = resources.memory {
-        args.push(format!("--mem={}M", memory.div_ceil(1 << 20)));
-    }
-    if let Some(gpus) = resources.gpus {
-        args.push(format!("--gpus={gpus}"));
-    }
-    let slurm = &resources.slurm;
-    for (option, value) in [
-        ("partition", &slurm.partition),
-        ("account", &slurm.account),
-        ("qos", &slurm.qos),
-    ] {
-        if let Some(value) = value {
-            args.push(format!("--{option}={value}"));
-        }
-    }
-    args.extend(slurm.extra_args.iter().cloned());
-    args.push(path(SCRIPT));
-    args
-}
-
-/// The attempt's error when `sbatch` refused it: what it said, and the partition, account
-/// and QoS asked for (the usual culprits).
-fn submit_error(request: &AttemptRequest<'_>, error: &ClientFailure) -> String {
-    let slurm = &request.unit.resources.slurm;
-    let asked: Vec<String> = [
-        ("partition", &slurm.partition),
-        ("account", &slurm.account),
-        ("qos", &slurm.qos),
-    ]
-    .into_iter()
-    .filter_map(|(what, value)| value.as_ref().map(|value| format!("{what} `{value}`")))
-    .collect();
-    let asked = if asked.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", asked.join(", "))
-    };
-    let mut message = format!("sbatch refused the job{asked}: {error}");
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    message
-}
-
 /// The moment `timeout` after `at_ms` (epoch ms, from the compute node's clock).
 fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
     let now_ms = SystemTime::now()
@@ -635,39 +579,6 @@ fn failed(error: String) -> AttemptOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_timeout_becomes_whole_minutes_and_resources_become_options() {
-        let mut unit = crate::test_support::unit(apollo_core::Command::Shell("true".into()));
-        unit.timeout = Some(Duration::from_secs(61));
-        unit.resources.cpus = Some(4);
-        unit.resources.memory = Some((1 << 30) + 1);
-        unit.resources.gpus = Some(1);
-        unit.resources.slurm.partition = Some("long".into());
-        unit.resources.slurm.extra_args = vec!["--exclusive".into()];
-        let dir = Path::new("/shared/a/1");
-        let request = AttemptRequest::new("r", &unit, 1, dir);
-        let args = sbatch_args(&request, "apollo:r:align:1:0f", "0f", dir);
-        assert_eq!(
-            args,
-            [
-                "--job-name=apollo:r:align:1:0f",
-                "--comment=apollo-token:0f",
-                "--chdir=/shared/a/1",
-                "--output=/shared/a/1/stdout",
-                "--error=/shared/a/1/stderr",
-                "--open-mode=append",
-                "--no-requeue",
-                "--time=2",
-                "--cpus-per-task=4",
-                "--mem=1025M",
-                "--gpus=1",
-                "--partition=long",
-                "--exclusive",
-                "/shared/a/1/slurm.sh",
-            ]
-        );
-    }
 
     #[test]
     fn files_apollo_writes_in_an_attempt_folder_never_go_through_a_planted_link() {

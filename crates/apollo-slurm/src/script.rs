@@ -3,7 +3,8 @@
 //! unit's workdir with the unit's env, as apollo-exec would, and leaves beside itself what
 //! apollo needs to record the attempt — whether or not apollo is alive to watch:
 //!
-//! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here);
+//! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here; a job
+//!   array's task writes its id as `<array id>_<task>`);
 //! * `phases` — one line per phase that ran: `<phase> <exit status> <start ms> <end ms>`
 //!   (the status as the shell reports it: 128 + n for signal n);
 //! * `result` — written last (to a temporary name, then renamed: it exists only complete):
@@ -164,7 +165,12 @@ finish() {
     times
   } >"$dir/result.tmp" && mv -f "$dir/result.tmp" "$dir/result"
 }
-echo "${SLURM_JOB_ID:-} $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started"
+# A job array's task is `<array id>_<task>` to Slurm's tools (`squeue --array`, `scancel`).
+job=${SLURM_JOB_ID:-}
+if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
+  job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+fi
+echo "$job $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started"
 "#;
 
 /// The end: the result file, and the exit status Slurm shows for the job.
