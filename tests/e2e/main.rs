@@ -27,5 +27,7 @@ mod run;
 mod secrets;
 mod signals;
 mod slurm;
+mod slurm_arrays;
+mod slurm_cluster;
 mod state_dir;
 mod values;

@@ -147,6 +147,8 @@ impl SlurmExecutor {
             reply,
         };
         let key = (request.run_id.to_owned(), options);
+        // Read (once) before the gathering starts: `scontrol` may take a while.
+        let cap = self.max_array_size();
         let gatherer = &self.gatherer;
         let mut groups = gatherer
             .groups
@@ -156,7 +158,7 @@ impl SlurmExecutor {
         if let Some(group) = groups.get_mut(&key) {
             group.members.push(member);
             group.last = now;
-            let full = group.members.len() >= self.max_array_size();
+            let full = group.members.len() >= cap;
             drop(groups);
             if full {
                 gatherer.full.notify_all();
@@ -176,7 +178,6 @@ impl SlurmExecutor {
             },
         );
         // The leader: wait for the others, then take the group.
-        let cap = self.max_array_size();
         loop {
             let Some(group) = groups.get(&key) else { break };
             let until = (group.first + longest).min(group.last + quiet);

@@ -149,6 +149,7 @@ pub(super) fn execute(
         );
     }
     let sweep = ProcessSweep;
+    let slurm_options = slurm_options()?;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
     let local = ProcessExecutor::new(ExecOptions::default())
@@ -208,7 +209,7 @@ pub(super) fn execute(
         .units
         .iter()
         .any(|unit| unit.executor == ExecutorKind::Slurm)
-        .then(|| SlurmExecutor::new(SlurmOptions::default()));
+        .then(|| SlurmExecutor::new(slurm_options));
     let executor = match &slurm {
         Some(slurm) => Dispatch::new(&local).with_slurm(slurm),
         None => Dispatch::new(&local),
@@ -337,5 +338,25 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
         attempt,
         how,
         job,
+    }
+}
+
+/// The Slurm executor's options: the defaults, with job arrays off when `APOLLO_SLURM_ARRAYS`
+/// is `off` (each attempt a job of its own: for comparisons, or a site that wants no arrays).
+fn slurm_options() -> Result<SlurmOptions, CliError> {
+    let options = SlurmOptions::default();
+    match std::env::var("APOLLO_SLURM_ARRAYS") {
+        Err(std::env::VarError::NotPresent) => Ok(options),
+        Ok(value) if value == "on" => Ok(options),
+        Ok(value) if value == "off" => Ok(options.job_arrays(false)),
+        Ok(value) => Err(CliError::Usage {
+            message: format!(
+                "APOLLO_SLURM_ARRAYS is `{value}`: it takes `on` (the default: attempts ready \
+                 together go to Slurm as job arrays) or `off` (each attempt a job of its own)"
+            ),
+        }),
+        Err(std::env::VarError::NotUnicode(_)) => Err(CliError::Usage {
+            message: "APOLLO_SLURM_ARRAYS is not valid UTF-8: it takes `on` or `off`".to_owned(),
+        }),
     }
 }
