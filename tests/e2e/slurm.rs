@@ -670,4 +670,3 @@ fn sbatch_connect_failures_are_retried_and_the_run_succeeds() {
         3
     );
 }
-

@@ -7,7 +7,8 @@ use crate::support::Apollo;
 
 /// A fan-out of six blocking instances on Slurm.
 const SIX_BLOCKING_INSTANCES: &str = "max_parallel: 1\nmax_jobs: 10\ndefaults: {executor: slurm}\nunits:\n\
-  - name: fan\n    foreach: [a, b, c, d, e, f]\n    execute: echo $APOLLO_UNIT >> ledger; echo hello-$APOLLO_UNIT; bin/block fan-${item}\n";
+  - {name: fan, foreach: [a, b, c, d, e, f], \
+     execute: 'echo $APOLLO_UNIT >> ledger; echo hello-$APOLLO_UNIT; bin/block fan-${item}'}\n";
 
 #[test]
 fn a_fan_out_is_one_job_array_and_apollo_killed_mid_array_reattaches_to_every_task() {
@@ -67,7 +68,11 @@ fn a_fan_out_is_one_job_array_and_apollo_killed_mid_array_reattaches_to_every_ta
     );
     assert!(output.stderr.contains(" 0 sbatch,"), "{}", output.stderr);
     let journal = apollo.journal_text();
-    assert_eq!(journal.matches(r#""reattached_from":1"#).count(), 6, "{journal}");
+    assert_eq!(
+        journal.matches(r#""reattached_from":1"#).count(),
+        6,
+        "{journal}"
+    );
     // Each instance is its own unit: its own output, through `apollo logs`.
     let logs = apollo.args(&["logs", "latest", "fan[c]"]).run();
     logs.code(0);

@@ -56,4 +56,3 @@ pub(crate) fn guard(apollo: &Apollo) -> JobGuard {
         state_dir: apollo.path(".apollo"),
     }
 }
-

@@ -73,7 +73,10 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     let mut singles = Vec::new();
     for round in 0..rounds {
         for (arrays_on, into) in [(true, &mut arrays), (false, &mut singles)] {
-            let project = work.join(format!("{round}-{}", if arrays_on { "arrays" } else { "jobs" }));
+            let project = work.join(format!(
+                "{round}-{}",
+                if arrays_on { "arrays" } else { "jobs" }
+            ));
             into.push(one_run(&apollo, &project, n, arrays_on)?);
             let _ = std::fs::remove_dir_all(&project);
         }

@@ -5,7 +5,7 @@
 //! whose `sbatch` options — everything that comes from the unit: time limit, resources,
 //! partition, account, QoS, `extra_args` ([`options_args`]) — are the same. The first to join
 //! leads: it waits until no attempt joined for the quiet time (`SlurmOptions::job_arrays`,
-//! 100 ms by default) or the group's longest wait (1 s) is over, or the group holds a full
+//! 250 ms by default) or the group's longest wait (2 s) is over, or the group holds a full
 //! array, then takes the whole group and submits it in arrays of at most the cluster's
 //! `MaxArraySize` tasks (`scontrol show config`, read once). An attempt alone in its group is
 //! submitted as a job of its own, exactly as without arrays. The other members wait for the
@@ -178,8 +178,7 @@ impl SlurmExecutor {
             },
         );
         // The leader: wait for the others, then take the group.
-        loop {
-            let Some(group) = groups.get(&key) else { break };
+        while let Some(group) = groups.get(&key) {
             let until = (group.first + longest).min(group.last + quiet);
             let now = Instant::now();
             if group.members.len() >= cap || now >= until || context.cancel().is_cancelled() {
@@ -291,58 +290,82 @@ impl SlurmExecutor {
                     pause = (pause * 2).min(self.options.submit_backoff.1);
                 }
                 SubmitDoubt::MayBeQueued => {
-                    let window = self.lookup_window();
-                    match self.find_job(&name, window, context) {
-                        Lookup::Found(entry) => {
-                            let array_id = entry
-                                .array_task()
-                                .map_or_else(|| entry.job_id.clone(), |(id, _)| id.to_owned());
-                            return reply_all(&members, &|task| {
-                                queued(&array_id, &name, task, true)
-                            });
-                        }
-                        Lookup::Cancelled => {
-                            let _ = self.client.cancel_by_name(&name, None);
-                            return reply_all(&members, &|_| Submission::Cancelled);
-                        }
-                        Lookup::NotFound { answered } => {
-                            let looked = if answered {
-                                format!(
-                                    "no job array of that name is known to Slurm after {}",
-                                    seconds(window)
-                                )
-                            } else {
-                                format!(
-                                    "squeue did not answer for {}, so whether Slurm queued it is unknown",
-                                    seconds(window * 3)
-                                )
-                            };
-                            if members.iter().any(|member| !member.idempotent) {
-                                // One fate for the whole array: none is submitted again.
-                                return reply_all(&members, &|task| {
-                                    Submission::InDoubt(format!(
-                                        "sbatch did not say whether it queued the job array \
-                                         holding this attempt as task {task} ({error}); {looked}. \
-                                         Its token is {token} (job name `{name}`, comment \
-                                         `apollo-token:{token}`): apollo will not submit it again \
-                                         on its own, the array holding `idempotent: false` units \
-                                         — look for it with `squeue --me --array --name={name}`"
-                                    ))
-                                });
-                            }
-                            // Should it appear after all, it must not run unwatched.
-                            let _ = self.client.cancel_by_name(&name, None);
-                            if Instant::now() >= give_up_at {
-                                let message = format!("{}; {looked}", submit_error(unit, &error));
-                                return reply_all(&members, &|_| {
-                                    Submission::Failed(message.clone())
-                                });
-                            }
-                            token = new_token();
-                            written = None;
-                        }
+                    let lost = Lost {
+                        name: &name,
+                        token: &token,
+                        error: &error,
+                    };
+                    if self.after_lost_answer(unit, context, &members, &lost, give_up_at) {
+                        return;
                     }
+                    token = new_token();
+                    written = None;
                 }
+            }
+        }
+    }
+
+    /// `sbatch`'s answer for the array was lost: look for it under its name and adopt it, or
+    /// (when no member is `idempotent: false`) cancel the name for a new submission. Whether
+    /// every member was answered (`false`: submit again under a new token).
+    fn after_lost_answer(
+        &self,
+        unit: &apollo_core::model::Unit,
+        context: &AttemptContext<'_>,
+        members: &[Member],
+        lost: &Lost<'_>,
+        give_up_at: Instant,
+    ) -> bool {
+        let Lost { name, token, error } = *lost;
+        let reply_all = |answer: &dyn Fn(usize) -> Submission| {
+            for (task, member) in members.iter().enumerate() {
+                let _ = member.reply.send(answer(task));
+            }
+            true
+        };
+        let window = self.lookup_window();
+        match self.find_job(name, window, context) {
+            Lookup::Found(entry) => {
+                let array_id = entry
+                    .array_task()
+                    .map_or_else(|| entry.job_id.clone(), |(id, _)| id.to_owned());
+                reply_all(&|task| queued(&array_id, name, task, true))
+            }
+            Lookup::Cancelled => {
+                let _ = self.client.cancel_by_name(name, None);
+                reply_all(&|_| Submission::Cancelled)
+            }
+            Lookup::NotFound { answered } => {
+                let looked = if answered {
+                    format!(
+                        "no job array of that name is known to Slurm after {}",
+                        seconds(window)
+                    )
+                } else {
+                    format!(
+                        "squeue did not answer for {}, so whether Slurm queued it is unknown",
+                        seconds(window * 3)
+                    )
+                };
+                if members.iter().any(|member| !member.idempotent) {
+                    // One fate for the whole array: none is submitted again.
+                    return reply_all(&|task| {
+                        Submission::InDoubt(format!(
+                            "sbatch did not say whether it queued the job array holding this \
+                             attempt as task {task} ({error}); {looked}. Its token is {token} \
+                             (job name `{name}`, comment `apollo-token:{token}`): apollo will \
+                             not submit it again on its own, the array holding `idempotent: \
+                             false` units — look for it with `squeue --me --array --name={name}`"
+                        ))
+                    });
+                }
+                // Should it appear after all, it must not run unwatched.
+                let _ = self.client.cancel_by_name(name, None);
+                if Instant::now() >= give_up_at {
+                    let message = format!("{}; {looked}", submit_error(unit, error));
+                    return reply_all(&|_| Submission::Failed(message.clone()));
+                }
+                false
             }
         }
     }
@@ -388,6 +411,14 @@ impl SlurmExecutor {
     }
 }
 
+/// A submission whose answer was lost.
+#[derive(Clone, Copy)]
+struct Lost<'a> {
+    name: &'a str,
+    token: &'a str,
+    error: &'a crate::client::ClientFailure,
+}
+
 /// Task `task`'s answer when array `array_id` called `name` was queued.
 fn queued(array_id: &str, name: &str, task: usize, adopted: bool) -> Submission {
     let task = u32::try_from(task).unwrap_or(u32::MAX);
@@ -403,7 +434,7 @@ fn queued(array_id: &str, name: &str, task: usize, adopted: bool) -> Submission 
 
 /// The gathering window's defaults: quiet time and longest wait.
 pub(crate) const DEFAULT_GATHER: (Duration, Duration) =
-    (Duration::from_millis(100), Duration::from_secs(1));
+    (Duration::from_millis(250), Duration::from_secs(2));
 
 #[cfg(test)]
 mod tests {

@@ -124,7 +124,7 @@ impl SlurmOptions {
     }
 
     /// Gather attempts into a job array until none joined for `quiet`, for at most `longest`
-    /// (100 ms and 1 s by default); turns arrays on.
+    /// (250 ms and 2 s by default); turns arrays on.
     pub fn gather_window(mut self, quiet: Duration, longest: Duration) -> Self {
         self.job_arrays = Some((quiet, longest.max(quiet)));
         self
