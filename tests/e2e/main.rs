@@ -29,5 +29,6 @@ mod signals;
 mod slurm;
 mod slurm_arrays;
 mod slurm_cluster;
+mod slurm_secrets;
 mod state_dir;
 mod values;

@@ -77,6 +77,9 @@ pub(crate) struct ClientConfig {
     pub(crate) scontrol: PathBuf,
     pub(crate) timeout: Duration,
     pub(crate) max_submits: usize,
+    /// Environment variables `sbatch` must not see (the sources of secrets: `sbatch` hands
+    /// its environment to slurmctld, which keeps it with the job).
+    pub(crate) hidden_env: Vec<String>,
 }
 
 /// Runs the client commands and counts them.
@@ -111,10 +114,13 @@ impl SlurmClient {
     }
 
     fn run(&self, program: &PathBuf, args: &[String]) -> Result<ClientOutput, ClientFailure> {
-        let output = ClientCommand::program(program)
+        let mut command = ClientCommand::program(program)
             .args(args.iter().cloned())
-            .timeout(self.config.timeout)
-            .run()?;
+            .timeout(self.config.timeout);
+        for name in &self.config.hidden_env {
+            command = command.env_remove(name.clone());
+        }
+        let output = command.run()?;
         if output.success() {
             return Ok(output);
         }

@@ -43,6 +43,8 @@ pub struct SlurmExecutor {
     pub(crate) max_array_size: OnceLock<usize>,
     /// The attempts being gathered into job arrays.
     pub(crate) gatherer: crate::array::Gatherer,
+    /// The values of the secrets units receive (see [`SlurmExecutor::with_secrets`]).
+    secrets: apollo_exec::SecretValues,
 }
 
 impl SlurmExecutor {
@@ -55,6 +57,7 @@ impl SlurmExecutor {
             scontrol: options.scontrol.clone(),
             timeout: options.client_timeout,
             max_submits: options.max_submits_in_flight,
+            hidden_env: options.hidden_env.clone(),
         }));
         let timing = PollTiming {
             files_min: options.files_interval.0,
@@ -70,7 +73,23 @@ impl SlurmExecutor {
             message_timeout: OnceLock::new(),
             max_array_size: OnceLock::new(),
             gatherer: crate::array::Gatherer::default(),
+            secrets: apollo_exec::SecretValues::new(),
         }
+    }
+
+    /// The same executor, giving each unit the values of the secrets it receives
+    /// (`unit.secrets`): through a `0600` file in the attempt folder that the job's wrapper
+    /// reads and deletes before the unit starts, never the job script; the values are masked
+    /// in the attempt's logs when the attempt is recorded. An attempt of a unit whose secret
+    /// is missing here fails without a job.
+    pub fn with_secrets(mut self, values: apollo_exec::SecretValues) -> Self {
+        self.secrets = values;
+        self
+    }
+
+    /// The job of `dir` is over: its secrets file gone, the values masked in its logs.
+    fn settle(&self, unit: &apollo_core::Unit, dir: &Path) {
+        crate::secrets::settle(&self.secrets, unit, dir);
     }
 
     /// How many `sbatch`, `squeue` and `scancel` calls this executor made so far.
@@ -127,6 +146,7 @@ impl SlurmExecutor {
                 return None;
             }
             note(known_id.as_deref().unwrap_or("unknown"));
+            self.settle(request.unit, &earlier_dir);
             link_logs(request.log_dir, &earlier_dir);
             Some(cut_off(
                 &earlier_dir,
@@ -146,6 +166,7 @@ impl SlurmExecutor {
         if read_result(&earlier_dir).is_some() {
             // It finished while apollo was away: record it from its files.
             note(known_id.as_deref().unwrap_or("unknown"));
+            self.settle(request.unit, &earlier_dir);
             link_logs(request.log_dir, &earlier_dir);
             return Some(outcome_from_files(&earlier_dir, None, ""));
         }
@@ -165,6 +186,9 @@ impl SlurmExecutor {
                 cut_off_or_fresh("is unknown to Slurm and left no result after it started")
             }
             end => {
+                if !matches!(end, WaitEnd::Detached { .. }) {
+                    self.settle(request.unit, &earlier_dir);
+                }
                 link_logs(request.log_dir, &earlier_dir);
                 Some(self.outcome(&earlier_dir, end))
             }
@@ -200,6 +224,9 @@ impl SlurmExecutor {
                 dir.join(SCRIPT).display()
             ));
         }
+        if let Err(message) = crate::secrets::write_secrets(&self.secrets, request.unit, dir) {
+            return failed(message);
+        }
         let submission = match self.gather(request, context) {
             Some(submission) => submission,
             None => self.submit(request, context, dir, |error| {
@@ -225,9 +252,11 @@ impl SlurmExecutor {
                 (job_id, job)
             }
             Submission::Cancelled => {
+                self.settle(request.unit, dir);
                 return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
             }
             Submission::Failed(message) => {
+                self.settle(request.unit, dir);
                 // Where `apollo logs` looks, so the refusal is beside the attempt's output.
                 let _ = write_attempt_file(&dir.join("stderr"), format!("{message}\n").as_bytes());
                 let mut outcome = failed(message);
@@ -249,6 +278,9 @@ impl SlurmExecutor {
             job_id: Some(job_id),
         };
         let end = self.wait(request, context, watch, |_| {});
+        if !matches!(end, WaitEnd::Detached { .. }) {
+            self.settle(request.unit, dir);
+        }
         self.outcome(dir, end)
     }
 

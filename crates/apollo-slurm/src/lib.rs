@@ -11,6 +11,7 @@ mod options;
 mod poller;
 mod result;
 mod script;
+mod secrets;
 mod squeue;
 mod submit;
 #[cfg(test)]

@@ -45,6 +45,10 @@ pub struct SlurmOptions {
     /// quiet time after which a gathering closes when no attempt joined it, and the longest a
     /// gathering stays open. `None`: each attempt is a job of its own.
     pub job_arrays: Option<(Duration, Duration)>,
+    /// Environment variables the Slurm commands are run without: the sources of secrets
+    /// (`{env: VAR}`), which `sbatch` would otherwise hand to slurmctld with the job's
+    /// environment.
+    pub hidden_env: Vec<String>,
     /// Whether a graceful stop of apollo (Ctrl-C, SIGTERM) cancels the running jobs (the
     /// default: a person asked to stop). `false` leaves them running for a later resume to
     /// reattach to (`on_stop: detach`).
@@ -68,6 +72,7 @@ impl Default for SlurmOptions {
             lost_after_polls: 3,
             cancel_on_stop: true,
             job_arrays: Some(crate::array::DEFAULT_GATHER),
+            hidden_env: Vec::new(),
         }
     }
 }
@@ -127,6 +132,13 @@ impl SlurmOptions {
     /// (250 ms and 2 s by default); turns arrays on.
     pub fn gather_window(mut self, quiet: Duration, longest: Duration) -> Self {
         self.job_arrays = Some((quiet, longest.max(quiet)));
+        self
+    }
+
+    /// Run the Slurm commands without these environment variables (see
+    /// [`SlurmOptions::hidden_env`]).
+    pub fn hide_env(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.hidden_env.extend(names);
         self
     }
 

@@ -90,6 +90,16 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
     );
     let _ = writeln!(script, "dir={}", quote(&dir.display().to_string()));
     script.push_str(BODY_START);
+    if !unit.secrets.is_empty() {
+        // The values, from the attempt's 0600 file (never this script: slurmctld keeps it),
+        // exported for every phase; the file is gone before anything of the unit runs.
+        let _ = writeln!(
+            script,
+            "if [ -f \"$dir/secrets\" ]; then . \"$dir/secrets\"; rm -f \"$dir/secrets\"; else \
+             echo \"apollo: the attempt's secrets file is missing\" >&2; \
+             finish \"the attempt's secrets file is missing\"; exit 1; fi"
+        );
+    }
     let _ = writeln!(
         script,
         "cd {} || {{ echo \"apollo: cannot enter the unit's workdir\" >&2; \

@@ -149,11 +149,11 @@ pub(super) fn execute(
         );
     }
     let sweep = ProcessSweep;
-    let slurm_options = slurm_options()?;
+    let slurm_options = slurm_options(pipeline)?;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
-    let local = ProcessExecutor::new(ExecOptions::default())
-        .with_secrets(read_secrets(pipeline, execution.dry_run)?);
+    let secrets = read_secrets(pipeline, execution.dry_run)?;
+    let local = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets.clone());
     let session = execution.configure(
         RunSession::new(&state_path, config_path, &loaded, &sweep)
             .target(target)
@@ -209,7 +209,7 @@ pub(super) fn execute(
         .units
         .iter()
         .any(|unit| unit.executor == ExecutorKind::Slurm)
-        .then(|| SlurmExecutor::new(slurm_options));
+        .then(|| SlurmExecutor::new(slurm_options).with_secrets(secrets));
     let executor = match &slurm {
         Some(slurm) => Dispatch::new(&local).with_slurm(slurm),
         None => Dispatch::new(&local),
@@ -342,9 +342,16 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
 }
 
 /// The Slurm executor's options: the defaults, with job arrays off when `APOLLO_SLURM_ARRAYS`
-/// is `off` (each attempt a job of its own: for comparisons, or a site that wants no arrays).
-fn slurm_options() -> Result<SlurmOptions, CliError> {
-    let options = SlurmOptions::default();
+/// is `off` (each attempt a job of its own: for comparisons, or a site that wants no arrays),
+/// and the Slurm commands run without the variables the secrets come from (`sbatch` hands its
+/// environment to slurmctld, which keeps it with the job).
+fn slurm_options(pipeline: &apollo_core::Pipeline) -> Result<SlurmOptions, CliError> {
+    let sources = pipeline.units.iter().flat_map(|unit| unit.secrets.values());
+    let hidden = sources.filter_map(|source| match source {
+        apollo_core::model::SecretSource::Env(name) => Some(name.clone()),
+        _ => None,
+    });
+    let options = SlurmOptions::default().hide_env(hidden);
     match std::env::var("APOLLO_SLURM_ARRAYS") {
         Err(std::env::VarError::NotPresent) => Ok(options),
         Ok(value) if value == "on" => Ok(options),
