@@ -17,10 +17,10 @@ use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
 use crate::job_name::JobRef;
 use crate::options::SlurmOptions;
 use crate::poller::{JobNews, PollTiming, Poller, Watch};
-use crate::result::{outcome_from_files, read_result, read_small};
+use crate::result::outcome_from_files;
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
-use crate::submit::{Submission, known_job_id, submitted_job};
+use crate::submit::Submission;
 
 /// The executor name recorded in `unit_submitted`.
 pub const EXECUTOR_NAME: &str = "slurm";
@@ -88,111 +88,13 @@ impl SlurmExecutor {
     }
 
     /// The job of `dir` is over: its secrets file gone, the values masked in its logs.
-    fn settle(&self, unit: &apollo_core::Unit, dir: &Path) {
+    pub(crate) fn settle(&self, unit: &apollo_core::Unit, dir: &Path) {
         crate::secrets::settle(&self.secrets, unit, dir);
     }
 
     /// How many `sbatch`, `squeue` and `scancel` calls this executor made so far.
     pub fn client_calls(&self) -> ClientCalls {
         self.client.calls()
-    }
-
-    /// Reattach to the job of attempt `earlier` (left in flight by an apollo that died):
-    /// `None` when there is none to reattach to (the attempt never reached `sbatch`, apollo
-    /// cancelled it, or Slurm lost it without a result) and a fresh job is needed.
-    fn reattach(
-        &self,
-        request: &AttemptRequest<'_>,
-        context: &AttemptContext<'_>,
-        earlier: u32,
-    ) -> Option<AttemptOutcome> {
-        let attempts_dir = request.log_dir.parent()?;
-        // An attempt that itself reattached points at the one that submitted the job.
-        let mut earlier = earlier;
-        for _ in 0..1000 {
-            // Read without following a link, without blocking, bounded (`read_small`).
-            let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
-            match pointer
-                .ok()
-                .flatten()
-                .and_then(|text| parse_reattached(&text))
-            {
-                Some(submitter) if submitter < earlier => earlier = submitter,
-                _ => break,
-            }
-        }
-        let earlier_dir = attempts_dir.join(earlier.to_string());
-        if !earlier_dir.join(SCRIPT).exists() {
-            return None;
-        }
-        let known_id = known_job_id(&earlier_dir);
-        // Once: the wait may have noted the job alive before it vanished.
-        let noted = std::cell::Cell::new(false);
-        let note = |job_id: &str| {
-            if noted.replace(true) {
-                return;
-            }
-            let _ = write_attempt_file(
-                &request.log_dir.join(REATTACHED),
-                format!("attempt {earlier} job {job_id}\n").as_bytes(),
-            );
-            context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
-        };
-        // Its job started and is gone without a result (cancelled by apollo before it died,
-        // or lost): an `idempotent: false` unit's side effects may be half done, so it is
-        // cut off rather than submitted again (DESIGN §18).
-        let cut_off_or_fresh = |why: &str| {
-            if request.unit.idempotent || !earlier_dir.join(crate::script::STARTED).exists() {
-                return None;
-            }
-            note(known_id.as_deref().unwrap_or("unknown"));
-            self.settle(request.unit, &earlier_dir);
-            link_logs(request.log_dir, &earlier_dir);
-            Some(cut_off(
-                &earlier_dir,
-                &format!("{} {why}", job_words(known_id.clone())),
-            ))
-        };
-        // apollo cancelled it (a timeout, a stop): never reattached to. Its end is in its
-        // files when the wrapper could write it; a job killed before that was cut off.
-        if earlier_dir.join(CANCELLED).exists() {
-            if read_result(&earlier_dir).is_some() {
-                return None;
-            }
-            return cut_off_or_fresh(
-                "was cancelled by apollo after it started, and left no result",
-            );
-        }
-        if read_result(&earlier_dir).is_some() {
-            // It finished while apollo was away: record it from its files.
-            note(known_id.as_deref().unwrap_or("unknown"));
-            self.settle(request.unit, &earlier_dir);
-            link_logs(request.log_dir, &earlier_dir);
-            return Some(outcome_from_files(&earlier_dir, None, ""));
-        }
-        let watch = Watch {
-            job: submitted_job(request, earlier, &earlier_dir),
-            dir: earlier_dir.clone(),
-            job_id: known_id.clone(),
-        };
-        // Reported once the job shows it is alive (or done), not merely because an id was
-        // recorded: a job Slurm lost runs again as a fresh one.
-        let end = self.wait(request, context, watch, |job_id| note(job_id));
-        match end {
-            // Unknown to Slurm and no result: a job that never started runs as a fresh one
-            // (so does an idempotent unit's, as the in-flight rule says); one that started
-            // is cut off.
-            WaitEnd::Vanished { stopped: None, .. } => {
-                cut_off_or_fresh("is unknown to Slurm and left no result after it started")
-            }
-            end => {
-                if !matches!(end, WaitEnd::Detached { .. }) {
-                    self.settle(request.unit, &earlier_dir);
-                }
-                link_logs(request.log_dir, &earlier_dir);
-                Some(self.outcome(&earlier_dir, end))
-            }
-        }
     }
 
     /// Submit a fresh job for the attempt and wait for it.
@@ -284,7 +186,7 @@ impl SlurmExecutor {
         self.outcome(dir, end)
     }
 
-    fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
+    pub(crate) fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
         match end {
             WaitEnd::Detached { job_id } => {
                 let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
@@ -340,7 +242,7 @@ impl SlurmExecutor {
     /// Wait for the watched job to end, through the poller: its news, a cancellation of the
     /// run, or the unit's timeout (counted from the job's start). `on_found` is called once,
     /// with the job's id, when the job is first seen alive (queued, running) or done.
-    fn wait(
+    pub(crate) fn wait(
         &self,
         request: &AttemptRequest<'_>,
         context: &AttemptContext<'_>,
@@ -491,14 +393,14 @@ impl SlurmExecutor {
 }
 
 /// The attempt named in a `reattached` file (`attempt N job ID`).
-fn parse_reattached(text: &str) -> Option<u32> {
+pub(crate) fn parse_reattached(text: &str) -> Option<u32> {
     text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// How long to wait, after ending a job for good, for Slurm to report it gone.
 const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(120);
 
-enum WaitEnd {
+pub(crate) enum WaitEnd {
     /// apollo was stopped and left the job running (`on_stop: detach`).
     Detached { job_id: Option<String> },
     /// The wrapper's result is there.
@@ -570,14 +472,14 @@ fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
 /// The attempt's `stdout`/`stderr` are hard links to the earlier attempt's files (which the
 /// job wrote), so `apollo logs` shows the output under either attempt (it reads regular
 /// files only, never a symbolic link).
-fn link_logs(dir: &Path, earlier_dir: &Path) {
+pub(crate) fn link_logs(dir: &Path, earlier_dir: &Path) {
     for file in ["stdout", "stderr"] {
         let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
     }
 }
 
 /// "Slurm job 63", or "the Slurm job" when its id is not known.
-fn job_words(job_id: Option<String>) -> String {
+pub(crate) fn job_words(job_id: Option<String>) -> String {
     job_id.map_or_else(
         || "the Slurm job".to_owned(),
         |id| format!("Slurm job {id}"),
@@ -588,7 +490,7 @@ fn job_words(job_id: Option<String>) -> String {
 /// work maybe half done. Recorded `failed` with signal 9 (the wrapper was killed, or its node
 /// lost, before it could write its result): an `idempotent: false` unit then stops the run
 /// for a human's verdict (`apollo_core::event::cut_off_by_signal`).
-fn cut_off(dir: &Path, what: &str) -> AttemptOutcome {
+pub(crate) fn cut_off(dir: &Path, what: &str) -> AttemptOutcome {
     let message = format!(
         "{what}: cut off (killed, out of memory, or its node failed) — its work may be half done"
     );

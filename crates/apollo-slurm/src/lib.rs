@@ -9,6 +9,7 @@ mod executor;
 mod job_name;
 mod options;
 mod poller;
+mod reattach;
 mod result;
 mod script;
 mod secrets;

@@ -8,7 +8,10 @@
 //! by its array's name and its task.
 #![forbid(unsafe_code)]
 
-#[allow(dead_code, reason = "each test file uses part of the shared fake cluster")]
+#[allow(
+    dead_code,
+    reason = "each test file uses part of the shared fake cluster"
+)]
 mod support;
 
 use std::path::Path;

@@ -7,7 +7,10 @@
 //! this checks the wrapper end to end and that polling is batched.
 #![forbid(unsafe_code)]
 
-#[allow(dead_code, reason = "each test file uses part of the shared fake cluster")]
+#[allow(
+    dead_code,
+    reason = "each test file uses part of the shared fake cluster"
+)]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -8,7 +8,10 @@
 //! for a job array's tasks.
 #![forbid(unsafe_code)]
 
-#[allow(dead_code, reason = "each test file uses part of the shared fake cluster")]
+#[allow(
+    dead_code,
+    reason = "each test file uses part of the shared fake cluster"
+)]
 mod support;
 
 use std::path::Path;
