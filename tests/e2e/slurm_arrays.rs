@@ -78,3 +78,21 @@ fn a_fan_out_is_one_job_array_and_apollo_killed_mid_array_reattaches_to_every_ta
     logs.code(0);
     assert!(logs.stdout.contains("hello-fan[c]"), "{}", logs.stdout);
 }
+
+#[test]
+fn a_bad_apollo_slurm_arrays_value_is_refused_before_the_run_starts() {
+    // No cluster needed: the value is checked before anything is opened or submitted.
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - {name: one, executor: slurm, execute: 'true'}\n");
+    apollo.envs(&[("APOLLO_SLURM_ARRAYS", "maybe")]);
+    let output = apollo.args(&["run"]).run();
+    output.code(2);
+    assert!(
+        output.stderr.contains("APOLLO_SLURM_ARRAYS is `maybe`")
+            && output.stderr.contains("`on`")
+            && output.stderr.contains("`off`"),
+        "{}",
+        output.stderr
+    );
+    assert!(apollo.run_ids().is_empty(), "nothing was recorded");
+}
