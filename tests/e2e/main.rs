@@ -29,5 +29,8 @@ mod run;
 mod secrets;
 mod signals;
 mod slurm;
+mod slurm_arrays;
+mod slurm_cluster;
+mod slurm_secrets;
 mod state_dir;
 mod values;

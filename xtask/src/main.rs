@@ -6,6 +6,8 @@
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 //! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]` — the
 //!   scheduling benchmark against the C floor runner of `../shared/bench`, make and ninja.
+//! * `cargo xtask bench-slurm [--n N] [--rounds R]` — a fan-out of N instances on the local
+//!   Slurm cluster: job arrays against one `sbatch` per instance (issue 39).
 //! * `cargo xtask synth-run --from STATE_DIR --into STATE_DIR [--records N]` — a large run
 //!   made of a real run's records, for the read benchmarks (replay, verify).
 //! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
@@ -20,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_sched;
+mod bench_slurm;
 mod check_config;
 mod snapshots;
 mod synth_run;
@@ -66,6 +69,8 @@ commands:
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
   bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]
                         scheduling benchmark: apollo vs the C floor runner, make and ninja
+  bench-slurm [--n N] [--rounds R]
+                        a fan-out of N (1,000) on the local Slurm cluster: job arrays vs one job each
   synth-run --from STATE_DIR --into STATE_DIR [--records N]
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
   tidy                  check the architecture invariants (also run by `cargo test`)
@@ -85,6 +90,7 @@ fn main() -> ExitCode {
         ["tidy"] => tidy::run(&root),
         ["man"] => man(&root),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
+        ["bench-slurm", rest @ ..] => bench_slurm::run(&root, rest),
         ["synth-run", rest @ ..] => synth_run::run(rest),
         ["torture", rest @ ..] => {
             torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))

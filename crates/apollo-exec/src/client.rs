@@ -69,6 +69,7 @@ pub struct ClientCommand {
     args: Vec<String>,
     timeout: Duration,
     current_dir: Option<PathBuf>,
+    env_removed: Vec<String>,
 }
 
 impl ClientCommand {
@@ -79,6 +80,7 @@ impl ClientCommand {
             args: Vec::new(),
             timeout: Duration::from_secs(60),
             current_dir: None,
+            env_removed: Vec::new(),
         }
     }
 
@@ -110,6 +112,13 @@ impl ClientCommand {
         self
     }
 
+    /// Run it without the environment variable `name` (apollo's others it inherits): for a
+    /// value that must not reach it, as `sbatch` hands its environment to the controller.
+    pub fn env_remove(mut self, name: impl Into<String>) -> Self {
+        self.env_removed.push(name.into());
+        self
+    }
+
     /// Run it with stdin from `/dev/null`, wait for it (at most its timeout) and return what
     /// it printed.
     pub fn run(&self) -> Result<ClientOutput, ClientError> {
@@ -121,6 +130,9 @@ impl ClientCommand {
         let mut command = std::process::Command::new(&self.program);
         if let Some(dir) = &self.current_dir {
             command.current_dir(dir);
+        }
+        for name in &self.env_removed {
+            command.env_remove(name);
         }
         let mut child = command
             .args(&self.args)

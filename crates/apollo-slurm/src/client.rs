@@ -77,6 +77,9 @@ pub(crate) struct ClientConfig {
     pub(crate) scontrol: PathBuf,
     pub(crate) timeout: Duration,
     pub(crate) max_submits: usize,
+    /// Environment variables `sbatch` must not see (the sources of secrets: `sbatch` hands
+    /// its environment to slurmctld, which keeps it with the job).
+    pub(crate) hidden_env: Vec<String>,
 }
 
 /// Runs the client commands and counts them.
@@ -111,10 +114,13 @@ impl SlurmClient {
     }
 
     fn run(&self, program: &PathBuf, args: &[String]) -> Result<ClientOutput, ClientFailure> {
-        let output = ClientCommand::program(program)
+        let mut command = ClientCommand::program(program)
             .args(args.iter().cloned())
-            .timeout(self.config.timeout)
-            .run()?;
+            .timeout(self.config.timeout);
+        for name in &self.config.hidden_env {
+            command = command.env_remove(name.clone());
+        }
+        let output = command.run()?;
         if output.success() {
             return Ok(output);
         }
@@ -155,13 +161,28 @@ impl SlurmClient {
     /// The cluster's `MessageTimeout` (`scontrol show config`); `None` when it cannot be
     /// read.
     pub(crate) fn message_timeout(&self) -> Option<Duration> {
-        let output = self
-            .run(
-                &self.config.scontrol,
-                &["show".to_owned(), "config".to_owned()],
-            )
-            .ok()?;
-        parse_message_timeout(&output.stdout)
+        let output = self.show_config()?;
+        parse_message_timeout(&output)
+    }
+
+    /// The cluster's `MaxArraySize` (`scontrol show config`): a job array's task indices must
+    /// be below it. `None` when it cannot be read.
+    pub(crate) fn max_array_size(&self) -> Option<usize> {
+        let output = self.show_config()?;
+        config_value(&output, "MaxArraySize")?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+
+    fn show_config(&self) -> Option<String> {
+        self.run(
+            &self.config.scontrol,
+            &["show".to_owned(), "config".to_owned()],
+        )
+        .ok()
+        .map(|output| output.stdout)
     }
 
     fn submit_slot(&self) -> SubmitSlot<'_> {
@@ -185,6 +206,8 @@ impl SlurmClient {
         let args = [
             "--me".to_owned(),
             "--noheader".to_owned(),
+            // Each task of a job array on a line of its own (`<array id>_<task>`).
+            "--array".to_owned(),
             "--states=all".to_owned(),
             format!("--format={SQUEUE_FORMAT}"),
         ];
@@ -298,13 +321,19 @@ fn classify_message(message: &str) -> SubmitDoubt {
 
 /// `MessageTimeout = 10 sec` in `scontrol show config`'s output.
 fn parse_message_timeout(config: &str) -> Option<Duration> {
+    let seconds: u64 = config_value(config, "MessageTimeout")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// The value of `key` in `scontrol show config`'s `Key = value` lines.
+fn config_value<'c>(config: &'c str, key: &str) -> Option<&'c str> {
     config.lines().find_map(|line| {
-        let (key, value) = line.split_once('=')?;
-        if key.trim() != "MessageTimeout" {
-            return None;
-        }
-        let seconds: u64 = value.split_whitespace().next()?.parse().ok()?;
-        Some(Duration::from_secs(seconds))
+        let (name, value) = line.split_once('=')?;
+        (name.trim() == key).then_some(value.trim())
     })
 }
 
@@ -358,5 +387,7 @@ mod tests {
         let config = "Configuration data as of 2026-12-03T16:00:00\nMaxJobCount             = 10000\nMessageTimeout          = 10 sec\nMinJobAge               = 300 sec\n";
         assert_eq!(parse_message_timeout(config), Some(Duration::from_secs(10)));
         assert_eq!(parse_message_timeout("nothing here"), None);
+        let config = "MaxArraySize            = 1001\nMaxJobCount = 10000\n";
+        assert_eq!(config_value(config, "MaxArraySize"), Some("1001"));
     }
 }

@@ -12,13 +12,15 @@ use apollo_core::{
 use apollo_exec::{create_attempt_dir, write_attempt_file};
 use crossbeam_channel::Receiver;
 
+use crate::args::submit_error;
 use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
+use crate::job_name::JobRef;
 use crate::options::SlurmOptions;
 use crate::poller::{JobNews, PollTiming, Poller, Watch};
-use crate::result::{outcome_from_files, read_result, read_small};
+use crate::result::outcome_from_files;
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
-use crate::submit::{Submission, known_job_id, submitted_name};
+use crate::submit::Submission;
 
 /// The executor name recorded in `unit_submitted`.
 pub const EXECUTOR_NAME: &str = "slurm";
@@ -37,6 +39,12 @@ pub struct SlurmExecutor {
     poller: Poller,
     /// The cluster's `MessageTimeout`, read once when a submission is first in doubt.
     pub(crate) message_timeout: OnceLock<Duration>,
+    /// The cluster's `MaxArraySize`, read once when a first job array is submitted.
+    pub(crate) max_array_size: OnceLock<usize>,
+    /// The attempts being gathered into job arrays.
+    pub(crate) gatherer: crate::array::Gatherer,
+    /// The values of the secrets units receive (see [`SlurmExecutor::with_secrets`]).
+    secrets: apollo_exec::SecretValues,
 }
 
 impl SlurmExecutor {
@@ -49,6 +57,7 @@ impl SlurmExecutor {
             scontrol: options.scontrol.clone(),
             timeout: options.client_timeout,
             max_submits: options.max_submits_in_flight,
+            hidden_env: options.hidden_env.clone(),
         }));
         let timing = PollTiming {
             files_min: options.files_interval.0,
@@ -62,105 +71,30 @@ impl SlurmExecutor {
             client,
             options,
             message_timeout: OnceLock::new(),
+            max_array_size: OnceLock::new(),
+            gatherer: crate::array::Gatherer::default(),
+            secrets: apollo_exec::SecretValues::new(),
         }
+    }
+
+    /// The same executor, giving each unit the values of the secrets it receives
+    /// (`unit.secrets`): through a `0600` file in the attempt folder that the job's wrapper
+    /// reads and deletes before the unit starts, never the job script; the values are masked
+    /// in the attempt's logs when the attempt is recorded. An attempt of a unit whose secret
+    /// is missing here fails without a job.
+    pub fn with_secrets(mut self, values: apollo_exec::SecretValues) -> Self {
+        self.secrets = values;
+        self
+    }
+
+    /// The job of `dir` is over: its secrets file gone, the values masked in its logs.
+    pub(crate) fn settle(&self, unit: &apollo_core::Unit, dir: &Path) {
+        crate::secrets::settle(&self.secrets, unit, dir);
     }
 
     /// How many `sbatch`, `squeue` and `scancel` calls this executor made so far.
     pub fn client_calls(&self) -> ClientCalls {
         self.client.calls()
-    }
-
-    /// Reattach to the job of attempt `earlier` (left in flight by an apollo that died):
-    /// `None` when there is none to reattach to (the attempt never reached `sbatch`, apollo
-    /// cancelled it, or Slurm lost it without a result) and a fresh job is needed.
-    fn reattach(
-        &self,
-        request: &AttemptRequest<'_>,
-        context: &AttemptContext<'_>,
-        earlier: u32,
-    ) -> Option<AttemptOutcome> {
-        let attempts_dir = request.log_dir.parent()?;
-        // An attempt that itself reattached points at the one that submitted the job.
-        let mut earlier = earlier;
-        for _ in 0..1000 {
-            // Read without following a link, without blocking, bounded (`read_small`).
-            let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
-            match pointer
-                .ok()
-                .flatten()
-                .and_then(|text| parse_reattached(&text))
-            {
-                Some(submitter) if submitter < earlier => earlier = submitter,
-                _ => break,
-            }
-        }
-        let earlier_dir = attempts_dir.join(earlier.to_string());
-        if !earlier_dir.join(SCRIPT).exists() {
-            return None;
-        }
-        let known_id = known_job_id(&earlier_dir);
-        // Once: the wait may have noted the job alive before it vanished.
-        let noted = std::cell::Cell::new(false);
-        let note = |job_id: &str| {
-            if noted.replace(true) {
-                return;
-            }
-            let _ = write_attempt_file(
-                &request.log_dir.join(REATTACHED),
-                format!("attempt {earlier} job {job_id}\n").as_bytes(),
-            );
-            context.report(AttemptEvent::reattached(EXECUTOR_NAME, job_id, earlier));
-        };
-        // Its job started and is gone without a result (cancelled by apollo before it died,
-        // or lost): an `idempotent: false` unit's side effects may be half done, so it is
-        // cut off rather than submitted again (DESIGN §18).
-        let cut_off_or_fresh = |why: &str| {
-            if request.unit.idempotent || !earlier_dir.join(crate::script::STARTED).exists() {
-                return None;
-            }
-            note(known_id.as_deref().unwrap_or("unknown"));
-            link_logs(request.log_dir, &earlier_dir);
-            Some(cut_off(
-                &earlier_dir,
-                &format!("{} {why}", job_words(known_id.clone())),
-            ))
-        };
-        // apollo cancelled it (a timeout, a stop): never reattached to. Its end is in its
-        // files when the wrapper could write it; a job killed before that was cut off.
-        if earlier_dir.join(CANCELLED).exists() {
-            if read_result(&earlier_dir).is_some() {
-                return None;
-            }
-            return cut_off_or_fresh(
-                "was cancelled by apollo after it started, and left no result",
-            );
-        }
-        if read_result(&earlier_dir).is_some() {
-            // It finished while apollo was away: record it from its files.
-            note(known_id.as_deref().unwrap_or("unknown"));
-            link_logs(request.log_dir, &earlier_dir);
-            return Some(outcome_from_files(&earlier_dir, None, ""));
-        }
-        let watch = Watch {
-            name: submitted_name(request, earlier, &earlier_dir),
-            dir: earlier_dir.clone(),
-            job_id: known_id.clone(),
-        };
-        // Reported once the job shows it is alive (or done), not merely because an id was
-        // recorded: a job Slurm lost runs again as a fresh one.
-        let end = self.wait(request, context, watch, |job_id| note(job_id));
-        match end {
-            // Unknown to Slurm and no result: a job that never started runs as a fresh one
-            // (so does an idempotent unit's, as the in-flight rule says); one that started
-            // is cut off.
-            WaitEnd::Vanished { stopped: None, .. } => {
-                cut_off_or_fresh("is unknown to Slurm and left no result after it started")
-            }
-            end => {
-                link_logs(request.log_dir, &earlier_dir);
-                Some(self.outcome(&earlier_dir, end))
-            }
-        }
     }
 
     /// Submit a fresh job for the attempt and wait for it.
@@ -192,12 +126,19 @@ impl SlurmExecutor {
                 dir.join(SCRIPT).display()
             ));
         }
-        let (job_id, name) = match self
-            .submit(request, context, dir, |error| submit_error(request, error))
-        {
+        if let Err(message) = crate::secrets::write_secrets(&self.secrets, request.unit, dir) {
+            return failed(message);
+        }
+        let submission = match self.gather(request, context) {
+            Some(submission) => submission,
+            None => self.submit(request, context, dir, |error| {
+                submit_error(request.unit, error)
+            }),
+        };
+        let (job_id, job) = match submission {
             Submission::Queued {
                 job_id,
-                name,
+                job,
                 adopted,
             } => {
                 if adopted {
@@ -210,12 +151,14 @@ impl SlurmExecutor {
                         .as_bytes(),
                     );
                 }
-                (job_id, name)
+                (job_id, job)
             }
             Submission::Cancelled => {
+                self.settle(request.unit, dir);
                 return AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
             }
             Submission::Failed(message) => {
+                self.settle(request.unit, dir);
                 // Where `apollo logs` looks, so the refusal is beside the attempt's output.
                 let _ = write_attempt_file(&dir.join("stderr"), format!("{message}\n").as_bytes());
                 let mut outcome = failed(message);
@@ -232,15 +175,18 @@ impl SlurmExecutor {
         let _ = write_attempt_file(&dir.join(JOB_ID), format!("{job_id}\n").as_bytes());
         context.report(AttemptEvent::submitted(EXECUTOR_NAME, job_id.clone()));
         let watch = Watch {
-            name,
+            job,
             dir: dir.to_owned(),
             job_id: Some(job_id),
         };
         let end = self.wait(request, context, watch, |_| {});
+        if !matches!(end, WaitEnd::Detached { .. }) {
+            self.settle(request.unit, dir);
+        }
         self.outcome(dir, end)
     }
 
-    fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
+    pub(crate) fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
         match end {
             WaitEnd::Detached { job_id } => {
                 let mut outcome = AttemptOutcome::nothing_ran(AttemptStatus::Interrupted);
@@ -296,14 +242,14 @@ impl SlurmExecutor {
     /// Wait for the watched job to end, through the poller: its news, a cancellation of the
     /// run, or the unit's timeout (counted from the job's start). `on_found` is called once,
     /// with the job's id, when the job is first seen alive (queued, running) or done.
-    fn wait(
+    pub(crate) fn wait(
         &self,
         request: &AttemptRequest<'_>,
         context: &AttemptContext<'_>,
         watch: Watch,
         mut on_found: impl FnMut(&str),
     ) -> WaitEnd {
-        let name = watch.name.clone();
+        let name = watch.job.clone();
         let dir = watch.dir.clone();
         let mut job_id = watch.job_id.clone();
         let news: Receiver<JobNews> = self.poller.watch(watch);
@@ -402,7 +348,7 @@ impl SlurmExecutor {
     #[allow(clippy::too_many_arguments, reason = "one private helper of `wait`")]
     fn stop_job(
         &self,
-        name: &str,
+        name: &JobRef,
         dir: &Path,
         job_id: Option<&str>,
         state: Option<&JobState>,
@@ -426,27 +372,35 @@ impl SlurmExecutor {
 
     fn cancel_job(
         &self,
-        name: &str,
+        job: &JobRef,
         job_id: Option<&str>,
         signal: Option<&str>,
     ) -> Result<(), ClientFailure> {
-        match job_id {
-            Some(id) => self.client.cancel(id, signal),
+        match (job_id, job.task) {
+            (Some(id), _) => self.client.cancel(id, signal),
             // Found by name only so far.
-            None => self.client.cancel_by_name(name, signal),
+            (None, None) => self.client.cancel_by_name(&job.name, signal),
+            // The name is the whole array's: the task's id from the queue, if it is there.
+            (None, Some(_)) => {
+                let entries = self.client.queue()?;
+                match entries.iter().find(|entry| job.matches(entry)) {
+                    Some(entry) => self.client.cancel(&entry.job_id, signal),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
 
 /// The attempt named in a `reattached` file (`attempt N job ID`).
-fn parse_reattached(text: &str) -> Option<u32> {
+pub(crate) fn parse_reattached(text: &str) -> Option<u32> {
     text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// How long to wait, after ending a job for good, for Slurm to report it gone.
 const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(120);
 
-enum WaitEnd {
+pub(crate) enum WaitEnd {
     /// apollo was stopped and left the job running (`on_stop: detach`).
     Detached { job_id: Option<String> },
     /// The wrapper's result is there.
@@ -504,82 +458,6 @@ impl Executor for SlurmExecutor {
     }
 }
 
-/// The `sbatch` arguments of an attempt (without `--parsable`).
-pub(crate) fn sbatch_args(
-    request: &AttemptRequest<'_>,
-    name: &str,
-    token: &str,
-    dir: &Path,
-) -> Vec<String> {
-    let unit = request.unit;
-    let resources = &unit.resources;
-    let path = |file: &str| dir.join(file).display().to_string();
-    let mut args = vec![
-        format!("--job-name={name}"),
-        // The token again where a site's tools show it (`squeue -o %k`).
-        format!("--comment=apollo-token:{token}"),
-        format!("--chdir={}", dir.display()),
-        format!("--output={}", path("stdout")),
-        format!("--error={}", path("stderr")),
-        "--open-mode=append".to_owned(),
-        // apollo decides about retries; a job Slurm requeued would run twice.
-        "--no-requeue".to_owned(),
-    ];
-    if let Some(timeout) = unit.timeout {
-        // Slurm's limit is whole minutes: rounded up, so apollo's own deadline comes first.
-        let minutes = timeout.as_secs().div_ceil(60).max(1);
-        args.push(format!("--time={minutes}"));
-    }
-    if let Some(cpus) = resources.cpus {
-        args.push(format!("--cpus-per-task={cpus}"));
-    }
-    if let Some(memory) = resources.memory {
-        args.push(format!("--mem={}M", memory.div_ceil(1 << 20)));
-    }
-    if let Some(gpus) = resources.gpus {
-        args.push(format!("--gpus={gpus}"));
-    }
-    let slurm = &resources.slurm;
-    for (option, value) in [
-        ("partition", &slurm.partition),
-        ("account", &slurm.account),
-        ("qos", &slurm.qos),
-    ] {
-        if let Some(value) = value {
-            args.push(format!("--{option}={value}"));
-        }
-    }
-    args.extend(slurm.extra_args.iter().cloned());
-    args.push(path(SCRIPT));
-    args
-}
-
-/// The attempt's error when `sbatch` refused it: what it said, and the partition, account
-/// and QoS asked for (the usual culprits).
-fn submit_error(request: &AttemptRequest<'_>, error: &ClientFailure) -> String {
-    let slurm = &request.unit.resources.slurm;
-    let asked: Vec<String> = [
-        ("partition", &slurm.partition),
-        ("account", &slurm.account),
-        ("qos", &slurm.qos),
-    ]
-    .into_iter()
-    .filter_map(|(what, value)| value.as_ref().map(|value| format!("{what} `{value}`")))
-    .collect();
-    let asked = if asked.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", asked.join(", "))
-    };
-    let mut message = format!("sbatch refused the job{asked}: {error}");
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    message
-}
-
 /// The moment `timeout` after `at_ms` (epoch ms, from the compute node's clock).
 fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
     let now_ms = SystemTime::now()
@@ -594,14 +472,14 @@ fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
 /// The attempt's `stdout`/`stderr` are hard links to the earlier attempt's files (which the
 /// job wrote), so `apollo logs` shows the output under either attempt (it reads regular
 /// files only, never a symbolic link).
-fn link_logs(dir: &Path, earlier_dir: &Path) {
+pub(crate) fn link_logs(dir: &Path, earlier_dir: &Path) {
     for file in ["stdout", "stderr"] {
         let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
     }
 }
 
 /// "Slurm job 63", or "the Slurm job" when its id is not known.
-fn job_words(job_id: Option<String>) -> String {
+pub(crate) fn job_words(job_id: Option<String>) -> String {
     job_id.map_or_else(
         || "the Slurm job".to_owned(),
         |id| format!("Slurm job {id}"),
@@ -612,7 +490,7 @@ fn job_words(job_id: Option<String>) -> String {
 /// work maybe half done. Recorded `failed` with signal 9 (the wrapper was killed, or its node
 /// lost, before it could write its result): an `idempotent: false` unit then stops the run
 /// for a human's verdict (`apollo_core::event::cut_off_by_signal`).
-fn cut_off(dir: &Path, what: &str) -> AttemptOutcome {
+pub(crate) fn cut_off(dir: &Path, what: &str) -> AttemptOutcome {
     let message = format!(
         "{what}: cut off (killed, out of memory, or its node failed) — its work may be half done"
     );
@@ -635,39 +513,6 @@ fn failed(error: String) -> AttemptOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_timeout_becomes_whole_minutes_and_resources_become_options() {
-        let mut unit = crate::test_support::unit(apollo_core::Command::Shell("true".into()));
-        unit.timeout = Some(Duration::from_secs(61));
-        unit.resources.cpus = Some(4);
-        unit.resources.memory = Some((1 << 30) + 1);
-        unit.resources.gpus = Some(1);
-        unit.resources.slurm.partition = Some("long".into());
-        unit.resources.slurm.extra_args = vec!["--exclusive".into()];
-        let dir = Path::new("/shared/a/1");
-        let request = AttemptRequest::new("r", &unit, 1, dir);
-        let args = sbatch_args(&request, "apollo:r:align:1:0f", "0f", dir);
-        assert_eq!(
-            args,
-            [
-                "--job-name=apollo:r:align:1:0f",
-                "--comment=apollo-token:0f",
-                "--chdir=/shared/a/1",
-                "--output=/shared/a/1/stdout",
-                "--error=/shared/a/1/stderr",
-                "--open-mode=append",
-                "--no-requeue",
-                "--time=2",
-                "--cpus-per-task=4",
-                "--mem=1025M",
-                "--gpus=1",
-                "--partition=long",
-                "--exclusive",
-                "/shared/a/1/slurm.sh",
-            ]
-        );
-    }
 
     #[test]
     fn files_apollo_writes_in_an_attempt_folder_never_go_through_a_planted_link() {

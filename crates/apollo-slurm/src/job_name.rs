@@ -20,6 +20,53 @@ pub fn job_name_with_token(run_id: &str, unit: &str, attempt: u32, token: &str) 
     format!("{PREFIX}{run_id}:{unit}:{attempt}:{token}")
 }
 
+/// The job name of a job array holding `count` attempts of run `run_id`, submitted under
+/// `token`: `apollo:<run id>:@array:<count>:<token>` (`@` is in no unit name). Its tasks find
+/// their attempts through the array's `index` file; each attempt folder's `array` file names
+/// the array and its task.
+pub fn array_job_name(run_id: &str, count: usize, token: &str) -> String {
+    format!("{PREFIX}{run_id}:{ARRAY_UNIT}:{count}:{token}")
+}
+
+/// The unit part of a job array's name.
+pub(crate) const ARRAY_UNIT: &str = "@array";
+
+/// The Slurm job of an attempt: its job's name and, for a task of a job array, the task's
+/// index (the array's tasks share its name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JobRef {
+    pub(crate) name: String,
+    pub(crate) task: Option<u32>,
+}
+
+impl JobRef {
+    /// A job of its own called `name`.
+    pub(crate) fn single(name: String) -> Self {
+        Self { name, task: None }
+    }
+
+    /// One key per job, for maps: the name, with `#<task>` for an array's task.
+    pub(crate) fn key(&self) -> String {
+        match self.task {
+            Some(task) => format!("{}#{task}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Whether `squeue` lists this job in `entry` (by name, and task for an array's).
+    pub(crate) fn matches(&self, entry: &crate::squeue::QueueEntry) -> bool {
+        entry.name == self.name && entry.array_task().map(|(_, task)| task) == self.task
+    }
+
+    /// The key [`key`](Self::key) gives the job `squeue` lists in `entry`.
+    pub(crate) fn key_of(entry: &crate::squeue::QueueEntry) -> String {
+        match entry.array_task() {
+            Some((_, task)) => format!("{}#{task}", entry.name),
+            None => entry.name.clone(),
+        }
+    }
+}
+
 /// The run id, unit and attempt a job name carries; `None` for a name apollo did not give.
 pub fn parse_job_name(name: &str) -> Option<(&str, &str, u32)> {
     let rest = name.strip_prefix(PREFIX)?;

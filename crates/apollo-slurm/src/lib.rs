@@ -2,13 +2,17 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod args;
+mod array;
 mod client;
 mod executor;
 mod job_name;
 mod options;
 mod poller;
+mod reattach;
 mod result;
 mod script;
+mod secrets;
 mod squeue;
 mod submit;
 #[cfg(test)]
@@ -18,7 +22,8 @@ pub mod testing;
 pub use client::{ClientCalls, ClientFailure};
 pub use executor::{EXECUTOR_NAME, SlurmExecutor};
 pub use job_name::{
-    PREFIX as JOB_NAME_PREFIX, job_name, job_name_with_token, parse_job_name, parse_job_token,
+    PREFIX as JOB_NAME_PREFIX, array_job_name, job_name, job_name_with_token, parse_job_name,
+    parse_job_token,
 };
 pub use options::SlurmOptions;
 pub use script::{WrapperSpec, quote as shell_quote, wrapper_script};

@@ -40,6 +40,15 @@ pub struct SlurmOptions {
     /// `squeue` polls a job may be missing (or listed as ended) without leaving a result
     /// before it counts as lost.
     pub lost_after_polls: u32,
+    /// Attempts that become ready together with the same `sbatch` options go to Slurm as one
+    /// job array (`sbatch --array`, at most the cluster's `MaxArraySize` tasks each): the
+    /// quiet time after which a gathering closes when no attempt joined it, and the longest a
+    /// gathering stays open. `None`: each attempt is a job of its own.
+    pub job_arrays: Option<(Duration, Duration)>,
+    /// Environment variables the Slurm commands are run without: the sources of secrets
+    /// (`{env: VAR}`), which `sbatch` would otherwise hand to slurmctld with the job's
+    /// environment.
+    pub hidden_env: Vec<String>,
     /// Whether a graceful stop of apollo (Ctrl-C, SIGTERM) cancels the running jobs (the
     /// default: a person asked to stop). `false` leaves them running for a later resume to
     /// reattach to (`on_stop: detach`).
@@ -62,6 +71,8 @@ impl Default for SlurmOptions {
             files_interval: (Duration::from_millis(100), Duration::from_secs(1)),
             lost_after_polls: 3,
             cancel_on_stop: true,
+            job_arrays: Some(crate::array::DEFAULT_GATHER),
+            hidden_env: Vec::new(),
         }
     }
 }
@@ -107,6 +118,27 @@ impl SlurmOptions {
     /// Whether a graceful stop cancels the jobs (see [`SlurmOptions::cancel_on_stop`]).
     pub fn cancel_on_stop(mut self, cancel: bool) -> Self {
         self.cancel_on_stop = cancel;
+        self
+    }
+
+    /// Whether attempts that become ready together are submitted as job arrays (the default)
+    /// or each as a job of its own (see [`SlurmOptions::job_arrays`]).
+    pub fn job_arrays(mut self, on: bool) -> Self {
+        self.job_arrays = on.then(|| self.job_arrays.unwrap_or(crate::array::DEFAULT_GATHER));
+        self
+    }
+
+    /// Gather attempts into a job array until none joined for `quiet`, for at most `longest`
+    /// (250 ms and 2 s by default); turns arrays on.
+    pub fn gather_window(mut self, quiet: Duration, longest: Duration) -> Self {
+        self.job_arrays = Some((quiet, longest.max(quiet)));
+        self
+    }
+
+    /// Run the Slurm commands without these environment variables (see
+    /// [`SlurmOptions::hidden_env`]).
+    pub fn hide_env(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.hidden_env.extend(names);
         self
     }
 

@@ -8,8 +8,8 @@
 //! * looks for the wrapper's `started` and `result` files of every watched job (a `stat`
 //!   each, no Slurm call): a `result` file means the job is over, whatever Slurm says;
 //! * at most once per queue interval, runs **one** `squeue` for all of this user's jobs and
-//!   matches them to the watches by job name (so a job is found even when apollo never
-//!   learnt its id). A job that Slurm no longer lists, or lists as ended, and that left no
+//!   matches them to the watches by job name, and task for a job array's (so a job is found
+//!   even when apollo never learnt its id). A job that Slurm no longer lists, or lists as ended, and that left no
 //!   `result` file after `lost_after` more polls is reported [`JobNews::Vanished`].
 //!
 //! Both intervals back off (doubling up to their maximum) while nothing changes, and go back
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::client::SlurmClient;
+use crate::job_name::JobRef;
 use crate::result::read_started;
 use crate::script::RESULT;
 use crate::squeue::{JobState, QueueEntry};
@@ -45,8 +46,8 @@ pub(crate) enum JobNews {
 /// A job to watch.
 #[derive(Debug, Clone)]
 pub(crate) struct Watch {
-    /// The job name (`apollo:<run>:<unit>:<attempt>`).
-    pub(crate) name: String,
+    /// The job's name (`apollo:<run>:<unit>:<attempt>:<token>`), and its task in an array.
+    pub(crate) job: JobRef,
     /// The attempt folder, where the wrapper writes its files.
     pub(crate) dir: PathBuf,
     /// The job id, when known.
@@ -127,7 +128,7 @@ impl Poller {
         {
             let mut state = self.lock();
             state.watches.insert(
-                watch.name,
+                watch.job.key(),
                 Watched {
                     dir: watch.dir,
                     job_id: watch.job_id,
@@ -148,9 +149,9 @@ impl Poller {
         receiver
     }
 
-    /// Stop watching the job called `name`.
-    pub(crate) fn unwatch(&self, name: &str) {
-        self.lock().watches.remove(name);
+    /// Stop watching `job`.
+    pub(crate) fn unwatch(&self, job: &JobRef) {
+        self.lock().watches.remove(&job.key());
     }
 
     /// Poll soon, at the shortest intervals (a job was just cancelled).
@@ -257,10 +258,10 @@ fn poll_loop(shared: &Shared) {
         }
         let mut recheck_files = false;
         if let Some(Ok(entries)) = &queue {
-            let by_name = index_by_name(entries, &state.watches);
+            let by_key = index_by_key(entries, &state.watches);
             let mut vanished = Vec::new();
             for (name, watched) in &mut state.watches {
-                match by_name.get(name.as_str()) {
+                match by_key.get(name.as_str()) {
                     Some(entry) => {
                         watched.job_id.get_or_insert_with(|| entry.job_id.clone());
                         if watched.last_state.as_ref() != Some(&entry.state) {
@@ -319,27 +320,34 @@ fn poll_loop(shared: &Shared) {
     }
 }
 
-/// The queue entries of the watched jobs, by job name. Two jobs of one name (a submission
-/// tried again) resolve to the one with the watched id, else the latest.
-fn index_by_name<'e>(
+/// The queue entries of the watched jobs, by [`JobRef::key`] (name, and task for an array's).
+/// Two jobs of one key (a submission tried again) resolve to the one with the watched id,
+/// else the latest.
+fn index_by_key<'e>(
     entries: &'e [QueueEntry],
     watches: &HashMap<String, Watched>,
-) -> HashMap<&'e str, &'e QueueEntry> {
-    let mut by_name: HashMap<&str, &QueueEntry> = HashMap::new();
+) -> HashMap<String, &'e QueueEntry> {
+    let mut by_key: HashMap<String, &QueueEntry> = HashMap::new();
     for entry in entries {
-        let Some(watched) = watches.get(&entry.name) else {
+        let key = JobRef::key_of(entry);
+        let Some(watched) = watches.get(&key) else {
             continue;
         };
-        let better = match by_name.get(entry.name.as_str()) {
+        let better = match by_key.get(&key) {
             None => true,
             Some(current) => match &watched.job_id {
                 Some(id) => entry.job_id == *id,
-                None => entry.job_id.parse::<u64>().ok() > current.job_id.parse::<u64>().ok(),
+                None => leading_number(&entry.job_id) > leading_number(&current.job_id),
             },
         };
         if better {
-            by_name.insert(entry.name.as_str(), entry);
+            by_key.insert(key, entry);
         }
     }
-    by_name
+    by_key
+}
+
+/// A job id's number (an array task's array id), to tell the later of two jobs.
+fn leading_number(job_id: &str) -> Option<u64> {
+    job_id.split('_').next()?.parse().ok()
 }

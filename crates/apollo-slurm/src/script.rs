@@ -3,7 +3,8 @@
 //! unit's workdir with the unit's env, as apollo-exec would, and leaves beside itself what
 //! apollo needs to record the attempt — whether or not apollo is alive to watch:
 //!
-//! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here);
+//! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here; a job
+//!   array's task writes its id as `<array id>_<task>`);
 //! * `phases` — one line per phase that ran: `<phase> <exit status> <start ms> <end ms>`
 //!   (the status as the shell reports it: 128 + n for signal n);
 //! * `result` — written last (to a temporary name, then renamed: it exists only complete):
@@ -89,6 +90,16 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
     );
     let _ = writeln!(script, "dir={}", quote(&dir.display().to_string()));
     script.push_str(BODY_START);
+    if !unit.secrets.is_empty() {
+        // The values, from the attempt's 0600 file (never this script: slurmctld keeps it),
+        // exported for every phase; the file is gone before anything of the unit runs.
+        let _ = writeln!(
+            script,
+            "if [ -f \"$dir/secrets\" ]; then . \"$dir/secrets\"; rm -f \"$dir/secrets\"; else \
+             echo \"apollo: the attempt's secrets file is missing\" >&2; \
+             finish \"the attempt's secrets file is missing\"; exit 1; fi"
+        );
+    }
     let _ = writeln!(
         script,
         "cd {} || {{ echo \"apollo: cannot enter the unit's workdir\" >&2; \
@@ -164,7 +175,12 @@ finish() {
     times
   } >"$dir/result.tmp" && mv -f "$dir/result.tmp" "$dir/result"
 }
-echo "${SLURM_JOB_ID:-} $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started"
+# A job array's task is `<array id>_<task>` to Slurm's tools (`squeue --array`, `scancel`).
+job=${SLURM_JOB_ID:-}
+if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
+  job="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+fi
+echo "$job $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started"
 "#;
 
 /// The end: the result file, and the exit status Slurm shows for the job.

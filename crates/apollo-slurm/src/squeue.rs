@@ -1,5 +1,6 @@
 //! What `squeue` says about jobs: one line per job, `<id>|<state>|<name>`
-//! (`squeue --me --noheader --states=all --format=%i|%T|%j`).
+//! (`squeue --me --noheader --array --states=all --format=%i|%T|%j`). With `--array` each task
+//! of a job array is a line of its own, its id `<array job id>_<task>`, pending ones too.
 
 /// A job's state as Slurm names it (`%T`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,16 @@ pub struct QueueEntry {
     pub state: JobState,
     /// Its name.
     pub name: String,
+}
+
+impl QueueEntry {
+    /// For a task of a job array (`%i` is `<array job id>_<task>`): the array's job id and the
+    /// task's index. `None` for a job that is not in an array (or an unsplit pending array,
+    /// `123_[0-9]`, which `--array` never shows).
+    pub fn array_task(&self) -> Option<(&str, u32)> {
+        let (array, task) = self.job_id.split_once('_')?;
+        Some((array, task.parse().ok()?))
+    }
 }
 
 /// The `--format` apollo passes to squeue.
@@ -94,5 +105,13 @@ slurm_load_jobs warning: something
         assert_eq!(entries[3].state, JobState::Ended("CANCELLED".into()));
         assert!(entries[4].state.is_ended());
         assert!(!JobState::parse("COMPLETING").is_ended());
+        assert_eq!(entries[0].array_task(), None);
+    }
+
+    #[test]
+    fn array_tasks_name_their_array_and_index() {
+        let entries = parse_squeue("12_7|PENDING|apollo:r:@array:9:ab\n12_[8-9]|PENDING|x\n");
+        assert_eq!(entries[0].array_task(), Some(("12", 7)));
+        assert_eq!(entries[1].array_task(), None);
     }
 }

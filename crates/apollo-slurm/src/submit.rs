@@ -26,9 +26,10 @@ use std::time::{Duration, Instant};
 use apollo_core::{AttemptContext, AttemptRequest};
 use apollo_exec::write_attempt_file;
 
+use crate::args::sbatch_args;
 use crate::client::{ClientFailure, SubmitDoubt};
-use crate::executor::{CANCELLED, REATTACHED, SlurmExecutor, sbatch_args};
-use crate::job_name::{job_name, job_name_with_token, new_token};
+use crate::executor::{CANCELLED, REATTACHED, SlurmExecutor};
+use crate::job_name::{JobRef, job_name, job_name_with_token, new_token};
 use crate::result::{read_small, read_started};
 use crate::script::{JOB_ID, RESULT, SCRIPT};
 use crate::squeue::{JobState, QueueEntry};
@@ -42,11 +43,11 @@ const DEFAULT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a submission ended.
 pub(crate) enum Submission {
-    /// Slurm queued it as `job_id` under `name`; `adopted`: found under its token after
-    /// `sbatch`'s answer was lost.
+    /// Slurm queued it as `job_id` (`<array id>_<task>` for an array's task) as `job`;
+    /// `adopted`: found under its token after `sbatch`'s answer was lost.
     Queued {
         job_id: String,
-        name: String,
+        job: JobRef,
         adopted: bool,
     },
     /// Nothing was queued: the attempt fails with this message.
@@ -58,7 +59,7 @@ pub(crate) enum Submission {
 }
 
 /// What a lookup of a job name found.
-enum Lookup {
+pub(crate) enum Lookup {
     Found(QueueEntry),
     /// Not listed by `squeue` at or after the end of the window (`answered`), or `squeue`
     /// never answered in three windows.
@@ -100,7 +101,7 @@ impl SlurmExecutor {
                 Ok(job_id) => {
                     return Submission::Queued {
                         job_id,
-                        name,
+                        job: JobRef::single(name),
                         adopted: false,
                     };
                 }
@@ -128,7 +129,7 @@ impl SlurmExecutor {
                         Lookup::Found(entry) => {
                             return Submission::Queued {
                                 job_id: entry.job_id,
-                                name,
+                                job: JobRef::single(name),
                                 adopted: true,
                             };
                         }
@@ -173,7 +174,7 @@ impl SlurmExecutor {
     }
 
     /// Twice the cluster's `MessageTimeout` (DESIGN §18), unless the options say otherwise.
-    fn lookup_window(&self) -> Duration {
+    pub(crate) fn lookup_window(&self) -> Duration {
         self.options.token_lookup_window.unwrap_or_else(|| {
             *self.message_timeout.get_or_init(|| {
                 self.client
@@ -185,7 +186,12 @@ impl SlurmExecutor {
 
     /// Look for the job called `name` with `squeue`, backing off, until it is listed or
     /// `squeue` answered without it at or after `window` from now.
-    fn find_job(&self, name: &str, window: Duration, context: &AttemptContext<'_>) -> Lookup {
+    pub(crate) fn find_job(
+        &self,
+        name: &str,
+        window: Duration,
+        context: &AttemptContext<'_>,
+    ) -> Lookup {
         let start = Instant::now();
         let deadline = start + window;
         let hard_deadline = start + window * 3;
@@ -245,8 +251,8 @@ impl SlurmExecutor {
                 continue;
             }
             let job_id = known_job_id(&dir);
-            let name = submitted_name(request, earlier, &dir);
-            candidates.push((earlier, job_id, name));
+            let job = submitted_job(request, earlier, &dir);
+            candidates.push((earlier, job_id, job));
         }
         if candidates.is_empty() {
             return None;
@@ -266,17 +272,19 @@ impl SlurmExecutor {
             }
         }
         let Some(entries) = queue else {
-            let (earlier, _, name) = &candidates[0];
+            let (earlier, _, job) = &candidates[0];
+            let name = &job.name;
             return Some(format!(
                 "squeue cannot say whether the job of attempt {earlier} (`{name}`) still runs: \
                  apollo will not start a second job beside it until Slurm answers"
             ));
         };
-        for (earlier, job_id, name) in candidates {
+        for (earlier, job_id, job) in candidates {
             let alive = entries.iter().find(|entry| {
-                (job_id.as_deref() == Some(entry.job_id.as_str()) || entry.name == name)
+                (job_id.as_deref() == Some(entry.job_id.as_str()) || job.matches(entry))
                     && !entry.state.is_ended()
             });
+            let name = &job.name;
             if let Some(entry) = alive {
                 let what = if entry.state == JobState::Pending {
                     "queued"
@@ -321,7 +329,7 @@ impl SlurmExecutor {
             && known_job_id(dir).is_none()
             && !dir.join(RESULT).exists();
         submitted_without_id.then(|| {
-            let name = name_in(run_id, unit, attempt, dir);
+            let name = job_in(run_id, unit, attempt, dir).name;
             format!(
                 "its submission never got a job id from sbatch, and Slurm lists no job named \
                  `{name}` now (`squeue --me --name={name}` to look again)"
@@ -344,12 +352,12 @@ impl SlurmExecutor {
             return None;
         }
         let job_id = known_job_id(dir);
-        let name = name_in(run_id, unit, attempt, dir);
+        let job = job_in(run_id, unit, attempt, dir);
         let entries = self.client.queue().ok()?;
         entries
             .into_iter()
             .find(|entry| {
-                (job_id.as_deref() == Some(entry.job_id.as_str()) || entry.name == name)
+                (job_id.as_deref() == Some(entry.job_id.as_str()) || job.matches(entry))
                     && !entry.state.is_ended()
             })
             .map(|entry| (entry.job_id, entry.state != JobState::Pending))
@@ -370,14 +378,18 @@ pub(crate) fn known_job_id(dir: &Path) -> Option<String> {
         })
 }
 
-/// The job name attempt `attempt` (its folder `dir`) submitted under: with the token of its
-/// `token` file, or without one (an apollo before tokens).
-pub(crate) fn submitted_name(request: &AttemptRequest<'_>, attempt: u32, dir: &Path) -> String {
-    name_in(request.run_id, &request.unit.name, attempt, dir)
+/// The job attempt `attempt` (its folder `dir`) submitted: a task of the job array its
+/// `array` file names, else a job named with the token of its `token` file, or without one
+/// (an apollo before tokens).
+pub(crate) fn submitted_job(request: &AttemptRequest<'_>, attempt: u32, dir: &Path) -> JobRef {
+    job_in(request.run_id, &request.unit.name, attempt, dir)
 }
 
-/// [`submitted_name`] by run id and unit name.
-fn name_in(run_id: &str, unit: &str, attempt: u32, dir: &Path) -> String {
+/// [`submitted_job`] by run id and unit name.
+fn job_in(run_id: &str, unit: &str, attempt: u32, dir: &Path) -> JobRef {
+    if let Some(job) = crate::array::array_task_of(dir) {
+        return job;
+    }
     let token = read_small(&dir.join(TOKEN))
         .ok()
         .flatten()
@@ -385,10 +397,10 @@ fn name_in(run_id: &str, unit: &str, attempt: u32, dir: &Path) -> String {
         .filter(|token| {
             crate::job_name::parse_job_token(&job_name_with_token("r", "u", 1, token)).is_some()
         });
-    match token {
+    JobRef::single(match token {
         Some(token) => job_name_with_token(run_id, unit, attempt, &token),
         None => job_name(run_id, unit, attempt),
-    }
+    })
 }
 
 /// Wait `pause`, or until the run is stopped: whether it was.
@@ -411,7 +423,7 @@ pub(crate) fn pause_unless_cancelled(context: &AttemptContext<'_>, pause: Durati
 }
 
 /// `d` as whole seconds ("20 s"), or milliseconds under a second.
-fn seconds(d: Duration) -> String {
+pub(crate) fn seconds(d: Duration) -> String {
     if d >= Duration::from_secs(1) {
         format!("{} s", d.as_secs())
     } else {

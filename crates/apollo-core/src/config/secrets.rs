@@ -233,29 +233,6 @@ pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>) -> Vec<Diagnostic> {
         .map(|(name, _)| (name.value.as_str(), ()))
         .collect();
     for (position, unit) in spec.units.iter().enumerate() {
-        let on_slurm = unit
-            .settings
-            .executor
-            .as_ref()
-            .or(spec.defaults.executor.as_ref())
-            .is_some_and(|executor| executor.value == crate::model::ExecutorKind::Slurm);
-        if let Some(first) = unit.secrets.first().filter(|_| on_slurm) {
-            // Until the job wrapper reads them from a 0600 file it deletes (DESIGN §18), a
-            // Slurm unit would run without them; a job script is stored by slurmctld, so
-            // they must never go there.
-            diagnostics.push(
-                source
-                    .error(
-                        "secrets-on-slurm",
-                        first.loc,
-                        format!(
-                            "{} runs on Slurm, which cannot receive secrets yet",
-                            unit.named(position)
-                        ),
-                    )
-                    .with_hint("run the unit locally (`executor: local`), or have the job read the secret itself"),
-            );
-        }
         for wanted in &unit.secrets {
             if !declared.contains_key(wanted.value.as_str()) {
                 let hint = match closest(&wanted.value, declared.keys().copied()) {

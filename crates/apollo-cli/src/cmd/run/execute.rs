@@ -150,10 +150,12 @@ pub(super) fn execute(
         );
     }
     let sweep = ProcessSweep::new(&state_path);
+    let slurm_options = slurm_options(pipeline)?;
     // Units' attempts (and the hooks, which run on this machine) go through it; created before
     // the session so that a resume refused for a human's verdict still runs `on_failure`.
+    let secrets = read_secrets(pipeline, execution.dry_run)?;
     let local = ProcessExecutor::new(ExecOptions::default().state_dir(sweep.state_dir()))
-        .with_secrets(read_secrets(pipeline, execution.dry_run)?);
+        .with_secrets(secrets.clone());
     let session = execution.configure(
         RunSession::new(&state_path, config_path, &loaded, &sweep)
             .target(target)
@@ -209,7 +211,7 @@ pub(super) fn execute(
         .units
         .iter()
         .any(|unit| unit.executor == ExecutorKind::Slurm)
-        .then(|| SlurmExecutor::new(SlurmOptions::default()));
+        .then(|| SlurmExecutor::new(slurm_options).with_secrets(secrets));
     let executor = match &slurm {
         Some(slurm) => Dispatch::new(&local).with_slurm(slurm),
         None => Dispatch::new(&local),
@@ -352,5 +354,32 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
         attempt,
         how,
         job,
+    }
+}
+
+/// The Slurm executor's options: the defaults, with job arrays off when `APOLLO_SLURM_ARRAYS`
+/// is `off` (each attempt a job of its own: for comparisons, or a site that wants no arrays),
+/// and the Slurm commands run without the variables the secrets come from (`sbatch` hands its
+/// environment to slurmctld, which keeps it with the job).
+fn slurm_options(pipeline: &apollo_core::Pipeline) -> Result<SlurmOptions, CliError> {
+    let sources = pipeline.units.iter().flat_map(|unit| unit.secrets.values());
+    let hidden = sources.filter_map(|source| match source {
+        apollo_core::model::SecretSource::Env(name) => Some(name.clone()),
+        _ => None,
+    });
+    let options = SlurmOptions::default().hide_env(hidden);
+    match std::env::var("APOLLO_SLURM_ARRAYS") {
+        Err(std::env::VarError::NotPresent) => Ok(options),
+        Ok(value) if value == "on" => Ok(options),
+        Ok(value) if value == "off" => Ok(options.job_arrays(false)),
+        Ok(value) => Err(CliError::Usage {
+            message: format!(
+                "APOLLO_SLURM_ARRAYS is `{value}`: it takes `on` (the default: attempts ready \
+                 together go to Slurm as job arrays) or `off` (each attempt a job of its own)"
+            ),
+        }),
+        Err(std::env::VarError::NotUnicode(_)) => Err(CliError::Usage {
+            message: "APOLLO_SLURM_ARRAYS is not valid UTF-8: it takes `on` or `off`".to_owned(),
+        }),
     }
 }
