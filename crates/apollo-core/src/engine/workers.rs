@@ -183,13 +183,14 @@ impl Acks {
         }
     }
 
-    /// Never acknowledge again: each worker stops after its current attempt.
+    /// Never acknowledge again: each worker reports the attempts still queued as halted (the
+    /// caller raised `halt`) without running them.
     pub(super) fn abandon(&mut self) {
         self.senders.clear();
     }
 }
 
-/// One worker: runs jobs until the job channel closes or the scheduler stops acknowledging.
+/// One worker: runs jobs until the job channel closes (or the scheduler is gone).
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 pub(super) fn worker(
     worker_idx: usize,
@@ -228,9 +229,13 @@ pub(super) fn worker(
                 output_files: Vec::new(),
                 awaits_ack: true,
             };
-            if to_scheduler.send(FromWorker::Done(message)).is_err() || ack.recv().is_err() {
+            // Acknowledgements abandoned (the journal failed) leave `halt` raised: the
+            // worker goes on reporting the attempts still queued, without running them, so
+            // the scheduler hears of every attempt it handed out.
+            if to_scheduler.send(FromWorker::Done(message)).is_err() {
                 return;
             }
+            let _ = ack.recv();
             continue;
         }
         // A panic in an executor, a hash or the log folder must not leave the engine waiting
@@ -337,10 +342,12 @@ pub(super) fn worker(
             output_files,
             awaits_ack,
         };
-        if to_scheduler.send(FromWorker::Done(message)).is_err()
-            || (awaits_ack && ack.recv().is_err())
-        {
+        if to_scheduler.send(FromWorker::Done(message)).is_err() {
             return;
+        }
+        if awaits_ack {
+            // Abandoned (see above): the next jobs are reported halted.
+            let _ = ack.recv();
         }
     }
 }

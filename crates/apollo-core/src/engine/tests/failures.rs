@@ -136,6 +136,49 @@ fn a_journal_failure_stops_the_run_before_anything_unrecorded_runs() {
     );
 }
 
+/// Found by the torture harness's reuse mix (2026-12-03): the journal failed while more
+/// attempts were committed than workers could take. A worker that reported a halted attempt
+/// and found no acknowledgement (abandoned on the journal error) stopped taking jobs, so the
+/// attempts still queued were never reported and the engine waited for them forever.
+#[test]
+fn a_journal_failure_with_attempts_queued_beyond_the_workers_ends_the_run() {
+    let units = (0..8).map(|i| unit(&format!("u{i}"), &[])).collect();
+    let pipeline = pipeline(units, 1);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut journal = SharedJournal {
+            fail_from: Some(1),
+            ..SharedJournal::default()
+        };
+        // A failure waits for the scheduler's acknowledgement, which the journal error
+        // abandons: the worker must still report the attempts queued behind it.
+        let executor = FakeExecutor::new(
+            &journal,
+            |name, _, _| if name == "u0" { fail() } else { ok() },
+        );
+        let options = EngineOptions::new("r", &pipeline);
+        let cancel = CancelToken::new();
+        let result = run_with(
+            &pipeline,
+            &PriorState::empty(),
+            &options,
+            &mut journal,
+            &executor,
+            &cancel,
+        );
+        let _ = done_tx.send((result.map(|_| ()), executor.ran().len()));
+    });
+    // A safety net, not a synchronisation: the run ends at once when it ends at all.
+    let (result, ran) = done_rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the engine returned (it used to wait forever)");
+    assert!(matches!(result, Err(EngineError::Journal(_))), "{result:?}");
+    assert!(
+        ran <= 1,
+        "nothing starts after the journal failed: {ran} ran"
+    );
+}
+
 #[test]
 fn a_unit_waiting_for_its_retry_fails_for_good_when_fail_fast_stops_the_run() {
     // One slot. `flaky` (not idempotent, so never committed ahead) fails and waits for its
