@@ -37,7 +37,10 @@ pub(crate) fn check_reuse(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mu
             );
             continue;
         }
-        let reuse = own.or(defaults.reuse.as_ref().filter(|reuse| reuse.value));
+        // The unit's own `reuse:` wins over `defaults:`, `false` included.
+        let reuse = (unit.settings.reuse.as_ref())
+            .or(defaults.reuse.as_ref())
+            .filter(|reuse| reuse.value);
         let idempotent = unit
             .settings
             .idempotent
@@ -61,5 +64,27 @@ pub(crate) fn check_reuse(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mu
                     ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn warned(yaml: &str) -> bool {
+        let loaded = crate::config::load_str(yaml, Path::new("/base/p.yaml")).expect("valid");
+        (loaded.warnings.iter()).any(|warning| warning.code == "reuse-not-idempotent")
+    }
+
+    /// A non-idempotent unit that says `reuse: false` is not reused, whatever `defaults:`
+    /// says (it was warned about from `defaults: { reuse: true }`, found by the torture mix).
+    #[test]
+    fn the_unit_s_own_reuse_false_wins_over_the_defaults() {
+        let unit = "units:\n  - name: pay\n    idempotent: false\n    outputs: [receipt]\n    execute: ./pay\n";
+        let defaults = "defaults:\n  reuse: true\n";
+        assert!(warned(&format!("{defaults}{unit}")));
+        assert!(!warned(&format!("{defaults}{unit}    reuse: false\n")));
+        assert!(warned(&format!("{unit}    reuse: true\n")));
+        assert!(!warned(unit));
     }
 }
