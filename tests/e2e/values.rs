@@ -208,12 +208,14 @@ fn diff_says_quoting_changed_when_only_quoting_changed() {
         json.stdout
     );
 
-    // A command changed otherwise says only that it changed.
+    // A command changed otherwise says what it was and what it is.
     apollo.config(&pipeline("${params.files} c"));
     apollo.args(&["run"]).run().code(0);
     let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
     assert!(
-        diff.stdout.contains("command execute changed"),
+        diff.stdout.contains(
+            "command execute changed: `bin/count merge 'a b'` → `bin/count merge 'a b' c`"
+        ),
         "{}",
         diff.stdout
     );

@@ -1,17 +1,18 @@
 //! [`RunDiff`]: two runs of a pipeline compared unit by unit.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{self, Write};
 
 use apollo_core::event::{InputComponent, InputKind, InputManifestRef};
 use apollo_core::{Command, Record, UnitState};
 use serde::Serialize;
 
-use crate::display::{format_delta, format_duration, skip_reason_text, terminal_safe};
+use crate::display::skip_reason_text;
 use crate::{Timeline, UnitStatus, UnitTimeline};
 
 mod fold;
+mod render;
 use fold::Fold;
+pub use render::{write_diff_json, write_diff_text};
 
 /// Two runs compared unit by unit: status, input (and which of its components changed),
 /// output and duration. Built from two [`Timeline`]s with [`RunDiff::new`].
@@ -117,6 +118,13 @@ pub struct InputChange {
     /// (DESIGN §18; see [`RunDiff::mark_quoting_changes`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub quoting_only: bool,
+    /// For a command: the command as run A and run B recorded it, when their definitions
+    /// were read (see [`RunDiff::describe_commands`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// See [`before`](Self::before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
     /// Run A's hash of a changed component.
     #[serde(skip)]
     hash_a: Option<String>,
@@ -141,7 +149,15 @@ impl InputChange {
                 "command {} {change} (quoting changed: values are now quoted, see UPGRADING.md)",
                 self.name
             ),
-            (InputKind::Command, _) => format!("command {} {change}", self.name),
+            (InputKind::Command, _) => match (&self.before, &self.after) {
+                (Some(before), Some(after)) => format!(
+                    "command {} {change}: `{}` → `{}`",
+                    self.name,
+                    one_line(before),
+                    one_line(after)
+                ),
+                _ => format!("command {} {change}", self.name),
+            },
             (InputKind::Env, _) => format!("env {} {change}", self.name),
         }
     }
@@ -553,6 +569,16 @@ fn same_state(a: Option<UnitState>, b: Option<UnitState>) -> bool {
     a == b || (done(a) && done(b))
 }
 
+/// A command on one line for a reason: its first line, shortened, `…` for what is left out.
+fn one_line(command: &str) -> String {
+    let first = command.lines().next().unwrap_or_default();
+    let mut line: String = first.chars().take(60).collect();
+    if line.len() < command.trim_end().len() {
+        line.push('…');
+    }
+    line
+}
+
 fn signed(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
@@ -581,6 +607,8 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
             name: component.name.clone(),
             change,
             quoting_only: false,
+            before: None,
+            after: None,
             hash_a: hash_a.map(|hash| (*hash).to_owned()),
         });
     }
@@ -594,6 +622,8 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
                 name: component.name.clone(),
                 change: ComponentChange::Removed,
                 quoting_only: false,
+                before: None,
+                after: None,
                 hash_a: None,
             });
         }
@@ -602,6 +632,20 @@ fn compare_inputs(a: &[InputComponent], b: &[InputComponent]) -> Vec<InputChange
 }
 
 impl RunDiff {
+    /// Names, for each command that changed (not only by quoting), the command as each run's
+    /// definition has it: `command(side, unit, phase)` (`prepare`, `execute`, `cleanup`). A
+    /// reason then reads `command execute changed: `echo 60` → `echo 70``.
+    pub fn describe_commands(&mut self, command: &dyn Fn(Side, &str, &str) -> Option<Command>) {
+        for unit in &mut self.units {
+            for change in &mut unit.input_changes {
+                if change.kind == InputKind::Command && !change.quoting_only {
+                    let text = |side| command(side, &unit.unit, &change.name).map(|c| c.display());
+                    (change.before, change.after) = (text(Side::A), text(Side::B));
+                }
+            }
+        }
+    }
+
     /// Marks each command of run B that differs from run A's only because values are now
     /// quoted in shell commands (an upgrade: DESIGN §18), given run B's commands: `command`
     /// returns unit `name`'s command of phase `phase` (`prepare`, `execute`, `cleanup`) as run
@@ -721,148 +765,6 @@ impl RunSide {
             params: timeline.params.clone(),
         }
     }
-}
-
-/// Writes the diff as an aligned table, a "why" line per unit that differs, and a verdict.
-pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io::Result<()> {
-    for (label, side) in [("A", &diff.run_a), ("B", &diff.run_b)] {
-        writeln!(
-            out,
-            "{label}  {}  {}  {}",
-            terminal_safe(side.run_id.as_deref().unwrap_or("?")),
-            terminal_safe(side.pipeline.as_deref().unwrap_or("?")),
-            side.status
-        )?;
-    }
-    for (name, a, b) in diff.changed_params() {
-        let shown = |value: Option<&serde_json::Value>| match value {
-            None => "(unset)".to_owned(),
-            Some(serde_json::Value::String(text)) => text.clone(),
-            Some(other) => other.to_string(),
-        };
-        writeln!(
-            out,
-            "param {}: {} → {}",
-            terminal_safe(name),
-            terminal_safe(&shown(a)),
-            terminal_safe(&shown(b))
-        )?;
-    }
-    writeln!(out)?;
-
-    let unit_width = (diff.units.iter())
-        .map(|unit| unit.unit.chars().count())
-        .chain([4])
-        .max()
-        .unwrap_or(4);
-    let status_width = 17;
-    writeln!(
-        out,
-        "{:<unit_width$}  {:<status_width$}{:<status_width$}{:<9}{:<9}{:>12}{:>12}{:>10}",
-        "UNIT", "STATUS A", "STATUS B", "INPUT", "OUTPUT", "DURATION A", "DURATION B", "DELTA"
-    )?;
-    let paint = |text: String, changed: bool| {
-        if color && changed {
-            format!("\x1b[1;33m{text}\x1b[0m")
-        } else {
-            text
-        }
-    };
-    for unit in &diff.units {
-        let status = |state: Option<UnitState>| state.map_or("-", UnitState::as_str);
-        let duration = |ms: Option<u64>| ms.map(format_duration).unwrap_or_else(|| "-".into());
-        let status_changed = unit.state_a != unit.state_b;
-        let mut line = paint(
-            format!("{:<unit_width$}  ", terminal_safe(&unit.unit)),
-            !unit.is_same(),
-        );
-        line.push_str(&format!("{:<status_width$}", status(unit.state_a)));
-        line.push_str(&paint(
-            format!("{:<status_width$}", status(unit.state_b)),
-            status_changed,
-        ));
-        line.push_str(&paint(
-            format!("{:<9}", unit.input.as_str()),
-            unit.input == Change::Changed,
-        ));
-        line.push_str(&paint(
-            format!("{:<9}", unit.output.as_str()),
-            unit.output == Change::Changed,
-        ));
-        let delta = (unit.duration_delta_ms.map(format_delta)).unwrap_or_else(|| "-".into());
-        line.push_str(&format!(
-            "{:>12}{:>12}{delta:>10}",
-            duration(unit.duration_a_ms),
-            duration(unit.duration_b_ms),
-        ));
-        writeln!(out, "{}", line.trim_end())?;
-    }
-
-    let changed: Vec<&UnitDiff> = diff.changed_units().collect();
-    if !changed.is_empty() {
-        writeln!(out)?;
-        writeln!(out, "why:")?;
-        for unit in &changed {
-            writeln!(
-                out,
-                "  {:<unit_width$}  {}",
-                terminal_safe(&unit.unit),
-                terminal_safe(&unit.reasons().join("; "))
-            )?;
-        }
-    }
-    writeln!(out)?;
-    if changed.is_empty() {
-        writeln!(
-            out,
-            "runs match: {} units with the same status, inputs and outputs",
-            diff.units.len()
-        )?;
-    } else {
-        writeln!(
-            out,
-            "runs differ: {} of {} units changed",
-            changed.len(),
-            diff.units.len()
-        )?;
-    }
-    out.flush()
-}
-
-/// Writes the diff as one JSON document: `{"same": bool, "run_a": …, "run_b": …, "units":
-/// [{…, "same": bool, "reasons": [...]}]}`.
-pub fn write_diff_json<W: Write>(diff: &RunDiff, mut out: W) -> io::Result<()> {
-    #[derive(Serialize)]
-    struct UnitJson<'a> {
-        #[serde(flatten)]
-        unit: &'a UnitDiff,
-        same: bool,
-        reasons: Vec<String>,
-    }
-    #[derive(Serialize)]
-    struct DiffJson<'a> {
-        schema: &'static str,
-        same: bool,
-        run_a: &'a RunSide,
-        run_b: &'a RunSide,
-        units: Vec<UnitJson<'a>>,
-    }
-    let document = DiffJson {
-        schema: "apollo.diff/2",
-        same: diff.is_same(),
-        run_a: &diff.run_a,
-        run_b: &diff.run_b,
-        units: (diff.units.iter())
-            .map(|unit| UnitJson {
-                unit,
-                same: unit.is_same(),
-                reasons: unit.reasons(),
-            })
-            .collect(),
-    };
-    serde_json::to_writer_pretty(&mut out, &document)?;
-    out.write_all(b"\n")?;
-    out.flush()
 }
 
 #[cfg(test)]

@@ -205,6 +205,16 @@ pub fn diff(
         diff.mark_quoting_changes(&|unit, phase| {
             commands.get(&(unit.to_owned(), phase.to_owned())).cloned()
         });
+        // And what each command was and is (`param threshold: 60 → 70` shows in the command).
+        let before = files::definition_commands(state, run_a).unwrap_or_default();
+        diff.describe_commands(&|side, unit, phase| {
+            let commands = if side == apollo_replay::Side::A {
+                &before
+            } else {
+                &commands
+            };
+            commands.get(&(unit.to_owned(), phase.to_owned())).cloned()
+        });
     }
     let mut warnings = reader_a.take_warnings();
     warnings.extend(reader_b.take_warnings());
