@@ -8,31 +8,16 @@
 mod common;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use apollo_store::StateDir;
-use common::{Served, state_with_runs};
-
-/// How to provide the browser (Debian; `.ci/run` does it).
-const INSTALL_HINT: &str = "apt-get install chromium";
+use common::{INSTALL_HINT, Served, find_chromium, state_with_runs};
 
 /// A generous safety net: a cold Chromium start on a loaded 2-core machine takes seconds.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(180);
-
-/// The Chromium on `PATH`, if any.
-fn find_chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find_map(|name| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
-}
 
 /// Runs headless Chromium on `url` with `mode` (`--dump-dom` or `--screenshot=…`); its
 /// stdout.

@@ -18,9 +18,8 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{Served, project, run_pipeline};
+use common::{INSTALL_HINT, Served, find_chromium, mkfifo, project, run_pipeline, unblock};
 
-const INSTALL_HINT: &str = "apt-get install chromium";
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(180);
 
 const PIPELINE: &str = "\
@@ -29,39 +28,6 @@ units:
   - name: wait
     execute: echo started > started.fifo; echo first-line; read line < go.fifo; echo \"after $line\"
 ";
-
-fn find_chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser"]
-        .into_iter()
-        .find_map(|name| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join(name))
-                .find(|candidate| candidate.is_file())
-        })
-}
-
-fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
-}
-
-/// Writes into a FIFO without waiting for a reader (opened read-write, as Linux allows).
-fn unblock(path: &Path, text: &str) {
-    if let Ok(mut fifo) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-    {
-        let _ = fifo.write_all(text.as_bytes());
-    }
-}
 
 /// Chromium, killed when dropped; and the unit released (no process outlives the test).
 struct Browser {

@@ -7,9 +7,9 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{Served, next_event, project, read_head, run_pipeline, send};
+use common::{Served, mkfifo, next_event, project, read_head, run_pipeline, send, unblock};
 
 const PIPELINE: &str = "\
 name: live
@@ -17,29 +17,6 @@ units:
   - name: wait
     execute: echo started > started.fifo; echo first-line; read line < go.fifo; echo \"after $line\"
 ";
-
-fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
-}
-
-/// Writes `text` into a FIFO without waiting for a reader (opened read-write, as Linux
-/// allows): whoever opens it next reads it.
-fn unblock(path: &Path, text: &str) {
-    if let Ok(mut fifo) = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-    {
-        let _ = fifo.write_all(text.as_bytes());
-    }
-}
 
 /// Lets the unit go on when the test ends early (a failed assertion): no process outlives it.
 struct Release(PathBuf);

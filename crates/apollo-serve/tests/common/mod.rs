@@ -13,6 +13,45 @@ use apollo_runner::{FinishedRun, Opened, RunSession, RunTarget, SweepError};
 use apollo_serve::{Options, Server, Token};
 use apollo_store::RunId;
 
+/// How to provide the browser the browser tests drive (Debian; `.ci/run` does it).
+pub const INSTALL_HINT: &str = "apt-get install chromium";
+
+/// The Chromium on `PATH`, if any.
+pub fn find_chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser"]
+        .into_iter()
+        .find_map(|name| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(name))
+                .find(|candidate| candidate.is_file())
+        })
+}
+
+/// A FIFO at `path` (units and tests synchronise through them, never through sleeps).
+pub fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
+/// Writes `text` into a FIFO without waiting for a reader (opened read-write, as Linux
+/// allows): whoever opens it next reads it. Nothing happens when there is no such file.
+pub fn unblock(path: &Path, text: &str) {
+    if let Ok(mut fifo) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+    {
+        let _ = fifo.write_all(text.as_bytes());
+    }
+}
+
 /// A generous safety net for reads from the server (a loaded 2-core machine).
 pub const SAFETY: Duration = Duration::from_secs(120);
 
