@@ -602,7 +602,7 @@ fn iteration(
                          harness killed and reaped its apollo:\n{stderr}"
                         ));
                     }
-                    // Who held it: evidence for RELIABILITY.md's finding 3.
+                    // Who held it: evidence for finding 3 of docs/reliability-log.md.
                     let holders: Vec<String> = tagged_processes(dir)
                         .into_iter()
                         .map(|(pid, cmdline)| {
