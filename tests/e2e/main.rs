@@ -22,6 +22,7 @@ mod params;
 mod permissions;
 mod records;
 mod replay;
+mod reproduce_isolated;
 mod resources;
 mod resume;
 mod reuse;
