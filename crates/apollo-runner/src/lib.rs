@@ -40,7 +40,7 @@ pub use parse_cache::{load_cached, load_cached_parsing_with};
 pub use plan::Plan;
 pub use reproduce::{
     InputNote, InputSource, Isolation, MAX_DIFF_BYTES, NoIsolation, OutputComparison,
-    ReproduceRequest, Reproduction, describe_input, reproduce, reproduce_isolated,
+    ReproduceRequest, Reproduction, describe_input, reproduce, reproduce_isolated, reproduced_unit,
 };
 pub use select::RunTarget;
 pub use selector::{BadSelector, RunSelector, SelectError};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use apollo_core::CancelToken;
 use apollo_exec::{ExecOptions, ProcessExecutor};
-use apollo_exec::{IsolationError, PrivateMounts};
+use apollo_exec::{IsolationError, PrivateMounts, SecretValues};
 use apollo_runner::{InputSource, Isolation, ReproduceRequest, Reproduction, describe_input};
 
 use crate::cmd::replay::TableFormat;
@@ -67,7 +67,18 @@ pub(crate) fn run(
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
     })?;
-    let executor = ProcessExecutor::new(ExecOptions::default());
+    // The secrets the unit receives, from the sources its definition recorded, read now as a
+    // run reads them when it starts (and never written down).
+    let (unit, project) = apollo_runner::reproduced_unit(&request).map_err(runner_error)?;
+    let secrets = SecretValues::read_for(std::iter::once(&unit), &project).map_err(|error| {
+        CliError::Usage {
+            message: format!(
+                "{error}
+  = help: nothing was run; make the secret available from its source, then reproduce again"
+            ),
+        }
+    })?;
+    let executor = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets);
     let result = apollo_runner::reproduce_isolated(&request, &executor, &isolation, &cancel);
     drop(signals);
     let reproduction = result.map_err(runner_error)?;
