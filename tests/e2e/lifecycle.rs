@@ -307,12 +307,7 @@ fn stop_as_another_user_says_whose_apollo_it_is_and_signals_nothing() {
     let running = apollo.args(&["run"]).spawn();
     apollo.wait_for_marker("slow.started");
     // Another user may read the state directory (one made by an older apollo, or shared).
-    let readable = std::process::Command::new("chmod")
-        .args(["-R", "a+rX"])
-        .arg(apollo.root())
-        .status()
-        .unwrap();
-    assert!(readable.success());
+    readable_by_all(apollo.root());
     let stop = apollo.args(&["stop"]).run_under(&[
         "setpriv",
         "--reuid=65534",
@@ -364,4 +359,21 @@ fn a_state_directory_one_may_not_read_is_a_permission_error_not_a_disk_error() {
         runs.stderr
     );
     assert!(!runs.stderr.contains("free space"), "{}", runs.stderr);
+}
+
+/// `chmod -R a+rX`: every file readable, every folder enterable by every user.
+fn readable_by_all(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::symlink_metadata(path).unwrap();
+    if metadata.file_type().is_symlink() {
+        return;
+    }
+    let extra = if metadata.is_dir() { 0o555 } else { 0o444 };
+    let mode = metadata.permissions().mode() | extra;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    if metadata.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            readable_by_all(&entry.unwrap().path());
+        }
+    }
 }
