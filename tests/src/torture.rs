@@ -82,7 +82,9 @@ pub mod slurm;
 mod tamper;
 
 use check::{check, tagged_processes};
-use runs::{has_record, has_segment, latest_run_dir, lines_of};
+use runs::{
+    has_record, has_segment, latest_run_dir, latest_run_finished, latest_run_succeeded, lines_of,
+};
 use tamper::tamper_between;
 
 /// splitmix64: a tiny, seedable, good-enough generator (no dependency for the harness).
@@ -590,6 +592,11 @@ fn iteration(
                     // ended first (`scancel`), then its files tell whether it finished.
                     if args.slurm {
                         slurm::end_jobs(dir)?;
+                        // A job of an earlier attempt was still queued (an `sbatch` in flight
+                        // when apollo died submitted it after): ended, the run carries on.
+                        if stderr.contains("will not start a second job") {
+                            continue;
+                        }
                     }
                     // Attempt numbers start again in a new run: only this phase's ends count.
                     let done_before = (phase.as_ref())
@@ -693,60 +700,6 @@ const VICTIM: &str = "a file that is not apollo's\n";
 
 /// The testing hook that offsets apollo's journal clock (`SECONDS,STEP`).
 const CLOCK_VAR: &str = "APOLLO_CLOCK_OFFSET";
-
-/// Whether the latest run's journal ends with a `run_finished` (of any status).
-fn latest_run_finished(dir: &Path) -> Result<bool, String> {
-    let Some(latest) = latest_run_dir(dir)? else {
-        return Ok(false);
-    };
-    let reader = JournalReader::open(&latest, ReadOptions::default())
-        .map_err(|error| format!("{}: {error}", latest.display()))?;
-    let mut finished = false;
-    for record in reader {
-        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
-        match record.event {
-            Event::RunFinished(_) => finished = true,
-            Event::RunResumed(_) => finished = false,
-            _ => {}
-        }
-    }
-    Ok(finished)
-}
-
-/// Whether the latest run's journal ends with `run_finished` succeeded (read without
-/// modifying it: a torn tail is left for apollo to cut).
-fn latest_run_succeeded(dir: &Path, floor: Option<&Path>) -> Result<bool, String> {
-    let runs_dir = dir.join(".apollo/runs");
-    let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|run| run.join("journal").exists())
-            .collect(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
-    };
-    runs.sort();
-    // A run of an earlier phase (a run that completed before) is not this phase's.
-    let Some(latest) = runs
-        .last()
-        .filter(|latest| floor.is_none_or(|floor| *latest > floor))
-    else {
-        return Ok(false);
-    };
-    let reader = JournalReader::open(latest, ReadOptions::default())
-        .map_err(|error| format!("{}: {error}", latest.display()))?;
-    let mut succeeded = false;
-    for record in reader {
-        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
-        match record.event {
-            Event::RunFinished(event) => succeeded = event.status == RunStatus::Succeeded,
-            Event::RunResumed(_) => succeeded = false,
-            _ => {}
-        }
-    }
-    Ok(succeeded)
-}
 
 /// How many times one iteration retries `apollo run` refused because a killed apollo's lock
 /// was still held (each refusal is a fresh process, so this bounds the wait to well under a
