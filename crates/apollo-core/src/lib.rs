@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod capture;
 pub mod codec;
 pub mod config;
+pub mod cost;
 pub mod dag;
 pub mod diagnostic;
 pub mod dispatch;
