@@ -414,14 +414,14 @@ pub fn reproduce(
             base_dir: scratch.clone(),
             max_parallel: 1,
             units: vec![unit.clone()],
-            // A reproduction notifies nobody.
-            hooks: Vec::new(),
+            hooks: Vec::new(), // A reproduction notifies nobody.
             capacity: definition.capacity,
             max_jobs: definition.max_jobs,
             // A reproduction evicts nothing: it ends without looking at the store's size.
             blob_store_max: None,
             durability: None,
             sync_interval: None,
+            cost: definition.cost.clone(),
         };
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
