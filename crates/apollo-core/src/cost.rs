@@ -292,8 +292,11 @@ impl CostTable {
                 .map_or(0, |mib| i128::from(mib).saturating_mul(1024)),
             None => i128::from(usage.max_rss_kib),
         };
-        numerator = numerator
-            .saturating_add(memory_kib.saturating_mul(wall_ms).saturating_mul(price(self.gib_hour)));
+        numerator = numerator.saturating_add(
+            memory_kib
+                .saturating_mul(wall_ms)
+                .saturating_mul(price(self.gib_hour)),
+        );
         if let Some(request) = &usage.slurm
             && let Some(partition) = &request.partition
             && let Some(node_hour) = self.node_hour.get(partition)

@@ -100,6 +100,9 @@ impl RunBuilder {
         unit: &str,
         attempt: u32,
         reattached_from: Option<u32>,
+        partition: None,
+        nodes: None,
+        mem_mib: None,
     ) -> &mut Self {
         self.push(
             ms,
@@ -109,6 +112,9 @@ impl RunBuilder {
                 executor: "slurm".into(),
                 job_id: "4242".into(),
                 reattached_from,
+                partition: None,
+                nodes: None,
+                mem_mib: None,
             }),
         );
         self

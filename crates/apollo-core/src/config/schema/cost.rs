@@ -47,7 +47,9 @@ impl Walker<'_, '_> {
                 node.loc,
                 "`cost` sets no price: nothing would be priced".to_owned(),
             )
-            .hint("set `cpu_hour`, `gib_hour` or `node_hour: {PARTITION: price}`, or remove `cost`");
+            .hint(
+                "set `cpu_hour`, `gib_hour` or `node_hour: {PARTITION: price}`, or remove `cost`",
+            );
             return None;
         }
         Some(Sp {
@@ -60,8 +62,12 @@ impl Walker<'_, '_> {
     fn node_hours(&mut self, node: &Node) -> std::collections::BTreeMap<String, Money> {
         let mut prices = std::collections::BTreeMap::new();
         let Value::Map(map) = &node.value else {
-            self.wrong_type(node, "`cost.node_hour`", "a mapping of Slurm partition to price")
-                .hint("write e.g. `node_hour: {gpu: 2.50, batch: 0.80}`");
+            self.wrong_type(
+                node,
+                "`cost.node_hour`",
+                "a mapping of Slurm partition to price",
+            )
+            .hint("write e.g. `node_hour: {gpu: 2.50, batch: 0.80}`");
             return prices;
         };
         for (key, value) in map {

@@ -74,5 +74,9 @@ fn every_bad_price_is_reported_where_it_is_written() {
     assert!(found[2].1.contains("partition to price"), "{found:?}");
     assert_eq!(found[3].0, 5);
     assert!(found[3].1.contains("tax"), "{found:?}");
-    assert!(diagnostics.iter().all(|diagnostic| diagnostic.hint.is_some()));
+    assert!(
+        diagnostics
+            .iter()
+            .all(|diagnostic| diagnostic.hint.is_some())
+    );
 }
