@@ -100,9 +100,6 @@ impl RunBuilder {
         unit: &str,
         attempt: u32,
         reattached_from: Option<u32>,
-        partition: None,
-        nodes: None,
-        mem_mib: None,
     ) -> &mut Self {
         self.push(
             ms,
