@@ -158,10 +158,10 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
         0
     );
     let show = json(&format!("/api/runs/{first}"));
-    assert_eq!(show["schema"], "apollo.show_run/2");
+    assert_eq!(show["schema"], "apollo.show_run/3");
     assert_eq!(show["status"], "failed");
     let unit = json(&format!("/api/runs/{first}/units/bad"));
-    assert_eq!(unit["schema"], "apollo.show_unit/2");
+    assert_eq!(unit["schema"], "apollo.show_unit/3");
     assert_eq!(unit["attempts"][0]["outcome"]["exit"]["code"], 3);
     let diff = json(&format!("/api/diff?a={first}&b={first}"));
     assert!(diff["schema"].as_str().unwrap().starts_with("apollo.diff/"));
