@@ -89,3 +89,64 @@ fn read_table(state: &StateDir, hash: &str) -> Option<CostTable> {
     let bytes = state.read_blob(hash).ok()?;
     serde_json::from_slice::<CostOnly>(&bytes).ok()?.cost
 }
+
+/// One unit's cost over a pipeline's runs (`apollo stats`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct UnitCostStats {
+    /// The unit.
+    pub unit: String,
+    /// Runs (of those priced) in which it ran an attempt.
+    pub runs: usize,
+    /// Its cost per such run: `total` / `runs`, rounded half up to a billionth.
+    pub mean: Money,
+    /// Its attempts' cost over those runs.
+    pub total: Money,
+    /// What its failed and cut-off attempts cost (part of `total`).
+    pub wasted: Money,
+    /// What its reuses saved (its original attempts' cost; not part of `total`).
+    pub saved: Money,
+}
+
+/// The cost of each unit over `runs` (a pipeline's run models), with the currency of the
+/// latest priced run; `None` when none of them ran with a price table.
+pub fn unit_cost_stats<'t>(
+    state: &StateDir,
+    runs: impl IntoIterator<Item = &'t Timeline>,
+    reads: &CostReads,
+) -> Option<(Option<String>, Vec<UnitCostStats>)> {
+    let mut by_unit: std::collections::BTreeMap<String, UnitCostStats> = Default::default();
+    let mut currency = None;
+    let mut priced = false;
+    for timeline in runs {
+        let Some(cost) = run_cost(state, timeline, reads) else {
+            continue;
+        };
+        priced = true;
+        currency.clone_from(&cost.currency);
+        for unit in cost.units {
+            let stats = by_unit
+                .entry(unit.unit.clone())
+                .or_insert_with(|| UnitCostStats {
+                    unit: unit.unit.clone(),
+                    runs: 0,
+                    mean: Money::ZERO,
+                    total: Money::ZERO,
+                    wasted: Money::ZERO,
+                    saved: Money::ZERO,
+                });
+            stats.runs += usize::from(!unit.attempts.is_empty());
+            stats.total += unit.total;
+            stats.wasted += unit.wasted;
+            stats.saved += unit.saved.unwrap_or_default();
+        }
+    }
+    let units = (by_unit.into_values())
+        .map(|mut stats| {
+            let runs = i128::try_from(stats.runs).unwrap_or(i128::MAX).max(1);
+            stats.mean = Money::from_nanos((stats.total.nanos() + runs / 2) / runs);
+            stats
+        })
+        .collect();
+    priced.then_some((currency, units))
+}

@@ -94,22 +94,26 @@ pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>)
         .collect()
 }
 
-/// Sets the `cost` of each of `lines` (from [`run_lines`] for the same `summaries`) whose run
-/// ran with a price table: the run folded and priced ([`super::run_cost`]). A run whose
-/// definition snapshot has no `cost:` is not folded.
+/// Sets the `cost` of each of `lines` (from [`run_lines`]; `summaries` holds their runs)
+/// whose run ran with a price table: the run folded and priced ([`super::run_cost`]). A run
+/// whose definition snapshot has no `cost:` is not folded.
 pub fn add_costs(
     state: &StateDir,
     summaries: &[RunSummary],
     lines: &mut [RunLine],
     reads: &super::CostReads,
 ) {
-    for (summary, line) in summaries.iter().zip(lines.iter_mut()) {
+    let by_id: std::collections::HashMap<&str, &RunSummary> = (summaries.iter())
+        .map(|summary| (summary.id.as_str(), summary))
+        .collect();
+    for line in lines {
+        let Some(summary) = by_id.get(line.id.as_str()) else {
+            continue;
+        };
         let priced =
             (summary.definition_hash.as_deref()).is_some_and(|hash| reads.has_table(state, hash));
-        if !priced {
-            continue;
-        }
-        if let Ok(model) = super::run_model(state, &summary.id)
+        if priced
+            && let Ok(model) = super::run_model(state, &summary.id)
             && let Some(cost) = super::run_cost(state, &model.timeline, reads)
         {
             line.cost = Some(run_cost_json(&cost));
