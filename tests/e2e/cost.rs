@@ -72,7 +72,7 @@ fn attempt_prices(apollo: &mut Apollo, run: &str, unit: &str) -> Vec<(Money, boo
 }
 
 fn show(amount: Money) -> String {
-    format!("{} EUR", amount.to_places(4))
+    format!("{} EUR", amount.human())
 }
 
 #[test]
@@ -189,7 +189,7 @@ fn cost_of_a_retried_unit_and_a_reused_one_is_shown_by_show_runs_and_stats() {
     let line = cost_table.lines().find(|line| line.starts_with("flaky"));
     let line = line.unwrap_or_default();
     assert!(
-        line.contains(&flaky_mean.to_places(4)) && line.contains(&flaky_total.to_places(4)),
+        line.contains(&flaky_mean.human()) && line.contains(&flaky_total.human()),
         "{}",
         output.stdout
     );

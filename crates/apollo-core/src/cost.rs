@@ -58,6 +58,21 @@ impl Money {
         self.nanos == 0
     }
 
+    /// The amount for people: two decimal places from 1 up (`12.35`), four significant digits
+    /// below (`0.02700`, `0.00001389`: a local attempt at cloud prices costs millionths), `0`
+    /// for nothing. Rounded half up.
+    pub fn human(self) -> String {
+        let magnitude = self.nanos.saturating_abs();
+        if magnitude == 0 {
+            return "0".to_owned();
+        }
+        if magnitude >= NANOS_PER_UNIT {
+            return self.to_places(2);
+        }
+        let digits = magnitude.ilog10() + 1;
+        self.to_places((13 - digits).clamp(2, MONEY_DECIMALS))
+    }
+
     /// The amount rounded half up (away from zero) to `places` decimal places (at most nine),
     /// as text with exactly that many: `0.0125` to 3 places is `0.013`, to 2 places `0.01`.
     pub fn to_places(self, places: u32) -> String {
@@ -311,12 +326,12 @@ impl CostTable {
         Money::from_nanos((numerator + denominator / 2) / denominator)
     }
 
-    /// `amount` for people: four decimal places, then the currency when one is named
-    /// (`0.0125 EUR`).
+    /// `amount` for people ([`Money::human`]), then the currency when one is named
+    /// (`0.01250 EUR`).
     pub fn show(&self, amount: Money) -> String {
         match &self.currency {
-            Some(currency) => format!("{} {currency}", amount.to_places(4)),
-            None => amount.to_places(4),
+            Some(currency) => format!("{} {currency}", amount.human()),
+            None => amount.human(),
         }
     }
 }

@@ -68,11 +68,11 @@ impl RunCost {
         self.units.iter().find(|unit| unit.unit == name)
     }
 
-    /// `amount` for people: four decimal places and the currency (`0.0125 EUR`).
+    /// `amount` for people ([`Money::human`]) and the currency (`0.01250 EUR`).
     pub fn show(&self, amount: Money) -> String {
         match &self.currency {
-            Some(currency) => format!("{} {currency}", amount.to_places(4)),
-            None => amount.to_places(4),
+            Some(currency) => format!("{} {currency}", amount.human()),
+            None => amount.human(),
         }
     }
 }

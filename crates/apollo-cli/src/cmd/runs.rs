@@ -47,7 +47,8 @@ fn params_text(params: &std::collections::BTreeMap<String, serde_json::Value>) -
         .join(" ")
 }
 
-/// A run's cost in the COST column: its total to four places and the currency; `-` without.
+/// A run's cost in the COST column: its total for people (`Money::human`) and the currency;
+/// `-` without.
 fn cost_text(line: &apollo_runner::read::RunLine) -> String {
     let Some(cost) = &line.cost else {
         return "-".to_owned();
@@ -55,7 +56,7 @@ fn cost_text(line: &apollo_runner::read::RunLine) -> String {
     let total = (cost["total"].as_str())
         .and_then(|total| total.parse::<apollo_core::cost::Money>().ok())
         .unwrap_or_default()
-        .to_places(4);
+        .human();
     match cost["currency"].as_str() {
         Some(currency) => format!("{total} {currency}"),
         None => total,

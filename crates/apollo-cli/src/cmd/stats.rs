@@ -122,7 +122,7 @@ pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) ->
 }
 
 /// The cost table under the stats: each unit's mean cost per run it ran in, its total, and
-/// what was wasted and saved, to four places.
+/// what was wasted and saved, for people (`Money::human`).
 pub(crate) fn render_cost_text(currency: Option<&str>, units: &[read::UnitCostStats]) -> String {
     let width = (units.iter().map(|unit| unit.unit.len()))
         .max()
@@ -145,10 +145,10 @@ pub(crate) fn render_cost_text(currency: Option<&str>, units: &[read::UnitCostSt
             "{:<width$}  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}\n",
             unit.unit,
             unit.runs,
-            unit.mean.to_places(4),
-            unit.total.to_places(4),
-            unit.wasted.to_places(4),
-            unit.saved.to_places(4)
+            unit.mean.human(),
+            unit.total.human(),
+            unit.wasted.human(),
+            unit.saved.human()
         ));
     }
     text

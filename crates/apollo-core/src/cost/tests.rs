@@ -131,7 +131,12 @@ fn a_slurm_attempt_pays_its_requested_memory_and_its_nodes_at_its_partitions_pri
 }
 
 #[test]
-fn show_prints_four_places_and_the_currency() {
-    assert_eq!(table().show(money("0.00375")), "0.0038 EUR");
-    assert_eq!(CostTable::default().show(money("12")), "12.0000");
+fn show_prints_four_significant_digits_below_one_and_cents_above() {
+    assert_eq!(table().show(money("0.00375")), "0.003750 EUR");
+    assert_eq!(table().show(money("0.000013888")), "0.00001389 EUR");
+    assert_eq!(table().show(money("0.027")), "0.02700 EUR");
+    assert_eq!(table().show(money("0.000000001")), "0.000000001 EUR");
+    assert_eq!(CostTable::default().show(money("12")), "12.00");
+    assert_eq!(CostTable::default().show(money("1234.565")), "1234.57");
+    assert_eq!(CostTable::default().show(Money::ZERO), "0");
 }
