@@ -165,24 +165,39 @@ fn cost_of_a_retried_unit_and_a_reused_one_is_shown_by_show_runs_and_stats() {
     assert_eq!(money(&document["runs"][0]["cost"]["total"]), total_1);
     assert_eq!(money(&document["runs"][1]["cost"]["saved"]), build[0].0);
 
-    // `stats`: each unit's mean per run it ran in, and its total.
-    let document = json(&mut apollo, &["stats", "--format", "json"]);
+    check_stats(
+        &mut apollo,
+        build[0].0,
+        (
+            flaky[0].0 + flaky[1].0 + total_2,
+            wasted_1 + second_flaky[0].0,
+        ),
+    );
+}
+
+/// `stats`: each unit's mean per run it ran in, its total, wasted and saved: `build` ran once
+/// for `build_price`, `flaky` in both runs for `flaky_total`, `flaky_wasted` of it wasted.
+fn check_stats(
+    apollo: &mut Apollo,
+    build_price: Money,
+    (flaky_total, flaky_wasted): (Money, Money),
+) {
+    let document = json(apollo, &["stats", "--format", "json"]);
     let units = document["cost"]["units"].as_array().unwrap();
     assert_eq!(document["cost"]["currency"], "EUR");
-    let flaky_total = flaky[0].0 + flaky[1].0 + total_2;
     let flaky_mean = Money::from_nanos((flaky_total.nanos() + 1) / 2);
     assert_eq!(units[0]["unit"], "build");
     assert_eq!(
         (money(&units[0]["total"]), money(&units[0]["mean"])),
-        (build[0].0, build[0].0)
+        (build_price, build_price)
     );
-    assert_eq!(money(&units[0]["saved"]), build[0].0);
+    assert_eq!(money(&units[0]["saved"]), build_price);
     assert_eq!(units[1]["runs"], 2);
     assert_eq!(
         (money(&units[1]["total"]), money(&units[1]["mean"])),
         (flaky_total, flaky_mean)
     );
-    assert_eq!(money(&units[1]["wasted"]), wasted_1 + second_flaky[0].0);
+    assert_eq!(money(&units[1]["wasted"]), flaky_wasted);
     let output = apollo.args(&["stats"]).run();
     output.code(0);
     let (_, cost_table) = output.stdout.split_once("cost (EUR)\n").unwrap_or_default();
