@@ -10,11 +10,9 @@
 //! ```
 //! use apollo_core::cost::{CostTable, Money, Usage};
 //!
-//! let table = CostTable {
-//!     cpu_hour: Some("0.05".parse().unwrap()),
-//!     gib_hour: Some("0.01".parse().unwrap()),
-//!     ..CostTable::default()
-//! };
+//! let mut table = CostTable::default();
+//! table.cpu_hour = Some("0.05".parse().unwrap());
+//! table.gib_hour = Some("0.01".parse().unwrap());
 //! // Two CPU-hours, and 1 GiB held for one hour.
 //! let usage = Usage::local(2 * 3_600_000, 1 << 20, 3_600_000);
 //! assert_eq!(table.price(&usage), "0.11".parse::<Money>().unwrap());
