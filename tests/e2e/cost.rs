@@ -290,3 +290,41 @@ fn a_slurm_jobs_cost_is_priced_by_its_request_recorded_at_submission() {
         Money::from_nanos(i128::try_from((numerator + denominator / 2) / denominator).unwrap());
     assert_eq!(money(&attempt["cost"]), expected, "{attempt}");
 }
+
+#[test]
+fn a_unit_that_never_ran_shows_no_cost_and_a_failed_one_is_all_wasted() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "cost: {cpu_hour: 3600, gib_hour: 36.5}\nunits:\n  - name: breaks\n    execute: exit 3\n  \
+         - name: after\n    deps: [breaks]\n    execute: 'true'\n",
+    );
+    apollo.args(&["run"]).run().code(1);
+    let breaks = attempt_prices(&mut apollo, "latest", "breaks");
+    assert_eq!(breaks.len(), 1);
+    let output = apollo.args(&["show"]).run();
+    let line = output
+        .stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with("after"));
+    let line = line.unwrap_or_default();
+    assert!(
+        !line.contains("cost") && !line.contains("saved"),
+        "{}",
+        output.stdout
+    );
+    // No currency: amounts alone.
+    let wasted = format!(
+        "cost {}, wasted {}",
+        breaks[0].0.human(),
+        breaks[0].0.human()
+    );
+    assert!(
+        output.stdout.contains(&wasted),
+        "{wasted}\n{}",
+        output.stdout
+    );
+    let output = apollo.args(&["show", "latest", "after"]).run();
+    output.code(0);
+    assert!(!output.stdout.contains("\n  \n"), "{}", output.stdout);
+    assert!(!output.stdout.contains("cost"), "{}", output.stdout);
+}

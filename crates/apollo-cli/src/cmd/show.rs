@@ -145,8 +145,10 @@ pub(crate) fn show(
     );
     let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
     if let Some(unit_cost) = unit_cost {
-        let line = run::unit_cost_text(cost.as_ref(), unit_cost);
-        text.push_str(&format!("  {}\n", line.trim_start()));
+        let line = run::unit_cost_text(cost.as_ref(), unit_cost, unit.reused.is_some());
+        if !line.is_empty() {
+            text.push_str(&format!("  {}\n", line.trim_start()));
+        }
     }
     if let Some(definition) = &recorded.definition
         && let Some(defined) = definition.units.iter().find(|u| u.name == unit_name)

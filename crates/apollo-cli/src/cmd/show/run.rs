@@ -84,7 +84,11 @@ pub(super) fn show_run(
             (None, None) => {}
         }
         if let Some(unit_cost) = cost.as_ref().and_then(|cost| cost.unit(&unit.name)) {
-            line.push_str(&unit_cost_text(cost.as_ref(), unit_cost));
+            line.push_str(&unit_cost_text(
+                cost.as_ref(),
+                unit_cost,
+                unit.reused.is_some(),
+            ));
         }
         writeln!(out, "{}", line.trim_end()).map_err(output)?;
     }
@@ -112,10 +116,11 @@ pub(super) fn run_cost_text(cost: &apollo_replay::RunCost) -> String {
 }
 
 /// A unit's cost after its line in the run's summary: `  cost 0.0080 EUR (wasted 0.0040
-/// EUR)`, or for a reused unit `  saved 0.0100 EUR`.
+/// EUR)`, or for a reused unit `  saved 0.0100 EUR`; nothing for a unit that never ran.
 pub(super) fn unit_cost_text(
     cost: Option<&apollo_replay::RunCost>,
     unit_cost: &apollo_replay::UnitCost,
+    reused: bool,
 ) -> String {
     let Some(cost) = cost else {
         return String::new();
@@ -129,7 +134,9 @@ pub(super) fn unit_cost_text(
     }
     match unit_cost.saved {
         Some(saved) => text.push_str(&format!("  saved {}", cost.show(saved))),
-        None if unit_cost.attempts.is_empty() => text.push_str("  saved: not priced"),
+        None if reused => {
+            text.push_str("  saved: not priced (its original run is gone or had no `cost:`)")
+        }
         None => {}
     }
     text
