@@ -7,6 +7,7 @@ mod support;
 
 mod agreement;
 mod capture;
+mod cost;
 mod counts;
 mod durability;
 mod evict;

@@ -94,5 +94,6 @@ pub(super) fn alone_in(
         blob_store_max: None,
         durability: None,
         sync_interval: None,
+        cost: definition.cost.clone(),
     }
 }
