@@ -85,6 +85,7 @@ mod batch;
 mod hasher;
 mod held_still;
 mod in_flight;
+mod ledger;
 mod observer;
 mod outputs;
 mod pacer;

@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Channels, Scheduler};
+use super::{Channels, Scheduler, checked};
 use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
 use crate::engine::hasher;
@@ -55,10 +55,7 @@ impl Scheduler<'_> {
     pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
         match message {
             FromWorker::Done(done) => self.finish_attempt(done),
-            FromWorker::Hashed(hashed) => {
-                self.at_hashers -= 1;
-                self.take_hashed(hashed, observer);
-            }
+            FromWorker::Hashed(hashed) => self.take_hashed(hashed, observer),
             FromWorker::Report {
                 unit_idx,
                 attempt,
@@ -92,11 +89,12 @@ impl Scheduler<'_> {
     ///
     /// [`Pacer::nap`]: super::super::pacer::Pacer::nap
     pub(super) fn nap(&self, channels: &Channels<'_>, timeout: Duration) -> Duration {
+        let counts = self.ledger.counts();
         if self.stop_starting
-            || self.non_idempotent_at_workers > 0
+            || counts.non_idempotent_at_workers > 0
             || self.max_jobs > 0
-            || self.at_hashers > 0
-            || self.checking_reuse > 0
+            || counts.at_hashers > 0
+            || counts.checking_reuse > 0
             || self.cancel.is_cancelled()
             || !channels.from_workers.is_empty()
         {
@@ -134,13 +132,12 @@ impl Scheduler<'_> {
                 return true;
             }
             // Not while attempts run: a `stat` on a hung mount would hold their commits.
-            if self.at_workers == 0
+            if self.ledger.counts().at_workers == 0
                 && let Some(hashing) = self.hashing
                 && let Ok(job) = hashing.take.try_recv()
             {
                 match hasher::hash_job(&hashing.context, &job, true) {
                     Some(hashed) => {
-                        self.at_hashers -= 1;
                         self.take_hashed(hashed, observer);
                         return true;
                     }
@@ -211,8 +208,11 @@ impl Scheduler<'_> {
             output_files,
             awaits_ack,
         } = done;
-        self.running -= 1;
-        self.running_slurm -= usize::from(self.is_slurm(unit_idx));
+        checked(if worker.is_some() {
+            self.ledger.ended_at_worker(unit_idx)
+        } else {
+            self.ledger.ended_without_worker(unit_idx)
+        });
         // Only attempts a worker ran say how long attempts take (not one the engine failed
         // itself, nor one halted before it started).
         let ran = worker.is_some()
@@ -221,10 +221,6 @@ impl Scheduler<'_> {
             self.pacer.attempt_ended(outcome.wall_time);
         }
         let unit = &self.pipeline.units[unit_idx];
-        if worker.is_some() {
-            self.at_workers -= 1;
-            self.non_idempotent_at_workers -= usize::from(!unit.idempotent);
-        }
         if let Some(needs_human) = &outcome.needs_human {
             // Nothing is retried: the run stops for a human (exit 5), as for a change of a
             // done non-idempotent unit.

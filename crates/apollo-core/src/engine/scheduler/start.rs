@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::Scheduler;
 use super::reuse::with_reuse;
+use super::{Scheduler, checked};
 use crate::engine::hasher::HashJob;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
@@ -45,7 +45,7 @@ impl Scheduler<'_> {
         // With Slurm units there are more workers than `max_parallel` (see `max_jobs`): a
         // local attempt committed ahead could be taken by one of them and exceed
         // `max_parallel`, so nothing is committed ahead then.
-        let limit = if self.hashing_non_idempotent > 0 || self.max_jobs > 0 {
+        let limit = if self.ledger.counts().hashing_non_idempotent > 0 || self.max_jobs > 0 {
             max_parallel
         } else {
             self.pacer.commit_limit(max_parallel)
@@ -61,16 +61,17 @@ impl Scheduler<'_> {
             if self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()) {
                 break;
             }
-            let running_local = self.running - self.running_slurm;
+            let counts = self.ledger.counts();
+            let running_local = counts.running_local();
             let local_full = running_local >= limit;
-            let slurm_full = self.running_slurm >= self.max_jobs;
+            let slurm_full = counts.running_slurm >= self.max_jobs;
             if local_full && slurm_full {
                 break;
             }
             let Some(unit_idx) = self.queue.peek() else {
                 break;
             };
-            let slurm = self.is_slurm(unit_idx);
+            let slurm = self.kind(unit_idx).slurm;
             // Only idempotent units are committed ahead: a non-idempotent unit's
             // `unit_started` must mean its process is about to exist, because after a crash
             // that record makes apollo stop and ask a human. Slurm units are never committed
@@ -102,7 +103,7 @@ impl Scheduler<'_> {
             let reuse_only = check_reuse && !check_outputs && unit.idempotent;
             if reuse_only
                 && self.units[unit_idx].stashed.is_none()
-                && self.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
+                && counts.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
             {
                 break;
             }
@@ -254,8 +255,7 @@ impl Scheduler<'_> {
             inputs,
             inputs_manifest: None,
         };
-        self.running += 1;
-        self.running_slurm += usize::from(self.is_slurm(unit_idx));
+        checked(self.ledger.commit(unit_idx, self.kind(unit_idx)));
         if let Some(error) = hash_error {
             // The attempt cannot start: record it as failed (or timed out) without spawning.
             self.batch.push_start(started, None);
