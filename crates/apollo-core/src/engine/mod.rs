@@ -80,6 +80,7 @@
 //! * `prefetch.rs` — the declared outputs of units that may be reused, hashed ahead of their
 //!   reuse checks on a thread of their own while nothing of the run has written anything.
 
+mod admission;
 mod api;
 mod batch;
 mod hasher;

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::admission::{self, BatchState};
 use super::api::{EngineError, EngineOptions, RunReport};
 use super::batch::Batch;
 use super::hasher::{self, HashContext, HashJob};
@@ -159,15 +160,20 @@ impl<'a> Scheduler<'a> {
             } else {
                 let now = Instant::now();
                 self.pacer.hold(now);
-                let counts = self.ledger.counts();
-                let in_flight = counts.running > 0 || counts.checking_reuse > 0;
-                let may_wait = if self.batch.only_reuses() {
-                    self.pacer.may_hold_reuses(self.batch.len(), in_flight, now)
-                } else {
-                    self.pacer.may_hold_back(workers, counts.at_workers, now)
+                let batch = BatchState {
+                    records: self.batch.len(),
+                    only_reuses: self.batch.only_reuses(),
+                    urgent: self.batch.is_urgent(),
                 };
-                let commit_due = self.stop_starting || self.batch.is_urgent() || !may_wait;
-                if commit_due {
+                let counts = self.ledger.counts();
+                if admission::commit_due(
+                    &batch,
+                    &counts,
+                    self.stop_starting,
+                    &self.pacer,
+                    workers,
+                    now,
+                ) {
                     let full = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
                     if let Err(error) = self.commit(journal, observer, channels.job_tx) {
                         return Err(self.abort_on_journal_error(error, channels.from_workers));
@@ -180,11 +186,12 @@ impl<'a> Scheduler<'a> {
                 }
             }
             let counts = self.ledger.counts();
-            if counts.running == 0
-                && counts.checking_reuse == 0
-                && self.batch.is_empty()
-                && (self.stop_starting || (self.queue.is_empty() && self.retries.is_empty()))
-            {
+            if admission::finished(
+                &counts,
+                self.batch.is_empty(),
+                self.stop_starting,
+                self.queue.is_empty() && self.retries.is_empty(),
+            ) {
                 break;
             }
             // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::reuse::with_reuse;
 use super::{Scheduler, checked};
+use crate::engine::admission::{Admission, Head, Limits, Turn, admit_next};
 use crate::engine::hasher::HashJob;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
@@ -15,14 +16,6 @@ use crate::engine::workers::{Done, Job, failed_to_start};
 use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
 use crate::hash;
 use crate::resume::PriorUnitState;
-
-/// How many reuse checks of idempotent units may be in flight on the hashing threads at once
-/// (they start nothing; see [`Scheduler::start_ready`]).
-const REUSE_CHECKS_IN_FLIGHT: usize = 256;
-
-/// At most this many ready units are passed over per turn looking for one whose executor has
-/// room (so a long queue of local units does not make each turn scan it whole).
-const MAX_PASSED_OVER: usize = 1024;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -40,73 +33,60 @@ impl Scheduler<'_> {
     #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub(super) fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
-        // While a non-idempotent unit is being hashed nothing is committed ahead, so that
-        // once hashed it still finds a free worker (see below).
-        // With Slurm units there are more workers than `max_parallel` (see `max_jobs`): a
-        // local attempt committed ahead could be taken by one of them and exceed
-        // `max_parallel`, so nothing is committed ahead then.
-        let limit = if self.ledger.counts().hashing_non_idempotent > 0 || self.max_jobs > 0 {
-            max_parallel
-        } else {
-            self.pacer.commit_limit(max_parallel)
+        let limits = Limits {
+            max_parallel,
+            commit_limit: self.pacer.commit_limit(max_parallel),
+            max_jobs: self.max_jobs,
         };
+        // Taken once per turn: a non-idempotent unit hashed during this turn stops commits
+        // ahead from the next one.
+        let local_limit = limits.local_limit(&self.ledger.counts());
         // Ready units passed over because their executor's limit is reached while the other's
         // is not (local units and Slurm jobs count separately); queued again below. In a
         // pipeline without Slurm units nothing is ever passed over.
         let mut passed_over: Vec<usize> = Vec::new();
-        // A worker raises `halt` itself when an attempt fails for good (see `Job`).
-        while !self.stop_starting && !self.halt.load(Ordering::SeqCst) {
-            // A full batch of reuses goes out before more units are decided (a chain of
-            // reused units is otherwise decided whole in this one call).
-            if self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()) {
-                break;
-            }
-            let counts = self.ledger.counts();
-            let running_local = counts.running_local();
-            let local_full = running_local >= limit;
-            let slurm_full = counts.running_slurm >= self.max_jobs;
-            if local_full && slurm_full {
-                break;
-            }
-            let Some(unit_idx) = self.queue.peek() else {
+        loop {
+            let turn = Turn {
+                // A worker raises `halt` itself when an attempt fails for good (see `Job`).
+                stopped: self.stop_starting || self.halt.load(Ordering::SeqCst),
+                // A full batch of reuses goes out before more units are decided (a chain of
+                // reused units is otherwise decided whole in this one call).
+                reuses_full: self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()),
+                passed_over: passed_over.len(),
+                local_limit,
+            };
+            let head = self.queue.peek();
+            let checks = head.map(|unit_idx| self.checks(unit_idx));
+            let admission = admit_next(
+                &self.ledger.counts(),
+                &limits,
+                &turn,
+                head.zip(checks).map(|(unit_idx, checks)| Head {
+                    kind: self.kind(unit_idx),
+                    fresh_reuse_check: checks.reuse_only && self.units[unit_idx].stashed.is_none(),
+                }),
+            );
+            let (
+                Some(unit_idx),
+                Some(Checks {
+                    check_outputs,
+                    check_reuse,
+                    reuse_only,
+                }),
+            ) = (head, checks)
+            else {
                 break;
             };
-            let slurm = self.kind(unit_idx).slurm;
-            // Only idempotent units are committed ahead: a non-idempotent unit's
-            // `unit_started` must mean its process is about to exist, because after a crash
-            // that record makes apollo stop and ask a human. Slurm units are never committed
-            // ahead (`max_jobs` is a hard limit).
-            let ahead = running_local >= max_parallel;
-            let blocked = if slurm {
-                slurm_full
-            } else {
-                local_full || (ahead && !self.pipeline.units[unit_idx].idempotent)
-            };
-            if blocked {
-                if self.max_jobs == 0 || passed_over.len() >= MAX_PASSED_OVER {
-                    break;
+            match admission {
+                Admission::Stop => break,
+                Admission::PassOver => {
+                    self.queue.pop();
+                    passed_over.push(unit_idx);
+                    continue;
                 }
-                self.queue.pop();
-                passed_over.push(unit_idx);
-                continue;
+                Admission::Take => {}
             }
             let unit = &self.pipeline.units[unit_idx];
-            // Only the first decision looks at the outputs: a retry reruns anyway.
-            let check_outputs =
-                self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
-            let check_reuse = self.units[unit_idx].attempts_here == 0
-                && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
-            // A reuse check of an idempotent unit starts nothing, so it does not hold a place
-            // among the running: many are in flight at once (a no-op run of a large pipeline
-            // is then a few commits, not one per handful of units). One that finds the unit
-            // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
-            let reuse_only = check_reuse && !check_outputs && unit.idempotent;
-            if reuse_only
-                && self.units[unit_idx].stashed.is_none()
-                && counts.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
-            {
-                break;
-            }
             self.queue.pop();
             // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
             if self.pipeline.units[unit_idx].skip_when.is_some() {
@@ -304,6 +284,37 @@ impl Scheduler<'_> {
             });
         }
         true
+    }
+}
+
+/// What a ready unit is checked for before it is decided (see `Scheduler::checks`).
+#[derive(Clone, Copy)]
+struct Checks {
+    check_outputs: bool,
+    check_reuse: bool,
+    /// A reuse check only, of an idempotent unit.
+    reuse_only: bool,
+}
+
+impl Scheduler<'_> {
+    /// What `unit_idx` is checked for before it is decided.
+    fn checks(&self, unit_idx: usize) -> Checks {
+        let unit = &self.pipeline.units[unit_idx];
+        let first = self.units[unit_idx].attempts_here == 0;
+        // Only the first decision looks at the outputs: a retry reruns anyway.
+        let check_outputs = first && needs_output_check(self.prior, unit);
+        let check_reuse =
+            first && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
+        // A reuse check of an idempotent unit starts nothing, so it does not hold a place
+        // among the running: many are in flight at once (a no-op run of a large pipeline
+        // is then a few commits, not one per handful of units). One that finds the unit
+        // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
+        let reuse_only = check_reuse && !check_outputs && unit.idempotent;
+        Checks {
+            check_outputs,
+            check_reuse,
+            reuse_only,
+        }
     }
 }
 
