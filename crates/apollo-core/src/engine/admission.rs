@@ -66,8 +66,6 @@ pub(super) struct Turn {
     pub(super) reuses_full: bool,
     /// Ready units passed over so far this turn.
     pub(super) passed_over: usize,
-    /// The local limit of this turn ([`Limits::local_limit`] at its start).
-    pub(super) local_limit: usize,
 }
 
 /// The head of the ready queue, as far as admitting it goes.
@@ -102,7 +100,10 @@ pub(super) fn admit_next(
         return Admission::Stop;
     }
     let running_local = counts.running_local();
-    let local_full = running_local >= turn.local_limit;
+    // Asked again for every unit, not once per turn: a non-idempotent unit sent to be hashed
+    // earlier in this very turn stops commits ahead at once (the simulation found attempts
+    // committed ahead of it in the same turn, queued before its start for a free worker).
+    let local_full = running_local >= limits.local_limit(counts);
     let slurm_full = counts.running_slurm >= limits.max_jobs;
     if local_full && slurm_full {
         return Admission::Stop;

@@ -38,9 +38,6 @@ impl Scheduler<'_> {
             commit_limit: self.pacer.commit_limit(max_parallel),
             max_jobs: self.max_jobs,
         };
-        // Taken once per turn: a non-idempotent unit hashed during this turn stops commits
-        // ahead from the next one.
-        let local_limit = limits.local_limit(&self.ledger.counts());
         // Ready units passed over because their executor's limit is reached while the other's
         // is not (local units and Slurm jobs count separately); queued again below. In a
         // pipeline without Slurm units nothing is ever passed over.
@@ -53,7 +50,6 @@ impl Scheduler<'_> {
                 // reused units is otherwise decided whole in this one call).
                 reuses_full: self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()),
                 passed_over: passed_over.len(),
-                local_limit,
             };
             let head = self.queue.peek();
             let checks = head.map(|unit_idx| self.checks(unit_idx));
