@@ -176,3 +176,36 @@ pub(super) fn finished(
 ) -> bool {
     counts.running == 0 && counts.checking_reuse == 0 && batch_empty && (stopped || nothing_ready)
 }
+
+/// What the engine thread knows when it may nap (see [`may_nap`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Waiting {
+    /// The run stops starting units.
+    pub(super) stopped: bool,
+    /// The run was cancelled.
+    pub(super) cancelled: bool,
+    /// Slurm jobs in flight at most (0: no unit runs on Slurm).
+    pub(super) max_jobs: usize,
+    /// An outcome is already waiting to be taken in.
+    pub(super) messages_waiting: bool,
+}
+
+/// Whether the engine thread may sleep before it takes in what the workers sent (the pacer
+/// then says for how long: [`Pacer::nap`]). Not once the run stops starting units or is
+/// cancelled; not while a non-idempotent attempt is at a worker (its end is recorded at once:
+/// unrecorded after a crash, it would make the resume stop and ask a human); not while the
+/// pipeline has Slurm units (a job's id is recorded as soon as it is known); not while inputs
+/// are being hashed or units checked for reuse (their results come back within microseconds);
+/// not when an outcome is already waiting.
+pub(super) fn may_nap(counts: &Counts, waiting: &Waiting) -> bool {
+    !(waiting.stopped
+        || waiting.cancelled
+        || counts.non_idempotent_at_workers > 0
+        || waiting.max_jobs > 0
+        || counts.at_hashers > 0
+        || counts.checking_reuse > 0
+        || waiting.messages_waiting)
+}
+
+#[cfg(test)]
+mod tests;

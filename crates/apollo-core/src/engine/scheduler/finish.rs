@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Channels, Scheduler, checked};
+use crate::engine::admission::{self, Waiting};
 use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
 use crate::engine::hasher;
@@ -80,24 +81,17 @@ impl Scheduler<'_> {
     /// Sleep, without waiting on the workers' channel, for as long as [`Pacer::nap`] allows
     /// (at most `timeout`), and return what is left of `timeout`: while the workers have
     /// committed attempts queued, their outcomes are then taken in a few at a time instead of
-    /// waking this thread for each. Not when an outcome is already waiting, once the run stops
-    /// starting units, while a non-idempotent attempt is at a worker (its end is recorded at
-    /// once: unrecorded after a crash, it would make the resume stop and ask a human), while
-    /// the pipeline has Slurm units (a job's id is recorded as soon as it is known), nor while
-    /// inputs are being hashed or units checked for reuse (their results come back within
-    /// microseconds).
+    /// waking this thread for each. Only when [`admission::may_nap`] says so.
     ///
     /// [`Pacer::nap`]: super::super::pacer::Pacer::nap
     pub(super) fn nap(&self, channels: &Channels<'_>, timeout: Duration) -> Duration {
-        let counts = self.ledger.counts();
-        if self.stop_starting
-            || counts.non_idempotent_at_workers > 0
-            || self.max_jobs > 0
-            || counts.at_hashers > 0
-            || counts.checking_reuse > 0
-            || self.cancel.is_cancelled()
-            || !channels.from_workers.is_empty()
-        {
+        let waiting = Waiting {
+            stopped: self.stop_starting,
+            cancelled: self.cancel.is_cancelled(),
+            max_jobs: self.max_jobs,
+            messages_waiting: !channels.from_workers.is_empty(),
+        };
+        if !admission::may_nap(&self.ledger.counts(), &waiting) {
             return timeout;
         }
         let workers = self.options.max_parallel.max(1);
