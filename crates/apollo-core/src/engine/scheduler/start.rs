@@ -30,7 +30,6 @@ impl Scheduler<'_> {
     /// commands, env and upstream outputs are in memory, so that costs no I/O and no round
     /// trip (deciding so costs one emptiness test, or for a unit with outputs a look-up in the
     /// prior state).
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub(super) fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
         let limits = Limits {
@@ -62,15 +61,7 @@ impl Scheduler<'_> {
                     fresh_reuse_check: checks.reuse_only && self.units[unit_idx].stashed.is_none(),
                 }),
             );
-            let (
-                Some(unit_idx),
-                Some(Checks {
-                    check_outputs,
-                    check_reuse,
-                    reuse_only,
-                }),
-            ) = (head, checks)
-            else {
+            let (Some(unit_idx), Some(checks)) = (head, checks) else {
                 break;
             };
             match admission {
@@ -82,68 +73,77 @@ impl Scheduler<'_> {
                 }
                 Admission::Take => {}
             }
-            let unit = &self.pipeline.units[unit_idx];
             self.queue.pop();
-            // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
-            if self.pipeline.units[unit_idx].skip_when.is_some() {
-                self.skip_when(unit_idx);
-                continue;
-            }
-            if let Some(stashed) = self.units[unit_idx].stashed.take() {
-                let (inputs, files, reuse_check, took) = *stashed;
-                let found = Found {
-                    components: Ok(inputs),
-                    input_hash: None,
-                    files,
-                    outputs: None,
-                    reuse: Some(reuse_check),
-                    spent: took,
-                };
-                if !self.admit(unit_idx, found, observer) {
-                    break;
-                }
-                continue;
-            }
-            if (check_outputs || check_reuse || !unit.inputs.is_empty())
-                && let Some(hashing) = self.hashing
-            {
-                let job = HashJob {
-                    unit_idx,
-                    upstream: Vec::new(),
-                    check_outputs,
-                    check_reuse,
-                    reuse_only,
-                };
-                self.hash_first(job, hashing, observer);
-                continue;
-            }
-            let upstream: Vec<(&str, &str)> = self
-                .dag
-                .deps(unit_idx)
-                .iter()
-                .map(|&dep_idx| {
-                    (
-                        self.pipeline.units[dep_idx].name.as_str(),
-                        self.units[dep_idx].output_hash.as_deref().unwrap_or(""),
-                    )
-                })
-                .collect();
-            let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            let found = Found {
-                components: inputs,
-                input_hash: None,
-                files: crate::hash::HashedFiles::default(),
-                outputs: None,
-                reuse: None,
-                spent: Duration::ZERO,
-            };
-            if !self.admit(unit_idx, found, observer) {
+            if !self.start_one(unit_idx, checks, observer) {
                 break;
             }
         }
         for unit_idx in passed_over {
             self.queue.requeue(unit_idx);
         }
+    }
+
+    /// Start `unit_idx`, just taken from the ready queue: skip it (`when:` false), admit it
+    /// with what a reuse check found, hand it to be hashed first, or hash and admit it here.
+    /// Returns `false` when the run stopped starting units.
+    fn start_one(&mut self, unit_idx: usize, checks: Checks, observer: &mut dyn Observer) -> bool {
+        let Checks {
+            check_outputs,
+            check_reuse,
+            reuse_only,
+        } = checks;
+        let unit = &self.pipeline.units[unit_idx];
+        // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
+        if self.pipeline.units[unit_idx].skip_when.is_some() {
+            self.skip_when(unit_idx);
+            return true;
+        }
+        if let Some(stashed) = self.units[unit_idx].stashed.take() {
+            let (inputs, files, reuse_check, took) = *stashed;
+            let found = Found {
+                components: Ok(inputs),
+                input_hash: None,
+                files,
+                outputs: None,
+                reuse: Some(reuse_check),
+                spent: took,
+            };
+            return self.admit(unit_idx, found, observer);
+        }
+        if (check_outputs || check_reuse || !unit.inputs.is_empty())
+            && let Some(hashing) = self.hashing
+        {
+            let job = HashJob {
+                unit_idx,
+                upstream: Vec::new(),
+                check_outputs,
+                check_reuse,
+                reuse_only,
+            };
+            self.hash_first(job, hashing, observer);
+            return true;
+        }
+        let upstream: Vec<(&str, &str)> = self
+            .dag
+            .deps(unit_idx)
+            .iter()
+            .map(|&dep_idx| {
+                (
+                    self.pipeline.units[dep_idx].name.as_str(),
+                    self.units[dep_idx].output_hash.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
+        let found = Found {
+            components: inputs,
+            input_hash: None,
+            files: crate::hash::HashedFiles::default(),
+            outputs: None,
+            reuse: None,
+            spent: Duration::ZERO,
+        };
+        self.admit(unit_idx, found, observer)
     }
 
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
