@@ -151,7 +151,6 @@ impl Scheduler<'_> {
     /// any, in a `unit_files` record right after it), from what was `found` about it. An input
     /// that could not be hashed records an attempt that failed (or timed out) without a
     /// process. Returns `false` when the run stopped starting units.
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub(super) fn admit(
         &mut self,
         unit_idx: usize,
@@ -209,20 +208,7 @@ impl Scheduler<'_> {
                 _ => {}
             }
         }
-        // An attempt left in flight by an earlier apollo, for a remote executor to reattach to.
-        let in_flight = if self.units[unit_idx].attempts_here == 0 {
-            match self.prior.unit(&unit.name).map(|prior| &prior.state) {
-                Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
-                // A graceful stop may have left a cluster job running (`on_stop: detach`).
-                Some(PriorUnitState::CutOff {
-                    attempt,
-                    status: AttemptStatus::Interrupted,
-                }) => Some(*attempt),
-                _ => None,
-            }
-        } else {
-            None
-        };
+        let in_flight = self.left_in_flight(unit_idx);
         let attempt = self.units[unit_idx].begin_attempt();
         let started = UnitStarted {
             unit: unit.name.clone(),
@@ -233,29 +219,7 @@ impl Scheduler<'_> {
         };
         checked(self.ledger.commit(unit_idx, self.kind(unit_idx)));
         if let Some(error) = hash_error {
-            // The attempt cannot start: record it as failed (or timed out) without spawning.
-            self.batch.push_start(started, None);
-            observer.notice(&Notice::Started {
-                unit: &unit.name,
-                attempt,
-            });
-            let mut outcome = failed_to_start(error.to_string());
-            if error.timed_out() {
-                outcome.status = AttemptStatus::TimedOut;
-                outcome.timed_out = true;
-                outcome.wall_time = spent;
-            }
-            self.finish_attempt(Done {
-                worker: None,
-                unit_idx,
-                attempt,
-                queued: Duration::ZERO,
-                log_dir: PathBuf::new(),
-                outcome,
-                outputs: None,
-                output_files: Vec::new(),
-                awaits_ack: false,
-            });
+            self.fail_without_process(unit_idx, started, &error, spent, observer);
             return !self.stop_starting;
         }
         let halt_on_failure =
@@ -280,6 +244,59 @@ impl Scheduler<'_> {
             });
         }
         true
+    }
+
+    /// An attempt left in flight by an earlier apollo, for a remote executor to reattach to
+    /// (on the unit's first attempt here only).
+    fn left_in_flight(&self, unit_idx: usize) -> Option<u32> {
+        if self.units[unit_idx].attempts_here > 0 {
+            return None;
+        }
+        let unit = &self.pipeline.units[unit_idx];
+        match self.prior.unit(&unit.name).map(|prior| &prior.state) {
+            Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
+            // A graceful stop may have left a cluster job running (`on_stop: detach`).
+            Some(PriorUnitState::CutOff {
+                attempt,
+                status: AttemptStatus::Interrupted,
+            }) => Some(*attempt),
+            _ => None,
+        }
+    }
+
+    /// The attempt `started` cannot start (its inputs could not be hashed: `error`, after
+    /// `spent`): record it as failed (or timed out) without spawning.
+    fn fail_without_process(
+        &mut self,
+        unit_idx: usize,
+        started: UnitStarted,
+        error: &hash::HashError,
+        spent: Duration,
+        observer: &mut dyn Observer,
+    ) {
+        let attempt = started.attempt;
+        self.batch.push_start(started, None);
+        observer.notice(&Notice::Started {
+            unit: &self.pipeline.units[unit_idx].name,
+            attempt,
+        });
+        let mut outcome = failed_to_start(error.to_string());
+        if error.timed_out() {
+            outcome.status = AttemptStatus::TimedOut;
+            outcome.timed_out = true;
+            outcome.wall_time = spent;
+        }
+        self.finish_attempt(Done {
+            worker: None,
+            unit_idx,
+            attempt,
+            queued: Duration::ZERO,
+            log_dir: PathBuf::new(),
+            outcome,
+            outputs: None,
+            output_files: Vec::new(),
+            awaits_ack: false,
+        });
     }
 }
 
