@@ -308,9 +308,13 @@ impl<'a> Scheduler<'a> {
         // Without acknowledgements the workers stop after their current attempt.
         self.acks.abandon();
         self.cancel.cancel(CancelLevel::Graceful);
-        while self.ledger.counts().at_workers > 0 {
+        // Counted here, not read from the ledger: each end is one fewer whatever the ledger
+        // says of it, so this wait always ends.
+        let mut at_workers = self.ledger.counts().at_workers;
+        while at_workers > 0 {
             match from_workers.recv() {
                 Ok(FromWorker::Done(done)) => {
+                    at_workers -= 1;
                     checked(self.ledger.ended_at_worker(done.unit_idx));
                 }
                 Ok(FromWorker::Report { .. } | FromWorker::Hashed(_)) => {}
