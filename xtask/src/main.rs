@@ -10,6 +10,8 @@
 //!   Slurm cluster: job arrays against one `sbatch` per instance (issue 39).
 //! * `cargo xtask synth-run --from STATE_DIR --into STATE_DIR [--records N]` — a large run
 //!   made of a real run's records, for the read benchmarks (replay, verify).
+//! * `cargo xtask sim [--seeds N] [--first S] [--seed S]` — the scheduler's deterministic
+//!   simulation (`apollo-core`'s `engine/tests/sim/`) over many seeds, or one replayed.
 //! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
 //!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
 //!   code, READMEs are the crate docs, publish metadata) and the guardrails (file sizes, long
@@ -24,6 +26,7 @@
 mod bench_sched;
 mod bench_slurm;
 mod check_config;
+mod sim;
 mod snapshots;
 mod synth_run;
 mod tidy;
@@ -73,6 +76,8 @@ commands:
                         a fan-out of N (1,000) on the local Slurm cluster: job arrays vs one job each
   synth-run --from STATE_DIR --into STATE_DIR [--records N]
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
+  sim [--seeds N] [--first S] [--seed S]
+                        the scheduler's deterministic simulation over N seeds (1,000,000), or one
   tidy                  check the architecture invariants (also run by `cargo test`)
   man                   write the man pages to target/man/
   torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]
@@ -92,6 +97,7 @@ fn main() -> ExitCode {
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
         ["bench-slurm", rest @ ..] => bench_slurm::run(&root, rest),
         ["synth-run", rest @ ..] => synth_run::run(rest),
+        ["sim", rest @ ..] => sim::run(&root, rest),
         ["torture", rest @ ..] => {
             torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))
         }

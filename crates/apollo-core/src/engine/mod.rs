@@ -64,6 +64,13 @@
 //!   to the hashing threads, or hashing them here, and taking them back; `commit.rs`: the
 //!   group commit; `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an
 //!   attempt).
+//! * `ledger.rs` — the in-flight ledger: where each unit taken from the ready queue is
+//!   (hashing, checking reuse, committed, at a worker), every move checked; the scheduler's
+//!   counts are read from it.
+//! * `admission.rs` — the deciding part, pure: whether the next ready unit is taken, passed
+//!   over or waits, whether the batch is due, whether the engine may nap — from the ledger's
+//!   counts, the limits and the pacer, with no channel, clock or I/O. `tests/sim/` runs it
+//!   under a seeded simulation of random DAGs, outcomes and event orders.
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
@@ -80,11 +87,13 @@
 //! * `prefetch.rs` — the declared outputs of units that may be reused, hashed ahead of their
 //!   reuse checks on a thread of their own while nothing of the run has written anything.
 
+mod admission;
 mod api;
 mod batch;
 mod hasher;
 mod held_still;
 mod in_flight;
+mod ledger;
 mod observer;
 mod outputs;
 mod pacer;

@@ -7,7 +7,7 @@ use crossbeam_channel::Sender;
 
 #[cfg(test)]
 use super::BREAK_WRITE_AHEAD;
-use super::Scheduler;
+use super::{Scheduler, checked};
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::workers::{Done, Job, failed_to_start};
 #[cfg(test)]
@@ -104,9 +104,7 @@ impl Scheduler<'_> {
                 unit: &self.pipeline.units[job.unit_idx].name,
                 attempt: job.attempt,
             });
-            self.at_workers += 1;
-            self.non_idempotent_at_workers +=
-                usize::from(!self.pipeline.units[job.unit_idx].idempotent);
+            checked(self.ledger.handed_to_worker(job.unit_idx));
             // Checked where it could be broken (every engine test with reuse and an attempt
             // passes here): nothing hashed ahead is trusted once an attempt may write.
             debug_assert!(

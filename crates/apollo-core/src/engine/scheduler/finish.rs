@@ -4,7 +4,8 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Channels, Scheduler};
+use super::{Channels, Scheduler, checked};
+use crate::engine::admission::{self, Waiting};
 use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
 use crate::engine::hasher;
@@ -55,10 +56,7 @@ impl Scheduler<'_> {
     pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
         match message {
             FromWorker::Done(done) => self.finish_attempt(done),
-            FromWorker::Hashed(hashed) => {
-                self.at_hashers -= 1;
-                self.take_hashed(hashed, observer);
-            }
+            FromWorker::Hashed(hashed) => self.take_hashed(hashed, observer),
             FromWorker::Report {
                 unit_idx,
                 attempt,
@@ -83,23 +81,17 @@ impl Scheduler<'_> {
     /// Sleep, without waiting on the workers' channel, for as long as [`Pacer::nap`] allows
     /// (at most `timeout`), and return what is left of `timeout`: while the workers have
     /// committed attempts queued, their outcomes are then taken in a few at a time instead of
-    /// waking this thread for each. Not when an outcome is already waiting, once the run stops
-    /// starting units, while a non-idempotent attempt is at a worker (its end is recorded at
-    /// once: unrecorded after a crash, it would make the resume stop and ask a human), while
-    /// the pipeline has Slurm units (a job's id is recorded as soon as it is known), nor while
-    /// inputs are being hashed or units checked for reuse (their results come back within
-    /// microseconds).
+    /// waking this thread for each. Only when [`admission::may_nap`] says so.
     ///
     /// [`Pacer::nap`]: super::super::pacer::Pacer::nap
     pub(super) fn nap(&self, channels: &Channels<'_>, timeout: Duration) -> Duration {
-        if self.stop_starting
-            || self.non_idempotent_at_workers > 0
-            || self.max_jobs > 0
-            || self.at_hashers > 0
-            || self.checking_reuse > 0
-            || self.cancel.is_cancelled()
-            || !channels.from_workers.is_empty()
-        {
+        let waiting = Waiting {
+            stopped: self.stop_starting,
+            cancelled: self.cancel.is_cancelled(),
+            max_jobs: self.max_jobs,
+            messages_waiting: !channels.from_workers.is_empty(),
+        };
+        if !admission::may_nap(&self.ledger.counts(), &waiting) {
             return timeout;
         }
         let workers = self.options.max_parallel.max(1);
@@ -134,13 +126,12 @@ impl Scheduler<'_> {
                 return true;
             }
             // Not while attempts run: a `stat` on a hung mount would hold their commits.
-            if self.at_workers == 0
+            if self.ledger.counts().at_workers == 0
                 && let Some(hashing) = self.hashing
                 && let Ok(job) = hashing.take.try_recv()
             {
                 match hasher::hash_job(&hashing.context, &job, true) {
                     Some(hashed) => {
-                        self.at_hashers -= 1;
                         self.take_hashed(hashed, observer);
                         return true;
                     }
@@ -183,8 +174,11 @@ impl Scheduler<'_> {
             output_files,
             awaits_ack,
         } = done;
-        self.running -= 1;
-        self.running_slurm -= usize::from(self.is_slurm(unit_idx));
+        checked(if worker.is_some() {
+            self.ledger.ended_at_worker(unit_idx)
+        } else {
+            self.ledger.ended_without_worker(unit_idx)
+        });
         // Only attempts a worker ran say how long attempts take (not one the engine failed
         // itself, nor one halted before it started).
         let ran = worker.is_some()
@@ -193,10 +187,6 @@ impl Scheduler<'_> {
             self.pacer.attempt_ended(outcome.wall_time);
         }
         let unit = &self.pipeline.units[unit_idx];
-        if worker.is_some() {
-            self.at_workers -= 1;
-            self.non_idempotent_at_workers -= usize::from(!unit.idempotent);
-        }
         if let Some(needs_human) = &outcome.needs_human {
             // Nothing is retried: the run stops for a human (exit 5), as for a change of a
             // done non-idempotent unit.

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{HashChannels, Scheduler};
+use super::{HashChannels, Scheduler, checked};
 use crate::engine::hasher::{self, HashJob, Hashed};
 use crate::engine::observer::Observer;
 use crate::engine::reuse::ReuseCheck;
@@ -35,15 +35,12 @@ impl<'a> Scheduler<'a> {
                 )
             })
             .collect();
-        if job.reuse_only {
-            self.checking_reuse += 1;
+        let kind = self.kind(unit_idx);
+        checked(if job.reuse_only {
+            self.ledger.begin_reuse_check(unit_idx, kind)
         } else {
-            self.running += 1;
-            self.running_slurm += usize::from(self.is_slurm(unit_idx));
-        }
-        if !self.pipeline.units[unit_idx].idempotent {
-            self.hashing_non_idempotent += 1;
-        }
+            self.ledger.begin_hashing(unit_idx, kind)
+        });
         self.units[unit_idx].state = State::Hashing;
         // Nothing else being hashed, no other unit ready and no attempt running (a chain): the
         // engine would only wait for this job, so it does it here when that needs no file
@@ -58,19 +55,21 @@ impl<'a> Scheduler<'a> {
                 .context
                 .prefetch
                 .is_some_and(|prefetch| prefetch.has(unit_idx));
-        if self.at_workers == 0 && ((self.at_hashers == 0 && self.queue.is_empty()) || hashed_ahead)
+        let counts = self.ledger.counts();
+        if counts.at_workers == 0
+            && ((counts.at_hashers == 0 && self.queue.is_empty()) || hashed_ahead)
         {
             match hasher::hash_job(&hashing.context, &job, true) {
                 Some(hashed) => self.take_hashed(hashed, observer),
                 None => {
-                    self.at_hashers += 1;
+                    checked(self.ledger.sent_to_hashers(unit_idx));
                     // The hashing threads outlive this loop (the scope joins them).
                     let _ = hashing.deferred.send(job);
                 }
             }
             return;
         }
-        self.at_hashers += 1;
+        checked(self.ledger.sent_to_hashers(unit_idx));
         let _ = hashing.jobs.send(job);
     }
 
@@ -88,15 +87,7 @@ impl<'a> Scheduler<'a> {
             reuse,
             reuse_only,
         } = hashed;
-        if reuse_only {
-            self.checking_reuse -= 1;
-        } else {
-            self.running -= 1;
-            self.running_slurm -= usize::from(self.is_slurm(unit_idx));
-        }
-        if !self.pipeline.units[unit_idx].idempotent {
-            self.hashing_non_idempotent -= 1;
-        }
+        checked(self.ledger.hashed(unit_idx));
         let stopped = self.stop_starting
             || self.halt.load(Ordering::SeqCst)
             || (reuse.is_some() && self.cancel.is_cancelled())

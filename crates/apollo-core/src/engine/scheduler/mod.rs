@@ -16,9 +16,11 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::admission::{self, BatchState};
 use super::api::{EngineError, EngineOptions, RunReport};
 use super::batch::Batch;
 use super::hasher::{self, HashContext, HashJob};
+use super::ledger::{IllegalMove, Kind, Ledger};
 use super::observer::Observer;
 use super::pacer::Pacer;
 use super::retry::RetryQueue;
@@ -80,25 +82,14 @@ pub(super) struct Scheduler<'a> {
     queue: ReadyQueue,
     retries: RetryQueue,
     batch: Batch,
-    /// Attempts committed (queued in a batch, or at a worker) and not yet taken back in, and
-    /// units whose inputs are being hashed.
-    running: usize,
-    /// The part of `running` that are Slurm units: they count against `max_jobs`, not
-    /// `max_parallel` (DESIGN §17).
-    running_slurm: usize,
+    /// Where each unit in flight is (hashing, checking reuse, committed, at a worker): the
+    /// counts of running units, Slurm jobs, hashing jobs and attempts at workers are read from
+    /// it.
+    ledger: Ledger,
     /// Slurm jobs in flight at most; 0 when no unit runs on Slurm.
     max_jobs: usize,
     /// Units declaring input files are hashed on these threads (`None`: no unit declares any).
     hashing: Option<HashChannels<'a>>,
-    /// Jobs sent to the hashing threads whose results have not come back.
-    at_hashers: usize,
-    /// Non-idempotent units whose inputs are being hashed (nothing is committed ahead then).
-    hashing_non_idempotent: usize,
-    /// Reuse checks of idempotent units on the hashing threads (not counted in `running`).
-    checking_reuse: usize,
-    /// Attempts handed to workers and not yet taken back in, and how many are non-idempotent.
-    at_workers: usize,
-    non_idempotent_at_workers: usize,
     /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
     stop_starting: bool,
     /// A unit failed for good.
@@ -140,15 +131,9 @@ impl<'a> Scheduler<'a> {
             queue,
             retries: RetryQueue::default(),
             batch: Batch::default(),
-            running: 0,
-            running_slurm: 0,
+            ledger: Ledger::new(pipeline.units.len()),
             max_jobs: max_jobs(pipeline),
             hashing,
-            at_hashers: 0,
-            hashing_non_idempotent: 0,
-            checking_reuse: 0,
-            at_workers: 0,
-            non_idempotent_at_workers: 0,
             stop_starting: false,
             failed_any: false,
             human_needed: None,
@@ -175,14 +160,20 @@ impl<'a> Scheduler<'a> {
             } else {
                 let now = Instant::now();
                 self.pacer.hold(now);
-                let in_flight = self.running > 0 || self.checking_reuse > 0;
-                let may_wait = if self.batch.only_reuses() {
-                    self.pacer.may_hold_reuses(self.batch.len(), in_flight, now)
-                } else {
-                    self.pacer.may_hold_back(workers, self.at_workers, now)
+                let batch = BatchState {
+                    records: self.batch.len(),
+                    only_reuses: self.batch.only_reuses(),
+                    urgent: self.batch.is_urgent(),
                 };
-                let commit_due = self.stop_starting || self.batch.is_urgent() || !may_wait;
-                if commit_due {
+                let counts = self.ledger.counts();
+                if admission::commit_due(
+                    &batch,
+                    &counts,
+                    self.stop_starting,
+                    &self.pacer,
+                    workers,
+                    now,
+                ) {
                     let full = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
                     if let Err(error) = self.commit(journal, observer, channels.job_tx) {
                         return Err(self.abort_on_journal_error(error, channels.from_workers));
@@ -194,11 +185,13 @@ impl<'a> Scheduler<'a> {
                     }
                 }
             }
-            if self.running == 0
-                && self.checking_reuse == 0
-                && self.batch.is_empty()
-                && (self.stop_starting || (self.queue.is_empty() && self.retries.is_empty()))
-            {
+            let counts = self.ledger.counts();
+            if admission::finished(
+                &counts,
+                self.batch.is_empty(),
+                self.stop_starting,
+                self.queue.is_empty() && self.retries.is_empty(),
+            ) {
                 break;
             }
             // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a
@@ -208,7 +201,7 @@ impl<'a> Scheduler<'a> {
             // Reuse checks come back within microseconds: poll briefly before sleeping (see
             // `hasher::POLL_BEFORE_SLEEP`), doing queued checks meanwhile. So is a
             // resume's output check when nothing runs.
-            if (self.checking_reuse > 0 || (self.at_hashers > 0 && self.at_workers == 0))
+            if (counts.checking_reuse > 0 || (counts.at_hashers > 0 && counts.at_workers == 0))
                 && self.poll_for_hashed(channels, observer)
             {
                 continue;
@@ -284,9 +277,14 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Whether `unit_idx` runs on Slurm (counted against `max_jobs`).
-    fn is_slurm(&self, unit_idx: usize) -> bool {
-        self.pipeline.units[unit_idx].executor == crate::model::ExecutorKind::Slurm
+    /// What the ledger needs to know of `unit_idx`: whether it is idempotent, and whether it
+    /// runs on Slurm (counted against `max_jobs`).
+    fn kind(&self, unit_idx: usize) -> Kind {
+        let unit = &self.pipeline.units[unit_idx];
+        Kind {
+            idempotent: unit.idempotent,
+            slurm: unit.executor == crate::model::ExecutorKind::Slurm,
+        }
     }
 
     /// Take back the attempts of the batch not yet handed to the journal: their
@@ -294,8 +292,7 @@ impl<'a> Scheduler<'a> {
     /// them instead.)
     fn drop_pending_starts(&mut self) {
         for job in self.batch.take_back_starts(self.pipeline) {
-            self.running -= 1;
-            self.running_slurm -= usize::from(self.is_slurm(job.unit_idx));
+            checked(self.ledger.taken_back(job.unit_idx));
             self.units[job.unit_idx].take_back_attempt();
         }
     }
@@ -311,14 +308,35 @@ impl<'a> Scheduler<'a> {
         // Without acknowledgements the workers stop after their current attempt.
         self.acks.abandon();
         self.cancel.cancel(CancelLevel::Graceful);
-        while self.at_workers > 0 {
+        // Counted here, not read from the ledger: each end is one fewer whatever the ledger
+        // says of it, so this wait always ends.
+        let mut at_workers = self.ledger.counts().at_workers;
+        while at_workers > 0 {
             match from_workers.recv() {
-                Ok(FromWorker::Done(_)) => self.at_workers -= 1,
+                Ok(FromWorker::Done(done)) => {
+                    at_workers -= 1;
+                    checked(self.ledger.ended_at_worker(done.unit_idx));
+                }
                 Ok(FromWorker::Report { .. } | FromWorker::Hashed(_)) => {}
                 Err(_) => break,
             }
         }
         EngineError::Journal(error)
+    }
+}
+
+/// The value of a ledger move, or `None` when the move was illegal: a defect of the scheduler,
+/// which fails debug builds (every engine test) and leaves the ledger unchanged in a release
+/// build rather than stop a run that may be holding processes.
+fn checked<T>(result: Result<T, IllegalMove>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(illegal) => {
+            if cfg!(debug_assertions) {
+                panic!("{illegal}");
+            }
+            None
+        }
     }
 }
 

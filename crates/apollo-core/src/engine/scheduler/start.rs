@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::Scheduler;
 use super::reuse::with_reuse;
+use super::{Scheduler, checked};
+use crate::engine::admission::{Admission, Head, Limits, Turn, admit_next};
 use crate::engine::hasher::HashJob;
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::policy::{Decision, OutputCheck, decide, needs_output_check};
@@ -15,14 +16,6 @@ use crate::engine::workers::{Done, Job, failed_to_start};
 use crate::event::{AttemptStatus, FileSide, InputComponent, UnitFiles, UnitStarted};
 use crate::hash;
 use crate::resume::PriorUnitState;
-
-/// How many reuse checks of idempotent units may be in flight on the hashing threads at once
-/// (they start nothing; see [`Scheduler::start_ready`]).
-const REUSE_CHECKS_IN_FLIGHT: usize = 256;
-
-/// At most this many ready units are passed over per turn looking for one whose executor has
-/// room (so a long queue of local units does not make each turn scan it whole).
-const MAX_PASSED_OVER: usize = 1024;
 
 impl Scheduler<'_> {
     /// Decide and queue the `unit_started` of ready units, up to the pacer's commit limit
@@ -37,130 +30,51 @@ impl Scheduler<'_> {
     /// commands, env and upstream outputs are in memory, so that costs no I/O and no round
     /// trip (deciding so costs one emptiness test, or for a unit with outputs a look-up in the
     /// prior state).
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub(super) fn start_ready(&mut self, observer: &mut dyn Observer) {
         let max_parallel = self.options.max_parallel.max(1);
-        // While a non-idempotent unit is being hashed nothing is committed ahead, so that
-        // once hashed it still finds a free worker (see below).
-        // With Slurm units there are more workers than `max_parallel` (see `max_jobs`): a
-        // local attempt committed ahead could be taken by one of them and exceed
-        // `max_parallel`, so nothing is committed ahead then.
-        let limit = if self.hashing_non_idempotent > 0 || self.max_jobs > 0 {
-            max_parallel
-        } else {
-            self.pacer.commit_limit(max_parallel)
+        let limits = Limits {
+            max_parallel,
+            commit_limit: self.pacer.commit_limit(max_parallel),
+            max_jobs: self.max_jobs,
         };
         // Ready units passed over because their executor's limit is reached while the other's
         // is not (local units and Slurm jobs count separately); queued again below. In a
         // pipeline without Slurm units nothing is ever passed over.
         let mut passed_over: Vec<usize> = Vec::new();
-        // A worker raises `halt` itself when an attempt fails for good (see `Job`).
-        while !self.stop_starting && !self.halt.load(Ordering::SeqCst) {
-            // A full batch of reuses goes out before more units are decided (a chain of
-            // reused units is otherwise decided whole in this one call).
-            if self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()) {
-                break;
-            }
-            let running_local = self.running - self.running_slurm;
-            let local_full = running_local >= limit;
-            let slurm_full = self.running_slurm >= self.max_jobs;
-            if local_full && slurm_full {
-                break;
-            }
-            let Some(unit_idx) = self.queue.peek() else {
+        loop {
+            let turn = Turn {
+                // A worker raises `halt` itself when an attempt fails for good (see `Job`).
+                stopped: self.stop_starting || self.halt.load(Ordering::SeqCst),
+                // A full batch of reuses goes out before more units are decided (a chain of
+                // reused units is otherwise decided whole in this one call).
+                reuses_full: self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len()),
+                passed_over: passed_over.len(),
+            };
+            let head = self.queue.peek();
+            let checks = head.map(|unit_idx| self.checks(unit_idx));
+            let admission = admit_next(
+                &self.ledger.counts(),
+                &limits,
+                &turn,
+                head.zip(checks).map(|(unit_idx, checks)| Head {
+                    kind: self.kind(unit_idx),
+                    fresh_reuse_check: checks.reuse_only && self.units[unit_idx].stashed.is_none(),
+                }),
+            );
+            let (Some(unit_idx), Some(checks)) = (head, checks) else {
                 break;
             };
-            let slurm = self.is_slurm(unit_idx);
-            // Only idempotent units are committed ahead: a non-idempotent unit's
-            // `unit_started` must mean its process is about to exist, because after a crash
-            // that record makes apollo stop and ask a human. Slurm units are never committed
-            // ahead (`max_jobs` is a hard limit).
-            let ahead = running_local >= max_parallel;
-            let blocked = if slurm {
-                slurm_full
-            } else {
-                local_full || (ahead && !self.pipeline.units[unit_idx].idempotent)
-            };
-            if blocked {
-                if self.max_jobs == 0 || passed_over.len() >= MAX_PASSED_OVER {
-                    break;
+            match admission {
+                Admission::Stop => break,
+                Admission::PassOver => {
+                    self.queue.pop();
+                    passed_over.push(unit_idx);
+                    continue;
                 }
-                self.queue.pop();
-                passed_over.push(unit_idx);
-                continue;
-            }
-            let unit = &self.pipeline.units[unit_idx];
-            // Only the first decision looks at the outputs: a retry reruns anyway.
-            let check_outputs =
-                self.units[unit_idx].attempts_here == 0 && needs_output_check(self.prior, unit);
-            let check_reuse = self.units[unit_idx].attempts_here == 0
-                && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
-            // A reuse check of an idempotent unit starts nothing, so it does not hold a place
-            // among the running: many are in flight at once (a no-op run of a large pipeline
-            // is then a few commits, not one per handful of units). One that finds the unit
-            // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
-            let reuse_only = check_reuse && !check_outputs && unit.idempotent;
-            if reuse_only
-                && self.units[unit_idx].stashed.is_none()
-                && self.checking_reuse >= REUSE_CHECKS_IN_FLIGHT
-            {
-                break;
+                Admission::Take => {}
             }
             self.queue.pop();
-            // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
-            if self.pipeline.units[unit_idx].skip_when.is_some() {
-                self.skip_when(unit_idx);
-                continue;
-            }
-            if let Some(stashed) = self.units[unit_idx].stashed.take() {
-                let (inputs, files, reuse_check, took) = *stashed;
-                let found = Found {
-                    components: Ok(inputs),
-                    input_hash: None,
-                    files,
-                    outputs: None,
-                    reuse: Some(reuse_check),
-                    spent: took,
-                };
-                if !self.admit(unit_idx, found, observer) {
-                    break;
-                }
-                continue;
-            }
-            if (check_outputs || check_reuse || !unit.inputs.is_empty())
-                && let Some(hashing) = self.hashing
-            {
-                let job = HashJob {
-                    unit_idx,
-                    upstream: Vec::new(),
-                    check_outputs,
-                    check_reuse,
-                    reuse_only,
-                };
-                self.hash_first(job, hashing, observer);
-                continue;
-            }
-            let upstream: Vec<(&str, &str)> = self
-                .dag
-                .deps(unit_idx)
-                .iter()
-                .map(|&dep_idx| {
-                    (
-                        self.pipeline.units[dep_idx].name.as_str(),
-                        self.units[dep_idx].output_hash.as_deref().unwrap_or(""),
-                    )
-                })
-                .collect();
-            let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
-            let found = Found {
-                components: inputs,
-                input_hash: None,
-                files: crate::hash::HashedFiles::default(),
-                outputs: None,
-                reuse: None,
-                spent: Duration::ZERO,
-            };
-            if !self.admit(unit_idx, found, observer) {
+            if !self.start_one(unit_idx, checks, observer) {
                 break;
             }
         }
@@ -169,12 +83,74 @@ impl Scheduler<'_> {
         }
     }
 
+    /// Start `unit_idx`, just taken from the ready queue: skip it (`when:` false), admit it
+    /// with what a reuse check found, hand it to be hashed first, or hash and admit it here.
+    /// Returns `false` when the run stopped starting units.
+    fn start_one(&mut self, unit_idx: usize, checks: Checks, observer: &mut dyn Observer) -> bool {
+        let Checks {
+            check_outputs,
+            check_reuse,
+            reuse_only,
+        } = checks;
+        let unit = &self.pipeline.units[unit_idx];
+        // Its `when:` was false at load: skipped by apollo, nothing of it runs or is hashed.
+        if self.pipeline.units[unit_idx].skip_when.is_some() {
+            self.skip_when(unit_idx);
+            return true;
+        }
+        if let Some(stashed) = self.units[unit_idx].stashed.take() {
+            let (inputs, files, reuse_check, took) = *stashed;
+            let found = Found {
+                components: Ok(inputs),
+                input_hash: None,
+                files,
+                outputs: None,
+                reuse: Some(reuse_check),
+                spent: took,
+            };
+            return self.admit(unit_idx, found, observer);
+        }
+        if (check_outputs || check_reuse || !unit.inputs.is_empty())
+            && let Some(hashing) = self.hashing
+        {
+            let job = HashJob {
+                unit_idx,
+                upstream: Vec::new(),
+                check_outputs,
+                check_reuse,
+                reuse_only,
+            };
+            self.hash_first(job, hashing, observer);
+            return true;
+        }
+        let upstream: Vec<(&str, &str)> = self
+            .dag
+            .deps(unit_idx)
+            .iter()
+            .map(|&dep_idx| {
+                (
+                    self.pipeline.units[dep_idx].name.as_str(),
+                    self.units[dep_idx].output_hash.as_deref().unwrap_or(""),
+                )
+            })
+            .collect();
+        let inputs = hash::input_components(unit, &self.pipeline.base_dir, &upstream);
+        let found = Found {
+            components: inputs,
+            input_hash: None,
+            files: crate::hash::HashedFiles::default(),
+            outputs: None,
+            reuse: None,
+            spent: Duration::ZERO,
+        };
+        self.admit(unit_idx, found, observer)
+    }
+
     /// Decide whether a unit whose input components are known runs (resume policy) and, if
     /// so, queue its `unit_started` (and the manifest of its input files, when it declares
     /// any, in a `unit_files` record right after it), from what was `found` about it. An input
     /// that could not be hashed records an attempt that failed (or timed out) without a
     /// process. Returns `false` when the run stopped starting units.
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub(super) fn admit(
         &mut self,
         unit_idx: usize,
@@ -232,20 +208,7 @@ impl Scheduler<'_> {
                 _ => {}
             }
         }
-        // An attempt left in flight by an earlier apollo, for a remote executor to reattach to.
-        let in_flight = if self.units[unit_idx].attempts_here == 0 {
-            match self.prior.unit(&unit.name).map(|prior| &prior.state) {
-                Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
-                // A graceful stop may have left a cluster job running (`on_stop: detach`).
-                Some(PriorUnitState::CutOff {
-                    attempt,
-                    status: AttemptStatus::Interrupted,
-                }) => Some(*attempt),
-                _ => None,
-            }
-        } else {
-            None
-        };
+        let in_flight = self.left_in_flight(unit_idx);
         let attempt = self.units[unit_idx].begin_attempt();
         let started = UnitStarted {
             unit: unit.name.clone(),
@@ -254,32 +217,9 @@ impl Scheduler<'_> {
             inputs,
             inputs_manifest: None,
         };
-        self.running += 1;
-        self.running_slurm += usize::from(self.is_slurm(unit_idx));
+        checked(self.ledger.commit(unit_idx, self.kind(unit_idx)));
         if let Some(error) = hash_error {
-            // The attempt cannot start: record it as failed (or timed out) without spawning.
-            self.batch.push_start(started, None);
-            observer.notice(&Notice::Started {
-                unit: &unit.name,
-                attempt,
-            });
-            let mut outcome = failed_to_start(error.to_string());
-            if error.timed_out() {
-                outcome.status = AttemptStatus::TimedOut;
-                outcome.timed_out = true;
-                outcome.wall_time = spent;
-            }
-            self.finish_attempt(Done {
-                worker: None,
-                unit_idx,
-                attempt,
-                queued: Duration::ZERO,
-                log_dir: PathBuf::new(),
-                outcome,
-                outputs: None,
-                output_files: Vec::new(),
-                awaits_ack: false,
-            });
+            self.fail_without_process(unit_idx, started, &error, spent, observer);
             return !self.stop_starting;
         }
         let halt_on_failure =
@@ -304,6 +244,90 @@ impl Scheduler<'_> {
             });
         }
         true
+    }
+
+    /// An attempt left in flight by an earlier apollo, for a remote executor to reattach to
+    /// (on the unit's first attempt here only).
+    fn left_in_flight(&self, unit_idx: usize) -> Option<u32> {
+        if self.units[unit_idx].attempts_here > 0 {
+            return None;
+        }
+        let unit = &self.pipeline.units[unit_idx];
+        match self.prior.unit(&unit.name).map(|prior| &prior.state) {
+            Some(PriorUnitState::InFlight { attempt }) => Some(*attempt),
+            // A graceful stop may have left a cluster job running (`on_stop: detach`).
+            Some(PriorUnitState::CutOff {
+                attempt,
+                status: AttemptStatus::Interrupted,
+            }) => Some(*attempt),
+            _ => None,
+        }
+    }
+
+    /// The attempt `started` cannot start (its inputs could not be hashed: `error`, after
+    /// `spent`): record it as failed (or timed out) without spawning.
+    fn fail_without_process(
+        &mut self,
+        unit_idx: usize,
+        started: UnitStarted,
+        error: &hash::HashError,
+        spent: Duration,
+        observer: &mut dyn Observer,
+    ) {
+        let attempt = started.attempt;
+        self.batch.push_start(started, None);
+        observer.notice(&Notice::Started {
+            unit: &self.pipeline.units[unit_idx].name,
+            attempt,
+        });
+        let mut outcome = failed_to_start(error.to_string());
+        if error.timed_out() {
+            outcome.status = AttemptStatus::TimedOut;
+            outcome.timed_out = true;
+            outcome.wall_time = spent;
+        }
+        self.finish_attempt(Done {
+            worker: None,
+            unit_idx,
+            attempt,
+            queued: Duration::ZERO,
+            log_dir: PathBuf::new(),
+            outcome,
+            outputs: None,
+            output_files: Vec::new(),
+            awaits_ack: false,
+        });
+    }
+}
+
+/// What a ready unit is checked for before it is decided (see `Scheduler::checks`).
+#[derive(Clone, Copy)]
+struct Checks {
+    check_outputs: bool,
+    check_reuse: bool,
+    /// A reuse check only, of an idempotent unit.
+    reuse_only: bool,
+}
+
+impl Scheduler<'_> {
+    /// What `unit_idx` is checked for before it is decided.
+    fn checks(&self, unit_idx: usize) -> Checks {
+        let unit = &self.pipeline.units[unit_idx];
+        let first = self.units[unit_idx].attempts_here == 0;
+        // Only the first decision looks at the outputs: a retry reruns anyway.
+        let check_outputs = first && needs_output_check(self.prior, unit);
+        let check_reuse =
+            first && reuse::wants_check(self.options.reuse.as_ref(), self.prior, unit);
+        // A reuse check of an idempotent unit starts nothing, so it does not hold a place
+        // among the running: many are in flight at once (a no-op run of a large pipeline
+        // is then a few commits, not one per handful of units). One that finds the unit
+        // must run comes back through the queue ([`take_hashed`](Self::take_hashed)).
+        let reuse_only = check_reuse && !check_outputs && unit.idempotent;
+        Checks {
+            check_outputs,
+            check_reuse,
+            reuse_only,
+        }
     }
 }
 

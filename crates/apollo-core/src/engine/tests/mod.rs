@@ -14,6 +14,7 @@ mod reuse;
 mod reuse_check;
 mod reuse_source;
 mod scheduling;
+mod sim;
 mod worker_protocol;
 
 use std::collections::BTreeMap;

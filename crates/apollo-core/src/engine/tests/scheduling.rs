@@ -206,3 +206,39 @@ fn the_engine_naps_while_short_attempts_are_queued_but_not_while_a_non_idempoten
     // (and recorded) at once.
     assert_eq!(naps_over_short_attempts(100, true), 0);
 }
+
+/// Found by the simulation (`sim/`, seed 97): the local limit was taken once per turn, so
+/// attempts decided in the same turn after a non-idempotent unit was sent to be hashed were
+/// committed ahead, and its start then waited in the workers' queue behind them — a durable
+/// `unit_started` without a process about to exist, which after a crash asks a human.
+#[test]
+fn a_non_idempotent_unit_being_hashed_is_not_queued_behind_attempts_committed_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("small"), b"data").unwrap();
+    let careful = Unit {
+        idempotent: false,
+        inputs: vec!["small".into()],
+        ..unit("careful", &[])
+    };
+    let mut pipeline = pipeline(vec![careful, unit("a", &[]), unit("b", &[])], 1);
+    pipeline.base_dir = dir.path().to_owned();
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    let order: Vec<String> = executor.ran().into_iter().map(|(name, _)| name).collect();
+    assert_eq!(order, vec!["careful", "a", "b"]);
+    let starts: Vec<String> = kinds(&journal)
+        .into_iter()
+        .filter(|kind| kind.starts_with("unit_started"))
+        .collect();
+    assert_eq!(starts[0], "unit_started careful");
+}

@@ -1,0 +1,280 @@
+//! The simulated run: a model of the engine thread's loop around the real ledger, admission
+//! decision and pacer, of the workers' FIFO queue, the hashing threads and the journal.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::dag::{Dag, ReadyQueue};
+use crate::engine::admission::{self, Admission, BatchState, Head, Limits, Turn};
+use crate::engine::ledger::{IllegalMove, Kind, Ledger, Place};
+use crate::engine::pacer::Pacer;
+
+/// At most this many steps per run: more is a run that never ends.
+const MAX_STEPS: usize = 100_000;
+
+/// xorshift64*: small, seeded, the same on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03 | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % n as u64).unwrap_or(0)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SimUnit {
+    kind: Kind,
+    /// Declares input files: hashed before each attempt is decided.
+    hashes_first: bool,
+    /// Checked for reuse from an earlier run on its first decision (idempotent units only):
+    /// whether it is found reusable.
+    reuse: Option<bool>,
+    retries: u32,
+    /// Attempts that fail before one succeeds.
+    failures: u32,
+}
+
+/// An attempt: its unit and its number.
+type Attempt = (usize, u32);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Record {
+    Started { unit: usize, attempt: u32 },
+    Finished { unit: usize, attempt: u32, ok: bool },
+    Reused { unit: usize },
+}
+
+enum Message {
+    Done {
+        unit: usize,
+        attempt: u32,
+        ran: bool,
+        ok: bool,
+    },
+    Hashed {
+        unit: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Waiting,
+    Done,
+    Failed,
+}
+
+/// One simulated run.
+pub(super) struct Sim {
+    rng: Rng,
+    units: Vec<SimUnit>,
+    dag: Dag,
+    queue: ReadyQueue,
+    ledger: Ledger,
+    pacer: Pacer,
+    max_parallel: usize,
+    max_jobs: usize,
+    /// The next batch, and the attempts it releases.
+    batch: Vec<Record>,
+    batch_jobs: Vec<Attempt>,
+    urgent: bool,
+    /// A commit under way: appended, not yet durable.
+    committing: Option<(Vec<Record>, Vec<Attempt>)>,
+    /// What is durable, in order.
+    journal: Vec<Record>,
+    /// Committed attempts waiting for a worker, first in first out.
+    jobs: VecDeque<Attempt>,
+    workers: Vec<Option<Attempt>>,
+    at_hashers: Vec<usize>,
+    channel: VecDeque<Message>,
+    last_attempt: Vec<u32>,
+    stashed: Vec<bool>,
+    state: Vec<Unit>,
+    stopped: bool,
+    base: Instant,
+    clock: Duration,
+    /// Test of the checks: hand jobs to the workers before their batch is durable.
+    pub(super) break_write_ahead: bool,
+    /// Test of the checks: the decision is told every unit is idempotent.
+    pub(super) decide_all_idempotent: bool,
+}
+
+impl Sim {
+    pub(super) fn new(seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let n_units = 1 + rng.below(14);
+        let slurm = rng.chance(25);
+        let deps: Vec<Vec<usize>> = (0..n_units)
+            .map(|unit| (0..unit).filter(|_| rng.chance(20)).collect())
+            .collect();
+        let units: Vec<SimUnit> = (0..n_units)
+            .map(|_| {
+                let idempotent = rng.chance(70);
+                SimUnit {
+                    kind: Kind {
+                        idempotent,
+                        slurm: slurm && rng.chance(40),
+                    },
+                    hashes_first: rng.chance(30),
+                    reuse: (idempotent && rng.chance(25)).then(|| rng.chance(50)),
+                    retries: u32::try_from(rng.below(3)).unwrap_or(0),
+                    failures: u32::try_from(rng.below(4)).unwrap_or(0),
+                }
+            })
+            .collect();
+        let max_parallel = 1 + rng.below(3);
+        let max_jobs = if units.iter().any(|unit| unit.kind.slurm) {
+            1 + rng.below(2)
+        } else {
+            0
+        };
+        let n_workers = (max_parallel + max_jobs).min(n_units);
+        let dag = Dag::from_deps(deps);
+        Self {
+            rng,
+            queue: ReadyQueue::new(&dag, |_| false),
+            dag,
+            ledger: Ledger::new(n_units),
+            pacer: Pacer::new(),
+            max_parallel,
+            max_jobs,
+            batch: Vec::new(),
+            batch_jobs: Vec::new(),
+            urgent: false,
+            committing: None,
+            journal: Vec::new(),
+            jobs: VecDeque::new(),
+            workers: vec![None; n_workers],
+            at_hashers: Vec::new(),
+            channel: VecDeque::new(),
+            last_attempt: vec![0; n_units],
+            stashed: vec![false; n_units],
+            state: vec![Unit::Waiting; n_units],
+            stopped: false,
+            base: Instant::now(),
+            clock: Duration::ZERO,
+            units,
+            break_write_ahead: false,
+            decide_all_idempotent: false,
+        }
+    }
+
+    /// The durable journal, for comparing two runs of a seed.
+    pub(super) fn journal_trace(&self) -> Vec<String> {
+        self.journal
+            .iter()
+            .map(|record| format!("{record:?}"))
+            .collect()
+    }
+
+    /// Run to the end: the steps taken, or the first violation.
+    pub(super) fn run(&mut self) -> Result<usize, String> {
+        for step in 0..MAX_STEPS {
+            if self.finished() {
+                self.check_end()?;
+                return Ok(step);
+            }
+            self.step()?;
+        }
+        Err(format!("no end after {MAX_STEPS} steps"))
+    }
+
+    fn now(&self) -> Instant {
+        self.base + self.clock
+    }
+
+    fn finished(&self) -> bool {
+        self.committing.is_none()
+            && admission::finished(
+                &self.ledger.counts(),
+                self.batch.is_empty(),
+                self.stopped,
+                self.queue.is_empty(),
+            )
+    }
+
+    /// One event, chosen at random among those that may happen now.
+    fn step(&mut self) -> Result<(), String> {
+        let idle = self.workers.iter().position(Option::is_none);
+        let busy: Vec<usize> = (0..self.workers.len())
+            .filter(|&worker| self.workers[worker].is_some())
+            .collect();
+        // Weighted: (event, weight).
+        let mut events: Vec<(u8, usize)> = vec![(b't', 2)];
+        if self.committing.is_some() {
+            events.push((b'c', 3));
+        } else {
+            events.push((b'T', 4));
+            if !self.channel.is_empty() {
+                events.push((b'i', 4));
+            }
+        }
+        if idle.is_some() && !self.jobs.is_empty() {
+            events.push((b'p', 4));
+        }
+        if !busy.is_empty() {
+            events.push((b'e', 4));
+        }
+        if !self.at_hashers.is_empty() {
+            events.push((b'h', 3));
+        }
+        if !self.stopped && self.committing.is_none() {
+            events.push((b'x', 1));
+        }
+        let total: usize = events.iter().map(|(_, weight)| weight).sum();
+        let mut pick = self.rng.below(total);
+        let event = events
+            .iter()
+            .find(|(_, weight)| {
+                let hit = pick < *weight;
+                pick = pick.saturating_sub(*weight);
+                hit
+            })
+            .map_or(b't', |(event, _)| *event);
+        match event {
+            b'c' => self.commit_durable(),
+            b'T' => self.engine_turn(),
+            b'i' => self.take_in(),
+            b'p' => self.worker_takes(idle.unwrap_or(0)),
+            b'e' => {
+                let worker = busy[self.rng.below(busy.len())];
+                self.worker_ends(worker);
+                Ok(())
+            }
+            b'h' => {
+                let unit = self
+                    .at_hashers
+                    .remove(self.rng.below(self.at_hashers.len()));
+                self.channel.push_back(Message::Hashed { unit });
+                Ok(())
+            }
+            // A cancellation: rare, so most runs go to their end.
+            b'x' if self.rng.chance(3) => self.stop(),
+            _ => {
+                self.clock += Duration::from_micros(self.rng.below(3000) as u64);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn ledger(result: Result<impl Sized, IllegalMove>) -> Result<(), String> {
+    result.map(drop).map_err(|illegal| illegal.to_string())
+}
+
+mod engine;

@@ -1,0 +1,371 @@
+//! The simulated engine thread (its turn, taking messages in, the commit) and workers, with
+//! the checks of the rules where they could be broken.
+
+use std::time::Duration;
+
+use super::{Admission, BatchState, Head, Limits, Message, Place, Record, Sim, Turn, Unit, ledger};
+use crate::engine::admission;
+
+impl Sim {
+    fn kind_for_decision(&self, unit: usize) -> crate::engine::ledger::Kind {
+        let mut kind = self.units[unit].kind;
+        kind.idempotent |= self.decide_all_idempotent;
+        kind
+    }
+
+    /// One turn of the engine loop: start ready units (`start_ready`), then commit when due.
+    pub(super) fn engine_turn(&mut self) -> Result<(), String> {
+        let limits = Limits {
+            max_parallel: self.max_parallel,
+            commit_limit: self.pacer.commit_limit(self.max_parallel),
+            max_jobs: self.max_jobs,
+        };
+        let mut passed_over = Vec::new();
+        let mut changed = false;
+        loop {
+            let turn = Turn {
+                stopped: self.stopped,
+                reuses_full: false,
+                passed_over: passed_over.len(),
+            };
+            let head = self.queue.peek().map(|unit| Head {
+                kind: self.kind_for_decision(unit),
+                fresh_reuse_check: self.fresh_reuse_check(unit) && !self.stashed[unit],
+            });
+            let Some(unit) = self.queue.peek() else {
+                break;
+            };
+            match admission::admit_next(&self.ledger.counts(), &limits, &turn, head) {
+                Admission::Stop => break,
+                Admission::PassOver => {
+                    self.queue.pop();
+                    passed_over.push(unit);
+                    continue;
+                }
+                Admission::Take => {}
+            }
+            self.queue.pop();
+            changed = true;
+            let kind = self.kind_for_decision(unit);
+            if self.stashed[unit] {
+                self.stashed[unit] = false;
+                self.admit(unit)?;
+            } else if self.fresh_reuse_check(unit) {
+                ledger(self.ledger.begin_reuse_check(unit, kind))?;
+                self.hash(unit)?;
+            } else if self.units[unit].hashes_first {
+                ledger(self.ledger.begin_hashing(unit, kind))?;
+                self.hash(unit)?;
+            } else {
+                self.admit(unit)?;
+            }
+        }
+        for unit in passed_over {
+            self.queue.requeue(unit);
+        }
+        if self.batch.is_empty() {
+            self.pacer.release();
+        } else {
+            let now = self.now();
+            self.pacer.hold(now);
+            let batch = BatchState {
+                records: self.batch.len(),
+                only_reuses: self
+                    .batch
+                    .iter()
+                    .all(|record| matches!(record, Record::Reused { .. })),
+                urgent: self.urgent,
+            };
+            let workers = self.max_parallel;
+            if admission::commit_due(
+                &batch,
+                &self.ledger.counts(),
+                self.stopped,
+                &self.pacer,
+                workers,
+                now,
+            ) {
+                self.begin_commit()?;
+                self.pacer.release();
+                changed = true;
+            }
+        }
+        if !changed && self.nothing_will_happen() {
+            return Err(format!(
+                "the run hangs: nothing runs, nothing is due, and the turn starts nothing \
+                 ({} ready, counts {:?})",
+                self.queue.len(),
+                self.ledger.counts()
+            ));
+        }
+        Ok(())
+    }
+
+    /// No message can come and no deadline is held: only a turn could move the run on.
+    fn nothing_will_happen(&self) -> bool {
+        self.channel.is_empty()
+            && self.committing.is_none()
+            && self.workers.iter().all(Option::is_none)
+            && self.jobs.is_empty()
+            && self.at_hashers.is_empty()
+            && self.batch.is_empty()
+            && !self.finished()
+    }
+
+    fn fresh_reuse_check(&self, unit: usize) -> bool {
+        self.units[unit].reuse.is_some() && self.last_attempt[unit] == 0
+    }
+
+    /// Hash (or check) a unit: inline when the engine would only wait for it, else on the
+    /// hashing threads (as `Scheduler::hash_first`).
+    fn hash(&mut self, unit: usize) -> Result<(), String> {
+        let counts = self.ledger.counts();
+        if counts.at_workers == 0 && counts.at_hashers == 0 && self.queue.is_empty() {
+            return self.take_hashed(unit);
+        }
+        ledger(self.ledger.sent_to_hashers(unit))?;
+        self.at_hashers.push(unit);
+        Ok(())
+    }
+
+    fn take_hashed(&mut self, unit: usize) -> Result<(), String> {
+        let entry = self
+            .ledger
+            .hashed(unit)
+            .map_err(|illegal| illegal.to_string())?;
+        if self.stopped {
+            return Ok(());
+        }
+        if entry.place == Place::CheckingReuse {
+            if self.units[unit].reuse == Some(true) {
+                self.batch.push(Record::Reused { unit });
+                self.state[unit] = Unit::Done;
+                self.queue.complete(&self.dag, unit);
+            } else {
+                // It must run: it waits for a place among the running, what was found kept.
+                self.stashed[unit] = true;
+                self.queue.requeue(unit);
+            }
+            return Ok(());
+        }
+        self.admit(unit)
+    }
+
+    /// Queue an attempt's `unit_started` (as `Scheduler::admit`).
+    fn admit(&mut self, unit: usize) -> Result<(), String> {
+        self.last_attempt[unit] += 1;
+        let attempt = self.last_attempt[unit];
+        ledger(self.ledger.commit(unit, self.kind_for_decision(unit)))?;
+        self.batch.push(Record::Started { unit, attempt });
+        self.batch_jobs.push((unit, attempt));
+        Ok(())
+    }
+
+    /// Append the batch; with `break_write_ahead`, hand its jobs out before it is durable.
+    fn begin_commit(&mut self) -> Result<(), String> {
+        self.urgent = false;
+        let records = std::mem::take(&mut self.batch);
+        let mut jobs = std::mem::take(&mut self.batch_jobs);
+        for record in &records {
+            if let Record::Started { unit, .. } = record {
+                for &dep in self.dag.deps(*unit) {
+                    let satisfied = self.journal.iter().chain(&records).any(|earlier| {
+                        matches!(earlier, Record::Finished { unit, ok: true, .. } | Record::Reused { unit } if *unit == dep)
+                    });
+                    if !satisfied {
+                        return Err(format!(
+                            "unit {unit} appended a start before its dependency {dep} succeeded"
+                        ));
+                    }
+                }
+            }
+        }
+        if self.break_write_ahead {
+            self.hand_out(&jobs)?;
+            jobs.clear();
+        }
+        self.committing = Some((records, jobs));
+        Ok(())
+    }
+
+    /// The commit under way is durable: its attempts go to the workers.
+    pub(super) fn commit_durable(&mut self) -> Result<(), String> {
+        let Some((records, jobs)) = self.committing.take() else {
+            return Ok(());
+        };
+        self.journal.extend(records);
+        self.pacer
+            .commit_took(Duration::from_micros(self.rng.below(4000) as u64));
+        self.hand_out(&jobs)
+    }
+
+    fn hand_out(&mut self, jobs: &[super::Attempt]) -> Result<(), String> {
+        for &(unit, attempt) in jobs {
+            ledger(self.ledger.handed_to_worker(unit))?;
+            // A non-idempotent attempt's start means its process is about to exist: it must
+            // not wait in the queue for a worker to finish another attempt.
+            let busy = self
+                .workers
+                .iter()
+                .filter(|worker| worker.is_some())
+                .count();
+            if !self.units[unit].kind.idempotent
+                && !self.stopped
+                && self.jobs.len() + busy >= self.workers.len()
+            {
+                return Err(format!(
+                    "non-idempotent unit {unit} attempt {attempt} waits behind {} queued and {busy} running attempts for {} workers",
+                    self.jobs.len(),
+                    self.workers.len()
+                ));
+            }
+            self.jobs.push_back((unit, attempt));
+        }
+        Ok(())
+    }
+
+    /// An idle worker takes the next job.
+    pub(super) fn worker_takes(&mut self, worker: usize) -> Result<(), String> {
+        let Some((unit, attempt)) = self.jobs.pop_front() else {
+            return Ok(());
+        };
+        if self.stopped {
+            // Halted: recorded as interrupted without running.
+            self.channel.push_back(Message::Done {
+                unit,
+                attempt,
+                ran: false,
+                ok: false,
+            });
+            return Ok(());
+        }
+        let durable = |record: &Record| *record == Record::Started { unit, attempt };
+        if !self.journal.iter().any(durable) {
+            return Err(format!(
+                "unit {unit} attempt {attempt} ran before its unit_started was durable"
+            ));
+        }
+        if self
+            .workers
+            .iter()
+            .flatten()
+            .any(|(running, _)| *running == unit)
+        {
+            return Err(format!("unit {unit} runs twice at once"));
+        }
+        if !self.units[unit].kind.idempotent {
+            for earlier in 1..attempt {
+                let ended = |record: &Record| matches!(record, Record::Finished { unit: u, attempt: a, .. } if *u == unit && *a == earlier);
+                if !self.journal.iter().any(ended) {
+                    return Err(format!(
+                        "non-idempotent unit {unit} attempt {attempt} runs before attempt {earlier}'s end is durable"
+                    ));
+                }
+            }
+        }
+        self.workers[worker] = Some((unit, attempt));
+        let slurm = |(running, _): &super::Attempt| self.units[*running].kind.slurm;
+        let running_slurm = self
+            .workers
+            .iter()
+            .flatten()
+            .filter(|job| slurm(job))
+            .count();
+        let running_local = self.workers.iter().flatten().count() - running_slurm;
+        if running_local > self.max_parallel || running_slurm > self.max_jobs {
+            return Err(format!(
+                "{running_local} local attempts (max_parallel {}) and {running_slurm} Slurm jobs (max_jobs {}) run at once",
+                self.max_parallel, self.max_jobs
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn worker_ends(&mut self, worker: usize) {
+        if let Some((unit, attempt)) = self.workers[worker].take() {
+            let ok = attempt > self.units[unit].failures;
+            self.channel.push_back(Message::Done {
+                unit,
+                attempt,
+                ran: true,
+                ok,
+            });
+        }
+    }
+
+    /// Take every message waiting in (as the engine's `take_in` after its `select!`).
+    pub(super) fn take_in(&mut self) -> Result<(), String> {
+        while let Some(message) = self.channel.pop_front() {
+            match message {
+                Message::Hashed { unit } => self.take_hashed(unit)?,
+                Message::Done {
+                    unit,
+                    attempt,
+                    ran,
+                    ok,
+                } => {
+                    ledger(self.ledger.ended_at_worker(unit))?;
+                    if !ran {
+                        continue;
+                    }
+                    self.pacer
+                        .attempt_ended(Duration::from_micros(self.rng.below(20_000) as u64));
+                    self.batch.push(Record::Finished { unit, attempt, ok });
+                    self.urgent |= !ok || !self.units[unit].kind.idempotent;
+                    if ok {
+                        self.state[unit] = Unit::Done;
+                        self.queue.complete(&self.dag, unit);
+                    } else if attempt <= self.units[unit].retries && !self.stopped {
+                        self.queue.requeue(unit);
+                    } else {
+                        self.state[unit] = Unit::Failed;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A cancellation: start nothing more; the batch's starts are taken back.
+    pub(super) fn stop(&mut self) -> Result<(), String> {
+        self.stopped = true;
+        for (unit, attempt) in std::mem::take(&mut self.batch_jobs) {
+            ledger(self.ledger.taken_back(unit))?;
+            self.batch
+                .retain(|record| *record != Record::Started { unit, attempt });
+            self.last_attempt[unit] -= 1;
+        }
+        Ok(())
+    }
+
+    /// The run ended: nothing in flight, and (unless stopped) every unit whose dependencies
+    /// succeeded is done or failed.
+    pub(super) fn check_end(&self) -> Result<(), String> {
+        if self.ledger.counts() != crate::engine::ledger::Counts::default()
+            || !self.jobs.is_empty()
+            || !self.channel.is_empty()
+            || self.workers.iter().any(Option::is_some)
+        {
+            return Err(format!(
+                "the run ended with work in flight: {:?}",
+                self.ledger.counts()
+            ));
+        }
+        if self.stopped {
+            return Ok(());
+        }
+        for unit in 0..self.units.len() {
+            let deps_done = self
+                .dag
+                .deps(unit)
+                .iter()
+                .all(|&dep| self.state[dep] == Unit::Done);
+            if deps_done && self.state[unit] == Unit::Waiting {
+                return Err(format!(
+                    "unit {unit} was left waiting though its dependencies succeeded"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
