@@ -43,8 +43,8 @@ pub(super) struct Tuning {
     /// start nothing, so nothing waits for them to be durable) waits for company up to this
     /// many records, while other units are still being checked or run. A full one is
     /// written without a sync while the run goes on (durable with the next durable append):
-    /// a run reusing 10,000 units of a chain held them all, 20 MB of records, notices and
-    /// encodings, whose fresh pages were a tenth of its time...
+    /// unbounded, a run reusing a long chain held all its records, notices and encodings, and
+    /// their fresh pages cost a visible part of its time...
     pub(super) reuses_per_commit: usize,
     /// ... and at most this long. A crash loses at most these records, and a resume reuses
     /// their units again.
