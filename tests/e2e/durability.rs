@@ -95,10 +95,23 @@ fn a_failed_sync_in_batched_mode_stops_the_run_with_exit_6_and_the_next_run_comp
         let failed = apollo.args(&["run", "--durability", "batched"]).run();
         failed.code(6);
         apollo.envs(&[]);
-        apollo
-            .args(&["run", "--durability", "batched"])
-            .run()
-            .code(0);
+        let next = apollo.args(&["run", "--durability", "batched"]).run();
+        // When timing made the failed sync the one of `b`'s end (its start was durable, so it
+        // ran), `b` is cut off as far as the journal knows: the next run asks for a verdict
+        // (exit 5) before anything runs, as for any non-idempotent unit cut off. It did finish.
+        if next.code == Some(5) {
+            assert!(next.stderr.contains("unit `b`"), "{fault}: {}", next.stderr);
+            apollo
+                .args(&["mark", "latest", "b", "--succeeded"])
+                .run()
+                .code(0);
+            apollo
+                .args(&["run", "--durability", "batched"])
+                .run()
+                .code(0);
+        } else {
+            next.code(0);
+        }
         apollo.args(&["verify"]).run().code(0);
         assert_eq!(apollo.run_ids().len(), n_runs, "{fault}");
     }
