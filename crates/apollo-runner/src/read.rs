@@ -23,6 +23,7 @@
 
 mod documents;
 mod files;
+mod runs_cache;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -38,6 +39,7 @@ pub use documents::{
     show_run_document, show_unit_document,
 };
 pub use files::{LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, tail};
+pub use runs_cache::{RunEntry, RunsCache};
 pub use stats::{UnitStats, timeouts, unit_stats};
 
 /// Opens the state directory at `path` for reading, creating nothing and taking no lock.
@@ -65,33 +67,13 @@ pub fn list_runs(state: &StateDir, keep_index: bool) -> Result<Vec<RunSummary>, 
     )
 }
 
-/// What a long-lived reader that never writes into the state directory (`apollo serve`)
-/// remembers between listings of its runs: the runs index, kept in memory instead of saved
-/// ([`apollo_store::RunsMemo`]), and the model's counts of the runs the index does not hold
-/// (unfinished ones), by the journal length they were counted at.
-#[derive(Debug, Default)]
-pub struct RunsCache {
-    memo: apollo_store::RunsMemo,
-    counts: std::collections::HashMap<RunId, (u64, apollo_core::UnitCounts)>,
-}
-
-impl RunsCache {
-    /// [`list_runs`] without writing: a finished run's journal is read once per cache, an
-    /// unfinished one's again only when it grew.
-    pub fn list_runs(&mut self, state: &StateDir) -> Result<Vec<RunSummary>, StoreError> {
-        let counts = &mut self.counts;
-        state.list_runs_remembered(&mut self.memo, &mut |id| {
-            let len = journal_len(state, id).ok()?;
-            if let Some((counted_at, counts)) = counts.get(id)
-                && *counted_at == len
-            {
-                return Some(*counts);
-            }
-            let model_counts = run_model(state, id).ok()?.timeline.counts();
-            counts.insert(id.clone(), (len, model_counts));
-            Some(model_counts)
-        })
-    }
+/// The pid of the apollo holding the state directory's lock now (writing a run), if one is.
+pub fn writer_pid(state: &StateDir) -> Option<u32> {
+    state
+        .lock_holder()
+        .ok()
+        .flatten()
+        .and_then(|holder| holder.pid)
 }
 
 /// The pid of the apollo writing `run` now, if one is (`Some(0)` when the lock's holder did

@@ -146,10 +146,40 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
         );
         serde_json::from_str(&response.body).unwrap()
     };
+    // A page of runs, newest first, each item exactly the CLI's `apollo runs --format json`
+    // item (apollo.runs/2).
     let runs = json("/api/runs");
-    assert_eq!(runs["schema"], "apollo.runs/2");
-    assert_eq!(runs["runs"].as_array().unwrap().len(), 2);
-    assert_eq!(runs["runs"][0]["counts"]["failed"], 1);
+    assert_eq!(runs["schema"], "apollo.runs_page/1");
+    assert_eq!(
+        (runs["total"].as_u64(), runs["page"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(runs["next"].is_null(), "{runs}");
+    let state = apollo_runner::read::open(&state_dir).unwrap().unwrap();
+    let summaries = apollo_runner::read::list_runs(&state, false).unwrap();
+    let mut cli = apollo_runner::read::run_lines(&state, &summaries, chrono::Utc::now());
+    cli.reverse();
+    let strip = |mut value: serde_json::Value| {
+        for item in value.as_array_mut().unwrap() {
+            item.as_object_mut().unwrap().remove("duration_ms");
+        }
+        value
+    };
+    assert_eq!(
+        strip(runs["runs"].clone()),
+        strip(serde_json::to_value(&cli).unwrap())
+    );
+    assert_eq!(runs["runs"][1]["counts"]["failed"], 1);
+    let first_page = json("/api/runs?limit=1");
+    assert_eq!(first_page["runs"][0]["id"], cli[0].id.as_str());
+    assert_eq!(first_page["next"], "/api/runs?page=2&limit=1");
+    let second_page = json("/api/runs?limit=1&page=2");
+    assert_eq!(second_page["runs"][0]["id"], first);
+    assert!(second_page["next"].is_null());
+    assert_eq!(
+        json("/api/runs?limit=1&page=9")["runs"],
+        serde_json::json!([])
+    );
     assert_eq!(
         json("/api/runs?pipeline=nope")["runs"]
             .as_array()

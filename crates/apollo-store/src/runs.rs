@@ -59,13 +59,6 @@ impl RunState {
     }
 }
 
-/// The runs index as a long-lived reader remembers it between listings, in memory
-/// ([`StateDir::list_runs_remembered`]).
-#[derive(Debug, Default)]
-pub struct RunsMemo {
-    index: Option<RunsIndex>,
-}
-
 /// One line of `apollo runs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
@@ -121,7 +114,9 @@ pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError>
         .transpose()
 }
 
+mod memo;
 mod tail;
+pub use memo::{Listed, RunsMemo};
 pub(crate) use tail::tail;
 
 /// Unit counts of an unfinished run — succeeded, failed, skipped, reused — from each unit's
@@ -352,21 +347,6 @@ impl StateDir {
             index.save(self.path());
         }
         Ok(summaries)
-    }
-
-    /// [`list_runs_counted`](Self::list_runs_counted) for a long-lived reader that never
-    /// writes into the state directory (`apollo serve`): the runs index is read from disk on
-    /// the first listing, and what each listing learns is kept in `memo`, in memory, for the
-    /// next — so a finished run's journal is read once per process, not once per listing.
-    pub fn list_runs_remembered(
-        &self,
-        memo: &mut RunsMemo,
-        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
-    ) -> Result<Vec<RunSummary>, StoreError> {
-        let index = memo
-            .index
-            .get_or_insert_with(|| RunsIndex::load(self.path()));
-        self.list_with_index(index, count)
     }
 
     fn list_with_index(

@@ -237,7 +237,7 @@ const SEQUENCE_FILE: &str = "sequence";
 /// with it (a listing shows it corrupt; `prune` and eviction, which must know every blob it
 /// references, refuse). Hidden, it would lose its blobs to their sweeps. Only what is
 /// missing (`ENOENT`: no journal folder, no segment) counts as nothing recorded.
-fn has_records(journal_dir: &Path) -> bool {
+pub(crate) fn has_records(journal_dir: &Path) -> bool {
     use std::io::Read;
     let unreadable = |error: &io::Error| error.kind() != io::ErrorKind::NotFound;
     let entries = match fs::read_dir(journal_dir) {

@@ -52,7 +52,11 @@ pub(crate) async fn page(
                     .map(|unit| (unit.name, unit.deps))
                     .collect()
             });
-        let mut page = render(&run, &summary, &model, &query);
+        let good = match summary.pipeline.as_deref() {
+            Some(pipeline) => super::runs::last_good(app, pipeline, &run)?,
+            None => None,
+        };
+        let mut page = render(&run, (&summary, good.as_ref()), &model, &query);
         if let Some(deps) = deps {
             let graph = super::dag::render(run.as_str(), &model.timeline, &deps);
             page = page.replacen("<h2 id=\"units\">", &format!("{graph}<h2 id=\"units\">"), 1);
@@ -83,7 +87,7 @@ fn damaged(run: &RunId, summary: &RunSummary, error: &apollo_store::StoreError) 
 
 pub(crate) fn render(
     run: &RunId,
-    summary: &RunSummary,
+    (summary, good): (&RunSummary, Option<&RunId>),
     model: &RunModel,
     query: &RunQuery,
 ) -> String {
@@ -105,7 +109,7 @@ pub(crate) fn render(
             )
         }
     );
-    summary_block(&mut body, summary, timeline);
+    summary_block(&mut body, summary, timeline, good);
     for warning in &model.warnings {
         let _ = write!(
             body,
@@ -140,7 +144,12 @@ pub(crate) fn render(
     )
 }
 
-fn summary_block(body: &mut String, summary: &RunSummary, timeline: &Timeline) {
+fn summary_block(
+    body: &mut String,
+    summary: &RunSummary,
+    timeline: &Timeline,
+    good: Option<&RunId>,
+) {
     let duration = if timeline.live {
         timeline.started.map(|start| {
             (chrono::Utc::now() - start)
@@ -187,6 +196,12 @@ fn summary_block(body: &mut String, summary: &RunSummary, timeline: &Timeline) {
         );
     }
     let id = escape(&encode(summary.id.as_str()));
+    let compare = good.map_or_else(String::new, |good| {
+        format!(
+            "<a class=\"compare-good\" href=\"/diff?a={}&amp;b={id}\">compare with the last good run of the pipeline</a> · ",
+            escape(&encode(good.as_str()))
+        )
+    });
     let history = summary
         .pipeline
         .as_deref()
@@ -198,7 +213,7 @@ fn summary_block(body: &mut String, summary: &RunSummary, timeline: &Timeline) {
         });
     let _ = write!(
         body,
-        "</dl><p><a href=\"/diff?a=last-success&amp;b={id}\">Compare with the last successful run</a> · <a href=\"/diff?b={id}\">compare with…</a>{history} · <a href=\"/api/runs/{id}\">JSON</a></p>"
+        "</dl><p>{compare}<a href=\"/diff?b={id}\">compare with…</a>{history} · <a href=\"/api/runs/{id}\">JSON</a></p>"
     );
 }
 

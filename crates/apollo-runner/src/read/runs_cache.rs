@@ -1,0 +1,194 @@
+//! The runs of a state directory as a long-lived reader that never writes into it (`apollo
+//! serve`) keeps them between listings: one compact [`RunEntry`] per run — only what the runs
+//! list shows and filters on — refreshed from [`StateDir::list_runs_remembered`], which reads
+//! only the runs whose journal changed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use apollo_core::UnitCounts;
+use apollo_core::event::RunKind;
+use apollo_store::{Listed, RunId, RunState, RunSummary, RunsMemo, StateDir, StoreError};
+use chrono::{DateTime, Utc};
+
+use super::documents::RunLine;
+
+/// One run as [`RunsCache`] keeps it: a few hundred bytes, whatever the run's size.
+#[derive(Debug, Clone)]
+pub struct RunEntry {
+    id: RunId,
+    /// Shared by every run of the pipeline.
+    pipeline: Option<Arc<str>>,
+    started: Option<DateTime<Utc>>,
+    finished: Option<DateTime<Utc>>,
+    last_record: Option<DateTime<Utc>>,
+    state: RunState,
+    kind: RunKind,
+    durability: apollo_core::Durability,
+    n_units: u32,
+    counts: Option<UnitCounts>,
+    problem: Option<Box<str>>,
+    /// The params as a JSON object's text (`None` when it has none): parsed again only for
+    /// the lines shown.
+    params: Option<Box<str>>,
+}
+
+impl RunEntry {
+    fn new(summary: &RunSummary, pipelines: &mut HashSet<Arc<str>>) -> RunEntry {
+        let pipeline = summary.pipeline.as_deref().map(|name| {
+            if let Some(shared) = pipelines.get(name) {
+                return shared.clone();
+            }
+            let shared: Arc<str> = name.into();
+            pipelines.insert(shared.clone());
+            shared
+        });
+        RunEntry {
+            id: summary.id.clone(),
+            pipeline,
+            started: summary.started,
+            finished: summary.finished,
+            last_record: summary.last_record,
+            state: summary.state,
+            kind: summary.kind,
+            durability: summary.durability,
+            n_units: u32::try_from(summary.n_units).unwrap_or(u32::MAX),
+            counts: summary.counts,
+            problem: summary.problem.as_deref().map(Box::from),
+            params: (!summary.params.is_empty())
+                .then(|| serde_json::to_string(&summary.params).ok())
+                .flatten()
+                .map(String::into_boxed_str),
+        }
+    }
+
+    /// The run.
+    pub fn id(&self) -> &RunId {
+        &self.id
+    }
+
+    /// Its pipeline, from `run_started`.
+    pub fn pipeline(&self) -> Option<&str> {
+        self.pipeline.as_deref()
+    }
+
+    /// Where it stands.
+    pub fn state(&self) -> RunState {
+        self.state
+    }
+
+    /// What kind of run it is.
+    pub fn kind(&self) -> RunKind {
+        self.kind
+    }
+
+    /// Its params (parsed from the kept text).
+    pub fn params(&self) -> BTreeMap<String, serde_json::Value> {
+        (self.params.as_deref())
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+
+    /// Its line of `apollo runs` ([`super::run_lines`] gives the same for a summary), as of
+    /// `now`; `holder_pid` is the pid of the apollo holding the state directory's lock.
+    pub fn line(&self, holder_pid: Option<u32>, now: DateTime<Utc>) -> RunLine {
+        RunLine {
+            id: self.id.as_str().to_owned(),
+            pipeline: self.pipeline.as_deref().map(str::to_owned),
+            started: self.started,
+            finished: self.finished,
+            duration_ms: super::documents::duration_ms(
+                self.state,
+                self.started,
+                self.finished.or(self.last_record),
+                now,
+            ),
+            status: self.state.as_str(),
+            kind: self.kind.as_str(),
+            durability: self.durability.as_str(),
+            pid: holder_pid.filter(|_| self.state == RunState::Running),
+            units: self.n_units as usize,
+            counts: self.counts.unwrap_or_default(),
+            problem: self.problem.as_deref().map(str::to_owned),
+            params: self.params(),
+        }
+    }
+}
+
+/// What a long-lived reader that never writes into the state directory (`apollo serve`)
+/// remembers between listings of its runs: a [`RunEntry`] per run, the store's
+/// [`RunsMemo`] (a digest of each finished run's journal stamps), and the run model's counts
+/// of unfinished runs by the journal length they were counted at. About 400 bytes a run.
+#[derive(Debug, Default)]
+pub struct RunsCache {
+    memo: RunsMemo,
+    entries: Vec<RunEntry>,
+    pipelines: HashSet<Arc<str>>,
+    unfinished_counts: HashMap<RunId, (u64, UnitCounts)>,
+}
+
+impl RunsCache {
+    /// Brings the runs up to date and gives them, oldest first: a finished run's journal is
+    /// read once per cache, an unfinished one's again only when it grew.
+    pub fn refresh(&mut self, state: &StateDir) -> Result<&[RunEntry], StoreError> {
+        let mut old = std::mem::take(&mut self.entries).into_iter().peekable();
+        let mut entries = Vec::with_capacity(old.len());
+        let mut missed = Vec::new();
+        let mut unfinished = HashSet::new();
+        let (pipelines, counts) = (&mut self.pipelines, &mut self.unfinished_counts);
+        state.list_runs_remembered(&mut self.memo, &mut |listed| match listed {
+            Listed::Unchanged(id) => {
+                // Listings keep the creation order: the entry is ahead, past runs now gone.
+                while old.peek().is_some_and(|entry| entry.id != id) {
+                    old.next();
+                }
+                match old.next() {
+                    Some(entry) => entries.push(entry),
+                    None => missed.push((entries.len(), id)),
+                }
+            }
+            Listed::Read(mut summary) => {
+                if summary.counts.is_none() {
+                    summary.counts = count(state, &summary, counts);
+                    if !summary.state.is_finished() {
+                        unfinished.insert(summary.id.clone());
+                    }
+                }
+                entries.push(RunEntry::new(&summary, pipelines));
+            }
+        })?;
+        // A run the memo knew but this cache did not (never so far): read it as a new one.
+        for (at, id) in missed.into_iter().rev() {
+            let mut summary = state.run_summary(&id)?;
+            summary.counts = count(state, &summary, &mut self.unfinished_counts);
+            entries.insert(at, RunEntry::new(&summary, &mut self.pipelines));
+        }
+        self.unfinished_counts
+            .retain(|id, _| unfinished.contains(id));
+        self.pipelines.retain(|name| Arc::strong_count(name) > 1);
+        self.entries = entries;
+        Ok(&self.entries)
+    }
+}
+
+/// The run model's counts of a run: folded from its journal (an unfinished run's remembered
+/// by the journal length they were counted at).
+fn count(
+    state: &StateDir,
+    summary: &RunSummary,
+    counts: &mut HashMap<RunId, (u64, UnitCounts)>,
+) -> Option<UnitCounts> {
+    let id = &summary.id;
+    if summary.state.is_finished() {
+        return Some(super::run_model(state, id).ok()?.timeline.counts());
+    }
+    let len = super::journal_len(state, id).ok()?;
+    if let Some((counted_at, known)) = counts.get(id)
+        && *counted_at == len
+    {
+        return Some(*known);
+    }
+    let model_counts = super::run_model(state, id).ok()?.timeline.counts();
+    counts.insert(id.clone(), (len, model_counts));
+    Some(model_counts)
+}
