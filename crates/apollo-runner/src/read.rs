@@ -38,7 +38,10 @@ pub use documents::{
     RUNS_SCHEMA, RunLine, SHOW_RUN_SCHEMA, SHOW_UNIT_SCHEMA, run_lines, runs_document,
     show_run_document, show_unit_document,
 };
-pub use files::{LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, tail};
+pub use files::{
+    LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, runs_fingerprint,
+    tail,
+};
 pub use runs_cache::{RunEntry, RunsCache};
 pub use stats::{UnitStats, timeouts, unit_stats};
 
@@ -49,6 +52,15 @@ pub fn open(path: &Path) -> Result<Option<StateDir>, StoreError> {
         return Ok(None);
     }
     StateDir::open_existing(path).map(Some)
+}
+
+/// [`open`] for a long-lived reader polling beside a writer (`apollo serve`): the handle
+/// never takes or tries the lock, not even on a network filesystem, where `/proc/locks`
+/// cannot say whether an apollo on another host holds it ([`StateDir::never_locking`]):
+/// the holder recorded in the lock file answers — its pid when it is on this host — and a
+/// run whose writer cannot be checked from here is [`apollo_store::RunState::Unknown`].
+pub fn open_never_locking(path: &Path) -> Result<Option<StateDir>, StoreError> {
+    Ok(open(path)?.map(StateDir::never_locking))
 }
 
 /// The runs of `state`, oldest first, each with the run model's counts

@@ -86,6 +86,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/runs/{run}/report", get(views::run::report))
         .route("/runs/{run}/units/{unit}", get(views::attempt::page))
         .route("/runs/{run}/events", get(live::events))
+        .route("/events", get(live::runs_events))
         .route("/diff", get(views::diff::page))
         .route("/history", get(views::history::page))
         .route("/api/runs", get(api::runs))

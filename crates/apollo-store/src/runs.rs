@@ -34,6 +34,10 @@ pub enum RunState {
     Interrupted,
     /// The journal could not be read (see [`RunSummary::problem`]).
     Corrupt,
+    /// No `run_finished`, and the apollo that holds (or held) the lock is on another host of
+    /// a network filesystem: a reader that never tries the lock
+    /// ([`StateDir::never_locking`]) cannot tell whether it still writes the run.
+    Unknown,
 }
 
 impl RunState {
@@ -46,6 +50,7 @@ impl RunState {
             RunState::Failed => "failed",
             RunState::Interrupted => "interrupted",
             RunState::Corrupt => "corrupt",
+            RunState::Unknown => "unknown",
         }
     }
 
@@ -181,10 +186,11 @@ fn count_units(run_dir: &Path) -> Result<(u32, u32, u32, u32), StoreError> {
     Ok(counts)
 }
 
-/// Whether the lock holder is another process writing run `id` (or an unknown run).
+/// Whether the lock holder is another process writing run `id` (or an unknown run); for a
+/// reader that never locks, any process, this one included.
 pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
     match holder {
-        Some(holder) if holder.pid != Some(std::process::id()) => {
+        Some(holder) if holder.for_reader || holder.pid != Some(std::process::id()) => {
             holder.run.as_deref().is_none_or(|run| run == id.as_str())
         }
         _ => false,
@@ -278,10 +284,12 @@ fn summarize_counting(
                 summary.skipped = finished.skipped;
             }
             None => {
-                summary.state = if held_for(holder, id) {
-                    RunState::Running
-                } else {
-                    RunState::Incomplete
+                summary.state = match holder {
+                    Some(holder) if held_for(Some(holder), id) && holder.unverified => {
+                        RunState::Unknown
+                    }
+                    _ if held_for(holder, id) => RunState::Running,
+                    _ => RunState::Incomplete,
                 };
                 if count {
                     (

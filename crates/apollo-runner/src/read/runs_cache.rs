@@ -16,7 +16,11 @@ use super::documents::RunLine;
 /// One run as [`RunsCache`] keeps it: a few hundred bytes, whatever the run's size.
 #[derive(Debug, Clone)]
 pub struct RunEntry {
+    /// Its place in the creation order, with `id` ([`StateDir::run_sequence`]).
+    sequence: Option<u64>,
     id: RunId,
+    /// The last listing that saw it ([`RunsCache::refresh`]).
+    seen: u32,
     /// Shared by every run of the pipeline.
     pipeline: Option<Arc<str>>,
     started: Option<DateTime<Utc>>,
@@ -34,7 +38,11 @@ pub struct RunEntry {
 }
 
 impl RunEntry {
-    fn new(summary: &RunSummary, pipelines: &mut HashSet<Arc<str>>) -> RunEntry {
+    fn new(
+        sequence: Option<u64>,
+        summary: &RunSummary,
+        pipelines: &mut HashSet<Arc<str>>,
+    ) -> RunEntry {
         let pipeline = summary.pipeline.as_deref().map(|name| {
             if let Some(shared) = pipelines.get(name) {
                 return shared.clone();
@@ -44,7 +52,9 @@ impl RunEntry {
             shared
         });
         RunEntry {
+            sequence,
             id: summary.id.clone(),
+            seen: 0,
             pipeline,
             started: summary.started,
             finished: summary.finished,
@@ -122,31 +132,37 @@ impl RunEntry {
 #[derive(Debug, Default)]
 pub struct RunsCache {
     memo: RunsMemo,
+    /// Oldest first: by (sequence, id).
     entries: Vec<RunEntry>,
+    /// Bumped by each listing (see [`RunEntry::seen`]).
+    listing: u32,
     pipelines: HashSet<Arc<str>>,
     unfinished_counts: HashMap<RunId, (u64, UnitCounts)>,
 }
 
 impl RunsCache {
     /// Brings the runs up to date and gives them, oldest first: a finished run's journal is
-    /// read once per cache, an unfinished one's again only when it grew.
+    /// read once per cache, an unfinished one's again only when it grew. Entries are updated
+    /// in place; only runs new to the cache are gathered aside (all of them on the first
+    /// listing, each already compact), so a listing needs little beyond what is kept.
     pub fn refresh(&mut self, state: &StateDir) -> Result<&[RunEntry], StoreError> {
-        let mut old = std::mem::take(&mut self.entries).into_iter().peekable();
-        let mut entries = Vec::with_capacity(old.len());
-        let mut missed = Vec::new();
+        self.listing = self.listing.wrapping_add(1);
+        let listing = self.listing;
+        let mut added: Vec<RunEntry> = Vec::new();
+        let mut missed: Vec<(Option<u64>, RunId)> = Vec::new();
         let mut unfinished = HashSet::new();
+        let entries = &mut self.entries;
         let (pipelines, counts) = (&mut self.pipelines, &mut self.unfinished_counts);
-        state.list_runs_remembered(&mut self.memo, &mut |listed| match listed {
-            Listed::Unchanged(id) => {
-                // Listings keep the creation order: the entry is ahead, past runs now gone.
-                while old.peek().is_some_and(|entry| entry.id != id) {
-                    old.next();
-                }
-                match old.next() {
-                    Some(entry) => entries.push(entry),
-                    None => missed.push((entries.len(), id)),
-                }
-            }
+        let find = |entries: &[RunEntry], sequence: Option<u64>, id: &RunId| {
+            entries
+                .binary_search_by(|entry| (entry.sequence, &entry.id).cmp(&(sequence, id)))
+                .ok()
+        };
+        state.list_runs_remembered(&mut self.memo, &mut |sequence, listed| match listed {
+            Listed::Unchanged(id) => match find(entries, sequence, &id) {
+                Some(at) => entries[at].seen = listing,
+                None => missed.push((sequence, id)),
+            },
             Listed::Read(mut summary) => {
                 if summary.counts.is_none() {
                     summary.counts = count(state, &summary, counts);
@@ -154,19 +170,31 @@ impl RunsCache {
                         unfinished.insert(summary.id.clone());
                     }
                 }
-                entries.push(RunEntry::new(&summary, pipelines));
+                let mut entry = RunEntry::new(sequence, &summary, pipelines);
+                entry.seen = listing;
+                match find(entries, sequence, &summary.id) {
+                    Some(at) => entries[at] = entry,
+                    None => added.push(entry),
+                }
             }
         })?;
-        // A run the memo knew but this cache did not (never so far): read it as a new one.
-        for (at, id) in missed.into_iter().rev() {
+        // A run the memo knew but this cache did not (a cache reset after a panic): read it.
+        for (sequence, id) in missed {
             let mut summary = state.run_summary(&id)?;
             summary.counts = count(state, &summary, &mut self.unfinished_counts);
-            entries.insert(at, RunEntry::new(&summary, &mut self.pipelines));
+            let mut entry = RunEntry::new(sequence, &summary, &mut self.pipelines);
+            entry.seen = listing;
+            added.push(entry);
+        }
+        self.entries.retain(|entry| entry.seen == listing);
+        if !added.is_empty() {
+            self.entries.append(&mut added);
+            self.entries
+                .sort_unstable_by(|a, b| (a.sequence, &a.id).cmp(&(b.sequence, &b.id)));
         }
         self.unfinished_counts
             .retain(|id, _| unfinished.contains(id));
         self.pipelines.retain(|name| Arc::strong_count(name) > 1);
-        self.entries = entries;
         Ok(&self.entries)
     }
 }

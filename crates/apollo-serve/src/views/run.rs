@@ -43,15 +43,13 @@ pub(crate) async fn page(
             Ok(model) => model,
             Err(error) => return Ok(Html(damaged(&run, &summary, &error))),
         };
-        // The graph only for a run small enough to draw it (the definition is read for it).
-        let deps = (model.timeline.units.len() <= super::dag::MAX_UNITS)
-            .then(|| apollo_runner::read::definition(&app.state, &run))
-            .flatten()
-            .map(|definition| {
-                (definition.units.into_iter())
-                    .map(|unit| (unit.name, unit.deps))
-                    .collect()
-            });
+        // The graph: drawn for a run small enough, by depth for a larger one (the deps come
+        // from the definition snapshot).
+        let deps = apollo_runner::read::definition(&app.state, &run).map(|definition| {
+            (definition.units.into_iter())
+                .map(|unit| (unit.name, unit.deps))
+                .collect()
+        });
         let good = match summary.pipeline.as_deref() {
             Some(pipeline) => super::runs::last_good(app, pipeline, &run)?,
             None => None,

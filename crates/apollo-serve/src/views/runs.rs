@@ -174,7 +174,8 @@ pub(crate) fn render(entries: &[RunEntry], pid: Option<u32>, query: &RunsQuery) 
         &html::Frame {
             title: "Runs",
             crumbs: &[],
-            live: None,
+            // The list follows runs as they start, move on and end (`/events`).
+            live: Some("/events".to_owned()),
         },
         &body,
     )
@@ -243,6 +244,7 @@ fn filter_form(entries: &[RunEntry], query: &RunsQuery) -> String {
         "interrupted",
         "incomplete",
         "corrupt",
+        "unknown",
     ] {
         let _ = write!(
             form,

@@ -10,8 +10,9 @@ use super::{RunSummary, held_for, summarize};
 use crate::error::StoreError;
 use crate::run_id::RunId;
 use crate::runs_index::{RunsIndex, Stamps};
+use crate::segment::has_records;
 use crate::segment::is_trimmed;
-use crate::state_dir::{StateDir, has_records};
+use crate::state_dir::StateDir;
 
 /// What a long-lived reader remembers between listings of runs
 /// ([`StateDir::list_runs_remembered`]): per finished run, a digest of its journal's stamps
@@ -47,7 +48,7 @@ impl RunsMemo {
     }
 }
 
-/// One run of [`StateDir::list_runs_remembered`], in creation order.
+/// One run of [`StateDir::list_runs_remembered`].
 #[derive(Debug)]
 pub enum Listed {
     /// A finished run whose journal did not change since a listing handed over its summary.
@@ -58,8 +59,10 @@ pub enum Listed {
 }
 
 impl StateDir {
-    /// Every run, oldest first, as [`list_runs`](Self::list_runs) orders them, for a
-    /// long-lived reader that never writes into the state directory: a finished run whose
+    /// Every run, for a long-lived reader that never writes into the state directory, in no
+    /// particular order: `visit` gets each run's sequence number with it, and (sequence, id)
+    /// orders them as [`list_runs`](Self::list_runs) does. Nothing is gathered here, so a
+    /// listing holds one summary at a time whatever the number of runs. A finished run whose
     /// journal is unchanged since an earlier listing with the same `memo` is
     /// [`Listed::Unchanged`] (two `lstat`s, nothing read); any other is summarized
     /// ([`Listed::Read`]). `visit` is called once per run; what the memo keeps per run is a
@@ -67,7 +70,7 @@ impl StateDir {
     pub fn list_runs_remembered(
         &self,
         memo: &mut RunsMemo,
-        visit: &mut dyn FnMut(Listed),
+        visit: &mut dyn FnMut(Option<u64>, Listed),
     ) -> Result<(), StoreError> {
         let holder = self.lock_holder()?;
         let acknowledged = self.acknowledged_runs()?;
@@ -79,7 +82,6 @@ impl StateDir {
         let runs_dir = self.runs_dir();
         let entries = std::fs::read_dir(&runs_dir)
             .map_err(|source| StoreError::io("list", &runs_dir, source))?;
-        let mut listed: Vec<(Option<u64>, RunId, Option<RunSummary>)> = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|source| StoreError::io("list", &runs_dir, source))?;
             let Some(id) = (entry.file_name().to_str()).and_then(|name| name.parse::<RunId>().ok())
@@ -97,7 +99,7 @@ impl StateDir {
                 && Stamps::digest_now(&run_dir, &known.segment) == Some(known.digest)
             {
                 known.generation = generation;
-                listed.push((known.sequence, id, None));
+                visit(known.sequence, Listed::Unchanged(id));
                 continue;
             }
             if real_dir
@@ -112,7 +114,7 @@ impl StateDir {
                     &summary,
                     RunsIndex::stamps(&run_dir),
                 );
-                listed.push((sequence, id, Some(summary)));
+                visit(sequence, Listed::Read(summary));
                 continue;
             }
             // A run that recorded nothing is not a run, unless its `run_started` was
@@ -134,16 +136,9 @@ impl StateDir {
             if real_dir {
                 learn(memo, &run_dir, sequence, &summary, stamps);
             }
-            listed.push((sequence, id, Some(summary)));
+            visit(sequence, Listed::Read(summary));
         }
         memo.runs.retain(|_, known| known.generation == generation);
-        listed.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        for (_, id, summary) in listed {
-            visit(match summary {
-                Some(summary) => Listed::Read(summary),
-                None => Listed::Unchanged(id),
-            });
-        }
         Ok(())
     }
 }
