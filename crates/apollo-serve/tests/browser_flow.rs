@@ -118,6 +118,24 @@ fn a_user_watches_a_run_fail_and_clicks_to_its_stderr_and_the_diff_with_the_last
     ));
     assert_eq!(navigations(&mut devtools), 1, "the run's page was reloaded");
 
+    from_the_failed_unit(&mut devtools, &shots, (&good, &failed));
+    for step in [
+        "flow-1-runs",
+        "flow-2-runs-live",
+        "flow-3-run-live",
+        "flow-4-failed-unit",
+        "flow-5-diff",
+    ] {
+        let size =
+            std::fs::metadata(shots.join(format!("{step}.png"))).map_or(0, |meta| meta.len());
+        assert!(size > 10_000, "{step}.png is {size} bytes");
+    }
+    drop(browser);
+}
+
+/// Steps 4 and 5, on the failed run's page: from the failed unit to its stderr, then to the
+/// diff with the last good run of the pipeline.
+fn from_the_failed_unit(devtools: &mut DevTools, shots: &Path, (good, failed): (&str, &str)) {
     // 4. From the failed unit to its stderr.
     let loads = devtools.loads;
     devtools.evaluate("document.querySelector('table.units tr.s-failed a').click()");
@@ -158,20 +176,8 @@ fn a_user_watches_a_run_fail_and_clicks_to_its_stderr_and_the_diff_with_the_last
     ));
     let text = text.as_str().unwrap_or_default();
     assert!(
-        text.contains(&good) && text.contains(&failed) && text.contains("failed"),
+        text.contains(good) && text.contains(failed) && text.contains("failed"),
         "{text}"
     );
     devtools.screenshot(&shots.join("flow-5-diff.png"));
-    for step in [
-        "flow-1-runs",
-        "flow-2-runs-live",
-        "flow-3-run-live",
-        "flow-4-failed-unit",
-        "flow-5-diff",
-    ] {
-        let size =
-            std::fs::metadata(shots.join(format!("{step}.png"))).map_or(0, |meta| meta.len());
-        assert!(size > 10_000, "{step}.png is {size} bytes");
-    }
-    drop(browser);
 }

@@ -344,31 +344,6 @@ impl SegmentHeader {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn segment_names_round_trip() {
-        assert_eq!(segment_file_name(1), "000001.log");
-        assert_eq!(parse_segment_file_name("000001.log"), Some(1));
-        assert_eq!(parse_segment_file_name("1234567.log"), Some(1_234_567));
-        assert_eq!(parse_segment_file_name("000001.log.torn"), None);
-        assert_eq!(parse_segment_file_name("01.log"), None);
-    }
-
-    #[test]
-    fn a_newer_major_is_refused_and_a_newer_minor_read() {
-        let path = Path::new("/j/000001.log");
-        let newer = br#"{"magic":"apollo-journal","format":"2.0","something":"else"}"#;
-        let error = SegmentHeader::decode(newer, path, 1).unwrap_err();
-        assert!(matches!(error, StoreError::NewerVersion { .. }), "{error}");
-        assert!(error.to_string().contains("upgrade apollo"), "{error}");
-        let minor = br#"{"magic":"apollo-journal","format":"1.7","run_id":"r","segment":1,"prev_seq":0,"created":"2026-11-30T02:15:07.000000Z","extra":1}"#;
-        assert!(SegmentHeader::decode(minor, path, 1).is_ok());
-    }
-}
-
 /// Whether `journal_dir` holds at least one record after its first segment's header. A run
 /// without one recorded nothing — apollo was killed (or failed) while creating it, before its
 /// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
@@ -481,4 +456,29 @@ pub(crate) fn first_frame_is_whole(segment: &std::fs::File, buffer: &mut [u8]) -
     let newline_at = (header_end + 1 + 9 + len_end + 1) as u64 + len;
     let mut byte = [0u8];
     matches!(segment.read_at(&mut byte, newline_at), Ok(1)) && byte[0] == b'\n'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip() {
+        assert_eq!(segment_file_name(1), "000001.log");
+        assert_eq!(parse_segment_file_name("000001.log"), Some(1));
+        assert_eq!(parse_segment_file_name("1234567.log"), Some(1_234_567));
+        assert_eq!(parse_segment_file_name("000001.log.torn"), None);
+        assert_eq!(parse_segment_file_name("01.log"), None);
+    }
+
+    #[test]
+    fn a_newer_major_is_refused_and_a_newer_minor_read() {
+        let path = Path::new("/j/000001.log");
+        let newer = br#"{"magic":"apollo-journal","format":"2.0","something":"else"}"#;
+        let error = SegmentHeader::decode(newer, path, 1).unwrap_err();
+        assert!(matches!(error, StoreError::NewerVersion { .. }), "{error}");
+        assert!(error.to_string().contains("upgrade apollo"), "{error}");
+        let minor = br#"{"magic":"apollo-journal","format":"1.7","run_id":"r","segment":1,"prev_seq":0,"created":"2026-11-30T02:15:07.000000Z","extra":1}"#;
+        assert!(SegmentHeader::decode(minor, path, 1).is_ok());
+    }
 }

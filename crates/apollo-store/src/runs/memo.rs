@@ -55,7 +55,7 @@ pub enum Listed {
     Unchanged(RunId),
     /// A run's summary, read now (or from the runs index on disk, on the first listing).
     /// Its [`RunSummary::counts`] are known only when the runs index held them.
-    Read(RunSummary),
+    Read(Box<RunSummary>),
 }
 
 impl StateDir {
@@ -114,7 +114,7 @@ impl StateDir {
                     &summary,
                     RunsIndex::stamps(&run_dir),
                 );
-                visit(sequence, Listed::Read(summary));
+                visit(sequence, Listed::Read(Box::new(summary)));
                 continue;
             }
             // A run that recorded nothing is not a run, unless its `run_started` was
@@ -136,7 +136,7 @@ impl StateDir {
             if real_dir {
                 learn(memo, &run_dir, sequence, &summary, stamps);
             }
-            visit(sequence, Listed::Read(summary));
+            visit(sequence, Listed::Read(Box::new(summary)));
         }
         memo.runs.retain(|_, known| known.generation == generation);
         Ok(())
