@@ -369,7 +369,7 @@ impl StateDir {
         let summaries = runs
             .into_iter()
             .map(|run| match run.cached {
-                Some(summary) if !held_for(holder.as_ref(), &run.id) => summary,
+                Some(summary) if !held_for(holder.as_ref(), &run.id) => *summary,
                 _ => {
                     let run_dir = self.runs_dir().join(run.id.as_str());
                     let before = RunsIndex::stamps(&run_dir);

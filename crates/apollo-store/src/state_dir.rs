@@ -42,7 +42,8 @@ pub(crate) struct ListedRun {
     pub(crate) id: RunId,
     pub(crate) sequence: Option<u64>,
     /// Its summary, from the runs index, when its journal is unchanged since.
-    pub(crate) cached: Option<crate::runs::RunSummary>,
+    /// Boxed: a listing of thousands of runs holds one pointer per run, not a summary.
+    pub(crate) cached: Option<Box<crate::runs::RunSummary>>,
 }
 
 /// One run's folder.
@@ -666,7 +667,7 @@ impl StateDir {
                 runs.push(ListedRun {
                     id,
                     sequence,
-                    cached: Some(summary),
+                    cached: Some(Box::new(summary)),
                 });
                 continue;
             }

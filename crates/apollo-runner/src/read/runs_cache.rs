@@ -141,6 +141,11 @@ pub struct RunsCache {
 }
 
 impl RunsCache {
+    /// Whether the last listing ([`RunsCache::refresh`]) found run `id`.
+    pub fn contains(&self, id: &RunId) -> bool {
+        self.entries.iter().any(|entry| entry.id == *id)
+    }
+
     /// Brings the runs up to date and gives them, oldest first: a finished run's journal is
     /// read once per cache, an unfinished one's again only when it grew. Entries are updated
     /// in place; only runs new to the cache are gathered aside (all of them on the first
@@ -188,9 +193,15 @@ impl RunsCache {
         }
         self.entries.retain(|entry| entry.seen == listing);
         if !added.is_empty() {
-            self.entries.append(&mut added);
+            // The first listing adds every run: take its vector rather than copy it.
+            if self.entries.is_empty() {
+                self.entries = added;
+            } else {
+                self.entries.append(&mut added);
+            }
             self.entries
                 .sort_unstable_by(|a, b| (a.sequence, &a.id).cmp(&(b.sequence, &b.id)));
+            self.entries.shrink_to_fit();
         }
         self.unfinished_counts
             .retain(|id, _| unfinished.contains(id));
