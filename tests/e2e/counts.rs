@@ -147,7 +147,7 @@ fn show_and_logs_default_to_the_latest_run_and_show_summarises_it() {
     let json = apollo.args(&["show", "latest", "--format", "json"]).run();
     json.code(0);
     let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(json["schema"], "apollo.show_run/2");
+    assert_eq!(json["schema"], "apollo.show_run/3");
     assert_eq!(json["units"][1]["status"], "skipped", "{json}");
 
     let unit = apollo.args(&["show", "quiet"]).run();

@@ -357,3 +357,29 @@ fn a_resumed_run_that_ends_over_the_limit_evicts_too() {
     assert!(has_blob(&apollo, &content("second")));
     assert!(has_blob(&apollo, &content("second").to_uppercase()));
 }
+
+/// `apollo backup` counts the captured files it copies, not only the runs' folders (issue 36
+/// item 18: "backed up 1 run (0.0 MiB)" for a run whose 1 MiB output it had just copied).
+#[test]
+fn backup_reports_the_blobs_it_copied_in_its_size() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: big\n    outputs: [big.bin]\n    execute: head -c 1048576 /dev/zero | tr '\\\\0' x > big.bin\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let dest = apollo.path("backup");
+    let output = apollo.args(&["backup", dest.to_str().unwrap()]).run();
+    output.code(0);
+    assert!(
+        output.stdout.contains("1.0 MiB of blobs"),
+        "{}",
+        output.stdout
+    );
+    // Nothing new the second time.
+    let again = apollo.args(&["backup", dest.to_str().unwrap()]).run();
+    assert!(
+        again.stdout.contains("backed up 0 runs"),
+        "{}",
+        again.stdout
+    );
+}

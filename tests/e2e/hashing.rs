@@ -169,3 +169,48 @@ fn sigterm_stops_apollo_while_it_rehashes_a_done_unit_s_huge_output() {
     assert_eq!(apollo.count("writer"), 1);
     apollo.assert_no_processes_left();
 }
+
+/// An input glob that matches a folder stands for every file under it, and for the folder
+/// itself (issue 36 item 18): a file edited in `data/sub/`, or an empty folder added, makes a
+/// `reuse: true` unit run again instead of reusing an output made from what was there before.
+#[test]
+fn a_folder_an_input_glob_matches_is_hashed_with_everything_under_it() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/top.txt", "a\n");
+    apollo.file("data/sub/x.txt", "1\n");
+    apollo.config(
+        "units:
+  - name: g
+    inputs: [\"data/*\"]
+    outputs: [o.txt]
+    reuse: true
+    execute: bin/count g && cat data/top.txt data/sub/x.txt > o.txt && ls data >> o.txt
+",
+    );
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("g"), 1, "nothing changed: reused");
+    apollo.file("data/sub/x.txt", "2\n");
+    let edited = apollo.args(&["run", "--explain"]).run();
+    edited.code(0);
+    assert_eq!(
+        apollo.count("g"),
+        2,
+        "a file under a matched folder changed: {edited:?}"
+    );
+    assert!(
+        std::fs::read_to_string(apollo.path("o.txt"))
+            .unwrap()
+            .contains("2\n"),
+        "the output is made from the file as it is now"
+    );
+    std::fs::create_dir(apollo.path("data/empty")).unwrap();
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(
+        apollo.count("g"),
+        3,
+        "an empty folder appeared among the matches"
+    );
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("g"), 3, "and nothing changed since");
+}

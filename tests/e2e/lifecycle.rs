@@ -289,3 +289,91 @@ fn a_j_above_the_cpus_allowed_says_so_once() {
     within.code(0);
     assert!(!within.stderr.contains("note: -j"), "{}", within.stderr);
 }
+
+/// `apollo stop` by another user names the permission, not the pid (issue 36 item 18: "pid N
+/// … is not an apollo holding this state directory's lock" when the apollo was someone
+/// else's), and signals nothing.
+#[test]
+fn stop_as_another_user_says_whose_apollo_it_is_and_signals_nothing() {
+    if !apollo_core::testing::require(
+        rustix::process::geteuid().is_root(),
+        "root (to run `apollo stop` as another user)",
+        "run the tests as root",
+    ) {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: slow\n    execute: bin/block slow\n");
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("slow.started");
+    // Another user may read the state directory (one made by an older apollo, or shared).
+    readable_by_all(apollo.root());
+    let stop = apollo.args(&["stop"]).run_under(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ]);
+    stop.code(2);
+    assert!(
+        stop.stderr.contains("another user") && stop.stderr.contains("nothing was signalled"),
+        "{}",
+        stop.stderr
+    );
+    assert!(!stop.stderr.contains("is not an apollo"), "{}", stop.stderr);
+    apollo.release("slow.release");
+    running.wait().code(0);
+}
+
+/// A state directory another user's modes keep out is a permission problem (exit 2, saying
+/// whose it is to fix), not "free space or fix the disk" (exit 6) — issue 36 item 18.
+#[test]
+fn a_state_directory_one_may_not_read_is_a_permission_error_not_a_disk_error() {
+    if !apollo_core::testing::require(
+        rustix::process::geteuid().is_root(),
+        "root (to read a state directory as another user)",
+        "run the tests as root",
+    ) {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    apollo.config("units:\n  - name: one\n    execute: \"true\"\n");
+    apollo.args(&["run"]).run().code(0);
+    // The project and `.apollo` may be entered, `runs/` (0700, root's) may not.
+    for path in [apollo.root().to_path_buf(), apollo.path(".apollo")] {
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let runs = apollo.args(&["runs"]).run_under(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+    ]);
+    runs.code(2);
+    assert!(
+        runs.stderr.contains("Permission denied") && runs.stderr.contains("owner"),
+        "{}",
+        runs.stderr
+    );
+    assert!(!runs.stderr.contains("free space"), "{}", runs.stderr);
+}
+
+/// `chmod -R a+rX`: every file readable, every folder enterable by every user.
+fn readable_by_all(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::symlink_metadata(path).unwrap();
+    if metadata.file_type().is_symlink() {
+        return;
+    }
+    let extra = if metadata.is_dir() { 0o555 } else { 0o444 };
+    let mode = metadata.permissions().mode() | extra;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    if metadata.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            readable_by_all(&entry.unwrap().path());
+        }
+    }
+}

@@ -7,6 +7,7 @@ mod support;
 
 mod agreement;
 mod capture;
+mod cost;
 mod counts;
 mod durability;
 mod evict;
@@ -22,6 +23,7 @@ mod params;
 mod permissions;
 mod records;
 mod replay;
+mod reproduce_isolated;
 mod resources;
 mod resume;
 mod reuse;

@@ -224,3 +224,63 @@ fn check_warns_about_a_secret_looking_env_variable_pasted_into_a_command() {
         output.stderr
     );
 }
+
+/// `apollo reproduce` of a unit that receives secrets reads them from their recorded sources,
+/// as a run does when it starts: the reproduction gets the values (masked in its logs, never
+/// written down), and a secret that cannot be read now stops it before anything runs.
+#[test]
+fn reproduce_reads_a_units_secrets_from_their_sources_and_never_writes_them_down() {
+    let mut apollo = Apollo::new();
+    apollo.file("keys/token.txt", &format!("{FROM_FILE}\n"));
+    apollo.config(
+        "secrets:
+  FROM_ENV: {env: APOLLO_E2E_TOKEN}
+  FROM_FILE: {file: keys/token.txt}
+units:
+  - name: deploy
+    secrets: [FROM_ENV, FROM_FILE]
+    outputs: [out.txt]
+    execute: >-
+      test -n \"$FROM_ENV\" && test -n \"$FROM_FILE\" && echo \"token is $FROM_ENV\" &&
+      printf '%s %s' \"${#FROM_ENV}\" \"${#FROM_FILE}\" > out.txt
+",
+    );
+    apollo.envs(&[("APOLLO_E2E_TOKEN", FROM_ENV)]);
+    apollo.args(&["run"]).run().code(0);
+    let output = apollo.args(&["reproduce", "latest", "deploy"]).run();
+    output.code(0);
+    assert!(
+        output.stdout.contains("reproduced: 1 output identical"),
+        "{output:?}"
+    );
+    // The reproduction's log has the value masked, like the run's.
+    assert_eq!(
+        files_containing(&state_dir(&apollo), b"token is ***").len(),
+        2,
+        "the run's log and the reproduction's"
+    );
+    for value in [FROM_ENV, FROM_FILE] {
+        assert_eq!(
+            files_containing(&state_dir(&apollo), value.as_bytes()),
+            Vec::<String>::new(),
+            "{value}"
+        );
+        assert!(!output.stdout.contains(value) && !output.stderr.contains(value));
+    }
+    // Without the variable now, the reproduction stops before anything runs, naming it.
+    apollo.envs(&[]);
+    let refused = apollo.args(&["reproduce", "latest", "deploy"]).run();
+    refused.code(2);
+    assert!(
+        refused.stderr.contains("FROM_ENV") && refused.stderr.contains("APOLLO_E2E_TOKEN"),
+        "{}",
+        refused.stderr
+    );
+    let runs = apollo.args(&["runs"]).run();
+    assert_eq!(
+        runs.stdout.matches("reproduction").count(),
+        1,
+        "the refused one recorded no run: {}",
+        runs.stdout
+    );
+}

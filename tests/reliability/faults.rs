@@ -30,7 +30,7 @@ struct Swept {
     n: u64,
     /// The largest N that failed the run.
     max_n: u64,
-    /// Of those, how many hit after `run_finished` was written (finding 2 in RELIABILITY.md).
+    /// Of those, how many hit after `run_finished` was written (finding 2 in docs/reliability-log.md).
     after_run_end: u64,
 }
 
@@ -125,7 +125,7 @@ fn sweep(op: &str, errno: &str, errno_text: &str, n_units: usize, max_parallel: 
         );
         // A failed write or fsync cuts the segment back to what was acknowledged: a
         // `run_finished` that was never acknowledged is not left for the next apollo to read
-        // (it would start a new run and execute every unit again). RELIABILITY.md finding 2.
+        // (it would start a new run and execute every unit again). docs/reliability-log.md, finding 2.
         assert_eq!(
             after_failure.runs_finished, 0,
             "{context}: an unacknowledged run_finished was left in the journal"

@@ -1,4 +1,4 @@
-//! Reliability attacks on the real `apollo` binary (issue 7; figures in RELIABILITY.md):
+//! Reliability attacks on the real `apollo` binary (issue 7; figures in docs/reliability-log.md):
 //!
 //! * `torture` — the crash-injection harness (`tests/src/torture.rs`), a bounded run in-process:
 //!   SIGKILL apollo at random moments, resume, check the invariants;

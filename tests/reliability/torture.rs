@@ -17,6 +17,7 @@ fn killed_at_random_moments_and_resumed() {
         first: 0,
         workdir: Some(workdir.path().to_path_buf()),
         durability: None,
+        slurm: false,
     };
     let summary = torture::run(&options).expect("the harness runs");
     println!("{summary}");
@@ -53,6 +54,7 @@ fn killed_at_random_moments_and_resumed_in_batched_mode() {
         first: 0,
         workdir: Some(workdir.path().to_path_buf()),
         durability: Some(apollo_core::Durability::Batched),
+        slurm: false,
     };
     let summary = torture::run(&options).expect("the harness runs");
     println!("{summary}");
@@ -116,4 +118,46 @@ fn a_rotated_run_whose_first_segment_lost_its_records_is_reported_not_skipped() 
     assert_eq!(again.code, Some(3), "{again:?}");
     assert_eq!(project.executions("a"), vec![1], "a ran again");
     assert_eq!(project.executions("b"), vec![1], "b ran again");
+}
+
+/// The same attack with about a third of the units on the local Slurm cluster (issue 36: the
+/// torture mix with Slurm units): a job apollo died with is reattached, never run twice, and
+/// no job is left once the run completed. Needs a cluster (`bash ci/slurm-up.sh`).
+#[test]
+fn killed_at_random_moments_and_resumed_with_units_on_slurm() {
+    if !apollo_core::testing::require(
+        torture::slurm::available(),
+        "a Slurm cluster (sinfo)",
+        "sudo bash ci/slurm-up.sh",
+    ) {
+        return;
+    }
+    let workdir = tempfile::Builder::new()
+        .prefix("apollo-torture-")
+        .tempdir()
+        .expect("temp dir");
+    let options = Options {
+        apollo: apollo_bin().to_path_buf(),
+        iterations: 4,
+        seed: 9,
+        first: 0,
+        workdir: Some(workdir.path().to_path_buf()),
+        durability: None,
+        slurm: true,
+    };
+    let summary = torture::run(&options).expect("the harness runs");
+    println!("{summary}");
+    assert!(
+        summary.violations.is_empty(),
+        "torture found violations:\n{}",
+        summary.violations.join("\n")
+    );
+    assert!(
+        summary.slurm_jobs.0 > 0,
+        "no unit ran on the cluster: {summary}"
+    );
+    assert!(
+        summary.kills > 0,
+        "the harness never killed apollo: {summary}"
+    );
 }

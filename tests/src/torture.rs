@@ -43,6 +43,12 @@
 //!     every reusable unit is recorded reused in it and **executed not once more**, nothing
 //!     executed before its `unit_started` was durable, `verify` passes, no process is left.
 //!
+//! 11. **Slurm** (`--slurm`, where a cluster answers): about a third of the units run as jobs
+//!     of the local cluster (`executor: slurm`), the non-idempotent one too, and kills come up
+//!     to 2 s in, while jobs run: a job apollo died with is reattached, never run again (checks
+//!     1–5 hold; before a verdict the harness ends the unit's job, as a careful human would),
+//!     and no job of a completed run is left in the queue.
+//!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
 //! iteration I alone.
@@ -71,9 +77,14 @@ use apollo_core::event::{AttemptStatus, Event, RunStatus, Verdict};
 use apollo_store::{JournalReader, ReadOptions};
 
 mod check;
+mod runs;
+pub mod slurm;
 mod tamper;
 
 use check::{check, tagged_processes};
+use runs::{
+    has_record, has_segment, latest_run_dir, latest_run_finished, latest_run_succeeded, lines_of,
+};
 use tamper::tamper_between;
 
 /// splitmix64: a tiny, seedable, good-enough generator (no dependency for the harness).
@@ -113,6 +124,8 @@ pub struct Options {
     /// The durability mode every generated pipeline asks for (`durability:`), or none: the
     /// default, fsync. `None` is not a pipeline's setting and is refused.
     pub durability: Option<apollo_core::Durability>,
+    /// Whether about a third of the units run on the local Slurm cluster (`executor: slurm`).
+    pub slurm: bool,
 }
 
 /// Parses the binary's arguments (without the program name).
@@ -124,6 +137,7 @@ pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options
         first: 0,
         workdir: None,
         durability: None,
+        slurm: false,
     };
     let mut iter = arguments.into_iter();
     while let Some(flag) = iter.next() {
@@ -138,6 +152,7 @@ pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options
             "--seed" => args.seed = value()?.parse().map_err(|_| "--seed takes a number")?,
             "--first" => args.first = value()?.parse().map_err(|_| "--first takes a number")?,
             "--workdir" => args.workdir = Some(PathBuf::from(value()?)),
+            "--slurm" => args.slurm = true,
             "--durability" => {
                 args.durability = Some(match value()?.as_str() {
                     "fsync" => apollo_core::Durability::Fsync,
@@ -149,7 +164,7 @@ pub fn parse_args(arguments: impl IntoIterator<Item = String>) -> Result<Options
             }
             "-h" | "--help" => {
                 return Err(
-                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR] [--durability fsync|batched]"
+                    "usage: torture --apollo PATH [--iterations N] [--seed S] [--first I] [--workdir DIR] [--durability fsync|batched] [--slurm]"
                         .into(),
                 );
             }
@@ -190,6 +205,9 @@ pub struct Summary {
     pub reuse_phases: u64,
     /// Units reused in those second runs.
     pub units_reused: u64,
+    /// With `--slurm`: cluster jobs recorded (`unit_submitted`), and how many of those were
+    /// reattached to after apollo died.
+    pub slurm_jobs: (u64, u64),
     /// Kills that came after the run's success was recorded (the iteration is complete).
     pub killed_after_success: u64,
     /// Run folders a kill left before their first segment existed: apollo ignores them
@@ -266,7 +284,10 @@ fn generate(
     dir: &Path,
     durability: Option<apollo_core::Durability>,
     reuse: bool,
+    slurm: bool,
 ) -> std::io::Result<Generated> {
+    // Which units run on Slurm: drawn apart, so a seed's pipelines stay those without.
+    let mut on_slurm = Rng(rng.0 ^ 0x51A2_B3C4_D000_0001);
     let n_units = 6 + rng.below(7);
     let mut yaml = String::from(
         "name: torture\nmax_parallel: 3\ndefaults:\n  retries: 1\n  retry_delay: 10ms\n  kill_grace: 200ms\n",
@@ -303,11 +324,17 @@ fn generate(
         let deps: Vec<String> = deps.into_iter().collect();
         let _ = writeln!(yaml, "    deps: [{}]", deps.join(", "));
         let _ = writeln!(yaml, "    execute: ./bin/unit {name} {mode} {millis}");
+        // A job's start takes the cluster's scheduling: a slow unit's timeout is 3 s there.
+        let slurm_unit = slurm && on_slurm.chance(35);
+        if slurm_unit {
+            yaml.push_str("    executor: slurm\n");
+        }
         if reuse {
             let _ = writeln!(yaml, "    outputs: [out/{name}]");
         }
         if mode == "slow" {
-            let _ = writeln!(yaml, "    timeout: 300ms");
+            let timeout = if slurm_unit { "3s" } else { "300ms" };
+            let _ = writeln!(yaml, "    timeout: {timeout}");
         }
         if mode == "failing" {
             let _ = writeln!(yaml, "    retries: 0");
@@ -323,16 +350,6 @@ fn generate(
     }
     std::fs::write(dir.join("apollo.yaml"), yaml)?;
     Ok((names, non_idempotent))
-}
-
-fn lines_of(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .map(|text| {
-            text.lines()
-                .filter_map(|line| line.trim().parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The environment variable that tags every process of an iteration (apollo passes its
@@ -396,7 +413,8 @@ fn iteration(
     // Whether the pipeline's units are `reuse: true` and the iteration runs it a second time
     // (check 10): drawn without advancing `rng`, so a seed's kill delays stay the same.
     let reuse = Rng(rng.0 ^ 0x4E05_E5EE_D000_0001).chance(50);
-    let (names, not_reused) = generate(rng, dir, args.durability, reuse).map_err(io!())?;
+    let (names, not_reused) =
+        generate(rng, dir, args.durability, reuse, args.slurm).map_err(io!())?;
     // The state-dir tampering and clock steps draw from their own generator, so the pipeline
     // and the kill delays of a seed stay those of the kill-only harness.
     let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
@@ -453,8 +471,10 @@ fn iteration(
             let mut tampered_mid_run = None;
             let mut moved = None;
             if kills < max_kills {
-                // The attack: a random moment, not a synchronisation.
-                std::thread::sleep(Duration::from_millis(rng.below(400)));
+                // The attack: a random moment, not a synchronisation (on a cluster, where a job
+                // takes a second to start, five times later: the same draw, kills mid-job).
+                let delay = rng.below(400) * if args.slurm { 5 } else { 1 };
+                std::thread::sleep(Duration::from_millis(delay));
                 let action = trng.below(100);
                 if child.try_wait().map_err(io!())?.is_some() {
                     // Already done: nothing to attack.
@@ -568,6 +588,16 @@ fn iteration(
                 Some(5) => {
                     let (unit, attempt) = parse_verdict_request(&stderr)
                         .ok_or_else(|| format!("exit 5 without a unit named:\n{stderr}"))?;
+                    // As a careful human would: a cluster job of it that may still run is
+                    // ended first (`scancel`), then its files tell whether it finished.
+                    if args.slurm {
+                        slurm::end_jobs(dir)?;
+                        // A job of an earlier attempt was still queued (an `sbatch` in flight
+                        // when apollo died submitted it after): ended, the run carries on.
+                        if stderr.contains("will not start a second job") {
+                            continue;
+                        }
+                    }
                     // Attempt numbers start again in a new run: only this phase's ends count.
                     let done_before = (phase.as_ref())
                         .and_then(|phase| phase.before.get(&unit))
@@ -602,7 +632,7 @@ fn iteration(
                          harness killed and reaped its apollo:\n{stderr}"
                         ));
                     }
-                    // Who held it: evidence for RELIABILITY.md's finding 3.
+                    // Who held it: evidence for finding 3 of docs/reliability-log.md.
                     let holders: Vec<String> = tagged_processes(dir)
                         .into_iter()
                         .map(|(pid, cmdline)| {
@@ -625,6 +655,9 @@ fn iteration(
                     return Err(format!("apollo run exited {other:?}:\n{stderr}"));
                 }
             }
+        }
+        if args.slurm {
+            violations.extend(slurm::none_left(dir)?);
         }
         if let Some(phase) = &phase {
             violations.extend(check::check_reuse(args, dir, &names, phase, totals)?);
@@ -652,6 +685,7 @@ fn iteration(
         (kills, max_kills, phase_invocation) = (0, 1 + rng.below(4), 0);
         deadline = Instant::now() + Duration::from_secs(300);
     }
+    slurm::count_jobs(dir, &mut totals.slurm_jobs);
     if std::fs::read(&victim).map_err(io!())? != VICTIM.as_bytes() {
         violations.push(format!(
             "{} (a lock file's link target) was written",
@@ -666,92 +700,6 @@ const VICTIM: &str = "a file that is not apollo's\n";
 
 /// The testing hook that offsets apollo's journal clock (`SECONDS,STEP`).
 const CLOCK_VAR: &str = "APOLLO_CLOCK_OFFSET";
-
-/// The latest run folder that has a journal (by name, as the rest of the harness orders).
-fn latest_run_dir(dir: &Path) -> Result<Option<PathBuf>, String> {
-    let runs_dir = dir.join(".apollo/runs");
-    let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|run| has_segment(run) && has_record(run))
-            .collect(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
-    };
-    runs.sort();
-    Ok(runs.pop())
-}
-
-/// Whether `run` has a segment file (a run whose creation a kill cut short has none, and
-/// apollo ignores it).
-fn has_segment(run: &Path) -> bool {
-    std::fs::read_dir(run.join("journal")).is_ok_and(|entries| {
-        entries
-            .filter_map(Result::ok)
-            .any(|entry| entry.file_name().to_string_lossy().ends_with(".log"))
-    })
-}
-
-/// Whether `run`'s journal holds a record (a run killed before its `run_started` was written
-/// holds a header only, and apollo does not count it as a run).
-fn has_record(run: &Path) -> bool {
-    JournalReader::open(run, ReadOptions::default()).is_ok_and(|mut reader| reader.next().is_some())
-}
-
-/// Whether the latest run's journal ends with a `run_finished` (of any status).
-fn latest_run_finished(dir: &Path) -> Result<bool, String> {
-    let Some(latest) = latest_run_dir(dir)? else {
-        return Ok(false);
-    };
-    let reader = JournalReader::open(&latest, ReadOptions::default())
-        .map_err(|error| format!("{}: {error}", latest.display()))?;
-    let mut finished = false;
-    for record in reader {
-        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
-        match record.event {
-            Event::RunFinished(_) => finished = true,
-            Event::RunResumed(_) => finished = false,
-            _ => {}
-        }
-    }
-    Ok(finished)
-}
-
-/// Whether the latest run's journal ends with `run_finished` succeeded (read without
-/// modifying it: a torn tail is left for apollo to cut).
-fn latest_run_succeeded(dir: &Path, floor: Option<&Path>) -> Result<bool, String> {
-    let runs_dir = dir.join(".apollo/runs");
-    let mut runs: Vec<PathBuf> = match std::fs::read_dir(&runs_dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|run| run.join("journal").exists())
-            .collect(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(format!("{}: {error}", runs_dir.display())),
-    };
-    runs.sort();
-    // A run of an earlier phase (a run that completed before) is not this phase's.
-    let Some(latest) = runs
-        .last()
-        .filter(|latest| floor.is_none_or(|floor| *latest > floor))
-    else {
-        return Ok(false);
-    };
-    let reader = JournalReader::open(latest, ReadOptions::default())
-        .map_err(|error| format!("{}: {error}", latest.display()))?;
-    let mut succeeded = false;
-    for record in reader {
-        let record = record.map_err(|error| format!("{}: {error}", latest.display()))?;
-        match record.event {
-            Event::RunFinished(event) => succeeded = event.status == RunStatus::Succeeded,
-            Event::RunResumed(_) => succeeded = false,
-            _ => {}
-        }
-    }
-    Ok(succeeded)
-}
 
 /// How many times one iteration retries `apollo run` refused because a killed apollo's lock
 /// was still held (each refusal is a fresh process, so this bounds the wait to well under a
@@ -862,7 +810,7 @@ impl std::fmt::Display for Summary {
              stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
              run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, tampered during a refusal for a verdict {}, clock steps back {}, \
              stepping clocks {}, \
-             run creations cut short (ignored) {}, reuse phases {} ({} units reused), violations {} in {} iterations (seed {}, {:.1}s)",
+             run creations cut short (ignored) {}, reuse phases {} ({} units reused), cluster jobs {} ({} reattached), violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
             self.kills,
             self.resumes,
@@ -884,6 +832,8 @@ impl std::fmt::Display for Summary {
             self.journal_less_runs,
             self.reuse_phases,
             self.units_reused,
+            self.slurm_jobs.0,
+            self.slurm_jobs.1,
             self.violations.len(),
             self.failed_iterations,
             self.seed,
@@ -925,7 +875,7 @@ mod tests {
     fn a_generated_pipeline_is_valid() {
         let dir = std::env::temp_dir().join(format!("torture-unit-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("fail")).expect("fail dir");
-        let (names, _) = generate(&mut Rng(3), &dir, None, true).expect("generate");
+        let (names, _) = generate(&mut Rng(3), &dir, None, true, false).expect("generate");
         let loaded = apollo_core::config::load(&dir.join("apollo.yaml"));
         let _ = std::fs::remove_dir_all(&dir);
         let loaded = loaded.expect("the generated config loads");

@@ -1,5 +1,6 @@
-//! `cargo xtask torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]`:
-//! the long crash-injection run (`--durability`: the mode every generated pipeline asks for).
+//! `cargo xtask torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]
+//! [--slurm]`: the long crash-injection run (`--durability`: the mode every generated pipeline
+//! asks for; `--slurm`: about a third of the units run on the local Slurm cluster).
 //!
 //! Builds `apollo` and the `torture` harness (release: the attack is on apollo's logic, not on
 //! a debug build's slowness), then runs the harness, which SIGKILLs apollo at random moments,
@@ -25,6 +26,8 @@ pub(crate) struct Options {
     /// The journal durability mode of the generated pipelines (`fsync`, `batched`), when
     /// given.
     pub(crate) durability: Option<String>,
+    /// Whether some units run on the local Slurm cluster.
+    pub(crate) slurm: bool,
 }
 
 impl Options {
@@ -35,9 +38,14 @@ impl Options {
             seed: 1,
             first: 0,
             durability: None,
+            slurm: false,
         };
         let mut iter = args.iter();
         while let Some(&flag) = iter.next() {
+            if flag == "--slurm" {
+                options.slurm = true;
+                continue;
+            }
             if flag == "--durability" {
                 match iter.next() {
                     Some(&mode @ ("fsync" | "batched")) => {
@@ -110,6 +118,9 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<(), String> {
         .args(["--iterations", &options.iterations.to_string()])
         .args(["--seed", &options.seed.to_string()])
         .args(["--first", &options.first.to_string()]);
+    if options.slurm {
+        harness.arg("--slurm");
+    }
     if let Some(durability) = &options.durability {
         harness.args(["--durability", durability]);
     }
@@ -137,6 +148,7 @@ mod tests {
                 seed: 1,
                 first: 0,
                 durability: None,
+                slurm: false,
             })
         );
         assert_eq!(
@@ -146,11 +158,16 @@ mod tests {
                 seed: 7,
                 first: 2,
                 durability: None,
+                slurm: false,
             })
         );
         assert_eq!(
             Options::parse(&["--durability", "batched"]).map(|options| options.durability),
             Ok(Some("batched".to_owned()))
+        );
+        assert_eq!(
+            Options::parse(&["--slurm"]).map(|options| options.slurm),
+            Ok(true)
         );
     }
 

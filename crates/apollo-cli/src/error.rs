@@ -214,9 +214,18 @@ pub(crate) fn store_exit(error: &apollo_store::StoreError) -> Exit {
     match error.kind() {
         ErrorKind::Corruption | ErrorKind::NewerVersion => Exit::Corruption,
         ErrorKind::Locked => Exit::Locked,
+        // Modes or an owner keep this user out: the state directory's problem, not the disk's.
+        ErrorKind::Io if permission_denied(error) => Exit::Usage,
         ErrorKind::Io => Exit::JournalIo,
         _ => Exit::Usage,
     }
+}
+
+/// Whether `error` is the kernel refusing this user (EACCES, EPERM).
+fn permission_denied(error: &apollo_store::StoreError) -> bool {
+    error
+        .io_error()
+        .is_some_and(|error| error.kind() == io::ErrorKind::PermissionDenied)
 }
 
 /// The `= help:` lines that say what to do next, per error.
@@ -324,6 +333,9 @@ fn store_help(error: &apollo_store::StoreError) -> Vec<String> {
         (ErrorKind::Locked, _) => &[
             "wait for it to finish, or pass --wait to `apollo run` to wait for the lock",
             "or use another state directory with `--state-dir`",
+        ],
+        (ErrorKind::Io, _) if permission_denied(error) => &[
+            "its modes or its owner keep you out: ask the state directory's owner to share it (`apollo verify --fix-permissions` makes it private again), or use one of your own with `--state-dir`",
         ],
         (ErrorKind::Io, _) => &[
             "nothing acknowledged was lost; free space or fix the disk, then `apollo run` carries on from what was recorded",

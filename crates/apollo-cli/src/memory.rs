@@ -1,11 +1,9 @@
 //! The process's allocator, and how it holds memory while a large config is parsed.
 //!
-//! `apollo` allocates with mimalloc. Deciding a run is short and allocation-heavy (a no-op run
-//! of 10,000 reused units loads its indexes, checks and journals every unit in 0.2 s): with glibc's
-//! malloc a fifth of that was heap bookkeeping and 13,000 page faults, which mimalloc, keeping
-//! freed pages for reuse and mapping its arenas in transparent huge pages where the kernel
-//! allows (seen: 18 MB of `AnonHugePages` during a `check`), mostly
-//! avoids (issue 13's and 17's benchmarks; `docs/design/2026-12-01-allocator.md`).
+//! `apollo` allocates with mimalloc. Deciding a run is short and allocation-heavy: with glibc's
+//! malloc much of it was heap bookkeeping and page faults, which mimalloc, keeping freed pages
+//! for reuse and mapping its arenas in transparent huge pages where the kernel allows, mostly
+//! avoids. The figures: `docs/design/2026-12-01-allocator.md`.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -26,10 +24,10 @@ static SETTING: Mutex<()> = Mutex::new(());
 ///
 /// A config of 100,000 units is parsed on this thread while another walks its units as they
 /// come (apollo-core's config loader), and the YAML tree is freed as it is walked: kept
-/// committed for mimalloc's default second, it made a first run of 100,000 units peak at
-/// 201 MB instead of 144 MB (issue 17's budget: 150 MiB), and `apollo check` of them 174 MB
-/// instead of 113 MB, no slower. Anything else (a parse-cache hit, the run itself) keeps the
-/// default, which is what makes it fast.
+/// committed for mimalloc's default second, it raised the peak of a first run of 100,000 units
+/// past issue 17's budget (`docs/design/2026-12-01-scale-100k.md`), and giving it back costs
+/// no time there. Anything else (a parse-cache hit, the run itself) keeps the default, which is
+/// what makes it fast.
 #[allow(unsafe_code)] // mimalloc has no safe wrapper for its options.
 pub(crate) fn freeing_at_once<T>(parse: impl FnOnce() -> T) -> T {
     // One setter at a time, so that each sets back what it found.

@@ -166,8 +166,8 @@ impl<'a> Progress<'a> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         update(&mut counts);
-        // Only a live line redraws on a change (a futex call per unit otherwise: 5% of the
-        // engine thread in a no-op run of 10,000 reused units).
+        // Only a live line redraws on a change (a futex call per unit otherwise, on the
+        // engine thread).
         if self.ticker.is_some() {
             self.shared.wake.notify_all();
         }

@@ -135,33 +135,6 @@ impl RunStarted {
     }
 }
 
-/// What kind of run a run is (`run_started`'s `kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RunKind {
-    /// A run of a pipeline (`apollo run`).
-    #[default]
-    Run,
-    /// A reproduction of one recorded attempt (`apollo reproduce`).
-    Reproduction,
-}
-
-impl RunKind {
-    /// Whether this is an ordinary run.
-    pub fn is_run(&self) -> bool {
-        *self == RunKind::Run
-    }
-
-    /// The kind for users and JSON: `run`, `reproduction`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Run => "run",
-            RunKind::Reproduction => "reproduction",
-        }
-    }
-}
-
 journal_struct! {
     /// Payload of `run_resumed`.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,6 +293,16 @@ journal_struct! {
         /// (this one) submitted before apollo died (format 1.3).
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
         pub reattached_from: Option<u32>,
+        /// (Format 1.7.) The partition the job was submitted to: the unit's, or the cluster's
+        /// default partition when the unit names none (absent when it could not be read).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub partition: Option<String>,
+        /// (Format 1.7.) How many nodes the job asked for (`--nodes`; 1 when it did not say).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub nodes: Option<u32>,
+        /// (Format 1.7.) The memory the job asked for, in MiB, when it asked (`--mem`).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub mem_mib: Option<u64>,
     }
 }
 
@@ -604,6 +587,9 @@ journal_struct! {
         pub error: Option<String>,
     }
 }
+
+mod run_kind;
+pub use run_kind::RunKind;
 
 #[cfg(test)]
 mod tests;

@@ -74,6 +74,9 @@ pub enum AttemptEvent {
         executor: String,
         /// The scheduler's id for the job.
         job_id: String,
+        /// What the job asked for (partition, nodes, memory), recorded so its cost can be
+        /// priced by the request ([`AttemptEvent::with_request`]).
+        request: JobRequest,
     },
     /// The attempt did not start anything: it found the job of `attempt`, an attempt an
     /// earlier apollo left in flight ([`AttemptRequest::in_flight`]), and took its outcome
@@ -109,6 +112,71 @@ impl AttemptEvent {
         AttemptEvent::Submitted {
             executor: executor.into(),
             job_id: job_id.into(),
+            request: JobRequest::default(),
+        }
+    }
+
+    /// A submission that asked for `request` (other events are returned as they are).
+    pub fn with_request(self, request: JobRequest) -> Self {
+        match self {
+            AttemptEvent::Submitted {
+                executor, job_id, ..
+            } => AttemptEvent::Submitted {
+                executor,
+                job_id,
+                request,
+            },
+            other => other,
+        }
+    }
+
+    /// The journal's record of this report about attempt `attempt` of `unit`.
+    pub fn into_submitted(self, unit: String, attempt: u32) -> crate::event::UnitSubmitted {
+        let (executor, job_id, reattached_from, request) = match self {
+            AttemptEvent::Submitted {
+                executor,
+                job_id,
+                request,
+            } => (executor, job_id, None, request),
+            AttemptEvent::Reattached {
+                executor,
+                job_id,
+                attempt: from,
+            } => (executor, job_id, Some(from), JobRequest::default()),
+        };
+        crate::event::UnitSubmitted {
+            unit,
+            attempt,
+            executor,
+            job_id,
+            reattached_from,
+            partition: request.partition,
+            nodes: request.nodes,
+            mem_mib: request.mem_mib,
+        }
+    }
+}
+
+/// What a cluster job asked for when it was submitted (`unit_submitted`'s `partition`,
+/// `nodes`, `mem_mib`, journal format 1.7): what its cost is priced by.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobRequest {
+    /// The partition, when known.
+    pub partition: Option<String>,
+    /// How many nodes.
+    pub nodes: Option<u32>,
+    /// Memory in MiB, when the job asked for an amount.
+    pub mem_mib: Option<u64>,
+}
+
+impl JobRequest {
+    /// A request of `nodes` nodes and `mem_mib` MiB in `partition`.
+    pub fn new(partition: Option<String>, nodes: Option<u32>, mem_mib: Option<u64>) -> Self {
+        JobRequest {
+            partition,
+            nodes,
+            mem_mib,
         }
     }
 }

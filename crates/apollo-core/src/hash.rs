@@ -736,6 +736,13 @@ pub fn secret_source_hash(source: &crate::model::SecretSource) -> String {
     canonical.finish()
 }
 
+/// The hash that stands for a folder an input glob matched (its files are hashed apart).
+fn folder_hash() -> String {
+    let mut canonical = Canonical::default();
+    canonical.field(b"folder");
+    canonical.finish()
+}
+
 /// The hash recorded for a declared input file that does not exist, so that its appearing
 /// later counts as a change.
 pub fn missing_file_hash() -> String {
@@ -876,29 +883,6 @@ fn display_name(path: &Path, base_dir: &Path) -> String {
         .into_owned()
 }
 
-/// Expand a unit's `inputs` patterns against `base_dir`: sorted, without duplicates.
-/// A literal path that does not exist is kept (and hashed as missing); a glob that matches
-/// nothing contributes nothing.
-pub fn expand_inputs(unit: &Unit, base_dir: &Path) -> Vec<PathBuf> {
-    let mut paths = Vec::new();
-    for pattern in &unit.inputs {
-        let absolute = base_dir.join(pattern);
-        if is_glob(pattern) {
-            let Some(pattern_text) = absolute.to_str() else {
-                continue;
-            };
-            if let Ok(matches) = glob::glob(pattern_text) {
-                paths.extend(matches.filter_map(Result::ok).filter(|path| path.is_file()));
-            }
-        } else {
-            paths.push(absolute);
-        }
-    }
-    paths.sort();
-    paths.dedup();
-    paths
-}
-
 /// Every input component of `unit`: commands, declared env, input files, upstream outputs,
 /// without limits (see [`input_components_within`]).
 ///
@@ -970,7 +954,15 @@ pub fn input_files_within(
             hash: secret_source_hash(source),
         });
     }
-    for path in expand_inputs(unit, base_dir) {
+    let (input_files, input_folders) = expand_inputs_and_folders(unit, base_dir);
+    // A folder a glob matched stands for itself too: an empty one added or removed changes
+    // what a unit that lists it sees.
+    components.extend(input_folders.iter().map(|folder| InputComponent {
+        kind: InputKind::File,
+        name: format!("{}/", display_name(folder, base_dir)),
+        hash: folder_hash(),
+    }));
+    for path in input_files {
         let name = display_name(&path, base_dir);
         let hash = match hash_and_capture(&path, limits, capture, "capture: none") {
             Ok(seen) => {
@@ -1249,6 +1241,10 @@ pub fn describe_input_changes(before: &[InputComponent], after: &[InputComponent
     }
     changes
 }
+
+mod inputs;
+pub use inputs::expand_inputs;
+use inputs::expand_inputs_and_folders;
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod capture;
 pub mod codec;
 pub mod config;
+pub mod cost;
 pub mod dag;
 pub mod diagnostic;
 pub mod dispatch;
@@ -32,7 +33,7 @@ pub use engine::{EngineError, EngineOptions, RunReport};
 pub use event::Event;
 pub use executor::{
     AttemptContext, AttemptEvent, AttemptOutcome, AttemptReporter, AttemptRequest, Executor,
-    NeedsHuman, PhaseOutcome,
+    JobRequest, NeedsHuman, PhaseOutcome,
 };
 pub use journal::{Durability, Journal, JournalError, MAX_RECORD_BYTES, MemoryJournal};
 pub use model::{Command, Phase, Pipeline, Unit};

@@ -53,6 +53,11 @@ pub struct Pipeline {
     /// default 10 ms); `None` when the config does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_interval: Option<std::time::Duration>,
+    /// The price table (`cost:`, issue 40): `None` when the config has none, and then no view
+    /// shows a cost. Left out of definition snapshots when absent, so a run is priced by the
+    /// table it ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::CostTable>,
 }
 
 /// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or

@@ -12,7 +12,7 @@
 //!   while a child is between its `clone` and its exec, and apollo killed in those same
 //!   microseconds — the child holds the old helper's pipe.) Armed only by apollo after the
 //!   spawn, a group whose apollo was starved of CPU and then killed could outlive it: seen
-//!   under load in the exec tests (RELIABILITY.md, finding 5). While the leader is an
+//!   under load in the exec tests (docs/reliability-log.md, finding 5). While the leader is an
 //!   unreaped zombie its pid (the group id) cannot be reused, so disarm-then-reap leaves no
 //!   window in which the table names a stranger.
 //!   Arming and disarming are plain atomic stores: no syscall, no wake-up of the helper.

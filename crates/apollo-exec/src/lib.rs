@@ -16,6 +16,7 @@ mod executor;
 mod group_leader;
 mod group_members;
 mod guard;
+mod isolate;
 mod output;
 mod phase;
 mod pidfds;
@@ -33,6 +34,7 @@ pub use attempt_files::{
 };
 pub use client::{ClientCommand, ClientError, ClientOutput};
 pub use executor::{ExecOptions, ProcessExecutor};
+pub use isolate::{IsolationError, PrivateMounts};
 pub use secrets::{
     MAX_SECRET_FILE_BYTES, MIN_MASKED_LEN, Masker, SECRET_COMMAND_TIMEOUT, SecretError,
     SecretValues, read_secret,

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod chrome;
+mod cost;
 mod diff;
 mod display;
 mod error;
@@ -32,6 +33,7 @@ pub use apollo_core::{UnitCounts, UnitState};
 use chrono::{DateTime, Utc};
 
 pub use chrome::{write_chrome_trace, write_chrome_trace_with_workers};
+pub use cost::{AttemptCost, RunCost, UnitCost, attempt_usage};
 pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
     UnitDiff, write_diff_json, write_diff_text,

@@ -109,6 +109,9 @@ impl RunBuilder {
                 executor: "slurm".into(),
                 job_id: "4242".into(),
                 reattached_from,
+                partition: None,
+                nodes: None,
+                mem_mib: None,
             }),
         );
         self

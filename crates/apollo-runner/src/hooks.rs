@@ -390,6 +390,7 @@ mod tests {
             blob_store_max: None,
             durability: None,
             sync_interval: None,
+            cost: None,
         }
     }
 

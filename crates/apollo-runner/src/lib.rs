@@ -39,8 +39,8 @@ pub use open_run::{FinishedRun, OpenRun, Opening};
 pub use parse_cache::{load_cached, load_cached_parsing_with};
 pub use plan::Plan;
 pub use reproduce::{
-    InputNote, InputSource, MAX_DIFF_BYTES, OutputComparison, ReproduceRequest, Reproduction,
-    describe_input, reproduce,
+    InputNote, InputSource, Isolation, MAX_DIFF_BYTES, NoIsolation, OutputComparison,
+    ReproduceRequest, Reproduction, describe_input, reproduce, reproduce_isolated, reproduced_unit,
 };
 pub use select::RunTarget;
 pub use selector::{BadSelector, RunSelector, SelectError};

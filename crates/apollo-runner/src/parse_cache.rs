@@ -39,8 +39,8 @@ const UNITS_PER_CHUNK_AT_LEAST: usize = 1_000;
 /// one line of JSON with the pipeline's `units` empty, then `chunks` chunks, each its length
 /// (8 bytes, little-endian) and the next units in order, one [`CachedUnit`] after another in
 /// postcard: decoding 10,000 units was most of a hit's time, and chunks decode on threads of
-/// their own, each into its place in one vector ([`decode_units`]). (As JSON, 10,000 units
-/// were 5 MB and a tenth of a no-op run's time; in postcard they are 1 MB.)
+/// their own, each into its place in one vector ([`decode_units`]). (JSON was five times the
+/// size and slow to decode: `docs/design/2026-12-02-noop-footprint.md`.)
 #[derive(Serialize, Deserialize)]
 struct Entry {
     format: u32,
@@ -243,9 +243,9 @@ const MIN_UNIT_BYTES: usize = 18;
 /// that many), in order, or `None` if they are not that.
 ///
 /// Each chunk is decoded on a thread of its own (the first on this one) **straight into its
-/// place in one vector**, sized once. Decoded into vectors of their own and concatenated, 10,000
-/// units (448 bytes each before their strings) were two copies of 4.5 MB of fresh pages; decoded
-/// one after the other, the decision to resume took 5 ms longer on two cores.
+/// place in one vector**, sized once: decoded into vectors of their own and concatenated, the
+/// units were two copies of fresh pages; decoded one after the other, the decision to resume
+/// waited for them (`docs/design/2026-12-02-noop-footprint.md`).
 #[allow(unsafe_code)] // Decoded in place: see the SAFETY comments.
 fn decode_units(chunks: &[&[u8]], per_chunk: usize) -> Option<Vec<Unit>> {
     let (last, full) = chunks.split_last()?;

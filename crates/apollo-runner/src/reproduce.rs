@@ -16,18 +16,28 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use apollo_core::capture::FileEntry;
 use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
 use apollo_core::event::{AttemptStatus, Event, FileSide, RunReproduces, RunStarted, UnitFiles};
-use apollo_core::hash::{self, sha256_file};
 use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
 use apollo_store::{
     BlobStore, Durability, JournalReader, JournalWriter, ReadOptions, RunId, StateDir,
     WriterOptions, read_files_manifest,
 };
+
+mod compare;
+mod isolation;
+mod prepare;
+mod scratch;
+
+use compare::compare_outputs;
+pub use isolation::{Isolation, NoIsolation};
+use prepare::refused;
+pub use prepare::reproduced_unit;
+use prepare::{Prepared, prepare};
+use scratch::{alone_in, recorded_inputs, scratch_dir};
 
 use crate::error::RunnerError;
 use crate::logs::RunLogs;
@@ -185,6 +195,9 @@ pub struct Reproduction {
     /// (it was recorded before capture existed, journal format before 1.3): its outputs
     /// cannot be compared, and [`outputs`](Self::outputs) is empty.
     pub outputs_unrecorded: bool,
+    /// Why the unit ran with the real project writable (`None`: it saw it read-only, see
+    /// [`Isolation`]).
+    pub not_isolated: Option<String>,
 }
 
 impl Reproduction {
@@ -198,7 +211,7 @@ impl Reproduction {
 
 /// What the original run's journal says about the attempt.
 #[derive(Default)]
-struct Recorded {
+pub(super) struct Recorded {
     identity: Option<String>,
     pipeline: String,
     config_path: String,
@@ -255,107 +268,35 @@ fn read_recorded(run_dir: &Path, unit: &str) -> Result<Recorded, apollo_store::S
 /// Re-runs the recorded attempt `request` names through `executor` (see the module docs)
 /// and compares its outputs with the recorded manifest. `cancel` stops it like a run.
 ///
-/// Takes the state directory's lock while the reproduction's run is written.
-#[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
+/// Takes the state directory's lock while the reproduction's run is written. The unit runs
+/// with the project writable: [`reproduce_isolated`] makes it read-only.
 pub fn reproduce(
     request: &ReproduceRequest,
     executor: &dyn Executor,
     cancel: &CancelToken,
 ) -> Result<Reproduction, RunnerError> {
-    let refuse = |problem: String| RunnerError::Reproduce {
-        run: request.run.clone(),
-        unit: request.unit.clone(),
-        problem,
-    };
-    let state = StateDir::open_existing(&request.state_dir)?;
-    let original_dir = state.run_dir(&request.run)?;
-    let recorded = read_recorded(original_dir.path(), &request.unit)?;
-    let attempt = match request.attempt {
-        Some(attempt) => attempt,
-        None => *(recorded.definition_of_attempt.keys().next_back())
-            .ok_or_else(|| refuse("the run has no attempt of it".to_owned()))?,
-    };
-    let definition_hash = recorded
-        .definition_of_attempt
-        .get(&attempt)
-        .ok_or_else(|| refuse(format!("the run has no attempt {attempt} of it")))?;
-    let snapshot = state
-        .read_blob(definition_hash)
-        .map_err(|error| refuse(format!("its definition snapshot cannot be read: {error}")))?;
-    let definition: Pipeline = serde_json::from_slice(&snapshot)
-        .map_err(|error| refuse(format!("its definition snapshot does not decode: {error}")))?;
-    let mut unit = (definition.units.iter())
-        .find(|unit| unit.name == request.unit)
-        .cloned()
-        .ok_or_else(|| refuse("the run's definition snapshot has no such unit".to_owned()))?;
-    let project = definition.base_dir.clone();
-    // A unit that must not run twice (a charge, a mail, a deploy) is not run again unless
-    // asked: a scratch directory holds its files, not what it does to the world (issue 36:
-    // reproduce re-ran an `idempotent: false` unit without a word).
-    if !unit.idempotent && !request.allow_side_effects {
-        return Err(RunnerError::ReproduceSideEffects {
-            run: request.run.clone(),
-            unit: request.unit.clone(),
-        });
-    }
+    reproduce_isolated(request, executor, &NoIsolation, cancel)
+}
 
-    // Everything the unit writes must land in the scratch directory.
-    let workdir = inside(&project, &unit.workdir).ok_or_else(|| {
-        refuse(format!(
-            "its workdir {} is outside the project {}: it would run outside the scratch directory",
-            unit.workdir.display(),
-            project.display()
-        ))
-    })?;
-    for output in &unit.outputs {
-        if inside(&project, &project.join(output)).is_none() {
-            return Err(refuse(format!(
-                "its output `{output}` is outside the project: reproducing it would write there"
-            )));
-        }
-    }
-    // The recorded manifest names folders to create and files to read in the scratch
-    // directory: a damaged or altered record must not name them elsewhere.
-    // A genuine record names an output inside the project relative to it; an absolute one,
-    // even of the project's own file, would make `scratch.join` name the original.
-    for output in recorded.outputs.get(&attempt).into_iter().flatten() {
-        if Path::new(&output.path).is_absolute()
-            || !hash::declares_output(&unit, &project, &output.path)
-        {
-            return Err(refuse(format!(
-                "the run recorded `{}` as an output of attempt {attempt}, which is not among \
-                 its declared outputs: the record was damaged or altered, and nothing was run",
-                output.path
-            )));
-        }
-    }
-
-    let (scratch, temporary) = match &request.into {
-        Some(into) => {
-            if fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
-                return Err(refuse(format!("{} is not empty", into.display())));
-            }
-            (into.clone(), false)
-        }
-        // New, private (0700) and under a random name: on a shared /tmp another user could
-        // otherwise make the folder first, and choose where the unit runs.
-        None => {
-            let folder = tempfile::Builder::new()
-                .prefix(&format!(
-                    "apollo-reproduce-{}-{}-{attempt}-",
-                    request.run, request.unit
-                ))
-                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-                .tempdir()
-                .map_err(|error| {
-                    refuse(format!(
-                        "cannot create a scratch directory in {}: {error} (or pass --into DIR)",
-                        std::env::temp_dir().display()
-                    ))
-                })?;
-            (folder.keep(), true)
-        }
-    };
+/// [`reproduce`], with the project made read-only through `isolation` just before the unit
+/// runs (the scratch directory and the state directory stay writable).
+pub fn reproduce_isolated(
+    request: &ReproduceRequest,
+    executor: &dyn Executor,
+    isolation: &dyn Isolation,
+    cancel: &CancelToken,
+) -> Result<Reproduction, RunnerError> {
+    let refuse = |problem: String| refused(request, problem);
+    let Prepared {
+        state,
+        recorded,
+        attempt,
+        definition,
+        mut unit,
+        project,
+        workdir,
+    } = prepare(request)?;
+    let (scratch, temporary) = scratch_dir(request, attempt)?;
     let io = |what: &str, path: &Path, error: std::io::Error| {
         refuse(format!("cannot {what} {}: {error}", path.display()))
     };
@@ -366,31 +307,8 @@ pub fn reproduce(
 
     let result = (|| -> Result<_, RunnerError> {
         let blobs = BlobStore::open_existing(state.path().join("blobs"));
-        // An attempt recorded before capture existed (journal format < 1.3) has no manifest:
-        // its declared inputs as they are now stand in, each said so.
-        let unrecorded;
-        let recorded_inputs = match recorded.inputs.get(&attempt) {
-            Some(files) => files.as_slice(),
-            None => {
-                unrecorded = (hash::expand_inputs(&unit, &project).into_iter())
-                    .map(|path| FileEntry {
-                        path: path
-                            .strip_prefix(&project)
-                            .unwrap_or(&path)
-                            .to_string_lossy()
-                            .into_owned(),
-                        sha256: String::new(),
-                        size: 0,
-                        mode: 0o644,
-                        not_captured: Some(
-                            "recorded before capture existed, journal format < 1.3".to_owned(),
-                        ),
-                    })
-                    .collect::<Vec<_>>();
-                unrecorded.as_slice()
-            }
-        };
-        let inputs = materialise_inputs(&blobs, recorded_inputs, &project, &scratch)
+        let recorded_inputs = recorded_inputs(&recorded, attempt, &unit, &project);
+        let inputs = materialise_inputs(&blobs, &recorded_inputs, &project, &scratch)
             .map_err(|(path, error)| io("write", &path, error))?;
         let scratch_workdir = scratch.join(&workdir);
         fs::create_dir_all(&scratch_workdir)
@@ -407,22 +325,11 @@ pub fn reproduce(
         // outputs are among its restored inputs.
         unit.workdir = scratch_workdir;
         unit.deps.clear();
-        let pipeline = Pipeline {
-            name: definition.name.clone(),
-            config_path: scratch
-                .join((definition.config_path.file_name()).unwrap_or("pipeline.yaml".as_ref())),
-            base_dir: scratch.clone(),
-            max_parallel: 1,
-            units: vec![unit.clone()],
-            // A reproduction notifies nobody.
-            hooks: Vec::new(),
-            capacity: definition.capacity,
-            max_jobs: definition.max_jobs,
-            // A reproduction evicts nothing: it ends without looking at the store's size.
-            blob_store_max: None,
-            durability: None,
-            sync_interval: None,
-        };
+        let pipeline = alone_in(&definition, &unit, &scratch);
+        let state_path = state.path().canonicalize();
+        let state_path = state_path.as_deref().unwrap_or(state.path());
+        let project = project.canonicalize().unwrap_or_else(|_| project.clone());
+        let not_isolated = isolation.read_only(&project, &[&scratch, state_path]).err();
         let status = run_reproduction(
             &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
         )?;
@@ -435,13 +342,13 @@ pub fn reproduce(
                 .map_or(&[][..], Vec::as_slice),
             &scratch,
         );
-        Ok((status, inputs, outputs))
+        Ok((status, inputs, outputs, not_isolated))
     })();
     let kept = !temporary || request.keep;
     if !kept {
         let _ = fs::remove_dir_all(&scratch);
     }
-    let ((run_id, status), inputs, outputs) = result?;
+    let ((run_id, status), inputs, outputs, not_isolated) = result?;
     let recorded_status = recorded.status_of_attempt.get(&attempt).copied();
     let outputs_unrecorded = recorded_status == Some(AttemptStatus::Succeeded)
         && !unit.outputs.is_empty()
@@ -458,6 +365,7 @@ pub fn reproduce(
         inputs,
         outputs,
         outputs_unrecorded,
+        not_isolated,
     })
 }
 
@@ -607,86 +515,6 @@ fn run_reproduction(
         _ => AttemptStatus::Interrupted,
     };
     Ok((run_id, status))
-}
-
-/// Every recorded output and every file the declared outputs stand for now, compared.
-fn compare_outputs(
-    state: &StateDir,
-    unit: &apollo_core::Unit,
-    recorded: &[FileEntry],
-    scratch: &Path,
-) -> Vec<OutputComparison> {
-    let mut comparisons: Vec<OutputComparison> = recorded
-        .iter()
-        .map(|file| {
-            let now_path = scratch.join(&file.path);
-            let now = sha256_file(&now_path).ok();
-            let diff = (now.as_deref() != Some(file.sha256.as_str()) && now.is_some())
-                .then(|| text_diff(state, file, &now_path))
-                .flatten();
-            OutputComparison {
-                path: file.path.clone(),
-                recorded: Some(file.sha256.clone()),
-                now,
-                diff,
-            }
-        })
-        .collect();
-    // Files the declared outputs stand for now that the recorded manifest does not list
-    // (only when there is one: a failed attempt recorded no outputs).
-    if recorded.is_empty() {
-        return comparisons;
-    }
-    if let Ok(paths) = hash::expand_outputs(unit, scratch) {
-        for path in paths {
-            let name = path
-                .strip_prefix(scratch)
-                .unwrap_or(&path)
-                .to_string_lossy()
-                .into_owned();
-            if recorded.iter().all(|file| file.path != name) {
-                comparisons.push(OutputComparison {
-                    path: name,
-                    recorded: None,
-                    now: sha256_file(&path).ok(),
-                    diff: None,
-                });
-            }
-        }
-    }
-    comparisons
-}
-
-/// A unified diff of a small recorded text output (its captured bytes) and the file at
-/// `now_path`.
-fn text_diff(state: &StateDir, recorded: &FileEntry, now_path: &Path) -> Option<String> {
-    if recorded.not_captured.is_some() || recorded.size > MAX_DIFF_BYTES {
-        return None;
-    }
-    // No more than one byte over the limit is read: a large output is not diffed.
-    let mut now_bytes = Vec::new();
-    (fs::File::open(now_path).ok()?)
-        .take(MAX_DIFF_BYTES + 1)
-        .read_to_end(&mut now_bytes)
-        .ok()?;
-    if now_bytes.len() as u64 > MAX_DIFF_BYTES {
-        return None;
-    }
-    // Read through the store's folders without following a link, only if a regular file,
-    // and checked against its name: a damaged or planted blob is not shown as what was
-    // recorded.
-    let blob_bytes = (state.read_blob_within(&recorded.sha256, MAX_DIFF_BYTES)).ok()?;
-    let before = String::from_utf8(blob_bytes).ok()?;
-    let after = String::from_utf8(now_bytes).ok()?;
-    let diff = similar::TextDiff::from_lines(&before, &after);
-    Some(
-        diff.unified_diff()
-            .header(
-                &format!("recorded/{}", recorded.path),
-                &format!("now/{}", recorded.path),
-            )
-            .to_string(),
-    )
 }
 
 /// The note for an input that was not restored from the blob store, for people:

@@ -67,7 +67,7 @@ pub(crate) async fn runs(
     .map_err(AppError::json)
 }
 
-/// `GET /api/runs/{run}`: `apollo show RUN --format json` (`apollo.show_run/2`).
+/// `GET /api/runs/{run}`: `apollo show RUN --format json` (`apollo.show_run/3`).
 pub(crate) async fn run(
     State(app): State<Arc<App>>,
     Path(run): Path<String>,
@@ -76,10 +76,13 @@ pub(crate) async fn run(
         let run = app.resolve(&run)?;
         let summary = app.state.run_summary(&run)?;
         let model = apollo_runner::read::run_model(&app.state, &run)?;
+        let reads = apollo_runner::read::CostReads::new();
+        let cost = apollo_runner::read::run_cost(&app.state, &model.timeline, &reads);
         Ok(Json(apollo_runner::read::show_run_document(
             &run,
             &summary,
             &model.timeline,
+            cost.as_ref(),
         )))
     })
     .await
@@ -87,7 +90,7 @@ pub(crate) async fn run(
 }
 
 /// `GET /api/runs/{run}/units/{unit}`: `apollo show RUN UNIT --format json`
-/// (`apollo.show_unit/2`).
+/// (`apollo.show_unit/3`).
 pub(crate) async fn unit(
     State(app): State<Arc<App>>,
     Path((run, unit)): Path<(String, String)>,
@@ -100,11 +103,14 @@ pub(crate) async fn unit(
             .unit(&unit)
             .ok_or_else(|| unknown_unit(&run, &unit))?;
         let live = apollo_runner::read::live_holder_pid(&app.state, &run);
+        let reads = apollo_runner::read::CostReads::new();
+        let cost = apollo_runner::read::run_cost(&app.state, timeline, &reads);
         Ok(Json(apollo_runner::read::show_unit_document(
             &app.state,
             &run,
             (found, timeline.state_of(found)),
             live,
+            cost.as_ref(),
         )))
     })
     .await

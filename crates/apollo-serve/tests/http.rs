@@ -154,10 +154,10 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
         0
     );
     let show = json(&format!("/api/runs/{first}"));
-    assert_eq!(show["schema"], "apollo.show_run/2");
+    assert_eq!(show["schema"], "apollo.show_run/3");
     assert_eq!(show["status"], "failed");
     let unit = json(&format!("/api/runs/{first}/units/bad"));
-    assert_eq!(unit["schema"], "apollo.show_unit/2");
+    assert_eq!(unit["schema"], "apollo.show_unit/3");
     assert_eq!(unit["attempts"][0]["outcome"]["exit"]["code"], 3);
     let diff = json(&format!("/api/diff?a={first}&b={first}"));
     assert!(diff["schema"].as_str().unwrap().starts_with("apollo.diff/"));
@@ -336,4 +336,48 @@ fn api_runs_gives_pages_of_the_clis_items_newest_first() {
         json("/api/runs?limit=1&page=9")["runs"],
         serde_json::json!([])
     );
+}
+
+/// A run with a price table (`cost:`): its page shows the run's cost, wasted and saved, and a
+/// Cost column in the unit table, as `apollo show --format json` (the same document, from
+/// the API) counts them; a run without one shows no cost.
+#[test]
+fn the_run_page_shows_cost_wasted_and_saved_when_the_run_has_a_price_table() {
+    let (dir, config) = common::project(
+        "name: priced\ncost: {cpu_hour: 3600, gib_hour: 36.5, currency: EUR}\nunits:\n  \
+         - name: fails\n    execute: exit 3\n  - name: works\n    execute: echo done\n",
+    );
+    common::run_pipeline(&config);
+    let served = common::Served::start(&dir.path().join(".apollo"));
+    let api = served.get("/api/runs/latest");
+    assert_eq!(api.status, 200);
+    let document: serde_json::Value = serde_json::from_str(&api.body).unwrap();
+    let cost = &document["cost"];
+    let amount = |value: &serde_json::Value| {
+        value
+            .as_str()
+            .unwrap()
+            .parse::<apollo_core::cost::Money>()
+            .unwrap()
+    };
+    let fails = amount(&document["units"][0]["cost"]["total"]);
+    let works = amount(&document["units"][1]["cost"]["total"]);
+    assert_eq!(amount(&cost["total"]), fails + works);
+    assert_eq!(amount(&cost["wasted"]), fails);
+    let page = served.get("/runs/latest");
+    assert_eq!(page.status, 200);
+    let show = |money: apollo_core::cost::Money| format!("{} EUR", money.human());
+    assert!(page.body.contains("<dt>Cost</dt>"), "{}", page.body);
+    assert!(page.body.contains(&show(fails + works)), "{}", page.body);
+    assert!(
+        page.body.contains(&format!("wasted {}", show(fails))),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<th scope=\"col\">Cost</th>"));
+    drop(served);
+    let (_dir, state_dir) = state_with_runs();
+    let served = Served::start(&state_dir);
+    let page = served.get("/runs/latest");
+    assert!(!page.body.contains("Cost"), "{}", page.body);
 }

@@ -91,6 +91,9 @@ pub(crate) struct SlurmClient {
     scancel_calls: AtomicU64,
     submits_in_flight: Mutex<usize>,
     submit_done: Condvar,
+    /// The cluster's default partition (`scontrol show partition`), read once when a job that
+    /// names none is first submitted.
+    default_partition: std::sync::OnceLock<Option<String>>,
 }
 
 impl SlurmClient {
@@ -102,6 +105,7 @@ impl SlurmClient {
             scancel_calls: AtomicU64::new(0),
             submits_in_flight: Mutex::new(0),
             submit_done: Condvar::new(),
+            default_partition: std::sync::OnceLock::new(),
         }
     }
 
@@ -174,6 +178,18 @@ impl SlurmClient {
             .next()?
             .parse()
             .ok()
+    }
+
+    /// The cluster's default partition (the one `Default=YES` in `scontrol show partition`),
+    /// read once; `None` when it cannot be read.
+    pub(crate) fn default_partition(&self) -> Option<String> {
+        self.default_partition
+            .get_or_init(|| {
+                let args = ["-o", "show", "partition"].map(str::to_owned);
+                let output = self.run(&self.config.scontrol, &args).ok()?;
+                crate::request::default_partition(&output.stdout)
+            })
+            .clone()
     }
 
     fn show_config(&self) -> Option<String> {

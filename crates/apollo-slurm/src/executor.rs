@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use apollo_core::event::{AttemptStatus, ExitStatus};
 use apollo_core::{
-    AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest, CancelLevel, Executor, NeedsHuman,
+    AttemptContext, AttemptOutcome, AttemptRequest, CancelLevel, Executor, NeedsHuman,
 };
 use apollo_exec::{create_attempt_dir, write_attempt_file};
 use crossbeam_channel::Receiver;
@@ -173,7 +173,7 @@ impl SlurmExecutor {
             }
         };
         let _ = write_attempt_file(&dir.join(JOB_ID), format!("{job_id}\n").as_bytes());
-        context.report(AttemptEvent::submitted(EXECUTOR_NAME, job_id.clone()));
+        context.report(self.submitted_event(request.unit, &job_id));
         let watch = Watch {
             job,
             dir: dir.to_owned(),

@@ -10,6 +10,7 @@ mod job_name;
 mod options;
 mod poller;
 mod reattach;
+mod request;
 mod result;
 mod script;
 mod secrets;

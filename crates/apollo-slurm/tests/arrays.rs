@@ -144,8 +144,22 @@ fn twenty_attempts_ready_together_are_job_arrays_within_max_array_size_each_its_
     let calls = executor.client_calls();
     assert_eq!(calls.sbatch, sizes.len() as u64);
     assert!(calls.squeue < 10, "{calls}");
-    // `scontrol show config` was read once.
-    assert_eq!(fake_file(root, "scontrol_calls").lines().count(), 1);
+    // `scontrol show config` was read once, and the default partition (for the cost's
+    // record of what each job asked for) once.
+    let scontrol = fake_file(root, "scontrol_calls");
+    assert_eq!(
+        scontrol.lines().filter(|l| *l == "show config").count(),
+        1,
+        "{scontrol}"
+    );
+    assert_eq!(
+        scontrol
+            .lines()
+            .filter(|l| *l == "-o show partition")
+            .count(),
+        1,
+        "{scontrol}"
+    );
 }
 
 #[test]

@@ -32,8 +32,11 @@ pub struct BackupReport {
     pub too_old: Vec<RunId>,
     /// Runs not copied because their journal is damaged, with the reason.
     pub failed: Vec<(RunId, String)>,
-    /// Bytes copied.
+    /// Bytes of the runs' folders copied (journals, logs, manifests).
     pub copied_bytes: u64,
+    /// Bytes of blobs copied (definition snapshots, captured files) that the destination did
+    /// not hold yet.
+    pub copied_blob_bytes: u64,
     /// What pruning the destination did.
     pub pruned: PruneReport,
 }
@@ -125,7 +128,9 @@ pub fn backup(
                 Err(_) if !source_blobs.contains(&hash) => continue,
                 Err(error) => return Err(error),
             };
-            if copied.sha256 != hash {
+            if copied.sha256 == hash {
+                report.copied_blob_bytes += copied.size;
+            } else {
                 dest_blobs.remove(&copied.sha256)?;
                 report.failed.push((
                     id.clone(),

@@ -8,8 +8,8 @@
 //!
 //! The checksum is the journal frames' (CRC-32C, in hardware): it guards against damage, not
 //! against a forger, who could write a matching SHA-256 as easily — and nothing read here is
-//! trusted beyond a cache (a reuse is checked against the files on disk). A no-op run of
-//! 10,000 units reads 9 MB of these files, and SHA-256 over them was 4% of its time. Files
+//! trusted beyond a cache (a reuse is checked against the files on disk). A no-op run reads
+//! these files whole, and SHA-256 over them showed in its time (`docs/design/2026-12-02-noop-footprint.md`). Files
 //! an older apollo wrote (`<sha256 of the body, hex>`) are still read, and checked so.
 
 use std::io::Read;
@@ -50,9 +50,9 @@ pub(crate) fn read_checked(state: &StateDir, name: &str) -> Result<(String, Vec<
         Err(StoreError::NotFound { .. }) => return Err(Unusable::Missing),
         Err(error) => return Err(Unusable::Damaged(error.to_string())),
     };
-    // Read into a buffer of the file's size, and the body kept where it was read: a parse
-    // cache of 10,000 units is 5 MB, and growing and copying it touched three times as many
-    // fresh pages, each a page fault (a tenth of a no-op run on a virtual machine).
+    // Read into a buffer of the file's size, and the body kept where it was read: growing
+    // and copying a large parse cache touched three times as many fresh pages, each a page
+    // fault.
     let size = file.metadata().map_or(0, |metadata| metadata.len());
     let mut bytes = Vec::with_capacity(usize::try_from(size.min(MAX_INDEX_BYTES)).unwrap_or(0));
     file.take(MAX_INDEX_BYTES)

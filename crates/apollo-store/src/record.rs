@@ -124,8 +124,8 @@ fn encode_event(event: &Event) -> Vec<u8> {
 /// The event's JSON object, `{"kind":"…",…fields…}`, exactly as serde writes [`Event`] (an
 /// internally tagged enum), by the codec declared with the events ([`apollo_core::codec`]:
 /// one definition of each record, and the tests hold every field of every kind to serde's
-/// bytes) — without serde's tagging layer (a no-op run of 10,000 reused units spent 7% of its
-/// time encoding its records through it). Appended to `json`, which may hold other events
+/// bytes) — without serde's tagging layer, which a no-op run of many reused units spent a
+/// visible part of its time in. Appended to `json`, which may hold other events
 /// before it (the writer encodes a batch into one buffer it keeps).
 fn encode_event_into(event: &Event, json: &mut Vec<u8>) {
     event.encode_json(json);

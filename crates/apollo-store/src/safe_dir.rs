@@ -55,8 +55,7 @@ fn stat_id(stat: &rustix::fs::Stat) -> FileId {
 /// at, and the next write then stamps the file with a fine-grained time instead of the
 /// current timer tick's, so that every write changes the inode; on ext4 without a
 /// filesystem journal every `fdatasync` writes a changed inode to disk, one more device
-/// write per commit (≈ 45 µs of a chain link's ≈ 1 ms where it was measured:
-/// `docs/design/2026-12-02-chain-fsync-levers.md`).
+/// write per commit (`docs/design/2026-12-02-chain-fsync-levers.md`).
 #[allow(clippy::useless_conversion)] // See `stat_id`.
 pub(crate) fn held_state(fd: impl AsFd, path: &Path) -> Result<HeldState, StoreError> {
     use rustix::fs::{StatxFlags, makedev, statx};

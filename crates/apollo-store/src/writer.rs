@@ -449,8 +449,8 @@ impl JournalWriter {
     fn append_events(&mut self, events: &[Event], commit: Commit) -> Result<u64, StoreError> {
         self.check_poisoned()?;
         // Every event is encoded before any is written (one that cannot be is an error, and
-        // nothing is written), into one buffer the writer keeps: a batch of 1,024 reused
-        // units took a thousand allocations, a tenth of a no-op run's fresh pages.
+        // nothing is written), into one buffer the writer keeps, not an allocation per
+        // record.
         let mut json = std::mem::take(&mut self.encoded);
         json.clear();
         let mut ends = Vec::with_capacity(events.len());

@@ -246,3 +246,50 @@ fn a_format_1_6_run_started_records_the_durability_and_older_runs_read_as_fsync(
     };
     assert_eq!(later.run_id, "20261201T000000Z-0001");
 }
+
+/// Format 1.7 adds what a cluster job asked for to `unit_submitted` (`partition`, `nodes`,
+/// `mem_mib`: the cost's basis): written and read back through the journal (the writer's fast
+/// encoder, the reader's fast decoder); a 1.6 record without them reads with none.
+#[test]
+fn a_format_1_7_unit_submitted_records_the_jobs_request_and_older_ones_read_without() {
+    use apollo_core::event::UnitSubmitted;
+    use apollo_store::JournalWriter;
+
+    let submitted = Event::UnitSubmitted(UnitSubmitted {
+        unit: "align".into(),
+        attempt: 1,
+        executor: "slurm".into(),
+        job_id: "4242".into(),
+        reattached_from: None,
+        partition: Some("gpu".into()),
+        nodes: Some(2),
+        mem_mib: Some(4096),
+    });
+    let json = serde_json::to_value(&submitted).unwrap();
+    assert_eq!(
+        (&json["partition"], &json["nodes"], &json["mem_mib"]),
+        (&"gpu".into(), &2.into(), &4096.into())
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer =
+        JournalWriter::create(dir.path(), "20261204T000000Z-0001", crate::support::fast()).unwrap();
+    writer
+        .append_batch(std::slice::from_ref(&submitted))
+        .unwrap();
+    drop(writer);
+    let (records, warnings) = read_all(dir.path(), ReadOptions::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(records.unwrap()[0].event, submitted);
+    // A 1.6 `unit_submitted` has none of them.
+    let older: Event = serde_json::from_str(
+        r#"{"kind":"unit_submitted","unit":"align","attempt":1,"executor":"slurm","job_id":"4242"}"#,
+    )
+    .unwrap();
+    let Event::UnitSubmitted(older) = older else {
+        panic!("unit_submitted");
+    };
+    assert_eq!(
+        (older.partition, older.nodes, older.mem_mib),
+        (None, None, None)
+    );
+}

@@ -149,10 +149,12 @@ pub(crate) fn backup(
     }
     writeln!(
         stdout,
-        "backed up {} run{} ({:.1} MiB) to {}; {} already there",
+        "backed up {} run{} ({:.1} MiB: {:.1} MiB of runs, {:.1} MiB of blobs) to {}; {} already there",
         report.copied.len(),
         if report.copied.len() == 1 { "" } else { "s" },
+        (report.copied_bytes + report.copied_blob_bytes) as f64 / (1024.0 * 1024.0),
         report.copied_bytes as f64 / (1024.0 * 1024.0),
+        report.copied_blob_bytes as f64 / (1024.0 * 1024.0),
         args.dest.display(),
         report.already_there.len()
     )

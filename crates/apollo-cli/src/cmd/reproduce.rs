@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use apollo_core::CancelToken;
 use apollo_exec::{ExecOptions, ProcessExecutor};
-use apollo_runner::{InputSource, ReproduceRequest, Reproduction, describe_input};
+use apollo_exec::{IsolationError, PrivateMounts, SecretValues};
+use apollo_runner::{InputSource, Isolation, ReproduceRequest, Reproduction, describe_input};
 
 use crate::cmd::replay::TableFormat;
 use crate::cmd::run::runner_error;
@@ -51,6 +52,9 @@ pub(crate) fn run(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
+    // First, while apollo has one thread: the namespaces in which the unit will see the
+    // project read-only (issue 36, item 13).
+    let isolation = ReadOnlyProject(PrivateMounts::enter());
     let state_path = state::state_dir_path(state_dir, None);
     let state = state::open_existing(&state_path)?;
     let run_id = state::resolve_run(&state, &args.run)?;
@@ -63,8 +67,19 @@ pub(crate) fn run(
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
     })?;
-    let executor = ProcessExecutor::new(ExecOptions::default());
-    let result = apollo_runner::reproduce(&request, &executor, &cancel);
+    // The secrets the unit receives, from the sources its definition recorded, read now as a
+    // run reads them when it starts (and never written down).
+    let (unit, project) = apollo_runner::reproduced_unit(&request).map_err(runner_error)?;
+    let secrets = SecretValues::read_for(std::iter::once(&unit), &project).map_err(|error| {
+        CliError::Usage {
+            message: format!(
+                "{error}
+  = help: nothing was run; make the secret available from its source, then reproduce again"
+            ),
+        }
+    })?;
+    let executor = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets);
+    let result = apollo_runner::reproduce_isolated(&request, &executor, &isolation, &cancel);
     drop(signals);
     let reproduction = result.map_err(runner_error)?;
     match args.format {
@@ -77,6 +92,20 @@ pub(crate) fn run(
     } else {
         Exit::Failure
     })
+}
+
+/// apollo-exec's private mounts as the runner's isolation, or why there are none.
+struct ReadOnlyProject(Result<PrivateMounts, IsolationError>);
+
+impl Isolation for ReadOnlyProject {
+    fn read_only(&self, project: &Path, writable: &[&Path]) -> Result<(), String> {
+        match &self.0 {
+            Ok(mounts) => mounts
+                .read_only(project, writable)
+                .map_err(|error| error.to_string()),
+            Err(error) => Err(error.to_string()),
+        }
+    }
 }
 
 fn short(hash: Option<&str>) -> &str {
@@ -92,6 +121,13 @@ fn render_text(
         if let Some(text) = describe_input(note) {
             writeln!(stderr, "warning: {text}")?;
         }
+    }
+    if let Some(why) = &reproduction.not_isolated {
+        writeln!(
+            stderr,
+            "warning: not isolated: the unit ran with your project writable ({why}); what it \
+             wrote outside its scratch directory is in your files"
+        )?;
     }
     if reproduction.outputs_unrecorded {
         writeln!(
@@ -209,6 +245,8 @@ fn render_json(reproduction: &Reproduction, stdout: &mut dyn Write) -> std::io::
         "inputs": inputs,
         "outputs": outputs,
         "outputs_unrecorded": reproduction.outputs_unrecorded,
+        "isolated": reproduction.not_isolated.is_none(),
+        "not_isolated": reproduction.not_isolated,
     });
     writeln!(stdout, "{value}")
 }

@@ -47,6 +47,22 @@ fn params_text(params: &std::collections::BTreeMap<String, serde_json::Value>) -
         .join(" ")
 }
 
+/// A run's cost in the COST column: its total for people (`Money::human`) and the currency;
+/// `-` without.
+fn cost_text(line: &apollo_runner::read::RunLine) -> String {
+    let Some(cost) = &line.cost else {
+        return "-".to_owned();
+    };
+    let total = (cost["total"].as_str())
+        .and_then(|total| total.parse::<apollo_core::cost::Money>().ok())
+        .unwrap_or_default()
+        .human();
+    match cost["currency"].as_str() {
+        Some(currency) => format!("{total} {currency}"),
+        None => total,
+    }
+}
+
 /// `apollo runs`.
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 pub(crate) fn runs(
@@ -63,7 +79,7 @@ pub(crate) fn runs(
         .ok()
         .flatten()
         .and_then(|holder| holder.pid);
-    let lines: Vec<apollo_runner::read::RunLine> =
+    let mut lines: Vec<apollo_runner::read::RunLine> =
         apollo_runner::read::run_lines(&state, &summaries, chrono::Utc::now())
             .into_iter()
             .filter(|line| {
@@ -72,6 +88,9 @@ pub(crate) fn runs(
                     .is_none_or(|name| line.pipeline.as_deref() == Some(name))
             })
             .collect();
+    // A run that ran with a price table (`cost:`) is folded and priced.
+    let reads = apollo_runner::read::CostReads::new();
+    apollo_runner::read::add_costs(&state, &summaries, &mut lines, &reads);
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Json => {
@@ -112,19 +131,27 @@ pub(crate) fn runs(
                     .max(8);
                 // A PARAMS column only when some run has params.
                 let any_params = lines.iter().any(|line| !line.params.is_empty());
+                // A COST column only when some run has a cost.
+                let costs: Vec<String> = lines.iter().map(cost_text).collect();
+                let cost_width = costs.iter().map(|text| text.chars().count()).max();
+                let cost_width = cost_width.filter(|_| lines.iter().any(|l| l.cost.is_some()));
+                let cost_column = |text: &str| {
+                    cost_width.map_or_else(String::new, |width| format!("{text:>width$}  "))
+                };
                 writeln!(
                     out,
-                    "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  units{}",
+                    "{:<22}  {:<width$}  {:<19}  {:>9}  {:<11}  {}units{}",
                     "RUN",
                     "PIPELINE",
                     "STARTED (UTC)",
                     "DURATION",
                     "STATUS",
+                    cost_column("COST"),
                     if any_params { "  params" } else { "" }
                 )
                 .map_err(output)?;
                 let color = color_stdout();
-                for line in &lines {
+                for (line, cost) in lines.iter().zip(&costs) {
                     let duration = line.duration_ms.map_or_else(
                         || "-".to_owned(),
                         |ms| {
@@ -177,9 +204,10 @@ pub(crate) fn runs(
                     if !line.params.is_empty() {
                         units.push_str(&format!("  {}", params_text(&line.params)));
                     }
+                    let cost = cost_column(cost);
                     writeln!(
                         out,
-                        "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {units}",
+                        "{:<22}  {:<width$}  {:<19}  {:>9}  {status}  {cost}{units}",
                         line.id,
                         // A name is the config's text: escaped, so it cannot move the cursor.
                         crate::excerpt::clean_line(line.pipeline.as_deref().unwrap_or("?")),

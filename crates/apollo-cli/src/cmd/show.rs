@@ -17,6 +17,9 @@ use crate::exit::Exit;
 use crate::progress::human_duration;
 use crate::state;
 
+mod run;
+use run::show_run;
+
 /// Arguments of `apollo show`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ShowArgs {
@@ -122,15 +125,13 @@ pub(crate) fn show(
         return Err(unknown_unit(&run_id, unit_name, &timeline));
     };
     let live = crate::cmd::logs::live_holder_pid(&state, &run_id);
+    let reads = apollo_runner::read::CostReads::new();
+    let cost = apollo_runner::read::run_cost(&state, &timeline, &reads);
     if args.format == TableFormat::Json {
-        return show_json(
-            &state,
-            &run_id,
-            (unit, timeline.state_of(unit)),
-            live,
-            stdout,
-        );
+        let unit = (unit, timeline.state_of(unit));
+        return show_json(&state, &run_id, unit, live, cost.as_ref(), stdout);
     }
+    let unit_cost = cost.as_ref().and_then(|cost| cost.unit(unit_name));
     let recorded = recorded_files(&state, &run_id, unit_name)?;
     let mut out = BufWriter::new(stdout);
     let status = match (live, timeline.state_of(unit)) {
@@ -143,6 +144,12 @@ pub(crate) fn show(
         &status,
     );
     let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
+    if let Some(unit_cost) = unit_cost {
+        let line = run::unit_cost_text(cost.as_ref(), unit_cost, unit.reused.is_some());
+        if !line.is_empty() {
+            text.push_str(&format!("  {}\n", line.trim_start()));
+        }
+    }
     if let Some(definition) = &recorded.definition
         && let Some(defined) = definition.units.iter().find(|u| u.name == unit_name)
     {
@@ -288,6 +295,17 @@ pub(crate) fn show(
                 }
             ));
         }
+        let priced = (unit_cost
+            .into_iter()
+            .flat_map(|unit_cost| &unit_cost.attempts))
+        .find(|priced| priced.attempt == attempt.number);
+        if let (Some(cost), Some(priced)) = (&cost, priced) {
+            let wasted = if priced.wasted { " (wasted)" } else { "" };
+            text.push_str(&format!(
+                "  cost        {}{wasted}\n",
+                cost.show(priced.cost)
+            ));
+        }
         let dir = attempt_dir(&state, &run_id, &unit.name, attempt.number);
         if matches!(
             attempt.state,
@@ -383,81 +401,6 @@ fn files_text(what: &str, files: &[FileEntry]) -> String {
 
 /// `apollo show RUN --definition`: the definition snapshot the run last used (the one its
 /// latest `run_started`/`run_resumed` names).
-/// `apollo show [RUN]` without a unit: the run's summary — its status and counts as `runs`
-/// gives them, then each unit's state (the closed set of the run model), attempts and time.
-fn show_run(
-    state: &StateDir,
-    run_id: &RunId,
-    format: TableFormat,
-    stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
-) -> Result<Exit, CliError> {
-    let summary = state.run_summary(run_id)?;
-    let timeline = read_timeline(state, run_id, stderr)?;
-    let counts = timeline.counts();
-    let mut out = BufWriter::new(stdout);
-    if format == TableFormat::Json {
-        let document = apollo_runner::read::show_run_document(run_id, &summary, &timeline);
-        serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
-        writeln!(out).map_err(output)?;
-        out.flush().map_err(output)?;
-        return Ok(Exit::Success);
-    }
-    let pipeline = crate::excerpt::clean_line(summary.pipeline.as_deref().unwrap_or("?"));
-    writeln!(
-        out,
-        "run {run_id} of `{pipeline}`: {}{}{}",
-        summary.state.as_str(),
-        if summary.kind.is_run() {
-            String::new()
-        } else {
-            format!(" ({})", summary.kind.as_str())
-        },
-        // The default goes unsaid.
-        if summary.durability.is_fsync() {
-            String::new()
-        } else {
-            format!(" (durability {})", summary.durability)
-        }
-    )
-    .map_err(output)?;
-    if let Some(problem) = &summary.problem {
-        writeln!(out, "  problem: {problem}").map_err(output)?;
-    }
-    writeln!(out, "  {}, of {} units", counts.text(0), summary.n_units).map_err(output)?;
-    let width = (timeline.units.iter())
-        .map(|unit| unit.name.chars().count())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    for unit in &timeline.units {
-        let mut line = format!(
-            "  {:<width$}  {:<25}",
-            crate::excerpt::clean_line(&unit.name),
-            timeline.state_of(unit).label()
-        );
-        match (&unit.reused, unit.last_attempt()) {
-            (Some(reused), _) => line.push_str(&format!(
-                "  from run {} attempt {}",
-                reused.from_run, reused.from_attempt
-            )),
-            (None, Some(last)) => line.push_str(&format!(
-                "  {} attempt{}, last {}",
-                unit.attempts.len(),
-                if unit.attempts.len() == 1 { "" } else { "s" },
-                crate::progress::human_duration(std::time::Duration::from_millis(
-                    last.duration_ms()
-                ))
-            )),
-            (None, None) => {}
-        }
-        writeln!(out, "{}", line.trim_end()).map_err(output)?;
-    }
-    writeln!(out, "  details: apollo show {run_id} UNIT").map_err(output)?;
-    out.flush().map_err(output)?;
-    Ok(Exit::Success)
-}
-
 fn show_definition(
     state_args: &StateArgs,
     run: &str,
@@ -495,9 +438,11 @@ fn show_json(
     run_id: &RunId,
     (unit, unit_state): (&apollo_replay::UnitTimeline, UnitState),
     live: Option<u32>,
+    cost: Option<&apollo_replay::RunCost>,
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
-    let document = apollo_runner::read::show_unit_document(state, run_id, (unit, unit_state), live);
+    let unit = (unit, unit_state);
+    let document = apollo_runner::read::show_unit_document(state, run_id, unit, live, cost);
     let mut out = BufWriter::new(stdout);
     serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
     writeln!(out).map_err(output)?;

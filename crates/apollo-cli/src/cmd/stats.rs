@@ -121,6 +121,39 @@ pub(crate) fn render_text(stats: &[UnitStats], n_runs: usize, pipeline: &str) ->
     text
 }
 
+/// The cost table under the stats: each unit's mean cost per run it ran in, its total, and
+/// what was wasted and saved, for people (`Money::human`).
+pub(crate) fn render_cost_text(currency: Option<&str>, units: &[read::UnitCostStats]) -> String {
+    let width = (units.iter().map(|unit| unit.unit.len()))
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40);
+    let mut text = format!(
+        "cost{}\n{:<width$}  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}\n",
+        currency
+            .map(|currency| format!(" ({currency})"))
+            .unwrap_or_default(),
+        "UNIT",
+        "RUNS",
+        "MEAN",
+        "TOTAL",
+        "WASTED",
+        "SAVED"
+    );
+    for unit in units {
+        text.push_str(&format!(
+            "{:<width$}  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}\n",
+            unit.unit,
+            unit.runs,
+            unit.mean.human(),
+            unit.total.human(),
+            unit.wasted.human(),
+            unit.saved.human()
+        ));
+    }
+    text
+}
+
 /// The latest `n` runs of `pipeline` of the kinds `kind` admits (oldest first).
 fn runs_of(
     state: &StateDir,
@@ -173,6 +206,7 @@ pub(crate) fn stats(
         state::print_warnings(&reader.take_warnings(), stderr);
     }
     let mut stats = read::unit_stats(&models, &read::timeouts(&state, latest));
+    let mut cost = read::unit_cost_stats(&state, &models, &read::CostReads::new());
     if let Some(unit) = &args.unit {
         if !stats.iter().any(|stats| &stats.unit == unit) {
             let names = stats.iter().map(|stats| stats.unit.as_str());
@@ -189,23 +223,33 @@ pub(crate) fn stats(
             return Err(CliError::Usage { message });
         }
         stats.retain(|stats| &stats.unit == unit);
+        if let Some((_, costs)) = &mut cost {
+            costs.retain(|cost| &cost.unit == unit);
+        }
     }
     let mut out = BufWriter::new(stdout);
     match args.format {
         TableFormat::Json => {
-            let document = serde_json::json!({
+            let mut document = serde_json::json!({
                 "schema": "apollo.stats/1",
                 "pipeline": pipeline,
                 "runs": runs.iter().map(RunId::as_str).collect::<Vec<_>>(),
                 "units": stats,
             });
+            if let Some((currency, units)) = &cost {
+                document["cost"] = serde_json::json!({"currency": currency, "units": units});
+            }
             serde_json::to_writer_pretty(&mut out, &document)
                 .map_err(|error| output(error.into()))?;
             writeln!(out).map_err(output)?;
         }
-        TableFormat::Text => out
-            .write_all(render_text(&stats, runs.len(), &pipeline).as_bytes())
-            .map_err(output)?,
+        TableFormat::Text => {
+            let mut text = render_text(&stats, runs.len(), &pipeline);
+            if let Some((currency, units)) = &cost {
+                text.push_str(&render_cost_text(currency.as_deref(), units));
+            }
+            out.write_all(text.as_bytes()).map_err(output)?;
+        }
     }
     out.flush().map_err(output)?;
     Ok(Exit::Success)

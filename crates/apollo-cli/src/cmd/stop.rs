@@ -67,6 +67,15 @@ pub(crate) fn stop(
             holder.run.as_deref().unwrap_or("no run yet")
         )));
     }
+    // Another user's process: /proc hides what it holds, and the signal would be refused.
+    // Say so, rather than blame the pid (issue 36 item 18).
+    if let Some(owner) = owned_by_another_user(pid) {
+        return Err(not_running(format!(
+            "apollo pid {pid} (run {}) belongs to another user ({owner}): only that user or root \
+             may stop it; ask them, or run `apollo stop` as that user; nothing was signalled",
+            holder.run.as_deref().unwrap_or("not started yet")
+        )));
+    }
     if !holds_lock_as_apollo(pid, &state.lock_path()) {
         return Err(not_running(format!(
             "pid {pid}, named in the lock file, is not an apollo holding this state directory's lock: nothing was signalled"
@@ -146,6 +155,34 @@ fn holds_lock_as_apollo(pid: u32, lock: &Path) -> bool {
             std::fs::metadata(fd.path())
                 .is_ok_and(|file| file.dev() == lock.dev() && file.ino() == lock.ino())
         })
+}
+
+/// The owner of process `pid` (a user name when `/etc/passwd` has it, else `uid N`), when it
+/// is not the caller and the caller is not root; `None` when it is the caller's, or gone.
+fn owned_by_another_user(pid: u32) -> Option<String> {
+    let ours = rustix::process::geteuid();
+    if ours.is_root() {
+        return None;
+    }
+    let theirs = std::fs::metadata(Path::new("/proc").join(pid.to_string()))
+        .ok()?
+        .uid();
+    if theirs == ours.as_raw() {
+        return None;
+    }
+    let name = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| {
+            passwd.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                (fields.nth(1)? == theirs.to_string()).then(|| name.to_owned())
+            })
+        });
+    Some(name.map_or_else(
+        || format!("uid {theirs}"),
+        |name| format!("`{name}`, uid {theirs}"),
+    ))
 }
 
 /// This machine's name, as the lock file records it.

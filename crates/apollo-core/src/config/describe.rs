@@ -62,6 +62,8 @@ pub(crate) enum Shape {
     Resources,
     /// The `secrets:` block: name → `{env: VAR}`, `{file: PATH}` or `{command: ...}`.
     Secrets,
+    /// The price table: `{cpu_hour, gib_hour, node_hour: {PARTITION: price}, currency}`.
+    Cost,
 }
 
 /// One key of a section.
@@ -103,7 +105,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 18] = [
+pub(crate) const TOP_LEVEL: [Key; 19] = [
     key(
         "name",
         Shape::Text,
@@ -181,6 +183,11 @@ pub(crate) const TOP_LEVEL: [Key; 18] = [
         "secrets",
         Shape::Secrets,
         "Secrets by name and source ({env: VAR}, {file: PATH} or {command: ...}), read when a run starts; a unit lists those it receives (`secrets: [NAME]`) and gets each as an environment variable. Values are never written down.",
+    ),
+    key(
+        "cost",
+        Shape::Cost,
+        "Prices that turn each attempt's recorded use into money: `cpu_hour`, `gib_hour` (local: largest resident set; Slurm: memory requested), `node_hour: {PARTITION: price}` (Slurm), `currency`. Without it no cost is shown.",
     ),
 ];
 
@@ -446,6 +453,7 @@ fn shape_schema(shape: Shape) -> Value {
              ]}},
             {"type": "null"}
         ]}),
+        Shape::Cost => super::schema::cost_json_schema(),
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),
             {"type": "object",
@@ -521,28 +529,4 @@ pub fn json_schema() -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_names_are_unique_in_each_section() {
-        for section in [&TOP_LEVEL[..], &DEFAULTS[..], &UNIT[..], &PARAM[..]] {
-            let mut names: Vec<&str> = section.iter().map(|key| key.name).collect();
-            names.sort_unstable();
-            let n_names = names.len();
-            names.dedup();
-            assert_eq!(names.len(), n_names);
-        }
-    }
-
-    #[test]
-    fn unit_settings_include_every_default() {
-        for default in &DEFAULTS {
-            assert!(
-                UNIT.iter().any(|key| key.name == default.name),
-                "{}",
-                default.name
-            );
-        }
-    }
-}
+mod tests;

@@ -237,6 +237,7 @@ pub(crate) fn merge(
     defaults.capture_max_file = defaults.capture_max_file.take().or(from.capture_max_file);
     defaults.reuse = defaults.reuse.take().or(from.reuse);
     main.blob_store_max = main.blob_store_max.take().or(included.blob_store_max);
+    main.cost = main.cost.take().or(included.cost);
     // A hook of the including file wins over an included file's hook of the same kind.
     for hook in included.hooks {
         if !main.hooks.iter().any(|(when, _, _)| *when == hook.0) {

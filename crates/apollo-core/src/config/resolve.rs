@@ -147,6 +147,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             }),
         durability: spec.durability.as_ref().map(|durability| durability.value),
         sync_interval: (spec.sync_interval.as_ref()).map(|interval| interval.value),
+        cost: spec.cost.map(|cost| cost.value),
     }
 }
 

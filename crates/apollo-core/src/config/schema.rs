@@ -11,8 +11,11 @@ use super::raw::{Node, Value};
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
+mod cost;
+mod durability;
 mod resources;
 
+pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
 
 /// Keys allowed at the top level (from the format's description, `describe.rs`).
@@ -60,6 +63,8 @@ pub(crate) struct Spec {
     /// `durability:` (`fsync` or `batched`) and `sync_interval:`.
     pub(crate) durability: Option<Sp<crate::journal::Durability>>,
     pub(crate) sync_interval: Option<Sp<Duration>>,
+    /// `cost:`: the price table (issue 40).
+    pub(crate) cost: Option<Sp<crate::cost::CostTable>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -364,6 +369,7 @@ impl Walker<'_, '_> {
                 "blob_store_max" => spec.blob_store_max = self.size_limit(value, key),
                 "secrets" => spec.secrets = self.secrets(value),
                 "durability" => spec.durability = self.durability(value),
+                "cost" => spec.cost = self.cost(value),
                 "sync_interval" => {
                     spec.sync_interval = self.duration(value, key, "at the top level");
                 }
@@ -610,42 +616,6 @@ impl Walker<'_, '_> {
                 None
             }
         }
-    }
-
-    /// `durability: fsync | batched`. `none` is for tests and benchmarks, never a pipeline's.
-    fn durability(&mut self, node: &Node) -> Option<Sp<crate::journal::Durability>> {
-        use crate::journal::Durability;
-        let value = match &node.value {
-            Value::Str(text) if text == "fsync" => Durability::Fsync,
-            Value::Str(text) if text == "batched" => Durability::Batched,
-            Value::Str(text) if text == "none" => {
-                self.error(
-                    "bad-value",
-                    node.loc,
-                    "`durability: none` is not a pipeline's setting: a power loss or crash may lose acknowledged records".to_owned(),
-                )
-                .hint("for tests and benchmarks, pass `--durability none` to `apollo run`; else write `durability: batched`");
-                return None;
-            }
-            Value::Str(text) => {
-                self.error(
-                    "bad-value",
-                    node.loc,
-                    format!("unknown durability `{text}`"),
-                )
-                .hint("write `durability: fsync` (the default) or `durability: batched`");
-                return None;
-            }
-            _ => {
-                self.wrong_type(node, "`durability`", "a string")
-                    .hint("write `durability: fsync` (the default) or `durability: batched`");
-                return None;
-            }
-        };
-        Some(Sp {
-            value,
-            loc: node.loc,
-        })
     }
 
     fn duration(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<Duration>> {

@@ -26,6 +26,9 @@ fn a_reattached_attempt_names_the_attempt_that_submitted_the_job() {
         executor: "slurm".into(),
         job_id: "4242".into(),
         reattached_from: Some(2),
+        partition: None,
+        nodes: None,
+        mem_mib: None,
     });
     let json = serde_json::to_string(&event).unwrap();
     assert_eq!(
@@ -44,6 +47,9 @@ fn a_submitted_attempt_serializes_as_unit_submitted() {
         executor: "slurm".into(),
         job_id: "4242".into(),
         reattached_from: None,
+        partition: None,
+        nodes: None,
+        mem_mib: None,
     });
     let json = serde_json::to_string(&event).unwrap();
     assert_eq!(

@@ -108,6 +108,9 @@ fn an_attempt_cut_off_after_its_processes_started_is_cut_off_not_merely_not_done
             executor: "slurm".into(),
             job_id: "7".into(),
             reattached_from: None,
+            partition: None,
+            nodes: None,
+            mem_mib: None,
         }),
         finished("a", 1, AttemptStatus::Interrupted),
     ]);
@@ -201,6 +204,9 @@ fn a_reattached_success_is_done_under_the_inputs_its_job_started_with() {
             executor: "slurm".into(),
             job_id: "7".into(),
             reattached_from,
+            partition: None,
+            nodes: None,
+            mem_mib: None,
         })
     };
     let state = PriorState::from_events(&[

@@ -139,6 +139,9 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 executor: "slurm".into(),
                 job_id: format!("{}", 4_000_000 + n),
                 reattached_from: Some(small),
+                partition: Some(format!("gpu-{n}")),
+                nodes: Some(small),
+                mem_mib: Some(4_096 + n),
             }),
             Event::UnitFinished(UnitFinished {
                 unit: format!("u{index:05}"),
@@ -262,6 +265,9 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             executor: "slurm".into(),
             job_id: "1".into(),
             reattached_from: None,
+            partition: None,
+            nodes: None,
+            mem_mib: None,
         }),
         Event::UnitFinished(UnitFinished {
             unit: "a".into(),

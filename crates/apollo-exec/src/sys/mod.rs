@@ -7,7 +7,8 @@
 //! * [`shared_table`] — the process-group table the guard helper shares with apollo;
 //! * [`wait4`] — reaping a leader with its resource usage;
 //! * [`getpgid`] — the process group of any pid, kernel threads included;
-//! * [`lease`] — asking for (and dropping) a write lease on a file.
+//! * [`lease`] — asking for (and dropping) a write lease on a file;
+//! * [`namespaces`] — a user and mount namespace of the process's own (`apollo reproduce`).
 //!
 //! Everything else goes through std or `rustix`, whose Linux backend makes the same raw
 //! system calls behind a safe API. No libc type leaves this module.
@@ -16,5 +17,6 @@ pub(crate) mod clone_child;
 pub(crate) mod getpgid;
 pub(crate) mod guard_helper;
 pub(crate) mod lease;
+pub(crate) mod namespaces;
 pub(crate) mod shared_table;
 pub(crate) mod wait4;

@@ -28,6 +28,10 @@ pub struct RunFacts {
     pub run_kind: RunKind,
     /// The attempt a reproduction re-ran (`run_reproduces`).
     pub reproduces: Option<RunReproduces>,
+    /// The definition snapshot of each apollo process of the run, in order: `run_started`'s,
+    /// then each `run_resumed`'s. An attempt ran under the one of the process that started it
+    /// (the resumes before its `unit_started`): its cost is priced by that snapshot's table.
+    pub definitions: Vec<String>,
 }
 
 /// An attempt's declared files, from its `unit_files` records: inputs as hashed before it
@@ -53,6 +57,7 @@ impl TimelineBuilder {
         let facts = &mut self.timeline.facts;
         match event {
             Event::RunStarted(started) if facts.config_path.is_none() => {
+                facts.definitions.push(started.definition_hash.clone());
                 facts.config_path = Some(started.config_path.clone());
                 facts.config_hash = Some(started.config_hash.clone());
                 facts.definition_hash = Some(started.definition_hash.clone());
@@ -62,6 +67,7 @@ impl TimelineBuilder {
                 facts.run_kind = started.run_kind();
             }
             Event::RunResumed(resumed) => {
+                facts.definitions.push(resumed.definition_hash.clone());
                 facts.definition_hash = Some(resumed.definition_hash.clone());
             }
             Event::RunReproduces(reproduces) => {

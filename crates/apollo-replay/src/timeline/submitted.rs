@@ -9,7 +9,7 @@ impl TimelineBuilder {
     /// Attach `submitted` to its attempt. A job reattached to after apollo died ran under the
     /// inputs of the attempt that submitted it, so the attempt shows those (as the resume fold
     /// and the reuse index count them, issue 36), not the ones hashed when apollo came back.
-    pub(super) fn submitted(&mut self, submitted: UnitSubmitted) {
+    pub(super) fn submitted(&mut self, mut submitted: UnitSubmitted) {
         let unit_idx = self.unit_idx(submitted.unit.clone());
         let Some(&attempt_idx) = self.open.get(&(unit_idx, submitted.attempt)) else {
             return;
@@ -18,6 +18,15 @@ impl TimelineBuilder {
         if let Some(from) = submitted.reattached_from
             && let Some(earlier) = attempts.iter().find(|attempt| attempt.number == from)
         {
+            // A reattach submitted nothing: the job asked for what its submission asked for.
+            if let Some(job) = &earlier.job
+                && submitted.partition.is_none()
+                && submitted.nodes.is_none()
+                && submitted.mem_mib.is_none()
+            {
+                submitted.partition.clone_from(&job.partition);
+                (submitted.nodes, submitted.mem_mib) = (job.nodes, job.mem_mib);
+            }
             let (hash, inputs, manifest) = (
                 earlier.input_hash.clone(),
                 earlier.inputs.clone(),

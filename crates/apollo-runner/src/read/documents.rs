@@ -11,9 +11,9 @@ use serde::Serialize;
 /// The schema of `apollo runs --format json`.
 pub const RUNS_SCHEMA: &str = "apollo.runs/2";
 /// The schema of `apollo show RUN --format json`.
-pub const SHOW_RUN_SCHEMA: &str = "apollo.show_run/2";
+pub const SHOW_RUN_SCHEMA: &str = "apollo.show_run/3";
 /// The schema of `apollo show RUN UNIT --format json`.
-pub const SHOW_UNIT_SCHEMA: &str = "apollo.show_unit/2";
+pub const SHOW_UNIT_SCHEMA: &str = "apollo.show_unit/3";
 
 /// One run of `apollo runs`: its summary, with the run model's counts.
 #[derive(Debug, Clone, Serialize)]
@@ -49,6 +49,9 @@ pub struct RunLine {
     /// The run's params.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, serde_json::Value>,
+    /// What the run cost, when it ran with a price table ([`add_costs`]; `None` until then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<serde_json::Value>,
 }
 
 fn serialize_counts<S: serde::Serializer>(
@@ -83,6 +86,7 @@ pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>)
             counts: summary.counts.unwrap_or_default(),
             problem: summary.problem.clone(),
             params: summary.params.clone(),
+            cost: None,
         })
         .collect()
 }
@@ -104,17 +108,66 @@ pub(crate) fn duration_ms(
         .map(|(start, end)| (end - start).num_milliseconds())
 }
 
+/// Sets the `cost` of each of `lines` (from [`run_lines`]; `summaries` holds their runs)
+/// whose run ran with a price table: the run folded and priced ([`super::run_cost`]). A run
+/// whose definition snapshot has no `cost:` is not folded.
+pub fn add_costs(
+    state: &StateDir,
+    summaries: &[RunSummary],
+    lines: &mut [RunLine],
+    reads: &super::CostReads,
+) {
+    let by_id: std::collections::HashMap<&str, &RunSummary> = (summaries.iter())
+        .map(|summary| (summary.id.as_str(), summary))
+        .collect();
+    for line in lines {
+        let Some(summary) = by_id.get(line.id.as_str()) else {
+            continue;
+        };
+        let priced =
+            (summary.definition_hash.as_deref()).is_some_and(|hash| reads.has_table(state, hash));
+        if priced
+            && let Ok(model) = super::run_model(state, &summary.id)
+            && let Some(cost) = super::run_cost(state, &model.timeline, reads)
+        {
+            line.cost = Some(run_cost_json(&cost));
+        }
+    }
+}
+
+/// A run's cost in JSON: `{"currency", "total", "wasted", "saved", "saved_unknown"}`, the
+/// amounts decimal strings.
+pub fn run_cost_json(cost: &apollo_replay::RunCost) -> serde_json::Value {
+    serde_json::json!({
+        "currency": cost.currency,
+        "total": cost.total,
+        "wasted": cost.wasted,
+        "saved": cost.saved,
+        "saved_unknown": cost.saved_unknown,
+    })
+}
+
+fn unit_cost_json(cost: &apollo_replay::UnitCost) -> serde_json::Value {
+    let mut value = serde_json::json!({"total": cost.total, "wasted": cost.wasted});
+    if let Some(saved) = cost.saved {
+        value["saved"] = serde_json::json!(saved);
+    }
+    value
+}
+
 /// `apollo runs --format json` (schema [`RUNS_SCHEMA`]).
 pub fn runs_document(lines: &[RunLine]) -> serde_json::Value {
     serde_json::json!({"schema": RUNS_SCHEMA, "runs": lines})
 }
 
 /// `apollo show RUN --format json` (schema [`SHOW_RUN_SCHEMA`]): the run's status and counts
-/// as `runs` gives them, then each unit's state, attempts and time.
+/// as `runs` gives them, then each unit's state, attempts and time — and, when the run ran
+/// with a price table, its `cost` ([`super::run_cost`]) and each unit's.
 pub fn show_run_document(
     run: &RunId,
     summary: &RunSummary,
     timeline: &Timeline,
+    cost: Option<&apollo_replay::RunCost>,
 ) -> serde_json::Value {
     let units: Vec<serde_json::Value> = (timeline.units.iter())
         .map(|unit| {
@@ -128,10 +181,13 @@ pub fn show_run_document(
                 object.insert("from_run".to_owned(), reused.from_run.as_str().into());
                 object.insert("from_attempt".to_owned(), reused.from_attempt.into());
             }
+            if let Some(unit_cost) = cost.and_then(|cost| cost.unit(&unit.name)) {
+                value["cost"] = unit_cost_json(unit_cost);
+            }
             value
         })
         .collect();
-    serde_json::json!({
+    let mut document = serde_json::json!({
         "schema": SHOW_RUN_SCHEMA,
         "run": run.as_str(),
         "pipeline": summary.pipeline,
@@ -142,24 +198,31 @@ pub fn show_run_document(
         "n_units": summary.n_units,
         "counts": timeline.counts().to_json(),
         "units": units,
-    })
+    });
+    if let Some(cost) = cost {
+        document["cost"] = run_cost_json(cost);
+    }
+    document
 }
 
 /// `apollo show RUN UNIT --format json` (schema [`SHOW_UNIT_SCHEMA`]): the unit's status and
 /// attempts, each with its `unit_finished` record as the journal holds it. `live` is the pid of
-/// the apollo running the run ([`super::live_holder_pid`]).
+/// the apollo running the run ([`super::live_holder_pid`]). With the run's `cost`, each
+/// attempt has its `cost` and whether it was `wasted`, and the unit its own `cost`.
 pub fn show_unit_document(
     state: &StateDir,
     run: &RunId,
     (unit, unit_state): (&UnitTimeline, UnitState),
     live: Option<u32>,
+    cost: Option<&apollo_replay::RunCost>,
 ) -> serde_json::Value {
+    let unit_cost = cost.and_then(|cost| cost.unit(&unit.name));
     let running = |attempt: &apollo_replay::Attempt| {
         live.is_some() && attempt.state == AttemptState::Unfinished
     };
     let attempts: Vec<serde_json::Value> = (unit.attempts.iter())
         .map(|attempt| {
-            serde_json::json!({
+            let mut value = serde_json::json!({
                 "number": attempt.number,
                 "state": if running(attempt) { "running" } else { attempt.state.as_str() },
                 "started": attempt.start,
@@ -169,7 +232,15 @@ pub fn show_unit_document(
                 "inputs": attempt.inputs,
                 "outcome": attempt.outcome,
                 "log_dir": super::attempt_dir(state, run, &unit.name, attempt.number).ok(),
-            })
+            });
+            let priced = (unit_cost.into_iter())
+                .flat_map(|unit_cost| &unit_cost.attempts)
+                .find(|priced| priced.attempt == attempt.number);
+            if let Some(priced) = priced {
+                value["cost"] = serde_json::json!(priced.cost);
+                value["wasted"] = priced.wasted.into();
+            }
+            value
         })
         .collect();
     let skips: Vec<serde_json::Value> = (unit.skips.iter())
@@ -183,7 +254,7 @@ pub fn show_unit_document(
             })
         })
         .collect();
-    serde_json::json!({
+    let mut document = serde_json::json!({
         "schema": SHOW_UNIT_SCHEMA,
         "run": run.as_str(),
         "unit": unit.name,
@@ -192,5 +263,10 @@ pub fn show_unit_document(
         "attempts": attempts,
         "skips": skips,
         "marks": marks,
-    })
+    });
+    if let (Some(cost), Some(unit_cost)) = (cost, unit_cost) {
+        document["cost"] = unit_cost_json(unit_cost);
+        document["cost"]["currency"] = serde_json::json!(cost.currency);
+    }
+    document
 }

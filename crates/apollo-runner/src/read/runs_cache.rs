@@ -121,6 +121,9 @@ impl RunEntry {
             counts: self.counts.unwrap_or_default(),
             problem: self.problem.as_deref().map(str::to_owned),
             params: self.params(),
+            // The runs list in `serve` shows no cost (yet): `apollo runs` prices a run by
+            // folding its journal, which the list does not do per run.
+            cost: None,
         }
     }
 }

@@ -85,10 +85,10 @@ fn the_read_side_reads_a_run_without_writing() {
     assert_eq!(model.timeline.state_of(unit), UnitState::Succeeded);
     let summary = state.run_summary(&run).unwrap();
     assert_eq!(
-        show_run_document(&run, &summary, &model.timeline)["schema"],
+        show_run_document(&run, &summary, &model.timeline, None)["schema"],
         SHOW_RUN_SCHEMA
     );
-    let document = show_unit_document(&state, &run, (unit, UnitState::Succeeded), None);
+    let document = show_unit_document(&state, &run, (unit, UnitState::Succeeded), None, None);
     assert_eq!(document["attempts"][0]["state"], "succeeded");
 
     let end = tail(&state, &run, ("talk", 1), LogStream::Stdout, 6)

@@ -1,11 +1,11 @@
-//! `/runs/{run}`: one run — its status and counts, the unit table coloured by state
-//! (paginated), its hooks, and the Gantt of its attempts (apollo-replay's HTML report,
-//! `/runs/{run}/report`).
+//! `/runs/{run}`: one run — its status and counts (and its cost, when it ran with a price
+//! table), the unit table coloured by state (paginated), its hooks, and the Gantt of its
+//! attempts (apollo-replay's HTML report, `/runs/{run}/report`).
 
 use std::fmt::Write;
 use std::sync::Arc;
 
-use apollo_runner::read::{RunModel, Timeline, UnitTimeline};
+use apollo_runner::read::{RunCost, RunModel, Timeline, UnitTimeline};
 use apollo_store::{RunId, RunSummary};
 use axum::extract::{Path, Query, State};
 use axum::response::Html;
@@ -54,7 +54,14 @@ pub(crate) async fn page(
             Some(pipeline) => super::runs::last_good(app, pipeline, &run)?,
             None => None,
         };
-        let mut page = render(&run, (&summary, good.as_ref()), &model, &query);
+        let reads = apollo_runner::read::CostReads::new();
+        let cost = apollo_runner::read::run_cost(&app.state, &model.timeline, &reads);
+        let mut page = render(
+            &run,
+            (&summary, good.as_ref()),
+            (&model, cost.as_ref()),
+            &query,
+        );
         if let Some(deps) = deps {
             let graph = super::dag::render(run.as_str(), &model.timeline, &deps);
             page = page.replacen("<h2 id=\"units\">", &format!("{graph}<h2 id=\"units\">"), 1);
@@ -86,7 +93,7 @@ fn damaged(run: &RunId, summary: &RunSummary, error: &apollo_store::StoreError) 
 pub(crate) fn render(
     run: &RunId,
     (summary, good): (&RunSummary, Option<&RunId>),
-    model: &RunModel,
+    (model, cost): (&RunModel, Option<&RunCost>),
     query: &RunQuery,
 ) -> String {
     let timeline = &model.timeline;
@@ -107,7 +114,7 @@ pub(crate) fn render(
             )
         }
     );
-    summary_block(&mut body, summary, timeline, good);
+    summary_block(&mut body, summary, timeline, (good, cost));
     for warning in &model.warnings {
         let _ = write!(
             body,
@@ -123,7 +130,7 @@ pub(crate) fn render(
         );
     }
     hooks_block(&mut body, &model.hooks);
-    units_block(&mut body, id, timeline, query);
+    units_block(&mut body, id, (timeline, cost), query);
     let _ = write!(
         body,
         "<h2 id=\"gantt\">Attempts over time</h2><p class=\"muted\">Queue wait, retries, cut-offs and resume gaps, as <code>apollo replay {0} --format html</code> draws them (<a href=\"{1}/report\">open alone</a>).</p><iframe class=\"report\" title=\"Gantt of the run's attempts\" loading=\"lazy\" src=\"{1}/report\"></iframe>",
@@ -146,7 +153,7 @@ fn summary_block(
     body: &mut String,
     summary: &RunSummary,
     timeline: &Timeline,
-    good: Option<&RunId>,
+    (good, cost): (Option<&RunId>, Option<&RunCost>),
 ) {
     let duration = if timeline.live {
         timeline.started.map(|start| {
@@ -181,6 +188,20 @@ fn summary_block(
             body,
             "<dt>Params</dt><dd>{}</dd>",
             params_html(&summary.params)
+        );
+    }
+    if let Some(cost) = cost {
+        let _ = write!(
+            body,
+            "<dt>Cost</dt><dd class=\"cost\">{} <span class=\"muted\">· wasted {} (failed and cut-off attempts) · saved {} (reused units){}</span></dd>",
+            escape(&cost.show(cost.total)),
+            escape(&cost.show(cost.wasted)),
+            escape(&cost.show(cost.saved)),
+            if cost.saved_unknown > 0 {
+                format!(", {} reused not priced", cost.saved_unknown)
+            } else {
+                String::new()
+            }
         );
     }
     for resume in &timeline.resumes {
@@ -235,7 +256,12 @@ fn hooks_block(body: &mut String, hooks: &[apollo_core::event::HookFinished]) {
     body.push_str("</tbody></table>");
 }
 
-fn units_block(body: &mut String, id: &str, timeline: &Timeline, query: &RunQuery) {
+fn units_block(
+    body: &mut String,
+    id: &str,
+    (timeline, cost): (&Timeline, Option<&RunCost>),
+    query: &RunQuery,
+) {
     let nonempty = |value: &Option<String>| value.clone().filter(|text| !text.is_empty());
     let (state, text) = (nonempty(&query.state), nonempty(&query.q));
     let shown: Vec<&UnitTimeline> = (timeline.units.iter())
@@ -272,13 +298,17 @@ fn units_block(body: &mut String, id: &str, timeline: &Timeline, query: &RunQuer
         shown.len(),
         timeline.units.len()
     );
-    body.push_str("<table class=\"units\"><thead><tr><th scope=\"col\">Unit</th><th scope=\"col\">Status</th><th scope=\"col\">Attempts</th><th scope=\"col\">Duration</th><th scope=\"col\">Exit</th><th scope=\"col\">CPU</th><th scope=\"col\">Max RSS</th><th scope=\"col\">Reused from</th></tr></thead><tbody>");
+    body.push_str("<table class=\"units\"><thead><tr><th scope=\"col\">Unit</th><th scope=\"col\">Status</th><th scope=\"col\">Attempts</th><th scope=\"col\">Duration</th><th scope=\"col\">Exit</th><th scope=\"col\">CPU</th><th scope=\"col\">Max RSS</th>");
+    if cost.is_some() {
+        body.push_str("<th scope=\"col\">Cost</th>");
+    }
+    body.push_str("<th scope=\"col\">Reused from</th></tr></thead><tbody>");
     for unit in shown
         .iter()
         .skip((page - 1) * UNITS_PER_PAGE)
         .take(UNITS_PER_PAGE)
     {
-        unit_row(body, id, timeline, unit);
+        unit_row(body, id, (timeline, cost), unit);
     }
     body.push_str("</tbody></table>");
     if n_pages > 1 {
@@ -312,7 +342,12 @@ fn units_block(body: &mut String, id: &str, timeline: &Timeline, query: &RunQuer
     }
 }
 
-fn unit_row(body: &mut String, id: &str, timeline: &Timeline, unit: &UnitTimeline) {
+fn unit_row(
+    body: &mut String,
+    id: &str,
+    (timeline, cost): (&Timeline, Option<&RunCost>),
+    unit: &UnitTimeline,
+) {
     let state = timeline.state_of(unit);
     let last = unit.last_attempt();
     let outcome = last.and_then(|attempt| attempt.outcome.as_ref());
@@ -335,7 +370,7 @@ fn unit_row(body: &mut String, id: &str, timeline: &Timeline, unit: &UnitTimelin
     });
     let _ = write!(
         body,
-        "<tr class=\"s-{state}\"><td><a href=\"{href}\">{name}</a></td><td>{badge}</td><td class=\"num\">{attempts}</td><td class=\"num\">{duration}</td><td class=\"num\">{exit}</td><td class=\"num\">{cpu}</td><td class=\"num\">{rss}</td><td>{reused}</td></tr>",
+        "<tr class=\"s-{state}\"><td><a href=\"{href}\">{name}</a></td><td>{badge}</td><td class=\"num\">{attempts}</td><td class=\"num\">{duration}</td><td class=\"num\">{exit}</td><td class=\"num\">{cpu}</td><td class=\"num\">{rss}</td>{cost}<td>{reused}</td></tr>",
         state = state.as_str(),
         href = escape(&html::unit_href(id, &unit.name, None)),
         name = escape(&unit.name),
@@ -346,7 +381,34 @@ fn unit_row(body: &mut String, id: &str, timeline: &Timeline, unit: &UnitTimelin
             o.user_cpu_ms + o.sys_cpu_ms
         )),
         rss = outcome.map_or_else(String::new, |o| format!("{} MiB", o.max_rss_kib / 1024)),
+        cost = cost.map_or_else(String::new, |cost| cost_cell(cost, &unit.name)),
     );
+}
+
+/// A unit's cost cell: its attempts' cost (what was wasted beside it), or what a reuse saved.
+fn cost_cell(cost: &RunCost, unit: &str) -> String {
+    let Some(unit_cost) = cost.unit(unit) else {
+        return "<td></td>".to_owned();
+    };
+    let mut cell = String::new();
+    if !unit_cost.attempts.is_empty() {
+        cell.push_str(&escape(&cost.show(unit_cost.total)));
+    }
+    if !unit_cost.wasted.is_zero() {
+        let _ = write!(
+            cell,
+            " <span class=\"muted\">(wasted {})</span>",
+            escape(&cost.show(unit_cost.wasted))
+        );
+    }
+    if let Some(saved) = unit_cost.saved {
+        let _ = write!(
+            cell,
+            "<span class=\"muted\">saved {}</span>",
+            escape(&cost.show(saved))
+        );
+    }
+    format!("<td class=\"num cost\">{cell}</td>")
 }
 
 /// `GET /runs/{run}/report`: apollo-replay's HTML report of the run (the Gantt of its

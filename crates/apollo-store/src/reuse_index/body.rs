@@ -1,7 +1,7 @@
 //! The reuse index file's body (format 3): binary, because a no-op run of 10,000 reusable
-//! units reads it whole. As JSON with hashes in hex (format 2) it was 2.5 MB and decoded
-//! into ten strings per unit; here a hash is its 32 bytes and a unit name or run id is
-//! written once and then named by number (0.9 MB, decoded into numbers).
+//! units reads it whole. As JSON with hashes in hex (format 2) it was decoded into ten
+//! strings per unit; here a hash is its 32 bytes and a unit name or run id is written once
+//! and then named by number.
 //!
 //! ```text
 //! body      = "apollo reuse index\n" u32:format covered* pipeline*   (each list: u32 count, then items)

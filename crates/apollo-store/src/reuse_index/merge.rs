@@ -100,6 +100,9 @@ mod tests {
             executor: "slurm".into(),
             job_id: "7".into(),
             reattached_from,
+            partition: None,
+            nodes: None,
+            mem_mib: None,
         })
     }
 

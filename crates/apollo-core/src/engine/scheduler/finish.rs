@@ -15,7 +15,7 @@ use crate::engine::retry::backoff;
 use crate::engine::units::State;
 use crate::engine::workers::{Done, FromWorker};
 use crate::event::{
-    AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, UnitSubmitted, cut_off_by_signal,
+    AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, cut_off_by_signal,
 };
 use crate::executor::AttemptEvent;
 use crate::journal::{Journal, JournalError};
@@ -160,40 +160,12 @@ impl Scheduler<'_> {
     /// job's id is what lets a later apollo find the job again.
     fn take_report(&mut self, unit_idx: usize, attempt: u32, event: AttemptEvent) {
         let unit = self.pipeline.units[unit_idx].name.clone();
-        match event {
-            AttemptEvent::Submitted { executor, job_id } => {
-                let submitted = UnitSubmitted {
-                    unit,
-                    attempt,
-                    executor,
-                    job_id,
-                    reattached_from: None,
-                };
-                let notice = HeldNotice::Submitted {
-                    unit_idx,
-                    record: Box::new(submitted.clone()),
-                };
-                self.batch.push_submitted(submitted, notice);
-            }
-            AttemptEvent::Reattached {
-                executor,
-                job_id,
-                attempt: from,
-            } => {
-                let submitted = UnitSubmitted {
-                    unit,
-                    attempt,
-                    executor,
-                    job_id,
-                    reattached_from: Some(from),
-                };
-                let notice = HeldNotice::Submitted {
-                    unit_idx,
-                    record: Box::new(submitted.clone()),
-                };
-                self.batch.push_submitted(submitted, notice);
-            }
-        }
+        let submitted = event.into_submitted(unit, attempt);
+        let notice = HeldNotice::Submitted {
+            unit_idx,
+            record: Box::new(submitted.clone()),
+        };
+        self.batch.push_submitted(submitted, notice);
     }
 
     /// Take an attempt's outcome in: settle it, queue its `unit_finished`, and decide what

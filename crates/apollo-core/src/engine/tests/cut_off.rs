@@ -131,6 +131,9 @@ fn in_flight_events(submitted: bool) -> Vec<Event> {
             executor: "slurm".into(),
             job_id: "63".into(),
             reattached_from: None,
+            partition: None,
+            nodes: None,
+            mem_mib: None,
         }));
     }
     events

@@ -68,6 +68,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         blob_store_max: None,
         durability: None,
         sync_interval: None,
+        cost: None,
     }
 }
 
