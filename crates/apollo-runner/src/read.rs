@@ -24,6 +24,7 @@
 mod cost;
 mod documents;
 mod files;
+mod runs_cache;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -40,7 +41,11 @@ pub use documents::{
     RUNS_SCHEMA, RunLine, SHOW_RUN_SCHEMA, SHOW_UNIT_SCHEMA, add_costs, run_cost_json, run_lines,
     runs_document, show_run_document, show_unit_document,
 };
-pub use files::{LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, tail};
+pub use files::{
+    LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, runs_fingerprint,
+    tail,
+};
+pub use runs_cache::{RunEntry, RunsCache};
 pub use stats::{UnitStats, timeouts, unit_stats};
 
 /// Opens the state directory at `path` for reading, creating nothing and taking no lock.
@@ -50,6 +55,15 @@ pub fn open(path: &Path) -> Result<Option<StateDir>, StoreError> {
         return Ok(None);
     }
     StateDir::open_existing(path).map(Some)
+}
+
+/// [`open`] for a long-lived reader polling beside a writer (`apollo serve`): the handle
+/// never takes or tries the lock, not even on a network filesystem, where `/proc/locks`
+/// cannot say whether an apollo on another host holds it ([`StateDir::never_locking`]):
+/// the holder recorded in the lock file answers — its pid when it is on this host — and a
+/// run whose writer cannot be checked from here is [`apollo_store::RunState::Unknown`].
+pub fn open_never_locking(path: &Path) -> Result<Option<StateDir>, StoreError> {
+    Ok(open(path)?.map(StateDir::never_locking))
 }
 
 /// The runs of `state`, oldest first, each with the run model's counts
@@ -68,33 +82,13 @@ pub fn list_runs(state: &StateDir, keep_index: bool) -> Result<Vec<RunSummary>, 
     )
 }
 
-/// What a long-lived reader that never writes into the state directory (`apollo serve`)
-/// remembers between listings of its runs: the runs index, kept in memory instead of saved
-/// ([`apollo_store::RunsMemo`]), and the model's counts of the runs the index does not hold
-/// (unfinished ones), by the journal length they were counted at.
-#[derive(Debug, Default)]
-pub struct RunsCache {
-    memo: apollo_store::RunsMemo,
-    counts: std::collections::HashMap<RunId, (u64, apollo_core::UnitCounts)>,
-}
-
-impl RunsCache {
-    /// [`list_runs`] without writing: a finished run's journal is read once per cache, an
-    /// unfinished one's again only when it grew.
-    pub fn list_runs(&mut self, state: &StateDir) -> Result<Vec<RunSummary>, StoreError> {
-        let counts = &mut self.counts;
-        state.list_runs_remembered(&mut self.memo, &mut |id| {
-            let len = journal_len(state, id).ok()?;
-            if let Some((counted_at, counts)) = counts.get(id)
-                && *counted_at == len
-            {
-                return Some(*counts);
-            }
-            let model_counts = run_model(state, id).ok()?.timeline.counts();
-            counts.insert(id.clone(), (len, model_counts));
-            Some(model_counts)
-        })
-    }
+/// The pid of the apollo holding the state directory's lock now (writing a run), if one is.
+pub fn writer_pid(state: &StateDir) -> Option<u32> {
+    state
+        .lock_holder()
+        .ok()
+        .flatten()
+        .and_then(|holder| holder.pid)
 }
 
 /// The pid of the apollo writing `run` now, if one is (`Some(0)` when the lock's holder did

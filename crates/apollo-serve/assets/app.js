@@ -1,6 +1,7 @@
-// apollo serve: live updates. A page of a running run carries `data-live` (its event
-// stream); when the server says the run moved on, the page fetches itself again and swaps
-// its <main>, without a reload (scroll position and focus stay where they were).
+// apollo serve: live updates. A page of a running run, and the runs page, carry `data-live`
+// (their event stream); when the server says something moved on, the page fetches itself
+// again and swaps its <main>, without a reload (scroll position and focus stay where they
+// were).
 (function () {
   "use strict";
   document.documentElement.setAttribute("data-js", "ready");
@@ -11,7 +12,7 @@
   // is not rebuilt four times a second beside the run it shows.
   var busy = false, again = false, last = 0, timer = null, MIN_GAP = 1000;
   function say(text) { if (status) { status.textContent = text; } }
-  var ended = false;
+  var ended = false, waiting = false;
   function refresh(done) {
     if (done) { ended = true; if (timer) { clearTimeout(timer); timer = null; } }
     done = done || ended;
@@ -19,6 +20,16 @@
     var wait = last + MIN_GAP - Date.now();
     if (wait > 0 && !done) {
       if (!timer) { timer = setTimeout(function () { timer = null; refresh(false); }, wait); }
+      return;
+    }
+    // Someone typing in a filter keeps what they typed: the swap waits until they leave it.
+    var active = document.activeElement;
+    var main = document.getElementById("main");
+    if (active && main && main.contains(active) && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) {
+      if (!waiting) {
+        waiting = true;
+        active.addEventListener("blur", function () { waiting = false; refresh(done); }, { once: true });
+      }
       return;
     }
     busy = true;

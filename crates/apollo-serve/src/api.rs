@@ -12,25 +12,59 @@ use serde::Deserialize;
 use crate::app::{App, blocking};
 use crate::error::AppError;
 
-/// `GET /api/runs`: `apollo runs --format json` (`apollo.runs/2`), with `?pipeline=`.
+/// The schema of `GET /api/runs`: a page of runs, each as `apollo runs --format json` gives
+/// it (`apollo.runs/2`'s items), newest first.
+pub(crate) const RUNS_PAGE_SCHEMA: &str = "apollo.runs_page/1";
+
+/// Runs on a page of `/api/runs` unless `?limit=` says otherwise, and at most.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1_000;
+
+/// `GET /api/runs[?page=N&limit=M&pipeline=P&status=S&q=TEXT]`: the runs, newest first, a page
+/// at a time (schema [`RUNS_PAGE_SCHEMA`]): `runs` (each item as in `apollo runs --format
+/// json`), `page`, `limit`, `total` (runs matching the filter) and `next` (the next page's
+/// path, or null). A page is built from the server's compact runs list, so its size — not the
+/// number of runs — bounds what an answer holds.
 pub(crate) async fn runs(
     State(app): State<Arc<App>>,
-    Query(filter): Query<PipelineFilter>,
+    Query(query): Query<crate::views::runs::RunsQuery>,
 ) -> Result<Json<serde_json::Value>, AppError> {
     blocking(&app, move |app| {
-        let mut lines = crate::views::runs::lines(app)?;
-        if let Some(pipeline) = &filter.pipeline {
-            lines.retain(|line| line.pipeline.as_deref() == Some(pipeline.as_str()));
-        }
-        Ok(Json(apollo_runner::read::runs_document(&lines)))
+        let limit = query.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+        let page = query.page.unwrap_or(1).max(1);
+        let pid = crate::views::runs::holder_pid(app);
+        let now = chrono::Utc::now();
+        crate::views::runs::with_runs(app, |entries| {
+            let mut total = 0;
+            let mut lines = Vec::new();
+            for entry in entries.iter().rev() {
+                if !crate::views::runs::matches(entry, &query) {
+                    continue;
+                }
+                if total >= (page - 1).saturating_mul(limit) && lines.len() < limit {
+                    lines.push(entry.line(pid, now));
+                }
+                total += 1;
+            }
+            let next = (page.saturating_mul(limit) < total).then(|| {
+                let mut next = format!("/api/runs?page={}&limit={limit}", page + 1);
+                for (name, value) in query.filter() {
+                    next.push_str(&format!("&{name}={}", crate::html::encode(value)));
+                }
+                next
+            });
+            Ok(Json(serde_json::json!({
+                "schema": RUNS_PAGE_SCHEMA,
+                "runs": lines,
+                "page": page,
+                "limit": limit,
+                "total": total,
+                "next": next,
+            })))
+        })
     })
     .await
     .map_err(AppError::json)
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct PipelineFilter {
-    pipeline: Option<String>,
 }
 
 /// `GET /api/runs/{run}`: `apollo show RUN --format json` (`apollo.show_run/3`).

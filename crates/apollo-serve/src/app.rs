@@ -53,6 +53,14 @@ impl App {
     /// suffix, `latest`, `latest~N`, `last-success`): no other path from a URL reaches the
     /// state directory.
     pub(crate) fn resolve(&self, spec: &str) -> Result<RunId, AppError> {
+        // A full id the runs list holds (every link the pages make) needs no listing of the
+        // state directory; anything else goes through the selector.
+        if let Ok(id) = spec.parse::<RunId>()
+            && let Ok(cache) = self.runs.lock()
+            && cache.contains(&id)
+        {
+            return Ok(id);
+        }
         let selector: apollo_runner::RunSelector =
             spec.parse().map_err(|error: apollo_runner::BadSelector| {
                 AppError::bad_request(error.to_string())
@@ -86,6 +94,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/runs/{run}/report", get(views::run::report))
         .route("/runs/{run}/units/{unit}", get(views::attempt::page))
         .route("/runs/{run}/events", get(live::events))
+        .route("/events", get(live::runs_events))
         .route("/diff", get(views::diff::page))
         .route("/history", get(views::history::page))
         .route("/api/runs", get(api::runs))

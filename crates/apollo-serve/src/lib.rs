@@ -69,8 +69,10 @@ impl Server {
     /// Opens the state directory (without its lock) and binds the listening socket.
     pub fn bind(options: Options) -> Result<Server, ServeError> {
         let state =
-            apollo_runner::read::open(&options.state_dir)?.ok_or_else(|| ServeError::NoState {
-                path: options.state_dir.clone(),
+            apollo_runner::read::open_never_locking(&options.state_dir)?.ok_or_else(|| {
+                ServeError::NoState {
+                    path: options.state_dir.clone(),
+                }
             })?;
         let address = SocketAddr::new(options.bind, options.port);
         let listener = std::net::TcpListener::bind(address)

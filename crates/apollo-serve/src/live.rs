@@ -1,4 +1,5 @@
-//! `/runs/{run}/events`: server-sent events that tell a page its run moved on. The server
+//! `/runs/{run}/events`: server-sent events that tell a page its run moved on; `/events`, the
+//! runs list's: a run started, moved on or ended. The server
 //! looks at the journal's length (and, for an attempt's page, its captured output's) every
 //! 250 ms — a `stat`, not a read — and sends `changed` when it grew; `ended` once no apollo
 //! writes the run any more. The page then fetches itself again (`assets/app.js`).
@@ -141,4 +142,35 @@ pub(crate) async fn events(
     let first = futures_util::stream::once(async move { Ok(hello) });
     let rest = futures_util::stream::unfold(follow, Follow::next);
     Ok(Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(KeepAlive::default()))
+}
+
+/// `GET /events`: the runs page's event stream: `changed` when a run started, moved on or
+/// ended ([`apollo_runner::read::runs_fingerprint`]: a `stat`, the lock probe that takes no
+/// lock, a journal's length; looked at every [`POLL`]). It never says `ended`: new runs may
+/// start at any time.
+pub(crate) async fn runs_events(
+    State(app): State<Arc<App>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stopping = app.stopping();
+    let first = apollo_runner::read::runs_fingerprint(&app.state);
+    let hello =
+        futures_util::stream::once(async { Ok(Event::default().event("hello").data("runs")) });
+    let rest = futures_util::stream::unfold(
+        (app, first, stopping),
+        |(app, mut last, mut stopping)| async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    _ = stopping.changed() => return None,
+                }
+                let now = apollo_runner::read::runs_fingerprint(&app.state);
+                if now != last {
+                    last = now;
+                    let event = Event::default().event("changed").data(now.to_string());
+                    return Some((Ok(event), (app, last, stopping)));
+                }
+            }
+        },
+    );
+    Sse::new(futures_util::StreamExt::chain(hello, rest)).keep_alive(KeepAlive::default())
 }

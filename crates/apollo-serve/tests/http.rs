@@ -146,10 +146,6 @@ fn every_page_and_endpoint_answers_with_what_the_cli_says() {
         );
         serde_json::from_str(&response.body).unwrap()
     };
-    let runs = json("/api/runs");
-    assert_eq!(runs["schema"], "apollo.runs/2");
-    assert_eq!(runs["runs"].as_array().unwrap().len(), 2);
-    assert_eq!(runs["runs"][0]["counts"]["failed"], 1);
     assert_eq!(
         json("/api/runs?pipeline=nope")["runs"]
             .as_array()
@@ -237,6 +233,108 @@ fn bad_requests_get_4xx_and_a_damaged_journal_says_where() {
         served.get("/").status,
         200,
         "the runs page still lists every run"
+    );
+}
+
+/// A pipeline of `n` units in a chain of three levels: `a0`, then `b1..` after it, then `c`
+/// after every `b`; one `b` fails.
+fn wide_pipeline(n: usize) -> String {
+    let mut yaml = String::from("name: wide\nunits:\n  - name: a0\n    execute: 'true'\n");
+    for index in 1..n - 1 {
+        let command = if index == 1 { "exit 1" } else { "'true'" };
+        yaml.push_str(&format!(
+            "  - name: b{index}\n    deps: [a0]\n    execute: {command}\n"
+        ));
+    }
+    let bs: Vec<String> = (1..n - 1).map(|index| format!("b{index}")).collect();
+    yaml.push_str(&format!(
+        "  - name: c\n    deps: [{}]\n    execute: 'true'\n",
+        bs.join(", ")
+    ));
+    yaml
+}
+
+#[test]
+fn the_graph_is_drawn_with_its_edges_and_by_depth_past_the_size_drawn() {
+    let (dir, config) = common::project(&wide_pipeline(4));
+    common::run_pipeline(&config);
+    let (big_dir, big_config) = common::project(&wide_pipeline(205));
+    common::run_pipeline(&big_config);
+
+    let served = Served::start(&dir.path().join(".apollo"));
+    let page = served.ok("/runs/latest");
+    assert!(page.contains("<svg class=\"dag-svg\""), "{page}");
+    // a0 → b1, a0 → b2, b1 → c, b2 → c: four edges.
+    assert_eq!(
+        page.matches("marker-end=\"url(#arrow)\"").count(),
+        4,
+        "{page}"
+    );
+    assert!(page.contains("<a class=\"node s-failed\""), "{page}");
+    drop(served);
+
+    let served = Served::start(&big_dir.path().join(".apollo"));
+    let page = served.ok("/runs/latest");
+    assert!(!page.contains("<svg"), "205 units are not drawn");
+    assert!(page.contains("Graph by depth"), "{page}");
+    // Depth 1 holds the 203 b's, one failed and named; depth 2 the c left not run.
+    assert!(
+        page.contains("<th scope=\"row\">1</th><td class=\"num\">203</td>"),
+        "{page}"
+    );
+    assert!(page.contains("href=\"/runs/"), "{page}");
+    assert!(page.contains(">b1</a>"), "{page}");
+    assert!(
+        page.contains("<th scope=\"row\">2</th><td class=\"num\">1</td>"),
+        "{page}"
+    );
+}
+
+#[test]
+fn api_runs_gives_pages_of_the_clis_items_newest_first() {
+    let (_dir, state_dir) = state_with_runs();
+    let served = Served::start(&state_dir);
+    let first = StateDir::open_existing(&state_dir)
+        .unwrap()
+        .run_ids()
+        .unwrap()[0]
+        .clone();
+    let first = first.as_str();
+    let json =
+        |path: &str| -> serde_json::Value { serde_json::from_str(&served.ok(path)).unwrap() };
+    // A page of runs, newest first, each item exactly the CLI's `apollo runs --format json`
+    // item (apollo.runs/2).
+    let runs = json("/api/runs");
+    assert_eq!(runs["schema"], "apollo.runs_page/1");
+    assert_eq!(
+        (runs["total"].as_u64(), runs["page"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(runs["next"].is_null(), "{runs}");
+    let state = apollo_runner::read::open(&state_dir).unwrap().unwrap();
+    let summaries = apollo_runner::read::list_runs(&state, false).unwrap();
+    let mut cli = apollo_runner::read::run_lines(&state, &summaries, chrono::Utc::now());
+    cli.reverse();
+    let strip = |mut value: serde_json::Value| {
+        for item in value.as_array_mut().unwrap() {
+            item.as_object_mut().unwrap().remove("duration_ms");
+        }
+        value
+    };
+    assert_eq!(
+        strip(runs["runs"].clone()),
+        strip(serde_json::to_value(&cli).unwrap())
+    );
+    assert_eq!(runs["runs"][1]["counts"]["failed"], 1);
+    let first_page = json("/api/runs?limit=1");
+    assert_eq!(first_page["runs"][0]["id"], cli[0].id.as_str());
+    assert_eq!(first_page["next"], "/api/runs?page=2&limit=1");
+    let second_page = json("/api/runs?limit=1&page=2");
+    assert_eq!(second_page["runs"][0]["id"], first);
+    assert!(second_page["next"].is_null());
+    assert_eq!(
+        json("/api/runs?limit=1&page=9")["runs"],
+        serde_json::json!([])
     );
 }
 

@@ -114,3 +114,23 @@ fn a_running_run_updates_live_and_ends() {
     );
     drop(release);
 }
+
+#[test]
+fn the_runs_list_says_when_a_run_starts_and_ends() {
+    let (dir, config) = project("name: quick\nunits:\n  - name: one\n    execute: echo one\n");
+    run_pipeline(&config);
+    let served = Served::start(&dir.path().join(".apollo"));
+    let runs = served.ok("/");
+    assert!(runs.contains("data-live=\"/events\""), "{runs}");
+    let bearer = format!("Bearer {}", served.token);
+    let mut events = send(served.addr, "/events", &[("Authorization", &bearer)]);
+    let (status, _) = read_head(&mut events);
+    assert_eq!(status, 200);
+    assert_eq!(next_event(&mut events).0, "hello");
+    // A new run (a folder in runs/, the lock taken and released, a journal written): the
+    // stream says the list changed.
+    run_pipeline(&config);
+    assert_eq!(next_event(&mut events).0, "changed");
+    let runs = served.ok("/");
+    assert_eq!(runs.matches("class=\"r-succeeded\"").count(), 2, "{runs}");
+}

@@ -49,7 +49,7 @@ pub use reader::{JournalReader, ReadOptions, StoredRecord, VerbatimRecord};
 pub use retention::{PruneOptions, PruneReport, plan_prune, prune};
 pub use reuse_index::{IndexRefresh, PipelineReuse, ReuseIndex};
 pub use run_id::RunId;
-pub use runs::{RunState, RunSummary, RunsMemo};
+pub use runs::{Listed, RunState, RunSummary, RunsMemo};
 pub use segment::{FORMAT_MAJOR, FORMAT_MINOR, MAGIC};
 pub use state_dir::{RunDir, StateDir, open_regular_file};
 pub use verify::{VerifyReport, verify};

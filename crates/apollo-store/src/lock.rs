@@ -16,6 +16,18 @@ pub struct LockHolder {
     pub host: Option<String>,
     /// The run the holder is writing, once it said so ([`StateLock::set_run`]).
     pub run: Option<String>,
+    /// The holder's boot (`/proc/sys/kernel/random/boot_id`), to tell its pid from the same
+    /// number after a reboot.
+    pub boot: Option<String>,
+    /// Whether the holder could not be checked: on a network filesystem, read without trying
+    /// the lock ([`crate::StateDir::never_locking`]), the lock file names an apollo on another
+    /// host (or of another boot), whose process cannot be looked at from here. It may hold
+    /// the lock still, or have died without emptying the file.
+    pub unverified: bool,
+    /// Read by a handle that never writes ([`crate::StateDir::never_locking`]): a holder that
+    /// is this very process (a program embedding a run and a view of it) still counts as the
+    /// writer of its run.
+    pub(crate) for_reader: bool,
 }
 
 impl LockHolder {
@@ -26,6 +38,7 @@ impl LockHolder {
                 Some(("pid", pid)) => holder.pid = pid.trim().parse().ok(),
                 Some(("host", host)) => holder.host = Some(host.trim().to_owned()),
                 Some(("run", run)) => holder.run = Some(run.trim().to_owned()),
+                Some(("boot", boot)) => holder.boot = Some(boot.trim().to_owned()),
                 _ => {}
             }
         }
@@ -88,13 +101,26 @@ const NETWORK_FILESYSTEMS: [i64; 11] = [
 /// A line is `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF` (device numbers in hex); `N:
 /// -> ...` lines are waiters.
 fn held_in_proc_locks(file: &File) -> Option<bool> {
+    if is_network_filesystem(filesystem_kind(file)?) {
+        return None;
+    }
+    held_in_proc_locks_here(file)
+}
+
+/// The filesystem `file` is on (`statfs`'s `f_type`).
+fn filesystem_kind(file: &File) -> Option<i64> {
     let statfs = rustix::fs::fstatfs(file).ok()?;
     // `f_type` is a C long, or an unsigned int on some targets; the magic numbers fit either.
     #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
-    let kind = statfs.f_type as i64 & 0xFFFF_FFFF;
-    if NETWORK_FILESYSTEMS.contains(&kind) {
-        return None;
-    }
+    Some(statfs.f_type as i64 & 0xFFFF_FFFF)
+}
+
+fn is_network_filesystem(kind: i64) -> bool {
+    NETWORK_FILESYSTEMS.contains(&kind)
+}
+
+/// [`held_in_proc_locks`] whatever the filesystem.
+fn held_in_proc_locks_here(file: &File) -> Option<bool> {
     let stat = rustix::fs::fstat(file).ok()?;
     let text = std::fs::read_to_string("/proc/locks").ok()?;
     let dev = stat.st_dev;
@@ -129,6 +155,41 @@ fn process_exists(pid: u32) -> bool {
         rustix::process::test_kill_process(pid),
         Err(rustix::io::Errno::SRCH)
     )
+}
+
+/// This machine's boot id, if the kernel gives one.
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|id| id.trim().to_owned())
+        .filter(|id| !id.is_empty())
+}
+
+/// Who holds the lock, judged from what the lock file records alone (`holder`), for a reader
+/// that never tries the lock where `/proc/locks` cannot tell: an empty file is a released
+/// lock (a writer empties it as it releases it); a holder on this host (and boot) holds it
+/// while its process exists; one elsewhere is returned [`LockHolder::unverified`].
+fn judge_recorded_holder(holder: LockHolder, host: &str, boot: Option<&str>) -> Option<LockHolder> {
+    let pid = holder.pid?;
+    let same_host = holder
+        .host
+        .as_deref()
+        .is_none_or(|recorded| recorded == host);
+    let same_boot = match (holder.boot.as_deref(), boot) {
+        (Some(recorded), Some(ours)) => recorded == ours,
+        _ => true,
+    };
+    if same_host && same_boot {
+        return process_exists(pid).then_some(holder);
+    }
+    if same_host {
+        // The machine restarted since: nothing of that boot runs any more.
+        return None;
+    }
+    Some(LockHolder {
+        unverified: true,
+        ..holder
+    })
 }
 
 fn host_name() -> String {
@@ -181,6 +242,36 @@ fn read_holder(file: &File) -> LockHolder {
 fn still_named(file: &File, path: &Path) -> Result<bool, StoreError> {
     let held = held_state(file, path)?;
     Ok(held.n_links > 0 && path_id(path)? == Some(held.id))
+}
+
+/// The lock file at `path` opened read only (`flock` needs no write access, so read commands
+/// work on a read-only state directory); `None` when it is missing (held by nobody).
+fn open_for_probe(path: &Path) -> Result<Option<File>, StoreError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return open_lock_file(path).map(|_| None);
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    match Dir::open(parent).and_then(|dir| dir.open_file(name, Access::Read)) {
+        Ok(file) => Ok(Some(file)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// [`StateLock::probe_without_locking`] of the open lock file on a filesystem of `kind`
+/// (unknown: judged as a network one).
+fn judge_without_locking(file: &File, kind: Option<i64>) -> Option<LockHolder> {
+    if let Some(kind) = kind
+        && !is_network_filesystem(kind)
+        && let Some(held) = held_in_proc_locks_here(file)
+    {
+        return held.then(|| read_holder(file));
+    }
+    judge_recorded_holder(read_holder(file), &host_name(), boot_id().as_deref())
 }
 
 impl StateLock {
@@ -243,18 +334,8 @@ impl StateLock {
     /// The file is opened read only (`flock` needs no write access), so read commands work on
     /// a read-only state directory; a missing lock file is held by nobody.
     pub(crate) fn probe(path: &Path) -> Result<Option<LockHolder>, StoreError> {
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return open_lock_file(path).map(|_| None);
-        };
-        let parent = if parent.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            parent
-        };
-        let file = match Dir::open(parent).and_then(|dir| dir.open_file(name, Access::Read)) {
-            Ok(file) => file,
-            Err(StoreError::NotFound { .. }) => return Ok(None),
-            Err(error) => return Err(error),
+        let Some(file) = open_for_probe(path)? else {
+            return Ok(None);
         };
         if let Some(held) = held_in_proc_locks(&file) {
             return Ok(held.then(|| read_holder(&file)));
@@ -265,6 +346,23 @@ impl StateLock {
         }
     }
 
+    /// Whether another apollo holds the lock at `path`, without ever taking or trying it
+    /// (`apollo serve`, which must never make a starting `apollo run` find the state directory
+    /// locked): from `/proc/locks` on a local filesystem; on a network filesystem (where
+    /// another host's locks are not listed there) from the holder the lock file records
+    /// ([`judge_recorded_holder`]).
+    pub(crate) fn probe_without_locking(path: &Path) -> Result<Option<LockHolder>, StoreError> {
+        let Some(file) = open_for_probe(path)? else {
+            return Ok(None);
+        };
+        Ok(
+            judge_without_locking(&file, filesystem_kind(&file)).map(|holder| LockHolder {
+                for_reader: true,
+                ..holder
+            }),
+        )
+    }
+
     /// Records which run this process is writing, so `list_runs` and `prune` in other
     /// processes can tell the running run from incomplete ones.
     pub fn set_run(&mut self, run: &crate::RunId) -> Result<(), StoreError> {
@@ -273,6 +371,9 @@ impl StateLock {
 
     fn write_holder(&mut self, run: Option<&str>) -> Result<(), StoreError> {
         let mut text = format!("pid={}\nhost={}\n", std::process::id(), host_name());
+        if let Some(boot) = boot_id() {
+            text.push_str(&format!("boot={boot}\n"));
+        }
         if let Some(run) = run {
             text.push_str(&format!("run={run}\n"));
         }
@@ -310,6 +411,16 @@ impl StateLock {
     }
 }
 
+impl Drop for StateLock {
+    /// Empties the lock file before the lock is released (the descriptor closes after this):
+    /// a reader that never tries the lock reads an empty file as a free lock
+    /// ([`StateLock::probe_without_locking`] on a network filesystem). Best effort: a writer
+    /// that dies leaves its pid, which a reader on its host checks.
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
+}
+
 /// What a writer keeps to check, before each commit, that its lock file is still in place.
 #[derive(Debug)]
 pub(crate) struct LockWatch {
@@ -341,71 +452,4 @@ fn check_lock_file(file: &File, path: &Path) -> Result<(), StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_holder_check_tells_a_live_pid_from_a_free_one() {
-        assert!(process_exists(std::process::id()));
-        // Above any pid_max Linux allows (2^22): no process has it.
-        assert!(!process_exists(i32::MAX as u32));
-        assert!(!process_exists(u32::MAX));
-        // Pid 0 is no process: never told dead, so a lock naming it stays held.
-        assert!(process_exists(0));
-    }
-
-    #[test]
-    fn a_second_writer_is_refused_with_the_holders_pid() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lock");
-        let first = StateLock::acquire(&path, false).unwrap();
-        // flock locks belong to open file descriptions: a second open in the same process
-        // conflicts exactly as another process would.
-        let error = StateLock::acquire(&path, false).unwrap_err();
-        match &error {
-            StoreError::Locked { pid, .. } => assert_eq!(*pid, Some(std::process::id())),
-            other => panic!("expected Locked, got {other}"),
-        }
-        assert!(
-            error
-                .to_string()
-                .contains(&format!("pid {}", std::process::id())),
-            "{error}"
-        );
-        assert!(StateLock::probe(&path).unwrap().is_some());
-        drop(first);
-        assert!(StateLock::probe(&path).unwrap().is_none());
-        let _again = StateLock::acquire(&path, false).unwrap();
-        assert!(path.exists());
-    }
-
-    #[test]
-    fn a_probe_reads_proc_locks_and_leaves_the_lock_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lock");
-        let lock = StateLock::acquire(&path, false).unwrap();
-        let file = File::open(&path).unwrap();
-        if std::path::Path::new("/proc/locks").exists() {
-            assert_eq!(held_in_proc_locks(&file), Some(true));
-            drop(lock);
-            assert_eq!(held_in_proc_locks(&file), Some(false));
-            // Probing a free lock takes nothing: it is still free for a writer's
-            // non-blocking attempt while the probe's own file is open.
-            assert!(StateLock::probe(&path).unwrap().is_none());
-            let _writer = StateLock::acquire(&path, false).unwrap();
-            assert!(StateLock::probe(&path).unwrap().is_some());
-        }
-    }
-
-    #[test]
-    fn the_holder_names_its_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lock");
-        let mut lock = StateLock::acquire(&path, false).unwrap();
-        let run: crate::RunId = "20261130T021507Z-3f9a".parse().unwrap();
-        lock.set_run(&run).unwrap();
-        let holder = StateLock::probe(&path).unwrap().unwrap();
-        assert_eq!(holder.run.as_deref(), Some("20261130T021507Z-3f9a"));
-        assert_eq!(holder.pid, Some(std::process::id()));
-    }
-}
+mod tests;

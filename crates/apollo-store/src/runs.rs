@@ -34,6 +34,10 @@ pub enum RunState {
     Interrupted,
     /// The journal could not be read (see [`RunSummary::problem`]).
     Corrupt,
+    /// No `run_finished`, and the apollo that holds (or held) the lock is on another host of
+    /// a network filesystem: a reader that never tries the lock
+    /// ([`StateDir::never_locking`]) cannot tell whether it still writes the run.
+    Unknown,
 }
 
 impl RunState {
@@ -46,6 +50,7 @@ impl RunState {
             RunState::Failed => "failed",
             RunState::Interrupted => "interrupted",
             RunState::Corrupt => "corrupt",
+            RunState::Unknown => "unknown",
         }
     }
 
@@ -57,13 +62,6 @@ impl RunState {
             RunState::Succeeded | RunState::Failed | RunState::Interrupted
         )
     }
-}
-
-/// The runs index as a long-lived reader remembers it between listings, in memory
-/// ([`StateDir::list_runs_remembered`]).
-#[derive(Debug, Default)]
-pub struct RunsMemo {
-    index: Option<RunsIndex>,
 }
 
 /// One line of `apollo runs`.
@@ -121,7 +119,9 @@ pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError>
         .transpose()
 }
 
+mod memo;
 mod tail;
+pub use memo::{Listed, RunsMemo};
 pub(crate) use tail::tail;
 
 /// Unit counts of an unfinished run — succeeded, failed, skipped, reused — from each unit's
@@ -186,10 +186,11 @@ fn count_units(run_dir: &Path) -> Result<(u32, u32, u32, u32), StoreError> {
     Ok(counts)
 }
 
-/// Whether the lock holder is another process writing run `id` (or an unknown run).
+/// Whether the lock holder is another process writing run `id` (or an unknown run); for a
+/// reader that never locks, any process, this one included.
 pub(crate) fn held_for(holder: Option<&LockHolder>, id: &RunId) -> bool {
     match holder {
-        Some(holder) if holder.pid != Some(std::process::id()) => {
+        Some(holder) if holder.for_reader || holder.pid != Some(std::process::id()) => {
             holder.run.as_deref().is_none_or(|run| run == id.as_str())
         }
         _ => false,
@@ -283,10 +284,12 @@ fn summarize_counting(
                 summary.skipped = finished.skipped;
             }
             None => {
-                summary.state = if held_for(holder, id) {
-                    RunState::Running
-                } else {
-                    RunState::Incomplete
+                summary.state = match holder {
+                    Some(holder) if held_for(Some(holder), id) && holder.unverified => {
+                        RunState::Unknown
+                    }
+                    _ if held_for(holder, id) => RunState::Running,
+                    _ => RunState::Incomplete,
                 };
                 if count {
                     (
@@ -354,21 +357,6 @@ impl StateDir {
         Ok(summaries)
     }
 
-    /// [`list_runs_counted`](Self::list_runs_counted) for a long-lived reader that never
-    /// writes into the state directory (`apollo serve`): the runs index is read from disk on
-    /// the first listing, and what each listing learns is kept in `memo`, in memory, for the
-    /// next — so a finished run's journal is read once per process, not once per listing.
-    pub fn list_runs_remembered(
-        &self,
-        memo: &mut RunsMemo,
-        count: &mut dyn FnMut(&RunId) -> Option<apollo_core::UnitCounts>,
-    ) -> Result<Vec<RunSummary>, StoreError> {
-        let index = memo
-            .index
-            .get_or_insert_with(|| RunsIndex::load(self.path()));
-        self.list_with_index(index, count)
-    }
-
     fn list_with_index(
         &self,
         index: &mut RunsIndex,
@@ -381,7 +369,7 @@ impl StateDir {
         let summaries = runs
             .into_iter()
             .map(|run| match run.cached {
-                Some(summary) if !held_for(holder.as_ref(), &run.id) => summary,
+                Some(summary) if !held_for(holder.as_ref(), &run.id) => *summary,
                 _ => {
                     let run_dir = self.runs_dir().join(run.id.as_str());
                     let before = RunsIndex::stamps(&run_dir);

@@ -34,7 +34,7 @@ const RUNS_FILE: &str = "runs";
 const FORMAT: u32 = 4;
 
 /// When a file's stamp was taken, or what it is now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Stamp {
     dev: u64,
     ino: u64,
@@ -63,6 +63,34 @@ pub(crate) struct Stamps {
     segment: String,
     journal: Stamp,
     last: Stamp,
+}
+
+impl Stamps {
+    /// The last segment's file name.
+    pub(crate) fn segment(&self) -> &str {
+        &self.segment
+    }
+
+    /// A 64-bit digest of the two stamps, which a long-lived reader keeps instead of them
+    /// ([`crate::RunsMemo`]): equal stamps give equal digests.
+    pub(crate) fn digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        (self.journal, self.last).hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// The digest ([`Stamps::digest`]) of the run in `run_dir` now, its last segment being
+    /// `segment` (two `lstat`s, no listing).
+    pub(crate) fn digest_now(run_dir: &Path, segment: &str) -> Option<u64> {
+        let journal = run_dir.join("journal");
+        let stamps = Stamps {
+            segment: String::new(),
+            journal: Stamp::of(&journal)?,
+            last: Stamp::of(&journal.join(segment))?,
+        };
+        Some(stamps.digest())
+    }
 }
 
 /// A finished run's summary, as stored (see [`RunSummary`]).

@@ -346,6 +346,120 @@ impl SegmentHeader {
     }
 }
 
+/// Whether `journal_dir` holds at least one record after its first segment's header. A run
+/// without one recorded nothing — apollo was killed (or failed) while creating it, before its
+/// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
+///
+/// A journal that cannot be read (`EACCES`, `EIO`, a FIFO or a link loop where the folder
+/// belongs) counts as having records: the run is listed, and the reader says what is wrong
+/// with it (a listing shows it corrupt; `prune` and eviction, which must know every blob it
+/// references, refuse). Hidden, it would lose its blobs to their sweeps. Only what is
+/// missing (`ENOENT`: no journal folder, no segment) counts as nothing recorded.
+pub(crate) fn has_records(journal_dir: &Path) -> bool {
+    use std::io::Read;
+    let unreadable = |error: &std::io::Error| error.kind() != std::io::ErrorKind::NotFound;
+    let entries = match fs::read_dir(journal_dir) {
+        Ok(entries) => entries,
+        Err(error) => return unreadable(&error),
+    };
+    let mut segments: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        let path = match entry {
+            Ok(entry) => entry.path(),
+            Err(error) if unreadable(&error) => return true,
+            Err(_) => continue,
+        };
+        if path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
+        {
+            segments.push(path);
+        }
+    }
+    // A journal rotates only after records were acknowledged, and `last_segment` is written
+    // only at a rotation: a second segment or that file means the run recorded something,
+    // whatever its first segment holds now (a damaged start is reported, never skipped).
+    let last_segment_seen =
+        match fs::symlink_metadata(journal_dir.join(crate::segment::LAST_SEGMENT_FILE)) {
+            Ok(_) => true,
+            Err(error) => unreadable(&error),
+        };
+    if segments.len() > 1 || last_segment_seen {
+        return true;
+    }
+    let Some(first_segment) = segments.into_iter().min() else {
+        return false;
+    };
+    let mut file = match crate::segment::open_segment_for_read(&first_segment) {
+        Ok((file, _)) => file,
+        // Something that is not a regular file where the first segment belongs: not an empty
+        // run creation but damage, which the reader reports (never hidden, never read).
+        Err(StoreError::Corruption { .. }) => return true,
+        // Removed meanwhile (the run was pruned): nothing to list.
+        Err(StoreError::NotFound { .. }) => return false,
+        // EACCES, EIO: the reader reports it (see above).
+        Err(_) => return true,
+    };
+    // A record ends with a newline: the run recorded something when a second newline follows
+    // the header's. The first record is `run_started`, which names every unit (90 KB at
+    // 10,000 units), and every listing of the runs asks this of each run: the byte where the
+    // first frame's length field says it ends is looked at first, and the segment is read
+    // to its second newline only when that byte is not one.
+    let mut buffer = vec![0u8; 4096];
+    if first_frame_is_whole(&file, &mut buffer) {
+        return true;
+    }
+    let mut newlines = 0;
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return false,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            // EIO and the like: the reader reports it (see above).
+            Err(_) => return true,
+            Ok(n_read) => {
+                newlines += buffer[..n_read]
+                    .iter()
+                    .filter(|&&byte| byte == b'\n')
+                    .count();
+                if newlines >= 2 {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// Whether the byte where the first frame of `segment` says it ends (after the header line,
+/// in `<crc hex8> <len> <payload>\n`) is a newline: then the segment has a second newline,
+/// whatever else is true of the frame. `false` says nothing (a short or damaged start).
+pub(crate) fn first_frame_is_whole(segment: &std::fs::File, buffer: &mut [u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    let Ok(n_read) = segment.read_at(buffer, 0) else {
+        return false;
+    };
+    let start = &buffer[..n_read];
+    let Some(header_end) = start.iter().position(|&byte| byte == b'\n') else {
+        return false;
+    };
+    // The frame's length field: after the checksum's 8 digits and a space, up to a space.
+    let Some(frame) = start.get(header_end + 1 + 9..) else {
+        return false;
+    };
+    let Some(len_end) = frame.iter().take(12).position(|&byte| byte == b' ') else {
+        return false;
+    };
+    let Some(len) = std::str::from_utf8(&frame[..len_end])
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let newline_at = (header_end + 1 + 9 + len_end + 1) as u64 + len;
+    let mut byte = [0u8];
+    matches!(segment.read_at(&mut byte, newline_at), Ok(1)) && byte[0] == b'\n'
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
+use crate::segment::has_records;
 use apollo_core::hash::sha256_of_written;
 use rustix::fs::FileType;
 
@@ -31,6 +32,9 @@ use crate::safe_dir::{Access, Dir, describe, explain_efbig};
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
+    /// Never take or try the lock, even to tell whether a writer is alive
+    /// ([`StateDir::never_locking`]).
+    never_lock: bool,
 }
 
 /// A run as [`StateDir::ordered_runs`] lists it.
@@ -38,7 +42,8 @@ pub(crate) struct ListedRun {
     pub(crate) id: RunId,
     pub(crate) sequence: Option<u64>,
     /// Its summary, from the runs index, when its journal is unchanged since.
-    pub(crate) cached: Option<crate::runs::RunSummary>,
+    /// Boxed: a listing of thousands of runs holds one pointer per run, not a summary.
+    pub(crate) cached: Option<Box<crate::runs::RunSummary>>,
 }
 
 /// One run's folder.
@@ -228,120 +233,6 @@ fn latest_run_file(identity: &str) -> String {
 /// The file in a run's folder holding its sequence number (see [`StateDir::run_sequence`]).
 const SEQUENCE_FILE: &str = "sequence";
 
-/// Whether `journal_dir` holds at least one record after its first segment's header. A run
-/// without one recorded nothing — apollo was killed (or failed) while creating it, before its
-/// `run_started` was acknowledged — so it is not a run, and not a corrupt one either.
-///
-/// A journal that cannot be read (`EACCES`, `EIO`, a FIFO or a link loop where the folder
-/// belongs) counts as having records: the run is listed, and the reader says what is wrong
-/// with it (a listing shows it corrupt; `prune` and eviction, which must know every blob it
-/// references, refuse). Hidden, it would lose its blobs to their sweeps. Only what is
-/// missing (`ENOENT`: no journal folder, no segment) counts as nothing recorded.
-fn has_records(journal_dir: &Path) -> bool {
-    use std::io::Read;
-    let unreadable = |error: &io::Error| error.kind() != io::ErrorKind::NotFound;
-    let entries = match fs::read_dir(journal_dir) {
-        Ok(entries) => entries,
-        Err(error) => return unreadable(&error),
-    };
-    let mut segments: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        let path = match entry {
-            Ok(entry) => entry.path(),
-            Err(error) if unreadable(&error) => return true,
-            Err(_) => continue,
-        };
-        if path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| name.ends_with(".log") && !name.starts_with('.'))
-        {
-            segments.push(path);
-        }
-    }
-    // A journal rotates only after records were acknowledged, and `last_segment` is written
-    // only at a rotation: a second segment or that file means the run recorded something,
-    // whatever its first segment holds now (a damaged start is reported, never skipped).
-    let last_segment_seen =
-        match fs::symlink_metadata(journal_dir.join(crate::segment::LAST_SEGMENT_FILE)) {
-            Ok(_) => true,
-            Err(error) => unreadable(&error),
-        };
-    if segments.len() > 1 || last_segment_seen {
-        return true;
-    }
-    let Some(first_segment) = segments.into_iter().min() else {
-        return false;
-    };
-    let mut file = match crate::segment::open_segment_for_read(&first_segment) {
-        Ok((file, _)) => file,
-        // Something that is not a regular file where the first segment belongs: not an empty
-        // run creation but damage, which the reader reports (never hidden, never read).
-        Err(StoreError::Corruption { .. }) => return true,
-        // Removed meanwhile (the run was pruned): nothing to list.
-        Err(StoreError::NotFound { .. }) => return false,
-        // EACCES, EIO: the reader reports it (see above).
-        Err(_) => return true,
-    };
-    // A record ends with a newline: the run recorded something when a second newline follows
-    // the header's. The first record is `run_started`, which names every unit (90 KB at
-    // 10,000 units), and every listing of the runs asks this of each run: the byte where the
-    // first frame's length field says it ends is looked at first, and the segment is read
-    // to its second newline only when that byte is not one.
-    let mut buffer = vec![0u8; 4096];
-    if first_frame_is_whole(&file, &mut buffer) {
-        return true;
-    }
-    let mut newlines = 0;
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => return false,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            // EIO and the like: the reader reports it (see above).
-            Err(_) => return true,
-            Ok(n_read) => {
-                newlines += buffer[..n_read]
-                    .iter()
-                    .filter(|&&byte| byte == b'\n')
-                    .count();
-                if newlines >= 2 {
-                    return true;
-                }
-            }
-        }
-    }
-}
-
-/// Whether the byte where the first frame of `segment` says it ends (after the header line,
-/// in `<crc hex8> <len> <payload>\n`) is a newline: then the segment has a second newline,
-/// whatever else is true of the frame. `false` says nothing (a short or damaged start).
-fn first_frame_is_whole(segment: &std::fs::File, buffer: &mut [u8]) -> bool {
-    use std::os::unix::fs::FileExt;
-    let Ok(n_read) = segment.read_at(buffer, 0) else {
-        return false;
-    };
-    let start = &buffer[..n_read];
-    let Some(header_end) = start.iter().position(|&byte| byte == b'\n') else {
-        return false;
-    };
-    // The frame's length field: after the checksum's 8 digits and a space, up to a space.
-    let Some(frame) = start.get(header_end + 1 + 9..) else {
-        return false;
-    };
-    let Some(len_end) = frame.iter().take(12).position(|&byte| byte == b' ') else {
-        return false;
-    };
-    let Some(len) = std::str::from_utf8(&frame[..len_end])
-        .ok()
-        .and_then(|text| text.parse::<u64>().ok())
-    else {
-        return false;
-    };
-    let newline_at = (header_end + 1 + 9 + len_end + 1) as u64 + len;
-    let mut byte = [0u8];
-    matches!(segment.read_at(&mut byte, newline_at), Ok(1)) && byte[0] == b'\n'
-}
-
 /// Opens (with `create`, creates) the state directory's fixed folders below its root, never
 /// through a symbolic link: `runs/` (which must exist), and `blobs/` and `blobs/sha256/`
 /// (which an existing state directory may lack). A link there would send what apollo writes,
@@ -400,7 +291,10 @@ impl StateDir {
                 });
             }
         }
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            never_lock: false,
+        })
     }
 
     /// The `runs/` folder, opened (never through a symbolic link).
@@ -428,6 +322,7 @@ impl StateDir {
     pub fn open_existing(root: impl AsRef<Path>) -> Result<Self, StoreError> {
         let state = Self {
             root: root.as_ref().to_path_buf(),
+            never_lock: false,
         };
         match state.check_fixed_folders() {
             Err(StoreError::NotFound { .. }) => Err(StoreError::NotFound {
@@ -467,8 +362,26 @@ impl StateDir {
     }
 
     /// Who holds the lock, if another open file description (another apollo) holds it now.
+    ///
+    /// Read from `/proc/locks` on a local filesystem. On a network filesystem it tries the
+    /// lock for an instant, unless this handle is [`never_locking`](Self::never_locking): then
+    /// the holder the lock file records answers, [`LockHolder::unverified`] when it is on
+    /// another host.
     pub fn lock_holder(&self) -> Result<Option<LockHolder>, StoreError> {
-        StateLock::probe(&self.lock_path())
+        if self.never_lock {
+            StateLock::probe_without_locking(&self.lock_path())
+        } else {
+            StateLock::probe(&self.lock_path())
+        }
+    }
+
+    /// This handle, made never to take or try the state directory's lock — not even for the
+    /// instant a probe of a network filesystem's lock takes — for a long-lived reader
+    /// (`apollo serve`) polling beside a writer. A run whose writer cannot be checked from
+    /// here (on another host) is then [`RunState::Unknown`](crate::RunState::Unknown).
+    pub fn never_locking(mut self) -> Self {
+        self.never_lock = true;
+        self
     }
 
     /// A fresh run id for a run starting now.
@@ -754,7 +667,7 @@ impl StateDir {
                 runs.push(ListedRun {
                     id,
                     sequence,
-                    cached: Some(summary),
+                    cached: Some(Box::new(summary)),
                 });
                 continue;
             }
@@ -1008,7 +921,7 @@ mod tests {
         let mut buffer = vec![0u8; 4096];
         let whole = |bytes: &[u8], buffer: &mut [u8]| {
             std::fs::write(&path, bytes).unwrap();
-            first_frame_is_whole(&std::fs::File::open(&path).unwrap(), buffer)
+            crate::segment::first_frame_is_whole(&std::fs::File::open(&path).unwrap(), buffer)
         };
         assert!(whole(&bytes, &mut buffer));
         // One byte short of its newline, or its newline another byte: not whole.

@@ -70,15 +70,12 @@ pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>)
             pipeline: summary.pipeline.clone(),
             started: summary.started,
             finished: summary.finished,
-            // A live run has lasted until now, not until its last record (issue 35: a run
-            // whose unit was running showed 0.05 s, like a killed one).
-            duration_ms: summary
-                .started
-                .zip(match summary.state {
-                    RunState::Running => Some(now),
-                    _ => summary.finished.or(summary.last_record),
-                })
-                .map(|(start, end)| (end - start).num_milliseconds()),
+            duration_ms: duration_ms(
+                summary.state,
+                summary.started,
+                summary.finished.or(summary.last_record),
+                now,
+            ),
             status: summary.state.as_str(),
             kind: summary.kind.as_str(),
             durability: summary.durability.as_str(),
@@ -92,6 +89,23 @@ pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>)
             cost: None,
         })
         .collect()
+}
+
+/// How long a run ran: a live run has lasted until now, not until its last record (issue 35:
+/// a run whose unit was running showed 0.05 s, like a killed one).
+pub(crate) fn duration_ms(
+    state: RunState,
+    started: Option<DateTime<Utc>>,
+    ended: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Option<i64> {
+    let end = match state {
+        RunState::Running => Some(now),
+        _ => ended,
+    };
+    started
+        .zip(end)
+        .map(|(start, end)| (end - start).num_milliseconds())
 }
 
 /// Sets the `cost` of each of `lines` (from [`run_lines`]; `summaries` holds their runs)

@@ -99,6 +99,35 @@ pub fn journal_len(state: &StateDir, run: &RunId) -> Result<u64, StoreError> {
         .sum())
 }
 
+/// A value that changes when the runs list changes — a run starts (a folder in `runs/`), its
+/// journal grows while an apollo writes it (a unit starts or ends), or that apollo stops (the
+/// lock's holder changes) — and otherwise stays: a `stat` of `runs/`, the lock probe (which
+/// takes no lock on a handle that never locks) and the written run's journal length. A
+/// long-lived reader polls it to list the runs again only when something moved.
+pub fn runs_fingerprint(state: &StateDir) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut hasher = std::hash::DefaultHasher::new();
+    if let Ok(meta) = std::fs::metadata(state.runs_dir()) {
+        (
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime_nsec(),
+            meta.nlink(),
+        )
+            .hash(&mut hasher);
+    }
+    let holder = state.lock_holder().ok().flatten();
+    if let Some(holder) = &holder {
+        (holder.pid, &holder.run, holder.unverified).hash(&mut hasher);
+        let written = (holder.run.as_deref()).and_then(|run| run.parse::<RunId>().ok());
+        if let Some(run) = written {
+            journal_len(state, &run).ok().hash(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
 /// What the journal records about a unit beyond the run model: the definition snapshot the
 /// run last used, and its attempts' file manifests.
 #[derive(Debug, Clone)]

@@ -54,16 +54,28 @@ fn the_read_side_reads_a_run_without_writing() {
     let index_before = index.exists();
 
     let mut cache = RunsCache::default();
-    let runs = cache.list_runs(&state).unwrap();
-    assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].counts.unwrap().get(UnitState::Succeeded), 1);
+    let now = chrono::Utc::now();
+    let first: Vec<RunLine> = (cache.refresh(&state).unwrap().iter())
+        .map(|entry| entry.line(None, now))
+        .collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].counts.get(UnitState::Succeeded), 1);
+    let again: Vec<RunLine> = (cache.refresh(&state).unwrap().iter())
+        .map(|entry| entry.line(None, now))
+        .collect();
     assert_eq!(
-        cache.list_runs(&state).unwrap(),
-        runs,
+        serde_json::to_value(&again).unwrap(),
+        serde_json::to_value(&first).unwrap(),
         "the second listing remembers"
     );
     assert_eq!(index.exists(), index_before, "listing wrote the runs index");
-    let lines = run_lines(&state, &runs, chrono::Utc::now());
+    // The same line as `apollo runs` gives.
+    let runs = list_runs(&state, false).unwrap();
+    let lines = run_lines(&state, &runs, now);
+    assert_eq!(
+        serde_json::to_value(&lines).unwrap(),
+        serde_json::to_value(&first).unwrap()
+    );
     assert_eq!(runs_document(&lines)["schema"], RUNS_SCHEMA);
 
     let model = run_model(&state, &run).unwrap();

@@ -58,11 +58,11 @@ pub(crate) async fn page(
             state,
             apollo_core::UnitState::Failed | apollo_core::UnitState::CutOff
         ) {
-            let _ = write!(
-                body,
-                "<p><a href=\"/diff?a=last-success&amp;b={}\">Compare the run with the last successful one</a></p>",
-                escape(&html::encode(run.as_str()))
-            );
+            let good = match timeline.pipeline.as_deref() {
+                Some(pipeline) => crate::views::runs::last_good(app, pipeline, &run)?,
+                None => None,
+            };
+            body.push_str(&failed_links(run.as_str(), &found.name, number, good.as_ref()));
         }
         definition_block(&mut body, &recorded, &found.name);
         notes_block(&mut body, found);
@@ -94,6 +94,33 @@ pub(crate) async fn page(
         )))
     })
     .await
+}
+
+/// What a failed unit's page offers first: its stderr, and the diff with the last good run of
+/// the same pipeline (or why there is none).
+fn failed_links(run: &str, unit: &str, attempt: Option<u32>, good: Option<&RunId>) -> String {
+    let stderr = attempt.map_or_else(String::new, |number| {
+        format!(
+            "<a href=\"#stderr\">its stderr</a> (attempt {number}, <a href=\"{}\">all of it</a>) · ",
+            escape(&format!(
+                "/api/runs/{}/units/{}/log?stream=stderr&attempt={number}&bytes=4194304",
+                html::encode(run),
+                html::encode(unit)
+            ))
+        )
+    });
+    let compare = good.map_or_else(
+        || "<span class=\"muted\">no earlier successful run of this pipeline to compare with</span>".to_owned(),
+        |good| {
+            format!(
+                "<a class=\"compare-good\" href=\"/diff?a={}&amp;b={}\">compare with the last good run</a> <code>{}</code>",
+                escape(&html::encode(good.as_str())),
+                escape(&html::encode(run)),
+                escape(good.as_str())
+            )
+        },
+    );
+    format!("<p class=\"failed-links\">See {stderr}{compare}</p>")
 }
 
 fn definition_block(body: &mut String, recorded: &RecordedFiles, unit: &str) {

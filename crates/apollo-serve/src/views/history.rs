@@ -37,23 +37,23 @@ pub(crate) async fn page(
             ));
         };
         let n_runs = query.runs.unwrap_or(DEFAULT_RUNS).clamp(1, MAX_RUNS);
-        let lines = crate::views::runs::lines(app)?;
         // Ordinary runs only, newest first (a reproduction is not the pipeline's history).
+        let ids: Vec<apollo_store::RunId> = crate::views::runs::with_runs(app, |entries| {
+            Ok((entries.iter().rev())
+                .filter(|entry| {
+                    entry.pipeline() == Some(pipeline.as_str()) && entry.kind().is_run()
+                })
+                .take(n_runs)
+                .map(|entry| entry.id().clone())
+                .collect())
+        })?;
         let mut models = Vec::new();
-        let mut newest = None;
-        for line in lines.iter().rev() {
-            if models.len() == n_runs {
-                break;
-            }
-            if line.pipeline.as_deref() != Some(pipeline.as_str()) || line.kind != "run" {
-                continue;
-            }
-            let id = app.resolve(&line.id)?;
+        for id in &ids {
             // A run whose journal cannot be read is a column that says so.
-            let model = apollo_runner::read::run_model(&app.state, &id).ok();
-            newest.get_or_insert(id);
-            models.push((line.id.clone(), model.map(|model| model.timeline)));
+            let model = apollo_runner::read::run_model(&app.state, id).ok();
+            models.push((id.as_str().to_owned(), model.map(|model| model.timeline)));
         }
+        let newest = ids.first();
         // `apollo stats`'s numbers over the same runs, with the newest run's timeouts.
         let timeouts = (newest.as_ref())
             .map(|newest| apollo_runner::read::timeouts(&app.state, newest))

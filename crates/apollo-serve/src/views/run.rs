@@ -43,18 +43,25 @@ pub(crate) async fn page(
             Ok(model) => model,
             Err(error) => return Ok(Html(damaged(&run, &summary, &error))),
         };
-        // The graph only for a run small enough to draw it (the definition is read for it).
-        let deps = (model.timeline.units.len() <= super::dag::MAX_UNITS)
-            .then(|| apollo_runner::read::definition(&app.state, &run))
-            .flatten()
-            .map(|definition| {
-                (definition.units.into_iter())
-                    .map(|unit| (unit.name, unit.deps))
-                    .collect()
-            });
+        // The graph: drawn for a run small enough, by depth for a larger one (the deps come
+        // from the definition snapshot).
+        let deps = apollo_runner::read::definition(&app.state, &run).map(|definition| {
+            (definition.units.into_iter())
+                .map(|unit| (unit.name, unit.deps))
+                .collect()
+        });
+        let good = match summary.pipeline.as_deref() {
+            Some(pipeline) => super::runs::last_good(app, pipeline, &run)?,
+            None => None,
+        };
         let reads = apollo_runner::read::CostReads::new();
         let cost = apollo_runner::read::run_cost(&app.state, &model.timeline, &reads);
-        let mut page = render(&run, &summary, (&model, cost.as_ref()), &query);
+        let mut page = render(
+            &run,
+            (&summary, good.as_ref()),
+            (&model, cost.as_ref()),
+            &query,
+        );
         if let Some(deps) = deps {
             let graph = super::dag::render(run.as_str(), &model.timeline, &deps);
             page = page.replacen("<h2 id=\"units\">", &format!("{graph}<h2 id=\"units\">"), 1);
@@ -85,7 +92,7 @@ fn damaged(run: &RunId, summary: &RunSummary, error: &apollo_store::StoreError) 
 
 pub(crate) fn render(
     run: &RunId,
-    summary: &RunSummary,
+    (summary, good): (&RunSummary, Option<&RunId>),
     (model, cost): (&RunModel, Option<&RunCost>),
     query: &RunQuery,
 ) -> String {
@@ -107,7 +114,7 @@ pub(crate) fn render(
             )
         }
     );
-    summary_block(&mut body, summary, timeline, cost);
+    summary_block(&mut body, summary, timeline, (good, cost));
     for warning in &model.warnings {
         let _ = write!(
             body,
@@ -146,7 +153,7 @@ fn summary_block(
     body: &mut String,
     summary: &RunSummary,
     timeline: &Timeline,
-    cost: Option<&RunCost>,
+    (good, cost): (Option<&RunId>, Option<&RunCost>),
 ) {
     let duration = if timeline.live {
         timeline.started.map(|start| {
@@ -208,6 +215,12 @@ fn summary_block(
         );
     }
     let id = escape(&encode(summary.id.as_str()));
+    let compare = good.map_or_else(String::new, |good| {
+        format!(
+            "<a class=\"compare-good\" href=\"/diff?a={}&amp;b={id}\">compare with the last good run of the pipeline</a> · ",
+            escape(&encode(good.as_str()))
+        )
+    });
     let history = summary
         .pipeline
         .as_deref()
@@ -219,7 +232,7 @@ fn summary_block(
         });
     let _ = write!(
         body,
-        "</dl><p><a href=\"/diff?a=last-success&amp;b={id}\">Compare with the last successful run</a> · <a href=\"/diff?b={id}\">compare with…</a>{history} · <a href=\"/api/runs/{id}\">JSON</a></p>"
+        "</dl><p>{compare}<a href=\"/diff?b={id}\">compare with…</a>{history} · <a href=\"/api/runs/{id}\">JSON</a></p>"
     );
 }
 

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use apollo_runner::read::RunLine;
+use apollo_runner::read::{RunEntry, RunLine};
+use apollo_store::RunId;
 use axum::extract::{Query, State};
 use axum::response::Html;
 use serde::Deserialize;
@@ -26,24 +27,67 @@ pub(crate) struct RunsQuery {
     /// Only runs whose id, pipeline or params contain this text.
     q: Option<String>,
     /// The page, from 1.
-    page: Option<usize>,
+    pub(crate) page: Option<usize>,
+    /// Runs on a page of `/api/runs` (the runs page shows [`PAGE_SIZE`]).
+    pub(crate) limit: Option<usize>,
 }
 
-/// Every run as `apollo runs` lists it (oldest first), from the server's [`RunsCache`]
-/// (`serve` never writes the runs index).
+impl RunsQuery {
+    /// The filter's non-empty fields, by name (for links to other pages of it).
+    pub(crate) fn filter(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [
+            ("pipeline", &self.pipeline),
+            ("status", &self.status),
+            ("q", &self.q),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_deref().filter(|v| !v.is_empty())?)))
+    }
+}
+
+/// Every run, oldest first, as the server's [`RunsCache`] keeps them (compact entries;
+/// `serve` never writes the runs index), given to `read` while the cache is held.
 ///
 /// [`RunsCache`]: apollo_runner::read::RunsCache
-pub(crate) fn lines(app: &App) -> Result<Vec<RunLine>, AppError> {
-    let summaries = match app.runs.lock() {
-        Ok(mut cache) => cache.list_runs(&app.state)?,
+pub(crate) fn with_runs<T>(
+    app: &App,
+    read: impl FnOnce(&[RunEntry]) -> Result<T, AppError>,
+) -> Result<T, AppError> {
+    let mut cache = match app.runs.lock() {
+        Ok(cache) => cache,
         // A listing that panicked mid-way left nothing wrong behind: start afresh.
-        Err(_) => apollo_runner::read::RunsCache::default().list_runs(&app.state)?,
+        Err(poisoned) => {
+            let mut cache = poisoned.into_inner();
+            *cache = apollo_runner::read::RunsCache::default();
+            cache
+        }
     };
-    Ok(apollo_runner::read::run_lines(
-        &app.state,
-        &summaries,
-        chrono::Utc::now(),
-    ))
+    read(cache.refresh(&app.state)?)
+}
+
+/// The pid of the apollo writing a run now, if one is (shown on a running run's line).
+pub(crate) fn holder_pid(app: &App) -> Option<u32> {
+    apollo_runner::read::writer_pid(&app.state)
+}
+
+/// The newest ordinary run of `pipeline` older than `run` that succeeded: "the last good
+/// run" a failed unit's page compares with.
+pub(crate) fn last_good(app: &App, pipeline: &str, run: &RunId) -> Result<Option<RunId>, AppError> {
+    with_runs(app, |entries| {
+        let older = entries
+            .iter()
+            .position(|entry| entry.id() == run)
+            .map_or(entries, |at| &entries[..at]);
+        Ok(older
+            .iter()
+            .rev()
+            .find(|entry| {
+                entry.pipeline() == Some(pipeline)
+                    && entry.kind().is_run()
+                    && entry.state() == apollo_store::RunState::Succeeded
+            })
+            .map(|entry| entry.id().clone()))
+    })
 }
 
 /// `GET /`.
@@ -51,46 +95,51 @@ pub(crate) async fn page(
     State(app): State<Arc<App>>,
     Query(query): Query<RunsQuery>,
 ) -> Result<Html<String>, AppError> {
-    blocking(&app, move |app| Ok(Html(render(&lines(app)?, &query)))).await
+    blocking(&app, move |app| {
+        let pid = holder_pid(app);
+        with_runs(app, |entries| Ok(Html(render(entries, pid, &query))))
+    })
+    .await
 }
 
-fn matches(line: &RunLine, query: &RunsQuery) -> bool {
+/// Whether `entry` passes the filter of `query`.
+pub(crate) fn matches(entry: &RunEntry, query: &RunsQuery) -> bool {
     let nonempty = |value: &Option<String>| value.clone().filter(|text| !text.is_empty());
     if let Some(pipeline) = nonempty(&query.pipeline)
-        && line.pipeline.as_deref() != Some(pipeline.as_str())
+        && entry.pipeline() != Some(pipeline.as_str())
     {
         return false;
     }
     if let Some(status) = nonempty(&query.status)
-        && line.status != status
+        && entry.state().as_str() != status
     {
         return false;
     }
     if let Some(text) = nonempty(&query.q) {
         let text = text.to_lowercase();
-        let in_params = line.params.iter().any(|(name, value)| {
+        let in_params = entry.params().iter().any(|(name, value)| {
             name.to_lowercase().contains(&text) || value.to_string().to_lowercase().contains(&text)
         });
-        return line.id.to_lowercase().contains(&text)
-            || line
-                .pipeline
-                .as_deref()
+        return entry.id().as_str().to_lowercase().contains(&text)
+            || entry
+                .pipeline()
                 .is_some_and(|p| p.to_lowercase().contains(&text))
             || in_params;
     }
     true
 }
 
-pub(crate) fn render(lines: &[RunLine], query: &RunsQuery) -> String {
-    let shown: Vec<&RunLine> = lines
+pub(crate) fn render(entries: &[RunEntry], pid: Option<u32>, query: &RunsQuery) -> String {
+    let now = chrono::Utc::now();
+    let shown: Vec<&RunEntry> = entries
         .iter()
         .rev()
-        .filter(|line| matches(line, query))
+        .filter(|entry| matches(entry, query))
         .collect();
     let n_pages = shown.len().div_ceil(PAGE_SIZE).max(1);
     let page = query.page.unwrap_or(1).clamp(1, n_pages);
     let mut body = String::from("<h1>Runs</h1>");
-    body.push_str(&filter_form(lines, query));
+    body.push_str(&filter_form(entries, query));
     let history = (query.pipeline.as_deref())
         .filter(|name| !name.is_empty())
         .map_or_else(String::new, |name| {
@@ -104,17 +153,17 @@ pub(crate) fn render(lines: &[RunLine], query: &RunsQuery) -> String {
         body,
         "<p class=\"muted\">{} of {} runs, newest first · <a href=\"/diff\">compare two runs</a>{history}</p>",
         shown.len(),
-        lines.len()
+        entries.len()
     );
     body.push_str(
         "<table class=\"runs\"><thead><tr><th scope=\"col\">Run</th><th scope=\"col\">Pipeline</th><th scope=\"col\">Started (UTC)</th><th scope=\"col\">Duration</th><th scope=\"col\">Status</th><th scope=\"col\">Units</th><th scope=\"col\">Params</th></tr></thead><tbody>",
     );
-    for line in shown.iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE) {
-        row(&mut body, line);
+    for entry in shown.iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE) {
+        row(&mut body, &entry.line(pid, now));
     }
     body.push_str("</tbody></table>");
     if shown.is_empty() {
-        body.push_str(if lines.is_empty() {
+        body.push_str(if entries.is_empty() {
             "<p>No runs yet: start one with <code>apollo run</code>.</p>"
         } else {
             "<p>No run matches the filter.</p>"
@@ -125,7 +174,8 @@ pub(crate) fn render(lines: &[RunLine], query: &RunsQuery) -> String {
         &html::Frame {
             title: "Runs",
             crumbs: &[],
-            live: None,
+            // The list follows runs as they start, move on and end (`/events`).
+            live: Some("/events".to_owned()),
         },
         &body,
     )
@@ -162,10 +212,10 @@ fn row(body: &mut String, line: &RunLine) {
     );
 }
 
-fn filter_form(lines: &[RunLine], query: &RunsQuery) -> String {
-    let mut pipelines: Vec<&str> = lines.iter().filter_map(|l| l.pipeline.as_deref()).collect();
-    pipelines.sort_unstable();
-    pipelines.dedup();
+fn filter_form(entries: &[RunEntry], query: &RunsQuery) -> String {
+    // Only the distinct names are held (a few), not one per run.
+    let pipelines: std::collections::BTreeSet<&str> =
+        entries.iter().filter_map(RunEntry::pipeline).collect();
     let selected = |value: &str, current: &Option<String>| {
         if current.as_deref() == Some(value) {
             " selected"
@@ -194,6 +244,7 @@ fn filter_form(lines: &[RunLine], query: &RunsQuery) -> String {
         "interrupted",
         "incomplete",
         "corrupt",
+        "unknown",
     ] {
         let _ = write!(
             form,

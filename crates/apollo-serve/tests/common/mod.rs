@@ -2,6 +2,8 @@
 //! server on a free loopback port stopped when dropped, and a plain HTTP/1.1 client.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod devtools;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
