@@ -214,26 +214,3 @@ fn a_folder_an_input_glob_matches_is_hashed_with_everything_under_it() {
     apollo.args(&["run"]).run().code(0);
     assert_eq!(apollo.count("g"), 3, "and nothing changed since");
 }
-
-/// A folder named as an input (no glob) stands for every file under it, as a declared output
-/// folder does; it used to fail the unit at run time ("it is a directory, not a regular file").
-#[test]
-fn a_folder_named_as_an_input_stands_for_every_file_under_it() {
-    let mut apollo = Apollo::new();
-    apollo.file("data/sub/x.txt", "1\n");
-    apollo.config(
-        "units:
-  - name: f
-    inputs: [data]
-    outputs: [f.txt]
-    reuse: true
-    execute: bin/count f && cat data/sub/x.txt > f.txt
-",
-    );
-    apollo.args(&["run"]).run().code(0);
-    apollo.args(&["run"]).run().code(0);
-    assert_eq!(apollo.count("f"), 1, "nothing changed: reused");
-    apollo.file("data/sub/x.txt", "2\n");
-    apollo.args(&["run"]).run().code(0);
-    assert_eq!(apollo.count("f"), 2, "a file under the folder changed");
-}

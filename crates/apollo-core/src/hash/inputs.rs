@@ -7,12 +7,12 @@ use crate::model::Unit;
 
 /// Expand a unit's `inputs` patterns against `base_dir`: sorted, without duplicates.
 /// A literal path that does not exist is kept (and hashed as missing); a glob that matches
-/// nothing contributes nothing; a folder, named or matched, stands for every file under it.
+/// nothing contributes nothing; a folder a glob matches stands for every file under it.
 pub fn expand_inputs(unit: &Unit, base_dir: &Path) -> Vec<PathBuf> {
     expand_inputs_and_folders(unit, base_dir).0
 }
 
-/// [`expand_inputs`], and the folders named or matched (with every folder under them):
+/// [`expand_inputs`], and the folders the globs matched (with every folder under them):
 /// sorted, without duplicates. Links to folders are not followed (a link is a file here,
 /// hashed as what it points to, or refused when that is not a regular file).
 pub(super) fn expand_inputs_and_folders(
@@ -24,11 +24,7 @@ pub(super) fn expand_inputs_and_folders(
     for pattern in &unit.inputs {
         let absolute = base_dir.join(pattern);
         if !is_glob(pattern) {
-            // A folder named as an input stands for everything under it, as an output does.
-            match std::fs::symlink_metadata(&absolute) {
-                Ok(metadata) if metadata.is_dir() => walk(absolute, &mut files, &mut folders),
-                _ => files.push(absolute),
-            }
+            files.push(absolute);
             continue;
         }
         let Some(pattern_text) = absolute.to_str() else {
