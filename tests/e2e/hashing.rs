@@ -214,3 +214,21 @@ fn a_folder_an_input_glob_matches_is_hashed_with_everything_under_it() {
     apollo.args(&["run"]).run().code(0);
     assert_eq!(apollo.count("g"), 3, "and nothing changed since");
 }
+
+/// `inputs: ["*"]` never stands for the state directory (or another hidden folder such as
+/// `.git`): its journals change at every run, and reading its blobs would capture the store
+/// into itself.
+#[test]
+fn an_input_glob_never_walks_the_state_directory() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/x.txt", "1\n");
+    apollo.file("data/.cache/y.txt", "1\n");
+    apollo.config("units:\n  - name: all\n    inputs: [\"*\"]\n    execute: \"true\"\n");
+    apollo.args(&["run"]).run().code(0);
+    let show = apollo.args(&["show", "latest", "all"]).run();
+    assert!(show.stdout.contains("data/x.txt"), "{}", show.stdout);
+    let hidden = (show.stdout.lines())
+        .filter(|line| line.trim_start().starts_with("file "))
+        .find(|line| line.contains(".apollo") || line.contains(".cache"));
+    assert_eq!(hidden, None, "{}", show.stdout);
+}

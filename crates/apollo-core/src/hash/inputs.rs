@@ -7,7 +7,8 @@ use crate::model::Unit;
 
 /// Expand a unit's `inputs` patterns against `base_dir`: sorted, without duplicates.
 /// A literal path that does not exist is kept (and hashed as missing); a glob that matches
-/// nothing contributes nothing; a folder a glob matches stands for every file under it.
+/// nothing contributes nothing; a folder a glob matches stands for every file under it (one
+/// whose name starts with a dot is left out: see [`hidden`]).
 pub fn expand_inputs(unit: &Unit, base_dir: &Path) -> Vec<PathBuf> {
     expand_inputs_and_folders(unit, base_dir).0
 }
@@ -35,7 +36,10 @@ pub(super) fn expand_inputs_and_folders(
         };
         for path in matches.filter_map(Result::ok) {
             match std::fs::symlink_metadata(&path) {
-                Ok(metadata) if metadata.is_dir() => walk(path, &mut files, &mut folders),
+                Ok(metadata) if metadata.is_dir() && !hidden(&path) => {
+                    walk(path, &mut files, &mut folders);
+                }
+                Ok(metadata) if metadata.is_dir() => {}
                 Ok(_) if path.is_file() => files.push(path),
                 _ => {}
             }
@@ -48,7 +52,16 @@ pub(super) fn expand_inputs_and_folders(
     (files, folders)
 }
 
-/// Every regular file (or link to one) under `folder`, and every folder, itself included.
+/// Whether a folder's name starts with a dot (`.apollo`, `.git`, `.venv`): a glob's match or
+/// a folder under one that is never walked, so that `*` never stands for a state directory.
+fn hidden(folder: &Path) -> bool {
+    folder
+        .file_name()
+        .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."))
+}
+
+/// Every regular file (or link to one) under `folder`, and every folder, itself included
+/// (folders whose name starts with a dot left out).
 fn walk(folder: PathBuf, files: &mut Vec<PathBuf>, folders: &mut Vec<PathBuf>) {
     let mut pending = vec![folder];
     while let Some(folder) = pending.pop() {
@@ -56,7 +69,8 @@ fn walk(folder: PathBuf, files: &mut Vec<PathBuf>, folders: &mut Vec<PathBuf>) {
             for entry in entries.filter_map(Result::ok) {
                 let path = entry.path();
                 match entry.file_type() {
-                    Ok(kind) if kind.is_dir() => pending.push(path),
+                    Ok(kind) if kind.is_dir() && !hidden(&path) => pending.push(path),
+                    Ok(kind) if kind.is_dir() => {}
                     Ok(_) if path.is_file() => files.push(path),
                     _ => {}
                 }
