@@ -247,8 +247,10 @@ impl Fold {
                         .filter(|line| !line.is_empty())
                         .map(str::to_owned),
                 };
+                // As the timeline: an attempt still open has started no recorded phase (what
+                // matters when an older attempt's end came after its start, out of order).
                 let ran = (unit.last.as_ref()).is_none_or(|last| {
-                    (last.outcome.as_ref()).is_none_or(|outcome| !outcome.phases.is_empty())
+                    (last.outcome.as_ref()).is_some_and(|outcome| !outcome.phases.is_empty())
                 });
                 let last = unit.last.map(|last| LastAttempt {
                     output_hash: (last.outcome.as_ref())
