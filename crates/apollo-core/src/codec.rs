@@ -279,6 +279,7 @@ json_unit_enum!(RunStatus {
 json_unit_enum!(RunKind {
     Run = "run",
     Reproduction = "reproduction",
+    Bisect = "bisect",
 });
 
 json_unit_enum!(Durability {

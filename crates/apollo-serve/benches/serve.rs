@@ -14,7 +14,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub, dead_code)]
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/serve/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

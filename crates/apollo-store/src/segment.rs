@@ -28,8 +28,8 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// an ordinary run) and the `when` reason of `unit_skipped` (a `when:` false at load); 1.6
 /// the `durability` of `run_started` (`batched` or `none`; absent for `fsync`, the default); 1.7
 /// the `partition`, `nodes` and `mem_mib` of `unit_submitted` (what a cluster job asked for, the
-/// cost is priced by).
-pub const FORMAT_MINOR: u32 = 7;
+/// cost is priced by); 1.8 the run kind `bisect` (`apollo bisect`'s runs).
+pub const FORMAT_MINOR: u32 = 8;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

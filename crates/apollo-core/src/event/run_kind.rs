@@ -12,6 +12,8 @@ pub enum RunKind {
     Run,
     /// A reproduction of one recorded attempt (`apollo reproduce`).
     Reproduction,
+    /// A search for the input change that flipped a unit's output (`apollo bisect`).
+    Bisect,
 }
 
 impl RunKind {
@@ -20,11 +22,12 @@ impl RunKind {
         *self == RunKind::Run
     }
 
-    /// The kind for users and JSON: `run`, `reproduction`.
+    /// The kind for users and JSON: `run`, `reproduction`, `bisect`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunKind::Run => "run",
             RunKind::Reproduction => "reproduction",
+            RunKind::Bisect => "bisect",
         }
     }
 }

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
-mod common;
+use crate::common;
 
 use apollo_store::StateDir;
 use common::{HOSTILE, Served, get, state_with_runs};

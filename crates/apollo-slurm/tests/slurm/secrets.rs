@@ -8,11 +8,7 @@
 //! for a job array's tasks.
 #![forbid(unsafe_code)]
 
-#[allow(
-    dead_code,
-    reason = "each test file uses part of the shared fake cluster"
-)]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -8,11 +8,7 @@
 //! by its array's name and its task.
 #![forbid(unsafe_code)]
 
-#[allow(
-    dead_code,
-    reason = "each test file uses part of the shared fake cluster"
-)]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::Path;

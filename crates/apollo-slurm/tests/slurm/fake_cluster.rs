@@ -7,11 +7,7 @@
 //! this checks the wrapper end to end and that polling is batched.
 #![forbid(unsafe_code)]
 
-#[allow(
-    dead_code,
-    reason = "each test file uses part of the shared fake cluster"
-)]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
