@@ -12,6 +12,8 @@
 //!   made of a real run's records, for the read benchmarks (replay, verify).
 //! * `cargo xtask sim [--seeds N] [--first S] [--seed S]` — the scheduler's deterministic
 //!   simulation (`apollo-core`'s `engine/tests/sim/`) over many seeds, or one replayed.
+//! * `cargo xtask test [--budget SUITE=SECONDS]... [CARGO_TEST_ARGS]` — the README's test
+//!   command: `cargo test --workspace`, then each suite's time and what was skipped, and why.
 //! * `cargo xtask tidy` — the architecture invariants a text scan can enforce (only
 //!   apollo-exec creates processes, every `unsafe` block documented, no unwrap in library
 //!   code, READMEs are the crate docs, publish metadata) and the guardrails (file sizes, long
@@ -29,6 +31,7 @@ mod check_config;
 mod sim;
 mod snapshots;
 mod synth_run;
+mod test;
 mod tidy;
 mod torture;
 
@@ -78,6 +81,9 @@ commands:
                         a large run (default 1,000,000 records) from a real one, to benchmark reads
   sim [--seeds N] [--first S] [--seed S]
                         the scheduler's deterministic simulation over N seeds (1,000,000), or one
+  test [--budget SUITE=SECONDS]... [CARGO_TEST_ARGS]
+                        every test (cargo test --workspace), then each suite's time and what
+                        was skipped here and why; a suite over its budget fails
   tidy                  check the architecture invariants (also run by `cargo test`)
   man                   write the man pages to target/man/
   torture [--iterations N] [--seed S] [--first I] [--durability fsync|batched]
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
         ["bench-slurm", rest @ ..] => bench_slurm::run(&root, rest),
         ["synth-run", rest @ ..] => synth_run::run(rest),
         ["sim", rest @ ..] => sim::run(&root, rest),
+        ["test", rest @ ..] => test::run(&root, rest),
         ["torture", rest @ ..] => {
             torture::Options::parse(rest).and_then(|options| torture::run(&root, &options))
         }

@@ -12,7 +12,9 @@
 //!   so a missing tool there is a broken CI machine, not a reason to check less.
 //!
 //! The line is written straight to the process's standard error, past the test harness's
-//! output capture, so it shows in an ordinary `cargo test` run.
+//! output capture, so it shows in an ordinary `cargo test` run; under `cargo xtask test`
+//! (the README's test command) it is also noted in the file [`SKIPPED_LOG`] names, and
+//! the list is printed at the end.
 //!
 //! # Example
 //!
@@ -54,13 +56,32 @@ pub fn require(available: bool, what: &str, how_to_get_it: &str) -> bool {
                 .unwrap_or_default();
             // Straight to the stream, not through `eprintln!`: the test harness captures the
             // macros' output of passing tests, and a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: {}{test}",
-                missing(what, how_to_get_it)
-            );
+            let line = format!("SKIPPED: {}{test}", missing(what, how_to_get_it));
+            let _ = writeln!(std::io::stderr(), "{line}");
+            note_skip(&line);
             false
         }
+    }
+}
+
+/// The environment variable naming the file where each skip is also noted, one line each
+/// (`cargo xtask test` sets it and prints the list at its end, after every suite ran).
+pub const SKIPPED_LOG: &str = "XTASK_SKIPPED_LOG";
+
+/// Appends `line` to the [`SKIPPED_LOG`] file, if one is named. Best effort: a skip is
+/// already on standard error, and a test never fails for its note.
+fn note_skip(line: &str) {
+    let Some(path) = std::env::var_os(SKIPPED_LOG) else {
+        return;
+    };
+    // One `write` of a whole line with O_APPEND: lines of tests running in parallel (and of
+    // several test binaries) never interleave.
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
