@@ -13,7 +13,7 @@ use apollo_store::{
 };
 
 use crate::error::{ParamDifference, RunnerError};
-use crate::identity::{host_name, pipeline_identity};
+use crate::identity::pipeline_identity;
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
 use crate::reuse::{hash_cache_for, reuse_for};
@@ -337,7 +337,7 @@ impl<'a> RunSession<'a> {
                 .put_blob_streamed(&lock, known, |out| write_definition_snapshot(pipeline, out))?,
         };
         let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
-        let host = host_name();
+        let host = apollo_store::process::host_name();
         let units: Vec<String> = pipeline
             .units
             .iter()

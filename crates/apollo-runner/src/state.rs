@@ -5,8 +5,8 @@ use apollo_core::event::Event;
 use apollo_store::{JournalReader, ReadOptions, RunId, StateDir};
 
 use crate::error::RunnerError;
-use crate::identity::{host_name, is_live_apollo};
 use crate::notice::{SessionObserver, report_warnings};
+use apollo_store::process::{host_name, is_live_apollo};
 
 /// What a run's `run_started` recorded that a resume checks: its pipeline and its params.
 #[derive(Debug, Default)]

@@ -15,6 +15,7 @@ mod index_file;
 mod input_manifest;
 mod lock;
 mod permissions;
+pub mod process;
 mod reader;
 mod record;
 mod retention;

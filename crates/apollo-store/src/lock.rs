@@ -139,32 +139,6 @@ fn held_in_proc_locks_here(file: &File) -> Option<bool> {
 /// How long a lock whose recorded holder is dead may stay held before it is reported as held.
 const STALE_HOLDER_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Whether a process with this pid exists (on this host).
-fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else {
-        return false;
-    };
-    // Pid 0 names no process (kill(0, 0) would ask about our own group): as before, it is not
-    // told dead, so such a lock stays held.
-    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
-        return true;
-    };
-    // kill(2) with signal 0 sends nothing; only "no such process" says the pid is free (a
-    // process of another user answers EPERM: it exists).
-    !matches!(
-        rustix::process::test_kill_process(pid),
-        Err(rustix::io::Errno::SRCH)
-    )
-}
-
-/// This machine's boot id, if the kernel gives one.
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .map(|id| id.trim().to_owned())
-        .filter(|id| !id.is_empty())
-}
-
 /// Who holds the lock, judged from what the lock file records alone (`holder`), for a reader
 /// that never tries the lock where `/proc/locks` cannot tell: an empty file is a released
 /// lock (a writer empties it as it releases it); a holder on this host (and boot) holds it
@@ -180,7 +154,7 @@ fn judge_recorded_holder(holder: LockHolder, host: &str, boot: Option<&str>) -> 
         _ => true,
     };
     if same_host && same_boot {
-        return process_exists(pid).then_some(holder);
+        return crate::process::exists(pid).then_some(holder);
     }
     if same_host {
         // The machine restarted since: nothing of that boot runs any more.
@@ -190,15 +164,6 @@ fn judge_recorded_holder(holder: LockHolder, host: &str, boot: Option<&str>) -> 
         unverified: true,
         ..holder
     })
-}
-
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Opens (creating it when missing) the lock file at `path`: never through a symbolic link,
@@ -271,7 +236,11 @@ fn judge_without_locking(file: &File, kind: Option<i64>) -> Option<LockHolder> {
     {
         return held.then(|| read_holder(file));
     }
-    judge_recorded_holder(read_holder(file), &host_name(), boot_id().as_deref())
+    judge_recorded_holder(
+        read_holder(file),
+        &crate::process::host_name(),
+        crate::process::boot_id().as_deref(),
+    )
 }
 
 impl StateLock {
@@ -298,11 +267,11 @@ impl StateLock {
                     // process it was starting still has the descriptor for the moment between
                     // its fork and its exec (the descriptor is close-on-exec). That clears in
                     // microseconds; give it a bounded grace instead of refusing.
-                    let holder_dead = holder.pid.is_some_and(|pid| !process_exists(pid))
+                    let holder_dead = holder.pid.is_some_and(|pid| !crate::process::exists(pid))
                         && holder
                             .host
                             .as_deref()
-                            .is_none_or(|host| host == host_name());
+                            .is_none_or(|host| host == crate::process::host_name());
                     let deadline = *stale_until
                         .get_or_insert_with(|| std::time::Instant::now() + STALE_HOLDER_GRACE);
                     if holder_dead && std::time::Instant::now() < deadline {
@@ -370,8 +339,12 @@ impl StateLock {
     }
 
     fn write_holder(&mut self, run: Option<&str>) -> Result<(), StoreError> {
-        let mut text = format!("pid={}\nhost={}\n", std::process::id(), host_name());
-        if let Some(boot) = boot_id() {
+        let mut text = format!(
+            "pid={}\nhost={}\n",
+            std::process::id(),
+            crate::process::host_name()
+        );
+        if let Some(boot) = crate::process::boot_id() {
             text.push_str(&format!("boot={boot}\n"));
         }
         if let Some(run) = run {

@@ -53,7 +53,7 @@ pub(crate) fn stop(
         ));
     };
     if let Some(host) = &holder.host
-        && *host != host_name()
+        && *host != apollo_store::process::host_name()
     {
         return Err(not_running(format!(
             "the apollo running here is pid {pid} on host `{host}`, not this one: stop it there"
@@ -183,14 +183,4 @@ fn owned_by_another_user(pid: u32) -> Option<String> {
         || format!("uid {theirs}"),
         |name| format!("`{name}`, uid {theirs}"),
     ))
-}
-
-/// This machine's name, as the lock file records it.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
-        .ok()
-        .filter(|name| !name.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".to_owned())
 }

@@ -4,12 +4,12 @@ use super::*;
 
 #[test]
 fn the_holder_check_tells_a_live_pid_from_a_free_one() {
-    assert!(process_exists(std::process::id()));
+    assert!(crate::process::exists(std::process::id()));
     // Above any pid_max Linux allows (2^22): no process has it.
-    assert!(!process_exists(i32::MAX as u32));
-    assert!(!process_exists(u32::MAX));
+    assert!(!crate::process::exists(i32::MAX as u32));
+    assert!(!crate::process::exists(u32::MAX));
     // Pid 0 is no process: never told dead, so a lock naming it stays held.
-    assert!(process_exists(0));
+    assert!(crate::process::exists(0));
 }
 
 #[test]
