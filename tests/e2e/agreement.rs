@@ -178,6 +178,7 @@ fn check_views(apollo: &mut Apollo, seed: u64, step: &str, run: &crate::support:
         "upstream_failed",
         "not_started",
         "cut_off",
+        "needs_verdict",
     ] {
         assert_eq!(
             latest["counts"][state].as_u64(),
@@ -400,4 +401,83 @@ fn a_reproduction_reads_the_same_in_every_view() {
         json(&latest.stdout, "show latest")["run"],
         original.as_str()
     );
+}
+
+/// A cut-off attempt of an `idempotent: false` unit needs a human's verdict, and every view says
+/// so with the one state `needs_verdict` (DESIGN §18): the run's summary, the hook summary,
+/// `show`, JUnit, `runs` and the HTML report; a verdict settles it.
+#[test]
+fn a_non_idempotent_unit_cut_off_needs_a_verdict_in_every_view() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "on_finish: cp \"$APOLLO_SUMMARY_JSON\" summary.json\nunits:\n  - name: quick\n    execute: 'true'\n  - name: charge\n    deps: [quick]\n    idempotent: false\n    execute: 'kill -9 $$'\n  - name: receipt\n    deps: [charge]\n    execute: 'true'\n",
+    );
+    // The run stops for the verdict (exit 5) before its summary event; its hook still ran.
+    apollo.args(&["run", "--format", "json"]).run().code(5);
+    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
+    let show = json(&show.stdout, "show");
+    let model = states(&show["units"], "unit", "status");
+    assert_eq!(model["charge"], "needs_verdict", "{show:#}");
+    let hook = json(
+        &std::fs::read_to_string(apollo.path("summary.json")).unwrap(),
+        "the hook summary",
+    );
+    assert_eq!(
+        states(&hook["units"], "name", "status")["charge"],
+        "needs_verdict",
+        "{hook:#}"
+    );
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    assert_eq!(junit_states(&junit.stdout), model, "{}", junit.stdout);
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    let runs = json(&runs.stdout, "runs");
+    assert_eq!(runs["runs"][0]["counts"], show["counts"], "{runs}");
+    let text = apollo.args(&["show", "latest"]).run();
+    assert!(text.stdout.contains("needs a verdict"), "{}", text.stdout);
+    let runs = apollo.args(&["runs"]).run();
+    assert!(runs.stdout.contains("1 needs a verdict"), "{}", runs.stdout);
+    let html = apollo.args(&["replay", "--format", "html"]).run();
+    assert!(html.stdout.contains("s-needs_verdict"), "the HTML report");
+
+    apollo
+        .args(&["mark", "latest", "charge", "--failed"])
+        .run()
+        .code(0);
+    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
+    let show = json(&show.stdout, "show");
+    assert_eq!(
+        states(&show["units"], "unit", "status")["charge"],
+        "failed",
+        "{show:#}"
+    );
+}
+
+/// apollo killed while an `idempotent: false` unit runs: the attempt has no end, and every view
+/// says it needs a verdict (not merely "cut off", which an idempotent unit's rerun settles).
+#[test]
+fn a_non_idempotent_unit_in_flight_when_apollo_died_needs_a_verdict() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: pay\n    idempotent: false\n    execute: bin/block pay\n  - name: slow\n    execute: bin/block slow\n",
+    );
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("pay.started");
+    apollo.wait_for_marker("slow.started");
+    running.kill9();
+    apollo.release("pay.release");
+    apollo.release("slow.release");
+    apollo.assert_no_processes_left();
+    let expected = BTreeMap::from([
+        ("pay".to_owned(), "needs_verdict".to_owned()),
+        ("slow".to_owned(), "cut_off".to_owned()),
+    ]);
+    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
+    let show = json(&show.stdout, "show");
+    assert_eq!(states(&show["units"], "unit", "status"), expected, "{show}");
+    let junit = apollo.args(&["replay", "--format", "junit"]).run();
+    assert_eq!(junit_states(&junit.stdout), expected, "{}", junit.stdout);
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    let runs = json(&runs.stdout, "runs");
+    assert_eq!(runs["runs"][0]["counts"], show["counts"], "{runs}");
+    assert_eq!(runs["runs"][0]["counts"]["needs_verdict"], 1, "{runs}");
 }

@@ -19,9 +19,8 @@
 
 use foldhash::{HashMap, HashSet};
 
-use crate::event::{
-    AttemptStatus, Event, InputComponent, InputManifestRef, Verdict, cut_off_by_signal,
-};
+use crate::event::{AttemptStatus, Event, InputComponent, InputManifestRef, Verdict};
+use crate::unit_state::awaits_verdict;
 
 /// What the journal says about one unit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,14 +180,9 @@ impl PriorState {
                             rerun_allowed: false,
                         }
                     }
-                    (status @ (AttemptStatus::Interrupted | AttemptStatus::TimedOut), _) if ran => {
-                        PriorUnitState::CutOff {
-                            attempt: finished.attempt,
-                            status,
-                        }
-                    }
-                    // Killed by a signal apollo did not send: as half done.
-                    (status, _) if ran && cut_off_by_signal(status, finished.exit) => {
+                    // Interrupted, timed out, or killed by a signal apollo did not send: as half
+                    // done (the one rule, `unit_state::awaits_verdict`).
+                    (status, _) if awaits_verdict(Some((status, finished.exit)), ran) => {
                         PriorUnitState::CutOff {
                             attempt: finished.attempt,
                             status,

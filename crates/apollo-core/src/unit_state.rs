@@ -42,11 +42,15 @@ pub enum UnitState {
     Running,
     /// Its attempt was cut off: apollo died or was stopped while it ran.
     CutOff,
+    /// Its attempt was cut off (apollo died, stopped it, timed it out, or a signal from
+    /// outside killed it) and the unit is `idempotent: false`: its side effects may be half
+    /// done, so no run starts it again until a human gives a verdict (`apollo mark`).
+    NeedsVerdict,
 }
 
 impl UnitState {
     /// Every state, in the order views list their counts.
-    pub const ALL: [UnitState; 10] = [
+    pub const ALL: [UnitState; 11] = [
         UnitState::Succeeded,
         UnitState::Reused,
         UnitState::AlreadyDone,
@@ -56,6 +60,7 @@ impl UnitState {
         UnitState::UpstreamFailed,
         UnitState::Running,
         UnitState::CutOff,
+        UnitState::NeedsVerdict,
         UnitState::NotStarted,
     ];
 
@@ -72,6 +77,7 @@ impl UnitState {
             UnitState::NotStarted => "not_started",
             UnitState::Running => "running",
             UnitState::CutOff => "cut_off",
+            UnitState::NeedsVerdict => "needs_verdict",
         }
     }
 
@@ -88,6 +94,7 @@ impl UnitState {
             UnitState::NotStarted => "not started",
             UnitState::Running => "running",
             UnitState::CutOff => "cut off",
+            UnitState::NeedsVerdict => "needs a verdict",
         }
     }
 
@@ -101,6 +108,30 @@ impl UnitState {
                 | UnitState::Reused
                 | UnitState::AlreadyDone
         )
+    }
+}
+
+/// Whether an `idempotent: false` unit whose last attempt ended so waits for a human's verdict
+/// (`apollo mark`) before anything runs again — the one rule of the resume
+/// ([`PriorState`](crate::resume::PriorState)'s cut-off and in-flight attempts), the engine's
+/// report of an invocation and the run model's [`UnitState::NeedsVerdict`].
+///
+/// `ended`: how the attempt ended, `None` when no end is recorded (apollo died while it ran);
+/// `ran`: whether a process (or cluster job) of it started — an attempt stopped before that
+/// cannot be half done. Cut off are: no end, `interrupted`, `timed_out`, and `failed` by a
+/// signal apollo did not send ([`cut_off_by_signal`](crate::event::cut_off_by_signal)).
+pub fn awaits_verdict(
+    ended: Option<(
+        crate::event::AttemptStatus,
+        Option<crate::event::ExitStatus>,
+    )>,
+    ran: bool,
+) -> bool {
+    use crate::event::AttemptStatus;
+    ran && match ended {
+        None => true,
+        Some((AttemptStatus::Interrupted | AttemptStatus::TimedOut, _)) => true,
+        Some((status, exit)) => crate::event::cut_off_by_signal(status, exit),
     }
 }
 
@@ -229,7 +260,12 @@ impl UnitCounts {
             counts.skipped_all(),
             bracket(&skipped_detail)
         ));
-        for state in [UnitState::CutOff, UnitState::Running, UnitState::NotStarted] {
+        for state in [
+            UnitState::CutOff,
+            UnitState::NeedsVerdict,
+            UnitState::Running,
+            UnitState::NotStarted,
+        ] {
             let n = counts.get(state);
             if n > 0 {
                 parts.push(format!("{n} {}", state.label()));
@@ -260,6 +296,9 @@ mod tests {
         let names: std::collections::HashSet<_> =
             UnitState::ALL.iter().map(|state| state.as_str()).collect();
         assert_eq!(names.len(), UnitState::ALL.len());
-        assert_eq!(counts.to_json().as_object().map(|o| o.len()), Some(10));
+        assert_eq!(
+            counts.to_json().as_object().map(|o| o.len()),
+            Some(UnitState::ALL.len())
+        );
     }
 }

@@ -531,7 +531,7 @@ fn write_table(
          <select id=\"status-filter\"><option value=\"\">all</option>\
          <option value=\"problem\">not succeeded</option><option>succeeded</option>\
          <option>reused</option><option>failed</option><option>skipped</option>\
-         <option>skipped_when</option><option>upstream_failed</option><option>cut_off</option>\
+         <option>skipped_when</option><option>upstream_failed</option><option>cut_off</option><option>needs_verdict</option>\
          <option>running</option><option>not_started</option></select></label> \
          <label>sort <select id=\"sort\"><option value=\"\">config order</option>\
          <option value=\"duration\">longest first</option><option value=\"status\">by status</option>\

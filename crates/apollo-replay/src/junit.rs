@@ -149,7 +149,7 @@ fn test_case(
                 .set_rerun_kind(FlakyOrRerun::Rerun);
             status
         }
-        UnitState::Failed | UnitState::CutOff | UnitState::Running => {
+        UnitState::Failed | UnitState::CutOff | UnitState::NeedsVerdict | UnitState::Running => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
             status
                 .set_message(match (unit.status, last) {

@@ -3,11 +3,11 @@
 use std::collections::HashMap;
 
 use apollo_core::Record;
+use apollo_core::UnitCounts;
 use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, InputComponent, InputManifestRef, PhaseRecord, RunStatus,
     SkipReason, UnitFinished, Verdict,
 };
-use apollo_core::{UnitCounts, UnitState};
 use chrono::{DateTime, Utc};
 
 use crate::Filter;
@@ -148,6 +148,9 @@ pub struct UnitTimeline {
     pub reused: Option<Reused>,
     /// Its status after the last record about it.
     pub status: UnitStatus,
+    /// Its definition's `idempotent:` (records do not say it; set by the reader of the
+    /// definition: [`Timeline::set_not_idempotent`]).
+    pub idempotent: bool,
 }
 
 impl UnitTimeline {
@@ -160,6 +163,7 @@ impl UnitTimeline {
             marks: Vec::new(),
             reused: None,
             status: UnitStatus::NotRun,
+            idempotent: true,
         }
     }
 
@@ -358,12 +362,6 @@ impl Timeline {
             .collect()
     }
 
-    /// `unit`'s state in the closed set every view prints (running or cut off as
-    /// [`live`](Self::live) says).
-    pub fn state_of(&self, unit: &UnitTimeline) -> UnitState {
-        unit.state(self.live && self.finished.is_none())
-    }
-
     /// The unit called `name`.
     pub fn unit(&self, name: &str) -> Option<&UnitTimeline> {
         self.units.iter().find(|unit| unit.name == name)
@@ -407,6 +405,7 @@ impl Timeline {
                     .find(|reused| filter.keeps_time(reused.ts, origin))
                     .cloned(),
                 status: unit.status,
+                idempotent: unit.idempotent,
             })
             .filter(|unit| !windowed || !unit.is_empty())
             .collect();

@@ -312,6 +312,26 @@ fn hook_unit(
     }
 }
 
+/// The units of a run the engine stopped without its report (a human must decide): as the run
+/// model has them, so the hook is told what `show` says (a cut-off `idempotent: false` unit
+/// is `needs_verdict`). Empty when the journal cannot be read.
+fn units_from_model(end: &RunEnd<'_>) -> Vec<serde_json::Value> {
+    let Ok(mut model) = crate::read::run_model(end.state, end.run_id) else {
+        return Vec::new();
+    };
+    // The engine has stopped: nothing of the run runs now, though this apollo holds the lock.
+    model.timeline.live = false;
+    let timeline = &model.timeline;
+    (timeline.units.iter())
+        .filter(|unit| unit.listed)
+        .map(|unit| {
+            let attempt = unit.last_attempt().map(|attempt| attempt.number);
+            let status = timeline.state_of(unit).as_str();
+            serde_json::json!({"name": unit.name, "status": status, "attempt": attempt})
+        })
+        .collect()
+}
+
 /// Writes the JSON summary hooks get the path of (`runs/<run>/hooks/summary.json`) and
 /// returns its path. apollo-store writes it under the run folder's descriptor and renames it
 /// into place, so a link or a FIFO planted in the run folder of an interrupted run is refused
@@ -333,7 +353,7 @@ fn write_summary(
                         | UnitResult::SelfSkipped { attempt }
                         | UnitResult::ReusedFromRun { attempt, .. }
                         | UnitResult::Failed { attempt, .. }
-                        | UnitResult::CutOff { attempt } => Some(*attempt),
+                        | UnitResult::CutOff { attempt, .. } => Some(*attempt),
                         _ => None,
                     };
                     let status = result.state().as_str();
@@ -349,7 +369,7 @@ fn write_summary(
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_else(|| units_from_model(end));
     let summary = serde_json::json!({
         "schema": HOOK_SUMMARY_SCHEMA,
         "run_id": end.run_id.as_str(),

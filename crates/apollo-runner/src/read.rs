@@ -143,6 +143,9 @@ pub fn run_model(state: &StateDir, run: &RunId) -> Result<RunModel, StoreError> 
         }
     }))?;
     timeline.live = live_holder_pid(state, run).is_some();
+    if timeline.may_await_verdict() {
+        timeline.set_not_idempotent(not_idempotent(state, run).iter().map(String::as_str));
+    }
     Ok(RunModel {
         timeline,
         warnings: reader.take_warnings(),
@@ -156,6 +159,38 @@ pub fn definition(state: &StateDir, run: &RunId) -> Option<apollo_core::Pipeline
     let started = run_started(state, run).ok()?;
     let bytes = state.read_blob(&started.definition_hash).ok()?;
     serde_json::from_slice(&bytes).ok()
+}
+
+/// The units of `run`'s definition that are `idempotent: false` (none when the definition's
+/// blob is gone: the run model then shows their cut-off attempts as cut off), read without
+/// building the whole pipeline.
+fn not_idempotent(state: &StateDir, run: &RunId) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct UnitsOnly {
+        units: Vec<UnitOnly>,
+    }
+    #[derive(serde::Deserialize)]
+    struct UnitOnly {
+        name: String,
+        #[serde(default = "idempotent_by_default")]
+        idempotent: bool,
+    }
+    fn idempotent_by_default() -> bool {
+        true
+    }
+    let Some(bytes) = run_started(state, run)
+        .ok()
+        .and_then(|started| state.read_blob(&started.definition_hash).ok())
+    else {
+        return Vec::new();
+    };
+    serde_json::from_slice::<UnitsOnly>(&bytes)
+        .map(|definition| definition.units)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|unit| !unit.idempotent)
+        .map(|unit| unit.name)
+        .collect()
 }
 
 /// The `run_started` event of a run.

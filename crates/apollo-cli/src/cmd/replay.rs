@@ -287,6 +287,7 @@ where
     let mut timeline = apollo_replay::Timeline::from_records_with_workers(records, options.workers)
         .map_err(ReplayError::Read)?;
     timeline.live = options.live.is_some();
+    timeline.set_not_idempotent(extras.not_idempotent.iter().map(String::as_str));
     let timeline = if options.filter.is_all() {
         timeline
     } else {
@@ -301,6 +302,8 @@ where
 struct HtmlDefinition {
     timeouts_ms: std::collections::HashMap<String, u64>,
     deps: std::collections::HashMap<String, Vec<String>>,
+    /// The `idempotent: false` units: a cut-off attempt of one needs a verdict.
+    not_idempotent: Vec<String>,
 }
 
 impl HtmlDefinition {
@@ -336,6 +339,10 @@ fn html_definition(state: &apollo_store::StateDir, run_id: &apollo_store::RunId)
             .units
             .iter()
             .map(|unit| (unit.name.clone(), unit.deps.clone()))
+            .collect(),
+        not_idempotent: (definition.units.iter())
+            .filter(|unit| !unit.idempotent)
+            .map(|unit| unit.name.clone())
             .collect(),
     }
 }

@@ -182,7 +182,11 @@ pub(crate) fn runs(
                     if counts.skipped_all() > 0 {
                         units.push_str(&format!(", {} skipped", counts.skipped_all()));
                     }
-                    for state in [UnitState::Running, UnitState::CutOff] {
+                    for state in [
+                        UnitState::Running,
+                        UnitState::CutOff,
+                        UnitState::NeedsVerdict,
+                    ] {
                         if counts.get(state) > 0 {
                             units.push_str(&format!(", {} {}", counts.get(state), state.label()));
                         }

@@ -168,6 +168,9 @@ pub enum UnitResult {
         log_dir: PathBuf,
         /// The first line of its error, when there is one.
         error: Option<String>,
+        /// Whether it is `idempotent: false` and was cut off (timed out, or killed by a signal
+        /// apollo did not send): nothing runs again until a human's verdict.
+        awaits_verdict: bool,
     },
     /// An upstream unit failed.
     SkippedUpstream {
@@ -186,6 +189,9 @@ pub enum UnitResult {
     CutOff {
         /// The attempt.
         attempt: u32,
+        /// Whether it is `idempotent: false` (and started a process): nothing runs again
+        /// until a human's verdict.
+        awaits_verdict: bool,
     },
 }
 
@@ -198,6 +204,14 @@ impl UnitResult {
             UnitResult::SelfSkipped { .. } => UnitState::Skipped,
             UnitResult::Reused => UnitState::AlreadyDone,
             UnitResult::ReusedFromRun { .. } => UnitState::Reused,
+            UnitResult::Failed {
+                awaits_verdict: true,
+                ..
+            }
+            | UnitResult::CutOff {
+                awaits_verdict: true,
+                ..
+            } => UnitState::NeedsVerdict,
             UnitResult::Failed { .. } => UnitState::Failed,
             UnitResult::SkippedUpstream { .. } => UnitState::UpstreamFailed,
             UnitResult::SkippedWhen { .. } => UnitState::SkippedWhen,

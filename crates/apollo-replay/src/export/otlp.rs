@@ -204,6 +204,7 @@ fn count_key(state: UnitState) -> &'static str {
         UnitState::AlreadyDone => "apollo.units.already_done",
         UnitState::Running => "apollo.units.running",
         UnitState::CutOff => "apollo.units.cut_off",
+        UnitState::NeedsVerdict => "apollo.units.needs_verdict",
         _ => "apollo.units.not_started",
     }
 }
@@ -272,7 +273,7 @@ fn unit_spans(tracer: &mut Tracer<'_>, root: &str, unit: &UnitTimeline) {
     }
     events.sort_by_key(|event| event.time_unix_nano.parse::<u64>().unwrap_or(0));
     let code = match state {
-        UnitState::Failed | UnitState::CutOff => ERROR,
+        UnitState::Failed | UnitState::CutOff | UnitState::NeedsVerdict => ERROR,
         // Not run because an upstream failed: that unit's span holds the error.
         UnitState::Running | UnitState::NotStarted | UnitState::UpstreamFailed => UNSET,
         _ => OK,

@@ -3,9 +3,37 @@
 
 use apollo_core::UnitState;
 use apollo_core::event::{AttemptStatus, SkipReason, Verdict};
+use apollo_core::unit_state::awaits_verdict;
 use serde::{Serialize, Serializer};
 
-use super::UnitTimeline;
+use super::{Timeline, UnitTimeline};
+
+impl Timeline {
+    /// `unit`'s state in the closed set every view prints (running or cut off as
+    /// [`live`](Self::live) says).
+    pub fn state_of(&self, unit: &UnitTimeline) -> UnitState {
+        unit.state(self.live && self.finished.is_none())
+    }
+
+    /// Whether a unit's last attempt was cut off without a verdict since: only then does the
+    /// run's definition decide a state ([`set_not_idempotent`](Self::set_not_idempotent)), so a
+    /// reader reads the definition only when this says so.
+    pub fn may_await_verdict(&self) -> bool {
+        self.units
+            .iter()
+            .any(UnitTimeline::awaits_verdict_if_not_idempotent)
+    }
+
+    /// Marks the units `names` as `idempotent: false` (from the run's definition): their
+    /// cut-off attempts without a verdict are [`UnitState::NeedsVerdict`].
+    pub fn set_not_idempotent<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        for name in names {
+            if let Some(unit) = self.units.iter_mut().find(|unit| unit.name == name) {
+                unit.idempotent = false;
+            }
+        }
+    }
+}
 
 impl UnitTimeline {
     /// The unit's state in the one closed set every view prints ([`UnitState`]). `live`:
@@ -15,7 +43,30 @@ impl UnitTimeline {
         let ran = self
             .last_attempt()
             .is_none_or(|attempt| !attempt.phases().is_empty());
-        self.status.state(ran, live)
+        let state = self.status.state(ran, live);
+        if !self.idempotent
+            && matches!(state, UnitState::CutOff | UnitState::Failed)
+            && self.awaits_verdict_if_not_idempotent()
+        {
+            return UnitState::NeedsVerdict;
+        }
+        state
+    }
+
+    /// Whether the last attempt was cut off (no end, interrupted, timed out, or killed by a
+    /// signal apollo did not send, after a process of it started) with no verdict on it since:
+    /// the one rule ([`awaits_verdict`]) the resume asks a human by.
+    pub(crate) fn awaits_verdict_if_not_idempotent(&self) -> bool {
+        let Some(last) = self.last_attempt() else {
+            return false;
+        };
+        if self.marks.iter().any(|mark| mark.attempt == last.number) {
+            return false;
+        }
+        let ended = (last.outcome.as_ref()).map(|outcome| (outcome.status, outcome.exit));
+        // No end recorded: its start was durable before its process, which may have run.
+        let ran = ended.is_none() || !last.phases().is_empty() || last.job.is_some();
+        awaits_verdict(ended, ran)
     }
 }
 

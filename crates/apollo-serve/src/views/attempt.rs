@@ -56,7 +56,9 @@ pub(crate) async fn page(
         );
         if matches!(
             state,
-            apollo_core::UnitState::Failed | apollo_core::UnitState::CutOff
+            apollo_core::UnitState::Failed
+                | apollo_core::UnitState::CutOff
+                | apollo_core::UnitState::NeedsVerdict
         ) {
             let good = match timeline.pipeline.as_deref() {
                 Some(pipeline) => crate::views::runs::last_good(app, pipeline, &run)?,

@@ -80,9 +80,11 @@ pub(crate) fn summary(
             attempt,
             log_dir,
             error,
+            ..
         } = result
         {
-            summary.push_str(&format!("\n  failed: {unit} (attempt {attempt})"));
+            let what = result.state().label();
+            summary.push_str(&format!("\n  {what}: {unit} (attempt {attempt})"));
             if let Some(error) = error {
                 summary.push_str(&format!(": {error}"));
             }
@@ -215,13 +217,14 @@ pub(crate) fn summary_json(
                     attempt,
                     log_dir,
                     error,
+                    ..
                 } => serde_json::json!({
                     "attempt": attempt, "error": error, "log_dir": log_dir,
                     "excerpt": excerpt::of_attempt(log_dir, excerpt::EXCERPT_LINES)
                         .map(|excerpt| serde_json::json!({"stream": excerpt.stream, "lines": excerpt.lines})),
                 }),
                 UnitResult::SkippedUpstream { upstream } => serde_json::json!({"upstream": upstream}),
-                UnitResult::CutOff { attempt } => serde_json::json!({"attempt": attempt}),
+                UnitResult::CutOff { attempt, .. } => serde_json::json!({"attempt": attempt}),
                 _ => serde_json::json!({}),
             };
             let status = state.as_str();
@@ -303,6 +306,7 @@ mod tests {
                         attempt: 2,
                         log_dir: log_dir.path().to_path_buf(),
                         error: Some("execute exited with code 1".to_owned()),
+                        awaits_verdict: false,
                     },
                 ),
                 (

@@ -20,6 +20,7 @@ use crate::event::{
 };
 use crate::executor::AttemptEvent;
 use crate::journal::{Journal, JournalError};
+use crate::unit_state::awaits_verdict;
 
 impl Scheduler<'_> {
     /// Whether the batch may be appended unsynced: a full batch of reuses while the run goes
@@ -243,7 +244,10 @@ impl Scheduler<'_> {
                 slot.result = Some(if outcome.phases.is_empty() {
                     UnitResult::NotRun
                 } else {
-                    UnitResult::CutOff { attempt }
+                    UnitResult::CutOff {
+                        attempt,
+                        awaits_verdict: !unit.idempotent,
+                    }
                 });
                 // A retry halted by a failure elsewhere: the unit's last real attempt failed.
                 if self.failed_any
@@ -261,6 +265,7 @@ impl Scheduler<'_> {
                     attempt,
                     log_dir: log_dir.clone(),
                     error: error.as_deref().map(first_line),
+                    awaits_verdict: cut_off,
                 };
                 slot.state = State::Waiting;
                 slot.result = Some(failure);
@@ -279,6 +284,9 @@ impl Scheduler<'_> {
                     attempt,
                     log_dir: log_dir.clone(),
                     error: error.as_deref().map(first_line),
+                    // A non-idempotent unit that timed out is as half done (the next run asks).
+                    awaits_verdict: !unit.idempotent
+                        && awaits_verdict(Some((status, outcome.exit)), !outcome.phases.is_empty()),
                 };
                 let retries_left =
                     slot.attempts_here <= unit.retries && policy::may_retry(unit, status);
