@@ -29,6 +29,8 @@ mod identity_tests;
 mod power_loss_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_snapshot_keys;
 
 pub use error::{ParamDifference, RunnerError};
 pub use hooks::{HOOK_SUMMARY_SCHEMA, HookOutcome};

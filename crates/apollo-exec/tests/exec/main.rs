@@ -43,6 +43,8 @@ impl Fixture {
         );
         let unit = Unit {
             skip_when: None,
+            log_limit: None,
+            queue_timeout: None,
             name: "unit_under_test".to_owned(),
             deps: vec![],
             timeout: Some(Duration::from_secs(120)),

@@ -117,6 +117,8 @@ pub(crate) fn fake_cluster(dir: &Path) -> SlurmOptions {
 pub(crate) fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: name.into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(600)),
