@@ -27,7 +27,11 @@ fn a_job_held_in_the_queue_is_cancelled_at_its_queue_timeout_and_retried() {
     assert!(!apollo.path("markers/held.ran").exists());
     let journal = apollo.journal_text();
     // Both attempts submitted, both failed at the limit: no verdict asked (nothing ran).
-    assert_eq!(journal.matches(r#""kind":"unit_submitted""#).count(), 2, "{journal}");
+    assert_eq!(
+        journal.matches(r#""kind":"unit_submitted""#).count(),
+        2,
+        "{journal}"
+    );
     assert!(journal.contains("waited 3s in the queue"), "{journal}");
     assert!(journal.contains("Slurm's reason: BeginTime"), "{journal}");
     let run = &apollo.run_ids()[0];

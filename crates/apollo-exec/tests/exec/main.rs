@@ -7,6 +7,7 @@
 #![deny(unsafe_code)] // Allowed only where a libc call has no safe form here.
 
 mod host;
+mod log_limit;
 mod misbehaving;
 mod phases;
 mod secrets;
