@@ -17,6 +17,7 @@ mod hashing;
 mod held_still;
 mod identity;
 mod lifecycle;
+mod log_limit;
 mod needs_human;
 mod operator;
 mod params;

@@ -180,7 +180,12 @@ impl SlurmExecutor {
         if !matches!(end, WaitEnd::Detached { .. }) {
             self.settle(request.unit, dir);
         }
-        self.outcome(dir, end)
+        let detached = matches!(end, WaitEnd::Detached { .. });
+        let mut outcome = self.outcome(dir, end);
+        if !detached {
+            cap_logs(request.unit, dir, &[], &mut outcome);
+        }
+        outcome
     }
 
     pub(crate) fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
@@ -294,6 +299,38 @@ impl Executor for SlurmExecutor {
 pub(crate) fn link_logs(dir: &Path, earlier_dir: &Path) {
     for file in ["stdout", "stderr"] {
         let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
+    }
+}
+
+/// The unit's `log_limit` applied to the logs of a job that is over, in `dir` (noted there
+/// and in `also`): the job wrote them on the shared filesystem without apollo in the way, so
+/// they are cut when apollo collects the job, not while it runs. The byte counts follow; the
+/// stdout hash stays the one of all the job printed.
+pub(crate) fn cap_logs(
+    unit: &apollo_core::Unit,
+    dir: &Path,
+    also: &[&Path],
+    outcome: &mut AttemptOutcome,
+) {
+    let Some(limit) = unit.log_limit else {
+        return;
+    };
+    for stream in ["stdout", "stderr"] {
+        let path = dir.join(stream);
+        let Ok(cut) = apollo_exec::log_cap::cut_in_place(&path, limit) else {
+            continue;
+        };
+        if cut == 0 {
+            continue;
+        }
+        for folder in std::iter::once(dir).chain(also.iter().copied()) {
+            let _ = apollo_exec::log_cap::note_capped(folder, stream, cut, limit);
+        }
+        let len = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+        match stream {
+            "stdout" => outcome.stdout_bytes = len,
+            _ => outcome.stderr_bytes = len,
+        }
     }
 }
 

@@ -11,5 +11,5 @@ mod support;
 
 mod arrays;
 mod fake_cluster;
-mod queue_limit;
+mod limits;
 mod secrets;
