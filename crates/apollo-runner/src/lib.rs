@@ -28,9 +28,9 @@ mod identity_tests;
 #[cfg(test)]
 mod power_loss_tests;
 #[cfg(test)]
-mod tests;
+mod snapshot_keys_tests;
 #[cfg(test)]
-mod tests_snapshot_keys;
+mod tests;
 
 pub use error::{ParamDifference, RunnerError};
 pub use hooks::{HOOK_SUMMARY_SCHEMA, HookOutcome};

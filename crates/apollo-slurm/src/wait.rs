@@ -14,7 +14,7 @@ use crate::client::ClientFailure;
 use crate::executor::{CANCELLED, SlurmExecutor};
 use crate::job_name::JobRef;
 use crate::poller::{JobNews, Watch};
-use crate::queue_limit::QueueLimit;
+use crate::queue_limit::{QueueLimit, considered};
 use crate::squeue::JobState;
 
 impl SlurmExecutor {
@@ -32,16 +32,12 @@ impl SlurmExecutor {
         let dir = watch.dir.clone();
         let mut job_id = watch.job_id.clone();
         let news: Receiver<JobNews> = self.poller.watch(watch);
-        let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(1);
         let cancel = context.cancel();
-        let _registration = cancel.on_cancel(move || {
-            let _ = cancel_tx.try_send(());
-        });
+        let (cancel_rx, _registration) = cancel_channel(cancel);
         let mut state: Option<JobState> = None;
         let mut found = false;
         let mut found_now = |job_id: &Option<String>, found: &mut bool| {
-            if !*found {
-                *found = true;
+            if !std::mem::replace(found, true) {
                 on_found(job_id.as_deref().unwrap_or("unknown"));
             }
         };
@@ -91,12 +87,10 @@ impl SlurmExecutor {
                         return WaitEnd::Finished { stopped };
                     }
                     Ok(JobNews::Vanished { last_state }) => {
-                        let end = WaitEnd::Vanished { stopped, job_id, last_state: last_state.or(state) };
-                        return crate::queue_limit::considered(queue_limit.as_ref(), end, &dir);
+                        return considered(queue_limit.as_ref(), WaitEnd::Vanished { stopped, job_id, last_state: last_state.or(state) }, &dir);
                     }
                     Err(_) => {
-                        let end = WaitEnd::Vanished { stopped, job_id, last_state: state };
-                        return crate::queue_limit::considered(queue_limit.as_ref(), end, &dir);
+                        return considered(queue_limit.as_ref(), WaitEnd::Vanished { stopped, job_id, last_state: state }, &dir);
                     }
                 },
                 recv(cancel_rx) -> _ => {
@@ -131,8 +125,7 @@ impl SlurmExecutor {
                         self.poller.hurry();
                     } else if give_up_at.is_some_and(|at| now >= at) {
                         self.poller.unwatch(&name);
-                        let end = WaitEnd::Vanished { stopped, job_id, last_state: state };
-                        return crate::queue_limit::considered(queue_limit.as_ref(), end, &dir);
+                        return considered(queue_limit.as_ref(), WaitEnd::Vanished { stopped, job_id, last_state: state }, &dir);
                     }
                 },
             }
@@ -186,6 +179,17 @@ impl SlurmExecutor {
             }
         }
     }
+}
+
+/// A channel that receives when the run is cancelled, and the registration keeping it so.
+fn cancel_channel(
+    cancel: &apollo_core::CancelToken,
+) -> (Receiver<()>, apollo_core::cancel::CancelRegistration) {
+    let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(1);
+    let registration = cancel.on_cancel(move || {
+        let _ = cancel_tx.try_send(());
+    });
+    (cancel_rx, registration)
 }
 
 /// How long to wait, after ending a job for good, for Slurm to report it gone.
