@@ -223,6 +223,8 @@ mod tests {
     fn output_hash_with(cache: &MemoryCache, dir: &std::path::Path) -> String {
         let unit = crate::model::Unit {
             skip_when: None,
+            log_limit: None,
+            queue_timeout: None,
             name: "u".into(),
             deps: Vec::new(),
             timeout: None,

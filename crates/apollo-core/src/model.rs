@@ -202,6 +202,21 @@ pub struct Unit {
     /// Left out of definition snapshots when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub secrets: BTreeMap<String, SecretSource>,
+    /// The most bytes each of an attempt's `stdout` and `stderr` files keeps (`log_limit:`):
+    /// past it apollo keeps the head and the last part, with a marker line where it cut.
+    /// `None` (the default): no limit. Left out of definition snapshots when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_limit: Option<u64>,
+    /// `resources: {slurm: {queue_timeout: ...}}`: a Slurm job still pending this long after
+    /// its submission is cancelled and the attempt fails (it never ran, so `retries` apply).
+    /// `None` (the default): no limit. Kept here rather than in [`SlurmResources`] (which the
+    /// parse cache keeps field by field), and left out of definition snapshots when `None`.
+    #[serde(
+        default,
+        with = "opt_duration_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queue_timeout: Option<Duration>,
     /// The `when:` condition that was false when the pipeline was loaded (as written, with its
     /// values when they differ): apollo skips the unit — recorded `unit_skipped` with reason
     /// `when`, its commands never run — and its dependents go on. `None`: it runs.

@@ -27,6 +27,8 @@ const PER_ROUND: u32 = 100;
 fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
     Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: "bench".to_owned(),
         deps: vec![],
         timeout: Some(Duration::from_secs(60)),

@@ -8,10 +8,8 @@
 //! Nothing here writes a value anywhere but into a child's environment.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use apollo_core::model::{Command, SecretSource};
@@ -274,61 +272,6 @@ impl Masker {
     pub fn finish(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.held)
     }
-}
-
-/// A relay of one output stream of one phase: the child writes into a pipe, a thread reads
-/// it, masks it and appends it to the log file.
-pub(crate) struct Relay {
-    done: mpsc::Receiver<()>,
-}
-
-/// How long, after a phase ended, its relays may take to see the end of their pipes. Only a
-/// process that escaped the phase's group (and still holds the pipe) makes one wait this
-/// long; its later output is still masked, by the relay thread left running.
-const RELAY_END_WAIT: Duration = Duration::from_secs(2);
-
-impl Relay {
-    /// A pipe whose write end is for the child (returned), and a thread relaying what comes
-    /// out of it, masked with `values`, to `log` (a descriptor in append mode).
-    pub(crate) fn start(
-        log: std::os::fd::BorrowedFd<'_>,
-        values: &[&str],
-    ) -> std::io::Result<(Relay, OwnedFd)> {
-        let (read_end, write_end) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
-        let mut log = std::fs::File::from(log.try_clone_to_owned()?);
-        let mut masker = Masker::new(values.iter().copied());
-        let (done_sender, done) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("apollo-mask".to_owned())
-            .spawn(move || {
-                let mut pipe = std::fs::File::from(read_end);
-                let mut buffer = vec![0_u8; 64 * 1024];
-                loop {
-                    match pipe.read(&mut buffer) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            let _ = log.write_all(&masker.push(&buffer[..n]));
-                        }
-                        Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-                let _ = log.write_all(&masker.finish());
-                let _ = done_sender.send(());
-            })?;
-        Ok((Relay { done }, write_end))
-    }
-
-    /// Waits until everything the phase wrote is in the log file (the pipe's writers are
-    /// gone), or [`RELAY_END_WAIT`] if a process that escaped the phase still holds it.
-    pub(crate) fn finish(self) {
-        let _ = self.done.recv_timeout(RELAY_END_WAIT);
-    }
-}
-
-/// The descriptor a relay's pipe gives the child, borrowed for the spawn.
-pub(crate) fn borrowed(fd: &OwnedFd) -> std::os::fd::BorrowedFd<'_> {
-    fd.as_fd()
 }
 
 #[cfg(test)]

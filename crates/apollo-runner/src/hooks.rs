@@ -284,6 +284,8 @@ fn hook_unit(
     ]);
     Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: hook.when.as_str().to_owned(),
         deps: Vec::new(),
         timeout: Some(hook.timeout),

@@ -28,6 +28,8 @@ mod identity_tests;
 #[cfg(test)]
 mod power_loss_tests;
 #[cfg(test)]
+mod snapshot_keys_tests;
+#[cfg(test)]
 mod tests;
 
 pub use error::{ParamDifference, RunnerError};

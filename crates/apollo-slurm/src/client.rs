@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use apollo_exec::{ClientCommand, ClientError, ClientOutput};
 
-use crate::squeue::{QueueEntry, SQUEUE_FORMAT, parse_squeue};
+use crate::squeue::{JobState, QueueEntry, SQUEUE_FORMAT, parse_squeue};
 
 /// How many Slurm client commands apollo ran, by command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -229,6 +229,26 @@ impl SlurmClient {
         ];
         let output = self.run(&self.config.squeue, &args)?;
         Ok(parse_squeue(&output.stdout))
+    }
+
+    /// `squeue --job=ID` for the job's state and Slurm's reason for it (`%r`: why a pending
+    /// job waits, `BeginTime`, `Priority`, `Resources`, `JobHeldUser`, …). `None` when Slurm
+    /// no longer lists it.
+    pub(crate) fn state_and_reason(
+        &self,
+        job_id: &str,
+    ) -> Result<Option<(JobState, String)>, ClientFailure> {
+        self.squeue_calls.fetch_add(1, Ordering::Relaxed);
+        let args = [
+            "--noheader".to_owned(),
+            format!("--job={job_id}"),
+            "--format=%T|%r".to_owned(),
+        ];
+        let output = self.run(&self.config.squeue, &args)?;
+        Ok(output.stdout.lines().find_map(|line| {
+            let (state, reason) = line.split_once('|')?;
+            Some((JobState::parse(state), reason.trim().to_owned()))
+        }))
     }
 
     /// `scancel [--signal=SIGNAL --full] JOB`: with a signal, the job's processes get it

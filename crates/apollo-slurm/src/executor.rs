@@ -3,24 +3,21 @@
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apollo_core::event::{AttemptStatus, ExitStatus};
-use apollo_core::{
-    AttemptContext, AttemptOutcome, AttemptRequest, CancelLevel, Executor, NeedsHuman,
-};
+use apollo_core::{AttemptContext, AttemptOutcome, AttemptRequest, Executor, NeedsHuman};
 use apollo_exec::{create_attempt_dir, write_attempt_file};
-use crossbeam_channel::Receiver;
 
 use crate::args::submit_error;
-use crate::client::{ClientCalls, ClientConfig, ClientFailure, SlurmClient};
-use crate::job_name::JobRef;
+use crate::client::{ClientCalls, ClientConfig, SlurmClient};
 use crate::options::SlurmOptions;
-use crate::poller::{JobNews, PollTiming, Poller, Watch};
+use crate::poller::{PollTiming, Poller, Watch};
 use crate::result::outcome_from_files;
 use crate::script::{JOB_ID, SCRIPT, WrapperSpec, wrapper_script};
 use crate::squeue::JobState;
 use crate::submit::Submission;
+pub(crate) use crate::wait::WaitEnd;
 
 /// The executor name recorded in `unit_submitted`.
 pub const EXECUTOR_NAME: &str = "slurm";
@@ -36,7 +33,7 @@ pub(crate) const REATTACHED: &str = "reattached";
 pub struct SlurmExecutor {
     pub(crate) options: SlurmOptions,
     pub(crate) client: Arc<SlurmClient>,
-    poller: Poller,
+    pub(crate) poller: Poller,
     /// The cluster's `MessageTimeout`, read once when a submission is first in doubt.
     pub(crate) message_timeout: OnceLock<Duration>,
     /// The cluster's `MaxArraySize`, read once when a first job array is submitted.
@@ -183,7 +180,12 @@ impl SlurmExecutor {
         if !matches!(end, WaitEnd::Detached { .. }) {
             self.settle(request.unit, dir);
         }
-        self.outcome(dir, end)
+        let detached = matches!(end, WaitEnd::Detached { .. });
+        let mut outcome = self.outcome(dir, end);
+        if !detached {
+            cap_logs(request.unit, dir, &[], &mut outcome);
+        }
+        outcome
     }
 
     pub(crate) fn outcome(&self, dir: &Path, end: WaitEnd) -> AttemptOutcome {
@@ -198,6 +200,7 @@ impl SlurmExecutor {
                 outcome
             }
             WaitEnd::Finished { stopped } => outcome_from_files(dir, stopped, ""),
+            WaitEnd::QueueLimit(cancelled) => crate::queue_limit::outcome(dir, &cancelled),
             WaitEnd::Vanished {
                 stopped,
                 job_id,
@@ -238,179 +241,11 @@ impl SlurmExecutor {
             }
         }
     }
-
-    /// Wait for the watched job to end, through the poller: its news, a cancellation of the
-    /// run, or the unit's timeout (counted from the job's start). `on_found` is called once,
-    /// with the job's id, when the job is first seen alive (queued, running) or done.
-    pub(crate) fn wait(
-        &self,
-        request: &AttemptRequest<'_>,
-        context: &AttemptContext<'_>,
-        watch: Watch,
-        mut on_found: impl FnMut(&str),
-    ) -> WaitEnd {
-        let name = watch.job.clone();
-        let dir = watch.dir.clone();
-        let mut job_id = watch.job_id.clone();
-        let news: Receiver<JobNews> = self.poller.watch(watch);
-        let (cancel_tx, cancel_rx) = crossbeam_channel::bounded::<()>(1);
-        let cancel = context.cancel();
-        let _registration = cancel.on_cancel(move || {
-            let _ = cancel_tx.try_send(());
-        });
-        let mut state: Option<JobState> = None;
-        let mut found = false;
-        let mut found_now = |job_id: &Option<String>, found: &mut bool| {
-            if !*found {
-                *found = true;
-                on_found(job_id.as_deref().unwrap_or("unknown"));
-            }
-        };
-        let mut deadline: Option<Instant> = None;
-        let mut stopped: Option<AttemptStatus> = None;
-        // After a SIGTERM: when to end the job for good; after that: when to stop waiting.
-        let mut kill_at: Option<Instant> = None;
-        let mut give_up_at: Option<Instant> = None;
-        let kill_grace = request.unit.kill_grace;
-        loop {
-            let next = [deadline.filter(|_| stopped.is_none()), kill_at, give_up_at]
-                .into_iter()
-                .flatten()
-                .min();
-            let wait_for = next.map_or(Duration::from_secs(3600), |at| {
-                at.saturating_duration_since(Instant::now())
-            });
-            crossbeam_channel::select! {
-                recv(news) -> message => match message {
-                    Ok(JobNews::Seen { job_id: id, state: seen }) => {
-                        job_id.get_or_insert(id);
-                        if !seen.is_ended() {
-                            found_now(&job_id, &mut found);
-                        }
-                        state = Some(seen);
-                    }
-                    Ok(JobNews::Started { job_id: id, at_ms }) => {
-                        if job_id.is_none() && !id.is_empty() {
-                            job_id = Some(id);
-                        }
-                        found_now(&job_id, &mut found);
-                        state.get_or_insert(JobState::Running);
-                        deadline = request.unit.timeout.map(|timeout| deadline_from(at_ms, timeout));
-                    }
-                    Ok(JobNews::Finished) => {
-                        found_now(&job_id, &mut found);
-                        return WaitEnd::Finished { stopped };
-                    }
-                    Ok(JobNews::Vanished { last_state }) => {
-                        return WaitEnd::Vanished { stopped, job_id, last_state: last_state.or(state) };
-                    }
-                    Err(_) => {
-                        return WaitEnd::Vanished { stopped, job_id, last_state: state };
-                    }
-                },
-                recv(cancel_rx) -> _ => {
-                    let detach = !self.options.cancel_on_stop
-                        || request.unit.resources.slurm.detach_on_stop;
-                    if detach && stopped.is_none() && cancel.level() != CancelLevel::Immediate {
-                        // The job runs on; a later resume reattaches to it.
-                        self.poller.unwatch(&name);
-                        return WaitEnd::Detached { job_id };
-                    }
-                    if stopped.is_none() {
-                        stopped = Some(AttemptStatus::Interrupted);
-                        let graceful = cancel.level() != CancelLevel::Immediate;
-                        self.stop_job(&name, &dir, job_id.as_deref(), state.as_ref(), graceful, kill_grace, &mut kill_at, &mut give_up_at);
-                    } else if cancel.level() == CancelLevel::Immediate && kill_at.is_some() {
-                        kill_at = Some(Instant::now());
-                    }
-                },
-                default(wait_for) => {
-                    let now = Instant::now();
-                    if stopped.is_none() && deadline.is_some_and(|at| now >= at) {
-                        stopped = Some(AttemptStatus::TimedOut);
-                        self.stop_job(&name, &dir, job_id.as_deref(), state.as_ref(), true, kill_grace, &mut kill_at, &mut give_up_at);
-                    } else if kill_at.is_some_and(|at| now >= at) {
-                        kill_at = None;
-                        let _ = self.cancel_job(&name, job_id.as_deref(), None);
-                        give_up_at = Some(now + GIVE_UP_AFTER_KILL);
-                        self.poller.hurry();
-                    } else if give_up_at.is_some_and(|at| now >= at) {
-                        self.poller.unwatch(&name);
-                        return WaitEnd::Vanished { stopped, job_id, last_state: state };
-                    }
-                },
-            }
-        }
-    }
-
-    /// Stop the job: SIGTERM to its processes and `kill_at` after the grace when it runs and
-    /// the stop is graceful; else end it at once.
-    #[allow(clippy::too_many_arguments, reason = "one private helper of `wait`")]
-    fn stop_job(
-        &self,
-        name: &JobRef,
-        dir: &Path,
-        job_id: Option<&str>,
-        state: Option<&JobState>,
-        graceful: bool,
-        kill_grace: Duration,
-        kill_at: &mut Option<Instant>,
-        give_up_at: &mut Option<Instant>,
-    ) {
-        let _ = write_attempt_file(&dir.join(CANCELLED), b"");
-        let running =
-            matches!(state, Some(JobState::Running)) || dir.join(crate::script::STARTED).exists();
-        if graceful && running && !kill_grace.is_zero() {
-            let _ = self.cancel_job(name, job_id, Some("TERM"));
-            *kill_at = Some(Instant::now() + kill_grace);
-        } else {
-            let _ = self.cancel_job(name, job_id, None);
-            *give_up_at = Some(Instant::now() + GIVE_UP_AFTER_KILL);
-        }
-        self.poller.hurry();
-    }
-
-    fn cancel_job(
-        &self,
-        job: &JobRef,
-        job_id: Option<&str>,
-        signal: Option<&str>,
-    ) -> Result<(), ClientFailure> {
-        match (job_id, job.task) {
-            (Some(id), _) => self.client.cancel(id, signal),
-            // Found by name only so far.
-            (None, None) => self.client.cancel_by_name(&job.name, signal),
-            // The name is the whole array's: the task's id from the queue, if it is there.
-            (None, Some(_)) => {
-                let entries = self.client.queue()?;
-                match entries.iter().find(|entry| job.matches(entry)) {
-                    Some(entry) => self.client.cancel(&entry.job_id, signal),
-                    None => Ok(()),
-                }
-            }
-        }
-    }
 }
 
 /// The attempt named in a `reattached` file (`attempt N job ID`).
 pub(crate) fn parse_reattached(text: &str) -> Option<u32> {
     text.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// How long to wait, after ending a job for good, for Slurm to report it gone.
-const GIVE_UP_AFTER_KILL: Duration = Duration::from_secs(120);
-
-pub(crate) enum WaitEnd {
-    /// apollo was stopped and left the job running (`on_stop: detach`).
-    Detached { job_id: Option<String> },
-    /// The wrapper's result is there.
-    Finished { stopped: Option<AttemptStatus> },
-    /// The job is gone without a result (or apollo stopped waiting for it).
-    Vanished {
-        stopped: Option<AttemptStatus>,
-        job_id: Option<String>,
-        last_state: Option<JobState>,
-    },
 }
 
 impl Executor for SlurmExecutor {
@@ -458,23 +293,44 @@ impl Executor for SlurmExecutor {
     }
 }
 
-/// The moment `timeout` after `at_ms` (epoch ms, from the compute node's clock).
-fn deadline_from(at_ms: u64, timeout: Duration) -> Instant {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        });
-    let end_ms = at_ms.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
-    Instant::now() + Duration::from_millis(end_ms.saturating_sub(now_ms))
-}
-
 /// The attempt's `stdout`/`stderr` are hard links to the earlier attempt's files (which the
 /// job wrote), so `apollo logs` shows the output under either attempt (it reads regular
 /// files only, never a symbolic link).
 pub(crate) fn link_logs(dir: &Path, earlier_dir: &Path) {
     for file in ["stdout", "stderr"] {
         let _ = std::fs::hard_link(earlier_dir.join(file), dir.join(file));
+    }
+}
+
+/// The unit's `log_limit` applied to the logs of a job that is over, in `dir` (noted there
+/// and in `also`): the job wrote them on the shared filesystem without apollo in the way, so
+/// they are cut when apollo collects the job, not while it runs. The byte counts follow; the
+/// stdout hash stays the one of all the job printed.
+pub(crate) fn cap_logs(
+    unit: &apollo_core::Unit,
+    dir: &Path,
+    also: &[&Path],
+    outcome: &mut AttemptOutcome,
+) {
+    let Some(limit) = unit.log_limit else {
+        return;
+    };
+    for stream in ["stdout", "stderr"] {
+        let path = dir.join(stream);
+        let Ok(cut) = apollo_exec::log_cap::cut_in_place(&path, limit) else {
+            continue;
+        };
+        if cut == 0 {
+            continue;
+        }
+        for folder in std::iter::once(dir).chain(also.iter().copied()) {
+            let _ = apollo_exec::log_cap::note_capped(folder, stream, cut, limit);
+        }
+        let len = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+        match stream {
+            "stdout" => outcome.stdout_bytes = len,
+            _ => outcome.stderr_bytes = len,
+        }
     }
 }
 

@@ -9,6 +9,7 @@ mod executor;
 mod job_name;
 mod options;
 mod poller;
+mod queue_limit;
 mod reattach;
 mod request;
 mod result;
@@ -19,6 +20,7 @@ mod submit;
 #[cfg(test)]
 mod test_support;
 pub mod testing;
+mod wait;
 
 pub use client::{ClientCalls, ClientFailure};
 pub use executor::{EXECUTOR_NAME, SlurmExecutor};

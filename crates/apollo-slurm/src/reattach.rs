@@ -104,11 +104,17 @@ impl SlurmExecutor {
                 cut_off_or_fresh("is unknown to Slurm and left no result after it started")
             }
             end => {
-                if !matches!(end, WaitEnd::Detached { .. }) {
+                let detached = matches!(end, WaitEnd::Detached { .. });
+                if !detached {
                     self.settle(request.unit, &earlier_dir);
                 }
                 link_logs(request.log_dir, &earlier_dir);
-                Some(self.outcome(&earlier_dir, end))
+                let mut outcome = self.outcome(&earlier_dir, end);
+                if !detached {
+                    let also = [request.log_dir];
+                    crate::executor::cap_logs(request.unit, &earlier_dir, &also, &mut outcome);
+                }
+                Some(outcome)
             }
         }
     }

@@ -26,6 +26,8 @@ fn main() -> ExitCode {
     };
     let unit = Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: "orphan_candidate".to_owned(),
         deps: vec![],
         timeout: None,

@@ -137,6 +137,15 @@ pub(crate) fn logs(
     };
     std::io::copy(&mut file, stdout).map_err(output)?;
     stdout.flush().map_err(output)?;
+    let dir = attempt_dir(&state, &run_id, &unit.name, attempt)?;
+    if let Some((cut, limit)) = apollo_exec::log_cap::read_capped(&dir, args.stream()) {
+        let _ = writeln!(
+            stderr,
+            "apollo: this log was capped (log_limit {}): {cut} bytes were cut where the \
+             `[apollo: ... bytes cut ...]` line stands; raise `log_limit` to keep more",
+            apollo_core::capture::human_size(limit)
+        );
+    }
     Ok(Exit::Success)
 }
 

@@ -192,7 +192,7 @@ pub(crate) const TOP_LEVEL: [Key; 19] = [
 ];
 
 /// `defaults:`.
-pub(crate) const DEFAULTS: [Key; 11] = [
+pub(crate) const DEFAULTS: [Key; 12] = [
     key(
         "timeout",
         Shape::Timeout,
@@ -246,12 +246,17 @@ pub(crate) const DEFAULTS: [Key; 11] = [
     key(
         "resources",
         Shape::Resources,
-        "What one attempt asks for: cpus, memory, gpus, and slurm: {partition, account, qos, extra_args, on_stop}; merged key by key with defaults.",
+        "What one attempt asks for: cpus, memory, gpus, and slurm: {partition, account, qos, extra_args, on_stop, queue_timeout}; merged key by key with defaults.",
+    ),
+    key(
+        "log_limit",
+        Shape::SizeLimit,
+        "The most each of an attempt's stdout and stderr files keeps (at least 4KiB; default none): past it the head and the last part, with a line saying how much was cut. The unit is never stopped.",
     ),
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 23] = [
+pub(crate) const UNIT: [Key; 24] = [
     required(
         "name",
         Shape::Text,
@@ -313,6 +318,7 @@ pub(crate) const UNIT: [Key; 23] = [
     DEFAULTS[8],
     DEFAULTS[9],
     DEFAULTS[10],
+    DEFAULTS[11],
     key(
         "acknowledge",
         Shape::List,
@@ -343,7 +349,7 @@ pub(crate) const PARAM: [Key; 3] = [
 const DURATION_PATTERN: &str = r"^\s*([0-9]+|([0-9]+\s*(ms|s|m|h|d)\s*)+)$";
 
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
-fn shape_schema(shape: Shape) -> Value {
+pub(crate) fn shape_schema(shape: Shape) -> Value {
     match shape {
         Shape::Text => json!({"anyOf": [
             {"type": "string", "minLength": 1, "pattern": "\\S"},
@@ -421,25 +427,7 @@ fn shape_schema(shape: Shape) -> Value {
         Shape::Durability => json!({"enum": ["fsync", "batched"]}),
         Shape::Memory => json!({"type": "string",
             "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtT]([iI]?[bB])?)\\s*$"}),
-        Shape::Resources => json!({"anyOf": [
-            {"type": "object",
-             "properties": {
-                "cpus": shape_schema(Shape::Count { minimum: 1 }),
-                "memory": shape_schema(Shape::Memory),
-                "gpus": shape_schema(Shape::Count { minimum: 0 }),
-                "slurm": {"type": "object",
-                    "properties": {
-                        "partition": shape_schema(Shape::Text),
-                        "account": shape_schema(Shape::Text),
-                        "qos": shape_schema(Shape::Text),
-                        "extra_args": shape_schema(Shape::List),
-                        "on_stop": {"enum": ["cancel", "detach"]}
-                    },
-                    "additionalProperties": false}
-             },
-             "additionalProperties": false},
-            {"type": "null"}
-        ]}),
+        Shape::Resources => super::schema::resources_json_schema(),
         Shape::Secrets => json!({"anyOf": [
             {"type": "object",
              "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},

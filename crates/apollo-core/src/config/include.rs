@@ -236,6 +236,7 @@ pub(crate) fn merge(
     defaults.capture = defaults.capture.take().or(from.capture);
     defaults.capture_max_file = defaults.capture_max_file.take().or(from.capture_max_file);
     defaults.reuse = defaults.reuse.take().or(from.reuse);
+    defaults.log_limit = defaults.log_limit.take().or(from.log_limit);
     main.blob_store_max = main.blob_store_max.take().or(included.blob_store_max);
     main.cost = main.cost.take().or(included.cost);
     // A hook of the including file wins over an included file's hook of the same kind.

@@ -69,6 +69,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 .into_iter()
                 .map(|(name, value)| (name, value.value)),
         );
+        let (resources, queue_timeout) = resources(settings, defaults);
         units.push(Unit {
             name: unit_name.value,
             deps,
@@ -110,13 +111,18 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             reuse,
             executor: inherit(settings, defaults, |s| s.executor.as_ref().map(|e| e.value))
                 .unwrap_or_default(),
-            resources: resources(settings, defaults),
+            resources,
+            queue_timeout,
             secrets: unit
                 .secrets
                 .iter()
                 .filter_map(|name| Some((name.value.clone(), secrets.get(&name.value)?.clone())))
                 .collect(),
             skip_when: unit.skip_when,
+            log_limit: inherit(settings, defaults, |s| {
+                s.log_limit.as_ref().map(|l| l.value)
+            })
+            .flatten(),
         });
     }
     units.reverse();
@@ -173,14 +179,18 @@ fn without_repeats(deps: Vec<Sp<String>>) -> Vec<String> {
     kept
 }
 
-fn resources(unit: &Settings, defaults: &Settings) -> crate::model::Resources {
+fn resources(
+    unit: &Settings,
+    defaults: &Settings,
+) -> (crate::model::Resources, Option<std::time::Duration>) {
     let none = ResourcesSpec::default();
     let defaults = defaults.resources.as_ref().map_or(&none, |r| &r.value);
-    unit.resources
+    let merged = unit
+        .resources
         .as_ref()
         .map_or(&none, |r| &r.value)
-        .over(defaults)
-        .resolve()
+        .over(defaults);
+    (merged.resolve(), merged.queue_timeout.flatten())
 }
 
 fn capacity(max_cpus: &Option<Sp<u32>>, max_memory: &Option<Sp<u64>>) -> Capacity {

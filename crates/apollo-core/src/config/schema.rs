@@ -13,10 +13,12 @@ use crate::model::Command;
 
 mod cost;
 mod durability;
+mod limits;
 mod resources;
 
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
+pub(crate) use resources::json_schema as resources_json_schema;
 
 /// Keys allowed at the top level (from the format's description, `describe.rs`).
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
@@ -83,6 +85,8 @@ pub(crate) struct Settings {
     pub(crate) reuse: Option<Sp<bool>>,
     pub(crate) executor: Option<Sp<crate::model::ExecutorKind>>,
     pub(crate) resources: Option<Sp<ResourcesSpec>>,
+    /// `log_limit:`; `Some(None)` is an explicit `none`.
+    pub(crate) log_limit: Option<Sp<Option<u64>>>,
 }
 
 /// A unit's own settings: most units set none, so an unset block takes one word, not the
@@ -104,6 +108,7 @@ static NO_SETTINGS: Settings = Settings {
     reuse: None,
     executor: None,
     resources: None,
+    log_limit: None,
 };
 
 impl UnitSettings {
@@ -557,6 +562,7 @@ impl Walker<'_, '_> {
             "capture_max_file" => settings.capture_max_file = self.size(value, key, context),
             "executor" => settings.executor = self.executor(value, context),
             "resources" => settings.resources = self.resources(value, context),
+            "log_limit" => settings.log_limit = self.log_limit(value, context),
             _ => {}
         }
     }
@@ -618,7 +624,12 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn duration(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<Duration>> {
+    pub(super) fn duration(
+        &mut self,
+        node: &Node,
+        key: &str,
+        context: &str,
+    ) -> Option<Sp<Duration>> {
         let parsed = match &node.value {
             Value::Int(seconds) if *seconds < 0 => {
                 self.error(
@@ -700,22 +711,7 @@ impl Walker<'_, '_> {
         }
     }
 
-    /// A size, or `none` (`Some(None)`: no limit).
-    fn size_limit(&mut self, node: &Node, key: &str) -> Option<Sp<Option<u64>>> {
-        if matches!(&node.value, Value::Str(text) if text.trim() == "none") {
-            return Some(Sp {
-                value: None,
-                loc: node.loc,
-            });
-        }
-        let size = self.size(node, key, "at the top level")?;
-        Some(Sp {
-            value: Some(size.value),
-            loc: size.loc,
-        })
-    }
-
-    fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {
+    pub(super) fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {
         const HINT: &str =
             "a size is a whole number of bytes or a string like `64MiB`, `1GiB`, `512KiB`";
         let parsed = match &node.value {

@@ -44,15 +44,22 @@ pub(crate) struct AttemptContext<'a> {
     pub(crate) environment: &'a Environment,
     /// The secret values the unit's `secrets` are taken from.
     pub(crate) secrets: &'a crate::secrets::SecretValues,
-    /// The relays of the running phase's output, for a unit that receives secrets.
-    pub(crate) relays: std::cell::RefCell<Vec<crate::secrets::Relay>>,
+    /// The relays of the running phase's output, by stream, for a unit that receives
+    /// secrets or has a `log_limit`.
+    pub(crate) relays: std::cell::RefCell<Vec<(&'static str, crate::relay::Relay)>>,
 }
 
 impl AttemptContext<'_> {
     /// Waits for the running phase's relays (if any) to write all it printed.
+    /// A stream its `log_limit` cut is noted in the attempt folder (named for it).
     pub(crate) fn finish_relays(&self) {
-        for relay in self.relays.borrow_mut().drain(..) {
-            relay.finish();
+        for (stream, relay) in self.relays.borrow_mut().drain(..) {
+            let cut = relay.finish();
+            if let (true, Some(limit)) = (cut > 0, self.request.unit.log_limit) {
+                self.name_logs();
+                let dir = self.request.log_dir;
+                let _ = crate::log_cap::note_capped(dir, stream, cut, limit);
+            }
         }
     }
 

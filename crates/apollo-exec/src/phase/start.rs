@@ -15,6 +15,7 @@ use crate::command_line::ExecPlan;
 use crate::group_leader::GroupLeader;
 use crate::guard::Slot;
 use crate::program_search;
+use crate::relay::{Relay, borrowed};
 use crate::spawn::Spawn;
 
 /// Reserve a guard slot and spawn `plan` as a new group; the error is the reason in words.
@@ -112,26 +113,26 @@ fn start<'g>(
         ("APOLLO_ATTEMPT", OsStr::new(attempt.as_str())),
         ("APOLLO_PHASE", OsStr::new(phase.as_str())),
     ]);
-    // A unit that receives secrets writes into pipes whose relays mask the values on their
-    // way to the log files; the others write into the files directly.
+    // A unit that receives secrets, or whose logs have a limit, writes into pipes whose
+    // relays mask the values and cap the logs on their way to the files; the others write
+    // into the files directly.
     let mut pipes = None;
-    if !request.unit.secrets.is_empty() {
+    let limit = request.unit.log_limit;
+    if !request.unit.secrets.is_empty() || limit.is_some() {
         let values: Vec<&str> = request
             .unit
             .secrets
             .keys()
             .filter_map(|name| context.secrets.get(name))
             .collect();
-        let (out_relay, out_pipe) = crate::secrets::Relay::start(context.stdout.fd(), &values)?;
-        let (err_relay, err_pipe) = crate::secrets::Relay::start(context.stderr.fd(), &values)?;
-        context.relays.borrow_mut().extend([out_relay, err_relay]);
+        let (out_relay, out_pipe) = Relay::start(context.stdout.fd(), &values, limit)?;
+        let (err_relay, err_pipe) = Relay::start(context.stderr.fd(), &values, limit)?;
+        let mut relays = context.relays.borrow_mut();
+        relays.extend([("stdout", out_relay), ("stderr", err_relay)]);
         pipes = Some((out_pipe, err_pipe));
     }
     let (child_stdout, child_stderr) = match &pipes {
-        Some((out_pipe, err_pipe)) => (
-            crate::secrets::borrowed(out_pipe),
-            crate::secrets::borrowed(err_pipe),
-        ),
+        Some((out_pipe, err_pipe)) => (borrowed(out_pipe), borrowed(err_pipe)),
         None => (context.stdout.fd(), context.stderr.fd()),
     };
     let spawn = Spawn {

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)] // Allowed only where a libc call has no safe form here.
 
 mod host;
+mod log_limit;
 mod misbehaving;
 mod phases;
 mod secrets;
@@ -43,6 +44,8 @@ impl Fixture {
         );
         let unit = Unit {
             skip_when: None,
+            log_limit: None,
+            queue_timeout: None,
             name: "unit_under_test".to_owned(),
             deps: vec![],
             timeout: Some(Duration::from_secs(120)),

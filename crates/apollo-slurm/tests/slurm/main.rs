@@ -11,4 +11,5 @@ mod support;
 
 mod arrays;
 mod fake_cluster;
+mod limits;
 mod secrets;

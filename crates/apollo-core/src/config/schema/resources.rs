@@ -8,7 +8,14 @@ use crate::model::{ExecutorKind, SlurmResources};
 /// Keys allowed in `resources:`.
 pub(crate) const RESOURCES_KEYS: &[&str] = &["cpus", "memory", "gpus", "slurm"];
 /// Keys allowed in `resources: {slurm: ...}`.
-pub(crate) const SLURM_KEYS: &[&str] = &["partition", "account", "qos", "extra_args", "on_stop"];
+pub(crate) const SLURM_KEYS: &[&str] = &[
+    "partition",
+    "account",
+    "qos",
+    "extra_args",
+    "on_stop",
+    "queue_timeout",
+];
 /// The executors a unit may name.
 const EXECUTORS: &[&str] = &["local", "slurm"];
 const MEMORY_HELP: &str =
@@ -27,6 +34,8 @@ pub(crate) struct ResourcesSpec {
     pub(crate) extra_args: Option<Vec<String>>,
     /// `on_stop: detach` (`Some(true)`) or `cancel`.
     pub(crate) detach_on_stop: Option<bool>,
+    /// `queue_timeout:`; `Some(None)` is an explicit `none` (overriding `defaults`).
+    pub(crate) queue_timeout: Option<Option<std::time::Duration>>,
 }
 
 impl ResourcesSpec {
@@ -47,6 +56,7 @@ impl ResourcesSpec {
                 .clone()
                 .or_else(|| defaults.extra_args.clone()),
             detach_on_stop: self.detach_on_stop.or(defaults.detach_on_stop),
+            queue_timeout: self.queue_timeout.or(defaults.queue_timeout),
         }
     }
 
@@ -65,6 +75,31 @@ impl ResourcesSpec {
             },
         }
     }
+}
+
+/// The JSON Schema of `resources:` (from `describe.rs`'s `shape_schema`).
+pub(crate) fn json_schema() -> serde_json::Value {
+    use crate::config::describe::{Shape, shape_schema};
+    serde_json::json!({"anyOf": [
+        {"type": "object",
+         "properties": {
+            "cpus": shape_schema(Shape::Count { minimum: 1 }),
+            "memory": shape_schema(Shape::Memory),
+            "gpus": shape_schema(Shape::Count { minimum: 0 }),
+            "slurm": {"type": "object",
+                "properties": {
+                    "partition": shape_schema(Shape::Text),
+                    "account": shape_schema(Shape::Text),
+                    "qos": shape_schema(Shape::Text),
+                    "extra_args": shape_schema(Shape::List),
+                    "on_stop": {"enum": ["cancel", "detach"]},
+                    "queue_timeout": shape_schema(Shape::Timeout)
+                },
+                "additionalProperties": false}
+         },
+         "additionalProperties": false},
+        {"type": "null"}
+    ]})
 }
 
 /// Parses `512M`, `4G`, `1.5G`, `64GiB`, `100K`, `1T` into bytes (powers of 1024).
@@ -177,6 +212,7 @@ impl Walker<'_, '_> {
                         .hint("`cancel` (the default) cancels the job when apollo is stopped; `detach` leaves it running for the next resume");
                     }
                 },
+                "queue_timeout" => spec.queue_timeout = self.queue_timeout(value, &inner),
                 "extra_args" => {
                     spec.extra_args = Some(
                         self.string_list(value, &what)

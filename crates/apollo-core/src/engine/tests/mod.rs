@@ -34,6 +34,8 @@ use crate::model::{Command, Unit};
 pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
     Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: name.into(),
         deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
         timeout: None,

@@ -17,6 +17,7 @@ pub(crate) const FAKE_SBATCH: &str = r#"#!/bin/sh
 #   connect-failure  fail without reaching the controller
 #   cut-off          queue the job, which starts and dies at once without its result
 #   hang             queue and run the job, then hang until apollo's client timeout kills it
+#   pending          queue the job, which stays PENDING (reason BeginTime) until cancelled
 fake=$(dirname "$0")
 echo "$@" >>"$fake/sbatch_calls"
 n=$(wc -l <"$fake/sbatch_calls" | tr -d ' ')
@@ -47,6 +48,11 @@ if [ "$mode" = cut-off ]; then
   echo "$id"
   exit 0
 fi
+if [ "$mode" = pending ]; then
+  echo "$id|PENDING|$name" >>"$fake/queue"
+  echo "$id"
+  exit 0
+fi
 if [ -n "${last:-}" ]; then
   # A job array: one line and one run per task.
   for task in $(seq 0 "$last"); do echo "${id}_$task|RUNNING|$name" >>"$fake/queue"; done
@@ -66,11 +72,25 @@ echo "$id"
 pub(crate) const FAKE_SQUEUE: &str = r#"#!/bin/sh
 fake=$(dirname "$0")
 echo call >>"$fake/squeue_calls"
+case "$*" in
+  *%r*)
+    # `--job=ID --format=%T|%r`: the job's state and Slurm's reason for it.
+    for arg in "$@"; do case "$arg" in --job=*) job=${arg#--job=} ;; esac; done
+    grep "^$job|" "$fake/queue" | tail -n 1 | cut -d'|' -f2 | sed 's/$/|BeginTime/'
+    exit 0 ;;
+esac
 cat "$fake/queue" 2>/dev/null || true
 "#;
 
-pub(crate) const FAKE_SCANCEL: &str =
-    "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scancel_calls\"\n";
+/// A fake `scancel`: notes its calls; a job still pending leaves the queue as `CANCELLED` (a
+/// running one is left to end by itself).
+pub(crate) const FAKE_SCANCEL: &str = r#"#!/bin/sh
+fake=$(dirname "$0")
+echo "$@" >>"$fake/scancel_calls"
+for job; do :; done
+[ -f "$fake/queue" ] && sed -i "s/^$job|PENDING|/$job|CANCELLED|/" "$fake/queue"
+exit 0
+"#;
 
 /// A fake `scontrol show config`: a cluster whose job arrays hold 10 tasks at most.
 pub(crate) const FAKE_SCONTROL: &str = "#!/bin/sh\necho \"$@\" >>\"$(dirname \"$0\")/scontrol_calls\"\n\
@@ -117,6 +137,8 @@ pub(crate) fn fake_cluster(dir: &Path) -> SlurmOptions {
 pub(crate) fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     Unit {
         skip_when: None,
+        log_limit: None,
+        queue_timeout: None,
         name: name.into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(600)),
