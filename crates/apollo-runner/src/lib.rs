@@ -26,6 +26,8 @@ mod sweep;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod keys_tests;
+#[cfg(test)]
 mod power_loss_tests;
 #[cfg(test)]
 mod tests;

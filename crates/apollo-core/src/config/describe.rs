@@ -64,6 +64,8 @@ pub(crate) enum Shape {
     Secrets,
     /// The price table: `{cpu_hour, gib_hour, node_hour: {PARTITION: price}, currency}`.
     Cost,
+    /// A non-empty list of exit codes, 1 to 255.
+    ExitCodes,
 }
 
 /// One key of a section.
@@ -105,7 +107,7 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
 }
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 19] = [
+pub(crate) const TOP_LEVEL: [Key; 20] = [
     key(
         "name",
         Shape::Text,
@@ -189,10 +191,15 @@ pub(crate) const TOP_LEVEL: [Key; 19] = [
         Shape::Cost,
         "Prices that turn each attempt's recorded use into money: `cpu_hour`, `gib_hour` (local: largest resident set; Slurm: memory requested), `node_hour: {PARTITION: price}` (Slurm), `currency`. Without it no cost is shown.",
     ),
+    key(
+        "journal_segment_size",
+        Shape::Size,
+        "The size at which a run's journal starts a new segment file (default 64MiB; 2MiB to 1GiB).",
+    ),
 ];
 
 /// `defaults:`.
-pub(crate) const DEFAULTS: [Key; 11] = [
+pub(crate) const DEFAULTS: [Key; 14] = [
     key(
         "timeout",
         Shape::Timeout,
@@ -248,10 +255,25 @@ pub(crate) const DEFAULTS: [Key; 11] = [
         Shape::Resources,
         "What one attempt asks for: cpus, memory, gpus, and slurm: {partition, account, qos, extra_args, on_stop}; merged key by key with defaults.",
     ),
+    key(
+        "retry_on_exit",
+        Shape::ExitCodes,
+        "Retry only failures with these exit codes (killed by signal N counts as 128 + N); a timeout follows `retries` alone. Default: any failure.",
+    ),
+    key(
+        "retry_max_delay",
+        Shape::Duration,
+        "Cap of the exponential backoff between attempts (default 5m); each delay is spread by ±20% jitter.",
+    ),
+    key(
+        "cleanup_timeout",
+        Shape::Duration,
+        "Time limit of cleanup, apart from `timeout` (default 60s); then its process group gets SIGTERM, `kill_grace`, SIGKILL.",
+    ),
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 23] = [
+pub(crate) const UNIT: [Key; 26] = [
     required(
         "name",
         Shape::Text,
@@ -313,6 +335,9 @@ pub(crate) const UNIT: [Key; 23] = [
     DEFAULTS[8],
     DEFAULTS[9],
     DEFAULTS[10],
+    DEFAULTS[11],
+    DEFAULTS[12],
+    DEFAULTS[13],
     key(
         "acknowledge",
         Shape::List,
@@ -454,6 +479,8 @@ fn shape_schema(shape: Shape) -> Value {
             {"type": "null"}
         ]}),
         Shape::Cost => super::schema::cost_json_schema(),
+        Shape::ExitCodes => json!({"type": "array", "minItems": 1,
+            "items": {"type": "integer", "minimum": 1, "maximum": 255}}),
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),
             {"type": "object",

@@ -14,6 +14,7 @@ use crate::model::Command;
 mod cost;
 mod durability;
 mod resources;
+mod retry;
 
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
@@ -65,6 +66,8 @@ pub(crate) struct Spec {
     pub(crate) sync_interval: Option<Sp<Duration>>,
     /// `cost:`: the price table (issue 40).
     pub(crate) cost: Option<Sp<crate::cost::CostTable>>,
+    /// `journal_segment_size:`: where the run's journal starts a new segment.
+    pub(crate) journal_segment_size: Option<Sp<u64>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -83,6 +86,10 @@ pub(crate) struct Settings {
     pub(crate) reuse: Option<Sp<bool>>,
     pub(crate) executor: Option<Sp<crate::model::ExecutorKind>>,
     pub(crate) resources: Option<Sp<ResourcesSpec>>,
+    /// `retry_on_exit:`, `retry_max_delay:` and `cleanup_timeout:` (see `schema/retry.rs`).
+    pub(crate) retry_on_exit: Option<Sp<Vec<i32>>>,
+    pub(crate) retry_max_delay: Option<Sp<Duration>>,
+    pub(crate) cleanup_timeout: Option<Sp<Duration>>,
 }
 
 /// A unit's own settings: most units set none, so an unset block takes one word, not the
@@ -104,6 +111,9 @@ static NO_SETTINGS: Settings = Settings {
     reuse: None,
     executor: None,
     resources: None,
+    retry_on_exit: None,
+    retry_max_delay: None,
+    cleanup_timeout: None,
 };
 
 impl UnitSettings {
@@ -308,7 +318,12 @@ impl Walker<'_, '_> {
     fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
         let main_only = matches!(
             key,
-            "name" | "id" | "max_parallel" | "durability" | "sync_interval"
+            "name"
+                | "id"
+                | "max_parallel"
+                | "durability"
+                | "sync_interval"
+                | "journal_segment_size"
         );
         if main_only {
             self.error(
@@ -370,6 +385,7 @@ impl Walker<'_, '_> {
                 "secrets" => spec.secrets = self.secrets(value),
                 "durability" => spec.durability = self.durability(value),
                 "cost" => spec.cost = self.cost(value),
+                "journal_segment_size" => spec.journal_segment_size = self.segment_size(value),
                 "sync_interval" => {
                     spec.sync_interval = self.duration(value, key, "at the top level");
                 }
@@ -557,7 +573,9 @@ impl Walker<'_, '_> {
             "capture_max_file" => settings.capture_max_file = self.size(value, key, context),
             "executor" => settings.executor = self.executor(value, context),
             "resources" => settings.resources = self.resources(value, context),
-            _ => {}
+            _ => {
+                self.retry_setting(settings, key, value, context);
+            }
         }
     }
 
