@@ -127,10 +127,12 @@ impl Walker<'_, '_> {
     }
 }
 
-/// A size for messages: whole MiB when it is one, else bytes.
+/// A size for messages: whole GiB or MiB when it is one, else bytes.
 fn mib(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+    if bytes >= 1024 * MIB && bytes.is_multiple_of(1024 * MIB) {
+        format!("{}GiB", bytes / (1024 * MIB))
+    } else if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{}MiB", bytes / MIB)
     } else {
         format!("{bytes} bytes")
