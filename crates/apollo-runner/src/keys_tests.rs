@@ -39,7 +39,10 @@ fn load(dir: &std::path::Path, yaml: &str) -> apollo_core::Loaded {
 #[test]
 fn a_pipeline_without_the_new_keys_keeps_its_definition_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let loaded = load(dir.path(), "units:\n  - name: plain\n    execute: \"true\"\n    cleanup: \"true\"\n    retries: 2\n");
+    let loaded = load(
+        dir.path(),
+        "units:\n  - name: plain\n    execute: \"true\"\n    cleanup: \"true\"\n    retries: 2\n",
+    );
     let snapshot = crate::session::definition_snapshot(&loaded.pipeline).unwrap();
     let value: serde_json::Value = serde_json::from_slice(&snapshot).unwrap();
     let keys = |object: &serde_json::Value| -> Vec<String> {
@@ -49,16 +52,36 @@ fn a_pipeline_without_the_new_keys_keeps_its_definition_snapshot() {
     top.sort();
     assert_eq!(
         top,
-        ["base_dir", "capacity", "config_path", "max_jobs", "max_parallel", "name", "units"]
-            .map(str::to_owned)
+        [
+            "base_dir",
+            "capacity",
+            "config_path",
+            "max_jobs",
+            "max_parallel",
+            "name",
+            "units"
+        ]
+        .map(str::to_owned)
     );
     let mut unit = keys(&value["units"][0]);
     unit.sort();
     assert_eq!(
         unit,
         [
-            "cleanup", "deps", "env", "execute", "idempotent", "inputs", "kill_grace", "name",
-            "outputs", "prepare", "retries", "retry_delay", "timeout", "workdir"
+            "cleanup",
+            "deps",
+            "env",
+            "execute",
+            "idempotent",
+            "inputs",
+            "kill_grace",
+            "name",
+            "outputs",
+            "prepare",
+            "retries",
+            "retry_delay",
+            "timeout",
+            "workdir"
         ]
         .map(str::to_owned)
     );

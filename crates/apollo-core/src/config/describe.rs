@@ -273,7 +273,7 @@ pub(crate) const DEFAULTS: [Key; 14] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 26] = [
+pub(crate) const UNIT: [Key; 27] = [
     required(
         "name",
         Shape::Text,
@@ -324,6 +324,11 @@ pub(crate) const UNIT: [Key; 26] = [
         "foreach",
         Shape::Foreach,
         "Fan-out: one instance name[item] per item of a list, a list param or a glob, or per combination of a mapping of lists; ${item} / ${item.KEY}.",
+    ),
+    key(
+        "allow_empty",
+        Shape::Bool,
+        "With a `foreach` glob: `false` makes a glob that matches no file an error; by default it is a warning naming the unit and its dependents, which run without it.",
     ),
     key(
         "when",

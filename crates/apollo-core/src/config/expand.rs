@@ -94,6 +94,7 @@ pub(crate) fn expand(
         return (expander.diagnostics, reads);
     }
     let units = std::mem::take(&mut spec.units);
+    let dependents = items::dependents_of_fanouts(&units);
     let mut expanded: Vec<UnitSpec> = Vec::with_capacity(units.len());
     for (position, mut unit) in units.into_iter().enumerate() {
         let (Some(foreach), Some(name)) = (unit.foreach.take(), unit.name.clone()) else {
@@ -102,7 +103,11 @@ pub(crate) fn expand(
             continue;
         };
         let template_label = unit.label(position);
-        let Some(items) = expander.items(&foreach, &template_label) else {
+        let empty = items::EmptyRule {
+            allowed: unit.allow_empty.as_ref().is_none_or(|allow| allow.value),
+            dependents: dependents.get(&name.value).map_or(&[][..], Vec::as_slice),
+        };
+        let Some(items) = expander.items(&foreach, &template_label, &empty) else {
             continue;
         };
         let mut names = Vec::with_capacity(items.len());

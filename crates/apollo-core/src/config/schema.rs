@@ -151,6 +151,8 @@ pub(crate) struct UnitSpec {
     /// `foreach:`: the unit is a template for instances `name[key]` (expanded in `expand.rs`).
     /// Boxed, as the two below: few units have one, and every unit pays for the space.
     pub(crate) foreach: Option<Box<Sp<super::fanout::Foreach>>>,
+    /// `allow_empty: false`: a `foreach` glob that matches no file is an error, not a warning.
+    pub(crate) allow_empty: Option<Sp<bool>>,
     /// `when:`: the condition under which the unit runs (applied in `expand.rs`).
     pub(crate) when: Option<Box<super::when::When>>,
     /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
@@ -1053,6 +1055,7 @@ impl Walker<'_, '_> {
             outputs: Vec::new(),
             env: BTreeMap::new(),
             foreach: None,
+            allow_empty: None,
             when: None,
             instance: None,
             acknowledge: Vec::new(),
@@ -1096,9 +1099,18 @@ impl Walker<'_, '_> {
                     unit.secrets = self.string_list(value, &format!("`secrets` of {label}"));
                 }
                 "foreach" => unit.foreach = self.foreach(value, &label).map(Box::new),
+                "allow_empty" => unit.allow_empty = self.boolean(value, key, &context),
                 "when" => unit.when = self.when(value, &label).map(Box::new),
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),
             }
+        }
+        if let (Some(allow_empty), None) = (&unit.allow_empty, &unit.foreach) {
+            self.error(
+                "bad-value",
+                allow_empty.loc,
+                format!("`allow_empty` of {label} is about a `foreach`, and it has none"),
+            )
+            .hint("remove `allow_empty`, or add the `foreach` whose glob may match no file");
         }
         // A misspelt key was already reported with its suggestion: do not also say it is missing.
         if !name_seen && !suggested.contains(&"name") {

@@ -140,7 +140,11 @@ mod tests {
             })
             .collect();
         assert!(delays.len() >= 10, "{delays:?}");
-        assert!(delays.iter().all(|delay| delay.as_millis() >= 8_000 && delay.as_millis() <= 12_000));
+        assert!(
+            delays
+                .iter()
+                .all(|delay| delay.as_millis() >= 8_000 && delay.as_millis() <= 12_000)
+        );
     }
 
     #[test]
@@ -151,7 +155,10 @@ mod tests {
         let engine_cap = Duration::from_secs(300);
         assert!(backoff(&flaky, 1, engine_cap, "r") <= Duration::from_millis(1_200));
         for retry in 3..=8 {
-            assert_eq!(backoff(&flaky, retry, engine_cap, "r"), Duration::from_secs(3));
+            assert_eq!(
+                backoff(&flaky, retry, engine_cap, "r"),
+                Duration::from_secs(3)
+            );
         }
         // Above the engine's cap too: the unit's key is the user's word.
         flaky.retry_max_delay = Some(Duration::from_secs(3_600));

@@ -8,8 +8,7 @@ use super::{Settings, Sp, Walker};
 use crate::config::raw::{Node, Value};
 use crate::journal::{MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE};
 
-const EXIT_CODES_HINT: &str =
-    "write the exit codes that are worth another attempt, e.g. `retry_on_exit: [75, 137]` (137: killed by signal 9)";
+const EXIT_CODES_HINT: &str = "write the exit codes that are worth another attempt, e.g. `retry_on_exit: [75, 137]` (137: killed by signal 9)";
 
 impl Walker<'_, '_> {
     /// The keys of this module that a unit or `defaults` may set; `false` for any other key.
@@ -34,8 +33,12 @@ impl Walker<'_, '_> {
     /// `retry_on_exit: [N, ...]`: a non-empty list of exit codes 1–255.
     fn exit_codes(&mut self, node: &Node, context: &str) -> Option<Sp<Vec<i32>>> {
         let Value::Seq(items) = &node.value else {
-            self.wrong_type(node, &format!("`retry_on_exit` {context}"), "a list of exit codes")
-                .hint(EXIT_CODES_HINT);
+            self.wrong_type(
+                node,
+                &format!("`retry_on_exit` {context}"),
+                "a list of exit codes",
+            )
+            .hint(EXIT_CODES_HINT);
             return None;
         };
         if items.is_empty() {
@@ -72,8 +75,12 @@ impl Walker<'_, '_> {
                 }
                 _ => {
                     ok = false;
-                    self.wrong_type(item, &format!("an item of `retry_on_exit` {context}"), "an exit code")
-                        .hint(EXIT_CODES_HINT);
+                    self.wrong_type(
+                        item,
+                        &format!("an item of `retry_on_exit` {context}"),
+                        "an exit code",
+                    )
+                    .hint(EXIT_CODES_HINT);
                 }
             }
         }
@@ -138,4 +145,3 @@ fn mib(bytes: u64) -> String {
         format!("{bytes} bytes")
     }
 }
-
