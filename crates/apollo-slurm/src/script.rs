@@ -124,9 +124,12 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
         run_line(Phase::Execute, &unit.execute)
     );
     if let Some(cleanup) = &unit.cleanup {
+        // Cleanup's own limit (`cleanup_timeout`), kept by a watchdog as apollo-exec keeps it.
         let _ = writeln!(
             script,
-            "if [ \"$ran\" = 1 ]; then\n  {} || cleanup_failed=1\nfi",
+            "if [ \"$ran\" = 1 ]; then\n  limit={} grace={}\n  {} || cleanup_failed=1\n  limit=\nfi",
+            seconds(unit.cleanup_timeout),
+            seconds(unit.kill_grace),
             run_line(Phase::Cleanup, cleanup)
         );
     }
@@ -147,14 +150,28 @@ on_signal() {
 trap 'on_signal 15 TERM' TERM
 trap 'on_signal 2 INT' INT
 trap 'on_signal 10 USR1' USR1
+# watch PID SECONDS GRACE: after SECONDS, note the timeout and SIGTERM PID; SIGKILL it GRACE
+# later. A SIGTERM to the watchdog ends it and its sleep at once.
+watch() {
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  sleep "$2" & nap=$!; wait "$nap"
+  kill -0 "$1" 2>/dev/null || exit 0
+  : >"$dir/phase_timed_out"
+  kill -TERM "$1" 2>/dev/null
+  sleep "$3" & nap=$!; wait "$nap"
+  kill -KILL "$1" 2>/dev/null
+}
 # run PHASE COMMAND...: run it in the background (so a signal reaches the trap at once), wait
-# for it even across signals, append its line to `phases`.
+# for it even across signals, append its line to `phases` (`timeout` at its end when the
+# watchdog of `$limit` stopped it).
 run() {
   phase=$1
   shift
   start=$(now)
   "$@" </dev/null &
   child=$!
+  watchdog=
+  if [ -n "${limit:-}" ]; then watch "$child" "$limit" "$grace" & watchdog=$!; fi
   while :; do
     wait "$child"
     code=$?
@@ -162,7 +179,10 @@ run() {
     break
   done
   child=
-  echo "$phase $code $start $(now)" >>"$dir/phases"
+  if [ -n "$watchdog" ]; then kill -TERM "$watchdog" 2>/dev/null; wait "$watchdog"; fi
+  mark=
+  if [ -f "$dir/phase_timed_out" ]; then mark=" timeout"; rm -f "$dir/phase_timed_out"; fi
+  echo "$phase $code $start $(now)$mark" >>"$dir/phases"
   return "$code"
 }
 finish() {
@@ -189,6 +209,16 @@ if [ "$ok" != 1 ]; then exit 1; fi
 if [ -n "${cleanup_failed:-}" ] && [ "$status" = 0 ]; then exit 1; fi
 exit "$status"
 "#;
+
+/// A duration as `sleep` takes it: whole seconds, or seconds with milliseconds.
+fn seconds(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        (millis / 1000).to_string()
+    } else {
+        format!("{}.{:03}", millis / 1000, millis % 1000)
+    }
+}
 
 /// A command as shell words: a shell string runs under `/bin/sh -c` (as apollo-exec does), an
 /// argument vector is exec'd as written.

@@ -10,5 +10,6 @@
 mod support;
 
 mod arrays;
+mod cleanup;
 mod fake_cluster;
 mod secrets;
