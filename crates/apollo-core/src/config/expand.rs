@@ -103,10 +103,7 @@ pub(crate) fn expand(
             continue;
         };
         let template_label = unit.label(position);
-        let empty = items::EmptyRule {
-            allowed: unit.allow_empty.as_ref().is_none_or(|allow| allow.value),
-            dependents: dependents.get(&name.value).map_or(&[][..], Vec::as_slice),
-        };
+        let empty = items::EmptyRule::of(&unit, &name.value, &dependents);
         let Some(items) = expander.items(&foreach, &template_label, &empty) else {
             continue;
         };
@@ -155,12 +152,10 @@ pub(crate) fn expand(
     expander.resolve_deps(&mut expanded, &fanouts);
     expander.check_folders(&expanded, &fanouts);
     spec.units = expanded;
-    let diagnostics = expander.diagnostics;
-    (diagnostics, reads)
+    (expander.diagnostics, reads)
 }
 
-/// What an expansion read besides the config: the names of the environment variables looked
-/// up, and each `foreach` glob with what it matched.
+/// What an expansion read besides the config: env variables looked up, each glob's matches.
 #[derive(Default)]
 pub(crate) struct Reads {
     pub(crate) env: std::cell::RefCell<std::collections::BTreeSet<String>>,

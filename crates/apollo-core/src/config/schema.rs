@@ -604,41 +604,12 @@ impl Walker<'_, '_> {
         }
     }
 
-    fn retries(&mut self, node: &Node, context: &str) -> Option<Sp<u32>> {
-        match node.value {
-            Value::Int(count) if count < 0 => {
-                self.error(
-                    "bad-value",
-                    node.loc,
-                    format!("`retries` {context} must be zero or more, found {count}"),
-                )
-                .hint("`retries` counts the extra attempts after a failure; use 0 for none");
-                None
-            }
-            Value::Int(count) => match u32::try_from(count) {
-                Ok(count) => Some(Sp {
-                    value: count,
-                    loc: node.loc,
-                }),
-                Err(_) => {
-                    self.error(
-                        "bad-value",
-                        node.loc,
-                        format!("`retries` {context} is too large: {count}"),
-                    )
-                    .hint(format!("the largest allowed value is {}", u32::MAX));
-                    None
-                }
-            },
-            _ => {
-                self.wrong_type(node, &format!("`retries` {context}"), "a whole number")
-                    .hint("for example `retries: 2`");
-                None
-            }
-        }
-    }
-
-    fn duration(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<Duration>> {
+    pub(super) fn duration(
+        &mut self,
+        node: &Node,
+        key: &str,
+        context: &str,
+    ) -> Option<Sp<Duration>> {
         let parsed = match &node.value {
             Value::Int(seconds) if *seconds < 0 => {
                 self.error(
@@ -735,7 +706,7 @@ impl Walker<'_, '_> {
         })
     }
 
-    fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {
+    pub(super) fn size(&mut self, node: &Node, key: &str, context: &str) -> Option<Sp<u64>> {
         const HINT: &str =
             "a size is a whole number of bytes or a string like `64MiB`, `1GiB`, `512KiB`";
         let parsed = match &node.value {
@@ -1104,14 +1075,7 @@ impl Walker<'_, '_> {
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),
             }
         }
-        if let (Some(allow_empty), None) = (&unit.allow_empty, &unit.foreach) {
-            self.error(
-                "bad-value",
-                allow_empty.loc,
-                format!("`allow_empty` of {label} is about a `foreach`, and it has none"),
-            )
-            .hint("remove `allow_empty`, or add the `foreach` whose glob may match no file");
-        }
+        self.allow_empty_needs_foreach(&unit, &label);
         // A misspelt key was already reported with its suggestion: do not also say it is missing.
         if !name_seen && !suggested.contains(&"name") {
             self.error(

@@ -18,6 +18,20 @@ pub(super) struct EmptyRule<'a> {
     pub(super) dependents: &'a [String],
 }
 
+impl<'a> EmptyRule<'a> {
+    /// The rule of the fan-out `unit` named `name`, given every fan-out's dependents.
+    pub(super) fn of(
+        unit: &UnitSpec,
+        name: &str,
+        dependents: &'a HashMap<String, Vec<String>>,
+    ) -> Self {
+        EmptyRule {
+            allowed: unit.allow_empty.as_ref().is_none_or(|allow| allow.value),
+            dependents: dependents.get(name).map_or(&[][..], Vec::as_slice),
+        }
+    }
+}
+
 /// Each fan-out's dependents (units whose `deps` name it or one of its instances), by the
 /// fan-out's name, in config order.
 pub(super) fn dependents_of_fanouts(units: &[UnitSpec]) -> HashMap<String, Vec<String>> {

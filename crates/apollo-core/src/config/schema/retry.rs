@@ -1,6 +1,6 @@
-//! The typed walk of the keys about an attempt's end (issue 35 item 5): `retry_on_exit`,
-//! `retry_max_delay`, `cleanup_timeout` (per unit or in `defaults`) and the top-level
-//! `journal_segment_size`. A child of the schema walk, so it shares its `Walker`.
+//! The typed walk of the keys about an attempt's end: `retries`, and (issue 35 item 5)
+//! `retry_on_exit`, `retry_max_delay`, `cleanup_timeout` (per unit or in `defaults`) and the
+//! top-level `journal_segment_size`. A child of the schema walk, so it shares its `Walker`.
 
 use std::time::Duration;
 
@@ -28,6 +28,41 @@ impl Walker<'_, '_> {
             _ => return false,
         }
         true
+    }
+
+    /// `retries:`: extra attempts after a failure, zero or more.
+    pub(super) fn retries(&mut self, node: &Node, context: &str) -> Option<Sp<u32>> {
+        match node.value {
+            Value::Int(count) if count < 0 => {
+                self.error(
+                    "bad-value",
+                    node.loc,
+                    format!("`retries` {context} must be zero or more, found {count}"),
+                )
+                .hint("`retries` counts the extra attempts after a failure; use 0 for none");
+                None
+            }
+            Value::Int(count) => match u32::try_from(count) {
+                Ok(count) => Some(Sp {
+                    value: count,
+                    loc: node.loc,
+                }),
+                Err(_) => {
+                    self.error(
+                        "bad-value",
+                        node.loc,
+                        format!("`retries` {context} is too large: {count}"),
+                    )
+                    .hint(format!("the largest allowed value is {}", u32::MAX));
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(node, &format!("`retries` {context}"), "a whole number")
+                    .hint("for example `retries: 2`");
+                None
+            }
+        }
     }
 
     /// `retry_on_exit: [N, ...]`: a non-empty list of exit codes 1–255.
