@@ -27,6 +27,7 @@ mod reproduce_isolated;
 mod resources;
 mod resume;
 mod reuse;
+mod retry_keys;
 mod run;
 mod secrets;
 mod signals;
