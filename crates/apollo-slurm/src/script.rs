@@ -19,6 +19,8 @@
 //!
 //! A signal (Slurm's time limit, `scancel --signal=TERM`) is passed on to the running phase;
 //! the wrapper then runs cleanup (if prepare or execute started) and writes its result.
+//! Cleanup runs under coreutils' `timeout` at the unit's `cleanup_timeout` (its line in
+//! `phases` then ends with `timeout`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -124,12 +126,13 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
         run_line(Phase::Execute, &unit.execute)
     );
     if let Some(cleanup) = &unit.cleanup {
-        // Cleanup's own limit (`cleanup_timeout`), kept by a watchdog as apollo-exec keeps it.
+        // Cleanup's own limit (`cleanup_timeout`), kept by coreutils' `timeout` on the node.
         let _ = writeln!(
             script,
-            "if [ \"$ran\" = 1 ]; then\n  limit={} grace={}\n  {} || cleanup_failed=1\n  limit=\nfi",
+            "if [ \"$ran\" = 1 ]; then\n  limit={} limit_ms={} grace={}\n  {} || cleanup_failed=1\n  limit=\nfi",
             seconds(unit.cleanup_timeout),
-            seconds(unit.kill_grace),
+            unit.cleanup_timeout.as_millis(),
+            seconds(unit.kill_grace.max(std::time::Duration::from_millis(1))),
             run_line(Phase::Cleanup, cleanup)
         );
     }
@@ -150,28 +153,20 @@ on_signal() {
 trap 'on_signal 15 TERM' TERM
 trap 'on_signal 2 INT' INT
 trap 'on_signal 10 USR1' USR1
-# watch PID SECONDS GRACE: after SECONDS, note the timeout and SIGTERM PID; SIGKILL it GRACE
-# later. A SIGTERM to the watchdog ends it and its sleep at once.
-watch() {
-  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
-  sleep "$2" & nap=$!; wait "$nap"
-  kill -0 "$1" 2>/dev/null || exit 0
-  : >"$dir/phase_timed_out"
-  kill -TERM "$1" 2>/dev/null
-  sleep "$3" & nap=$!; wait "$nap"
-  kill -KILL "$1" 2>/dev/null
-}
 # run PHASE COMMAND...: run it in the background (so a signal reaches the trap at once), wait
-# for it even across signals, append its line to `phases` (`timeout` at its end when the
-# watchdog of `$limit` stopped it).
+# for it even across signals, append its line to `phases`. With `$limit` set (seconds, and
+# `$limit_ms`), under `timeout`, which stops the command's group at it (SIGTERM, `$grace`,
+# SIGKILL): the line then ends with `timeout`, and a 124 is recorded as the SIGTERM it was.
 run() {
   phase=$1
   shift
   start=$(now)
-  "$@" </dev/null &
+  if [ -n "${limit:-}" ]; then
+    timeout -s TERM -k "$grace" "$limit" "$@" </dev/null &
+  else
+    "$@" </dev/null &
+  fi
   child=$!
-  watchdog=
-  if [ -n "${limit:-}" ]; then watch "$child" "$limit" "$grace" & watchdog=$!; fi
   while :; do
     wait "$child"
     code=$?
@@ -179,10 +174,13 @@ run() {
     break
   done
   child=
-  if [ -n "$watchdog" ]; then kill -TERM "$watchdog" 2>/dev/null; wait "$watchdog"; fi
+  end=$(now)
   mark=
-  if [ -f "$dir/phase_timed_out" ]; then mark=" timeout"; rm -f "$dir/phase_timed_out"; fi
-  echo "$phase $code $start $(now)$mark" >>"$dir/phases"
+  if [ -n "${limit:-}" ] && { [ "$code" = 124 ] || { [ "$code" = 137 ] && [ $((end - start)) -ge "$limit_ms" ]; }; }; then
+    mark=" timeout"
+    if [ "$code" = 124 ]; then code=143; fi
+  fi
+  echo "$phase $code $start $end$mark" >>"$dir/phases"
   return "$code"
 }
 finish() {
