@@ -188,7 +188,7 @@ fn a_foreach_whose_glob_matches_nothing_is_a_warning_in_check_and_run() {
     apollo.config(
         "units:\n  - name: load\n    foreach: {glob: \"data/*.csv\"}\n    execute: echo ${item}\n  - name: report\n    deps: [load]\n    execute: echo report\n",
     );
-    let warning = "`foreach` of unit `load` matches no file (`data/*.csv`)";
+    let warning = "`foreach` of unit `load` matches no file (`data/*.csv`): it has no instances, and its dependent `report` runs without it";
     let check = apollo.args(&["check"]).run();
     check.code(0);
     assert!(check.stderr.contains(warning), "{}", check.stderr);
@@ -202,6 +202,22 @@ fn a_foreach_whose_glob_matches_nothing_is_a_warning_in_check_and_run() {
     run.code(0);
     assert!(!run.stderr.contains(warning), "{}", run.stderr);
     assert!(run.stdout.contains("2 succeeded"), "{}", run.stdout);
+
+    // Where the unit says `allow_empty: false`, an empty match is an error, in `run` too.
+    let mut strict = Apollo::new();
+    strict.config(
+        "units:\n  - name: load\n    foreach: \"data/*.csv\"\n    allow_empty: false\n    execute: echo ${item}\n  - name: report\n    deps: [load]\n    execute: echo report\n",
+    );
+    let error =
+        "`foreach` of unit `load` matches no file (`data/*.csv`), and it says `allow_empty: false`";
+    let check = strict.args(&["check"]).run();
+    check.code(2);
+    assert!(check.stderr.contains(error), "{}", check.stderr);
+    let run = strict.args(&["run"]).run();
+    run.code(2);
+    assert!(run.stderr.contains(error), "{}", run.stderr);
+    strict.file("data/a.csv", "a");
+    strict.args(&["run"]).run().code(0);
 }
 
 /// A run is named by `latest`, `latest~N`, `last-success`, or a unique prefix or suffix of its

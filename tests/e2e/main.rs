@@ -27,6 +27,7 @@ mod replay;
 mod reproduce_isolated;
 mod resources;
 mod resume;
+mod retry_keys;
 mod reuse;
 mod run;
 mod secrets;

@@ -14,6 +14,16 @@ use crate::event::Event;
 /// never the journal.
 pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
 
+/// The size at which a journal starts a new segment when the pipeline does not say
+/// (`journal_segment_size:`).
+pub const DEFAULT_SEGMENT_SIZE: u64 = 64 * 1024 * 1024;
+/// The smallest `journal_segment_size:`: twice the largest record, so a segment always holds
+/// its header and at least one record of any size.
+pub const MIN_SEGMENT_SIZE: u64 = 2 * MAX_RECORD_BYTES as u64;
+/// The largest `journal_segment_size:` (1 GiB): a segment is what `verify` and a resume scan
+/// and what a backup copies as one piece.
+pub const MAX_SEGMENT_SIZE: u64 = 1024 * 1024 * 1024;
+
 /// How a run's journal is made durable (DESIGN §6, §18), recorded in its `run_started`.
 ///
 /// Only [`Durability::Fsync`] keeps the write-ahead rule exactly; it is the default and what a

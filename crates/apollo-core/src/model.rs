@@ -58,6 +58,10 @@ pub struct Pipeline {
     /// table it ran under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::CostTable>,
+    /// The size at which the run's journal starts a new segment (`journal_segment_size:`);
+    /// `None`: the store's default (64 MiB). Left out of definition snapshots when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_segment_size: Option<u64>,
 }
 
 /// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or
@@ -93,6 +97,17 @@ fn default_blob_store_max() -> Option<u64> {
 
 fn is_default_blob_store_max(value: &Option<u64>) -> bool {
     *value == default_blob_store_max()
+}
+
+/// How long a unit's `cleanup` may run when the config does not say.
+pub const DEFAULT_CLEANUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn default_cleanup_timeout() -> Duration {
+    DEFAULT_CLEANUP_TIMEOUT
+}
+
+fn is_default_cleanup_timeout(value: &Duration) -> bool {
+    *value == DEFAULT_CLEANUP_TIMEOUT
 }
 
 /// Slurm jobs in flight at once when the config sets no `max_jobs`.
@@ -155,6 +170,20 @@ pub struct Unit {
     /// Base of the exponential backoff between attempts.
     #[serde(with = "duration_ms")]
     pub retry_delay: Duration,
+    /// Exit codes that make a failed attempt retried (`retry_on_exit: [75, 137]`); empty: any
+    /// failure is. A process killed by signal N counts as exit 128 + N (as the shell says); a
+    /// timeout is not an exit code and follows `retries` alone. Left out of definition
+    /// snapshots when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry_on_exit: Vec<i32>,
+    /// The cap of the exponential backoff (`retry_max_delay:`); `None`: the engine's own cap
+    /// (5 minutes). Left out of definition snapshots when unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "opt_duration_ms"
+    )]
+    pub retry_max_delay: Option<Duration>,
     /// SIGTERM → wait this long → SIGKILL.
     #[serde(with = "duration_ms")]
     pub kill_grace: Duration,
@@ -164,6 +193,15 @@ pub struct Unit {
     pub execute: Command,
     /// Runs after `execute` (or after a failed `prepare`), always, once `prepare` started.
     pub cleanup: Option<Command>,
+    /// Time limit of `cleanup` (`cleanup_timeout:`, default [`DEFAULT_CLEANUP_TIMEOUT`]), apart
+    /// from `timeout`; then its process group gets SIGTERM, `kill_grace`, SIGKILL. Left out of
+    /// definition snapshots at its default.
+    #[serde(
+        default = "default_cleanup_timeout",
+        skip_serializing_if = "is_default_cleanup_timeout",
+        with = "duration_ms"
+    )]
+    pub cleanup_timeout: Duration,
     /// Input file patterns, relative to `base_dir` unless absolute; globs allowed.
     pub inputs: Vec<String>,
     /// Output files, relative to `base_dir` unless absolute.

@@ -160,6 +160,7 @@ fn shape_error(path: &Path, diagnostics: &[Diagnostic]) -> Option<String> {
 const VALID_CONFIGS: &[&str] = &[
     "x-unit: &unit {timeout: 30s, retries: 2}\nname: all\nid: all-1\nmax_parallel: 2\nenv: {TZ: UTC, N: 1, B: true}\ndefaults: {timeout: none, retries: 1, retry_delay: 1s, kill_grace: 500ms, idempotent: true, workdir: .}\nparams:\n  day: {type: date, default: today, description: the day}\n  regions: [eu, us]\n  n: 3\nunits:\n  - name: a\n    <<: *unit\n    prepare: [./a.sh, prepare, 1]\n    execute: ./a.sh ${params.day}\n    cleanup: 'true'\n    inputs: [in/*.csv]\n    outputs: [out/a.csv]\n    env: {A: a}\n    workdir: .\n    idempotent: false\n    retries: 0\n  - name: b\n    deps: [a]\n    foreach: {region: \"${params.regions}\", tier: [x, y]}\n    execute: ./b.sh ${item.region} ${item.tier}\n  - name: c\n    deps: [\"b[eu,x]\"]\n    foreach: [1, 2]\n    timeout: 90\n    when: ${params.n} != 4\n    execute: true\n  - name: d\n    when: {command: test -e x}\n    execute: [./d.sh]\n",
     "cost: {cpu_hour: 0.05, gib_hour: \"0.01\", node_hour: {gpu: 2.5, batch: 1}, currency: EUR}\nunits: [{name: a, execute: 'true'}]\n",
+    "journal_segment_size: 16MiB\ndefaults: {retry_on_exit: [75, 137], retry_max_delay: 10m, cleanup_timeout: 5m}\nunits: [{name: a, execute: 'true', retries: 3, retry_on_exit: [1], cleanup: 'true', cleanup_timeout: 90}]\n",
 ];
 
 /// The schema accepts every config that loads, and rejects every fixture the loader rejects

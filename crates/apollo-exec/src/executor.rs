@@ -25,17 +25,12 @@ use crate::secrets::SecretValues;
 /// use apollo_exec::ExecOptions;
 ///
 /// let options = ExecOptions::default()
-///     .cleanup_timeout(Duration::from_secs(10))
 ///     .direct_exec(false);
 /// assert!(!options.direct_exec);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ExecOptions {
-    /// Time limit of the `cleanup` phase, which does not count against the unit's `timeout`
-    /// (that one covers `prepare` + `execute`). When it passes, cleanup's group gets SIGTERM,
-    /// the unit's `kill_grace`, then SIGKILL. Default: 60 s.
-    pub cleanup_timeout: Duration,
     /// Exec a string command directly, without `/bin/sh -c`, when it has no shell syntax at
     /// all (see the crate docs). Default: `true`.
     pub direct_exec: bool,
@@ -54,7 +49,6 @@ pub struct ExecOptions {
 impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
-            cleanup_timeout: Duration::from_secs(60),
             direct_exec: true,
             name_output_after: Duration::from_millis(100),
             state_dir: None,
@@ -66,12 +60,6 @@ impl ExecOptions {
     /// Running the runs of the state directory `state_dir` (see [`ExecOptions::state_dir`]).
     pub fn state_dir(mut self, state_dir: impl Into<std::path::PathBuf>) -> Self {
         self.state_dir = Some(state_dir.into());
-        self
-    }
-
-    /// With this time limit for the `cleanup` phase.
-    pub fn cleanup_timeout(mut self, cleanup_timeout: Duration) -> Self {
-        self.cleanup_timeout = cleanup_timeout;
         self
     }
 
@@ -296,9 +284,9 @@ impl Executor for ProcessExecutor {
             // already in force when it started.
             if let Some(cleanup) = unit.cleanup.as_ref().filter(|_| !results.is_empty()) {
                 let cleanup_limit = PhaseLimit {
-                    deadline: Instant::now().checked_add(self.options.cleanup_timeout),
-                    length: Some(self.options.cleanup_timeout),
-                    description: "the cleanup limit",
+                    deadline: Instant::now().checked_add(unit.cleanup_timeout),
+                    length: Some(unit.cleanup_timeout),
+                    description: "the unit's `cleanup_timeout`",
                     cancel_baseline: cancel.level(),
                 };
                 stdout_after_execute = None;

@@ -291,10 +291,13 @@ fn hook_unit(
         timeout: Some(hook.timeout),
         retries: 0,
         retry_delay: Duration::ZERO,
+        retry_on_exit: Vec::new(),
+        retry_max_delay: None,
         kill_grace: HOOK_KILL_GRACE,
         prepare: None,
         execute: hook.command.clone(),
         cleanup: None,
+        cleanup_timeout: apollo_core::model::DEFAULT_CLEANUP_TIMEOUT,
         inputs: Vec::new(),
         outputs: Vec::new(),
         env,
@@ -413,6 +416,7 @@ mod tests {
             durability: None,
             sync_interval: None,
             cost: None,
+            journal_segment_size: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod error;
 mod evict;
 mod hooks;
 mod identity;
+mod journal_options;
 mod logs;
 mod mark;
 mod notice;
@@ -26,6 +27,8 @@ mod sweep;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod keys_tests;
+#[cfg(test)]
 mod power_loss_tests;
 #[cfg(test)]
 mod snapshot_keys_tests;
@@ -35,6 +38,7 @@ mod tests;
 pub use error::{ParamDifference, RunnerError};
 pub use hooks::{HOOK_SUMMARY_SCHEMA, HookOutcome};
 pub use identity::pipeline_identity;
+pub use journal_options::pipeline_writer_options;
 pub use mark::{MarkRequest, Marked, PreviousOutcome, mark};
 pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};
@@ -46,5 +50,5 @@ pub use reproduce::{
 };
 pub use select::RunTarget;
 pub use selector::{BadSelector, RunSelector, SelectError};
-pub use session::{Opened, RunSession, pipeline_writer_options};
+pub use session::{Opened, RunSession};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
 /// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
-/// `durability` and `sync_interval`.) (9: units' `log_limit` and `queue_timeout`.)
-const FORMAT: u32 = 9;
+/// `durability` and `sync_interval`.) (9: units' `log_limit` and `queue_timeout`.) (10: units'
+/// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.)
+const FORMAT: u32 = 10;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -163,10 +164,13 @@ struct CachedUnit {
     timeout: Option<std::time::Duration>,
     retries: u32,
     retry_delay: std::time::Duration,
+    retry_on_exit: Vec<i32>,
+    retry_max_delay: Option<std::time::Duration>,
     kill_grace: std::time::Duration,
     prepare: Option<apollo_core::model::Command>,
     execute: apollo_core::model::Command,
     cleanup: Option<apollo_core::model::Command>,
+    cleanup_timeout: std::time::Duration,
     inputs: Vec<String>,
     outputs: Vec<String>,
     env: std::collections::BTreeMap<String, String>,
@@ -189,9 +193,9 @@ macro_rules! every_field {
     ($value:expr, $from:ident => $to:ident) => {
         every_field!(
             $value, $from => $to;
-            name, deps, timeout, retries, retry_delay, kill_grace, prepare, execute, cleanup,
-            inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources,
-            secrets, skip_when, log_limit, queue_timeout
+            name, deps, timeout, retries, retry_delay, retry_on_exit, retry_max_delay, kill_grace,
+            prepare, execute, cleanup, cleanup_timeout, inputs, outputs, env, workdir, idempotent,
+            capture, reuse, executor, resources, secrets, skip_when, log_limit, queue_timeout
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

@@ -58,18 +58,6 @@ impl std::fmt::Debug for RunSession<'_> {
     }
 }
 
-/// The journal's options a pipeline asks for: its `durability:` (default `fsync`) and
-/// `sync_interval:` (default [`apollo_store::DEFAULT_SYNC_INTERVAL`]).
-pub fn pipeline_writer_options(pipeline: &apollo_core::Pipeline) -> WriterOptions {
-    WriterOptions::default()
-        .durability(pipeline.durability.unwrap_or_default())
-        .sync_interval(
-            pipeline
-                .sync_interval
-                .unwrap_or(apollo_store::DEFAULT_SYNC_INTERVAL),
-        )
-}
-
 impl<'a> RunSession<'a> {
     /// A session for the pipeline `loaded` (read from `config_path`, which is recorded in the
     /// run) in the state directory `state_dir` (created if missing). `sweep` kills what units
@@ -93,7 +81,7 @@ impl<'a> RunSession<'a> {
             hook_executor: None,
             target: RunTarget::default(),
             wait_for_lock: false,
-            writer_options: pipeline_writer_options(&loaded.pipeline),
+            writer_options: crate::pipeline_writer_options(&loaded.pipeline),
             keep_going: false,
             on_input_change: OnInputChange::Auto,
             only: Vec::new(),
@@ -132,7 +120,7 @@ impl<'a> RunSession<'a> {
     }
 
     /// How the run's journal is written (durability, injected faults for tests). Replaces the
-    /// options taken from the pipeline (see [`pipeline_writer_options`]).
+    /// options taken from the pipeline (see [`crate::pipeline_writer_options`]).
     pub fn writer_options(mut self, options: WriterOptions) -> Self {
         self.writer_options = options;
         self

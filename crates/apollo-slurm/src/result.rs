@@ -112,6 +112,8 @@ fn parse_phase_line(line: &str, started_ms: u64) -> Option<PhaseOutcome> {
     let code: i32 = words.next()?.parse().ok()?;
     let start: u64 = words.next()?.parse().ok()?;
     let end: u64 = words.next()?.parse().ok()?;
+    // The wrapper's watchdog stopped it (cleanup's `cleanup_timeout`).
+    let timed_out = words.next() == Some("timeout");
     // The shell reports a child killed by signal n as 128 + n.
     let exit = if (129..=128 + 64).contains(&code) {
         ExitStatus::Signal(code - 128)
@@ -123,7 +125,7 @@ fn parse_phase_line(line: &str, started_ms: u64) -> Option<PhaseOutcome> {
         offset: Duration::from_millis(start.saturating_sub(started_ms)),
         wall_time: Duration::from_millis(end.saturating_sub(start)),
         exit: Some(exit),
-        timed_out: false,
+        timed_out,
         leftovers_killed: 0,
         error: None,
     })
@@ -256,7 +258,29 @@ pub(crate) fn outcome_from_files(
             outcome.failed_phase = Some(phase.phase);
         }
     }
+    cleanup_timed_out(&mut outcome);
     outcome
+}
+
+/// A cleanup the wrapper's watchdog stopped at the unit's `cleanup_timeout` times the attempt
+/// out in its cleanup phase, as apollo-exec records it (unless apollo itself stopped it first).
+fn cleanup_timed_out(outcome: &mut AttemptOutcome) {
+    let Some(cleanup) =
+        (outcome.phases.iter()).find(|phase| phase.phase == Phase::Cleanup && phase.timed_out)
+    else {
+        return;
+    };
+    if outcome.timed_out || outcome.status == AttemptStatus::Interrupted {
+        return;
+    }
+    outcome.status = AttemptStatus::TimedOut;
+    outcome.timed_out = true;
+    outcome.failed_phase = Some(Phase::Cleanup);
+    outcome.exit = cleanup.exit;
+    outcome.error = Some(format!(
+        "cleanup timed out after {:?} (the unit's `cleanup_timeout`); its process got SIGTERM, then SIGKILL after the unit's `kill_grace`",
+        cleanup.wall_time
+    ));
 }
 
 fn is_skip(phase: &PhaseOutcome) -> bool {

@@ -19,6 +19,8 @@
 //!
 //! A signal (Slurm's time limit, `scancel --signal=TERM`) is passed on to the running phase;
 //! the wrapper then runs cleanup (if prepare or execute started) and writes its result.
+//! Cleanup runs under coreutils' `timeout` at the unit's `cleanup_timeout` (its line in
+//! `phases` then ends with `timeout`).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -124,9 +126,13 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
         run_line(Phase::Execute, &unit.execute)
     );
     if let Some(cleanup) = &unit.cleanup {
+        // Cleanup's own limit (`cleanup_timeout`), kept by coreutils' `timeout` on the node.
         let _ = writeln!(
             script,
-            "if [ \"$ran\" = 1 ]; then\n  {} || cleanup_failed=1\nfi",
+            "if [ \"$ran\" = 1 ]; then\n  limit={} limit_ms={} grace={}\n  {} || cleanup_failed=1\n  limit=\nfi",
+            seconds(unit.cleanup_timeout),
+            unit.cleanup_timeout.as_millis(),
+            seconds(unit.kill_grace.max(std::time::Duration::from_millis(1))),
             run_line(Phase::Cleanup, cleanup)
         );
     }
@@ -148,12 +154,18 @@ trap 'on_signal 15 TERM' TERM
 trap 'on_signal 2 INT' INT
 trap 'on_signal 10 USR1' USR1
 # run PHASE COMMAND...: run it in the background (so a signal reaches the trap at once), wait
-# for it even across signals, append its line to `phases`.
+# for it even across signals, append its line to `phases`. With `$limit` set (seconds, and
+# `$limit_ms`), under `timeout`, which stops the command's group at it (SIGTERM, `$grace`,
+# SIGKILL): the line then ends with `timeout`, and a 124 is recorded as the SIGTERM it was.
 run() {
   phase=$1
   shift
   start=$(now)
-  "$@" </dev/null &
+  if [ -n "${limit:-}" ]; then
+    timeout -s TERM -k "$grace" "$limit" "$@" </dev/null &
+  else
+    "$@" </dev/null &
+  fi
   child=$!
   while :; do
     wait "$child"
@@ -162,7 +174,13 @@ run() {
     break
   done
   child=
-  echo "$phase $code $start $(now)" >>"$dir/phases"
+  end=$(now)
+  mark=
+  if [ -n "${limit:-}" ] && { [ "$code" = 124 ] || { [ "$code" = 137 ] && [ $((end - start)) -ge "$limit_ms" ]; }; }; then
+    mark=" timeout"
+    if [ "$code" = 124 ]; then code=143; fi
+  fi
+  echo "$phase $code $start $end$mark" >>"$dir/phases"
   return "$code"
 }
 finish() {
@@ -189,6 +207,16 @@ if [ "$ok" != 1 ]; then exit 1; fi
 if [ -n "${cleanup_failed:-}" ] && [ "$status" = 0 ]; then exit 1; fi
 exit "$status"
 "#;
+
+/// A duration as `sleep` takes it: whole seconds, or seconds with milliseconds.
+fn seconds(duration: std::time::Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        (millis / 1000).to_string()
+    } else {
+        format!("{}.{:03}", millis / 1000, millis % 1000)
+    }
+}
 
 /// A command as shell words: a shell string runs under `/bin/sh -c` (as apollo-exec does), an
 /// argument vector is exec'd as written.

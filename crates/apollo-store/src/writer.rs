@@ -116,7 +116,7 @@ impl Default for WriterOptions {
             durability: Durability::Fsync,
             sync_interval: DEFAULT_SYNC_INTERVAL,
             on_sync: None,
-            segment_max_bytes: 64 * 1024 * 1024,
+            segment_max_bytes: apollo_core::journal::DEFAULT_SEGMENT_SIZE,
             faults: FaultPlan::default(),
             clock: None,
         }

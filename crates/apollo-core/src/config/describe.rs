@@ -64,6 +64,8 @@ pub(crate) enum Shape {
     Secrets,
     /// The price table: `{cpu_hour, gib_hour, node_hour: {PARTITION: price}, currency}`.
     Cost,
+    /// A non-empty list of exit codes, 1 to 255.
+    ExitCodes,
 }
 
 /// One key of a section.
@@ -104,95 +106,8 @@ pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] 
     names
 }
 
-/// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 19] = [
-    key(
-        "name",
-        Shape::Text,
-        "The pipeline's name; defaults to the file stem.",
-    ),
-    key(
-        "id",
-        Shape::Text,
-        "The pipeline's identity in its state directory, instead of its name and config path.",
-    ),
-    key("defaults", Shape::Defaults, "Settings every unit inherits."),
-    key(
-        "max_parallel",
-        Shape::Count { minimum: 1 },
-        "How many units run at once; default: the number of CPUs.",
-    ),
-    key(
-        "env",
-        Shape::Env,
-        "Environment variables merged under each unit's env.",
-    ),
-    key("units", Shape::Units, "The units, in order."),
-    key(
-        "params",
-        Shape::Params,
-        "Typed run parameters, used as ${params.NAME} (in a shell command quoted for its place; ${params.NAME:raw} unquoted, at your risk) and received by the units using them as APOLLO_PARAM_NAME; set with `apollo run -p NAME=VALUE`.",
-    ),
-    key(
-        "include",
-        Shape::Include,
-        "Other pipeline files whose units, defaults, env and params join this one.",
-    ),
-    key(
-        "on_failure",
-        Shape::Hook,
-        "Runs once when a run fails or stops for a human's verdict (APOLLO_RUN_ID, APOLLO_RUN_STATUS, APOLLO_FAILED_UNITS, APOLLO_SUMMARY_JSON).",
-    ),
-    key("on_success", Shape::Hook, "Runs once when a run succeeds."),
-    key(
-        "on_finish",
-        Shape::Hook,
-        "Runs once when a run ends, whatever its status.",
-    ),
-    key(
-        "max_cpus",
-        Shape::Count { minimum: 1 },
-        "CPUs the local executor may use at once (sum of the running units' `cpus`); default: the machine's.",
-    ),
-    key(
-        "max_memory",
-        Shape::Memory,
-        "Memory the local executor may use at once (sum of the running units' `memory`); default: the machine's.",
-    ),
-    key(
-        "max_jobs",
-        Shape::Count { minimum: 1 },
-        "Slurm jobs in flight at once (default 100), beside the `max_parallel` local units.",
-    ),
-    key(
-        "blob_store_max",
-        Shape::SizeLimit,
-        "When a run ends with the state directory's blob store over this size (default 20GiB), the captures of the oldest runs are evicted first, never those of the latest run of each pipeline; `none` for no limit.",
-    ),
-    key(
-        "durability",
-        Shape::Durability,
-        "How the run's journal is made durable: `fsync` (the default) syncs every record before acting on it; `batched` writes at once and syncs within `sync_interval`, strictly before an `idempotent: false` or Slurm unit starts (a power loss may cost the last interval's records: their idempotent units run again). `apollo run --durability` wins over it.",
-    ),
-    key(
-        "sync_interval",
-        Shape::Duration,
-        "Under `durability: batched`, how long a record may stay unsynced (default 10ms).",
-    ),
-    key(
-        "secrets",
-        Shape::Secrets,
-        "Secrets by name and source ({env: VAR}, {file: PATH} or {command: ...}), read when a run starts; a unit lists those it receives (`secrets: [NAME]`) and gets each as an environment variable. Values are never written down.",
-    ),
-    key(
-        "cost",
-        Shape::Cost,
-        "Prices that turn each attempt's recorded use into money: `cpu_hour`, `gib_hour` (local: largest resident set; Slurm: memory requested), `node_hour: {PARTITION: price}` (Slurm), `currency`. Without it no cost is shown.",
-    ),
-];
-
 /// `defaults:`.
-pub(crate) const DEFAULTS: [Key; 12] = [
+pub(crate) const DEFAULTS: [Key; 15] = [
     key(
         "timeout",
         Shape::Timeout,
@@ -253,10 +168,25 @@ pub(crate) const DEFAULTS: [Key; 12] = [
         Shape::SizeLimit,
         "The most each of an attempt's stdout and stderr files keeps (at least 4KiB; default none): past it the head and the last part, with a line saying how much was cut. The unit is never stopped.",
     ),
+    key(
+        "retry_on_exit",
+        Shape::ExitCodes,
+        "Retry only failures with these exit codes (killed by signal N counts as 128 + N); a timeout follows `retries` alone. Default: any failure.",
+    ),
+    key(
+        "retry_max_delay",
+        Shape::Duration,
+        "Cap of the exponential backoff between attempts (default 5m); each delay is spread by ±20% jitter.",
+    ),
+    key(
+        "cleanup_timeout",
+        Shape::Duration,
+        "Time limit of cleanup, apart from `timeout` (default 60s); then its process group gets SIGTERM, `kill_grace`, SIGKILL.",
+    ),
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 24] = [
+pub(crate) const UNIT: [Key; 28] = [
     required(
         "name",
         Shape::Text,
@@ -309,6 +239,11 @@ pub(crate) const UNIT: [Key; 24] = [
         "Fan-out: one instance name[item] per item of a list, a list param or a glob, or per combination of a mapping of lists; ${item} / ${item.KEY}.",
     ),
     key(
+        "allow_empty",
+        Shape::Bool,
+        "With a `foreach` glob: `false` makes a glob that matches no file an error; by default it is a warning naming the unit and its dependents, which run without it.",
+    ),
+    key(
         "when",
         Shape::When,
         "Run only if: an expression decided at load (${params.region} == \"eu\"), or {command: ...} run at the start of execute. A false expression: apollo skips the unit (nothing of it runs); a false command: the unit skips itself (exit 77).",
@@ -319,6 +254,9 @@ pub(crate) const UNIT: [Key; 24] = [
     DEFAULTS[9],
     DEFAULTS[10],
     DEFAULTS[11],
+    DEFAULTS[12],
+    DEFAULTS[13],
+    DEFAULTS[14],
     key(
         "acknowledge",
         Shape::List,
@@ -442,6 +380,8 @@ pub(crate) fn shape_schema(shape: Shape) -> Value {
             {"type": "null"}
         ]}),
         Shape::Cost => super::schema::cost_json_schema(),
+        Shape::ExitCodes => json!({"type": "array", "minItems": 1,
+            "items": {"type": "integer", "minimum": 1, "maximum": 255}}),
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),
             {"type": "object",
@@ -515,6 +455,9 @@ pub fn json_schema() -> Value {
     });
     schema
 }
+
+mod top_level;
+pub(crate) use top_level::TOP_LEVEL;
 
 #[cfg(test)]
 mod tests;

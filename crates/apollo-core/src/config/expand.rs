@@ -94,6 +94,7 @@ pub(crate) fn expand(
         return (expander.diagnostics, reads);
     }
     let units = std::mem::take(&mut spec.units);
+    let dependents = items::dependents_of_fanouts(&units);
     let mut expanded: Vec<UnitSpec> = Vec::with_capacity(units.len());
     for (position, mut unit) in units.into_iter().enumerate() {
         let (Some(foreach), Some(name)) = (unit.foreach.take(), unit.name.clone()) else {
@@ -102,7 +103,8 @@ pub(crate) fn expand(
             continue;
         };
         let template_label = unit.label(position);
-        let Some(items) = expander.items(&foreach, &template_label) else {
+        let empty = items::EmptyRule::of(&unit, &name.value, &dependents);
+        let Some(items) = expander.items(&foreach, &template_label, &empty) else {
             continue;
         };
         let mut names = Vec::with_capacity(items.len());
@@ -150,12 +152,10 @@ pub(crate) fn expand(
     expander.resolve_deps(&mut expanded, &fanouts);
     expander.check_folders(&expanded, &fanouts);
     spec.units = expanded;
-    let diagnostics = expander.diagnostics;
-    (diagnostics, reads)
+    (expander.diagnostics, reads)
 }
 
-/// What an expansion read besides the config: the names of the environment variables looked
-/// up, and each `foreach` glob with what it matched.
+/// What an expansion read besides the config: env variables looked up, each glob's matches.
 #[derive(Default)]
 pub(crate) struct Reads {
     pub(crate) env: std::cell::RefCell<std::collections::BTreeSet<String>>,

@@ -38,6 +38,22 @@ pub(crate) struct Instance {
 }
 
 impl Walker<'_, '_> {
+    /// `allow_empty` is about a `foreach`: on a unit without one it is an error.
+    pub(super) fn allow_empty_needs_foreach(
+        &mut self,
+        unit: &super::schema::UnitSpec,
+        label: &str,
+    ) {
+        if let (Some(allow_empty), None) = (&unit.allow_empty, &unit.foreach) {
+            self.error(
+                "bad-value",
+                allow_empty.loc,
+                format!("`allow_empty` of {label} is about a `foreach`, and it has none"),
+            )
+            .hint("remove `allow_empty`, or add the `foreach` whose glob may match no file");
+        }
+    }
+
     pub(super) fn foreach(&mut self, node: &Node, label: &str) -> Option<Sp<Foreach>> {
         let what = format!("`foreach` of {label}");
         let foreach = match &node.value {

@@ -237,6 +237,9 @@ pub(crate) fn merge(
     defaults.capture_max_file = defaults.capture_max_file.take().or(from.capture_max_file);
     defaults.reuse = defaults.reuse.take().or(from.reuse);
     defaults.log_limit = defaults.log_limit.take().or(from.log_limit);
+    defaults.retry_on_exit = defaults.retry_on_exit.take().or(from.retry_on_exit);
+    defaults.retry_max_delay = defaults.retry_max_delay.take().or(from.retry_max_delay);
+    defaults.cleanup_timeout = defaults.cleanup_timeout.take().or(from.cleanup_timeout);
     main.blob_store_max = main.blob_store_max.take().or(included.blob_store_max);
     main.cost = main.cost.take().or(included.cost);
     // A hook of the including file wins over an included file's hook of the same kind.

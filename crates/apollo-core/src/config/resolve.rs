@@ -80,6 +80,13 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 s.retry_delay.as_ref().map(|d| d.value)
             })
             .unwrap_or(DEFAULT_RETRY_DELAY),
+            retry_on_exit: inherit(settings, defaults, |s| {
+                s.retry_on_exit.as_ref().map(|codes| codes.value.clone())
+            })
+            .unwrap_or_default(),
+            retry_max_delay: inherit(settings, defaults, |s| {
+                s.retry_max_delay.as_ref().map(|d| d.value)
+            }),
             kill_grace: inherit(settings, defaults, |s| {
                 s.kill_grace.as_ref().map(|d| d.value)
             })
@@ -87,6 +94,10 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
             prepare: unit.prepare.map(|command| command.value),
             execute: execute.value,
             cleanup: unit.cleanup.map(|command| command.value),
+            cleanup_timeout: inherit(settings, defaults, |s| {
+                s.cleanup_timeout.as_ref().map(|d| d.value)
+            })
+            .unwrap_or(crate::model::DEFAULT_CLEANUP_TIMEOUT),
             inputs: unit.inputs.into_iter().map(|input| input.value).collect(),
             outputs,
             env,
@@ -154,6 +165,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         durability: spec.durability.as_ref().map(|durability| durability.value),
         sync_interval: (spec.sync_interval.as_ref()).map(|interval| interval.value),
         cost: spec.cost.map(|cost| cost.value),
+        journal_segment_size: spec.journal_segment_size.map(|size| size.value),
     }
 }
 

@@ -15,6 +15,7 @@ mod cost;
 mod durability;
 mod limits;
 mod resources;
+mod retry;
 
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
@@ -67,6 +68,8 @@ pub(crate) struct Spec {
     pub(crate) sync_interval: Option<Sp<Duration>>,
     /// `cost:`: the price table (issue 40).
     pub(crate) cost: Option<Sp<crate::cost::CostTable>>,
+    /// `journal_segment_size:`: where the run's journal starts a new segment.
+    pub(crate) journal_segment_size: Option<Sp<u64>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -87,6 +90,10 @@ pub(crate) struct Settings {
     pub(crate) resources: Option<Sp<ResourcesSpec>>,
     /// `log_limit:`; `Some(None)` is an explicit `none`.
     pub(crate) log_limit: Option<Sp<Option<u64>>>,
+    /// `retry_on_exit:`, `retry_max_delay:` and `cleanup_timeout:` (see `schema/retry.rs`).
+    pub(crate) retry_on_exit: Option<Sp<Vec<i32>>>,
+    pub(crate) retry_max_delay: Option<Sp<Duration>>,
+    pub(crate) cleanup_timeout: Option<Sp<Duration>>,
 }
 
 /// A unit's own settings: most units set none, so an unset block takes one word, not the
@@ -109,6 +116,9 @@ static NO_SETTINGS: Settings = Settings {
     executor: None,
     resources: None,
     log_limit: None,
+    retry_on_exit: None,
+    retry_max_delay: None,
+    cleanup_timeout: None,
 };
 
 impl UnitSettings {
@@ -146,6 +156,8 @@ pub(crate) struct UnitSpec {
     /// `foreach:`: the unit is a template for instances `name[key]` (expanded in `expand.rs`).
     /// Boxed, as the two below: few units have one, and every unit pays for the space.
     pub(crate) foreach: Option<Box<Sp<super::fanout::Foreach>>>,
+    /// `allow_empty: false`: a `foreach` glob that matches no file is an error, not a warning.
+    pub(crate) allow_empty: Option<Sp<bool>>,
     /// `when:`: the condition under which the unit runs (applied in `expand.rs`).
     pub(crate) when: Option<Box<super::when::When>>,
     /// The instance key (`eu`, `eu,a`) once expanded from a `foreach` unit.
@@ -313,7 +325,12 @@ impl Walker<'_, '_> {
     fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
         let main_only = matches!(
             key,
-            "name" | "id" | "max_parallel" | "durability" | "sync_interval"
+            "name"
+                | "id"
+                | "max_parallel"
+                | "durability"
+                | "sync_interval"
+                | "journal_segment_size"
         );
         if main_only {
             self.error(
@@ -375,6 +392,7 @@ impl Walker<'_, '_> {
                 "secrets" => spec.secrets = self.secrets(value),
                 "durability" => spec.durability = self.durability(value),
                 "cost" => spec.cost = self.cost(value),
+                "journal_segment_size" => spec.journal_segment_size = self.segment_size(value),
                 "sync_interval" => {
                     spec.sync_interval = self.duration(value, key, "at the top level");
                 }
@@ -563,7 +581,9 @@ impl Walker<'_, '_> {
             "executor" => settings.executor = self.executor(value, context),
             "resources" => settings.resources = self.resources(value, context),
             "log_limit" => settings.log_limit = self.log_limit(value, context),
-            _ => {}
+            _ => {
+                self.retry_setting(settings, key, value, context);
+            }
         }
     }
 
@@ -585,40 +605,6 @@ impl Walker<'_, '_> {
             _ => {
                 self.wrong_type(node, "`max_parallel`", "a whole number")
                     .hint("for example `max_parallel: 4`");
-                None
-            }
-        }
-    }
-
-    fn retries(&mut self, node: &Node, context: &str) -> Option<Sp<u32>> {
-        match node.value {
-            Value::Int(count) if count < 0 => {
-                self.error(
-                    "bad-value",
-                    node.loc,
-                    format!("`retries` {context} must be zero or more, found {count}"),
-                )
-                .hint("`retries` counts the extra attempts after a failure; use 0 for none");
-                None
-            }
-            Value::Int(count) => match u32::try_from(count) {
-                Ok(count) => Some(Sp {
-                    value: count,
-                    loc: node.loc,
-                }),
-                Err(_) => {
-                    self.error(
-                        "bad-value",
-                        node.loc,
-                        format!("`retries` {context} is too large: {count}"),
-                    )
-                    .hint(format!("the largest allowed value is {}", u32::MAX));
-                    None
-                }
-            },
-            _ => {
-                self.wrong_type(node, &format!("`retries` {context}"), "a whole number")
-                    .hint("for example `retries: 2`");
                 None
             }
         }
@@ -1031,6 +1017,7 @@ impl Walker<'_, '_> {
             outputs: Vec::new(),
             env: BTreeMap::new(),
             foreach: None,
+            allow_empty: None,
             when: None,
             instance: None,
             acknowledge: Vec::new(),
@@ -1074,10 +1061,12 @@ impl Walker<'_, '_> {
                     unit.secrets = self.string_list(value, &format!("`secrets` of {label}"));
                 }
                 "foreach" => unit.foreach = self.foreach(value, &label).map(Box::new),
+                "allow_empty" => unit.allow_empty = self.boolean(value, key, &context),
                 "when" => unit.when = self.when(value, &label).map(Box::new),
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),
             }
         }
+        self.allow_empty_needs_foreach(&unit, &label);
         // A misspelt key was already reported with its suggestion: do not also say it is missing.
         if !name_seen && !suggested.contains(&"name") {
             self.error(

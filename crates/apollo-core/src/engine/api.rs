@@ -48,8 +48,8 @@ pub struct EngineOptions {
     pub on_input_change: OnInputChange,
     /// Run only these units and whatever of their upstream is not done. `None`: every unit.
     pub only: Option<Vec<String>>,
-    /// The longest wait between two attempts of a unit (the backoff doubles up to this, or up
-    /// to the unit's `retry_delay` when that is longer).
+    /// The longest wait between two attempts of a unit that sets no `retry_max_delay` (the
+    /// backoff doubles up to this, or up to the unit's `retry_delay` when that is longer).
     pub max_retry_delay: Duration,
     /// Where declared files' bytes are kept as they are hashed (the blob store; see
     /// [`crate::capture`]). `None`: only hashes and manifests are recorded.

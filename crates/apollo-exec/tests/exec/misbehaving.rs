@@ -270,7 +270,7 @@ fn the_timeout_covers_prepare_and_names_it() {
 fn cleanup_has_its_own_limit() {
     let mut fixture = Fixture::new("true");
     fixture.unit.cleanup = Some(Command::Shell("exec sleep 1000".to_owned()));
-    fixture.options.cleanup_timeout = Duration::from_millis(300);
+    fixture.unit.cleanup_timeout = Duration::from_millis(300);
     let outcome = fixture.run();
     assert_eq!(outcome.status, AttemptStatus::TimedOut, "{outcome:?}");
     assert_eq!(outcome.failed_phase, Some(Phase::Cleanup));
@@ -280,7 +280,8 @@ fn cleanup_has_its_own_limit() {
             .error
             .as_deref()
             .unwrap()
-            .starts_with("cleanup timed out after 300ms (the cleanup limit)")
+            .starts_with("cleanup timed out after 300ms (the unit's `cleanup_timeout`)"),
+        "{outcome:?}"
     );
 }
 

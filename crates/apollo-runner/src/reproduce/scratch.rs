@@ -95,5 +95,6 @@ pub(super) fn alone_in(
         durability: None,
         sync_interval: None,
         cost: definition.cost.clone(),
+        journal_segment_size: definition.journal_segment_size,
     }
 }

@@ -10,6 +10,7 @@
 mod support;
 
 mod arrays;
+mod cleanup;
 mod fake_cluster;
 mod limits;
 mod secrets;

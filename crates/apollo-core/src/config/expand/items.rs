@@ -1,12 +1,60 @@
 //! The items of a `foreach`: a list, a list param, a glob, or the product of a mapping of
 //! those (an empty glob is a warning, never silent).
 
+use std::collections::HashMap;
+
 use super::Expander;
 use crate::config::fanout::{Axis, Foreach, glob_items, glob_key, key_of, product};
 use crate::config::interpolate::{Item, Place};
 use crate::config::params::render;
-use crate::config::schema::Sp;
+use crate::config::schema::{Sp, UnitSpec};
 use crate::diagnostic::Loc;
+
+/// What a `foreach` glob that matches no file is: a warning naming the unit's dependents
+/// (they run without it), or with `allow_empty: false` an error.
+pub(super) struct EmptyRule<'a> {
+    pub(super) allowed: bool,
+    /// The units whose `deps` name the fan-out or one of its instances, in config order.
+    pub(super) dependents: &'a [String],
+}
+
+impl<'a> EmptyRule<'a> {
+    /// The rule of the fan-out `unit` named `name`, given every fan-out's dependents.
+    pub(super) fn of(
+        unit: &UnitSpec,
+        name: &str,
+        dependents: &'a HashMap<String, Vec<String>>,
+    ) -> Self {
+        EmptyRule {
+            allowed: unit.allow_empty.as_ref().is_none_or(|allow| allow.value),
+            dependents: dependents.get(name).map_or(&[][..], Vec::as_slice),
+        }
+    }
+}
+
+/// Each fan-out's dependents (units whose `deps` name it or one of its instances), by the
+/// fan-out's name, in config order.
+pub(super) fn dependents_of_fanouts(units: &[UnitSpec]) -> HashMap<String, Vec<String>> {
+    let fanouts: Vec<&str> = units
+        .iter()
+        .filter(|unit| unit.foreach.is_some())
+        .filter_map(|unit| unit.name.as_ref().map(|name| name.value.as_str()))
+        .collect();
+    let mut dependents: HashMap<String, Vec<String>> = HashMap::new();
+    for unit in units {
+        let Some(name) = &unit.name else { continue };
+        for dep in &unit.deps {
+            let base = dep.value.split('[').next().unwrap_or_default();
+            if fanouts.contains(&base) {
+                let list = dependents.entry(base.to_owned()).or_default();
+                if !list.contains(&name.value) {
+                    list.push(name.value.clone());
+                }
+            }
+        }
+    }
+    dependents
+}
 
 impl Expander<'_, '_> {
     /// The items of a `foreach`, each with where it is written when it is one list item, or
@@ -15,10 +63,11 @@ impl Expander<'_, '_> {
         &mut self,
         foreach: &Sp<Foreach>,
         label: &str,
+        empty: &EmptyRule<'_>,
     ) -> Option<Vec<(Item, Option<Loc>)>> {
         match &foreach.value {
             Foreach::Single(axis) => {
-                let values = self.axis(axis, label)?;
+                let values = self.axis(axis, label, empty)?;
                 let locs: Vec<Loc> = match axis {
                     Axis::List(items) => items.iter().map(|item| item.loc).collect(),
                     Axis::Text(_) => Vec::new(),
@@ -42,7 +91,7 @@ impl Expander<'_, '_> {
                 let mut expanded = Vec::with_capacity(axes.len());
                 let mut failed = false;
                 for (name, axis) in axes {
-                    match self.axis(axis, label) {
+                    match self.axis(axis, label, empty) {
                         Some(values) => expanded.push((name.value.clone(), values)),
                         None => failed = true,
                     }
@@ -68,7 +117,12 @@ impl Expander<'_, '_> {
     }
 
     /// One axis's (key, value) pairs.
-    fn axis(&mut self, axis: &Axis, label: &str) -> Option<Vec<(String, String)>> {
+    fn axis(
+        &mut self,
+        axis: &Axis,
+        label: &str,
+        empty: &EmptyRule<'_>,
+    ) -> Option<Vec<(String, String)>> {
         let what = format!("in `foreach` of {label}");
         let scope = self.scope(None, None, None);
         match axis {
@@ -128,20 +182,13 @@ impl Expander<'_, '_> {
                 }
                 match matched {
                     Ok(items) if items.is_empty() => {
-                        // Not an error (a folder may be empty on a quiet day), but never
-                        // silent: the unit vanishes from the run and its dependents go on.
-                        self.push(
-                            self.source
-                                .warning(
-                                    "foreach-empty",
-                                    text.loc,
-                                    format!(
-                                        "`foreach` of {label} matches no file (`{}`): it has no instances, and the units that depend on it run without it",
-                                        pattern.value
-                                    ),
-                                )
-                                .with_hint("check the pattern and that its files exist when the run starts (paths are relative to the config's folder)"),
-                        );
+                        self.push(empty_glob(
+                            self.source,
+                            text.loc,
+                            label,
+                            &pattern.value,
+                            empty,
+                        ));
                         Some(Vec::new())
                     }
                     Ok(items) => Some(
@@ -167,5 +214,46 @@ impl Expander<'_, '_> {
                 }
             }
         }
+    }
+}
+
+/// The diagnostic of a `foreach` glob that matches no file (see [`EmptyRule`]).
+fn empty_glob(
+    source: &crate::diagnostic::SourceFile<'_>,
+    loc: Loc,
+    label: &str,
+    pattern: &str,
+    empty: &EmptyRule<'_>,
+) -> crate::diagnostic::Diagnostic {
+    let dependents = match empty.dependents {
+        [] => "no unit depends on it".to_owned(),
+        [one] => format!("its dependent `{one}` runs without it"),
+        many => format!(
+            "its dependents {} run without it",
+            many.iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let check = "check the pattern and that its files exist when the run starts (paths are relative to the config's folder)";
+    if empty.allowed {
+        // Not an error (a folder may be empty on a quiet day), but never silent.
+        source
+            .warning(
+                "foreach-empty",
+                loc,
+                format!("`foreach` of {label} matches no file (`{pattern}`): it has no instances, and {dependents}"),
+            )
+            .with_hint(format!("{check}; write `allow_empty: false` on the unit to make this an error"))
+    } else {
+        source
+            .error(
+                "foreach-empty",
+                loc,
+                format!("`foreach` of {label} matches no file (`{pattern}`), and it says `allow_empty: false`"),
+            )
+            .with_note(format!("without it the unit would have no instances, and {dependents}"))
+            .with_hint(check)
     }
 }

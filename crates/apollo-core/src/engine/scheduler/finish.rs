@@ -12,7 +12,7 @@ use crate::engine::hasher;
 use crate::engine::observer::{HeldNotice, Observer};
 use crate::engine::policy;
 use crate::engine::record::{self, first_line};
-use crate::engine::retry::backoff;
+use crate::engine::retry::{backoff, retried_exit};
 use crate::engine::units::State;
 use crate::engine::workers::{Done, FromWorker};
 use crate::event::{
@@ -288,10 +288,17 @@ impl Scheduler<'_> {
                     awaits_verdict: !unit.idempotent
                         && awaits_verdict(Some((status, outcome.exit)), !outcome.phases.is_empty()),
                 };
-                let retries_left =
-                    slot.attempts_here <= unit.retries && policy::may_retry(unit, status);
+                // A timeout is apollo's limit, not the unit's exit: `retries` alone decides it.
+                let retries_left = slot.attempts_here <= unit.retries
+                    && policy::may_retry(unit, status)
+                    && (status == AttemptStatus::TimedOut || retried_exit(unit, outcome.exit));
                 if retries_left && !self.stop_starting && !self.cancel.is_cancelled() {
-                    let delay = backoff(unit, slot.attempts_here, self.options.max_retry_delay);
+                    let delay = backoff(
+                        unit,
+                        slot.attempts_here,
+                        self.options.max_retry_delay,
+                        &self.options.run_id,
+                    );
                     self.retries.schedule(unit_idx, Instant::now() + delay);
                     slot.last_failure = Some(failure);
                     slot.state = State::RetryWait;

@@ -41,10 +41,13 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         timeout: None,
         retries: 0,
         retry_delay: Duration::ZERO,
+        retry_on_exit: Vec::new(),
+        retry_max_delay: None,
         kill_grace: Duration::from_secs(1),
         prepare: None,
         execute: Command::Shell(format!("run {name}")),
         cleanup: None,
+        cleanup_timeout: crate::model::DEFAULT_CLEANUP_TIMEOUT,
         inputs: vec![],
         outputs: vec![],
         env: BTreeMap::new(),
@@ -72,6 +75,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         durability: None,
         sync_interval: None,
         cost: None,
+        journal_segment_size: None,
     }
 }
 

@@ -126,6 +126,34 @@ fn a_failed_attempt_is_retried_as_a_new_attempt() {
 }
 
 #[test]
+fn retry_on_exit_retries_only_listed_codes_and_timeouts_follow_retries() {
+    let mut picky = unit("picky", &[]);
+    picky.retries = 5;
+    picky.retry_on_exit = vec![75];
+    let pipeline = pipeline(vec![picky], 1);
+    let mut journal = SharedJournal::default();
+    // 1: exit 75 (listed) → retried; 2: timed out → retried (`retries` decides); 3: exit 1
+    // (not listed) → fails for good, though retries are left.
+    let executor = FakeExecutor::new(&journal, |_, attempt, _| match attempt {
+        1 => (AttemptStatus::Failed, Some(ExitStatus::Code(75))),
+        2 => (AttemptStatus::TimedOut, Some(ExitStatus::Signal(15))),
+        _ => fail(),
+    });
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &CancelToken::new(),
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Failed));
+    let attempts: Vec<u32> = executor.ran().into_iter().map(|(_, n)| n).collect();
+    assert_eq!(attempts, vec![1, 2, 3]);
+}
+
+#[test]
 fn a_unit_that_skips_itself_satisfies_its_dependents() {
     let pipeline = pipeline(vec![unit("branch", &[]), unit("after", &["branch"])], 1);
     let mut journal = SharedJournal::default();
