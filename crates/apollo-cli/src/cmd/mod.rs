@@ -14,6 +14,7 @@ pub(crate) mod man;
 pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
+pub(crate) mod bisect;
 pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod runs;
@@ -50,6 +51,7 @@ pub(crate) fn dispatch(
         Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
         Command::Diff(args) => diff::diff(&args, state_dir, stdout, stderr),
         Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),
+        Command::Bisect(args) => bisect::run(&args, state_dir, stdout, stderr),
         Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
         Command::Logs(args) => logs::logs(&args, state_dir, stdout, stderr),
         Command::Verify(args) => verify::run(&args, state_dir, stdout, stderr),

@@ -95,7 +95,7 @@ pub(crate) fn run(
 }
 
 /// apollo-exec's private mounts as the runner's isolation, or why there are none.
-struct ReadOnlyProject(Result<PrivateMounts, IsolationError>);
+pub(crate) struct ReadOnlyProject(pub(crate) Result<PrivateMounts, IsolationError>);
 
 impl Isolation for ReadOnlyProject {
     fn read_only(&self, project: &Path, writable: &[&Path]) -> Result<(), String> {
