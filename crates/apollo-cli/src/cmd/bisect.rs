@@ -77,14 +77,13 @@ pub(crate) fn run(
         .into_dir(args.into.clone())
         .allow_side_effects(args.allow_side_effects);
     let plan = apollo_runner::plan_bisect(&request).map_err(runner_error)?;
-    let secrets = SecretValues::read_for(plan.units(), plan.project()).map_err(|error| {
-        CliError::Usage {
+    let secrets =
+        SecretValues::read_for(plan.units(), plan.project()).map_err(|error| CliError::Usage {
             message: format!(
                 "{error}
   = help: nothing was run; make the secret available from its source, then bisect again"
             ),
-        }
-    })?;
+        })?;
     let text = args.format == TableFormat::Text;
     if text {
         render_plan(&plan, stdout, stderr).map_err(output)?;
@@ -173,7 +172,11 @@ fn applied_list(applied: &[usize]) -> String {
     list.join(" ")
 }
 
-fn render_step(plan: &BisectPlan, step: &BisectStep, stdout: &mut dyn Write) -> std::io::Result<()> {
+fn render_step(
+    plan: &BisectPlan,
+    step: &BisectStep,
+    stdout: &mut dyn Write,
+) -> std::io::Result<()> {
     let all = step.applied.len() == plan.changes().len() && !step.applied.is_empty();
     writeln!(
         stdout,
@@ -219,7 +222,12 @@ fn render_answer(
                 bisection.unit
             )?;
             for &index in found {
-                writeln!(stdout, "  [{}] {}", index + 1, bisection.changes[index].describe())?;
+                writeln!(
+                    stdout,
+                    "  [{}] {}",
+                    index + 1,
+                    bisection.changes[index].describe()
+                )?;
             }
             Ok(())
         }

@@ -4,6 +4,7 @@
 //! Adding a command: a new `cmd/<name>.rs` with its `Args` struct and `run` function, one
 //! variant in `cli::Command`, one arm in [`dispatch`].
 
+pub(crate) mod bisect;
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod diff;
@@ -14,7 +15,6 @@ pub(crate) mod man;
 pub(crate) mod mark;
 pub(crate) mod prune;
 pub(crate) mod replay;
-pub(crate) mod bisect;
 pub(crate) mod reproduce;
 pub(crate) mod run;
 pub(crate) mod runs;

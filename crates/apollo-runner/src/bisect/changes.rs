@@ -67,8 +67,9 @@ impl Change {
     /// For people: `file data/input.csv (4f5e2a1b… → 9a1b07c3…)`.
     pub fn describe(&self) -> String {
         let short = |hash: &Option<String>| {
-            hash.as_deref()
-                .map_or("absent".to_owned(), |h| format!("{}…", &h[..h.len().min(8)]))
+            hash.as_deref().map_or("absent".to_owned(), |h| {
+                format!("{}…", &h[..h.len().min(8)])
+            })
         };
         let value = |value: &Option<String>| {
             value
@@ -163,8 +164,8 @@ impl BisectPlan {
 /// [`RunnerError::Bisect`] naming what stands in the way; the state directory's errors.
 pub fn plan_bisect(request: &BisectRequest) -> Result<BisectPlan, RunnerError> {
     let attempt = |run: &RunId, unit: &str| {
-        let reproduce = ReproduceRequest::new(&request.state_dir, run.clone(), unit)
-            .allow_side_effects(true);
+        let reproduce =
+            ReproduceRequest::new(&request.state_dir, run.clone(), unit).allow_side_effects(true);
         prepare(&reproduce).map_err(|error| match error {
             RunnerError::Reproduce { problem, .. } => {
                 request.refused(format!("unit `{unit}` in run {run}: {problem}"))
@@ -183,8 +184,7 @@ pub fn plan_bisect(request: &BisectRequest) -> Result<BisectPlan, RunnerError> {
     }
     path.push(target);
     for unit in &path {
-        if !(unit.good.unit.idempotent && unit.bad.unit.idempotent) && !request.allow_side_effects
-        {
+        if !(unit.good.unit.idempotent && unit.bad.unit.idempotent) && !request.allow_side_effects {
             return Err(request.refused(format!(
                 "unit `{}` is `idempotent: false`: each step runs it again, and what it does \
                  outside its files (a charge, a mail, a deploy) happens again",
@@ -194,9 +194,7 @@ pub fn plan_bisect(request: &BisectRequest) -> Result<BisectPlan, RunnerError> {
     }
     let project = path[path.len() - 1].bad.project.clone();
     let state = StateDir::open_existing(&request.state_dir)?;
-    let rebuilt: BTreeSet<String> = (path.iter().rev().skip(1))
-        .flat_map(produced)
-        .collect();
+    let rebuilt: BTreeSet<String> = (path.iter().rev().skip(1)).flat_map(produced).collect();
     let files = Files::of(&path, &rebuilt, &project, &mut notes);
     let mut changes = files.changes();
     changes.extend(definition_changes(&path));
@@ -289,7 +287,13 @@ fn ancestors(
 fn produced(unit: &PathUnit) -> Vec<String> {
     [&unit.good, &unit.bad]
         .into_iter()
-        .flat_map(|side| side.recorded.outputs.get(&side.attempt).into_iter().flatten())
+        .flat_map(|side| {
+            side.recorded
+                .outputs
+                .get(&side.attempt)
+                .into_iter()
+                .flatten()
+        })
         .map(|file| file.path.clone())
         .collect()
 }
@@ -317,7 +321,13 @@ impl Files {
         };
         for unit in path {
             for (side, map) in [(&unit.good, &mut files.good), (&unit.bad, &mut files.bad)] {
-                for file in side.recorded.inputs.get(&side.attempt).into_iter().flatten() {
+                for file in side
+                    .recorded
+                    .inputs
+                    .get(&side.attempt)
+                    .into_iter()
+                    .flatten()
+                {
                     if rebuilt.contains(&file.path) {
                         continue;
                     }
@@ -476,12 +486,15 @@ fn check_blobs(plan: &BisectPlan) -> Result<(), RunnerError> {
             _ => None,
         })
         .collect();
-    let needed = (plan.good_files.values().map(|file| (file, &plan.request.good)))
-        .chain(
-            (plan.bad_files.values())
-                .filter(|file| changed.contains(file.path.as_str()))
-                .map(|file| (file, &plan.request.bad)),
-        );
+    let needed = (plan
+        .good_files
+        .values()
+        .map(|file| (file, &plan.request.good)))
+    .chain(
+        (plan.bad_files.values())
+            .filter(|file| changed.contains(file.path.as_str()))
+            .map(|file| (file, &plan.request.bad)),
+    );
     let mut problems = Vec::new();
     for (file, run) in needed {
         if let Some(reason) = &file.not_captured {

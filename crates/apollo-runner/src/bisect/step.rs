@@ -79,7 +79,14 @@ impl<'p> Steps<'p> {
         let state = self.plan.state.path();
         let state = state.canonicalize().unwrap_or_else(|_| state.to_path_buf());
         let project = (self.plan.project.canonicalize()).unwrap_or(self.plan.project.clone());
-        isolation.read_only(&project, &[&self.root, &state]).err()
+        // A scratch folder inside the state directory is writable with it (one mount: a file
+        // restored from the blob store is renamed into place within one mount).
+        let writable: Vec<&Path> = if self.root.starts_with(&state) {
+            vec![&state]
+        } else {
+            vec![&self.root, &state]
+        };
+        isolation.read_only(&project, &writable).err()
     }
 
     /// Runs one step with the changes `applied` on top of GOOD's inputs.
@@ -89,7 +96,10 @@ impl<'p> Steps<'p> {
         let number = self.taken.len() + 1;
         let scratch = self.root.join(format!("step-{number}"));
         let io = |what: &str, path: &Path, error: std::io::Error| {
-            request.refused(format!("step {number}: cannot {what} {}: {error}", path.display()))
+            request.refused(format!(
+                "step {number}: cannot {what} {}: {error}",
+                path.display()
+            ))
         };
         fs::create_dir_all(&scratch).map_err(|error| io("create", &scratch, error))?;
         let blobs = BlobStore::open_existing(plan.state.path().join("blobs"));
@@ -107,7 +117,13 @@ impl<'p> Steps<'p> {
             units.push(self.compose(unit, applied, &scratch));
             // The folders its recorded outputs were in existed when it ran.
             for side in [&unit.good, &unit.bad] {
-                for output in side.recorded.outputs.get(&side.attempt).into_iter().flatten() {
+                for output in side
+                    .recorded
+                    .outputs
+                    .get(&side.attempt)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(parent) = Path::new(&output.path).parent() {
                         let folder = scratch.join(parent);
                         fs::create_dir_all(&folder)
@@ -178,7 +194,11 @@ impl<'p> Steps<'p> {
         let name = unit.name();
         let concerns = |index: &usize| {
             let change = &self.plan.changes[*index];
-            change.units.iter().any(|u| u == name).then_some(&change.kind)
+            change
+                .units
+                .iter()
+                .any(|u| u == name)
+                .then_some(&change.kind)
         };
         let changes: Vec<&ChangeKind> = applied.iter().filter_map(concerns).collect();
         let command = (changes.iter()).any(|kind| matches!(kind, ChangeKind::Command { .. }));
@@ -241,7 +261,10 @@ impl<'p> Steps<'p> {
                 ),
             )
         } else {
-            (false, format!("differs from GOOD's: {}", differing.join(", ")))
+            (
+                false,
+                format!("differs from GOOD's: {}", differing.join(", ")),
+            )
         }
     }
 
