@@ -342,7 +342,8 @@ pub fn reproduce_isolated(
             },
             durability: request.durability,
         };
-        let (run_id, statuses) = scratch_run.run(&state, &pipeline, executor, cancel)?;
+        let mut lock = state.lock(false)?;
+        let (run_id, statuses) = scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
         let status = statuses.first().copied();
         let status = (run_id, status.unwrap_or(AttemptStatus::Interrupted));
         let outputs = compare_outputs(

@@ -8,6 +8,7 @@ use apollo_core::capture::FileEntry;
 use apollo_store::{BlobStore, RunId, StateDir};
 
 use super::BisectRequest;
+use super::definition::definition_changes;
 use crate::error::RunnerError;
 use crate::reproduce::{Prepared, ReproduceRequest, inside, prepare};
 
@@ -61,6 +62,9 @@ pub struct Change {
     pub kind: ChangeKind,
     /// The units it concerns (the bisected unit, or upstream units with `--upstream`).
     pub units: Vec<String>,
+    /// For a param: the units whose command has its value interpolated (`${params.x}`),
+    /// which it changes too when applied.
+    pub(super) interpolated: Vec<String>,
 }
 
 impl Change {
@@ -90,7 +94,12 @@ impl Change {
             }
             ChangeKind::Command { good, bad } => format!("command ({good:?} → {bad:?})"),
         };
-        format!("{what} of {}", self.units.join(", "))
+        let interpolated = if self.interpolated.is_empty() {
+            ""
+        } else {
+            ", in the command too"
+        };
+        format!("{what} of {}{interpolated}", self.units.join(", "))
     }
 }
 
@@ -365,116 +374,11 @@ impl Files {
                         bad,
                     },
                     units: readers.clone(),
+                    interpolated: Vec::new(),
                 })
             })
             .collect()
     }
-}
-
-/// The params, env and command changes of the units on `path`: a param or variable that
-/// changed for several units is one change.
-fn definition_changes(path: &[PathUnit]) -> Vec<Change> {
-    let mut variables: BTreeMap<(bool, String), Change> = BTreeMap::new();
-    let mut commands = Vec::new();
-    for unit in path {
-        let (good, bad) = (&unit.good.unit, &unit.bad.unit);
-        let names: BTreeSet<&String> = good.env.keys().chain(bad.env.keys()).collect();
-        for name in names {
-            let (was, now) = (good.env.get(name).cloned(), bad.env.get(name).cloned());
-            if was == now {
-                continue;
-            }
-            let param = name.strip_prefix("APOLLO_PARAM_").is_some();
-            let change = (variables.entry((param, name.clone()))).or_insert_with(|| Change {
-                kind: if param {
-                    ChangeKind::Param {
-                        name: param_name(unit, name),
-                        variable: name.clone(),
-                        good: was,
-                        bad: now,
-                    }
-                } else {
-                    ChangeKind::Env {
-                        name: name.clone(),
-                        good: was,
-                        bad: now,
-                    }
-                },
-                units: Vec::new(),
-            });
-            change.units.push(unit.name().to_owned());
-        }
-        if let Some(kind) = command_change(good, bad) {
-            commands.push(Change {
-                kind,
-                units: vec![unit.name().to_owned()],
-            });
-        }
-    }
-    // Params first, then env (the map's order: `false` < `true` puts env first).
-    let (params, env): (Vec<_>, Vec<_>) =
-        (variables.into_iter()).partition(|((param, _), _)| *param);
-    (params.into_iter().chain(env))
-        .map(|(_, change)| change)
-        .chain(commands)
-        .collect()
-}
-
-/// The param whose variable is `variable`, as either run's params name it.
-fn param_name(unit: &PathUnit, variable: &str) -> String {
-    let names = (unit.good.recorded.params.keys()).chain(unit.bad.recorded.params.keys());
-    for name in names {
-        let candidate: String = (name.chars())
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        if variable.strip_prefix("APOLLO_PARAM_") == Some(candidate.as_str()) {
-            return name.clone();
-        }
-    }
-    variable.to_owned()
-}
-
-/// How the two definitions differ but for their env: the command, else the keys.
-fn command_change(good: &apollo_core::Unit, bad: &apollo_core::Unit) -> Option<ChangeKind> {
-    let without_env = |unit: &apollo_core::Unit| {
-        let mut value = serde_json::to_value(unit).unwrap_or_default();
-        if let Some(object) = value.as_object_mut() {
-            object.remove("env");
-        }
-        value
-    };
-    let (was, now) = (without_env(good), without_env(bad));
-    if was == now {
-        return None;
-    }
-    let show = |unit: &apollo_core::Unit| {
-        let commands = [&unit.prepare, &Some(unit.execute.clone()), &unit.cleanup];
-        (commands.into_iter().flatten())
-            .map(apollo_core::Command::display)
-            .collect::<Vec<_>>()
-            .join(" ; ")
-    };
-    let (good_shown, bad_shown) = (show(good), show(bad));
-    if good_shown != bad_shown {
-        return Some(ChangeKind::Command {
-            good: good_shown,
-            bad: bad_shown,
-        });
-    }
-    let keys: Vec<String> = (was.as_object().into_iter().flatten())
-        .filter(|(key, value)| now.get(key.as_str()) != Some(value))
-        .map(|(key, _)| key.clone())
-        .collect();
-    Some(ChangeKind::Command {
-        good: format!("definition ({})", keys.join(", ")),
-        bad: format!("BAD's {}", keys.join(", ")),
-    })
 }
 
 /// Every file a step may restore is captured and its blob is in the store.

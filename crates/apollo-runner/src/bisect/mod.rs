@@ -28,6 +28,7 @@ use apollo_core::{CancelToken, Executor};
 use apollo_store::{Durability, RunId};
 
 mod changes;
+mod definition;
 mod search;
 mod step;
 

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use apollo_core::capture::FileEntry;
 use apollo_core::event::{AttemptStatus, RunKind, RunReproduces};
 use apollo_core::{CancelToken, Executor};
-use apollo_store::BlobStore;
+use apollo_store::{BlobStore, StateLock};
 
 use super::changes::{BisectPlan, ChangeKind, PathUnit};
+use super::definition::substitute;
 use super::{BisectStep, Check};
 use crate::error::RunnerError;
 use crate::reproduce::{Isolation, ScratchRun, alone_in, compare_outputs};
@@ -24,6 +25,8 @@ pub(super) struct Steps<'p> {
     root: PathBuf,
     temporary: bool,
     taken: Vec<BisectStep>,
+    /// The state directory's lock, held from the first step to the last.
+    lock: StateLock,
 }
 
 impl<'p> Steps<'p> {
@@ -34,6 +37,7 @@ impl<'p> Steps<'p> {
         cancel: &'p CancelToken,
     ) -> Result<Self, RunnerError> {
         let request = &plan.request;
+        let lock = plan.state.lock(false)?;
         let (root, temporary) = match &request.into {
             Some(into) => {
                 if fs::read_dir(into).is_ok_and(|mut entries| entries.next().is_some()) {
@@ -64,6 +68,7 @@ impl<'p> Steps<'p> {
         };
         let root = root.canonicalize().unwrap_or(root);
         Ok(Self {
+            lock,
             plan,
             executor,
             check,
@@ -148,8 +153,13 @@ impl<'p> Steps<'p> {
             },
             durability: request.durability,
         };
-        let (run_id, statuses) =
-            scratch_run.run(&plan.state, &pipeline, self.executor, self.cancel)?;
+        let (run_id, statuses) = scratch_run.run(
+            &plan.state,
+            &mut self.lock,
+            &pipeline,
+            self.executor,
+            self.cancel,
+        )?;
         let status = (statuses.last().copied()).unwrap_or(AttemptStatus::Interrupted);
         let verdict = match self.check {
             Some(check) => check
@@ -205,9 +215,22 @@ impl<'p> Steps<'p> {
         let side = if command { &unit.bad } else { &unit.good };
         let mut composed = side.unit.clone();
         composed.env = unit.good.unit.env.clone();
-        for kind in changes {
-            let variable = match kind {
+        for &index in applied {
+            let change = &self.plan.changes[index];
+            if !change.units.iter().any(|u| u == name) {
+                continue;
+            }
+            let variable = match &change.kind {
                 ChangeKind::Env { name, .. } => name.clone(),
+                ChangeKind::Param {
+                    variable,
+                    good: Some(was),
+                    bad: Some(now),
+                    ..
+                } if change.interpolated.iter().any(|u| u == name) => {
+                    substitute(&mut composed, was, now);
+                    variable.clone()
+                }
                 ChangeKind::Param { variable, .. } => variable.clone(),
                 _ => continue,
             };

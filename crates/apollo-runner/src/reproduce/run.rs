@@ -4,7 +4,9 @@
 use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
 use apollo_core::event::{AttemptStatus, Event, RunKind, RunReproduces, RunStarted};
 use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
-use apollo_store::{BlobStore, Durability, JournalWriter, RunId, StateDir, WriterOptions};
+use apollo_store::{
+    BlobStore, Durability, JournalWriter, RunId, StateDir, StateLock, WriterOptions,
+};
 
 use super::Recorded;
 use crate::error::RunnerError;
@@ -23,25 +25,27 @@ pub(crate) struct ScratchRun<'r> {
 }
 
 impl ScratchRun<'_> {
-    /// Writes the run (under the state directory's lock) and runs the engine on `pipeline`:
+    /// Writes the run (under the state directory's lock, `lock`: held by the caller across
+    /// a bisect's steps, so no helper process of a step's attempt that outlives it for an
+    /// instant holds it against the next) and runs the engine on `pipeline`:
     /// the run's id and each of its units' status, in `pipeline`'s order (`interrupted` for
     /// one that never ended: cut off, or not run because an upstream unit failed).
     pub(crate) fn run(
         &self,
         state: &StateDir,
+        lock: &mut StateLock,
         pipeline: &Pipeline,
         executor: &dyn Executor,
         cancel: &CancelToken,
     ) -> Result<(RunId, Vec<AttemptStatus>), RunnerError> {
-        let mut lock = state.lock(false)?;
-        let definition_hash = state.put_blob_streamed(&lock, None, |out| {
+        let definition_hash = state.put_blob_streamed(lock, None, |out| {
             crate::session::write_definition_snapshot(pipeline, out)
         })?;
         let run_id = state.new_run_id();
         let run_dir = state.create_run(&run_id)?;
         let options = WriterOptions::default().durability(self.durability);
         let mut journal = JournalWriter::create(run_dir.path(), run_id.as_str(), options)?;
-        journal.watch_lock(&lock)?;
+        journal.watch_lock(lock)?;
         let recorded = self.recorded;
         let original_identity =
             (recorded.identity.clone()).unwrap_or_else(|| recorded.pipeline.clone());

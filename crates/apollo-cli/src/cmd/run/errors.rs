@@ -28,7 +28,12 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
         error @ RunnerError::Bisect { .. } => CliError::Usage {
             message: format!(
                 "{error}
-  = help: `apollo show RUN UNIT` lists an attempt's inputs; `--allow-side-effects` runs an `idempotent: false` unit all the same"
+  = help: {}",
+                if error.to_string().contains("`idempotent: false`") {
+                    "nothing was run; `--allow-side-effects` runs it all the same"
+                } else {
+                    "nothing more was run; `apollo show RUN UNIT` lists what an attempt recorded"
+                }
             ),
         },
         error @ RunnerError::MissingRun { .. } => CliError::CorruptRun {
