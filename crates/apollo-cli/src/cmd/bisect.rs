@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apollo_core::CancelToken;
-use apollo_exec::{ClientCommand, ExecOptions, PrivateMounts, ProcessExecutor, SecretValues};
+use apollo_exec::{ClientCommand, ExecOptions, PrivateMounts, ProcessExecutor};
 use apollo_runner::{
     BisectOutcome, BisectPlan, BisectRequest, BisectStep, Bisection, Check, CheckVerdict,
 };
 
 use crate::cmd::replay::TableFormat;
-use crate::cmd::reproduce::ReadOnlyProject;
+use crate::cmd::reproduce::{ReadOnlyProject, secrets_for};
 use crate::cmd::run::runner_error;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
@@ -77,13 +77,7 @@ pub(crate) fn run(
         .into_dir(args.into.clone())
         .allow_side_effects(args.allow_side_effects);
     let plan = apollo_runner::plan_bisect(&request).map_err(runner_error)?;
-    let secrets =
-        SecretValues::read_for(plan.units(), plan.project()).map_err(|error| CliError::Usage {
-            message: format!(
-                "{error}
-  = help: nothing was run; make the secret available from its source, then bisect again"
-            ),
-        })?;
+    let secrets = secrets_for(plan.units(), plan.project(), "bisect")?;
     let text = args.format == TableFormat::Text;
     if text {
         render_plan(&plan, stdout, stderr).map_err(output)?;

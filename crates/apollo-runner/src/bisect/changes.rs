@@ -193,7 +193,8 @@ pub fn plan_bisect(request: &BisectRequest) -> Result<BisectPlan, RunnerError> {
     }
     path.push(target);
     for unit in &path {
-        if !(unit.good.unit.idempotent && unit.bad.unit.idempotent) && !request.allow_side_effects {
+        let idempotent = unit.good.unit.idempotent && unit.bad.unit.idempotent;
+        if !(idempotent || request.allow_side_effects) {
             return Err(request.refused(format!(
                 "unit `{}` is `idempotent: false`: each step runs it again, and what it does \
                  outside its files (a charge, a mail, a deploy) happens again",

@@ -162,6 +162,8 @@ impl<'p> Steps<'p> {
         )?;
         let status = (statuses.last().copied()).unwrap_or(AttemptStatus::Interrupted);
         let verdict = match self.check {
+            // Stopped by a signal: not judged (the search stops).
+            _ if self.cancel.is_cancelled() => (false, "interrupted".to_owned()),
             Some(check) => check
                 .check(&scratch)
                 .map(|verdict| (verdict.good, format!("check: {}", verdict.detail)))
