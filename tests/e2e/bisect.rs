@@ -70,6 +70,9 @@ fn the_one_file_change_that_flips_the_output_is_named_among_four_changes() {
         .unwrap()
         .count();
     assert_eq!(tmp, 0, "the scratch trees are removed");
+    let mode = std::fs::metadata(apollo.path(".apollo/tmp")).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::mode(&mode.permissions());
+    assert_eq!(mode & 0o077, 0, "private, as the state directory: {mode:o}");
 
     // Each step is a run of kind `bisect`: `runs` marks it, `latest` never names it, and
     // `stats` leaves it out unless asked.

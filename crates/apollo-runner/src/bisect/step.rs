@@ -51,7 +51,13 @@ impl<'p> Steps<'p> {
             // Under the state directory (never the project), private, under a random name.
             None => {
                 let tmp = plan.state.path().join("tmp");
-                let made = fs::create_dir_all(&tmp).and_then(|()| {
+                // Private, as everything apollo makes in the state directory (DESIGN §18).
+                let made = std::os::unix::fs::DirBuilderExt::mode(
+                    fs::DirBuilder::new().recursive(true),
+                    0o700,
+                )
+                .create(&tmp)
+                .and_then(|()| {
                     tempfile::Builder::new()
                         .prefix(&format!("bisect-{}-", request.unit))
                         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
