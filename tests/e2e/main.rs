@@ -6,6 +6,7 @@
 mod support;
 
 mod agreement;
+mod bisect;
 mod capture;
 mod cost;
 mod counts;

@@ -91,6 +91,9 @@ pub(crate) enum Command {
     /// Re-run one recorded attempt with the inputs it had then, in a scratch directory, and compare its outputs
     #[command(after_long_help = Exit::help_table())]
     Reproduce(cmd::reproduce::ReproduceArgs),
+    /// Find which input change between a good and a bad run flipped a unit's output: changes tried in halves, in scratch trees
+    #[command(after_long_help = Exit::help_table())]
+    Bisect(cmd::bisect::BisectArgs),
     /// Show a run's summary (every unit's state), or one unit's attempts: outcome, phases, hashes, log paths
     Show(cmd::show::ShowArgs),
     /// Print the captured stdout (or stderr) of a unit's attempt or of every unit, or follow a running attempt (-f)

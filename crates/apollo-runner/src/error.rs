@@ -155,6 +155,19 @@ pub enum RunnerError {
         /// What stands in the way.
         problem: String,
     },
+    /// A bisect cannot start, or one of its steps cannot be built (an input whose blob is
+    /// gone, a unit that must not run twice, no attempt of the unit in a run…).
+    #[error("cannot bisect unit `{unit}` between runs {good} and {bad}: {problem}")]
+    Bisect {
+        /// The run where the unit's output was as wanted.
+        good: RunId,
+        /// The run where it was not.
+        bad: RunId,
+        /// The unit.
+        unit: String,
+        /// What stands in the way.
+        problem: String,
+    },
     /// A verdict names a unit of which the run has no record.
     #[error("run {run} has no record of unit `{unit}`: only a unit that started can be marked")]
     UnitNotStarted {

@@ -4,6 +4,7 @@
 // everything else is safe code.
 #![deny(unsafe_code)]
 
+mod bisect;
 mod error;
 mod evict;
 mod hooks;
@@ -35,6 +36,10 @@ mod snapshot_keys_tests;
 #[cfg(test)]
 mod tests;
 
+pub use bisect::{
+    BisectOutcome, BisectPlan, BisectRequest, BisectStep, Bisection, Change, ChangeKind, Check,
+    CheckVerdict, bisect, plan_bisect,
+};
 pub use error::{ParamDifference, RunnerError};
 pub use hooks::{HOOK_SUMMARY_SCHEMA, HookOutcome};
 pub use identity::pipeline_identity;

@@ -19,28 +19,26 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use apollo_core::capture::FileEntry;
-use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
-use apollo_core::event::{AttemptStatus, Event, FileSide, RunReproduces, RunStarted, UnitFiles};
-use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
-use apollo_store::{
-    BlobStore, Durability, JournalReader, JournalWriter, ReadOptions, RunId, StateDir,
-    WriterOptions, read_files_manifest,
-};
+use apollo_core::event::{AttemptStatus, Event, FileSide, RunReproduces, UnitFiles};
+use apollo_core::{CancelToken, Executor};
+use apollo_store::{BlobStore, Durability, JournalReader, ReadOptions, RunId, read_files_manifest};
 
 mod compare;
 mod isolation;
 mod prepare;
+mod run;
 mod scratch;
 
-use compare::compare_outputs;
+pub(crate) use compare::compare_outputs;
 pub use isolation::{Isolation, NoIsolation};
 use prepare::refused;
 pub use prepare::reproduced_unit;
-use prepare::{Prepared, prepare};
-use scratch::{alone_in, recorded_inputs, scratch_dir};
+pub(crate) use prepare::{Prepared, prepare};
+pub(crate) use run::ScratchRun;
+pub(crate) use scratch::alone_in;
+use scratch::{recorded_inputs, scratch_dir};
 
 use crate::error::RunnerError;
-use crate::logs::RunLogs;
 
 /// The largest recorded and reproduced output shown as a unified diff when they differ.
 pub const MAX_DIFF_BYTES: u64 = 64 * 1024;
@@ -211,20 +209,23 @@ impl Reproduction {
 
 /// What the original run's journal says about the attempt.
 #[derive(Default)]
-pub(super) struct Recorded {
-    identity: Option<String>,
-    pipeline: String,
-    config_path: String,
+pub(crate) struct Recorded {
+    pub(crate) identity: Option<String>,
+    pub(crate) pipeline: String,
+    pub(crate) config_path: String,
     /// The original run's params (their values are in its definition snapshot already).
-    params: BTreeMap<String, serde_json::Value>,
+    pub(crate) params: BTreeMap<String, serde_json::Value>,
     /// The definition snapshot in effect when each attempt started.
-    definition_of_attempt: BTreeMap<u32, String>,
-    status_of_attempt: BTreeMap<u32, AttemptStatus>,
-    inputs: BTreeMap<u32, Vec<FileEntry>>,
-    outputs: BTreeMap<u32, Vec<FileEntry>>,
+    pub(crate) definition_of_attempt: BTreeMap<u32, String>,
+    pub(crate) status_of_attempt: BTreeMap<u32, AttemptStatus>,
+    pub(crate) inputs: BTreeMap<u32, Vec<FileEntry>>,
+    pub(crate) outputs: BTreeMap<u32, Vec<FileEntry>>,
 }
 
-fn read_recorded(run_dir: &Path, unit: &str) -> Result<Recorded, apollo_store::StoreError> {
+pub(crate) fn read_recorded(
+    run_dir: &Path,
+    unit: &str,
+) -> Result<Recorded, apollo_store::StoreError> {
     let mut recorded = Recorded::default();
     let mut definition = String::new();
     for record in JournalReader::open(run_dir, ReadOptions::default())? {
@@ -325,14 +326,26 @@ pub fn reproduce_isolated(
         // outputs are among its restored inputs.
         unit.workdir = scratch_workdir;
         unit.deps.clear();
-        let pipeline = alone_in(&definition, &unit, &scratch);
+        let pipeline = alone_in(&definition, vec![unit.clone()], &scratch);
         let state_path = state.path().canonicalize();
         let state_path = state_path.as_deref().unwrap_or(state.path());
         let project = project.canonicalize().unwrap_or_else(|_| project.clone());
         let not_isolated = isolation.read_only(&project, &[&scratch, state_path]).err();
-        let status = run_reproduction(
-            &state, request, &recorded, attempt, &pipeline, &scratch, executor, cancel,
-        )?;
+        let scratch_run = ScratchRun {
+            kind: apollo_core::event::RunKind::Reproduction,
+            recorded: &recorded,
+            reproduces: RunReproduces {
+                run: request.run.to_string(),
+                unit: request.unit.clone(),
+                attempt,
+                scratch: scratch.display().to_string(),
+            },
+            durability: request.durability,
+        };
+        let mut lock = state.lock(false)?;
+        let (run_id, statuses) = scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
+        let status = statuses.first().copied();
+        let status = (run_id, status.unwrap_or(AttemptStatus::Interrupted));
         let outputs = compare_outputs(
             &state,
             &unit,
@@ -370,7 +383,7 @@ pub fn reproduce_isolated(
 }
 
 /// `path` relative to `project`, when it is inside it (lexically: no `..` climbing out).
-fn inside(project: &Path, path: &Path) -> Option<PathBuf> {
+pub(crate) fn inside(project: &Path, path: &Path) -> Option<PathBuf> {
     let relative = path.strip_prefix(project).ok()?;
     let mut depth = 0usize;
     for component in relative.components() {
@@ -440,81 +453,6 @@ fn materialise_inputs(
         });
     }
     Ok(notes)
-}
-
-/// Writes the reproduction's run (under the state directory's lock) and runs the engine on
-/// `pipeline`: its one unit's status.
-#[allow(clippy::too_many_arguments, reason = "one private call site")]
-fn run_reproduction(
-    state: &StateDir,
-    request: &ReproduceRequest,
-    recorded: &Recorded,
-    attempt: u32,
-    pipeline: &Pipeline,
-    scratch: &Path,
-    executor: &dyn Executor,
-    cancel: &CancelToken,
-) -> Result<(RunId, AttemptStatus), RunnerError> {
-    let mut lock = state.lock(false)?;
-    let definition_hash = state.put_blob_streamed(&lock, None, |out| {
-        crate::session::write_definition_snapshot(pipeline, out)
-    })?;
-    let run_id = state.new_run_id();
-    let run_dir = state.create_run(&run_id)?;
-    let options = WriterOptions::default().durability(request.durability);
-    let mut journal = JournalWriter::create(run_dir.path(), run_id.as_str(), options)?;
-    journal.watch_lock(&lock)?;
-    let original_identity =
-        (recorded.identity.clone()).unwrap_or_else(|| recorded.pipeline.clone());
-    journal.append_batch(&[
-        Event::RunStarted(RunStarted {
-            run_id: run_id.to_string(),
-            pipeline: pipeline.name.clone(),
-            config_path: recorded.config_path.clone(),
-            // What a reproduction runs is the snapshot itself.
-            config_hash: definition_hash.clone(),
-            definition_hash,
-            apollo_version: env!("CARGO_PKG_VERSION").to_owned(),
-            host: String::new(),
-            pid: std::process::id(),
-            units: vec![request.unit.clone()],
-            identity: Some(format!("reproduce:{original_identity}")),
-            params: recorded.params.clone(),
-            run_kind: apollo_core::event::RunKind::Reproduction,
-            durability: request.durability,
-        }),
-        Event::RunReproduces(RunReproduces {
-            run: request.run.to_string(),
-            unit: request.unit.clone(),
-            attempt,
-            scratch: scratch.display().to_string(),
-        }),
-    ])?;
-    lock.set_run(&run_id)?;
-    let blobs = BlobStore::open(state.path().join("blobs"), request.durability)?;
-    let options = EngineOptions::new(run_id.as_str(), pipeline).capture(std::sync::Arc::new(blobs));
-    let logs = RunLogs { run: run_dir };
-    let report = engine::run(
-        pipeline,
-        &PriorState::empty(),
-        &options,
-        &mut journal,
-        executor,
-        &logs,
-        cancel,
-        &mut NoObserver,
-    )
-    .map_err(|source| RunnerError::Engine {
-        run: run_id.clone(),
-        source,
-    })?;
-    let status = match report.units.first().map(|(_, result)| result) {
-        Some(UnitResult::Succeeded { .. }) => AttemptStatus::Succeeded,
-        Some(UnitResult::SelfSkipped { .. }) => AttemptStatus::Skipped,
-        Some(UnitResult::Failed { .. }) => AttemptStatus::Failed,
-        _ => AttemptStatus::Interrupted,
-    };
-    Ok((run_id, status))
 }
 
 /// The note for an input that was not restored from the blob store, for people:

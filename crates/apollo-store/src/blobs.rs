@@ -24,9 +24,9 @@
 //! The engine reaches the store through apollo-core's [`BlobSink`] seam; other programs use
 //! [`BlobStore::put_file`] and [`BlobStore::restore`].
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +49,9 @@ use crate::safe_dir::{Access, Dir};
 /// The mode of a stored blob: immutable, and the owner's only.
 pub(crate) const BLOB_MODE: u32 = 0o400;
 use crate::writer::Durability;
+
+mod restore_temp;
+use restore_temp::RestoreTemp;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -665,85 +668,6 @@ fn check_name(sha256: &str) -> Result<(), StoreError> {
         Err(StoreError::invalid(format!(
             "`{sha256}` is not a SHA-256 hash (64 lowercase hex digits)"
         )))
-    }
-}
-
-/// The temporary file a restore writes before renaming it into place. In `blobs/tmp` when
-/// that is on the destination's filesystem (the usual case: the state directory inside the
-/// project), so a SIGKILL mid-restore leaves it where the next run's sweep removes it, never
-/// in the user's output folder (issue 36: 30 kills left 1.5 GB of `.big.bin.apollo-*` there,
-/// and a folder output counted them as outputs). Elsewhere beside the destination, named
-/// `.NAME.apollo-restore-XXXXXXXX`.
-struct RestoreTemp {
-    file: File,
-    /// For messages, and for the rename and removal when beside the destination.
-    path: PathBuf,
-    /// `blobs/tmp` and the file's name there, when it is in the store.
-    in_store: Option<(Dir, String)>,
-}
-
-impl RestoreTemp {
-    fn create(store: &BlobStore, parent: &Path, dest: &Path) -> Result<Self, StoreError> {
-        use std::os::unix::fs::MetadataExt;
-        let flags = rustix::fs::OFlags::RDWR
-            | rustix::fs::OFlags::CREATE
-            | rustix::fs::OFlags::EXCL
-            | rustix::fs::OFlags::NOFOLLOW
-            | rustix::fs::OFlags::CLOEXEC;
-        let private = rustix::fs::Mode::from_raw_mode(0o600);
-        let parent_device = fs::metadata(parent).map(|meta| meta.dev());
-        if let (Ok(tmp), Ok(parent_device)) = (store.folder("tmp"), parent_device)
-            && rustix::fs::fstat(tmp.fd()).is_ok_and(|stat| stat.st_dev == parent_device)
-        {
-            let name = format!("restore-{}", random_hex(8));
-            let path = tmp.path().join(&name);
-            let fd = rustix::fs::openat(tmp.fd(), name.as_str(), flags, private)
-                .map_err(|errno| StoreError::io("create", &path, errno.into()))?;
-            return Ok(Self {
-                file: File::from(fd),
-                path,
-                in_store: Some((tmp, name)),
-            });
-        }
-        let file_name = dest
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let path = parent.join(format!(".{file_name}.apollo-restore-{}", random_hex(4)));
-        let file = OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| StoreError::io("create", &path, source))?;
-        Ok(Self {
-            file,
-            path,
-            in_store: None,
-        })
-    }
-
-    fn rename_to(&self, dest: &Path) -> Result<(), StoreError> {
-        match &self.in_store {
-            Some((tmp, name)) => {
-                rustix::fs::renameat(tmp.fd(), name.as_str(), rustix::fs::CWD, dest)
-                    .map_err(|errno| StoreError::io("rename into", dest, errno.into()))
-            }
-            None => fs::rename(&self.path, dest)
-                .map_err(|source| StoreError::io("rename into", dest, source)),
-        }
-    }
-
-    fn remove(&self) {
-        match &self.in_store {
-            Some((tmp, name)) => {
-                let _ = tmp.remove_file(name);
-            }
-            None => {
-                let _ = fs::remove_file(&self.path);
-            }
-        }
     }
 }
 

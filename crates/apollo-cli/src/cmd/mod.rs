@@ -4,6 +4,7 @@
 //! Adding a command: a new `cmd/<name>.rs` with its `Args` struct and `run` function, one
 //! variant in `cli::Command`, one arm in [`dispatch`].
 
+pub(crate) mod bisect;
 pub(crate) mod check;
 pub(crate) mod completions;
 pub(crate) mod diff;
@@ -50,6 +51,7 @@ pub(crate) fn dispatch(
         Command::Replay(args) => replay::replay(&args, state_dir, stdout, stderr),
         Command::Diff(args) => diff::diff(&args, state_dir, stdout, stderr),
         Command::Reproduce(args) => reproduce::run(&args, state_dir, stdout, stderr),
+        Command::Bisect(args) => bisect::run(&args, state_dir, stdout, stderr),
         Command::Show(args) => show::show(&args, state_dir, stdout, stderr),
         Command::Logs(args) => logs::logs(&args, state_dir, stdout, stderr),
         Command::Verify(args) => verify::run(&args, state_dir, stdout, stderr),

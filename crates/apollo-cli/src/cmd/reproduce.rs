@@ -70,14 +70,7 @@ pub(crate) fn run(
     // The secrets the unit receives, from the sources its definition recorded, read now as a
     // run reads them when it starts (and never written down).
     let (unit, project) = apollo_runner::reproduced_unit(&request).map_err(runner_error)?;
-    let secrets = SecretValues::read_for(std::iter::once(&unit), &project).map_err(|error| {
-        CliError::Usage {
-            message: format!(
-                "{error}
-  = help: nothing was run; make the secret available from its source, then reproduce again"
-            ),
-        }
-    })?;
+    let secrets = secrets_for(std::iter::once(&unit), &project, "reproduce")?;
     let executor = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets);
     let result = apollo_runner::reproduce_isolated(&request, &executor, &isolation, &cancel);
     drop(signals);
@@ -94,8 +87,23 @@ pub(crate) fn run(
     })
 }
 
+/// The secrets `units` receive, from the sources their definition recorded, read now as a
+/// run reads them when it starts (and never written down); `command` names what to do again.
+pub(crate) fn secrets_for<'u>(
+    units: impl IntoIterator<Item = &'u apollo_core::Unit>,
+    project: &Path,
+    command: &str,
+) -> Result<SecretValues, CliError> {
+    SecretValues::read_for(units, project).map_err(|error| CliError::Usage {
+        message: format!(
+            "{error}
+  = help: nothing was run; make the secret available from its source, then {command} again"
+        ),
+    })
+}
+
 /// apollo-exec's private mounts as the runner's isolation, or why there are none.
-struct ReadOnlyProject(Result<PrivateMounts, IsolationError>);
+pub(crate) struct ReadOnlyProject(pub(crate) Result<PrivateMounts, IsolationError>);
 
 impl Isolation for ReadOnlyProject {
     fn read_only(&self, project: &Path, writable: &[&Path]) -> Result<(), String> {

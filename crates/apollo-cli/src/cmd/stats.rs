@@ -30,7 +30,8 @@ pub(crate) struct StatsArgs {
     /// How many of its latest runs to look at
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) runs: u32,
-    /// Which runs count: ordinary runs, reproductions (`apollo reproduce`), or both
+    /// Which runs count: ordinary runs, reproductions (`apollo reproduce`), bisect steps
+    /// (`apollo bisect`), or all
     #[arg(long, value_enum, default_value_t = KindFilter::Run)]
     pub(crate) kind: KindFilter,
     /// Output format
@@ -47,7 +48,9 @@ pub(crate) enum KindFilter {
     Run,
     /// Reproductions (`apollo reproduce`)
     Reproduction,
-    /// Both
+    /// Bisect steps (`apollo bisect`)
+    Bisect,
+    /// All of them
     All,
 }
 
@@ -55,7 +58,8 @@ impl KindFilter {
     fn admits(self, kind: apollo_core::event::RunKind) -> bool {
         match self {
             KindFilter::Run => kind.is_run(),
-            KindFilter::Reproduction => !kind.is_run(),
+            KindFilter::Reproduction => kind == apollo_core::event::RunKind::Reproduction,
+            KindFilter::Bisect => kind == apollo_core::event::RunKind::Bisect,
             KindFilter::All => true,
         }
     }

@@ -71,7 +71,10 @@ impl TimelineBuilder {
                 facts.definition_hash = Some(resumed.definition_hash.clone());
             }
             Event::RunReproduces(reproduces) => {
-                facts.run_kind = RunKind::Reproduction;
+                // A bisect step reproduces an attempt too, and keeps its own kind.
+                if facts.run_kind.is_run() {
+                    facts.run_kind = RunKind::Reproduction;
+                }
                 facts.reproduces = Some(reproduces.clone());
             }
             Event::UnitFiles(listed) => {

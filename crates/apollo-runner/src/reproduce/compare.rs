@@ -11,7 +11,7 @@ use apollo_store::StateDir;
 use super::{MAX_DIFF_BYTES, OutputComparison};
 
 /// Every recorded output and every file the declared outputs stand for now, compared.
-pub(super) fn compare_outputs(
+pub(crate) fn compare_outputs(
     state: &StateDir,
     unit: &apollo_core::Unit,
     recorded: &[FileEntry],

@@ -26,7 +26,7 @@ pub fn reproduced_unit(
 }
 
 /// A refusal to reproduce `request`'s attempt, for `problem`.
-pub(super) fn refused(request: &ReproduceRequest, problem: String) -> RunnerError {
+pub(crate) fn refused(request: &ReproduceRequest, problem: String) -> RunnerError {
     RunnerError::Reproduce {
         run: request.run.clone(),
         unit: request.unit.clone(),
@@ -36,19 +36,19 @@ pub(super) fn refused(request: &ReproduceRequest, problem: String) -> RunnerErro
 
 /// What a reproduction starts from: the recorded attempt, its definition, and the checks
 /// that it may run.
-pub(super) struct Prepared {
-    pub(super) state: StateDir,
-    pub(super) recorded: Recorded,
-    pub(super) attempt: u32,
-    pub(super) definition: Pipeline,
-    pub(super) unit: apollo_core::Unit,
-    pub(super) project: PathBuf,
+pub(crate) struct Prepared {
+    pub(crate) state: StateDir,
+    pub(crate) recorded: Recorded,
+    pub(crate) attempt: u32,
+    pub(crate) definition: Pipeline,
+    pub(crate) unit: apollo_core::Unit,
+    pub(crate) project: PathBuf,
     /// The unit's workdir relative to the project.
-    pub(super) workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
 }
 
 /// Reads the recorded attempt and its definition, and refuses what must not run.
-pub(super) fn prepare(request: &ReproduceRequest) -> Result<Prepared, RunnerError> {
+pub(crate) fn prepare(request: &ReproduceRequest) -> Result<Prepared, RunnerError> {
     let refuse = |problem: String| refused(request, problem);
     let state = StateDir::open_existing(&request.state_dir)?;
     let original_dir = state.run_dir(&request.run)?;

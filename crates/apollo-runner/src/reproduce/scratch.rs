@@ -13,7 +13,7 @@ use super::{Recorded, ReproduceRequest, refused};
 use crate::error::RunnerError;
 
 /// The scratch directory (`--into`, else a new temporary one) and whether it is temporary.
-pub(super) fn scratch_dir(
+pub(crate) fn scratch_dir(
     request: &ReproduceRequest,
     attempt: u32,
 ) -> Result<(PathBuf, bool), RunnerError> {
@@ -48,7 +48,7 @@ pub(super) fn scratch_dir(
 
 /// The recorded input files of `attempt`; for one recorded before capture existed (journal
 /// format < 1.3, no manifest), the unit's declared inputs as they are now, each said so.
-pub(super) fn recorded_inputs<'r>(
+pub(crate) fn recorded_inputs<'r>(
     recorded: &'r Recorded,
     attempt: u32,
     unit: &apollo_core::Unit,
@@ -72,11 +72,12 @@ pub(super) fn recorded_inputs<'r>(
         .collect()
 }
 
-/// A pipeline of `unit` alone, exactly as recorded, in the scratch directory: its upstream
-/// outputs are among its restored inputs.
-pub(super) fn alone_in(
+/// A pipeline of `units` alone (in dependency order, their workdirs and deps already set for
+/// the scratch directory), in the scratch directory: the outputs of upstream units left out
+/// are among their restored inputs.
+pub(crate) fn alone_in(
     definition: &Pipeline,
-    unit: &apollo_core::Unit,
+    units: Vec<apollo_core::Unit>,
     scratch: &Path,
 ) -> Pipeline {
     Pipeline {
@@ -85,7 +86,7 @@ pub(super) fn alone_in(
             .join((definition.config_path.file_name()).unwrap_or("pipeline.yaml".as_ref())),
         base_dir: scratch.to_path_buf(),
         max_parallel: 1,
-        units: vec![unit.clone()],
+        units,
         // A reproduction notifies nobody.
         hooks: Vec::new(),
         capacity: definition.capacity,

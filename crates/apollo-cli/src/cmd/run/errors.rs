@@ -25,6 +25,17 @@ pub(crate) fn runner_error(error: RunnerError) -> CliError {
                 "{error}; `--allow-side-effects` runs it all the same, or reproduce a unit upstream of it"
             ),
         },
+        error @ RunnerError::Bisect { .. } => CliError::Usage {
+            message: format!(
+                "{error}
+  = help: {}",
+                if error.to_string().contains("`idempotent: false`") {
+                    "nothing was run; `--allow-side-effects` runs it all the same"
+                } else {
+                    "nothing more was run; `apollo show RUN UNIT` lists what an attempt recorded"
+                }
+            ),
+        },
         error @ RunnerError::MissingRun { .. } => CliError::CorruptRun {
             message: format!(
                 "{error}; put it back to resume it, or start a new run with `apollo run --fresh` (what it did is unknown, so apollo does not start over on its own)"
