@@ -20,6 +20,7 @@ pub mod journal;
 pub mod model;
 pub mod record;
 pub mod resume;
+pub mod sharing;
 mod reuse_check;
 pub mod testing;
 pub mod unit_state;

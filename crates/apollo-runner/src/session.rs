@@ -43,6 +43,7 @@ pub struct RunSession<'a> {
     max_parallel: Option<usize>,
     max_retry_delay: Option<Duration>,
     reuse: bool,
+    state_dir_mode: Option<apollo_core::sharing::Sharing>,
 }
 
 impl std::fmt::Debug for RunSession<'_> {
@@ -100,6 +101,7 @@ impl<'a> RunSession<'a> {
             max_parallel: None,
             max_retry_delay: None,
             reuse: true,
+            state_dir_mode: None,
         }
     }
 
@@ -135,6 +137,13 @@ impl<'a> RunSession<'a> {
     /// options taken from the pipeline (see [`pipeline_writer_options`]).
     pub fn writer_options(mut self, options: WriterOptions) -> Self {
         self.writer_options = options;
+        self
+    }
+
+    /// Who may use the state directory when this session makes it (`--state-dir-mode`; `None`:
+    /// private). An existing state directory keeps its own: asking for another is an error.
+    pub fn state_dir_mode(mut self, sharing: Option<apollo_core::sharing::Sharing>) -> Self {
+        self.state_dir_mode = sharing;
         self
     }
 
@@ -274,7 +283,7 @@ impl<'a> RunSession<'a> {
     #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub fn open(self, observer: &mut dyn SessionObserver) -> Result<Opened<'a>, RunnerError> {
         let pipeline = &self.loaded.pipeline;
-        let state = StateDir::open_or_create(&self.state_dir)?;
+        let state = StateDir::open_or_create_as(&self.state_dir, self.state_dir_mode)?;
         let mut lock = acquire_lock(&state, self.wait_for_lock, observer)?;
         let identity = self.identity();
         let mut latest = None;

@@ -46,8 +46,6 @@ use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::safe_dir::{Access, Dir};
 
-/// The mode of a stored blob: immutable, and the owner's only.
-pub(crate) const BLOB_MODE: u32 = 0o400;
 use crate::writer::Durability;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
@@ -340,7 +338,13 @@ impl BlobStore {
             .root
             .join("tmp")
             .join(format!("blob-{}", random_hex(8)));
+        // What the group may read of the blob (in a shared state directory) depends on what
+        // it could read of the source.
+        let source_mode = source
+            .metadata()
+            .map_or(0, |meta| fs::Permissions::mode(&meta.permissions()));
         let mut pending = Pending {
+            source_mode,
             store: self.clone(),
             temp: None,
             temp_path,
@@ -384,6 +388,8 @@ const IN_MEMORY: usize = 64 * 1024;
 /// A blob being written (see [`PendingBlob`]): in memory while small, else in a temporary
 /// file in `blobs/tmp/`, which is removed when it is dropped uncommitted.
 struct Pending {
+    /// The source file's mode (see [`Sharing::blob_mode`](apollo_core::sharing::Sharing::blob_mode)).
+    source_mode: u32,
     store: BlobStore,
     temp: Option<File>,
     temp_path: PathBuf,
@@ -458,10 +464,23 @@ impl PendingBlob for Pending {
             .and_then(|sha| sha.create_subdir(&sha256[..2], durable))
             .map_err(to_io)?;
         let name = &sha256[2..];
+        // Read-only, and never more readable than its most private source (DESIGN §18): a
+        // captured 0600 `creds.json` must not become readable by other users, nor by the
+        // group of a shared state directory.
+        let mode = folder.sharing().blob_mode(self.source_mode);
         match folder.entry_type(name).map_err(to_io)? {
             // The same name is the same content: keep the blob there (the temporary file, if
-            // any, goes when `self` is dropped).
-            Some(rustix::fs::FileType::RegularFile) => return Ok(()),
+            // any, goes when `self` is dropped), narrowed to this source's mode if it was
+            // more private. Best effort: only the blob's owner may change its mode.
+            Some(rustix::fs::FileType::RegularFile) => {
+                if let Ok(blob) = folder.open_file(name, Access::Read)
+                    && let Ok(meta) = blob.metadata()
+                    && fs::Permissions::mode(&meta.permissions()) & 0o077 & !mode != 0
+                {
+                    let _ = blob.set_permissions(fs::Permissions::from_mode(mode));
+                }
+                return Ok(());
+            }
             Some(found) => {
                 return Err(to_io(StoreError::UnexpectedFileType {
                     path: folder.path().join(name),
@@ -472,9 +491,7 @@ impl PendingBlob for Pending {
             None => {}
         }
         let temp = self.spill()?;
-        // Read-only, and the owner's only (DESIGN §18): a captured 0600 `creds.json` must not
-        // become readable by every local user.
-        temp.set_permissions(fs::Permissions::from_mode(BLOB_MODE))?;
+        temp.set_permissions(fs::Permissions::from_mode(mode))?;
         if durable {
             temp.sync_all()?;
         }

@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
+use apollo_core::sharing::Sharing;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::error::StoreError;
@@ -157,10 +158,16 @@ pub(crate) enum Access {
 }
 
 /// An open folder inside (or at the root of) the state directory.
+///
+/// It carries the state directory's [`Sharing`], read from the bits of the folder first
+/// opened by path (2770: shared with its group) and handed down to the folders opened from it:
+/// every folder and file created through it gets that sharing's modes, with an explicit
+/// `chmod` where the umask would narrow them.
 #[derive(Debug)]
 pub(crate) struct Dir {
     fd: OwnedFd,
     path: PathBuf,
+    sharing: Sharing,
 }
 
 impl Dir {
@@ -186,6 +193,7 @@ impl Dir {
             errno => StoreError::io("open", path, errno.into()),
         })?;
         Ok(Self {
+            sharing: Sharing::of_folder(&fd),
             fd,
             path: path.to_path_buf(),
         })
@@ -237,6 +245,18 @@ impl Dir {
         &self.fd
     }
 
+    /// Who may use what is created through this folder (see the type's docs).
+    pub(crate) fn sharing(&self) -> Sharing {
+        self.sharing
+    }
+
+    /// Gives `fd`, created through this folder, the sharing's mode (see [`Sharing::apply`]).
+    fn apply_sharing(&self, fd: impl AsFd, name: &Path, is_dir: bool) -> Result<(), StoreError> {
+        self.sharing.apply(fd, is_dir).map_err(|source| {
+            StoreError::io("set the permissions of", self.path.join(name), source)
+        })
+    }
+
     /// The type of the entry `name`, without following it (`None`: there is none).
     pub(crate) fn entry_type(
         &self,
@@ -272,7 +292,11 @@ impl Dir {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => Ok(Self { fd, path }),
+            Ok(fd) => Ok(Self {
+                fd,
+                path,
+                sharing: self.sharing,
+            }),
             Err(rustix::io::Errno::NOENT) => Err(StoreError::NotFound {
                 what: format!("folder {}", path.display()),
             }),
@@ -294,10 +318,11 @@ impl Dir {
         match rustix::fs::mkdirat(
             &self.fd,
             name,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_DIR_MODE),
+            Mode::from_raw_mode(self.sharing.dir_mode()),
         ) {
             Ok(()) => {
                 let dir = self.subdir(name)?;
+                self.apply_sharing(&dir.fd, name, true)?;
                 if durable {
                     dir.sync()?;
                     self.sync()?;
@@ -319,14 +344,16 @@ impl Dir {
         let name = name.as_ref();
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(
+        let file = rustix::fs::openat(
             &self.fd,
             name,
             flags,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+            Mode::from_raw_mode(self.sharing.file_mode()),
         )
         .map(File::from)
-        .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
+        .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))?;
+        self.apply_sharing(&file, name, false)?;
+        Ok(file)
     }
 
     /// Opens the file `name`, which must be a regular file (never a symbolic link, a FIFO or a
@@ -359,7 +386,7 @@ impl Dir {
             &self.fd,
             name,
             flags,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+            Mode::from_raw_mode(self.sharing.file_mode()),
         ) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => {
@@ -383,6 +410,9 @@ impl Dir {
                 expected: "a regular file",
                 found: describe(file_type),
             });
+        }
+        if access == Access::ReadWriteCreate {
+            self.apply_sharing(&fd, name, false)?;
         }
         Ok(File::from(fd))
     }

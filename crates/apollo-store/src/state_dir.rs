@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
+use apollo_core::sharing::{MARKER_FILE, Sharing};
+use std::fs::File;
 use crate::segment::has_records;
 use apollo_core::hash::sha256_of_written;
 use rustix::fs::FileType;
@@ -256,8 +258,19 @@ fn open_fixed_folders(root: &Dir, create: bool) -> Result<(), StoreError> {
 
 impl StateDir {
     /// Opens the state directory at `root`, creating it and its layout (`runs/`, `blobs/sha256/`,
-    /// `lock`) when missing. New folders are fsynced into their parents.
+    /// `lock`) when missing. New folders are fsynced into their parents. A new one is private.
     pub fn open_or_create(root: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_or_create_as(root, None)
+    }
+
+    /// [`open_or_create`](Self::open_or_create), a new state directory made with `sharing`
+    /// (`--state-dir-mode`; `None`: private). The sharing of an existing one is what it
+    /// recorded when it was made: asking for another is
+    /// [`StoreError::InvalidInput`].
+    pub fn open_or_create_as(
+        root: impl AsRef<Path>,
+        sharing: Option<Sharing>,
+    ) -> Result<Self, StoreError> {
         let root = root.as_ref().to_path_buf();
         if root.exists() && !root.is_dir() {
             return Err(StoreError::invalid(format!(
@@ -269,9 +282,42 @@ impl StateDir {
         create_dir_all_durable(&root)?;
         if is_new {
             // A new state directory is the user's alone (DESIGN §18): 0700 whatever the umask
-            // left. One that exists keeps the modes it has (`apollo verify` warns).
-            fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            // left, unless made shared. One that exists keeps the modes it has (`apollo
+            // verify` warns).
+            let sharing = sharing.unwrap_or_default();
+            if sharing == Sharing::Group {
+                // Recorded first: a crash before the `chmod` leaves a marker the next open
+                // completes (below), never a 2770 folder that says nothing.
+                Dir::open(&root)?.write_file_atomic(MARKER_FILE, b"group\n", true)?;
+            }
+            fs::set_permissions(
+                &root,
+                std::os::unix::fs::PermissionsExt::from_mode(Sharing::Private.dir_mode()),
+            )
+            .map_err(|source| StoreError::io("set the permissions of", &root, source))?;
+        }
+        let state = Self {
+            root: root.clone(),
+            never_lock: false,
+        };
+        let recorded = state.sharing()?;
+        if let Some(asked) = sharing.filter(|asked| *asked != recorded) {
+            return Err(StoreError::invalid(format!(
+                "state directory {} is {} (chosen when it was made, recorded in its `{MARKER_FILE}` \
+                 file), not {}: an existing state directory keeps its sharing; make a new one \
+                 elsewhere to share with a group",
+                root.display(),
+                recorded.as_str(),
+                asked.as_str()
+            )));
+        }
+        if recorded == Sharing::Group {
+            File::open(&root)
+                .and_then(|handle| recorded.apply(handle, true))
                 .map_err(|source| StoreError::io("set the permissions of", &root, source))?;
+            if let Ok(marker) = Dir::open(&root)?.open_file(MARKER_FILE, Access::Read) {
+                let _ = recorded.apply(marker, false);
+            }
         }
         // Below the root nothing is followed: `runs`, `blobs`, `blobs/sha256` must be folders
         // and `lock` a regular file, or apollo refuses before writing anything.
@@ -291,9 +337,31 @@ impl StateDir {
                 });
             }
         }
-        Ok(Self {
-            root,
-            never_lock: false,
+        Ok(state)
+    }
+
+    /// Who may use this state directory, as recorded in its [`MARKER_FILE`] when it was made
+    /// (none: private). A marker one cannot read (another user's private state directory)
+    /// is an error, as is one that names no sharing.
+    pub fn sharing(&self) -> Result<Sharing, StoreError> {
+        let mut file = match Dir::open(&self.root)?.open_file(MARKER_FILE, Access::Read) {
+            Ok(file) => file,
+            Err(StoreError::NotFound { .. }) => return Ok(Sharing::Private),
+            Err(error) => return Err(error),
+        };
+        let mut text = String::new();
+        let path = self.root.join(MARKER_FILE);
+        (&mut file)
+            .take(64)
+            .read_to_string(&mut text)
+            .map_err(|source| StoreError::io("read", &path, source))?;
+        Sharing::parse(&text).ok_or_else(|| {
+            StoreError::invalid(format!(
+                "{} says {:?}: expected `private` or `group` (the state directory's sharing, \
+                 written when it was made): write one of them back",
+                path.display(),
+                text.trim()
+            ))
         })
     }
 

@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 pub(crate) use spares::LogSpares;
 use spares::Spare;
+use apollo_core::sharing::Sharing;
 use unnamed::{create_unnamed, give_name, link, reopen_for_appending};
 
 /// Bytes read at a time when hashing and copying: memory stays flat whatever the output size.
@@ -49,10 +50,11 @@ pub(crate) fn create_log_dir(log_dir: &Path) -> io::Result<()> {
 /// folder: a symbolic link would send the output (and apollo's writes) elsewhere. apollo-store
 /// checked the attempt's folders before the attempt; this is the check at the moment of use.
 fn ensure_real_dir(dir: &Path) -> io::Result<()> {
-    let mut private = std::fs::DirBuilder::new();
-    std::os::unix::fs::DirBuilderExt::mode(&mut private, 0o700);
-    match private.create(dir) {
-        Ok(()) => return Ok(()),
+    let sharing = sharing_of(dir.parent().unwrap_or(Path::new(".")));
+    let mut builder = std::fs::DirBuilder::new();
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, sharing.dir_mode());
+    match builder.create(dir) {
+        Ok(()) => return sharing.apply(File::open(dir)?, true),
         Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(error),
     }
@@ -66,15 +68,26 @@ fn ensure_real_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// How the state directory's folder `dir` wants what is created in it: the owner's only, or
+/// shared with its group (a 2770 folder; see [`Sharing`]). The state directory decides,
+/// through its folders' bits; apollo-exec never picks a mode of its own.
+pub(crate) fn sharing_of(dir: &Path) -> Sharing {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(dir).map_or(Sharing::Private, |meta| {
+        Sharing::of_folder_mode(meta.permissions().mode())
+    })
+}
+
 /// Opens (creating) the named output file `path` for appending: never through a symbolic
 /// link, never a FIFO or device (refused, not blocked on).
 fn open_named(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    let sharing = sharing_of(path.parent().unwrap_or(Path::new(".")));
     let file = OpenOptions::new()
         .append(true)
         .read(true)
         .create(true)
-        .mode(0o600)
+        .mode(sharing.file_mode())
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
     if !file.metadata()?.is_file() {
@@ -83,6 +96,7 @@ fn open_named(path: &Path) -> io::Result<File> {
             path.display()
         )));
     }
+    sharing.apply(&file, false)?;
     // The children get this file as stdout or stderr: no flag of apollo's check on it.
     let flags = rustix::fs::fcntl_getfl(&file)?;
     rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
