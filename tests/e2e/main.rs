@@ -29,6 +29,7 @@ mod resume;
 mod reuse;
 mod run;
 mod secrets;
+mod sharing;
 mod signals;
 mod slurm;
 mod slurm_arrays;

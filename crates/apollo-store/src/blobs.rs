@@ -119,6 +119,21 @@ impl BlobStore {
             .is_some_and(|found| found == rustix::fs::FileType::RegularFile)
     }
 
+    /// Whether this user may read blob `sha256`: in a state directory shared with a group, a
+    /// blob whose source was private is its owner's only (DESIGN §18), and a teammate's reuse
+    /// of it misses.
+    pub fn readable(&self, sha256: &str) -> bool {
+        (self.prefix_folder(sha256).ok().flatten()).is_some_and(|folder| {
+            rustix::fs::accessat(
+                folder.fd(),
+                &sha256[2..],
+                rustix::fs::Access::READ_OK,
+                AtFlags::EACCESS,
+            )
+            .is_ok()
+        })
+    }
+
     /// Stores the content of the file at `path`, read once (reflinked where the filesystem
     /// allows, else streamed while hashing), and returns its name and size. Storing the same
     /// content again keeps the one blob.

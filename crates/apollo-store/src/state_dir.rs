@@ -813,7 +813,7 @@ impl StateDir {
         let Some(dir) = self.folder_of_new_blob(&hash)? else {
             return Ok(hash);
         };
-        dir.write_file_atomic(&hash[2..], bytes, true)?;
+        dir.write_blob_atomic_with(&hash[2..], true, |file| file.write_all(bytes))?;
         Ok(hash)
     }
 
@@ -843,7 +843,7 @@ impl StateDir {
             Err(error) => return Err(error),
         };
         let mismatched = std::cell::Cell::new(false);
-        let written = dir.write_file_atomic_with(&hash[2..], true, |file| {
+        let written = dir.write_blob_atomic_with(&hash[2..], true, |file| {
             if sha256_of_written(file, &write)? == hash {
                 Ok(())
             } else {
@@ -895,6 +895,9 @@ impl StateDir {
         let hash = sha256_of_written(&file, write)
             .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
         if let Some(dir) = self.folder_of_new_blob(&hash)? {
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(fs::Permissions::from_mode(dir.made_blob_mode()))
+                .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
             file.sync_all()
                 .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
             tmp.rename_into(&temp.name, &dir, &hash[2..])?;
