@@ -381,9 +381,9 @@ mod tests {
         assert_eq!(nearby, vec![PathBuf::from("p/.apollo")]);
         let folders = search_folders(&dir.path().join("p"));
         assert_eq!(
-            folders.first().map(PathBuf::as_path),
-            Some(dir.path().join("p").as_path())
+            folders.first().map(|(folder, mine)| (folder.as_path(), *mine)),
+            Some((dir.path().join("p").as_path(), true))
         );
-        assert!(folders.iter().all(|folder| folder.is_absolute()));
+        assert!(folders.iter().all(|(folder, _)| folder.is_absolute()));
     }
 }
