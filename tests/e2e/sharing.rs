@@ -55,7 +55,11 @@ fn teammate(folder: &str) -> Vec<String> {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 /// Every file and folder under `dir` with its mode.
@@ -82,7 +86,11 @@ fn assert_shared(state: &Path) {
         if is_dir {
             assert_eq!(mode, 0o2770, "{} {mode:o}", path.display());
         } else if path.starts_with(state.join("blobs/sha256")) {
-            assert!(mode == 0o440 || mode == 0o400, "{} {mode:o}", path.display());
+            assert!(
+                mode == 0o440 || mode == 0o400,
+                "{} {mode:o}",
+                path.display()
+            );
         } else {
             assert_eq!(mode, 0o660, "{} {mode:o}", path.display());
         }
@@ -207,9 +215,7 @@ fn a_private_state_directory_of_another_user_is_refused_by_the_upward_search() {
 fn an_existing_state_directory_keeps_its_sharing() {
     let mut apollo = project_without_group();
     apollo.args(&["run"]).run().code(1);
-    let asked = apollo
-        .args(&["run", "--state-dir-mode", "group"])
-        .run();
+    let asked = apollo.args(&["run", "--state-dir-mode", "group"]).run();
     asked.code(2);
     assert!(
         asked.stderr.contains("private") && asked.stderr.contains("when it was made"),
@@ -240,19 +246,21 @@ fn verify_warns_about_modes_a_shared_state_directory_should_not_have_and_repairs
     std::fs::set_permissions(state.join("lock"), std::fs::Permissions::from_mode(0o644)).unwrap();
     let verify = apollo.args(&["verify"]).run();
     assert!(
-        verify.stderr.contains("shared with its group") && verify.stderr.contains("--fix-permissions"),
+        verify.stderr.contains("shared with its group")
+            && verify.stderr.contains("--fix-permissions"),
         "{}",
         verify.stderr
     );
-    apollo
-        .args(&["verify", "--fix-permissions"])
-        .run()
-        .code(0);
+    apollo.args(&["verify", "--fix-permissions"]).run().code(0);
     assert_eq!(mode(&state.join("runs")), 0o2770);
     assert_eq!(mode(&state.join("lock")), 0o660);
     let verify = apollo.args(&["verify"]).run();
     verify.code(0);
-    assert!(!verify.stderr.contains("--fix-permissions"), "{}", verify.stderr);
+    assert!(
+        !verify.stderr.contains("--fix-permissions"),
+        "{}",
+        verify.stderr
+    );
 }
 
 #[test]
@@ -277,4 +285,52 @@ fn a_backup_keeps_the_shared_modes() {
             assert_eq!(mode, 0o2770, "{} {mode:o}", path.display());
         }
     }
+}
+
+/// A stray process of the run that apollo may not signal (another user's: here apollo runs as
+/// root without `CAP_KILL`, the stray as uid 65534) is named in a warning; the run goes on.
+#[test]
+#[allow(unsafe_code)] // kill(2) of the stray the test made.
+fn a_stray_process_apollo_may_not_signal_is_named_not_fatal() {
+    if !is_root() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    for (path, mode) in [
+        (apollo.root().to_path_buf(), 0o711),
+        (apollo.path("markers"), 0o777),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    apollo.config(
+        "units:
+  - name: leaves
+    execute: >-
+      setsid setpriv --reuid=65534 --regid=65534 --clear-groups
+      sh -c 'touch markers/stray.started; sleep 1000' \"$PWD/stray\"
+      </dev/null >/dev/null 2>&1 &
+      until [ -e markers/stray.started ]; do sleep 0.01; done
+",
+    );
+    let run = apollo
+        .args(&["run"])
+        .run_under(&["setpriv", "--bounding-set=-kill", "--"]);
+    let strays =
+        crate::support::processes_mentioning(&format!("{}/stray", apollo.root().display()));
+    for (pid, _) in &strays {
+        // SAFETY: kill(2) of the stray's process group and of the stray.
+        unsafe {
+            libc::kill(-(*pid as libc::pid_t), libc::SIGKILL);
+            libc::kill(*pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+    run.code(0);
+    assert!(!strays.is_empty(), "the stray was signalled: {run:?}");
+    assert!(
+        run.stderr.contains("uid 65534")
+            && run.stderr.contains("another user")
+            && run.stderr.contains("may not signal"),
+        "{}",
+        run.stderr
+    );
 }

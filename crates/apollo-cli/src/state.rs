@@ -148,7 +148,10 @@ fn foreign_state_dir(candidate: &Path) -> Result<Option<StateDir>, CliError> {
         }
     }
     let why = if Sharing::of_folder_mode(metadata.mode()) == Sharing::Group {
-        format!("it is shared with group {}, which you are not in", metadata.gid())
+        format!(
+            "it is shared with group {}, which you are not in",
+            metadata.gid()
+        )
     } else {
         "it is private".to_owned()
     };
@@ -381,7 +384,9 @@ mod tests {
         assert_eq!(nearby, vec![PathBuf::from("p/.apollo")]);
         let folders = search_folders(&dir.path().join("p"));
         assert_eq!(
-            folders.first().map(|(folder, mine)| (folder.as_path(), *mine)),
+            folders
+                .first()
+                .map(|(folder, mine)| (folder.as_path(), *mine)),
             Some((dir.path().join("p").as_path(), true))
         );
         assert!(folders.iter().all(|(folder, _)| folder.is_absolute()));

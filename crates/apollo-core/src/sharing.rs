@@ -147,9 +147,8 @@ mod tests {
         let sub = dir.path().join("d");
         std::fs::create_dir(&sub).unwrap();
         std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
-        let mode = |path: &std::path::Path| {
-            std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
-        };
+        let mode =
+            |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
         Sharing::Private
             .apply(std::fs::File::open(&file).unwrap(), false)
             .unwrap();

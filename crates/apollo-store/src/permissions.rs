@@ -196,7 +196,12 @@ mod tests {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
         };
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
-        for folder in [&root, &root.join("blobs"), &root.join("blobs/sha256"), &blobs] {
+        for folder in [
+            &root,
+            &root.join("blobs"),
+            &root.join("blobs/sha256"),
+            &blobs,
+        ] {
             set(folder, 0o700);
         }
         set(&blobs.join("shared"), 0o440);

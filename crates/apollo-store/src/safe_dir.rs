@@ -315,11 +315,7 @@ impl Dir {
         durable: bool,
     ) -> Result<Self, StoreError> {
         let name = name.as_ref();
-        match rustix::fs::mkdirat(
-            &self.fd,
-            name,
-            Mode::from_raw_mode(self.sharing.dir_mode()),
-        ) {
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(self.sharing.dir_mode())) {
             Ok(()) => {
                 let dir = self.subdir(name)?;
                 self.apply_sharing(&dir.fd, name, true)?;

@@ -9,11 +9,11 @@ use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
-use apollo_core::sharing::{MARKER_FILE, Sharing};
-use std::fs::File;
 use crate::segment::has_records;
 use apollo_core::hash::sha256_of_written;
+use apollo_core::sharing::{MARKER_FILE, Sharing};
 use rustix::fs::FileType;
+use std::fs::File;
 
 use crate::fsutil::{create_dir_all_durable, random_hex};
 use crate::lock::{LockHolder, StateLock};

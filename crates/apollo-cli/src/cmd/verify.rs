@@ -150,7 +150,9 @@ fn permissions(
         let (n_changed, n_others) = apollo_store::fix_modes(root, sharing)?;
         let made = match sharing {
             Sharing::Private => "private (owner only)",
-            Sharing::Group => "shared with the group (folders 2770, files 0660, blobs 0440 or 0400)",
+            Sharing::Group => {
+                "shared with the group (folders 2770, files 0660, blobs 0440 or 0400)"
+            }
         };
         writeln!(
             stdout,

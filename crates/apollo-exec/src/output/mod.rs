@@ -25,9 +25,9 @@ use std::sync::atomic::Ordering;
 
 use sha2::{Digest, Sha256};
 
+use apollo_core::sharing::Sharing;
 pub(crate) use spares::LogSpares;
 use spares::Spare;
-use apollo_core::sharing::Sharing;
 use unnamed::{create_unnamed, give_name, link, reopen_for_appending};
 
 /// Bytes read at a time when hashing and copying: memory stays flat whatever the output size.
