@@ -38,11 +38,12 @@ pub use notice::{NoSessionObserver, SessionNotice, SessionObserver};
 pub use open_run::{FinishedRun, OpenRun, Opening};
 pub use parse_cache::{load_cached, load_cached_parsing_with};
 pub use plan::Plan;
+pub use plan::pipeline_writer_options;
 pub use reproduce::{
     InputNote, InputSource, Isolation, MAX_DIFF_BYTES, NoIsolation, OutputComparison,
     ReproduceRequest, Reproduction, describe_input, reproduce, reproduce_isolated, reproduced_unit,
 };
 pub use select::RunTarget;
 pub use selector::{BadSelector, RunSelector, SelectError};
-pub use session::{Opened, RunSession, pipeline_writer_options};
+pub use session::{Opened, RunSession};
 pub use sweep::{NoStraySweep, StraySweep, SweepError, SweepReason};

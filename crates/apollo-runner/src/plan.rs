@@ -3,7 +3,7 @@
 
 use apollo_core::engine::{self, Planned};
 use apollo_core::{CancelToken, PriorState};
-use apollo_store::{RunId, StateDir};
+use apollo_store::{RunId, StateDir, WriterOptions};
 
 use crate::error::RunnerError;
 use crate::notice::SessionObserver;
@@ -124,4 +124,16 @@ impl RunSession<'_> {
             })?;
         Ok(Plan { resumes, units })
     }
+}
+
+/// The journal's options a pipeline asks for: its `durability:` (default `fsync`) and
+/// `sync_interval:` (default [`apollo_store::DEFAULT_SYNC_INTERVAL`]).
+pub fn pipeline_writer_options(pipeline: &apollo_core::Pipeline) -> WriterOptions {
+    WriterOptions::default()
+        .durability(pipeline.durability.unwrap_or_default())
+        .sync_interval(
+            pipeline
+                .sync_interval
+                .unwrap_or(apollo_store::DEFAULT_SYNC_INTERVAL),
+        )
 }

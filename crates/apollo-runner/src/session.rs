@@ -16,6 +16,7 @@ use crate::error::{ParamDifference, RunnerError};
 use crate::identity::{host_name, pipeline_identity};
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
+use crate::plan::pipeline_writer_options;
 use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{PipelineKey, RunTarget, Selection, select};
 use crate::state::{Folded, fold_journal};
@@ -57,18 +58,6 @@ impl std::fmt::Debug for RunSession<'_> {
             .field("writer_options", &self.writer_options)
             .finish_non_exhaustive()
     }
-}
-
-/// The journal's options a pipeline asks for: its `durability:` (default `fsync`) and
-/// `sync_interval:` (default [`apollo_store::DEFAULT_SYNC_INTERVAL`]).
-pub fn pipeline_writer_options(pipeline: &apollo_core::Pipeline) -> WriterOptions {
-    WriterOptions::default()
-        .durability(pipeline.durability.unwrap_or_default())
-        .sync_interval(
-            pipeline
-                .sync_interval
-                .unwrap_or(apollo_store::DEFAULT_SYNC_INTERVAL),
-        )
 }
 
 impl<'a> RunSession<'a> {

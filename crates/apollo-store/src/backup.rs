@@ -64,11 +64,7 @@ pub fn backup(
     // there is refused, not copied from).
     state.check_fixed_folders()?;
     // A new destination is shared as the source is; an existing one keeps its own sharing.
-    let sharing = if dest.exists() {
-        None
-    } else {
-        Some(state.sharing()?)
-    };
+    let sharing = (!dest.exists()).then(|| state.sharing()).transpose()?;
     let dest = StateDir::open_or_create_as(dest, sharing)?;
     if dest.path().canonicalize().ok() == state.path().canonicalize().ok() {
         return Err(StoreError::invalid(

@@ -122,11 +122,12 @@ fn walk(
     walk_typed(root, &mut |path, mode, _, _| visit(path, mode))
 }
 
+/// What [`walk_typed`] calls with each file and folder: its path, permission bits, whether it
+/// is a folder, and its owner's uid.
+type TypedVisit<'a> = dyn FnMut(&Path, u32, bool, u32) -> Result<(), StoreError> + 'a;
+
 /// [`walk`], also telling whether each is a folder, and its owner's uid.
-fn walk_typed(
-    root: &Path,
-    visit: &mut dyn FnMut(&Path, u32, bool, u32) -> Result<(), StoreError>,
-) -> Result<(), StoreError> {
+fn walk_typed(root: &Path, visit: &mut TypedVisit<'_>) -> Result<(), StoreError> {
     let mut stack = vec![root.to_owned()];
     while let Some(path) = stack.pop() {
         let metadata = match std::fs::symlink_metadata(&path) {
