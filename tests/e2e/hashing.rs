@@ -232,3 +232,29 @@ fn an_input_glob_never_walks_the_state_directory() {
         .find(|line| line.contains(".apollo") || line.contains(".cache"));
     assert_eq!(hidden, None, "{}", show.stdout);
 }
+
+/// A plain folder named as an input is refused by a run ("a directory, not a regular file"):
+/// `apollo check` says so first, and how to name its files (issue 36 item 18).
+#[test]
+fn check_warns_about_a_folder_named_as_an_input_and_suggests_a_glob() {
+    let mut apollo = Apollo::new();
+    apollo.file("data/a.csv", "1\n");
+    apollo
+        .config("units:\n  - name: load\n    inputs: [data, \"data/*\"]\n    execute: \"true\"\n");
+    let check = apollo.args(&["check"]).run();
+    check.code(0);
+    let said = format!("{}{}", check.stdout, check.stderr);
+    assert!(
+        said.contains("is a folder")
+            && said.contains("`data`")
+            && said.contains("data/**")
+            && said.contains("data/*")
+            && said.contains("1 warning"),
+        "{said}"
+    );
+    let run = apollo.args(&["run"]).run();
+    assert!(
+        format!("{}{}", run.stdout, run.stderr).contains("directory"),
+        "{run:?}"
+    );
+}

@@ -32,6 +32,7 @@ mod retry_keys;
 mod reuse;
 mod run;
 mod secrets;
+mod sharing;
 mod signals;
 mod slurm;
 mod slurm_arrays;

@@ -52,7 +52,8 @@ pub(crate) fn open_existing(path: &Path) -> Result<StateDir, CliError> {
 /// `--state-dir`, `$APOLLO_STATE_DIR`, `.apollo/` beside `-c CONFIG`, `.apollo/` beside the
 /// default config of the current folder, else the nearest `.apollo/` in the current folder or
 /// a parent, the way git and cargo look for theirs. The upward search stops at a filesystem
-/// boundary and skips folders owned by another user (whose `.apollo` could be planted). When
+/// boundary; in a folder owned by another user (whose `.apollo` could be planted) it takes
+/// only a state directory shared with a group of the user's, and refuses any other. When
 /// nothing is found the error names every absolute path checked and the `.apollo` folders of
 /// immediate subfolders.
 pub(crate) fn find_existing(
@@ -74,13 +75,17 @@ pub(crate) fn find_existing(
         }
         checked.push(beside);
     }
-    for folder in search_folders(&cwd) {
+    for (folder, mine) in search_folders(&cwd) {
         let candidate = folder.join(".apollo");
         if checked.contains(&candidate) {
             continue;
         }
-        if candidate.join("runs").is_dir() {
-            return Ok(StateDir::open_existing(&candidate)?);
+        if mine || owned_by_me(&candidate) {
+            if candidate.join("runs").is_dir() {
+                return Ok(StateDir::open_existing(&candidate)?);
+            }
+        } else if let Some(found) = foreign_state_dir(&candidate)? {
+            return Ok(found);
         }
         checked.push(candidate);
     }
@@ -90,13 +95,13 @@ pub(crate) fn find_existing(
     })
 }
 
-/// `cwd` and its parents, up to (not across) a filesystem boundary, leaving out folders owned
-/// by another user.
-fn search_folders(cwd: &Path) -> Vec<PathBuf> {
+/// `cwd` and its parents, up to (not across) a filesystem boundary, each with whether it is
+/// the user's own (root's is every folder).
+fn search_folders(cwd: &Path) -> Vec<(PathBuf, bool)> {
     use std::os::unix::fs::MetadataExt;
     let uid = rustix::process::geteuid().as_raw();
     let Ok(start) = std::fs::metadata(cwd) else {
-        return vec![cwd.to_path_buf()];
+        return vec![(cwd.to_path_buf(), true)];
     };
     let mut folders = Vec::new();
     for folder in cwd.ancestors() {
@@ -106,12 +111,57 @@ fn search_folders(cwd: &Path) -> Vec<PathBuf> {
         if metadata.dev() != start.dev() {
             break;
         }
-        // root may read any folder; for anyone else, a folder of another user is not theirs.
-        if uid == 0 || metadata.uid() == uid {
-            folders.push(folder.to_path_buf());
-        }
+        folders.push((folder.to_path_buf(), uid == 0 || metadata.uid() == uid));
     }
     folders
+}
+
+/// Whether `path` (not followed) is a folder of this user.
+fn owned_by_me(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|metadata| {
+        metadata.is_dir() && metadata.uid() == rustix::process::geteuid().as_raw()
+    })
+}
+
+/// The `.apollo` at `candidate` in a folder of another user (DESIGN §18 "Permissions"): used
+/// when it is a state directory shared with a group this user is in (2770, its `sharing` file
+/// says `group`); `None` when there is no folder there; any other is refused with an error
+/// naming it, whose it is, and what to do (a folder of another user could have been planted,
+/// and a private state directory is its owner's alone).
+fn foreign_state_dir(candidate: &Path) -> Result<Option<StateDir>, CliError> {
+    use apollo_core::sharing::Sharing;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::symlink_metadata(candidate) else {
+        return Ok(None);
+    };
+    if !metadata.is_dir() {
+        return Ok(None);
+    }
+    let in_group = rustix::process::getegid().as_raw() == metadata.gid()
+        || rustix::process::getgroups()
+            .is_ok_and(|groups| groups.iter().any(|gid| gid.as_raw() == metadata.gid()));
+    if in_group && Sharing::of_folder_mode(metadata.mode()) == Sharing::Group {
+        let state = StateDir::open_existing(candidate)?;
+        if state.sharing()? == Sharing::Group {
+            return Ok(Some(state));
+        }
+    }
+    let why = if Sharing::of_folder_mode(metadata.mode()) == Sharing::Group {
+        format!(
+            "it is shared with group {}, which you are not in",
+            metadata.gid()
+        )
+    } else {
+        "it is private".to_owned()
+    };
+    Err(CliError::Usage {
+        message: format!(
+            "the nearest state directory, `{}`, belongs to another user (uid {}) and {why}: apollo does not use another user's state directory\n  = help: to share one with a team, its owner makes it with `apollo run --state-dir-mode group` (see \"Sharing a state directory with a team\" in the guide); to keep your own, pass `--state-dir DIR` or run from a folder of yours",
+            candidate.display(),
+            metadata.uid(),
+        ),
+    })
 }
 
 /// `.apollo` folders (with runs) in immediate subfolders of `cwd`, sorted, at most ten.
@@ -334,9 +384,11 @@ mod tests {
         assert_eq!(nearby, vec![PathBuf::from("p/.apollo")]);
         let folders = search_folders(&dir.path().join("p"));
         assert_eq!(
-            folders.first().map(PathBuf::as_path),
-            Some(dir.path().join("p").as_path())
+            folders
+                .first()
+                .map(|(folder, mine)| (folder.as_path(), *mine)),
+            Some((dir.path().join("p").as_path(), true))
         );
-        assert!(folders.iter().all(|folder| folder.is_absolute()));
+        assert!(folders.iter().all(|(folder, _)| folder.is_absolute()));
     }
 }

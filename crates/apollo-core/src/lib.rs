@@ -21,6 +21,7 @@ pub mod model;
 pub mod record;
 pub mod resume;
 mod reuse_check;
+pub mod sharing;
 pub mod testing;
 pub mod unit_state;
 pub mod validate;

@@ -80,15 +80,19 @@ pub fn write_attempt_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     temp_name.push(name);
     temp_name.push(format!(".tmp-{}", std::process::id()));
     let temp = dir.join(temp_name);
+    let sharing = crate::output::sharing_of(dir);
     let create = || {
         // `create_new` (O_EXCL) never follows a link at the temporary's name either.
-        // The owner's only, as everything in the state directory (DESIGN §18).
-        OpenOptions::new()
+        // The owner's only, as everything in the state directory, unless it is shared with
+        // its group (DESIGN §18).
+        let file = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(sharing.file_mode())
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&temp)
+            .open(&temp)?;
+        sharing.apply(&file, false)?;
+        Ok::<File, io::Error>(file)
     };
     let result = (|| {
         // Something at the temporary's name (left by a killed apollo of the same pid, or

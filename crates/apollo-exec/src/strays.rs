@@ -36,6 +36,25 @@ pub enum StrayError {
         #[source]
         source: io::Error,
     },
+    /// Processes of the run that apollo may not signal (another user's): named, for their
+    /// owner or root to stop. The others were killed and are gone.
+    #[error(
+        "{processes}: {} to another user, and apollo may not signal {}; its owner or root must stop {} (run {run_id}{})",
+        if *n_unsignalled == 1 { "it belongs" } else { "they belong" },
+        if *n_unsignalled == 1 { "it" } else { "them" },
+        if *n_unsignalled == 1 { "it" } else { "them" },
+        if *n_killed > 0 { format!("; {n_killed} other{} killed", if *n_killed == 1 { "" } else { "s" }) } else { String::new() }
+    )]
+    NotSignalled {
+        /// The run whose processes were looked for.
+        run_id: String,
+        /// Each one not signalled: `process 1234 (sleep, uid 1001)`, comma-separated.
+        processes: String,
+        /// How many were not signalled.
+        n_unsignalled: usize,
+        /// How many others were killed.
+        n_killed: u32,
+    },
     /// Some strays were killed but did not exit in time.
     #[error("failed to see processes of run {run_id} exit after SIGKILL")]
     StillRunning {
@@ -89,21 +108,35 @@ pub fn kill_stray_processes(run_id: &str) -> Result<u32, StrayError> {
 
 fn sweep(run_id: &str, key: &str) -> Result<u32, StrayError> {
     let needle = format!("APOLLO_RUN_KEY={key}");
-    kill_processes_with_env(needle.as_bytes())
-        .map_err(|source| StrayError::ScanProc {
+    let killed =
+        kill_processes_with_env(needle.as_bytes()).map_err(|source| StrayError::ScanProc {
             run_id: run_id.to_owned(),
             source,
-        })?
-        .wait(STRAY_EXIT_SAFETY_NET)
-        .map_err(|source| StrayError::StillRunning {
-            run_id: run_id.to_owned(),
-            source,
-        })
+        })?;
+    let unsignalled = killed.unsignalled.clone();
+    let n_killed =
+        killed
+            .wait(STRAY_EXIT_SAFETY_NET)
+            .map_err(|source| StrayError::StillRunning {
+                run_id: run_id.to_owned(),
+                source,
+            })?;
+    if unsignalled.is_empty() {
+        return Ok(n_killed);
+    }
+    Err(StrayError::NotSignalled {
+        run_id: run_id.to_owned(),
+        n_unsignalled: unsignalled.len(),
+        processes: unsignalled.join(", "),
+        n_killed,
+    })
 }
 
-/// Processes killed by [`kill_processes_with_env`], to wait for.
+/// Processes killed by [`kill_processes_with_env`], to wait for, and those it may not signal.
 struct KilledProcesses {
     pidfds: Vec<OwnedFd>,
+    /// Each match the kernel would not let apollo signal (EPERM: another user's), named.
+    unsignalled: Vec<String>,
 }
 
 impl KilledProcesses {
@@ -139,21 +172,41 @@ fn kill_processes_with_env_read_by(
     read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
 ) -> io::Result<KilledProcesses> {
     let own_pid = rustix::process::getpid();
-    let mut pidfds = Vec::new();
+    let mut found = KilledProcesses {
+        pidfds: Vec::new(),
+        unsignalled: Vec::new(),
+    };
     let mut empty = Vec::new();
     for pid in procfs::all_pids()? {
         if pid != own_pid {
-            look_at(pid, entry, read, &mut pidfds, &mut empty);
+            look_at(pid, entry, read, &mut found, &mut empty);
         }
     }
     let start = Instant::now();
     while !empty.is_empty() && start.elapsed() < EMPTY_ENVIRONMENT_PATIENCE {
         std::thread::sleep(Duration::from_micros(200));
         for pid in std::mem::take(&mut empty) {
-            look_at(pid, entry, read, &mut pidfds, &mut empty);
+            look_at(pid, entry, read, &mut found, &mut empty);
         }
     }
-    Ok(KilledProcesses { pidfds })
+    Ok(found)
+}
+
+/// `process 1234 (sleep, uid 1001)`: a process apollo may not signal, for a message.
+fn describe_process(pid: Pid) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let proc_dir = format!("/proc/{}", pid.as_raw_nonzero());
+    let name = std::fs::read_to_string(format!("{proc_dir}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    match std::fs::metadata(&proc_dir) {
+        Ok(meta) => format!(
+            "process {} ({name}, uid {})",
+            pid.as_raw_nonzero(),
+            meta.uid()
+        ),
+        Err(_) => format!("process {} ({name})", pid.as_raw_nonzero()),
+    }
 }
 
 /// Kill `pid` (pinned in `pidfds`) if its environment holds `entry`; add it to `empty` if that
@@ -162,7 +215,7 @@ fn look_at(
     pid: Pid,
     entry: &[u8],
     read: &dyn Fn(Pid, &[&[u8]]) -> EnvMatch,
-    pidfds: &mut Vec<OwnedFd>,
+    found: &mut KilledProcesses,
     empty: &mut Vec<Pid>,
 ) {
     let entries = [entry];
@@ -191,8 +244,13 @@ fn look_at(
         EnvMatch::Empty => return retry_if_live(pid),
         EnvMatch::Not | EnvMatch::Unreadable => return,
     }
-    if procfs::is_alive(pid) && rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok() {
-        pidfds.push(pidfd);
+    if procfs::is_alive(pid) {
+        match rustix::process::pidfd_send_signal(&pidfd, Signal::KILL) {
+            Ok(()) => found.pidfds.push(pidfd),
+            // Another user's: named, never fatal (DESIGN §18).
+            Err(rustix::io::Errno::PERM) => found.unsignalled.push(describe_process(pid)),
+            Err(_) => {}
+        }
     }
 }
 

@@ -22,6 +22,7 @@ mod reuse;
 mod select;
 mod selector;
 mod session;
+mod snapshot;
 mod state;
 mod sweep;
 

@@ -311,6 +311,13 @@ impl BlobRestorer {
                 file.path
             ));
         }
+        if let Some(file) = files.iter().find(|file| !self.blobs.readable(&file.sha256)) {
+            return Err(format!(
+                "not restorable: the blob of {} is not yours to read (its source was private: \
+                 kept owner-only in a shared state directory)",
+                file.path
+            ));
+        }
         Ok(files)
     }
 }

@@ -18,6 +18,9 @@ use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_r
 use crate::open_run::{OpenRun, OpenRunParts, Opening};
 use crate::reuse::{hash_cache_for, reuse_for};
 use crate::select::{PipelineKey, RunTarget, Selection, select};
+#[cfg(test)]
+pub(crate) use crate::snapshot::definition_snapshot;
+pub(crate) use crate::snapshot::{definition_snapshot_hash, write_definition_snapshot};
 use crate::state::{Folded, fold_journal};
 use crate::sweep::{StraySweep, SweepReason};
 
@@ -43,6 +46,7 @@ pub struct RunSession<'a> {
     max_parallel: Option<usize>,
     max_retry_delay: Option<Duration>,
     reuse: bool,
+    state_dir_mode: Option<apollo_core::sharing::Sharing>,
 }
 
 impl std::fmt::Debug for RunSession<'_> {
@@ -88,6 +92,7 @@ impl<'a> RunSession<'a> {
             max_parallel: None,
             max_retry_delay: None,
             reuse: true,
+            state_dir_mode: None,
         }
     }
 
@@ -123,6 +128,13 @@ impl<'a> RunSession<'a> {
     /// options taken from the pipeline (see [`crate::pipeline_writer_options`]).
     pub fn writer_options(mut self, options: WriterOptions) -> Self {
         self.writer_options = options;
+        self
+    }
+
+    /// Who may use the state directory when this session makes it (`--state-dir-mode`; `None`:
+    /// private). An existing state directory keeps its own: asking for another is an error.
+    pub fn state_dir_mode(mut self, sharing: Option<apollo_core::sharing::Sharing>) -> Self {
+        self.state_dir_mode = sharing;
         self
     }
 
@@ -262,7 +274,7 @@ impl<'a> RunSession<'a> {
     #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
     pub fn open(self, observer: &mut dyn SessionObserver) -> Result<Opened<'a>, RunnerError> {
         let pipeline = &self.loaded.pipeline;
-        let state = StateDir::open_or_create(&self.state_dir)?;
+        let state = StateDir::open_or_create_as(&self.state_dir, self.state_dir_mode)?;
         let mut lock = acquire_lock(&state, self.wait_for_lock, observer)?;
         let identity = self.identity();
         let mut latest = None;
@@ -545,31 +557,5 @@ fn previous_run(state: &StateDir, pipeline: PipelineKey<'_>) -> Option<RunId> {
             .and_then(|run_dir| JournalReader::open(run_dir.path(), ReadOptions::default()))
             .and_then(|mut reader| reader.next().transpose());
         matches!(first, Ok(Some(Record { event: Event::RunStarted(started), .. })) if pipeline.owns(&started))
-    })
-}
-
-/// The definition snapshot of `pipeline`, in memory (tests compare with it).
-#[cfg(test)]
-pub(crate) fn definition_snapshot(pipeline: &apollo_core::Pipeline) -> serde_json::Result<Vec<u8>> {
-    serde_json::to_vec_pretty(pipeline)
-}
-
-/// Writes the definition snapshot of `pipeline` to `out`, a piece at a time: its
-/// pretty-printed JSON, which a run keeps in the blob store (`run_started` records its hash)
-/// and `apollo show --definition` prints.
-pub(crate) fn write_definition_snapshot(
-    pipeline: &apollo_core::Pipeline,
-    out: &mut dyn std::io::Write,
-) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(out, pipeline).map_err(std::io::Error::from)
-}
-
-/// The hash of the definition snapshot of `pipeline` (what its blob is named), made
-/// without holding the snapshot in memory.
-pub(crate) fn definition_snapshot_hash(
-    pipeline: &apollo_core::Pipeline,
-) -> std::io::Result<String> {
-    apollo_core::hash::sha256_of_written(std::io::sink(), |out| {
-        write_definition_snapshot(pipeline, out)
     })
 }

@@ -63,7 +63,9 @@ pub fn backup(
     // The source's `runs/` and `blobs/` are checked as the destination's are (a link planted
     // there is refused, not copied from).
     state.check_fixed_folders()?;
-    let dest = StateDir::open_or_create(dest)?;
+    // A new destination is shared as the source is; an existing one keeps its own sharing.
+    let sharing = (!dest.exists()).then(|| state.sharing()).transpose()?;
+    let dest = StateDir::open_or_create_as(dest, sharing)?;
     if dest.path().canonicalize().ok() == state.path().canonicalize().ok() {
         return Err(StoreError::invalid(
             "the backup destination is the state directory itself",
@@ -224,14 +226,15 @@ fn replace_copy(runs_dir: &Path, temp: &Path, final_path: &Path) -> Result<(), S
     fsync_dir(runs_dir)
 }
 
-/// Gives `to` the permission bits of `from` (never set-id bits).
+/// Gives `to` the permission bits of `from` (never set-id bits, but a folder's setgid bit,
+/// which keeps a shared state directory's group on what is created in it).
 fn keep_mode(from: &Path, to: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::PermissionsExt;
-    let mode = fs::symlink_metadata(from)
-        .map_err(|source| StoreError::io("stat", from, source))?
-        .permissions()
-        .mode();
-    fs::set_permissions(to, fs::Permissions::from_mode(mode & 0o777))
+    let metadata =
+        fs::symlink_metadata(from).map_err(|source| StoreError::io("stat", from, source))?;
+    let kept = if metadata.is_dir() { 0o2777 } else { 0o777 };
+    let mode = metadata.permissions().mode();
+    fs::set_permissions(to, fs::Permissions::from_mode(mode & kept))
         .map_err(|source| StoreError::io("set the permissions of", to, source))
 }
 

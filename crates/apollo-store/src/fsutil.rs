@@ -4,6 +4,8 @@ use std::fs::{self, File};
 use std::io;
 use std::path::Path;
 
+use apollo_core::sharing::Sharing;
+
 use crate::error::StoreError;
 
 /// fsyncs a directory so the entries created or renamed in it survive a power loss.
@@ -13,22 +15,28 @@ pub(crate) fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
         .map_err(|source| StoreError::io("fsync directory", dir, source))
 }
 
-/// The mode of every folder apollo creates in a state directory: the owner's only.
-pub(crate) const PRIVATE_DIR_MODE: u32 = 0o700;
-/// The mode of every file apollo creates in a state directory (blobs are then made read-only).
+/// The mode of every file apollo creates in a private state directory (blobs are then made
+/// read-only); see [`Sharing`] for a shared one.
 pub(crate) const PRIVATE_FILE_MODE: u32 = 0o600;
 
-/// Creates `dir` and any missing parents, owner-only (0700); each directory created is fsynced into its parent.
+/// Creates `dir` and any missing parents, each with the modes its parent's bits ask for (see
+/// [`Sharing::of_folder_mode`]: owner-only, 0700, unless the parent is a shared state
+/// directory's 2770 folder); each directory created is fsynced into its parent.
 pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<(), StoreError> {
     if dir.is_dir() {
         return Ok(());
     }
-    if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        create_dir_all_durable(parent)?;
-    }
+    let parent = dir
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    create_dir_all_durable(parent)?;
     // Owner-only (DESIGN §18): what apollo keeps (captured files, logs, caches) is the
     // user's alone unless the state directory says otherwise.
-    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), PRIVATE_DIR_MODE)
+    let sharing = fs::metadata(parent).map_or(Sharing::Private, |meta| {
+        Sharing::of_folder_mode(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()))
+    });
+    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), sharing.dir_mode())
         .create(dir)
     {
         Ok(()) => {}
@@ -37,6 +45,9 @@ pub(crate) fn create_dir_all_durable(dir: &Path) -> Result<(), StoreError> {
         }
         Err(source) => return Err(StoreError::io("create directory", dir, source)),
     }
+    File::open(dir)
+        .and_then(|handle| sharing.apply(handle, true))
+        .map_err(|source| StoreError::io("set the permissions of", dir, source))?;
     fsync_dir(dir)?;
     if let Some(parent) = dir.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         fsync_dir(parent)?;

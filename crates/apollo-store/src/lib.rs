@@ -45,7 +45,7 @@ pub use input_manifest::{
     MANIFESTS_DIR, input_manifest_path, read_files_manifest, read_input_manifest,
 };
 pub use lock::{LockHolder, StateLock};
-pub use permissions::{ReadableEntry, make_private, readable_by_others};
+pub use permissions::{ReadableEntry, fix_modes, make_private, misfit_modes, readable_by_others};
 pub use reader::{JournalReader, ReadOptions, StoredRecord, VerbatimRecord};
 pub use retention::{PruneOptions, PruneReport, plan_prune, prune};
 pub use reuse_index::{IndexRefresh, PipelineReuse, ReuseIndex};

@@ -28,14 +28,14 @@ use crate::state_dir::StateDir;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PruneOptions {
-    /// Keep runs started less than this many days before `now`.
+    /// Keep runs started at most this many days (×24 hours) before `now`.
     pub keep_days: Option<u32>,
     /// Keep the newest this many runs of each pipeline.
     pub keep_runs: Option<usize>,
 }
 
 impl PruneOptions {
-    /// Keeping runs started less than `keep_days` days before `now`.
+    /// Keeping runs started at most `keep_days` days (×24 hours) before `now`.
     pub fn keep_days(mut self, keep_days: u32) -> Self {
         self.keep_days = Some(keep_days);
         self

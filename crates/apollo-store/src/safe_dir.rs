@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
+use apollo_core::sharing::Sharing;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::error::StoreError;
@@ -157,10 +158,16 @@ pub(crate) enum Access {
 }
 
 /// An open folder inside (or at the root of) the state directory.
+///
+/// It carries the state directory's [`Sharing`], read from the bits of the folder first
+/// opened by path (2770: shared with its group) and handed down to the folders opened from it:
+/// every folder and file created through it gets that sharing's modes, with an explicit
+/// `chmod` where the umask would narrow them.
 #[derive(Debug)]
 pub(crate) struct Dir {
     fd: OwnedFd,
     path: PathBuf,
+    sharing: Sharing,
 }
 
 impl Dir {
@@ -186,6 +193,7 @@ impl Dir {
             errno => StoreError::io("open", path, errno.into()),
         })?;
         Ok(Self {
+            sharing: Sharing::of_folder(&fd),
             fd,
             path: path.to_path_buf(),
         })
@@ -237,6 +245,18 @@ impl Dir {
         &self.fd
     }
 
+    /// Who may use what is created through this folder (see the type's docs).
+    pub(crate) fn sharing(&self) -> Sharing {
+        self.sharing
+    }
+
+    /// Gives `fd`, created through this folder, the sharing's mode (see [`Sharing::apply`]).
+    fn apply_sharing(&self, fd: impl AsFd, name: &Path, is_dir: bool) -> Result<(), StoreError> {
+        self.sharing.apply(fd, is_dir).map_err(|source| {
+            StoreError::io("set the permissions of", self.path.join(name), source)
+        })
+    }
+
     /// The type of the entry `name`, without following it (`None`: there is none).
     pub(crate) fn entry_type(
         &self,
@@ -272,7 +292,11 @@ impl Dir {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => Ok(Self { fd, path }),
+            Ok(fd) => Ok(Self {
+                fd,
+                path,
+                sharing: self.sharing,
+            }),
             Err(rustix::io::Errno::NOENT) => Err(StoreError::NotFound {
                 what: format!("folder {}", path.display()),
             }),
@@ -291,13 +315,10 @@ impl Dir {
         durable: bool,
     ) -> Result<Self, StoreError> {
         let name = name.as_ref();
-        match rustix::fs::mkdirat(
-            &self.fd,
-            name,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_DIR_MODE),
-        ) {
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(self.sharing.dir_mode())) {
             Ok(()) => {
                 let dir = self.subdir(name)?;
+                self.apply_sharing(&dir.fd, name, true)?;
                 if durable {
                     dir.sync()?;
                     self.sync()?;
@@ -319,14 +340,16 @@ impl Dir {
         let name = name.as_ref();
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        rustix::fs::openat(
+        let file = rustix::fs::openat(
             &self.fd,
             name,
             flags,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+            Mode::from_raw_mode(self.sharing.file_mode()),
         )
         .map(File::from)
-        .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))
+        .map_err(|errno| StoreError::io("create", self.path.join(name), errno.into()))?;
+        self.apply_sharing(&file, name, false)?;
+        Ok(file)
     }
 
     /// Opens the file `name`, which must be a regular file (never a symbolic link, a FIFO or a
@@ -359,7 +382,7 @@ impl Dir {
             &self.fd,
             name,
             flags,
-            Mode::from_raw_mode(crate::fsutil::PRIVATE_FILE_MODE),
+            Mode::from_raw_mode(self.sharing.file_mode()),
         ) {
             Ok(fd) => fd,
             Err(rustix::io::Errno::NOENT) => {
@@ -383,6 +406,9 @@ impl Dir {
                 expected: "a regular file",
                 found: describe(file_type),
             });
+        }
+        if access == Access::ReadWriteCreate {
+            self.apply_sharing(&fd, name, false)?;
         }
         Ok(File::from(fd))
     }
@@ -458,12 +484,44 @@ impl Dir {
         durable: bool,
         fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
+        self.write_atomic(name, durable, false, fill)
+    }
+
+    /// [`write_file_atomic_with`](Self::write_file_atomic_with) of a blob apollo makes (a
+    /// definition snapshot): read-only, the owner's, and the group's in a shared state
+    /// directory (0400, 0440).
+    pub(crate) fn write_blob_atomic_with(
+        &self,
+        name: &str,
+        durable: bool,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
+        self.write_atomic(name, durable, true, fill)
+    }
+
+    /// The mode of a blob apollo makes in this folder (see [`Self::write_blob_atomic_with`]).
+    pub(crate) fn made_blob_mode(&self) -> u32 {
+        self.sharing.blob_mode(self.sharing.file_mode())
+    }
+
+    fn write_atomic(
+        &self,
+        name: &str,
+        durable: bool,
+        blob: bool,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<(), StoreError> {
         let temp = format!(".{name}.tmp-{}", crate::fsutil::random_hex(4));
         let temp_path = self.path.join(&temp);
         let result = (|| {
             let mut file = self.create_new_file(&temp)?;
             fill(&mut file)
                 .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
+            if blob {
+                use std::os::unix::fs::PermissionsExt as _;
+                file.set_permissions(std::fs::Permissions::from_mode(self.made_blob_mode()))
+                    .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
+            }
             if durable {
                 file.sync_all()
                     .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
@@ -501,77 +559,4 @@ pub(crate) fn explain_efbig(error: std::io::Error) -> std::io::Error {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_checked_tail_is_created_below_missing_parents_and_never_through_a_link() {
-        let dir = tempfile::tempdir().unwrap();
-        let deep = dir.path().join("a/b/runs/r1/journal");
-        let opened = Dir::open_checked_tail(&deep, 3, true, false).unwrap();
-        assert_eq!(opened.path(), deep);
-        assert!(deep.is_dir());
-
-        let outside = dir.path().join("outside");
-        std::fs::create_dir(&outside).unwrap();
-        std::os::unix::fs::symlink(&outside, dir.path().join("a/b/runs/r2")).unwrap();
-        let error = Dir::open_checked_tail(&dir.path().join("a/b/runs/r2/journal"), 3, true, false)
-            .unwrap_err();
-        assert!(
-            matches!(
-                error,
-                StoreError::UnexpectedFileType {
-                    found: "a symbolic link",
-                    ..
-                }
-            ),
-            "{error}"
-        );
-        assert!(!outside.join("journal").exists());
-    }
-
-    #[test]
-    fn files_are_written_atomically_and_links_replaced_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("target");
-        std::fs::write(&target, "keep").unwrap();
-        std::os::unix::fs::symlink(&target, dir.path().join("name")).unwrap();
-        let opened = Dir::open(dir.path()).unwrap();
-        assert!(opened.open_file("name", Access::Read).is_err());
-        assert!(opened.create_new_file("name").is_err());
-        opened.write_file_atomic("name", b"new", true).unwrap();
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("name")).unwrap(),
-            "new"
-        );
-        assert_eq!(
-            opened.entry_type("name").unwrap(),
-            Some(FileType::RegularFile)
-        );
-    }
-
-    #[test]
-    fn a_held_file_has_the_identity_its_name_has_and_its_links_counted() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("segment");
-        let file = File::create(&path).unwrap();
-        let held = held_state(&file, &path).unwrap();
-        assert_eq!(Some(held.id), path_id(&path).unwrap());
-        assert_eq!(held.n_links, 1);
-        std::fs::hard_link(&path, dir.path().join("second")).unwrap();
-        assert_eq!(held_state(&file, &path).unwrap().n_links, 2);
-        std::fs::remove_file(&path).unwrap();
-        std::fs::remove_file(dir.path().join("second")).unwrap();
-        assert_eq!(held_state(&file, &path).unwrap().n_links, 0);
-        // Another file at the name is another identity.
-        std::fs::write(&path, "other").unwrap();
-        assert_ne!(Some(held.id), path_id(&path).unwrap());
-        // A folder's descriptor too.
-        let opened = Dir::open(dir.path()).unwrap();
-        assert_eq!(
-            Some(opened.held_state().unwrap().id),
-            path_id(dir.path()).unwrap()
-        );
-    }
-}
+mod tests;

@@ -10,7 +10,7 @@ use chrono::{Duration, TimeZone, Utc};
 
 use crate::support::*;
 
-fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus>) -> RunId {
+pub(crate) fn make_run(state: &StateDir, id: &str, name: &str, end: Option<RunStatus>) -> RunId {
     let id: RunId = id.parse().unwrap();
     let run = state.create_run(&id).unwrap();
     // Records are stamped at the run id's time, as a real run's would be.
@@ -19,10 +19,10 @@ fn make_run(state: &StateDir, id: &str, pipeline: &str, finish: Option<RunStatus
     let options = fast().clock(clock.clock());
     let mut writer = JournalWriter::create(run.path(), id.as_str(), options).unwrap();
     writer
-        .append_batch(&[run_started(id.as_str(), pipeline)])
+        .append_batch(&[run_started(id.as_str(), name)])
         .unwrap();
     writer.append_batch(&[event(1)]).unwrap();
-    if let Some(status) = finish {
+    if let Some(status) = end {
         writer.append_batch(&[run_finished(status)]).unwrap();
     }
     let logs = state.attempt_log_dir(&id, "a", 1).unwrap();

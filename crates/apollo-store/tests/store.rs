@@ -13,6 +13,7 @@ mod counts_cache;
 mod faults;
 mod journal;
 mod lock_wait;
+mod retention;
 mod reuse_index;
 mod state;
 mod tamper;

@@ -80,6 +80,7 @@ pub(crate) fn run(
         };
     if let Some(pipeline) = &pipeline {
         diagnostics.extend(special_files(pipeline, &path));
+        diagnostics.extend(folder_inputs(pipeline, &path));
     }
     let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let n_warnings = diagnostics.len() - n_errors;
@@ -201,6 +202,36 @@ fn special_files(pipeline: &Pipeline, config: &Path) -> Vec<Diagnostic> {
                     message,
                 )
                 .with_hint("a run refuses it and fails the unit: its content may never end"),
+            );
+        }
+    }
+    warnings
+}
+
+/// A warning for each input named as a plain path (not a glob) that is a folder now: a run
+/// refuses it ("it is a directory, not a regular file"); a glob names its files.
+fn folder_inputs(pipeline: &Pipeline, config: &Path) -> Vec<Diagnostic> {
+    let mut warnings = Vec::new();
+    for unit in &pipeline.units {
+        for input in unit
+            .inputs
+            .iter()
+            .filter(|input| !input.contains(['*', '?', '[']))
+        {
+            if !pipeline.base_dir.join(input).is_dir() {
+                continue;
+            }
+            let folder = input.trim_end_matches('/');
+            warnings.push(
+                Diagnostic::new(
+                    apollo_core::Severity::Warning,
+                    "folder-input",
+                    config,
+                    format!("input `{input}` of unit `{}` is a folder, not a file", unit.name),
+                )
+                .with_hint(format!(
+                    "a run refuses it (it is a directory, not a regular file): name its files with a glob, `{folder}/**` (every file below it) or `{folder}/*` (those directly in it)"
+                )),
             );
         }
     }

@@ -14,10 +14,13 @@ use crate::exit::Exit;
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("keep").required(true).multiple(true).args(["keep_days", "keep_runs"])))]
 pub(crate) struct PruneArgs {
-    /// Keep the runs that started less than N days ago (a run goes only when no --keep-* rule keeps it)
+    /// Keep the runs that started at most N×24 hours ago (0: none for its age). The rules add
+    /// up: a run is deleted only when no --keep-* rule given keeps it, so `--keep-runs 3
+    /// --keep-days 0` keeps the 3 newest runs of each pipeline, whatever their age, and
+    /// `--keep-runs 3 --keep-days 7` those and every run of the last 7 days
     #[arg(long, value_name = "N")]
     pub(crate) keep_days: Option<u32>,
-    /// Keep the N newest runs of each pipeline (per pipeline, not in all)
+    /// Keep the N newest runs of each pipeline (per pipeline, not in all; 0: none for its rank)
     #[arg(long, value_name = "N")]
     pub(crate) keep_runs: Option<usize>,
     #[command(flatten)]

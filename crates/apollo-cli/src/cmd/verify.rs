@@ -20,8 +20,9 @@ pub(crate) struct VerifyArgs {
     /// Output format (json: one document, `runs` with each run's verdict)
     #[arg(long, value_enum, default_value_t = TableFormat::Text)]
     pub(crate) format: TableFormat,
-    /// Take the group and other permission bits off every file and folder of the state
-    /// directory (an older apollo left blobs 0444 under 0755 folders), keeping the owner's
+    /// Give every file and folder of the state directory the modes of its sharing: a private
+    /// one loses the group and other bits (an older apollo left blobs 0444 under 0755
+    /// folders), keeping the owner's; one shared with a group gets folders 2770 and files 0660
     #[arg(long)]
     pub(crate) fix_permissions: bool,
 }
@@ -35,7 +36,7 @@ pub(crate) fn run(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state = args.state.open(state_dir)?;
-    permissions(state.path(), args.fix_permissions, stdout, stderr)?;
+    permissions(&state, args.fix_permissions, stdout, stderr)?;
     let runs = match &args.run {
         Some(spec) => vec![state::resolve_run(&state, spec)?],
         None => state.run_ids()?,
@@ -132,34 +133,63 @@ pub(crate) fn run(
     Ok(Exit::Success)
 }
 
-/// Warns when files or folders of the state directory can be read by other users (a state
-/// directory made by an older apollo, or changed by hand); with `fix`, makes them private.
+/// Warns when files or folders of the state directory do not have the modes its sharing wants
+/// (a private one: readable by other users, as an older apollo or a hand left them; a shared
+/// one: not usable by the group, or readable by others); with `fix`, gives them those modes.
 fn permissions(
-    root: &Path,
+    state: &apollo_store::StateDir,
     fix: bool,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<(), CliError> {
+    use apollo_core::sharing::Sharing;
+    let root = state.path();
+    let sharing = state.sharing()?;
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
     if fix {
-        let n_changed = apollo_store::make_private(root)?;
+        let (n_changed, n_others) = apollo_store::fix_modes(root, sharing)?;
+        let made = match sharing {
+            Sharing::Private => "private (owner only)",
+            Sharing::Group => {
+                "shared with the group (folders 2770, files 0660, blobs 0440 or 0400)"
+            }
+        };
         writeln!(
             stdout,
-            "{}: made {n_changed} file{} and folder{} private (owner only)",
+            "{}: made {n_changed} file{} and folder{} {made}",
             root.display(),
-            if n_changed == 1 { "" } else { "s" },
-            if n_changed == 1 { "" } else { "s" },
+            plural(n_changed),
+            plural(n_changed),
         )
         .map_err(output)?;
+        if n_others > 0 {
+            let _ = writeln!(
+                stderr,
+                "warning: {n_others} file{} and folder{} belong to another user and were left as they are\n  = help: their owner (or root) runs `apollo verify --fix-permissions` to fix them",
+                plural(n_others),
+                plural(n_others),
+            );
+        }
         return Ok(());
     }
-    let readable = apollo_store::readable_by_others(root)?;
-    if let Some(first) = readable.first() {
+    let misfits = apollo_store::misfit_modes(root, sharing)?;
+    if let Some(first) = misfits.first() {
+        let what = match sharing {
+            Sharing::Private => "are readable by other users (captured files, logs, caches)",
+            Sharing::Group => {
+                "do not have the modes of a state directory shared with its group (folders 2770, files 0660: teammates cannot use them, or other users can read them)"
+            }
+        };
+        let fixed = match sharing {
+            Sharing::Private => "to make them the owner's only",
+            Sharing::Group => "to give them the group's modes",
+        };
         let _ = writeln!(
             stderr,
-            "warning: {} file{} and folder{} of the state directory {} are readable by other users (captured files, logs, caches), e.g. {} ({:o})\n  = help: run `apollo verify --fix-permissions` to make them the owner's only",
-            readable.len(),
-            if readable.len() == 1 { "" } else { "s" },
-            if readable.len() == 1 { "" } else { "s" },
+            "warning: {} file{} and folder{} of the state directory {} {what}, e.g. {} ({:o})\n  = help: run `apollo verify --fix-permissions` {fixed}",
+            misfits.len(),
+            plural(misfits.len()),
+            plural(misfits.len()),
             root.display(),
             first.path.display(),
             first.mode,

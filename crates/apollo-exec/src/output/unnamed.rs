@@ -18,15 +18,20 @@ use crate::sys::lease;
 /// A new unnamed file in the nearest existing folder at or above `log_dir`, and that folder.
 pub(super) fn create_unnamed(log_dir: &Path) -> io::Result<(File, PathBuf)> {
     for dir in log_dir.ancestors().take(8) {
+        // The owner's only, as everything in the state directory, unless it is shared with
+        // its group (DESIGN §18).
+        let sharing = super::sharing_of(dir);
         let opened = OpenOptions::new()
             .read(true)
             .append(true)
-            // The owner's only, as everything in the state directory (DESIGN §18).
-            .mode(0o600)
+            .mode(sharing.file_mode())
             .custom_flags(libc::O_TMPFILE)
             .open(dir);
         match opened {
-            Ok(file) => return Ok((file, dir.to_owned())),
+            Ok(file) => {
+                sharing.apply(&file, false)?;
+                return Ok((file, dir.to_owned()));
+            }
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
             Err(error) => return Err(error),
         }

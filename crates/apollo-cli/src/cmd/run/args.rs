@@ -83,6 +83,20 @@ pub(crate) struct ExecutionArgs {
     /// Read params from a YAML or JSON file holding a mapping of names to values
     #[arg(long, value_name = "FILE")]
     pub(crate) params_file: Option<PathBuf>,
+    /// Who may use the state directory this command makes: private (you only: 0700, the
+    /// default) or group (you and its group: folders 2770, files 0660). Chosen once, when it is
+    /// made, and recorded in it; an existing one keeps its own
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub(crate) state_dir_mode: Option<StateDirMode>,
+}
+
+/// The values of `--state-dir-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum StateDirMode {
+    /// You only
+    Private,
+    /// You and the state directory's group
+    Group,
 }
 
 /// Arguments of `apollo run`.
@@ -131,7 +145,11 @@ impl ExecutionArgs {
             })
             .only(self.only.clone())
             .reuse(!self.no_reuse)
-            .wait_for_lock(self.wait);
+            .wait_for_lock(self.wait)
+            .state_dir_mode(self.state_dir_mode.map(|mode| match mode {
+                StateDirMode::Private => apollo_core::sharing::Sharing::Private,
+                StateDirMode::Group => apollo_core::sharing::Sharing::Group,
+            }));
         if let Some(max_parallel) = self.max_parallel {
             session = session.max_parallel(usize::try_from(max_parallel).unwrap_or(usize::MAX));
         }

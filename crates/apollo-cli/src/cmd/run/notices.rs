@@ -26,7 +26,7 @@ fn line(notice: &SessionNotice<'_>) -> Option<String> {
             whose(*reason)
         )),
         SessionNotice::SweepFailed { run, reason, error } => Some(format!(
-            "warning: could not look for processes {} run {run}: {error}",
+            "warning: sweeping the processes {} run {run}: {error}",
             whose(*reason)
         )),
         SessionNotice::Hook(outcome) => Some(hook_line(outcome)),
