@@ -95,6 +95,7 @@ mod held_still;
 mod in_flight;
 mod ledger;
 mod observer;
+mod outcome;
 mod outputs;
 mod pacer;
 mod plan;

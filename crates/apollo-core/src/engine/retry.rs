@@ -4,15 +4,11 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use crate::model::Unit;
-
 /// Backoff before retry number `retry` (1 for the first retry): the unit's `retry_delay` ×
 /// 2^(retry-1), capped at `cap` (or at `retry_delay` when that is longer).
-pub(super) fn backoff(unit: &Unit, retry: u32, cap: Duration) -> Duration {
+pub(super) fn backoff_from(retry_delay: Duration, retry: u32, cap: Duration) -> Duration {
     let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(20));
-    unit.retry_delay
-        .saturating_mul(factor)
-        .min(cap.max(unit.retry_delay))
+    retry_delay.saturating_mul(factor).min(cap.max(retry_delay))
 }
 
 /// Units waiting for their next attempt, earliest due first.
@@ -63,7 +59,7 @@ mod tests {
         flaky.retry_delay = Duration::from_secs(1);
         let cap = Duration::from_secs(5);
         let delays: Vec<u64> = (1..=5)
-            .map(|retry| backoff(&flaky, retry, cap).as_secs())
+            .map(|retry| backoff_from(flaky.retry_delay, retry, cap).as_secs())
             .collect();
         assert_eq!(delays, vec![1, 2, 4, 5, 5]);
     }
