@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::outcomes::halted;
 use super::{Admission, BatchState, Head, Limits, Message, Place, Record, Sim, Turn, Unit, ledger};
 use crate::engine::admission;
 
@@ -20,8 +21,8 @@ impl Sim {
             commit_limit: self.pacer.commit_limit(self.max_parallel),
             max_jobs: self.max_jobs,
         };
+        let mut changed = self.release_due_retries();
         let mut passed_over = Vec::new();
-        let mut changed = false;
         loop {
             let turn = Turn {
                 stopped: self.stopped,
@@ -109,11 +110,12 @@ impl Sim {
             && self.jobs.is_empty()
             && self.at_hashers.is_empty()
             && self.batch.is_empty()
+            && self.retries.is_empty()
             && !self.finished()
     }
 
     fn fresh_reuse_check(&self, unit: usize) -> bool {
-        self.units[unit].reuse.is_some() && self.last_attempt[unit] == 0
+        self.units[unit].reuse.is_some() && self.attempts_here[unit] == 0 && !self.prior_done(unit)
     }
 
     /// Hash (or check) a unit: inline when the engine would only wait for it, else on the
@@ -128,7 +130,7 @@ impl Sim {
         Ok(())
     }
 
-    fn take_hashed(&mut self, unit: usize) -> Result<(), String> {
+    pub(super) fn take_hashed(&mut self, unit: usize) -> Result<(), String> {
         let entry = self
             .ledger
             .hashed(unit)
@@ -151,8 +153,15 @@ impl Sim {
         self.admit(unit)
     }
 
-    /// Queue an attempt's `unit_started` (as `Scheduler::admit`).
+    /// Queue an attempt's `unit_started` (as `Scheduler::admit`), unless the resume policy
+    /// says a unit done before a crash is not run again.
     fn admit(&mut self, unit: usize) -> Result<(), String> {
+        if self.attempts_here[unit] == 0 && self.decided_done(unit) {
+            self.state[unit] = Unit::Done;
+            self.queue.complete(&self.dag, unit);
+            return Ok(());
+        }
+        self.attempts_here[unit] += 1;
         self.last_attempt[unit] += 1;
         let attempt = self.last_attempt[unit];
         ledger(self.ledger.commit(unit, self.kind_for_decision(unit)))?;
@@ -194,6 +203,7 @@ impl Sim {
             return Ok(());
         };
         self.journal.extend(records);
+        self.resume_from_journal()?;
         self.pacer
             .commit_took(Duration::from_micros(self.rng.below(4000) as u64));
         self.hand_out(&jobs)
@@ -234,10 +244,16 @@ impl Sim {
             self.channel.push_back(Message::Done {
                 unit,
                 attempt,
-                ran: false,
-                ok: false,
+                ended: halted(),
             });
             return Ok(());
+        }
+        // Nothing done runs again, in this apollo or after a crash.
+        let done = |record: &Record| matches!(record, Record::Finished { unit: u, ok: true, .. } | Record::Reused { unit: u } if *u == unit);
+        if self.journal.iter().any(done) {
+            return Err(format!(
+                "unit {unit} attempt {attempt} runs though the journal holds its success"
+            ));
         }
         let durable = |record: &Record| *record == Record::Started { unit, attempt };
         if !self.journal.iter().any(durable) {
@@ -277,63 +293,6 @@ impl Sim {
                 "{running_local} local attempts (max_parallel {}) and {running_slurm} Slurm jobs (max_jobs {}) run at once",
                 self.max_parallel, self.max_jobs
             ));
-        }
-        Ok(())
-    }
-
-    pub(super) fn worker_ends(&mut self, worker: usize) {
-        if let Some((unit, attempt)) = self.workers[worker].take() {
-            let ok = attempt > self.units[unit].failures;
-            self.channel.push_back(Message::Done {
-                unit,
-                attempt,
-                ran: true,
-                ok,
-            });
-        }
-    }
-
-    /// Take every message waiting in (as the engine's `take_in` after its `select!`).
-    pub(super) fn take_in(&mut self) -> Result<(), String> {
-        while let Some(message) = self.channel.pop_front() {
-            match message {
-                Message::Hashed { unit } => self.take_hashed(unit)?,
-                Message::Done {
-                    unit,
-                    attempt,
-                    ran,
-                    ok,
-                } => {
-                    ledger(self.ledger.ended_at_worker(unit))?;
-                    if !ran {
-                        continue;
-                    }
-                    self.pacer
-                        .attempt_ended(Duration::from_micros(self.rng.below(20_000) as u64));
-                    self.batch.push(Record::Finished { unit, attempt, ok });
-                    self.urgent |= !ok || !self.units[unit].kind.idempotent;
-                    if ok {
-                        self.state[unit] = Unit::Done;
-                        self.queue.complete(&self.dag, unit);
-                    } else if attempt <= self.units[unit].retries && !self.stopped {
-                        self.queue.requeue(unit);
-                    } else {
-                        self.state[unit] = Unit::Failed;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A cancellation: start nothing more; the batch's starts are taken back.
-    pub(super) fn stop(&mut self) -> Result<(), String> {
-        self.stopped = true;
-        for (unit, attempt) in std::mem::take(&mut self.batch_jobs) {
-            ledger(self.ledger.taken_back(unit))?;
-            self.batch
-                .retain(|record| *record != Record::Started { unit, attempt });
-            self.last_attempt[unit] -= 1;
         }
         Ok(())
     }
