@@ -21,19 +21,6 @@ use crate::executor::AttemptEvent;
 use crate::journal::{Journal, JournalError};
 
 impl Scheduler<'_> {
-    /// Whether the batch may be appended unsynced: a full batch of reuses while the run goes
-    /// on, and the records appended unsynced before it (if any) younger than a batch of
-    /// reuses may wait (see `Tuning::max_reuse_delay`): what a crash can tear stays bounded.
-    pub(super) fn may_go_unsynced(&self) -> bool {
-        self.batch.only_reuses()
-            && self.pacer.reuses_full(self.batch.len())
-            && !self.stop_starting
-            && self
-                .batch
-                .unsynced_since()
-                .is_none_or(|since| !self.pacer.reuses_overdue(since, Instant::now()))
-    }
-
     /// Make the records appended unsynced durable (an empty append syncs them), then tell
     /// their notices.
     pub(super) fn sync_unsynced(

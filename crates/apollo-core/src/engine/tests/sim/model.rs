@@ -9,7 +9,7 @@ use crate::dag::{Dag, ReadyQueue};
 use crate::engine::admission::{self, Admission, BatchState, Head, Limits, Turn};
 use crate::engine::ledger::{IllegalMove, Kind, Ledger, Place};
 use crate::engine::outcome::Ended;
-use crate::engine::pacer::Pacer;
+use crate::engine::pacer::{Pacer, TUNING, Tuning};
 use crate::engine::retry::RetryQueue;
 use crate::event::AttemptStatus;
 use crate::model::{ExecutorKind, Pipeline};
@@ -110,6 +110,8 @@ pub(super) struct Sim {
     queue: ReadyQueue,
     ledger: Ledger,
     pacer: Pacer,
+    /// The pacer's tuning: batches of reuses are small here, so they fill up.
+    tuning: Tuning,
     max_parallel: usize,
     max_jobs: usize,
     /// The next batch, and the attempts it releases.
@@ -120,6 +122,10 @@ pub(super) struct Sim {
     committing: Option<(Vec<Record>, Vec<Attempt>)>,
     /// What is durable, in order.
     journal: Vec<Record>,
+    /// Appended without a sync (full batches of reuses): durable with the next durable
+    /// append, lost in a crash before it; since when.
+    unsynced: Vec<Record>,
+    unsynced_since: Option<Instant>,
     /// Committed attempts waiting for a worker, first in first out.
     jobs: VecDeque<Attempt>,
     workers: Vec<Option<Attempt>>,
@@ -197,12 +203,18 @@ impl Sim {
         let keep_going = rng.chance(30);
         let max_retry_delay = Duration::from_micros(1 + rng.below(6000) as u64);
         let max_crashes = u32::try_from(rng.below(3)).unwrap_or(0);
+        let tuning = Tuning {
+            reuses_per_commit: 1 + rng.below(3),
+            max_reuse_delay: Duration::from_micros(rng.below(5000) as u64),
+            ..TUNING
+        };
         Self {
             rng,
             queue: ReadyQueue::new(&dag, |_| false),
             dag,
             ledger: Ledger::new(n_units),
-            pacer: Pacer::new(),
+            pacer: Pacer::with_tuning(tuning),
+            tuning,
             max_parallel,
             max_jobs,
             batch: Vec::new(),
@@ -210,6 +222,8 @@ impl Sim {
             urgent: false,
             committing: None,
             journal: Vec::new(),
+            unsynced: Vec::new(),
+            unsynced_since: None,
             jobs: VecDeque::new(),
             workers: vec![None; n_workers],
             at_hashers: Vec::new(),
@@ -265,6 +279,7 @@ impl Sim {
 
     fn finished(&self) -> bool {
         self.committing.is_none()
+            && self.unsynced.is_empty()
             && admission::finished(
                 &self.ledger.counts(),
                 self.batch.is_empty(),

@@ -153,7 +153,9 @@ impl Sim {
         let (prior, asks) = self.resume_from_journal()?;
         // Everything in memory is gone: the new apollo knows only the journal.
         self.ledger = Ledger::new(n_units);
-        self.pacer = Pacer::new();
+        self.pacer = Pacer::with_tuning(self.tuning);
+        self.unsynced.clear();
+        self.unsynced_since = None;
         self.queue = ReadyQueue::new(&self.dag, |_| false);
         self.batch.clear();
         self.batch_jobs.clear();

@@ -26,7 +26,7 @@ impl Sim {
         loop {
             let turn = Turn {
                 stopped: self.stopped,
-                reuses_full: false,
+                reuses_full: self.only_reuses() && self.pacer.reuses_full(self.batch.len()),
                 passed_over: passed_over.len(),
             };
             let head = self.queue.peek().map(|unit| Head {
@@ -71,10 +71,7 @@ impl Sim {
             self.pacer.hold(now);
             let batch = BatchState {
                 records: self.batch.len(),
-                only_reuses: self
-                    .batch
-                    .iter()
-                    .all(|record| matches!(record, Record::Reused { .. })),
+                only_reuses: self.only_reuses(),
                 urgent: self.urgent,
             };
             let workers = self.max_parallel;
@@ -86,10 +83,20 @@ impl Sim {
                 workers,
                 now,
             ) {
-                self.begin_commit()?;
+                let unsynced = self.begin_commit()?;
                 self.pacer.release();
                 changed = true;
+                // A full batch of reuses went out: the loop decides on at once.
+                if unsynced {
+                    return Ok(());
+                }
             }
+        }
+        // Nothing is left unsynced while the engine waits (`sync_unsynced`).
+        if !self.unsynced.is_empty() && self.committing.is_none() {
+            self.committing = Some((std::mem::take(&mut self.unsynced), Vec::new()));
+            self.unsynced_since = None;
+            changed = true;
         }
         if !changed && self.nothing_will_happen() {
             return Err(format!(
@@ -110,6 +117,7 @@ impl Sim {
             && self.jobs.is_empty()
             && self.at_hashers.is_empty()
             && self.batch.is_empty()
+            && self.unsynced.is_empty()
             && self.retries.is_empty()
             && !self.finished()
     }
@@ -170,15 +178,35 @@ impl Sim {
         Ok(())
     }
 
-    /// Append the batch; with `break_write_ahead`, hand its jobs out before it is durable.
-    fn begin_commit(&mut self) -> Result<(), String> {
+    fn only_reuses(&self) -> bool {
+        self.batch
+            .iter()
+            .all(|record| matches!(record, Record::Reused { .. }))
+    }
+
+    /// Append the batch as `admission::append_mode` says: unsynced (returns `true`), or
+    /// durable once the commit under way completes (with what was appended unsynced before
+    /// it). With `break_write_ahead`, hand its jobs out before it is durable.
+    fn begin_commit(&mut self) -> Result<bool, String> {
         self.urgent = false;
+        let now = self.now();
+        let strict_attempt = self
+            .batch_jobs
+            .iter()
+            .any(|&(unit, _)| !self.units[unit].kind.idempotent || self.units[unit].kind.slurm);
+        let mode = admission::append_mode(&admission::Committing {
+            full_of_reuses: self.only_reuses() && self.pacer.reuses_full(self.batch.len()),
+            stopped: self.stopped,
+            unsynced_overdue: (self.unsynced_since)
+                .is_some_and(|since| self.pacer.reuses_overdue(since, now)),
+            strict_attempt,
+        });
         let records = std::mem::take(&mut self.batch);
         let mut jobs = std::mem::take(&mut self.batch_jobs);
         for record in &records {
             if let Record::Started { unit, .. } = record {
                 for &dep in self.dag.deps(*unit) {
-                    let satisfied = self.journal.iter().chain(&records).any(|earlier| {
+                    let satisfied = (self.journal.iter().chain(&self.unsynced).chain(&records)).any(|earlier| {
                         matches!(earlier, Record::Finished { unit, ok: true, .. } | Record::Reused { unit } if *unit == dep)
                     });
                     if !satisfied {
@@ -193,8 +221,19 @@ impl Sim {
             self.hand_out(&jobs)?;
             jobs.clear();
         }
-        self.committing = Some((records, jobs));
-        Ok(())
+        if mode == admission::Append::Unsynced {
+            if !jobs.is_empty() {
+                return Err("a batch appended unsynced starts attempts".into());
+            }
+            self.unsynced.extend(records);
+            self.unsynced_since.get_or_insert(now);
+            return Ok(true);
+        }
+        let mut durable = std::mem::take(&mut self.unsynced);
+        durable.extend(records);
+        self.unsynced_since = None;
+        self.committing = Some((durable, jobs));
+        Ok(false)
     }
 
     /// The commit under way is durable: its attempts go to the workers.
