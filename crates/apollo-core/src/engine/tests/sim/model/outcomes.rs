@@ -70,7 +70,7 @@ impl Sim {
     /// As `Scheduler::finish_attempt`: ask [`outcome::take`], carry the answer out.
     fn finish_attempt(&mut self, unit: usize, attempt: u32, ended: &Ended) -> Result<(), String> {
         ledger(self.ledger.ended_at_worker(unit))?;
-        if !(ended.status == AttemptStatus::Interrupted && !ended.started) {
+        if ended.status != AttemptStatus::Interrupted || ended.started {
             self.pacer
                 .attempt_ended(Duration::from_micros(self.rng.below(20_000) as u64));
         }
