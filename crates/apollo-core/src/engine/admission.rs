@@ -1,6 +1,6 @@
 //! The scheduler's deciding part, pure: from the in-flight ledger's counts, the head of the
 //! ready queue and the limits, whether to take the next ready unit, pass over it, or start
-//! nothing more this turn; and whether the batch is due for its commit. No channels, no clock
+//! nothing more this turn; whether the batch is due for its commit, and how it is appended. No channels, no clock
 //! (the caller passes `now`), no I/O: the scheduler (`scheduler/start.rs`, `scheduler/mod.rs`)
 //! asks, and acts; the simulation test (`tests/sim.rs`) asks the same functions under seeded
 //! random orders of events.
@@ -163,6 +163,44 @@ pub(super) fn commit_due(
         pacer.may_hold_back(workers, counts.at_workers, now)
     };
     stopped || batch.urgent || !may_wait
+}
+
+/// How a batch due for its commit is appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Append {
+    /// Without a sync: a full batch of reuses while the run goes on (it starts nothing; its
+    /// records become durable with the next durable append, and a crash may lose them).
+    Unsynced,
+    /// Synced before it returns, whatever the journal's durability mode: it starts a unit
+    /// that must not run twice, or a job for Slurm (DESIGN §18).
+    Strict,
+    /// As the journal's durability mode says.
+    Durable,
+}
+
+/// What the commit's choice of [`Append`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Committing {
+    /// The batch is a full batch of reuses ([`Pacer::reuses_full`]).
+    pub(super) full_of_reuses: bool,
+    /// The run stops starting units.
+    pub(super) stopped: bool,
+    /// Records appended unsynced before have waited as long as a batch of reuses may
+    /// ([`Pacer::reuses_overdue`]): what a crash can tear stays bounded.
+    pub(super) unsynced_overdue: bool,
+    /// One of its attempts is non-idempotent or runs on Slurm.
+    pub(super) strict_attempt: bool,
+}
+
+/// How the batch is appended (see [`Append`]).
+pub(super) fn append_mode(committing: &Committing) -> Append {
+    if committing.full_of_reuses && !committing.stopped && !committing.unsynced_overdue {
+        Append::Unsynced
+    } else if committing.strict_attempt {
+        Append::Strict
+    } else {
+        Append::Durable
+    }
 }
 
 /// Whether the run is over: nothing running (attempts at workers and units being hashed count

@@ -68,8 +68,12 @@
 //!   (hashing, checking reuse, committed, at a worker), every move checked; the scheduler's
 //!   counts are read from it.
 //! * `admission.rs` — the deciding part, pure: whether the next ready unit is taken, passed
-//!   over or waits, whether the batch is due, whether the engine may nap — from the ledger's
-//!   counts, the limits and the pacer, with no channel, clock or I/O. `tests/sim/` runs it
+//!   over or waits, whether the batch is due and how it is appended (unsynced, strict,
+//!   durable), whether the engine may nap — from the ledger's counts, the limits and the
+//!   pacer, with no channel, clock or I/O.
+//! * `outcome.rs` — taking an attempt's outcome in, the deciding part, pure: done, a retry
+//!   after a backoff, failed for good (downstream skipped, fail-fast), a stop for a human, or
+//!   left waiting. `tests/sim/` runs these and the resume code (after simulated crashes)
 //!   under a seeded simulation of random DAGs, outcomes and event orders.
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
@@ -95,6 +99,7 @@ mod held_still;
 mod in_flight;
 mod ledger;
 mod observer;
+mod outcome;
 mod outputs;
 mod pacer;
 mod plan;

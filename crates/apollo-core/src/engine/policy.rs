@@ -379,11 +379,11 @@ pub(super) fn decide(
     }
 }
 
-/// Whether a failed attempt of `unit` that ended `status` may be retried within the run (its
+/// Whether a failed attempt of a unit (`idempotent` or not) that ended `status` may be retried within the run (its
 /// `retries`). A timeout cuts a non-idempotent unit off half done, as a crash would: it is not
 /// retried behind a human's back — it fails for good, and the next run asks for a verdict. A
 /// non-zero exit is the unit's own verdict on itself, so its retries apply (`apollo check`
 /// warns about `idempotent: false` with `retries`).
-pub(super) fn may_retry(unit: &Unit, status: AttemptStatus) -> bool {
-    unit.idempotent || status != AttemptStatus::TimedOut
+pub(super) fn may_retry(idempotent: bool, status: AttemptStatus) -> bool {
+    idempotent || status != AttemptStatus::TimedOut
 }

@@ -33,6 +33,14 @@ pub(super) fn backoff(unit: &Unit, retry: u32, cap: Duration, run_id: &str) -> D
     jittered.min(cap)
 }
 
+/// The backoff without jitter or `retry_max_delay`: `retry_delay` × 2^(retry-1), capped at
+/// `cap` (or at `retry_delay` when that is longer). The simulation's model of [`backoff`].
+#[cfg(test)]
+pub(super) fn backoff_from(retry_delay: Duration, retry: u32, cap: Duration) -> Duration {
+    let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(20));
+    retry_delay.saturating_mul(factor).min(cap.max(retry_delay))
+}
+
 /// Whether a failure whose deciding phase ended `exit` is one `retry_on_exit` retries: any
 /// when the unit lists none; else a listed code, or a signal N whose 128 + N is listed (as a
 /// shell reports it, so `137` retries a process killed by signal 9). A failure with no exit

@@ -246,3 +246,36 @@ fn the_engine_never_naps_while_a_non_idempotent_attempt_runs_or_results_are_due(
         assert!(!may_nap(&at_workers, &waiting));
     }
 }
+
+#[test]
+fn a_full_batch_of_reuses_goes_unsynced_unless_stopped_or_overdue_and_a_careful_start_is_strict() {
+    let committing = Committing {
+        full_of_reuses: true,
+        stopped: false,
+        unsynced_overdue: false,
+        strict_attempt: false,
+    };
+    assert_eq!(append_mode(&committing), Append::Unsynced);
+    for not_unsynced in [
+        Committing {
+            stopped: true,
+            ..committing
+        },
+        Committing {
+            unsynced_overdue: true,
+            ..committing
+        },
+        Committing {
+            full_of_reuses: false,
+            ..committing
+        },
+    ] {
+        assert_eq!(append_mode(&not_unsynced), Append::Durable);
+    }
+    let careful = Committing {
+        full_of_reuses: false,
+        strict_attempt: true,
+        ..committing
+    };
+    assert_eq!(append_mode(&careful), Append::Strict);
+}

@@ -8,6 +8,7 @@ use crossbeam_channel::Sender;
 #[cfg(test)]
 use super::BREAK_WRITE_AHEAD;
 use super::{Scheduler, checked};
+use crate::engine::admission::{self, Append, Committing};
 use crate::engine::observer::{Notice, Observer};
 use crate::engine::workers::{Done, Job, failed_to_start};
 #[cfg(test)]
@@ -49,9 +50,24 @@ impl Scheduler<'_> {
                 awaits_ack: false,
             });
         }
-        let unsynced = self.may_go_unsynced();
-        let mut committing = self.batch.take();
         let started = Instant::now();
+        let full_of_reuses = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
+        let unsynced_overdue = (self.batch.unsynced_since())
+            .is_some_and(|since| self.pacer.reuses_overdue(since, started));
+        let mut committing = self.batch.take();
+        // A unit that must not run twice, or whose job goes to Slurm, starts only once its
+        // start and everything before it are synced, whatever the journal's durability mode
+        // (DESIGN §18): in `batched` a plain append may return before the sync.
+        let strict_attempt = committing.jobs.iter().any(|job| {
+            let unit = &self.pipeline.units[job.unit_idx];
+            !unit.idempotent || unit.executor == crate::model::ExecutorKind::Slurm
+        });
+        let mode = admission::append_mode(&Committing {
+            full_of_reuses,
+            stopped: self.stop_starting,
+            unsynced_overdue,
+            strict_attempt,
+        });
         for job in &mut committing.jobs {
             job.committed_at = started;
         }
@@ -63,7 +79,7 @@ impl Scheduler<'_> {
         }
         // A full batch of reuses while the run goes on is not synced (see
         // `Pacer::reuses_full`); its notices wait for the next durable append.
-        if unsynced {
+        if mode == Append::Unsynced {
             debug_assert!(
                 committing.jobs.is_empty(),
                 "a batch of reuses starts nothing"
@@ -73,14 +89,7 @@ impl Scheduler<'_> {
             self.batch.recycle(committing);
             return Ok(());
         }
-        // A unit that must not run twice, or whose job goes to Slurm, starts only once its
-        // start and everything before it are synced, whatever the journal's durability mode
-        // (DESIGN §18): in `batched` a plain append may return before the sync.
-        let strict = committing.jobs.iter().any(|job| {
-            let unit = &self.pipeline.units[job.unit_idx];
-            !unit.idempotent || unit.executor == crate::model::ExecutorKind::Slurm
-        });
-        if strict {
+        if mode == Append::Strict {
             journal.append_strict(&committing.events)?;
         } else {
             journal.append(&committing.events)?;

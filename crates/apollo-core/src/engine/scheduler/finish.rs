@@ -10,7 +10,7 @@ use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
 use crate::engine::hasher;
 use crate::engine::observer::{HeldNotice, Observer};
-use crate::engine::policy;
+use crate::engine::outcome::{self, AskHuman, Ended, Next, Standing};
 use crate::engine::record::{self, first_line};
 use crate::engine::retry::{backoff, retried_exit};
 use crate::engine::units::State;
@@ -23,19 +23,6 @@ use crate::journal::{Journal, JournalError};
 use crate::unit_state::awaits_verdict;
 
 impl Scheduler<'_> {
-    /// Whether the batch may be appended unsynced: a full batch of reuses while the run goes
-    /// on, and the records appended unsynced before it (if any) younger than a batch of
-    /// reuses may wait (see `Tuning::max_reuse_delay`): what a crash can tear stays bounded.
-    pub(super) fn may_go_unsynced(&self) -> bool {
-        self.batch.only_reuses()
-            && self.pacer.reuses_full(self.batch.len())
-            && !self.stop_starting
-            && self
-                .batch
-                .unsynced_since()
-                .is_none_or(|since| !self.pacer.reuses_overdue(since, Instant::now()))
-    }
-
     /// Make the records appended unsynced durable (an empty append syncs them), then tell
     /// their notices.
     pub(super) fn sync_unsynced(
@@ -160,9 +147,9 @@ impl Scheduler<'_> {
         self.batch.push_submitted(submitted, notice);
     }
 
-    /// Take an attempt's outcome in: settle it, queue its `unit_finished`, and decide what
-    /// follows (dependents ready, a retry, or a failure's consequences).
-    #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
+    /// Take an attempt's outcome in: settle it, ask [`outcome::take`] what follows, and carry
+    /// that out — its `unit_finished` queued, its unit's next state, its dependents ready, a
+    /// retry scheduled, or a failure's consequences (downstream skipped, fail-fast).
     pub(super) fn finish_attempt(&mut self, done: Done) {
         let Done {
             worker,
@@ -188,156 +175,171 @@ impl Scheduler<'_> {
             self.pacer.attempt_ended(outcome.wall_time);
         }
         let unit = &self.pipeline.units[unit_idx];
-        if let Some(needs_human) = &outcome.needs_human {
-            // Nothing is retried: the run stops for a human (exit 5), as for a change of a
-            // done non-idempotent unit.
-            let slot = &mut self.units[unit_idx];
-            slot.state = State::Waiting;
-            slot.result = Some(UnitResult::NotRun);
-            slot.last_failure = None;
-            self.human_needed.get_or_insert(EngineError::NeedsHuman {
-                unit: unit.name.clone(),
-                attempt,
-                reason: needs_human.reason.clone(),
-                left_in_flight: needs_human.left_in_flight,
-            });
-            self.stop();
-            if needs_human.left_in_flight {
-                // Whether it started work is unknown: no end is recorded, so the attempt
-                // stays in flight, and the next resume asks for a verdict on it.
-                if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
-                    self.acks.owe(worker_idx);
-                }
-                return;
-            }
-        }
         let settled = record::settle(&outcome, outputs);
-        let record = record::unit_finished(unit, attempt, &settled, &outcome, queued);
-        // Killed by a signal apollo did not send: a non-idempotent unit's side effects may be
-        // half done. It is not retried; the run stops for a human's verdict (DESIGN §18).
-        let cut_off = !unit.idempotent
+        let taken = outcome::take(
+            &Ended {
+                status: settled.status,
+                started: !outcome.phases.is_empty(),
+                needs_human: outcome
+                    .needs_human
+                    .as_ref()
+                    .map(|human| human.left_in_flight),
+                killed_from_outside: cut_off_by_signal(settled.status, outcome.exit),
+                exit_retried: retried_exit(unit, outcome.exit),
+            },
+            &self.standing(unit_idx),
+        );
+        // A non-idempotent unit cut off (timed out, killed from outside) waits for a human's
+        // verdict: its result says so (`UnitState::NeedsVerdict`, the one rule).
+        let awaits = !unit.idempotent
             && outcome.needs_human.is_none()
-            && cut_off_by_signal(settled.status, outcome.exit);
-        let record::Settled {
-            status,
-            error,
-            output_hash,
-        } = settled;
-        let mut retry_in = None;
-        let mut retry_failed = false;
-        let slot = &mut self.units[unit_idx];
-        match status {
-            AttemptStatus::Succeeded | AttemptStatus::Skipped => {
-                slot.last_failure = None;
-                slot.output_hash = output_hash;
-                slot.state = State::Done;
-                slot.result = Some(if status == AttemptStatus::Skipped {
-                    UnitResult::SelfSkipped { attempt }
-                } else {
-                    UnitResult::Succeeded { attempt }
-                });
-                self.queue.complete(self.dag, unit_idx);
-            }
-            AttemptStatus::Interrupted => {
-                slot.state = State::Waiting;
-                // An attempt halted before any process of it started was never started.
-                slot.result = Some(if outcome.phases.is_empty() {
-                    UnitResult::NotRun
-                } else {
-                    UnitResult::CutOff {
+            && awaits_verdict(
+                Some((settled.status, outcome.exit)),
+                !outcome.phases.is_empty(),
+            );
+        if let Some(ask) = taken.ask {
+            self.human_needed
+                .get_or_insert(match (ask, &outcome.needs_human) {
+                    (AskHuman::NeedsHuman, Some(needs_human)) => EngineError::NeedsHuman {
+                        unit: unit.name.clone(),
                         attempt,
-                        awaits_verdict: !unit.idempotent,
-                    }
-                });
-                // A retry halted by a failure elsewhere: the unit's last real attempt failed.
-                if self.failed_any
-                    && !self.options.keep_going
-                    && !self.cancel.is_cancelled()
-                    && let Some(result) = slot.last_failure.take()
-                {
-                    slot.state = State::Failed;
-                    slot.result = Some(result);
-                    retry_failed = true;
-                }
-            }
-            AttemptStatus::Failed if cut_off || outcome.needs_human.is_some() => {
-                let failure = UnitResult::Failed {
-                    attempt,
-                    log_dir: log_dir.clone(),
-                    error: error.as_deref().map(first_line),
-                    awaits_verdict: cut_off,
-                };
-                slot.state = State::Waiting;
-                slot.result = Some(failure);
-                slot.last_failure = None;
-                if cut_off {
-                    self.human_needed.get_or_insert(EngineError::NeedsVerdict {
+                        reason: needs_human.reason.clone(),
+                        left_in_flight: needs_human.left_in_flight,
+                    },
+                    _ => EngineError::NeedsVerdict {
                         unit: unit.name.clone(),
                         attempt,
                         ended: Some(AttemptStatus::Failed),
-                    });
-                    self.stop();
-                }
-            }
-            AttemptStatus::Failed | AttemptStatus::TimedOut => {
-                let failure = UnitResult::Failed {
+                    },
+                });
+            self.stop();
+        }
+        if outcome.needs_human.is_some() {
+            // Nothing is retried: the run stops for a human (exit 5).
+            self.units[unit_idx].last_failure = None;
+        }
+        if taken.record {
+            let record = record::unit_finished(unit, attempt, &settled, &outcome, queued);
+            let retry_in =
+                self.settle_unit(unit_idx, attempt, taken.next, (&settled, awaits), &log_dir);
+            let notice = HeldNotice::Finished {
+                unit_idx,
+                record: Box::new(record.clone()),
+                retry_in,
+                log_dir,
+            };
+            // The outputs' manifest goes just before the record of the success it belongs to.
+            if settled.status == AttemptStatus::Succeeded && !output_files.is_empty() {
+                self.batch.push_files(UnitFiles {
+                    unit: unit.name.clone(),
                     attempt,
-                    log_dir: log_dir.clone(),
-                    error: error.as_deref().map(first_line),
-                    // A non-idempotent unit that timed out is as half done (the next run asks).
-                    awaits_verdict: !unit.idempotent
-                        && awaits_verdict(Some((status, outcome.exit)), !outcome.phases.is_empty()),
-                };
-                // A timeout is apollo's limit, not the unit's exit: `retries` alone decides it.
-                let retries_left = slot.attempts_here <= unit.retries
-                    && policy::may_retry(unit, status)
-                    && (status == AttemptStatus::TimedOut || retried_exit(unit, outcome.exit));
-                if retries_left && !self.stop_starting && !self.cancel.is_cancelled() {
-                    let delay = backoff(
-                        unit,
-                        slot.attempts_here,
-                        self.options.max_retry_delay,
-                        &self.options.run_id,
-                    );
-                    self.retries.schedule(unit_idx, Instant::now() + delay);
-                    slot.last_failure = Some(failure);
-                    slot.state = State::RetryWait;
-                    retry_in = Some(delay);
-                } else {
-                    slot.state = State::Failed;
-                    slot.result = Some(failure);
-                    self.failed_any = true;
-                }
+                    side: FileSide::Outputs,
+                    files: output_files,
+                    manifest: None,
+                });
             }
+            self.batch.push_finished(record, notice, unit.idempotent);
+        } else {
+            self.settle_unit(unit_idx, attempt, taken.next, (&settled, awaits), &log_dir);
         }
-        let notice = HeldNotice::Finished {
-            unit_idx,
-            record: Box::new(record.clone()),
-            retry_in,
-            log_dir,
-        };
-        // The outputs' manifest goes just before the record of the success it belongs to.
-        if status == AttemptStatus::Succeeded && !output_files.is_empty() {
-            self.batch.push_files(UnitFiles {
-                unit: unit.name.clone(),
-                attempt,
-                side: FileSide::Outputs,
-                files: output_files,
-                manifest: None,
-            });
-        }
-        self.batch.push_finished(record, notice, unit.idempotent);
-        if self.units[unit_idx].state == State::Failed {
+        if taken.skip_downstream {
             self.skip_downstream(unit_idx);
-            // A halted retry's failure comes from fail-fast already under way.
-            if !self.options.keep_going && !retry_failed {
-                self.fail_fast();
-            }
+        }
+        if taken.fail_fast {
+            self.fail_fast();
         }
         // The worker may go on once every outcome at hand is taken in (see `Acks::send_due`).
         if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
             self.acks.owe(worker_idx);
         }
+    }
+
+    /// Where `unit_idx` and the run stand as its attempt's outcome is taken in.
+    fn standing(&self, unit_idx: usize) -> Standing {
+        let unit = &self.pipeline.units[unit_idx];
+        let slot = &self.units[unit_idx];
+        Standing {
+            idempotent: unit.idempotent,
+            attempts_here: slot.attempts_here,
+            retries: unit.retries,
+            backoff: backoff(
+                unit,
+                slot.attempts_here,
+                self.options.max_retry_delay,
+                &self.options.run_id,
+            ),
+            has_last_failure: slot.last_failure.is_some(),
+            stopping: self.stop_starting,
+            cancelled: self.cancel.is_cancelled(),
+            failed_any: self.failed_any,
+            keep_going: self.options.keep_going,
+        }
+    }
+
+    /// Carry out `next` on the unit's slot (its state and result) and the queues: a done unit's
+    /// dependents become ready, a retry is scheduled (returns its delay), a failure is counted.
+    fn settle_unit(
+        &mut self,
+        unit_idx: usize,
+        attempt: u32,
+        next: Next,
+        (settled, awaits_verdict): (&record::Settled, bool),
+        log_dir: &std::path::Path,
+    ) -> Option<Duration> {
+        let failure = || UnitResult::Failed {
+            attempt,
+            log_dir: log_dir.to_path_buf(),
+            error: settled.error.as_deref().map(first_line),
+            awaits_verdict,
+        };
+        let idempotent = self.pipeline.units[unit_idx].idempotent;
+        let slot = &mut self.units[unit_idx];
+        let (state, result) = match next {
+            Next::LeftInFlight => (State::Waiting, UnitResult::NotRun),
+            Next::Done { skipped } => {
+                slot.output_hash = settled.output_hash.clone();
+                self.queue.complete(self.dag, unit_idx);
+                let result = if skipped {
+                    UnitResult::SelfSkipped { attempt }
+                } else {
+                    UnitResult::Succeeded { attempt }
+                };
+                (State::Done, result)
+            }
+            Next::NotRun => (State::Waiting, UnitResult::NotRun),
+            Next::CutOff => (
+                State::Waiting,
+                UnitResult::CutOff {
+                    attempt,
+                    awaits_verdict: !idempotent,
+                },
+            ),
+            Next::LastFailureStands => {
+                let result = slot.last_failure.take().unwrap_or_else(failure);
+                (State::Failed, result)
+            }
+            Next::FailedWaiting => (State::Waiting, failure()),
+            Next::Retry { delay } => {
+                self.retries.schedule(unit_idx, Instant::now() + delay);
+                slot.last_failure = Some(failure());
+                slot.state = State::RetryWait;
+                return Some(delay);
+            }
+            Next::Failed => {
+                self.failed_any = true;
+                (State::Failed, failure())
+            }
+        };
+        let slot = &mut self.units[unit_idx];
+        slot.state = state;
+        slot.result = Some(result);
+        if matches!(
+            next,
+            Next::LeftInFlight | Next::Done { .. } | Next::FailedWaiting
+        ) {
+            slot.last_failure = None;
+        }
+        None
     }
 
     /// Record every unit downstream of a failed unit as skipped.

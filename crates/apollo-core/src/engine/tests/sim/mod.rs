@@ -1,17 +1,24 @@
-//! A seeded deterministic simulation of the scheduler's deciding part (the in-flight ledger,
-//! `admission.rs` and the pacer) under random DAGs, unit kinds, outcomes and orders of the
+//! A seeded deterministic simulation of the scheduler's deciding parts (the in-flight ledger,
+//! `admission.rs`, the pacer, `outcome.rs` for every attempt's outcome, and the resume code:
+//! `PriorState`, `check_in_flight`, the resume policy's `decide`) under random DAGs, unit
+//! kinds, outcomes (successes, skips, failures, timeouts, kills from outside, attempts that
+//! need a human), retry delays and backoff caps, `keep_going`, crashes, and orders of the
 //! events the driver may deliver: hashing results, workers taking jobs and ending attempts,
-//! commits becoming durable, the clock, a cancellation. The driver around them is a model
-//! (`model.rs`) of the engine thread's loop, the workers' FIFO queue and the journal — no
-//! threads, no clock, no I/O — so every seed replays exactly.
+//! commits becoming durable, the clock (retries come due on it), a cancellation, a crash. The
+//! driver around them is a model (`model.rs`) of the engine thread's loop, the workers' FIFO
+//! queue and the journal — no threads, no clock, no I/O — so every seed replays exactly.
 //!
-//! Checked at every step (`model.rs`, where the rules could be broken): no attempt runs before
+//! Checked at every step (`model/`, where the rules could be broken): no attempt runs before
 //! its `unit_started` is durable; a unit's `unit_started` is appended only after the success
 //! (or reuse) of each of its dependencies; a non-idempotent attempt never waits for a worker
 //! behind other attempts (its start means its process is about to exist) and never runs while
-//! an earlier attempt of its unit has no durable end; no unit runs twice at once; `max_parallel`
-//! and `max_jobs` hold; the run always ends (every state has a next event), with every unit
-//! whose dependencies succeeded done or failed.
+//! an earlier attempt of its unit has no durable end; no unit runs twice at once; nothing whose
+//! success is durable runs again (across crashes); `max_parallel` and `max_jobs` hold; the run
+//! always ends (every state has a next event), with every unit whose dependencies succeeded
+//! done or failed. After every durable commit, and at each crash, a resume from the durable
+//! journal stops for a human exactly when a non-idempotent unit is left half done (a start
+//! without an end, or an end that cut it off) — `model/crash.rs`; after a crash the run
+//! resumes from that journal alone (an idempotent unit left in flight runs again).
 //!
 //! `APOLLO_SIM_SEEDS=N` runs N seeds (default [`DEFAULT_SEEDS`]) from `APOLLO_SIM_FIRST`
 //! (default 0); `cargo xtask sim --seeds N` does the same. A failing seed is printed with the
@@ -108,4 +115,16 @@ fn the_simulation_notices_a_non_idempotent_unit_committed_ahead() {
         caught,
         "no seed caught a non-idempotent attempt queued behind others"
     );
+}
+
+#[test]
+fn the_simulation_notices_a_resume_that_runs_a_done_unit_again() {
+    // After a crash, the resume policy told to run every unit again: a unit whose success is
+    // durable runs again, and the check must see it.
+    let caught = (0..500).any(|seed| {
+        let mut sim = Sim::new(seed);
+        sim.break_resume = true;
+        matches!(sim.run(), Err(violation) if violation.contains("holds its success"))
+    });
+    assert!(caught, "no seed caught a done unit run again after a crash");
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::outcomes::halted;
 use super::{Admission, BatchState, Head, Limits, Message, Place, Record, Sim, Turn, Unit, ledger};
 use crate::engine::admission;
 
@@ -20,12 +21,12 @@ impl Sim {
             commit_limit: self.pacer.commit_limit(self.max_parallel),
             max_jobs: self.max_jobs,
         };
+        let mut changed = self.release_due_retries();
         let mut passed_over = Vec::new();
-        let mut changed = false;
         loop {
             let turn = Turn {
                 stopped: self.stopped,
-                reuses_full: false,
+                reuses_full: self.only_reuses() && self.pacer.reuses_full(self.batch.len()),
                 passed_over: passed_over.len(),
             };
             let head = self.queue.peek().map(|unit| Head {
@@ -70,10 +71,7 @@ impl Sim {
             self.pacer.hold(now);
             let batch = BatchState {
                 records: self.batch.len(),
-                only_reuses: self
-                    .batch
-                    .iter()
-                    .all(|record| matches!(record, Record::Reused { .. })),
+                only_reuses: self.only_reuses(),
                 urgent: self.urgent,
             };
             let workers = self.max_parallel;
@@ -85,10 +83,20 @@ impl Sim {
                 workers,
                 now,
             ) {
-                self.begin_commit()?;
+                let unsynced = self.begin_commit()?;
                 self.pacer.release();
                 changed = true;
+                // A full batch of reuses went out: the loop decides on at once.
+                if unsynced {
+                    return Ok(());
+                }
             }
+        }
+        // Nothing is left unsynced while the engine waits (`sync_unsynced`).
+        if !self.unsynced.is_empty() && self.committing.is_none() {
+            self.committing = Some((std::mem::take(&mut self.unsynced), Vec::new()));
+            self.unsynced_since = None;
+            changed = true;
         }
         if !changed && self.nothing_will_happen() {
             return Err(format!(
@@ -109,11 +117,13 @@ impl Sim {
             && self.jobs.is_empty()
             && self.at_hashers.is_empty()
             && self.batch.is_empty()
+            && self.unsynced.is_empty()
+            && self.retries.is_empty()
             && !self.finished()
     }
 
     fn fresh_reuse_check(&self, unit: usize) -> bool {
-        self.units[unit].reuse.is_some() && self.last_attempt[unit] == 0
+        self.units[unit].reuse.is_some() && self.attempts_here[unit] == 0 && !self.prior_done(unit)
     }
 
     /// Hash (or check) a unit: inline when the engine would only wait for it, else on the
@@ -128,7 +138,7 @@ impl Sim {
         Ok(())
     }
 
-    fn take_hashed(&mut self, unit: usize) -> Result<(), String> {
+    pub(super) fn take_hashed(&mut self, unit: usize) -> Result<(), String> {
         let entry = self
             .ledger
             .hashed(unit)
@@ -151,8 +161,15 @@ impl Sim {
         self.admit(unit)
     }
 
-    /// Queue an attempt's `unit_started` (as `Scheduler::admit`).
+    /// Queue an attempt's `unit_started` (as `Scheduler::admit`), unless the resume policy
+    /// says a unit done before a crash is not run again.
     fn admit(&mut self, unit: usize) -> Result<(), String> {
+        if self.attempts_here[unit] == 0 && self.decided_done(unit) {
+            self.state[unit] = Unit::Done;
+            self.queue.complete(&self.dag, unit);
+            return Ok(());
+        }
+        self.attempts_here[unit] += 1;
         self.last_attempt[unit] += 1;
         let attempt = self.last_attempt[unit];
         ledger(self.ledger.commit(unit, self.kind_for_decision(unit)))?;
@@ -161,15 +178,35 @@ impl Sim {
         Ok(())
     }
 
-    /// Append the batch; with `break_write_ahead`, hand its jobs out before it is durable.
-    fn begin_commit(&mut self) -> Result<(), String> {
+    fn only_reuses(&self) -> bool {
+        self.batch
+            .iter()
+            .all(|record| matches!(record, Record::Reused { .. }))
+    }
+
+    /// Append the batch as `admission::append_mode` says: unsynced (returns `true`), or
+    /// durable once the commit under way completes (with what was appended unsynced before
+    /// it). With `break_write_ahead`, hand its jobs out before it is durable.
+    fn begin_commit(&mut self) -> Result<bool, String> {
         self.urgent = false;
+        let now = self.now();
+        let strict_attempt = self
+            .batch_jobs
+            .iter()
+            .any(|&(unit, _)| !self.units[unit].kind.idempotent || self.units[unit].kind.slurm);
+        let mode = admission::append_mode(&admission::Committing {
+            full_of_reuses: self.only_reuses() && self.pacer.reuses_full(self.batch.len()),
+            stopped: self.stopped,
+            unsynced_overdue: (self.unsynced_since)
+                .is_some_and(|since| self.pacer.reuses_overdue(since, now)),
+            strict_attempt,
+        });
         let records = std::mem::take(&mut self.batch);
         let mut jobs = std::mem::take(&mut self.batch_jobs);
         for record in &records {
             if let Record::Started { unit, .. } = record {
                 for &dep in self.dag.deps(*unit) {
-                    let satisfied = self.journal.iter().chain(&records).any(|earlier| {
+                    let satisfied = (self.journal.iter().chain(&self.unsynced).chain(&records)).any(|earlier| {
                         matches!(earlier, Record::Finished { unit, ok: true, .. } | Record::Reused { unit } if *unit == dep)
                     });
                     if !satisfied {
@@ -184,8 +221,19 @@ impl Sim {
             self.hand_out(&jobs)?;
             jobs.clear();
         }
-        self.committing = Some((records, jobs));
-        Ok(())
+        if mode == admission::Append::Unsynced {
+            if !jobs.is_empty() {
+                return Err("a batch appended unsynced starts attempts".into());
+            }
+            self.unsynced.extend(records);
+            self.unsynced_since.get_or_insert(now);
+            return Ok(true);
+        }
+        let mut durable = std::mem::take(&mut self.unsynced);
+        durable.extend(records);
+        self.unsynced_since = None;
+        self.committing = Some((durable, jobs));
+        Ok(false)
     }
 
     /// The commit under way is durable: its attempts go to the workers.
@@ -194,6 +242,7 @@ impl Sim {
             return Ok(());
         };
         self.journal.extend(records);
+        self.resume_from_journal()?;
         self.pacer
             .commit_took(Duration::from_micros(self.rng.below(4000) as u64));
         self.hand_out(&jobs)
@@ -234,10 +283,16 @@ impl Sim {
             self.channel.push_back(Message::Done {
                 unit,
                 attempt,
-                ran: false,
-                ok: false,
+                ended: halted(),
             });
             return Ok(());
+        }
+        // Nothing done runs again, in this apollo or after a crash.
+        let done = |record: &Record| matches!(record, Record::Finished { unit: u, ok: true, .. } | Record::Reused { unit: u } if *u == unit);
+        if self.journal.iter().any(done) {
+            return Err(format!(
+                "unit {unit} attempt {attempt} runs though the journal holds its success"
+            ));
         }
         let durable = |record: &Record| *record == Record::Started { unit, attempt };
         if !self.journal.iter().any(durable) {
@@ -277,63 +332,6 @@ impl Sim {
                 "{running_local} local attempts (max_parallel {}) and {running_slurm} Slurm jobs (max_jobs {}) run at once",
                 self.max_parallel, self.max_jobs
             ));
-        }
-        Ok(())
-    }
-
-    pub(super) fn worker_ends(&mut self, worker: usize) {
-        if let Some((unit, attempt)) = self.workers[worker].take() {
-            let ok = attempt > self.units[unit].failures;
-            self.channel.push_back(Message::Done {
-                unit,
-                attempt,
-                ran: true,
-                ok,
-            });
-        }
-    }
-
-    /// Take every message waiting in (as the engine's `take_in` after its `select!`).
-    pub(super) fn take_in(&mut self) -> Result<(), String> {
-        while let Some(message) = self.channel.pop_front() {
-            match message {
-                Message::Hashed { unit } => self.take_hashed(unit)?,
-                Message::Done {
-                    unit,
-                    attempt,
-                    ran,
-                    ok,
-                } => {
-                    ledger(self.ledger.ended_at_worker(unit))?;
-                    if !ran {
-                        continue;
-                    }
-                    self.pacer
-                        .attempt_ended(Duration::from_micros(self.rng.below(20_000) as u64));
-                    self.batch.push(Record::Finished { unit, attempt, ok });
-                    self.urgent |= !ok || !self.units[unit].kind.idempotent;
-                    if ok {
-                        self.state[unit] = Unit::Done;
-                        self.queue.complete(&self.dag, unit);
-                    } else if attempt <= self.units[unit].retries && !self.stopped {
-                        self.queue.requeue(unit);
-                    } else {
-                        self.state[unit] = Unit::Failed;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A cancellation: start nothing more; the batch's starts are taken back.
-    pub(super) fn stop(&mut self) -> Result<(), String> {
-        self.stopped = true;
-        for (unit, attempt) in std::mem::take(&mut self.batch_jobs) {
-            ledger(self.ledger.taken_back(unit))?;
-            self.batch
-                .retain(|record| *record != Record::Started { unit, attempt });
-            self.last_attempt[unit] -= 1;
         }
         Ok(())
     }
