@@ -223,6 +223,7 @@ mod tests {
     fn output_hash_with(cache: &MemoryCache, dir: &std::path::Path) -> String {
         let unit = crate::model::Unit {
             skip_when: None,
+            deadline: None,
             name: "u".into(),
             deps: Vec::new(),
             timeout: None,

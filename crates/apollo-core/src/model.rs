@@ -58,6 +58,10 @@ pub struct Pipeline {
     /// table it ran under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::cost::CostTable>,
+    /// When the run should be done (`deadline:`, issue 40): resolved when the run starts
+    /// (journal `run_started.deadline`). Left out of definition snapshots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or
@@ -207,6 +211,10 @@ pub struct Unit {
     /// `when`, its commands never run — and its dependents go on. `None`: it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_when: Option<String>,
+    /// When this unit should be done (`deadline:`), resolved from the run's start like the
+    /// run's. Left out of definition snapshots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// Which executor runs a unit's attempts (DESIGN §13).

@@ -27,6 +27,7 @@ const PER_ROUND: u32 = 100;
 fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
     Unit {
         skip_when: None,
+        deadline: None,
         name: "bench".to_owned(),
         deps: vec![],
         timeout: Some(Duration::from_secs(60)),

@@ -284,6 +284,7 @@ fn hook_unit(
     ]);
     Unit {
         skip_when: None,
+        deadline: None,
         name: hook.when.as_str().to_owned(),
         deps: Vec::new(),
         timeout: Some(hook.timeout),
@@ -391,6 +392,7 @@ mod tests {
             durability: None,
             sync_interval: None,
             cost: None,
+            deadline: None,
         }
     }
 

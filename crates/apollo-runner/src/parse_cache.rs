@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
 /// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
 /// `durability` and `sync_interval`.)
-const FORMAT: u32 = 8;
+const FORMAT: u32 = 9;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -179,6 +179,7 @@ struct CachedUnit {
     /// Names and sources only: a secret's value is read when a run starts, never loaded.
     secrets: std::collections::BTreeMap<String, apollo_core::model::SecretSource>,
     skip_when: Option<String>,
+    deadline: Option<apollo_core::deadline::Deadline>,
 }
 
 /// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
@@ -189,7 +190,7 @@ macro_rules! every_field {
             $value, $from => $to;
             name, deps, timeout, retries, retry_delay, kill_grace, prepare, execute, cleanup,
             inputs, outputs, env, workdir, idempotent, capture, reuse, executor, resources,
-            secrets, skip_when
+            secrets, skip_when, deadline
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

@@ -9,6 +9,7 @@ use apollo_core::model::{Command, Unit};
 pub(crate) fn unit(execute: Command) -> Unit {
     Unit {
         skip_when: None,
+        deadline: None,
         name: "align".into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(90)),

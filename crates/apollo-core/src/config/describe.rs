@@ -9,6 +9,10 @@
 
 use serde_json::{Value, json};
 
+mod build;
+pub(crate) use build::names;
+use build::{key, required};
+
 /// What a key's value looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
@@ -64,6 +68,8 @@ pub(crate) enum Shape {
     Secrets,
     /// The price table: `{cpu_hour, gib_hour, node_hour: {PARTITION: price}, currency}`.
     Cost,
+    /// A deadline: a local clock time `HH:MM` or a duration after the run starts.
+    Deadline,
 }
 
 /// One key of a section.
@@ -75,37 +81,8 @@ pub(crate) struct Key {
     pub(crate) doc: &'static str,
 }
 
-const fn key(name: &'static str, shape: Shape, doc: &'static str) -> Key {
-    Key {
-        name,
-        shape,
-        required: false,
-        doc,
-    }
-}
-
-const fn required(name: &'static str, shape: Shape, doc: &'static str) -> Key {
-    Key {
-        name,
-        shape,
-        required: true,
-        doc,
-    }
-}
-
-/// The names of `keys`, for the walk's "unknown key" checks.
-pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] {
-    let mut names = [""; N];
-    let mut index = 0;
-    while index < N {
-        names[index] = keys[index].name;
-        index += 1;
-    }
-    names
-}
-
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 19] = [
+pub(crate) const TOP_LEVEL: [Key; 20] = [
     key(
         "name",
         Shape::Text,
@@ -148,6 +125,11 @@ pub(crate) const TOP_LEVEL: [Key; 19] = [
         "on_finish",
         Shape::Hook,
         "Runs once when a run ends, whatever its status.",
+    ),
+    key(
+        "deadline",
+        Shape::Deadline,
+        "When the run should be done: `06:00` (the first 06:00 local time after it starts) or a duration (`2h`). Never stops anything: apollo records by how much the run ended after it.",
     ),
     key(
         "max_cpus",
@@ -251,7 +233,7 @@ pub(crate) const DEFAULTS: [Key; 11] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 23] = [
+pub(crate) const UNIT: [Key; 24] = [
     required(
         "name",
         Shape::Text,
@@ -322,6 +304,11 @@ pub(crate) const UNIT: [Key; 23] = [
         "secrets",
         Shape::List,
         "Names of the pipeline's `secrets` this unit receives as environment variables; its output is masked before it reaches the logs.",
+    ),
+    key(
+        "deadline",
+        Shape::Deadline,
+        "When this unit should be done: `06:00` or a duration after the run starts; its lateness is recorded, nothing is stopped.",
     ),
 ];
 
@@ -454,6 +441,9 @@ fn shape_schema(shape: Shape) -> Value {
             {"type": "null"}
         ]}),
         Shape::Cost => super::schema::cost_json_schema(),
+        Shape::Deadline => {
+            json!({"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|([0-9]+(ms|s|m|h|d))+)$"})
+        }
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),
             {"type": "object",

@@ -117,6 +117,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 .filter_map(|name| Some((name.value.clone(), secrets.get(&name.value)?.clone())))
                 .collect(),
             skip_when: unit.skip_when,
+            deadline: unit.deadline.map(|deadline| deadline.value),
         });
     }
     units.reverse();
@@ -148,6 +149,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         durability: spec.durability.as_ref().map(|durability| durability.value),
         sync_interval: (spec.sync_interval.as_ref()).map(|interval| interval.value),
         cost: spec.cost.map(|cost| cost.value),
+        deadline: spec.deadline.map(|deadline| deadline.value),
     }
 }
 

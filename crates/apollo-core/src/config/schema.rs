@@ -12,11 +12,13 @@ use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
 mod cost;
+mod deadline;
 mod durability;
 mod resources;
 
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
+use resources::quoted_list;
 
 /// Keys allowed at the top level (from the format's description, `describe.rs`).
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
@@ -65,6 +67,7 @@ pub(crate) struct Spec {
     pub(crate) sync_interval: Option<Sp<Duration>>,
     /// `cost:`: the price table (issue 40).
     pub(crate) cost: Option<Sp<crate::cost::CostTable>>,
+    pub(crate) deadline: Option<Sp<crate::deadline::Deadline>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -152,6 +155,7 @@ pub(crate) struct UnitSpec {
     pub(crate) secrets: Vec<Sp<String>>,
     /// A `when:` expression found false at load (set in `expand.rs`): the unit is skipped.
     pub(crate) skip_when: Option<String>,
+    pub(crate) deadline: Option<Sp<crate::deadline::Deadline>>,
 }
 
 /// The codes of `check` warnings about one unit that `acknowledge:` may name.
@@ -308,7 +312,7 @@ impl Walker<'_, '_> {
     fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
         let main_only = matches!(
             key,
-            "name" | "id" | "max_parallel" | "durability" | "sync_interval"
+            "name" | "id" | "max_parallel" | "durability" | "sync_interval" | "deadline"
         );
         if main_only {
             self.error(
@@ -370,6 +374,7 @@ impl Walker<'_, '_> {
                 "secrets" => spec.secrets = self.secrets(value),
                 "durability" => spec.durability = self.durability(value),
                 "cost" => spec.cost = self.cost(value),
+                "deadline" => spec.deadline = self.deadline(value, "the pipeline's `deadline`"),
                 "sync_interval" => {
                     spec.sync_interval = self.duration(value, key, "at the top level");
                 }
@@ -1040,6 +1045,7 @@ impl Walker<'_, '_> {
             acknowledge: Vec::new(),
             secrets: Vec::new(),
             skip_when: None,
+            deadline: None,
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -1079,6 +1085,9 @@ impl Walker<'_, '_> {
                 }
                 "foreach" => unit.foreach = self.foreach(value, &label).map(Box::new),
                 "when" => unit.when = self.when(value, &label).map(Box::new),
+                "deadline" => {
+                    unit.deadline = self.deadline(value, &format!("`deadline` of {label}"))
+                }
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),
             }
         }
@@ -1102,11 +1111,4 @@ impl Walker<'_, '_> {
         }
         Some(unit)
     }
-}
-
-fn quoted_list(keys: &[&str]) -> String {
-    keys.iter()
-        .map(|key| format!("`{key}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -43,6 +43,7 @@ impl Fixture {
         );
         let unit = Unit {
             skip_when: None,
+            deadline: None,
             name: "unit_under_test".to_owned(),
             deps: vec![],
             timeout: Some(Duration::from_secs(120)),

@@ -95,5 +95,7 @@ pub(super) fn alone_in(
         durability: None,
         sync_interval: None,
         cost: definition.cost.clone(),
+        // A reproduction is not held to the run's deadline.
+        deadline: None,
     }
 }

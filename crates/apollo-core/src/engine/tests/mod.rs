@@ -34,6 +34,7 @@ use crate::model::{Command, Unit};
 pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
     Unit {
         skip_when: None,
+        deadline: None,
         name: name.into(),
         deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
         timeout: None,
@@ -70,6 +71,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         durability: None,
         sync_interval: None,
         cost: None,
+        deadline: None,
     }
 }
 

@@ -117,6 +117,7 @@ pub(crate) fn fake_cluster(dir: &Path) -> SlurmOptions {
 pub(crate) fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     Unit {
         skip_when: None,
+        deadline: None,
         name: name.into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(600)),
