@@ -112,6 +112,13 @@ journal_struct! {
         /// `fsync`, the default, and in older journals, which were all written so.
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
         pub durability: crate::journal::Durability,
+        /// The run's `deadline:` resolved when it started, RFC 3339 in UTC (since format 1.9;
+        /// absent without one). A resume keeps it.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub deadline: Option<String>,
+        /// The units' own deadlines, resolved likewise (since format 1.9), in config order.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub unit_deadlines: Vec<UnitDeadline>,
     }
 }
 
@@ -588,7 +595,9 @@ journal_struct! {
     }
 }
 
+mod deadline;
 mod run_kind;
+pub use deadline::UnitDeadline;
 pub use run_kind::RunKind;
 
 #[cfg(test)]

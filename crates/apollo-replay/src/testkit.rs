@@ -68,6 +68,8 @@ impl RunBuilder {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadline: None,
+                unit_deadlines: Vec::new(),
             }),
         );
         builder

@@ -4,6 +4,7 @@
 // everything else is safe code.
 #![deny(unsafe_code)]
 
+mod deadlines;
 mod error;
 mod evict;
 mod hooks;

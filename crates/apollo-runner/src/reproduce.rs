@@ -482,6 +482,8 @@ fn run_reproduction(
             params: recorded.params.clone(),
             run_kind: apollo_core::event::RunKind::Reproduction,
             durability: request.durability,
+            deadline: None,
+            unit_deadlines: Vec::new(),
         }),
         Event::RunReproduces(RunReproduces {
             run: request.run.to_string(),

@@ -263,6 +263,8 @@ mod tests {
                 params: std::collections::BTreeMap::new(),
                 run_kind: RunKind::Reproduction,
                 durability: apollo_core::Durability::Fsync,
+                deadline: None,
+                unit_deadlines: Vec::new(),
             });
             let mut json = Vec::new();
             encode_checked(&started, &mut json).unwrap();

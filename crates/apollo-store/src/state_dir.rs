@@ -1026,6 +1026,8 @@ mod tests {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadline: None,
+                unit_deadlines: Vec::new(),
             },
         )];
         if finished {

@@ -81,6 +81,8 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
+        deadline: None,
+        unit_deadlines: Vec::new(),
     })];
     all.extend_from_slice(events);
     writer.append_batch(&all).unwrap();

@@ -433,6 +433,8 @@ fn a_run_counts_once_its_first_record_is_whole_wherever_its_segment_was_cut() {
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
+        deadline: None,
+        unit_deadlines: Vec::new(),
     };
     writer
         .append_batch(&[apollo_core::Event::RunStarted(started), event(2)])

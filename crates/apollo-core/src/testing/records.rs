@@ -89,6 +89,13 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 .collect(),
                 run_kind: nth(index),
                 durability: nth(index),
+                deadline: (index % 2 == 0).then(|| "2026-12-04T05:00:00Z".into()),
+                unit_deadlines: (0..index % 3)
+                    .map(|at| crate::event::UnitDeadline {
+                        unit: format!("load[eu,{at}]"),
+                        at: "2026-12-04T06:00:00Z".into(),
+                    })
+                    .collect(),
             }),
             Event::RunResumed(RunResumed {
                 config_hash: "c".repeat(64),
@@ -230,6 +237,8 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             params: Default::default(),
             run_kind: RunKind::Run,
             durability: crate::journal::Durability::Fsync,
+            deadline: None,
+            unit_deadlines: Vec::new(),
         }),
         Event::RunResumed(RunResumed {
             config_hash: String::new(),
