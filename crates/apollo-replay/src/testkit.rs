@@ -394,6 +394,21 @@ impl RunBuilder {
         self
     }
 
+    /// Sets the deadlines `run_started` recorded (offsets in ms from the run's start).
+    pub(crate) fn deadlines(&mut self, run: Option<i64>, units: &[(&str, i64)]) -> &mut Self {
+        let journal = |ms| apollo_core::deadline::to_journal(at(ms));
+        if let Event::RunStarted(started) = &mut self.records[0].event {
+            started.deadline = run.map(journal);
+            started.unit_deadlines = (units.iter())
+                .map(|(unit, ms)| apollo_core::event::UnitDeadline {
+                    unit: (*unit).to_owned(),
+                    at: journal(*ms),
+                })
+                .collect();
+        }
+        self
+    }
+
     /// The records so far.
     pub(crate) fn records(&self) -> Vec<Record> {
         self.records.clone()
