@@ -8,6 +8,7 @@ mod support;
 mod agreement;
 mod capture;
 mod cost;
+mod deadlines;
 mod counts;
 mod durability;
 mod evict;

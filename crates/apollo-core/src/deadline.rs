@@ -119,9 +119,9 @@ pub fn late_by(deadline: DateTime<Utc>, end: DateTime<Utc>) -> Option<Duration> 
     (end > deadline).then(|| (end - deadline).to_std().unwrap_or_default())
 }
 
-/// A deadline instant as the journal stores it: RFC 3339 in UTC, to the second.
+/// A deadline instant as the journal stores it: RFC 3339 in UTC, to the microsecond (as record timestamps).
 pub fn to_journal(instant: DateTime<Utc>) -> String {
-    instant.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    instant.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// A deadline instant read back from the journal (`None` when it is not RFC 3339).
