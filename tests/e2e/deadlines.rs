@@ -25,8 +25,12 @@ fn json(apollo: &mut Apollo, args: &[&str]) -> serde_json::Value {
 }
 
 fn instant(value: &serde_json::Value) -> DateTime<Utc> {
-    let text = value.as_str().unwrap_or_else(|| panic!("a time, found {value}"));
-    DateTime::parse_from_rfc3339(text).unwrap().with_timezone(&Utc)
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("a time, found {value}"));
+    DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 /// `run_started` of the run's journal.
@@ -55,10 +59,16 @@ fn deadlines_are_resolved_at_the_start_and_lateness_is_shown_by_show_and_runs() 
     let (start, recorded) = started(&apollo, &run);
     let close = |at: &str, expected: DateTime<Utc>| {
         let at = instant(&serde_json::json!(at));
-        assert!((at - expected).abs() < Duration::minutes(1), "{at} vs {expected}");
+        assert!(
+            (at - expected).abs() < Duration::minutes(1),
+            "{at} vs {expected}"
+        );
         at
     };
-    close(recorded.deadline.as_deref().unwrap(), start + Duration::hours(2));
+    close(
+        recorded.deadline.as_deref().unwrap(),
+        start + Duration::hours(2),
+    );
     let units: Vec<(&str, &str)> = (recorded.unit_deadlines.iter())
         .map(|unit| (unit.unit.as_str(), unit.at.as_str()))
         .collect();
@@ -86,7 +96,11 @@ fn deadlines_are_resolved_at_the_start_and_lateness_is_shown_by_show_and_runs() 
     let document = json(&mut apollo, &["show", &run, "--format", "json"]);
     let late_ms = document["deadline"]["late_by_ms"].as_u64().unwrap();
     assert!(late_ms >= 3_600_000, "{document}");
-    assert!(document["units"][0]["deadline"]["late_by_ms"].as_u64().is_some());
+    assert!(
+        document["units"][0]["deadline"]["late_by_ms"]
+            .as_u64()
+            .is_some()
+    );
     assert_eq!(
         document["units"][1]["deadline"]["late_by_ms"],
         serde_json::Value::Null
@@ -117,6 +131,10 @@ fn a_bad_deadline_is_refused_before_anything_runs() {
     apollo.config("deadline: '25:00'\nunits: [{name: a, execute: 'true'}]\n");
     let output = apollo.args(&["run"]).run();
     output.code(2);
-    assert!(output.stderr.contains("not a clock time"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("not a clock time"),
+        "{}",
+        output.stderr
+    );
     assert!(apollo.run_ids().is_empty());
 }
