@@ -66,10 +66,10 @@ fn deadlines_are_resolved_at_the_start_and_lateness_is_shown_by_show_and_runs() 
         at
     };
     close(
-        recorded.deadline.as_deref().unwrap(),
+        recorded.deadlines.as_ref().unwrap().run.as_deref().unwrap(),
         start + Duration::hours(2),
     );
-    let units: Vec<(&str, &str)> = (recorded.unit_deadlines.iter())
+    let units: Vec<(&str, &str)> = (recorded.deadlines.as_ref().unwrap().units.iter())
         .map(|unit| (unit.unit.as_str(), unit.at.as_str()))
         .collect();
     assert_eq!(units.len(), 2, "{units:?}");
@@ -89,8 +89,9 @@ fn deadlines_are_resolved_at_the_start_and_lateness_is_shown_by_show_and_runs() 
     let at_start = apollo_core::deadline::to_journal(start);
     apollo.rewrite_journal(&run, |event| {
         if let apollo_core::Event::RunStarted(started) = event {
-            started.deadline = Some(hour_before.clone());
-            started.unit_deadlines[0].at.clone_from(&at_start);
+            let deadlines = started.deadlines.as_mut().unwrap();
+            deadlines.run = Some(hour_before.clone());
+            deadlines.units[0].at.clone_from(&at_start);
         }
     });
     let document = json(&mut apollo, &["show", &run, "--format", "json"]);

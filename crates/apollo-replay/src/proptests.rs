@@ -87,8 +87,7 @@ fn event() -> impl Strategy<Value = Event> {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
-                deadline: None,
-                unit_deadlines: Vec::new(),
+                deadlines: None,
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

@@ -68,8 +68,7 @@ impl RunBuilder {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
-                deadline: None,
-                unit_deadlines: Vec::new(),
+                deadlines: None,
             }),
         );
         builder
@@ -398,13 +397,15 @@ impl RunBuilder {
     pub(crate) fn deadlines(&mut self, run: Option<i64>, units: &[(&str, i64)]) -> &mut Self {
         let journal = |ms| apollo_core::deadline::to_journal(at(ms));
         if let Event::RunStarted(started) = &mut self.records[0].event {
-            started.deadline = run.map(journal);
-            started.unit_deadlines = (units.iter())
-                .map(|(unit, ms)| apollo_core::event::UnitDeadline {
-                    unit: (*unit).to_owned(),
-                    at: journal(*ms),
-                })
-                .collect();
+            started.deadlines = Some(Box::new(apollo_core::event::RunDeadlines {
+                run: run.map(journal),
+                units: (units.iter())
+                    .map(|(unit, ms)| apollo_core::event::UnitDeadline {
+                        unit: (*unit).to_owned(),
+                        at: journal(*ms),
+                    })
+                    .collect(),
+            }));
         }
         self
     }

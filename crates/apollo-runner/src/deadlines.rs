@@ -4,16 +4,16 @@
 
 use apollo_core::Pipeline;
 use apollo_core::deadline::to_journal;
-use apollo_core::event::UnitDeadline;
+use apollo_core::event::{RunDeadlines, UnitDeadline};
 use chrono::{DateTime, TimeZone, Utc};
 
 /// The run's deadline and its units' (in config order), resolved for a run starting at
-/// `start` with clock times read in `zone`.
+/// `start` with clock times read in `zone`; `None` when the pipeline sets none.
 pub(crate) fn resolve<Tz: TimeZone>(
     pipeline: &Pipeline,
     start: DateTime<Utc>,
     zone: &Tz,
-) -> (Option<String>, Vec<UnitDeadline>) {
+) -> Option<Box<RunDeadlines>> {
     let run = pipeline
         .deadline
         .map(|deadline| to_journal(deadline.resolve(start, zone)));
@@ -26,15 +26,15 @@ pub(crate) fn resolve<Tz: TimeZone>(
                 at: to_journal(unit.deadline?.resolve(start, zone)),
             })
         })
-        .collect();
-    (run, units)
+        .collect::<Vec<_>>();
+    (run.is_some() || !units.is_empty()).then(|| Box::new(RunDeadlines { run, units }))
 }
 
 /// [`resolve`] for a run starting now, by the clock its journal writer stamps records with.
 pub(crate) fn at_start(
     pipeline: &Pipeline,
     options: &apollo_store::WriterOptions,
-) -> (Option<String>, Vec<UnitDeadline>) {
+) -> Option<Box<RunDeadlines>> {
     let now = options
         .clock
         .as_ref()

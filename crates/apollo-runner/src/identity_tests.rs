@@ -59,8 +59,7 @@ fn write_finished_run(
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
-        deadline: None,
-        unit_deadlines: Vec::new(),
+        deadlines: None,
     })];
     if let Some(status) = status {
         events.push(Event::RunFinished(RunFinished {

@@ -108,8 +108,7 @@ impl ReproduceRequest {
         self
     }
 
-    /// Whether an `idempotent: false` unit may run again (see
-    /// [`allow_side_effects`](struct@Self)).
+    /// Whether an `idempotent: false` unit may run again (see [`allow_side_effects`](struct@Self)).
     pub fn allow_side_effects(mut self, allow: bool) -> Self {
         self.allow_side_effects = allow;
         self
@@ -482,8 +481,7 @@ fn run_reproduction(
             params: recorded.params.clone(),
             run_kind: apollo_core::event::RunKind::Reproduction,
             durability: request.durability,
-            deadline: None,
-            unit_deadlines: Vec::new(),
+            deadlines: None,
         }),
         Event::RunReproduces(RunReproduces {
             run: request.run.to_string(),

@@ -377,7 +377,7 @@ impl<'a> RunSession<'a> {
                 // Every commit from now on checks that the lock file and the run folder are still
                 // the ones this session opened (a `git clean` of the state directory mid-run).
                 journal.watch_lock(&lock)?;
-                let (deadline, unit_deadlines) = at_start(pipeline, &self.writer_options);
+                let deadlines = at_start(pipeline, &self.writer_options);
                 journal.append_batch(&[Event::RunStarted(RunStarted {
                     run_id: run_id.to_string(),
                     pipeline: pipeline.name.clone(),
@@ -392,8 +392,7 @@ impl<'a> RunSession<'a> {
                     params: self.loaded.params.clone(),
                     run_kind: apollo_core::event::RunKind::Run,
                     durability: self.writer_options.durability,
-                    deadline,
-                    unit_deadlines,
+                    deadlines,
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)

@@ -270,8 +270,7 @@ mod tests {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
-                deadline: None,
-                unit_deadlines: Vec::new(),
+                deadlines: None,
             }),
             Event::UnitFiles(UnitFiles {
                 unit: "u".to_owned(),

@@ -269,8 +269,9 @@ fn summarize_counting(
                 summary.params = started.params.clone();
                 summary.kind = started.run_kind();
                 summary.durability = started.durability;
-                summary.deadline =
-                    (started.deadline.as_deref()).and_then(apollo_core::deadline::from_journal);
+                summary.deadline = (started.deadlines.as_ref())
+                    .and_then(|deadlines| deadlines.run.as_deref())
+                    .and_then(apollo_core::deadline::from_journal);
             }
         }
         let tail = tail(&run_dir)?;

@@ -29,8 +29,8 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// the `durability` of `run_started` (`batched` or `none`; absent for `fsync`, the default); 1.7
 /// the `partition`, `nodes` and `mem_mib` of `unit_submitted` (what a cluster job asked for, the
 /// cost is priced by); 1.8 the run kind `bisect` (`apollo bisect`'s runs); 1.9 the
-/// `deadline` and `unit_deadlines` of `run_started` (the run's and its units' `deadline:`,
-/// resolved when the run started, in UTC).
+/// `deadlines` of `run_started` (the run's and its units' `deadline:`, resolved when the run
+/// started, in UTC).
 pub const FORMAT_MINOR: u32 = 9;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.

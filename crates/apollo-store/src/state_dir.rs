@@ -1024,10 +1024,7 @@ mod tests {
                 units: Vec::new(),
                 identity: Some(format!("{pipeline}@../pipeline.yaml")),
                 params: Default::default(),
-                run_kind: apollo_core::event::RunKind::Run,
-                durability: apollo_core::Durability::Fsync,
-                deadline: None,
-                unit_deadlines: Vec::new(),
+                ..Default::default()
             },
         )];
         if finished {

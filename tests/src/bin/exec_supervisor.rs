@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     };
     let unit = Unit {
         skip_when: None,
+        deadline: None,
         name: "orphan_candidate".to_owned(),
         deps: vec![],
         timeout: None,

@@ -14,6 +14,7 @@ use crate::model::Command;
 mod cost;
 mod deadline;
 mod durability;
+mod included;
 mod resources;
 
 pub(crate) use cost::json_schema as cost_json_schema;
@@ -305,24 +306,6 @@ impl Walker<'_, '_> {
 
     fn top_level(&mut self, root: &mut Node) -> Spec {
         self.top_level_with(root, None)
-    }
-
-    /// Whether `key` may be set only by the main config file (an included one setting it is
-    /// reported).
-    fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
-        let main_only = matches!(
-            key,
-            "name" | "id" | "max_parallel" | "durability" | "sync_interval" | "deadline"
-        );
-        if main_only {
-            self.error(
-                "unknown-key",
-                value.loc,
-                format!("`{key}` is set by the main config file, not an included one"),
-            )
-            .hint("move it to the file that includes this one");
-        }
-        main_only
     }
 
     /// `walked`: the `units` list's items, walked already (the list in `root` is empty).

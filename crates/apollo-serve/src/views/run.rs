@@ -16,6 +16,9 @@ use crate::app::{App, blocking};
 use crate::error::AppError;
 use crate::html::{self, badge, encode, escape};
 
+mod deadline;
+use deadline::{deadline_facts, late_badge};
+
 /// Units on one page of the unit table.
 pub(crate) const UNITS_PER_PAGE: usize = 500;
 
@@ -384,62 +387,6 @@ fn unit_row(
         rss = outcome.map_or_else(String::new, |o| format!("{} MiB", o.max_rss_kib / 1024)),
         cost = cost.map_or_else(String::new, |cost| cost_cell(cost, &unit.name)),
     );
-}
-
-/// The run's deadline in its facts: when, and whether it was met or by how much it was missed
-/// (with the units that ended after their own).
-fn deadline_facts(body: &mut String, timeline: &Timeline) {
-    let late_units = timeline.late_units();
-    let Some(deadline) = timeline.deadline() else {
-        if !late_units.is_empty() {
-            let _ = write!(
-                body,
-                "<dt>Deadlines</dt><dd>{}</dd>",
-                late_units_html(&late_units)
-            );
-        }
-        return;
-    };
-    let standing = match (deadline.ended, deadline.late_by) {
-        (_, Some(late)) => format!(
-            "<span class=\"badge s-failed\">late</span> by {}",
-            html::duration(u64::try_from(late.as_millis()).unwrap_or(u64::MAX))
-        ),
-        (Some(_), None) => "<span class=\"badge s-succeeded\">met</span>".to_owned(),
-        (None, None) => "<span class=\"muted\">not ended</span>".to_owned(),
-    };
-    let _ = write!(
-        body,
-        "<dt>Deadline</dt><dd class=\"deadline\">{} {standing}{}</dd>",
-        deadline.deadline.format("%Y-%m-%d %H:%M:%S UTC"),
-        if late_units.is_empty() {
-            String::new()
-        } else {
-            format!(" · {}", late_units_html(&late_units))
-        }
-    );
-}
-
-fn late_units_html(late: &[(&UnitTimeline, apollo_replay::DeadlineStatus)]) -> String {
-    let names: Vec<String> = (late.iter())
-        .map(|(unit, status)| {
-            let ms = status.late_by_ms().unwrap_or(0);
-            format!("{} ({})", escape(&unit.name), html::duration(ms))
-        })
-        .collect();
-    format!("units late: {}", names.join(", "))
-}
-
-/// ` late by 3s` after a unit's state badge, when it ended after its own deadline.
-fn late_badge(deadline: Option<apollo_replay::DeadlineStatus>) -> String {
-    deadline
-        .and_then(|deadline| deadline.late_by_ms())
-        .map_or_else(String::new, |ms| {
-            format!(
-                " <span class=\"badge s-failed\">late {}</span>",
-                html::duration(ms)
-            )
-        })
 }
 
 /// A unit's cost cell: its attempts' cost (what was wasted beside it), or what a reuse saved.

@@ -47,8 +47,9 @@ fn the_run_page_shows_the_deadline_and_by_how_much_the_run_and_its_units_were_la
     );
     rewrite_journal(&state_dir, |event| {
         if let Event::RunStarted(started) = event {
-            started.deadline = Some(past.clone());
-            started.unit_deadlines[0].at.clone_from(&past);
+            let deadlines = started.deadlines.as_mut().unwrap();
+            deadlines.run = Some(past.clone());
+            deadlines.units[0].at.clone_from(&past);
         }
     });
     let served = common::Served::start(&state_dir);

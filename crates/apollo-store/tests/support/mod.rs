@@ -35,8 +35,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
-        deadline: None,
-        unit_deadlines: Vec::new(),
+        deadlines: None,
     })
 }
 

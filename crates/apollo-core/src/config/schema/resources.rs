@@ -260,6 +260,13 @@ impl Walker<'_, '_> {
     }
 }
 
+pub(super) fn quoted_list(keys: &[&str]) -> String {
+    keys.iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_memory;
@@ -281,11 +288,4 @@ mod tests {
             assert_eq!(parse_memory(text), None, "{text}");
         }
     }
-}
-
-pub(super) fn quoted_list(keys: &[&str]) -> String {
-    keys.iter()
-        .map(|key| format!("`{key}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

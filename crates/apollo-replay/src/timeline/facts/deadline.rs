@@ -63,8 +63,11 @@ impl TimelineBuilder {
         if deadlines.run.is_some() || !deadlines.units.is_empty() {
             return;
         }
-        deadlines.run = started.deadline.as_deref().and_then(from_journal);
-        deadlines.units = (started.unit_deadlines.iter())
+        let Some(recorded) = &started.deadlines else {
+            return;
+        };
+        deadlines.run = recorded.run.as_deref().and_then(from_journal);
+        deadlines.units = (recorded.units.iter())
             .filter_map(|unit| Some((unit.unit.clone(), from_journal(&unit.at)?)))
             .collect();
     }
