@@ -77,6 +77,18 @@ mod tests {
     }
 
     #[test]
+    fn without_a_deadline_the_definition_snapshot_has_no_trace_of_it() {
+        let yaml = "units:\n  - name: a\n    execute: 'true'\n";
+        let plain = serde_json::to_string(&load(yaml).unwrap().pipeline).unwrap();
+        assert!(!plain.contains("deadline"), "{plain}");
+        let timed = load(&format!("deadline: 2h\n{yaml}")).unwrap().pipeline;
+        let text = serde_json::to_string(&timed).unwrap();
+        assert!(text.contains(r#""deadline":"2h""#), "{text}");
+        let back: crate::model::Pipeline = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.deadline, timed.deadline);
+    }
+
+    #[test]
     fn a_bad_deadline_is_refused_with_a_hint() {
         for (yaml, said) in [
             ("deadline: \"25:00\"", "not a clock time"),
