@@ -10,6 +10,7 @@ mod bisect;
 mod capture;
 mod cost;
 mod counts;
+mod deadlines;
 mod durability;
 mod evict;
 mod example;

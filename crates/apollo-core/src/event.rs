@@ -74,7 +74,7 @@ impl Event {
 
 journal_struct! {
     /// Payload of `run_started`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct RunStarted {
         /// The run's id (`20261130T021507Z-3f9a`).
         pub run_id: String,
@@ -112,6 +112,10 @@ journal_struct! {
         /// `fsync`, the default, and in older journals, which were all written so.
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
         pub durability: crate::journal::Durability,
+        /// The run's and its units' `deadline:` resolved when it started (since format 1.9;
+        /// absent without any). A resume keeps them. Boxed: few runs have one.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub deadlines: Option<Box<RunDeadlines>>,
     }
 }
 
@@ -588,7 +592,9 @@ journal_struct! {
     }
 }
 
+mod deadline;
 mod run_kind;
+pub use deadline::{RunDeadlines, UnitDeadline};
 pub use run_kind::RunKind;
 
 #[cfg(test)]

@@ -225,6 +225,7 @@ mod tests {
             skip_when: None,
             log_limit: None,
             queue_timeout: None,
+            deadline: None,
             name: "u".into(),
             deps: Vec::new(),
             timeout: None,

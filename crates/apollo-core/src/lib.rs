@@ -8,6 +8,7 @@ pub mod codec;
 pub mod config;
 pub mod cost;
 pub mod dag;
+pub mod deadline;
 pub mod diagnostic;
 pub mod dispatch;
 pub mod engine;

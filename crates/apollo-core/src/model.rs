@@ -62,6 +62,10 @@ pub struct Pipeline {
     /// `None`: the store's default (64 MiB). Left out of definition snapshots when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_segment_size: Option<u64>,
+    /// When the run should be done (`deadline:`, issue 40): resolved when the run starts
+    /// (journal `run_started.deadline`). Left out of definition snapshots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// Where a secret's value comes from (`secrets: {NAME: {env: VAR}}`, `{file: PATH}` or
@@ -260,6 +264,10 @@ pub struct Unit {
     /// `when`, its commands never run — and its dependents go on. `None`: it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_when: Option<String>,
+    /// When this unit should be done (`deadline:`), resolved from the run's start like the
+    /// run's. Left out of definition snapshots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// Which executor runs a unit's attempts (DESIGN §13).

@@ -29,6 +29,7 @@ fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: "bench".to_owned(),
         deps: vec![],
         timeout: Some(Duration::from_secs(60)),

@@ -60,6 +60,7 @@ fn synthetic_run(
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             })
         } else if body < 2 * n_units as u64 {
             let unit_idx = (body / 2) as usize;

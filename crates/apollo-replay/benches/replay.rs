@@ -68,6 +68,7 @@ fn synthetic_run(n_records: u64) -> impl Iterator<Item = Result<Record, Infallib
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             })
         } else if next_finish >= n_attempts {
             if seq > n_attempts * 2 + 2 {

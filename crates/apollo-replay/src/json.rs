@@ -42,6 +42,10 @@ where
 
 /// A record for [`write_json_records`]: decoded, or an event still in its encoded form.
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one at a time: boxing allocates per record"
+)]
 pub enum JsonRecord<'a> {
     /// A decoded record.
     Decoded(Record),

@@ -49,8 +49,8 @@ pub use json::{EncodedRecord, JsonRecord, JsonRecords, write_json, write_json_re
 pub use junit::{ExcerptSource, write_junit};
 pub use text::{TextOptions, TextRenderer, write_text};
 pub use timeline::{
-    Attempt, AttemptFiles, AttemptState, Mark, Resume, Reused, RunEnd, RunFacts, Skip, Timeline,
-    TimelineBuilder, UnitStatus, UnitTimeline,
+    Attempt, AttemptFiles, AttemptState, DeadlineStatus, Deadlines, Mark, Resume, Reused, RunEnd,
+    RunFacts, Skip, Timeline, TimelineBuilder, UnitStatus, UnitTimeline,
 };
 
 /// An output format of `apollo replay`.

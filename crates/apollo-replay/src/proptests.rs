@@ -87,6 +87,7 @@ fn event() -> impl Strategy<Value = Event> {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             })
         }),
         proptest::collection::vec(unit(), 0..5).prop_map(|units| {

@@ -68,6 +68,7 @@ impl RunBuilder {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             }),
         );
         builder
@@ -389,6 +390,23 @@ impl RunBuilder {
             reused: 0,
         });
         self.push(ms, event);
+        self
+    }
+
+    /// Sets the deadlines `run_started` recorded (offsets in ms from the run's start).
+    pub(crate) fn deadlines(&mut self, run: Option<i64>, units: &[(&str, i64)]) -> &mut Self {
+        let journal = |ms| apollo_core::deadline::to_journal(at(ms));
+        if let Event::RunStarted(started) = &mut self.records[0].event {
+            started.deadlines = Some(Box::new(apollo_core::event::RunDeadlines {
+                run: run.map(journal),
+                units: (units.iter())
+                    .map(|(unit, ms)| apollo_core::event::UnitDeadline {
+                        unit: (*unit).to_owned(),
+                        at: journal(*ms),
+                    })
+                    .collect(),
+            }));
+        }
         self
     }
 

@@ -17,7 +17,7 @@ mod lanes;
 mod status;
 mod submitted;
 use crate::display::first_line;
-pub use facts::{AttemptFiles, RunFacts};
+pub use facts::{AttemptFiles, DeadlineStatus, Deadlines, RunFacts};
 pub(crate) use lanes::Lanes;
 pub use status::UnitStatus;
 

@@ -286,6 +286,7 @@ fn hook_unit(
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: hook.when.as_str().to_owned(),
         deps: Vec::new(),
         timeout: Some(hook.timeout),
@@ -417,6 +418,7 @@ mod tests {
             sync_interval: None,
             cost: None,
             journal_segment_size: None,
+            deadline: None,
         }
     }
 

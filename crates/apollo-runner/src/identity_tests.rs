@@ -59,6 +59,7 @@ fn write_finished_run(
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
+        deadlines: None,
     })];
     if let Some(status) = status {
         events.push(Event::RunFinished(RunFinished {

@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 mod bisect;
+mod deadlines;
 mod error;
 mod evict;
 mod hooks;

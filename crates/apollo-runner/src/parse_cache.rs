@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
 /// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
 /// `durability` and `sync_interval`.) (9: units' `log_limit` and `queue_timeout`.) (10: units'
-/// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.)
-const FORMAT: u32 = 10;
+/// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.) (11: units' `deadline`.)
+const FORMAT: u32 = 11;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -185,6 +185,7 @@ struct CachedUnit {
     skip_when: Option<String>,
     log_limit: Option<u64>,
     queue_timeout: Option<std::time::Duration>,
+    deadline: Option<apollo_core::deadline::Deadline>,
 }
 
 /// `$value` (a `$from`) as a `$to`, field by field: the list is written once, and naming no
@@ -195,7 +196,8 @@ macro_rules! every_field {
             $value, $from => $to;
             name, deps, timeout, retries, retry_delay, retry_on_exit, retry_max_delay, kill_grace,
             prepare, execute, cleanup, cleanup_timeout, inputs, outputs, env, workdir, idempotent,
-            capture, reuse, executor, resources, secrets, skip_when, log_limit, queue_timeout
+            capture, reuse, executor, resources, secrets, skip_when, log_limit, queue_timeout,
+            deadline
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

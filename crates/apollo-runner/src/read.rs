@@ -38,8 +38,8 @@ pub use apollo_replay::RunCost;
 pub use apollo_replay::{Attempt, AttemptState, RunDiff, Timeline, UnitTimeline};
 pub use cost::{CostReads, UnitCostStats, run_cost, unit_cost_stats};
 pub use documents::{
-    RUNS_SCHEMA, RunLine, SHOW_RUN_SCHEMA, SHOW_UNIT_SCHEMA, add_costs, run_cost_json, run_lines,
-    runs_document, show_run_document, show_unit_document,
+    RUNS_SCHEMA, RunLine, SHOW_RUN_SCHEMA, SHOW_UNIT_SCHEMA, add_costs, deadline_json,
+    run_cost_json, run_lines, runs_document, show_run_document, show_unit_document,
 };
 pub use files::{
     LogStream, RecordedFiles, Tail, attempt_dir, journal_len, recorded_files, runs_fingerprint,

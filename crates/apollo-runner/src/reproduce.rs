@@ -106,8 +106,7 @@ impl ReproduceRequest {
         self
     }
 
-    /// Whether an `idempotent: false` unit may run again (see
-    /// [`allow_side_effects`](struct@Self)).
+    /// Whether an `idempotent: false` unit may run again (see [`allow_side_effects`](struct@Self)).
     pub fn allow_side_effects(mut self, allow: bool) -> Self {
         self.allow_side_effects = allow;
         self

@@ -8,10 +8,11 @@ use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
 use apollo_core::{CancelToken, Loaded, PriorState, hash};
 use apollo_store::{
-    BlobStore, Durability, ErrorKind, JournalReader, JournalWriter, ReadOptions, Record, RunId,
-    StateDir, StateLock, WriterOptions,
+    BlobStore, Durability, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir,
+    WriterOptions,
 };
 
+use crate::deadlines::at_start;
 use crate::error::{ParamDifference, RunnerError};
 use crate::identity::pipeline_identity;
 use crate::notice::{SessionNotice, SessionObserver, report_warnings, sweep_and_report};
@@ -21,7 +22,7 @@ use crate::select::{PipelineKey, RunTarget, Selection, select};
 #[cfg(test)]
 pub(crate) use crate::snapshot::definition_snapshot;
 pub(crate) use crate::snapshot::{definition_snapshot_hash, write_definition_snapshot};
-use crate::state::{Folded, fold_journal};
+use crate::state::{Folded, acquire_lock, fold_journal};
 use crate::sweep::{StraySweep, SweepReason};
 
 /// A run of one pipeline in one state directory, configured and not yet opened.
@@ -113,7 +114,7 @@ impl<'a> RunSession<'a> {
     }
 
     /// Wait for another process holding the state directory's lock, instead of failing with
-    /// a [`StoreError`](apollo_store::StoreError) of kind [`ErrorKind::Locked`].
+    /// a [`StoreError`](apollo_store::StoreError) of kind [`ErrorKind::Locked`](apollo_store::ErrorKind::Locked).
     pub fn wait_for_lock(mut self, wait: bool) -> Self {
         self.wait_for_lock = wait;
         self
@@ -376,6 +377,7 @@ impl<'a> RunSession<'a> {
                 // Every commit from now on checks that the lock file and the run folder are still
                 // the ones this session opened (a `git clean` of the state directory mid-run).
                 journal.watch_lock(&lock)?;
+                let deadlines = at_start(pipeline, &self.writer_options);
                 journal.append_batch(&[Event::RunStarted(RunStarted {
                     run_id: run_id.to_string(),
                     pipeline: pipeline.name.clone(),
@@ -390,6 +392,7 @@ impl<'a> RunSession<'a> {
                     params: self.loaded.params.clone(),
                     run_kind: apollo_core::event::RunKind::Run,
                     durability: self.writer_options.durability,
+                    deadlines,
                 })])?;
                 lock.set_run(&run_id)?;
                 (run_id, journal, PriorState::empty(), Opening::Started)
@@ -526,21 +529,6 @@ pub(crate) fn param_differences(
             given: given.get(name).cloned(),
         })
         .collect()
-}
-
-/// The state directory's lock: at once, or (with `wait`) after saying that it waits.
-fn acquire_lock(
-    state: &StateDir,
-    wait: bool,
-    observer: &mut dyn SessionObserver,
-) -> Result<StateLock, RunnerError> {
-    match state.lock(false) {
-        Err(error) if wait && error.kind() == ErrorKind::Locked => {
-            observer.notice(&SessionNotice::WaitingForLock);
-            Ok(state.lock(true)?)
-        }
-        other => Ok(other?),
-    }
 }
 
 fn absolute(path: &Path) -> PathBuf {

@@ -96,3 +96,18 @@ pub(crate) fn fold_prior(
     report_warnings(&folded.reader.take_warnings(), observer);
     Ok((folded.prior, folded.recorded))
 }
+
+/// The state directory's lock: at once, or (with `wait`) after saying that it waits.
+pub(crate) fn acquire_lock(
+    state: &StateDir,
+    wait: bool,
+    observer: &mut dyn SessionObserver,
+) -> Result<apollo_store::StateLock, RunnerError> {
+    match state.lock(false) {
+        Err(error) if wait && error.kind() == apollo_store::ErrorKind::Locked => {
+            observer.notice(&crate::notice::SessionNotice::WaitingForLock);
+            Ok(state.lock(true)?)
+        }
+        other => Ok(other?),
+    }
+}

@@ -111,6 +111,7 @@ pub(crate) async fn unit(
             (found, timeline.state_of(found)),
             live,
             cost.as_ref(),
+            timeline.unit_deadline(found).as_ref(),
         )))
     })
     .await

@@ -11,6 +11,7 @@ pub(crate) fn unit(execute: Command) -> Unit {
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: "align".into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(90)),

@@ -270,6 +270,7 @@ mod tests {
                 params: Default::default(),
                 run_kind: apollo_core::event::RunKind::Run,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             }),
             Event::UnitFiles(UnitFiles {
                 unit: "u".to_owned(),

@@ -263,6 +263,7 @@ mod tests {
                 params: std::collections::BTreeMap::new(),
                 run_kind: RunKind::Reproduction,
                 durability: apollo_core::Durability::Fsync,
+                deadlines: None,
             });
             let mut json = Vec::new();
             encode_checked(&started, &mut json).unwrap();

@@ -110,6 +110,8 @@ pub struct RunSummary {
     /// index for a finished run counted before, else from the caller of
     /// [`StateDir::list_runs_counted`] (the store does not fold journals into the model).
     pub counts: Option<apollo_core::UnitCounts>,
+    /// The run's deadline, from `run_started` (journal format 1.9; `None` without one).
+    pub deadline: Option<DateTime<Utc>>,
 }
 
 /// The first record of a run (its `run_started`), reading only the first segment's start.
@@ -241,6 +243,7 @@ fn summarize_counting(
         kind: RunKind::Run,
         durability: apollo_core::Durability::Fsync,
         counts: None,
+        deadline: None,
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -266,6 +269,9 @@ fn summarize_counting(
                 summary.params = started.params.clone();
                 summary.kind = started.run_kind();
                 summary.durability = started.durability;
+                summary.deadline = (started.deadlines.as_ref())
+                    .and_then(|deadlines| deadlines.run.as_deref())
+                    .and_then(apollo_core::deadline::from_journal);
             }
         }
         let tail = tail(&run_dir)?;

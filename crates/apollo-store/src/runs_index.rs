@@ -30,8 +30,8 @@ const INDEX_DIR: &str = "index";
 const RUNS_FILE: &str = "runs";
 
 /// The file's format: an index of another format or apollo version is rebuilt, never read.
-/// 2 added each run's kind; 3 its durability mode; 4 the run model's counts.
-const FORMAT: u32 = 4;
+/// 2 added each run's kind; 3 its durability mode; 4 the run model's counts; 5 its deadline.
+const FORMAT: u32 = 5;
 
 /// When a file's stamp was taken, or what it is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,6 +123,8 @@ struct Entry {
     /// The run model's counts ([`RunSummary::counts`]), once a listing counted them.
     #[serde(default)]
     counts: Option<[u32; apollo_core::UnitState::ALL.len()]>,
+    #[serde(default)]
+    deadline: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -204,6 +206,7 @@ impl RunsIndex {
                 kind: entry.kind,
                 durability: entry.durability,
                 counts: entry.counts.map(apollo_core::UnitCounts::from_array),
+                deadline: entry.deadline,
             },
         ))
     }
@@ -269,6 +272,7 @@ impl RunsIndex {
                 kind: summary.kind,
                 durability: summary.durability,
                 counts: summary.counts.map(|counts| counts.to_array()),
+                deadline: summary.deadline,
             },
         );
         self.changed = true;

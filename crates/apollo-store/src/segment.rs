@@ -28,8 +28,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// an ordinary run) and the `when` reason of `unit_skipped` (a `when:` false at load); 1.6
 /// the `durability` of `run_started` (`batched` or `none`; absent for `fsync`, the default); 1.7
 /// the `partition`, `nodes` and `mem_mib` of `unit_submitted` (what a cluster job asked for, the
-/// cost is priced by); 1.8 the run kind `bisect` (`apollo bisect`'s runs).
-pub const FORMAT_MINOR: u32 = 8;
+/// cost is priced by); 1.8 the run kind `bisect` (`apollo bisect`'s runs); 1.9 the
+/// `deadlines` of `run_started` (the run's and its units' `deadline:`, resolved when the run
+/// started, in UTC).
+pub const FORMAT_MINOR: u32 = 9;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {
@@ -480,7 +482,7 @@ mod tests {
         let error = SegmentHeader::decode(newer, path, 1).unwrap_err();
         assert!(matches!(error, StoreError::NewerVersion { .. }), "{error}");
         assert!(error.to_string().contains("upgrade apollo"), "{error}");
-        let minor = br#"{"magic":"apollo-journal","format":"1.8","run_id":"r","segment":1,"prev_seq":0,"created":"2026-11-30T02:15:07.000000Z","extra":1}"#;
+        let minor = br#"{"magic":"apollo-journal","format":"1.9","run_id":"r","segment":1,"prev_seq":0,"created":"2026-11-30T02:15:07.000000Z","extra":1}"#;
         assert!(SegmentHeader::decode(minor, path, 1).is_ok());
     }
 }

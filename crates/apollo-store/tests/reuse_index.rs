@@ -79,8 +79,7 @@ fn make_run(state: &StateDir, identity: Option<&str>, events: &[Event]) -> RunId
         units: vec!["fetch".into()],
         identity: identity.map(str::to_owned),
         params: Default::default(),
-        run_kind: apollo_core::event::RunKind::Run,
-        durability: apollo_core::Durability::Fsync,
+        ..Default::default()
     })];
     all.extend_from_slice(events);
     writer.append_batch(&all).unwrap();

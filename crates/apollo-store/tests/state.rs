@@ -431,8 +431,7 @@ fn a_run_counts_once_its_first_record_is_whole_wherever_its_segment_was_cut() {
         units: (0..1_000).map(|i| format!("u{i:05}")).collect(),
         identity: Some("etl".into()),
         params: Default::default(),
-        run_kind: apollo_core::event::RunKind::Run,
-        durability: apollo_core::Durability::Fsync,
+        ..Default::default()
     };
     writer
         .append_batch(&[apollo_core::Event::RunStarted(started), event(2)])

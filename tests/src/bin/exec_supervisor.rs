@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: "orphan_candidate".to_owned(),
         deps: vec![],
         timeout: None,

@@ -194,6 +194,10 @@ pub(crate) fn runs(
                     if let Some(problem) = &line.problem {
                         units.push_str(&format!(" ({problem})"));
                     }
+                    if let Some(Some(late)) = line.late_by_ms {
+                        let late = human_duration(std::time::Duration::from_millis(late));
+                        units.push_str(&format!(", LATE by {late}"));
+                    }
                     // The default goes unsaid; any other mode is worth a glance.
                     if line.durability != "fsync" {
                         units.push_str(&format!(" (durability {})", line.durability));

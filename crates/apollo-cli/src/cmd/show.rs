@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use apollo_core::Event;
 use apollo_core::capture::{FileEntry, human_size};
 use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
-use apollo_replay::{AttemptState, Timeline, UnitState};
+use apollo_replay::{AttemptState, DeadlineStatus, Timeline, UnitState};
 use apollo_store::{ReadOptions, RunId, StateDir};
 
 use crate::cmd::StateArgs;
@@ -129,7 +129,15 @@ pub(crate) fn show(
     let cost = apollo_runner::read::run_cost(&state, &timeline, &reads);
     if args.format == TableFormat::Json {
         let unit = (unit, timeline.state_of(unit));
-        return show_json(&state, &run_id, unit, live, cost.as_ref(), stdout);
+        let deadline = timeline.unit_deadline(unit.0);
+        return show_json(
+            &state,
+            &run_id,
+            unit,
+            live,
+            (cost.as_ref(), deadline),
+            stdout,
+        );
     }
     let unit_cost = cost.as_ref().and_then(|cost| cost.unit(unit_name));
     let recorded = recorded_files(&state, &run_id, unit_name)?;
@@ -144,6 +152,7 @@ pub(crate) fn show(
         &status,
     );
     let mut text = format!("unit {} of run {run_id}: {status}\n", unit.name);
+    text.push_str(&run::deadline_text(timeline.unit_deadline(unit).as_ref()));
     if let Some(unit_cost) = unit_cost {
         let line = run::unit_cost_text(cost.as_ref(), unit_cost, unit.reused.is_some());
         if !line.is_empty() {
@@ -438,11 +447,12 @@ fn show_json(
     run_id: &RunId,
     (unit, unit_state): (&apollo_replay::UnitTimeline, UnitState),
     live: Option<u32>,
-    cost: Option<&apollo_replay::RunCost>,
+    (cost, deadline): (Option<&apollo_replay::RunCost>, Option<DeadlineStatus>),
     stdout: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let unit = (unit, unit_state);
-    let document = apollo_runner::read::show_unit_document(state, run_id, unit, live, cost);
+    let document =
+        apollo_runner::read::show_unit_document(state, run_id, unit, live, cost, deadline.as_ref());
     let mut out = BufWriter::new(stdout);
     serde_json::to_writer_pretty(&mut out, &document).map_err(|error| output(error.into()))?;
     writeln!(out).map_err(output)?;

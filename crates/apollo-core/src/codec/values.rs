@@ -91,6 +91,19 @@ impl<T: JsonValue> JsonValue for Option<T> {
     }
 }
 
+// A rare field kept out of line, so that it does not grow every record (`run_started`'s
+// deadlines): written and read as the value itself.
+impl<T: JsonValue> JsonValue for Box<T> {
+    fn encode_json(&self, out: &mut Vec<u8>) {
+        (**self).encode_json(out);
+    }
+
+    #[inline]
+    fn walk_json<const BUILD: bool>(cursor: &mut Cursor<'_>) -> Option<Self> {
+        T::walk_json::<BUILD>(cursor).map(Box::new)
+    }
+}
+
 impl<T: JsonValue> JsonValue for Vec<T> {
     fn encode_json(&self, out: &mut Vec<u8>) {
         out.push(b'[');

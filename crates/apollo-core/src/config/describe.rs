@@ -9,6 +9,10 @@
 
 use serde_json::{Value, json};
 
+mod build;
+pub(crate) use build::names;
+use build::{key, required};
+
 /// What a key's value looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {
@@ -66,6 +70,8 @@ pub(crate) enum Shape {
     Cost,
     /// A non-empty list of exit codes, 1 to 255.
     ExitCodes,
+    /// A deadline: a local clock time `HH:MM` or a duration after the run starts.
+    Deadline,
 }
 
 /// One key of a section.
@@ -75,35 +81,6 @@ pub(crate) struct Key {
     pub(crate) shape: Shape,
     pub(crate) required: bool,
     pub(crate) doc: &'static str,
-}
-
-const fn key(name: &'static str, shape: Shape, doc: &'static str) -> Key {
-    Key {
-        name,
-        shape,
-        required: false,
-        doc,
-    }
-}
-
-const fn required(name: &'static str, shape: Shape, doc: &'static str) -> Key {
-    Key {
-        name,
-        shape,
-        required: true,
-        doc,
-    }
-}
-
-/// The names of `keys`, for the walk's "unknown key" checks.
-pub(crate) const fn names<const N: usize>(keys: &[Key; N]) -> [&'static str; N] {
-    let mut names = [""; N];
-    let mut index = 0;
-    while index < N {
-        names[index] = keys[index].name;
-        index += 1;
-    }
-    names
 }
 
 /// `defaults:`.
@@ -186,7 +163,7 @@ pub(crate) const DEFAULTS: [Key; 15] = [
 ];
 
 /// A unit.
-pub(crate) const UNIT: [Key; 28] = [
+pub(crate) const UNIT: [Key; 29] = [
     required(
         "name",
         Shape::Text,
@@ -266,6 +243,11 @@ pub(crate) const UNIT: [Key; 28] = [
         "secrets",
         Shape::List,
         "Names of the pipeline's `secrets` this unit receives as environment variables; its output is masked before it reaches the logs.",
+    ),
+    key(
+        "deadline",
+        Shape::Deadline,
+        "When this unit should be done: `06:00` or a duration after the run starts; its lateness is recorded, nothing is stopped.",
     ),
 ];
 
@@ -382,6 +364,9 @@ pub(crate) fn shape_schema(shape: Shape) -> Value {
         Shape::Cost => super::schema::cost_json_schema(),
         Shape::ExitCodes => json!({"type": "array", "minItems": 1,
             "items": {"type": "integer", "minimum": 1, "maximum": 255}}),
+        Shape::Deadline => {
+            json!({"type": "string", "pattern": "^(([01][0-9]|2[0-3]):[0-5][0-9]|([0-9]+(ms|s|m|h|d))+)$"})
+        }
         Shape::Hook => json!({"anyOf": [
             shape_schema(Shape::Command),
             {"type": "object",

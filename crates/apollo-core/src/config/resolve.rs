@@ -134,6 +134,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 s.log_limit.as_ref().map(|l| l.value)
             })
             .flatten(),
+            deadline: unit.deadline.map(|deadline| deadline.value),
         });
     }
     units.reverse();
@@ -166,6 +167,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
         sync_interval: (spec.sync_interval.as_ref()).map(|interval| interval.value),
         cost: spec.cost.map(|cost| cost.value),
         journal_segment_size: spec.journal_segment_size.map(|size| size.value),
+        deadline: spec.deadline.map(|deadline| deadline.value),
     }
 }
 

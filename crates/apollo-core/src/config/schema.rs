@@ -12,7 +12,9 @@ use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
 use crate::model::Command;
 
 mod cost;
+mod deadline;
 mod durability;
+mod included;
 mod limits;
 mod resources;
 mod retry;
@@ -20,6 +22,7 @@ mod retry;
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
 pub(crate) use resources::json_schema as resources_json_schema;
+use resources::quoted_list;
 
 /// Keys allowed at the top level (from the format's description, `describe.rs`).
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &describe::names(&describe::TOP_LEVEL);
@@ -70,6 +73,7 @@ pub(crate) struct Spec {
     pub(crate) cost: Option<Sp<crate::cost::CostTable>>,
     /// `journal_segment_size:`: where the run's journal starts a new segment.
     pub(crate) journal_segment_size: Option<Sp<u64>>,
+    pub(crate) deadline: Option<Sp<crate::deadline::Deadline>>,
 }
 
 /// The settings a unit can inherit from `defaults:`.
@@ -169,6 +173,7 @@ pub(crate) struct UnitSpec {
     pub(crate) secrets: Vec<Sp<String>>,
     /// A `when:` expression found false at load (set in `expand.rs`): the unit is skipped.
     pub(crate) skip_when: Option<String>,
+    pub(crate) deadline: Option<Sp<crate::deadline::Deadline>>,
 }
 
 /// The codes of `check` warnings about one unit that `acknowledge:` may name.
@@ -320,29 +325,6 @@ impl Walker<'_, '_> {
         self.top_level_with(root, None)
     }
 
-    /// Whether `key` may be set only by the main config file (an included one setting it is
-    /// reported).
-    fn main_file_only(&mut self, key: &str, value: &Node) -> bool {
-        let main_only = matches!(
-            key,
-            "name"
-                | "id"
-                | "max_parallel"
-                | "durability"
-                | "sync_interval"
-                | "journal_segment_size"
-        );
-        if main_only {
-            self.error(
-                "unknown-key",
-                value.loc,
-                format!("`{key}` is set by the main config file, not an included one"),
-            )
-            .hint("move it to the file that includes this one");
-        }
-        main_only
-    }
-
     /// `walked`: the `units` list's items, walked already (the list in `root` is empty).
     fn top_level_with(&mut self, root: &mut Node, walked: Option<WalkedUnits>) -> Spec {
         let mut spec = Spec::default();
@@ -393,6 +375,7 @@ impl Walker<'_, '_> {
                 "durability" => spec.durability = self.durability(value),
                 "cost" => spec.cost = self.cost(value),
                 "journal_segment_size" => spec.journal_segment_size = self.segment_size(value),
+                "deadline" => spec.deadline = self.deadline(value, "the pipeline's `deadline`"),
                 "sync_interval" => {
                     spec.sync_interval = self.duration(value, key, "at the top level");
                 }
@@ -1023,6 +1006,7 @@ impl Walker<'_, '_> {
             acknowledge: Vec::new(),
             secrets: Vec::new(),
             skip_when: None,
+            deadline: None,
         };
         let mut name_seen = false;
         if let Value::Map(map) = &node.value
@@ -1063,6 +1047,9 @@ impl Walker<'_, '_> {
                 "foreach" => unit.foreach = self.foreach(value, &label).map(Box::new),
                 "allow_empty" => unit.allow_empty = self.boolean(value, key, &context),
                 "when" => unit.when = self.when(value, &label).map(Box::new),
+                "deadline" => {
+                    unit.deadline = self.deadline(value, &format!("`deadline` of {label}"))
+                }
                 _ => self.setting(unit.settings.make_mut(), key, value, &context),
             }
         }
@@ -1087,11 +1074,4 @@ impl Walker<'_, '_> {
         }
         Some(unit)
     }
-}
-
-fn quoted_list(keys: &[&str]) -> String {
-    keys.iter()
-        .map(|key| format!("`{key}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -89,6 +89,17 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 .collect(),
                 run_kind: nth(index),
                 durability: nth(index),
+                deadlines: (index % 3 > 0).then(|| {
+                    Box::new(crate::event::RunDeadlines {
+                        run: (index % 2 == 0).then(|| "2026-12-04T05:00:00.000000Z".into()),
+                        units: (0..index % 3)
+                            .map(|at| crate::event::UnitDeadline {
+                                unit: format!("load[eu,{at}]"),
+                                at: "2026-12-04T06:00:00.000000Z".into(),
+                            })
+                            .collect(),
+                    })
+                }),
             }),
             Event::RunResumed(RunResumed {
                 config_hash: "c".repeat(64),
@@ -230,6 +241,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             params: Default::default(),
             run_kind: RunKind::Run,
             durability: crate::journal::Durability::Fsync,
+            deadlines: None,
         }),
         Event::RunResumed(RunResumed {
             config_hash: String::new(),

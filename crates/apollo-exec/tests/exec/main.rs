@@ -46,6 +46,7 @@ impl Fixture {
             skip_when: None,
             log_limit: None,
             queue_timeout: None,
+            deadline: None,
             name: "unit_under_test".to_owned(),
             deps: vec![],
             timeout: Some(Duration::from_secs(120)),

@@ -7,6 +7,9 @@ use apollo_core::event::{Event, FileSide, InputManifestRef, RunKind, RunReproduc
 
 use super::TimelineBuilder;
 
+mod deadline;
+pub use deadline::{DeadlineStatus, Deadlines};
+
 /// Where a run came from, from its `run_started` (and `run_resumed`, `run_reproduces`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -32,6 +35,8 @@ pub struct RunFacts {
     /// then each `run_resumed`'s. An attempt ran under the one of the process that started it
     /// (the resumes before its `unit_started`): its cost is priced by that snapshot's table.
     pub definitions: Vec<String>,
+    /// The run's and its units' deadlines, from its `run_started` (journal format 1.9).
+    pub deadlines: Deadlines,
 }
 
 /// An attempt's declared files, from its `unit_files` records: inputs as hashed before it
@@ -65,6 +70,7 @@ impl TimelineBuilder {
                 facts.pid = Some(started.pid);
                 facts.identity.clone_from(&started.identity);
                 facts.run_kind = started.run_kind();
+                self.note_deadlines(started);
             }
             Event::RunResumed(resumed) => {
                 facts.definitions.push(resumed.definition_hash.clone());

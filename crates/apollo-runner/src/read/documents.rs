@@ -52,6 +52,34 @@ pub struct RunLine {
     /// What the run cost, when it ran with a price table ([`add_costs`]; `None` until then).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<serde_json::Value>,
+    /// The run's deadline (RFC 3339, UTC), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+    /// By how much it ended after its deadline (absent when it has none; `null` while on
+    /// time or not ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_by_ms: Option<Option<u64>>,
+}
+
+impl RunLine {
+    /// The deadline and lateness of a run that `started` … `finished` with `deadline`.
+    pub(crate) fn with_deadline(
+        mut self,
+        deadline: Option<DateTime<Utc>>,
+        finished: Option<DateTime<Utc>>,
+    ) -> Self {
+        self.deadline = deadline;
+        self.late_by_ms = deadline.map(|deadline| {
+            let late = finished.and_then(|end| apollo_core::deadline::late_by(deadline, end));
+            late.map(|late| u64::try_from(late.as_millis()).unwrap_or(u64::MAX))
+        });
+        self
+    }
+
+    /// Whether the run ended after its deadline.
+    pub fn is_late(&self) -> bool {
+        matches!(self.late_by_ms, Some(Some(_)))
+    }
 }
 
 fn serialize_counts<S: serde::Serializer>(
@@ -65,28 +93,33 @@ fn serialize_counts<S: serde::Serializer>(
 pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>) -> Vec<RunLine> {
     let holder_pid = (state.lock_holder().ok().flatten()).and_then(|holder| holder.pid);
     (summaries.iter())
-        .map(|summary| RunLine {
-            id: summary.id.as_str().to_owned(),
-            pipeline: summary.pipeline.clone(),
-            started: summary.started,
-            finished: summary.finished,
-            duration_ms: duration_ms(
-                summary.state,
-                summary.started,
-                summary.finished.or(summary.last_record),
-                now,
-            ),
-            status: summary.state.as_str(),
-            kind: summary.kind.as_str(),
-            durability: summary.durability.as_str(),
-            pid: holder_pid.filter(|_| summary.state == RunState::Running),
-            units: summary.n_units,
-            // The run model's counts; a run whose journal cannot be read counts nothing (its
-            // status says corrupt, and why).
-            counts: summary.counts.unwrap_or_default(),
-            problem: summary.problem.clone(),
-            params: summary.params.clone(),
-            cost: None,
+        .map(|summary| {
+            RunLine {
+                id: summary.id.as_str().to_owned(),
+                pipeline: summary.pipeline.clone(),
+                started: summary.started,
+                finished: summary.finished,
+                duration_ms: duration_ms(
+                    summary.state,
+                    summary.started,
+                    summary.finished.or(summary.last_record),
+                    now,
+                ),
+                status: summary.state.as_str(),
+                kind: summary.kind.as_str(),
+                durability: summary.durability.as_str(),
+                pid: holder_pid.filter(|_| summary.state == RunState::Running),
+                units: summary.n_units,
+                // The run model's counts; a run whose journal cannot be read counts nothing (its
+                // status says corrupt, and why).
+                counts: summary.counts.unwrap_or_default(),
+                problem: summary.problem.clone(),
+                params: summary.params.clone(),
+                cost: None,
+                deadline: None,
+                late_by_ms: None,
+            }
+            .with_deadline(summary.deadline, summary.finished)
         })
         .collect()
 }
@@ -184,6 +217,9 @@ pub fn show_run_document(
             if let Some(unit_cost) = cost.and_then(|cost| cost.unit(&unit.name)) {
                 value["cost"] = unit_cost_json(unit_cost);
             }
+            if let Some(deadline) = timeline.unit_deadline(unit) {
+                value["deadline"] = deadline_json(&deadline);
+            }
             value
         })
         .collect();
@@ -202,19 +238,30 @@ pub fn show_run_document(
     if let Some(cost) = cost {
         document["cost"] = run_cost_json(cost);
     }
+    if let Some(deadline) = timeline.deadline() {
+        document["deadline"] = deadline_json(&deadline);
+    }
     document
+}
+
+/// A deadline in the JSON documents (`apollo show`, `serve`): `{"at", "late_by_ms"}`, the
+/// instant in UTC and by how much it was missed (`null` while on time or not ended).
+pub fn deadline_json(deadline: &apollo_replay::DeadlineStatus) -> serde_json::Value {
+    serde_json::json!({"at": deadline.deadline, "late_by_ms": deadline.late_by_ms()})
 }
 
 /// `apollo show RUN UNIT --format json` (schema [`SHOW_UNIT_SCHEMA`]): the unit's status and
 /// attempts, each with its `unit_finished` record as the journal holds it. `live` is the pid of
 /// the apollo running the run ([`super::live_holder_pid`]). With the run's `cost`, each
-/// attempt has its `cost` and whether it was `wasted`, and the unit its own `cost`.
+/// attempt has its `cost` and whether it was `wasted`, and the unit its own `cost`. With the
+/// unit's own `deadline` ([`Timeline::unit_deadline`]), its `deadline` ([`deadline_json`]).
 pub fn show_unit_document(
     state: &StateDir,
     run: &RunId,
     (unit, unit_state): (&UnitTimeline, UnitState),
     live: Option<u32>,
     cost: Option<&apollo_replay::RunCost>,
+    deadline: Option<&apollo_replay::DeadlineStatus>,
 ) -> serde_json::Value {
     let unit_cost = cost.and_then(|cost| cost.unit(&unit.name));
     let running = |attempt: &apollo_replay::Attempt| {
@@ -267,6 +314,9 @@ pub fn show_unit_document(
     if let (Some(cost), Some(unit_cost)) = (cost, unit_cost) {
         document["cost"] = unit_cost_json(unit_cost);
         document["cost"]["currency"] = serde_json::json!(cost.currency);
+    }
+    if let Some(deadline) = deadline {
+        document["deadline"] = deadline_json(deadline);
     }
     document
 }

@@ -35,6 +35,7 @@ pub struct RunEntry {
     /// The params as a JSON object's text (`None` when it has none): parsed again only for
     /// the lines shown.
     params: Option<Box<str>>,
+    deadline: Option<DateTime<Utc>>,
 }
 
 impl RunEntry {
@@ -69,6 +70,7 @@ impl RunEntry {
                 .then(|| serde_json::to_string(&summary.params).ok())
                 .flatten()
                 .map(String::into_boxed_str),
+            deadline: summary.deadline,
         }
     }
 
@@ -124,7 +126,10 @@ impl RunEntry {
             // The runs list in `serve` shows no cost (yet): `apollo runs` prices a run by
             // folding its journal, which the list does not do per run.
             cost: None,
+            deadline: None,
+            late_by_ms: None,
         }
+        .with_deadline(self.deadline, self.finished)
     }
 }
 

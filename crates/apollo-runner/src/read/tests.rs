@@ -88,7 +88,7 @@ fn the_read_side_reads_a_run_without_writing() {
         show_run_document(&run, &summary, &model.timeline, None)["schema"],
         SHOW_RUN_SCHEMA
     );
-    let document = show_unit_document(&state, &run, (unit, UnitState::Succeeded), None, None);
+    let document = show_unit_document(&state, &run, (unit, UnitState::Succeeded), None, None, None);
     assert_eq!(document["attempts"][0]["state"], "succeeded");
 
     let end = tail(&state, &run, ("talk", 1), LogStream::Stdout, 6)

@@ -71,6 +71,8 @@ impl ScratchRun<'_> {
                 params: recorded.params.clone(),
                 run_kind: self.kind,
                 durability: self.durability,
+                // A reproduction (or a bisect's step) is not held to the run's deadline.
+                deadlines: None,
             }),
             Event::RunReproduces(self.reproduces.clone()),
         ])?;

@@ -97,5 +97,7 @@ pub(crate) fn alone_in(
         sync_interval: None,
         cost: definition.cost.clone(),
         journal_segment_size: definition.journal_segment_size,
+        // A reproduction is not held to the run's deadline.
+        deadline: None,
     }
 }

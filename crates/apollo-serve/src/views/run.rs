@@ -16,6 +16,9 @@ use crate::app::{App, blocking};
 use crate::error::AppError;
 use crate::html::{self, badge, encode, escape};
 
+mod deadline;
+use deadline::{deadline_facts, late_badge};
+
 /// Units on one page of the unit table.
 pub(crate) const UNITS_PER_PAGE: usize = 500;
 
@@ -204,6 +207,7 @@ fn summary_block(
             }
         );
     }
+    deadline_facts(body, timeline);
     for resume in &timeline.resumes {
         let _ = write!(
             body,
@@ -374,7 +378,7 @@ fn unit_row(
         state = state.as_str(),
         href = escape(&html::unit_href(id, &unit.name, None)),
         name = escape(&unit.name),
-        badge = badge(state.as_str(), state.label()),
+        badge = badge(state.as_str(), state.label()) + &late_badge(timeline.unit_deadline(unit)),
         attempts = unit.attempts.len(),
         duration = last.map_or_else(String::new, |a| html::duration(a.duration_ms())),
         cpu = outcome.map_or_else(String::new, |o| html::duration(

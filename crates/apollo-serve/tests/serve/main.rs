@@ -8,5 +8,6 @@ mod common;
 mod browser;
 mod browser_flow;
 mod browser_live;
+mod deadlines;
 mod http;
 mod live;

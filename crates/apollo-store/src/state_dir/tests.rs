@@ -116,6 +116,7 @@ fn started_run(state: &StateDir, id: &RunId, pipeline: &str, finished: bool) {
             identity: Some(format!("{pipeline}@../pipeline.yaml")),
             params: Default::default(),
             run_kind: apollo_core::event::RunKind::Run,
+            deadlines: None,
             durability: apollo_core::Durability::Fsync,
         },
     )];

@@ -35,6 +35,7 @@ pub(crate) fn run_started(run_id: &str, pipeline: &str) -> Event {
         params: Default::default(),
         run_kind: apollo_core::event::RunKind::Run,
         durability: apollo_core::Durability::Fsync,
+        deadlines: None,
     })
 }
 

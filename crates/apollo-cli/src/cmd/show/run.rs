@@ -57,6 +57,7 @@ pub(super) fn show_run(
     if let Some(cost) = &cost {
         writeln!(out, "  {}", run_cost_text(cost)).map_err(output)?;
     }
+    write!(out, "{}", deadline_text(timeline.deadline().as_ref())).map_err(output)?;
     let width = (timeline.units.iter())
         .map(|unit| unit.name.chars().count())
         .max()
@@ -83,6 +84,12 @@ pub(super) fn show_run(
             )),
             (None, None) => {}
         }
+        if let Some(late) = timeline.unit_deadline(unit).and_then(|d| d.late_by) {
+            line.push_str(&format!(
+                "  LATE by {}",
+                crate::progress::human_duration(late)
+            ));
+        }
         if let Some(unit_cost) = cost.as_ref().and_then(|cost| cost.unit(&unit.name)) {
             line.push_str(&unit_cost_text(
                 cost.as_ref(),
@@ -95,6 +102,22 @@ pub(super) fn show_run(
     writeln!(out, "  details: apollo show {run_id} UNIT").map_err(output)?;
     out.flush().map_err(output)?;
     Ok(Exit::Success)
+}
+
+/// A deadline's line (`  deadline 2026-12-04 06:00:00 UTC: late by 2m 30s`), or nothing
+/// without one.
+pub(super) fn deadline_text(deadline: Option<&apollo_replay::DeadlineStatus>) -> String {
+    let Some(deadline) = deadline else {
+        return String::new();
+    };
+    let at = deadline.deadline.format("%Y-%m-%d %H:%M:%S UTC");
+    let standing = match (deadline.ended, deadline.late_by) {
+        (_, Some(late)) => format!("late by {}", crate::progress::human_duration(late)),
+        (Some(_), None) => "met".to_owned(),
+        (None, None) if deadline.deadline < chrono::Utc::now() => "passed, not ended".to_owned(),
+        (None, None) => "not ended".to_owned(),
+    };
+    format!("  deadline {at}: {standing}\n")
 }
 
 /// The run's cost line: `cost 0.0123 EUR, wasted 0.0040 EUR, saved 0.0100 EUR`.

@@ -3,7 +3,7 @@
 use super::{Key, Shape, key};
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 20] = [
+pub(crate) const TOP_LEVEL: [Key; 21] = [
     key(
         "name",
         Shape::Text,
@@ -46,6 +46,11 @@ pub(crate) const TOP_LEVEL: [Key; 20] = [
         "on_finish",
         Shape::Hook,
         "Runs once when a run ends, whatever its status.",
+    ),
+    key(
+        "deadline",
+        Shape::Deadline,
+        "When the run should be done: `06:00` (the first 06:00 local time after it starts) or a duration (`2h`). Never stops anything: apollo records by how much the run ended after it.",
     ),
     key(
         "max_cpus",

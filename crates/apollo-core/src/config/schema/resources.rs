@@ -1,7 +1,7 @@
 //! The typed walk of `executor:`, `resources:` and the local capacity (`max_cpus:`,
 //! `max_memory:`): DESIGN §13. A child of the schema walk, so it shares its `Walker`.
 
-use super::{Sp, Walker, quoted_list};
+use super::{Sp, Walker};
 use crate::config::raw::{Node, Value};
 use crate::model::{ExecutorKind, SlurmResources};
 
@@ -294,6 +294,13 @@ impl Walker<'_, '_> {
             }
         }
     }
+}
+
+pub(super) fn quoted_list(keys: &[&str]) -> String {
+    keys.iter()
+        .map(|key| format!("`{key}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

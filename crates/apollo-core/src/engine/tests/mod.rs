@@ -36,6 +36,7 @@ pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: name.into(),
         deps: deps.iter().map(|dep| (*dep).to_owned()).collect(),
         timeout: None,
@@ -76,6 +77,7 @@ pub(super) fn pipeline(units: Vec<Unit>, max_parallel: usize) -> Pipeline {
         sync_interval: None,
         cost: None,
         journal_segment_size: None,
+        deadline: None,
     }
 }
 

@@ -139,6 +139,7 @@ pub(crate) fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
         skip_when: None,
         log_limit: None,
         queue_timeout: None,
+        deadline: None,
         name: name.into(),
         deps: vec![],
         timeout: Some(Duration::from_secs(600)),
