@@ -412,12 +412,21 @@ fn a_non_idempotent_unit_cut_off_needs_a_verdict_in_every_view() {
     apollo.config(
         "on_finish: cp \"$APOLLO_SUMMARY_JSON\" summary.json\nunits:\n  - name: quick\n    execute: 'true'\n  - name: charge\n    deps: [quick]\n    idempotent: false\n    execute: 'kill -9 $$'\n  - name: receipt\n    deps: [charge]\n    execute: 'true'\n",
     );
-    // The run stops for the verdict (exit 5) before its summary event; its hook still ran.
-    apollo.args(&["run", "--format", "json"]).run().code(5);
+    // The run stops for the verdict (exit 5): its summary event (tests/e2e/verdict_summary.rs)
+    // and its hook render the run model.
+    let stopped = apollo.args(&["run", "--format", "json"]).run();
+    stopped.code(5);
+    let summary = json(stopped.stdout.lines().last().unwrap_or_default(), "summary");
     let show = apollo.args(&["show", "latest", "--format", "json"]).run();
     let show = json(&show.stdout, "show");
     let model = states(&show["units"], "unit", "status");
     assert_eq!(model["charge"], "needs_verdict", "{show:#}");
+    assert_eq!(
+        states(&summary["units"], "unit", "status"),
+        model,
+        "{summary}"
+    );
+    assert_eq!(summary["counts"], show["counts"], "{summary}");
     let hook = json(
         &std::fs::read_to_string(apollo.path("summary.json")).unwrap(),
         "the hook summary",

@@ -42,3 +42,4 @@ mod slurm_queue_limit;
 mod slurm_secrets;
 mod state_dir;
 mod values;
+mod verdict_summary;

@@ -1,6 +1,7 @@
 //! Checks that need the whole pipeline (DESIGN §3): unit names, duplicate names, dependencies
 //! on missing units, cycles, and the warnings (retrying a non-idempotent unit, a timeout
-//! shorter than its kill grace, two units writing the same output).
+//! shorter than its kill grace, two units writing the same output; keys without effect in
+//! `no_effect.rs`).
 //!
 //! Everything is reported at once: a missing dependency does not hide a cycle elsewhere.
 
@@ -12,6 +13,8 @@ use crate::config::duration::format_duration;
 use crate::config::schema::{Sp, Spec, UnitSpec};
 use crate::dag::Dag;
 use crate::diagnostic::{Diagnostic, Loc, SourceFile, closest};
+
+mod no_effect;
 
 /// Built-in default of `kill_grace` when neither the unit nor `defaults:` sets it.
 pub(crate) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
@@ -55,6 +58,7 @@ pub(crate) fn check(spec: &Spec, source: &SourceFile<'_>, base_dir: &Path) -> Ve
     check_warnings(spec, source, base_dir, &mut diagnostics);
     crate::reuse_check::check_reuse(spec, source, &mut diagnostics);
     check_capacity(spec, source, &mut diagnostics);
+    no_effect::check_no_effect(spec, source, &mut diagnostics);
     diagnostics
 }
 
@@ -68,10 +72,7 @@ fn check_capacity(spec: &Spec, source: &SourceFile<'_>, diagnostics: &mut Vec<Di
         })
     };
     if !asks_for_something(&spec.defaults)
-        && !spec
-            .units
-            .iter()
-            .any(|unit| asks_for_something(&unit.settings))
+        && !(spec.units.iter()).any(|unit| asks_for_something(&unit.settings))
     {
         return;
     }
@@ -440,10 +441,7 @@ fn check_warnings(
         let label = unit.named(unit_idx);
         let settings = &unit.settings;
         let retries = settings.retries.as_ref().or(defaults.retries.as_ref());
-        let idempotent = settings
-            .idempotent
-            .as_ref()
-            .or(defaults.idempotent.as_ref());
+        let idempotent = (settings.idempotent.as_ref()).or(defaults.idempotent.as_ref());
         for given in &unit.acknowledge {
             if !crate::config::schema::ACKNOWLEDGEABLE.contains(&given.value.as_str()) {
                 let mut warning = source.warning(

@@ -322,11 +322,9 @@ fn hook_unit(
 /// model has them, so the hook is told what `show` says (a cut-off `idempotent: false` unit
 /// is `needs_verdict`). Empty when the journal cannot be read.
 fn units_from_model(end: &RunEnd<'_>) -> Vec<serde_json::Value> {
-    let Ok(mut model) = crate::read::run_model(end.state, end.run_id) else {
+    let Ok(model) = crate::read::stopped_run_model(end.state, end.run_id) else {
         return Vec::new();
     };
-    // The engine has stopped: nothing of the run runs now, though this apollo holds the lock.
-    model.timeline.live = false;
     let timeline = &model.timeline;
     (timeline.units.iter())
         .filter(|unit| unit.listed)

@@ -1,6 +1,6 @@
 //! The config keys of issue 35 item 5 as the runner sees them: a pipeline that does not use
 //! them keeps the definition snapshot (and hash) it had before they existed, and
-//! `journal_segment_size` reaches the journal's writer.
+//! `journal_segment_size` reaches the journal's writers (a run's, a mark's, a reproduction's).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Test code: a failed step fails the test.
 
@@ -122,19 +122,17 @@ fn the_new_keys_are_in_the_snapshot_and_read_back() {
     );
 }
 
-/// A run's journal rolls its segments at the pipeline's size (set below the config's minimum
-/// here, as the store's own rolling tests do, so a few records fill a segment), and reads
-/// back whole.
-#[test]
-fn the_journal_rolls_its_segments_at_the_pipelines_size() {
-    let dir = tempfile::tempdir().unwrap();
+/// A run of 20 units whose journal segments roll at 1,000 bytes (below the config's minimum,
+/// as the store's own rolling tests do, so a few records fill a segment): its state directory
+/// and run.
+fn run_with_small_segments(dir: &std::path::Path) -> (std::path::PathBuf, apollo_store::RunId) {
     let units: String = (0..20)
         .map(|n| format!("  - name: u{n}\n    execute: \"true\"\n"))
         .collect();
-    let mut loaded = load(dir.path(), &format!("units:\n{units}"));
+    let mut loaded = load(dir, &format!("units:\n{units}"));
     loaded.pipeline.journal_segment_size = Some(1_000);
-    let config_path = dir.path().join("pipe.yaml");
-    let state_dir = dir.path().join(".apollo");
+    let config_path = dir.join("pipe.yaml");
+    let state_dir = dir.join(".apollo");
     let session = RunSession::new(&state_dir, &config_path, &loaded, &NoStraySweep)
         .durability(Durability::None);
     let Opened::Ready(run) = session.open(&mut NoSessionObserver).unwrap() else {
@@ -148,6 +146,50 @@ fn the_journal_rolls_its_segments_at_the_pipelines_size() {
         &mut NoSessionObserver,
     )
     .unwrap();
+    (state_dir, run_id)
+}
+
+fn n_segments(state_dir: &std::path::Path, run: &apollo_store::RunId) -> usize {
+    let run_dir = state_dir.join("runs").join(run.as_str());
+    JournalReader::open(&run_dir, ReadOptions::default())
+        .unwrap()
+        .n_segments()
+}
+
+/// `apollo mark` appends to a run's journal with the segment size of the pipeline the run
+/// recorded (its definition snapshot), not the store's default.
+#[test]
+fn marks_roll_the_journal_at_the_runs_segment_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state_dir, run_id) = run_with_small_segments(dir.path());
+    let state = apollo_store::StateDir::open_existing(&state_dir).unwrap();
+    let before = n_segments(&state_dir, &run_id);
+    for n in 0..10 {
+        let request = crate::MarkRequest::new(format!("u{n}"), apollo_core::event::Verdict::Rerun);
+        crate::mark(&state, &run_id, &request, &mut NoSessionObserver).unwrap();
+    }
+    let after = n_segments(&state_dir, &run_id);
+    assert!(after > before, "{before} segments, then {after}");
+}
+
+/// A reproduction's journal rolls at the segment size of the pipeline it reproduces.
+#[test]
+fn a_reproduction_rolls_its_journal_at_the_runs_segment_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state_dir, run_id) = run_with_small_segments(dir.path());
+    let request = crate::ReproduceRequest::new(&state_dir, run_id, "u0")
+        .into_dir(Some(dir.path().join("scratch")))
+        .durability(Durability::None);
+    let reproduction = crate::reproduce(&request, &Succeeds, &CancelToken::new()).unwrap();
+    let n = n_segments(&state_dir, &reproduction.run_id);
+    assert!(n > 1, "{n} segments");
+}
+
+/// A run's journal rolls its segments at the pipeline's size, and reads back whole.
+#[test]
+fn the_journal_rolls_its_segments_at_the_pipelines_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state_dir, run_id) = run_with_small_segments(dir.path());
     let reader = JournalReader::open(
         &state_dir.join("runs").join(run_id.as_str()),
         ReadOptions::default(),

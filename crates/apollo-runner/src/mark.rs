@@ -161,8 +161,13 @@ pub fn mark(
         });
     }
     let run_dir = state.run_dir(run)?;
-    let (mut journal, recovery) =
-        JournalWriter::open_for_append(run_dir.path(), WriterOptions::default())?;
+    // The run's journal keeps the segment size (and durability) its pipeline asked for: the
+    // definition snapshot the run recorded says which; without it, the store's defaults.
+    let options = crate::read::definition(state, run)
+        .map_or_else(WriterOptions::default, |pipeline| {
+            crate::pipeline_writer_options(&pipeline)
+        });
+    let (mut journal, recovery) = JournalWriter::open_for_append(run_dir.path(), options)?;
     report_warnings(&recovery.warnings, observer);
     journal.append_batch(&[Event::UnitMarked(UnitMarked {
         unit: request.unit.clone(),

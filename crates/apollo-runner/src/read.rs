@@ -153,6 +153,16 @@ pub fn run_model(state: &StateDir, run: &RunId) -> Result<RunModel, StoreError> 
     })
 }
 
+/// The run model of a run whose engine this process has just stopped (the run ended, or a
+/// resume was refused before anything ran): [`run_model`], with nothing of the run running
+/// although the lock may still be held by this process. What a run's end reports (its
+/// summary, the hook summary) when the engine gave no report of its own.
+pub fn stopped_run_model(state: &StateDir, run: &RunId) -> Result<RunModel, StoreError> {
+    let mut model = run_model(state, run)?;
+    model.timeline.live = false;
+    Ok(model)
+}
+
 /// The definition snapshot `run` started with (the resolved pipeline: commands, env,
 /// workdirs, deps), when its blob is still kept and reads.
 pub fn definition(state: &StateDir, run: &RunId) -> Option<apollo_core::Pipeline> {

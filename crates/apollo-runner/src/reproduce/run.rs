@@ -4,9 +4,7 @@
 use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
 use apollo_core::event::{AttemptStatus, Event, RunKind, RunReproduces, RunStarted};
 use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
-use apollo_store::{
-    BlobStore, Durability, JournalWriter, RunId, StateDir, StateLock, WriterOptions,
-};
+use apollo_store::{BlobStore, Durability, JournalWriter, RunId, StateDir, StateLock};
 
 use super::Recorded;
 use crate::error::RunnerError;
@@ -43,7 +41,8 @@ impl ScratchRun<'_> {
         })?;
         let run_id = state.new_run_id();
         let run_dir = state.create_run(&run_id)?;
-        let options = WriterOptions::default().durability(self.durability);
+        // The segment size of the pipeline it reproduces (its snapshot's), the durability asked.
+        let options = crate::pipeline_writer_options(pipeline).durability(self.durability);
         let mut journal = JournalWriter::create(run_dir.path(), run_id.as_str(), options)?;
         journal.watch_lock(lock)?;
         let recorded = self.recorded;

@@ -21,6 +21,7 @@ use super::errors::runner_error;
 use super::notices::{HeldNotices, StderrNotices};
 use super::otlp_file::{FinalTrace, TraceFile};
 use super::render;
+use super::stopped;
 use super::strays::ProcessSweep;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
@@ -174,9 +175,12 @@ pub(super) fn execute(
     }
 
     state::ensure_writable(&state_path)?;
+    let json = execution.format == crate::cmd::replay::TableFormat::Json;
+    let stop = stopped::StopSummary::new(&state_path, json);
     let open_run = match session
         .open(&mut StderrNotices::new(stderr))
-        .map_err(|error| with_live_job(runner_error(error), pipeline, &state_path))?
+        .map_err(|error| with_live_job(runner_error(error), pipeline, &state_path))
+        .map_err(|error| stop.refused(error, stdout))?
     {
         Opened::Ready(open_run) => open_run,
         Opened::NothingToResume(run_id) => {
@@ -184,7 +188,6 @@ pub(super) fn execute(
             return Ok(Exit::Success);
         }
     };
-    let json = execution.format == crate::cmd::replay::TableFormat::Json;
     if json {
         let opened = serde_json::json!({
             "schema": crate::run_events::RUN_EVENTS_SCHEMA,
@@ -263,7 +266,8 @@ pub(super) fn execute(
         let _ = writeln!(stderr, "slurm: {}", slurm.client_calls());
     }
     drop(slurm);
-    let finished = result.map_err(runner_error)?;
+    let finished =
+        result.map_err(|error| stop.ended(runner_error(error), &notes, elapsed, stdout))?;
 
     // The run is recorded; a closed stdout must not turn success into failure.
     let summary = if json {

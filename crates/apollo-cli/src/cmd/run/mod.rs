@@ -4,7 +4,7 @@
 //! The session itself (lock, run choice, records, sweeps, engine) is apollo-runner's; these
 //! files map arguments onto it (`args.rs`), drive it with the process executor
 //! (`execute.rs`, `strays.rs`) and render what it reports (`render.rs`, `notices.rs`,
-//! `errors.rs`).
+//! `errors.rs`; `stopped.rs` for a run that stopped for a human, from the run model).
 
 mod args;
 mod errors;
@@ -12,6 +12,7 @@ mod execute;
 pub(crate) mod notices;
 mod otlp_file;
 mod render;
+mod stopped;
 mod strays;
 
 use std::io::Write;
