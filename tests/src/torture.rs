@@ -486,14 +486,10 @@ fn iteration(
                         kills += 1;
                     }
                 } else if action < 24
-                    && let Some(run) = latest_run_dir(dir)?
-                    && floor.as_deref().is_none_or(|floor| run.as_path() > floor)
+                    && let Some(run) = runs::latest_run_after(dir, floor.as_deref())?
                 {
                     // Move the whole run folder away (as `git clean` or a careless `mv` would);
                     // it comes back once apollo exited, so the journal's promises stay checkable.
-                    // In the reuse phase only the phase's own run: moving the first phase's run
-                    // (before the new one has a record) takes away what reuse reads, and a miss
-                    // is then the right answer, not a violation (seed 5, iteration 14).
                     let aside = dir.join(".apollo-moved");
                     std::fs::create_dir_all(&aside).map_err(io!())?;
                     std::fs::write(dir.join("moving"), b"").map_err(io!())?;

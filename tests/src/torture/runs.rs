@@ -21,6 +21,17 @@ pub(super) fn latest_run_dir(dir: &Path) -> Result<Option<PathBuf>, String> {
     Ok(runs.pop())
 }
 
+/// The latest run after `floor` (all runs without one). In a reuse phase the harness moves only
+/// the phase's own run away: moving the first phase's run (before the new one has a record)
+/// takes away what reuse reads, and a miss is then the right answer (seed 5, iteration 14).
+pub(super) fn latest_run_after(
+    dir: &Path,
+    floor: Option<&Path>,
+) -> Result<Option<PathBuf>, String> {
+    let latest = latest_run_dir(dir)?;
+    Ok(latest.filter(|run| floor.is_none_or(|floor| run.as_path() > floor)))
+}
+
 /// Whether `run` has a segment file (a run whose creation a kill cut short has none, and
 /// apollo ignores it).
 pub(super) fn has_segment(run: &Path) -> bool {
