@@ -17,9 +17,10 @@ use super::params::{Params, render};
 use super::schema::{Label, Settings, Sp, Spec, UnitSpec};
 use super::when::{self, When};
 use crate::diagnostic::{Diagnostic, Loc, Severity, SourceFile};
-use crate::model::{Command, unit_folder_name};
+use crate::model::Command;
 
 mod items;
+mod names;
 
 /// Expands and interpolates `spec` in place; returns what was wrong, and what it read.
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
@@ -103,6 +104,9 @@ pub(crate) fn expand(
             continue;
         };
         let template_label = unit.label(position);
+        if expander.second_fanout(&name, position, &fanouts) {
+            continue;
+        }
         let empty = items::EmptyRule::of(&unit, &name.value, &dependents);
         let Some(items) = expander.items(&foreach, &template_label, &empty) else {
             continue;
@@ -572,71 +576,6 @@ impl<'e> Expander<'e, '_> {
                 resolved.push(dep);
             }
             unit.deps = resolved;
-        }
-    }
-
-    /// A plain unit may not share a fan-out's name, and no two units may share a log folder.
-    fn check_folders(&mut self, units: &[UnitSpec], fanouts: &HashMap<String, (Vec<String>, Loc)>) {
-        let mut folders: HashMap<String, &str> = HashMap::with_capacity(units.len());
-        for unit in units {
-            let Some(name) = &unit.name else { continue };
-            if unit.instance.is_none()
-                && let Some((_, fanout_loc)) = fanouts.get(&name.value)
-            {
-                self.push(
-                    self.source
-                        .error(
-                            "duplicate-name",
-                            name.loc,
-                            format!("duplicate unit name `{}`", name.value),
-                        )
-                        .with_note(format!(
-                            "`{}` is a `foreach` unit defined at line {}",
-                            name.value, fanout_loc.line
-                        ))
-                        .with_hint("unit names must be unique; rename one of them"),
-                );
-                continue;
-            }
-            let folder = unit_folder_name(&name.value).into_owned();
-            // (A plain name's length is checked with the other name rules.)
-            if unit.instance.is_some() && folder.len() > crate::validate::MAX_UNIT_NAME_BYTES {
-                self.push(
-                    self.source
-                        .error(
-                            "invalid-name",
-                            name.loc,
-                            format!(
-                                "the instance `{}…` makes a log folder name of {} bytes, more than {}",
-                                name.value.chars().take(32).collect::<String>(),
-                                folder.len(),
-                                crate::validate::MAX_UNIT_NAME_BYTES
-                            ),
-                        )
-                        .with_hint("a unit name becomes a folder name: use shorter items (or a shorter unit name)"),
-                );
-                continue;
-            }
-            match folders.get(&folder) {
-                Some(other) if *other != name.value => {
-                    self.push(
-                        self.source
-                            .error(
-                                "fanout-collision",
-                                name.loc,
-                                format!(
-                                    "units `{other}` and `{}` would share the log folder `{folder}`",
-                                    name.value
-                                ),
-                            )
-                            .with_hint("an instance `a[b]` is stored as `a__b`: rename the unit that looks like one"),
-                    );
-                }
-                Some(_) => {}
-                None => {
-                    folders.insert(folder, &name.value);
-                }
-            }
         }
     }
 }
