@@ -258,3 +258,32 @@ fn check_warns_about_a_folder_named_as_an_input_and_suggests_a_glob() {
         "{run:?}"
     );
 }
+
+/// A restore SIGKILLed mid-copy leaves `.NAME.apollo-restore-XXXXXXXX` beside its output when
+/// the blob store is on another filesystem (issue 36 item 7): inside a folder output it is
+/// never recorded as an output, and the next run removes it and says so.
+#[test]
+fn a_restore_temp_file_in_a_folder_output_is_never_recorded_and_the_next_run_removes_it() {
+    let mut apollo = Apollo::new();
+    let temp = "out/.big.bin.apollo-restore-0123abcd";
+    // The first attempt leaves one behind, as a killed restore would (after the run started,
+    // so that run's own sweep leaves it alone); a later one does not.
+    apollo.config(&format!(
+        "units:\n  - name: make\n    outputs: [out]\n    execute: mkdir -p out && (test -e out/a.txt || echo half > {temp}) && echo made > out/a.txt\n"
+    ));
+    apollo.args(&["run"]).run().code(0);
+    assert!(apollo.path(temp).exists(), "the attempt wrote it");
+    let show = apollo.args(&["show", "latest", "make"]).run();
+    assert!(show.stdout.contains("out/a.txt"), "{}", show.stdout);
+    let recorded = (show.stdout.lines()).any(|line| line.trim_start().starts_with(temp));
+    assert!(!recorded, "not an output file: {}", show.stdout);
+
+    let next = apollo.args(&["run"]).run();
+    next.code(0);
+    assert!(
+        next.stderr.contains("removed 1 temporary file") && next.stderr.contains(temp),
+        "{}",
+        next.stderr
+    );
+    assert!(!apollo.path(temp).exists(), "the next run removed it");
+}

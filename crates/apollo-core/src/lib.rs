@@ -20,6 +20,7 @@ pub mod input_manifest;
 pub mod journal;
 pub mod model;
 pub mod record;
+pub mod restore_temp;
 pub mod resume;
 mod reuse_check;
 pub mod sharing;

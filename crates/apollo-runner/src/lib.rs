@@ -19,6 +19,7 @@ mod parse_cache;
 mod plan;
 pub mod read;
 mod reproduce;
+mod restore_temps;
 mod reuse;
 mod select;
 mod selector;

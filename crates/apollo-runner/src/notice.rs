@@ -32,6 +32,12 @@ pub enum SessionNotice<'a> {
         /// What went wrong.
         error: &'a (dyn std::error::Error + Send + Sync),
     },
+    /// Restores' temporary files left beside declared outputs by an apollo killed mid-restore
+    /// (`.NAME.apollo-restore-XXXXXXXX`, older than this run) were removed at the run's start.
+    RestoreTempsRemoved {
+        /// The files removed, sorted.
+        paths: &'a [std::path::PathBuf],
+    },
     /// A pipeline hook ran after the run ended (recorded as `hook_finished`).
     Hook(&'a crate::hooks::HookOutcome),
     /// The reuse index (`index/reuse`) was rebuilt from the journals (it was missing, damaged,

@@ -2,7 +2,7 @@
 //! the engine in the one right order.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
@@ -345,6 +345,11 @@ impl<'a> RunSession<'a> {
             .map(|unit| unit.name.clone())
             .collect();
 
+        // A restore SIGKILLed beside an output left its temporary file (issue 36 item 7).
+        let removed = crate::restore_temps::remove_stale(pipeline, SystemTime::now());
+        if !removed.is_empty() {
+            observer.notice(&SessionNotice::RestoreTempsRemoved { paths: &removed });
+        }
         let (run_id, journal, prior, opening) = match resume {
             None => {
                 // Refuse what the engine would refuse before a run exists: an unknown unit

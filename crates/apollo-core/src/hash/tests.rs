@@ -416,3 +416,40 @@ fn a_cancellation_or_a_spent_budget_stops_hashing_before_it_reads() {
     let components = input_components(&unit, dir.path(), &[]).unwrap();
     assert!(components.iter().any(|c| c.hash == sha256_hex(b"abc")));
 }
+
+/// A restore cut off by a SIGKILL leaves `.NAME.apollo-restore-XXXXXXXX` beside the output
+/// (issue 36 item 7): a folder output or a glob output never counts it, so it is neither
+/// hashed nor recorded nor handed to dependents; a file a user named like it is still counted
+/// when declared by its own path.
+#[test]
+fn a_restore_temp_file_in_a_folder_or_glob_output_is_not_an_output() {
+    use crate::restore_temp::temp_name;
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("out");
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    std::fs::write(folder.join("a.bin"), b"a").unwrap();
+    std::fs::write(folder.join("sub/b.bin"), b"b").unwrap();
+    let unit = unit_with(&[], &["out", "out/*.bin"]);
+    let before = output_hash(&unit, dir.path()).unwrap();
+    let stale = [
+        folder.join(temp_name("a.bin", "0123abcd")),
+        folder.join("sub").join(temp_name("b.bin", "89ef4567")),
+    ];
+    for path in &stale {
+        std::fs::write(path, b"half a restore").unwrap();
+    }
+    assert_eq!(output_hash(&unit, dir.path()).unwrap(), before);
+    let files = expand_outputs(&unit, dir.path()).unwrap();
+    assert_eq!(files, [folder.join("a.bin"), folder.join("sub/b.bin")]);
+
+    // A glob that matches only such a file matches nothing: the output is missing.
+    let only_temp = unit_with(&[], &["out/sub/.b.bin.*"]);
+    assert!(expand_outputs(&only_temp, dir.path()).is_err());
+    // Declared by its own path, it is what the user asked for.
+    let declared = format!("out/{}", temp_name("a.bin", "0123abcd"));
+    let named = unit_with(&[], &[declared.as_str()]);
+    assert_eq!(
+        expand_outputs(&named, dir.path()).unwrap(),
+        [stale[0].clone()]
+    );
+}

@@ -60,7 +60,9 @@ impl RestoreTemp {
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let path = parent.join(format!(".{file_name}.apollo-restore-{}", random_hex(4)));
+        // One door for the name: output hashing and the run's start sweep recognise it.
+        let suffix = random_hex(apollo_core::restore_temp::SUFFIX_LEN / 2);
+        let path = parent.join(apollo_core::restore_temp::temp_name(&file_name, &suffix));
         let file = OpenOptions::new()
             .write(true)
             .read(true)

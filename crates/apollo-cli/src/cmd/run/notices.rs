@@ -29,6 +29,15 @@ fn line(notice: &SessionNotice<'_>) -> Option<String> {
             "warning: sweeping the processes {} run {run}: {error}",
             whose(*reason)
         )),
+        SessionNotice::RestoreTempsRemoved { paths } => Some(format!(
+            "apollo: removed {} temporary file{} an interrupted restore left beside outputs: {}",
+            paths.len(),
+            if paths.len() == 1 { "" } else { "s" },
+            (paths.iter())
+                .map(|path| path.display().to_string().escape_debug().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         SessionNotice::Hook(outcome) => Some(hook_line(outcome)),
         // The first run with `reuse: true` has no index yet: nothing worth a line.
         SessionNotice::ReuseIndexRebuilt {
