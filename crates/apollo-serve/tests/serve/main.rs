@@ -11,3 +11,4 @@ mod browser_live;
 mod deadlines;
 mod http;
 mod live;
+mod secrets;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apollo_core::{CancelToken, config};
-use apollo_exec::{ExecOptions, ProcessExecutor};
+use apollo_exec::{ExecOptions, ProcessExecutor, SecretValues};
 use apollo_runner::{FinishedRun, Opened, RunSession, RunTarget, SweepError};
 use apollo_serve::{Options, Server, Token};
 use apollo_store::RunId;
@@ -63,7 +63,8 @@ fn sweep(run: &RunId) -> Result<u32, SweepError> {
 
 fn quiet(_: &apollo_runner::SessionNotice<'_>) {}
 
-/// Runs the pipeline `config` (in its folder) to its end, as a new run.
+/// Runs the pipeline `config` (in its folder) to its end, as a new run, its units given the
+/// secrets they list.
 pub fn run_pipeline(config_path: &Path) -> FinishedRun {
     let loaded = config::load(config_path).expect("pipeline loads");
     let state_dir = config_path.parent().expect("folder").join(".apollo");
@@ -73,7 +74,10 @@ pub fn run_pipeline(config_path: &Path) -> FinishedRun {
     let Opened::Ready(run) = session.open(&mut quiet).expect("run opens") else {
         panic!("nothing to run");
     };
-    let executor = ProcessExecutor::new(ExecOptions::default());
+    // The secrets the units receive, read as `apollo run` reads them when a run starts.
+    let pipeline = &loaded.pipeline;
+    let secrets = SecretValues::read_for(&pipeline.units, &pipeline.base_dir).expect("secrets");
+    let executor = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets);
     run.run(
         &executor,
         &mut apollo_core::engine::NoObserver,
