@@ -169,3 +169,38 @@ fn sbatchs_answer_lost_after_queueing_the_job_is_found_by_token_and_adopted_not_
     );
     assert_eq!(shown_state(&mut apollo, "pay"), "succeeded");
 }
+
+#[test]
+fn sbatch_connect_failures_are_retried_with_backoff_and_the_job_runs_once() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    apollo.config(PAY);
+    let path = wrap_sbatch(
+        &apollo,
+        2,
+        false,
+        "Batch job submission failed: Unable to contact slurm controller (connect failure)",
+    );
+    apollo.envs(&[("PATH", &path)]);
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    // Two failures, then the real sbatch: three calls, one job.
+    assert_eq!(sbatch_count(&output), 3, "{}", output.stderr);
+    let times = sbatch_call_times(&apollo);
+    assert_eq!(times.len(), 3, "{times:?}");
+    // Backing off: 1 s, then 2 s (SlurmOptions::submit_backoff), the pause between the calls.
+    assert!(
+        times[1] - times[0] >= 0.9 && times[2] - times[1] >= 1.9,
+        "{times:?}"
+    );
+    let run = apollo.run_ids().pop().unwrap();
+    let jobs = cluster_jobs(&run, "pay");
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].1, "COMPLETED", "{jobs:?}");
+    assert_eq!(submitted_job_ids(&apollo), [jobs[0].0.clone()]);
+    assert_eq!(ledger(apollo.root()), [format!("paid {}", jobs[0].0)]);
+    assert_eq!(shown_state(&mut apollo, "pay"), "succeeded");
+}
