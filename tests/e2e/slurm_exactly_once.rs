@@ -204,3 +204,125 @@ fn sbatch_connect_failures_are_retried_with_backoff_and_the_job_runs_once() {
     assert_eq!(ledger(apollo.root()), [format!("paid {}", jobs[0].0)]);
     assert_eq!(shown_state(&mut apollo, "pay"), "succeeded");
 }
+
+/// Waits until `path` exists (a safety timeout only: the wait is on the file).
+#[track_caller]
+fn wait_for_file(path: &Path) {
+    let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+    while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The processes of `job_id`'s batch step on this node (`scontrol listpids`): the wrapper (the
+/// batch script, local id 0) and the others.
+fn job_pids(job_id: &str) -> (Option<String>, Vec<String>) {
+    let output = Command::new("scontrol")
+        .args(["listpids", job_id])
+        .output()
+        .unwrap();
+    let mut wrapper = None;
+    let mut others = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields[..] {
+            [pid, _, "batch", "0", ..] => wrapper = Some(pid.to_owned()),
+            [pid, ..] => others.push(pid.to_owned()),
+            [] => {}
+        }
+    }
+    (wrapper, others)
+}
+
+/// Whether process `pid` is gone (or a zombie: dead, not yet reaped).
+fn is_gone(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            == Some("Z")
+    })
+}
+
+/// SIGKILLs the job's processes as the OOM killer or a node failure does: the wrapper first,
+/// so that nothing of it runs after (it writes no result), then the unit's processes it
+/// leaves. Not `scancel --signal=KILL --full`: slurmctld turns a SIGKILL of a running job into
+/// its cancellation, whose SIGTERM lets the wrapper write its result (a signal apollo did not
+/// send: `signal 15`).
+fn kill_job_processes(job_id: &str) {
+    let (wrapper, others) = job_pids(job_id);
+    let wrapper = wrapper.unwrap_or_else(|| panic!("no batch script of job {job_id} listed"));
+    let kill = |pid: &str| {
+        Command::new("kill")
+            .args(["-KILL", pid])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+    };
+    assert!(kill(&wrapper).success());
+    let deadline = std::time::Instant::now() + crate::support::SAFETY_TIMEOUT;
+    while !is_gone(&wrapper) {
+        assert!(std::time::Instant::now() < deadline, "the wrapper lives on");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for pid in others {
+        let _ = kill(&pid);
+    }
+}
+
+#[test]
+fn a_non_idempotent_job_killed_mid_execute_is_cut_off_and_needs_a_verdict_never_resubmitted() {
+    if !cluster() {
+        return;
+    }
+    let mut apollo = Apollo::new();
+    let _guard = guard(&apollo);
+    // A retry allowed: the cut-off job must still not be run again without a verdict. The
+    // unit's `bin/block` by its absolute path, so that a process of it left alive is found.
+    apollo.config(&format!(
+        "units:\n  - name: pay\n    executor: slurm\n    idempotent: false\n    retries: 1\n    \
+         retry_delay: 0s\n    acknowledge: [retry-not-idempotent]\n    \
+         execute: 'echo \"paid $SLURM_JOB_ID\" >> ledger; {}/bin/block pay'\n",
+        apollo.root().display()
+    ));
+    // The wrapper only counts the calls.
+    let path = wrap_sbatch(&apollo, 0, false, "");
+    apollo.envs(&[("PATH", &path)]);
+    let running = apollo.args(&["run", "--explain"]).spawn();
+    // The unit's side effect ran and the wrapper recorded the start; the job then dies as an
+    // OOM kill or a node failure kills it, without the wrapper's result.
+    apollo.wait_for_marker("pay.started");
+    let run = apollo.run_ids().pop().unwrap();
+    let attempt = apollo.path(&format!(".apollo/runs/{run}/units/pay/1"));
+    wait_for_file(&attempt.join("started"));
+    let started = std::fs::read_to_string(attempt.join("started")).unwrap();
+    let job_id = started.split_whitespace().next().unwrap().to_owned();
+    kill_job_processes(&job_id);
+    let output = running.wait();
+    output.code(5);
+    assert_eq!(sbatch_count(&output), 1, "{}", output.stderr);
+    assert!(!attempt.join("result").exists());
+    let journal = apollo.journal_text();
+    assert!(
+        journal.contains("without the wrapper's result after it started")
+            && journal.contains("cut off"),
+        "{journal}"
+    );
+    assert!(!journal.contains("did not start"), "{journal}");
+    assert_eq!(submitted_job_ids(&apollo), [job_id.as_str()]);
+    assert_eq!(shown_state(&mut apollo, "pay"), "needs_verdict");
+    // The next run refuses too, submitting nothing.
+    apollo.args(&["run"]).run().code(5);
+    assert_eq!(sbatch_calls(&apollo), 1);
+    let jobs = cluster_jobs(&run, "pay");
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].0, job_id);
+    assert_eq!(ledger(apollo.root()), [format!("paid {job_id}")]);
+    // The kill reached the unit's processes: nothing of the job lives on.
+    apollo.assert_no_processes_left();
+}
