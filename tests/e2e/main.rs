@@ -38,6 +38,7 @@ mod signals;
 mod slurm;
 mod slurm_arrays;
 mod slurm_cluster;
+mod slurm_exactly_once;
 mod slurm_queue_limit;
 mod slurm_secrets;
 mod state_dir;

@@ -156,6 +156,11 @@ fn killed_at_random_moments_and_resumed_with_units_on_slurm() {
         summary.slurm_jobs.0 > 0,
         "no unit ran on the cluster: {summary}"
     );
+    // Seed 9 draws reuse iterations (check 10): their second run reuses on the cluster too.
+    assert!(
+        summary.reuse_phases > 0 && summary.units_reused > 0,
+        "no reuse phase ran: {summary}"
+    );
     assert!(
         summary.kills > 0,
         "the harness never killed apollo: {summary}"
