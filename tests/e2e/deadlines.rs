@@ -236,3 +236,22 @@ fn on_late_fires_once_when_the_predicted_finish_passes_the_deadline_and_not_agai
     assert_eq!(lines.lines().count(), 1, "{lines}");
     assert_eq!(run_late_records(&apollo, &second), 1);
 }
+
+#[test]
+fn check_warns_of_an_on_late_that_can_never_fire() {
+    let mut apollo = Apollo::new();
+    let units = "units: [{name: a, execute: 'true'}]\n";
+    apollo.config(&format!("on_late: 'true'\n{units}"));
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(
+        said.contains("`on_late` is set but the pipeline has no `deadline:`"),
+        "{said}"
+    );
+    apollo.config(&format!("deadline: 2h\non_late: 'true'\n{units}"));
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(!said.contains("on_late"), "{said}");
+}

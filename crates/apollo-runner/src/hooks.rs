@@ -328,15 +328,18 @@ fn hook_unit(
     }
 }
 
-/// The units of a run the engine stopped without its report (a human must decide): as the run
-/// model has them, so the hook is told what `show` says (a cut-off `idempotent: false` unit
-/// is `needs_verdict`). Empty when the journal cannot be read.
+/// The units of a run the engine stopped without its report (a human must decide), or of one
+/// going on (`on_late`): as the run model has them, so the hook is told what `show` says (a
+/// cut-off `idempotent: false` unit is `needs_verdict`). Empty when the journal cannot be read.
 fn units_from_model(end: &RunEnd<'_>) -> Vec<serde_json::Value> {
     let Ok(mut model) = crate::read::run_model(end.state, end.run_id) else {
         return Vec::new();
     };
-    // The engine has stopped: nothing of the run runs now, though this apollo holds the lock.
-    model.timeline.live = false;
+    // At the run's end the engine has stopped: nothing of the run runs now, though this
+    // apollo holds the lock. (`on_late` is told of a run that goes on.)
+    if end.late.is_none() {
+        model.timeline.live = false;
+    }
     let timeline = &model.timeline;
     (timeline.units.iter())
         .filter(|unit| unit.listed)

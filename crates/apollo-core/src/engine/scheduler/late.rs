@@ -52,7 +52,8 @@ impl<'a> LateWatcher<'a> {
 impl Scheduler<'_> {
     /// Evaluates the predicted finish when a unit ended since the last time, or the deadline
     /// has come; the first time the run is late, records `run_late` (durable at once) and tells
-    /// `observer`, and stops watching. Nothing once the run stops starting units.
+    /// `observer`, and stops watching. Once the run stops starting units it stops watching
+    /// (the run is ending; its timer must not keep waking the wait).
     pub(super) fn check_late(
         &mut self,
         journal: &mut dyn Journal,
@@ -61,13 +62,21 @@ impl Scheduler<'_> {
         let Some(watcher) = &mut self.late else {
             return Ok(());
         };
+        if self.stop_starting {
+            self.late = None;
+            return Ok(());
+        }
         let now = Instant::now();
-        if self.stop_starting || !(watcher.check_due || now >= watcher.due) {
+        if !(watcher.check_due || now >= watcher.due) {
             return Ok(());
         }
         watcher.check_due = false;
         let (watch, deadline) = (watcher.watch, watcher.watch.deadline);
         let wall_now = Utc::now();
+        // The timer again from the wall clock, which the deadline is on: should it lag the
+        // engine's clock, the wait wakes once more when the deadline comes, never in a spin.
+        let until = (deadline - wall_now).to_std().unwrap_or_default();
+        watcher.due = now + until.max(Duration::from_millis(10));
         let progress: Vec<Progress> = (0..self.units.len())
             .map(|unit_idx| {
                 let slot = &self.units[unit_idx];
