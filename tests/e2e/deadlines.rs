@@ -139,3 +139,119 @@ fn a_bad_deadline_is_refused_before_anything_runs() {
     );
     assert!(apollo.run_ids().is_empty());
 }
+
+/// `markers/late.log` gets a line each time `on_late` fires: the deadline and the predicted
+/// finish it was given; `late.json` is the summary it read.
+const LATE_PIPELINE: &str = "units:
+  - name: quick
+    execute: 'true'
+  - name: slow
+    deps: [quick]
+    execute: bin/block slow && test -e markers/pass
+on_late: echo \"$APOLLO_RUN_STATUS $APOLLO_DEADLINE $APOLLO_PREDICTED_FINISH\" >> markers/late.log && cp \"$APOLLO_SUMMARY_JSON\" late.json
+";
+
+/// How many `run_late` records the journal of `run` holds.
+fn run_late_records(apollo: &Apollo, run: &str) -> usize {
+    use apollo_store::{JournalReader, ReadOptions};
+    let run_dir = apollo.path(&format!(".apollo/runs/{run}"));
+    (JournalReader::open(&run_dir, ReadOptions::default()).unwrap())
+        .filter(|record| {
+            matches!(
+                record.as_ref().unwrap().event,
+                apollo_core::Event::RunLate(_)
+            )
+        })
+        .count()
+}
+
+#[test]
+fn on_late_fires_once_when_the_predicted_finish_passes_the_deadline_and_not_again_on_resume() {
+    let mut apollo = Apollo::new();
+    apollo.config(LATE_PIPELINE);
+    // A first run without a deadline builds the history (`on_late` needs one: it stays
+    // quiet). `slow` took an hour in it: its journal says so (every checksum right), so no
+    // test waits for time to pass.
+    apollo.release("slow.release");
+    apollo.release("pass");
+    apollo.args(&["run"]).run().code(0);
+    let first = apollo.run_ids().remove(0);
+    apollo.rewrite_journal(&first, |event| {
+        if let apollo_core::Event::UnitFinished(finished) = event
+            && finished.unit == "slow"
+        {
+            finished.duration_ms = 3_600_000;
+        }
+    });
+    assert!(!apollo.path("markers/late.log").exists());
+
+    // The second run is due in 30 minutes: `slow` alone is predicted to take an hour, so the
+    // run is late from its start, long before the deadline comes. `slow` waits until the hook
+    // has fired, then fails: the run is left to resume.
+    for marker in ["slow.release", "pass", "slow.started"] {
+        std::fs::remove_file(apollo.path(&format!("markers/{marker}"))).unwrap();
+    }
+    apollo.config(&format!("deadline: 30m\n{LATE_PIPELINE}"));
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("late.log");
+    apollo.release("slow.release");
+    let output = running.wait();
+    output.code(1);
+    let second = apollo.run_ids().pop().unwrap();
+    assert_ne!(second, first);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("hook on_late ran"), "{said}");
+
+    let line = std::fs::read_to_string(apollo.path("markers/late.log")).unwrap();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.len(), 3, "{line}");
+    assert_eq!(fields[0], "running");
+    let (deadline, predicted) = (instant(&fields[1].into()), instant(&fields[2].into()));
+    let (start, _) = started(&apollo, &second);
+    assert!(
+        (deadline - (start + Duration::minutes(30))).abs() < Duration::seconds(1),
+        "{deadline} vs {start}"
+    );
+    assert!(predicted >= start + Duration::hours(1), "{predicted}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(apollo.path("late.json")).unwrap()).unwrap();
+    assert_eq!(summary["status"], "running");
+    assert_eq!(instant(&summary["late"]["predicted_finish"]), predicted);
+    assert!(instant(&summary["late"]["predicted_finish_p95"]) >= predicted);
+    let path = summary["late"]["critical_path"].as_array().unwrap();
+    assert_eq!(path.last().unwrap(), "slow", "{summary}");
+    assert_eq!(summary["late"]["no_history"], serde_json::json!([]));
+    assert_eq!(run_late_records(&apollo, &second), 1);
+
+    // The resume is just as late (and its deadline has not come): the journal's `run_late`
+    // says the hook fired, so it does not fire again.
+    apollo.release("pass");
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(said.contains("resuming run"), "{said}");
+    assert!(!said.contains("on_late"), "{said}");
+    assert_eq!(apollo.run_ids().pop().unwrap(), second);
+    let lines = std::fs::read_to_string(apollo.path("markers/late.log")).unwrap();
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert_eq!(run_late_records(&apollo, &second), 1);
+}
+
+#[test]
+fn check_warns_of_an_on_late_that_can_never_fire() {
+    let mut apollo = Apollo::new();
+    let units = "units: [{name: a, execute: 'true'}]\n";
+    apollo.config(&format!("on_late: 'true'\n{units}"));
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(
+        said.contains("`on_late` is set but the pipeline has no `deadline:`"),
+        "{said}"
+    );
+    apollo.config(&format!("deadline: 2h\non_late: 'true'\n{units}"));
+    let output = apollo.args(&["check"]).run();
+    output.code(0);
+    let said = format!("{}{}", output.stdout, output.stderr);
+    assert!(!said.contains("on_late"), "{said}");
+}

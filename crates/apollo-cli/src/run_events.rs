@@ -41,6 +41,8 @@ pub(crate) fn event(notice: &Notice<'_>) -> Option<serde_json::Value> {
             "event": "reused", "unit": unit, "from_run": from_run,
             "from_attempt": from_attempt,
         })),
+        // The run is late (`on_late` fires): its `run_late` record.
+        Notice::Late { record } => Some(serde_json::json!({"event": "late", "record": record})),
         _ => None,
     };
     if let Some(object) = event.as_mut().and_then(serde_json::Value::as_object_mut) {

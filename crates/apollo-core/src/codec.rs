@@ -367,6 +367,7 @@ json_events! {
     RunReproduces = "run_reproduces",
     HookFinished = "hook_finished",
     UnitReused = "unit_reused",
+    RunLate = "run_late",
 }
 
 /// `value` as a JSON string the way serde_json writes one: quoted, `"` and `\` escaped,

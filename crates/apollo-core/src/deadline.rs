@@ -12,6 +12,9 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveTime, TimeDelta, TimeZone, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod predict;
+pub use predict::{Prediction, Progress, UnitHistory, is_late, predict};
+
 /// A deadline as the config writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Deadline {

@@ -50,6 +50,9 @@ pub enum Event {
     /// (Format 1.3.) A unit was not run: an earlier run's successful attempt with the same
     /// input hash stands for it, its declared outputs on disk as that attempt left them.
     UnitReused(UnitReused),
+    /// (Format 1.10.) The run's predicted finish passed its deadline, or the deadline came
+    /// with units not done: written once per run, before the `on_late` hook.
+    RunLate(RunLate),
 }
 
 impl Event {
@@ -67,7 +70,8 @@ impl Event {
             | Event::RunResumed(_)
             | Event::RunFinished(_)
             | Event::RunReproduces(_)
-            | Event::HookFinished(_) => None,
+            | Event::HookFinished(_)
+            | Event::RunLate(_) => None,
         }
     }
 }
@@ -571,30 +575,11 @@ journal_struct! {
     }
 }
 
-journal_struct! {
-    /// Payload of `hook_finished`: how a pipeline hook went. A hook never changes the run's
-    /// status; this records that it ran, for `apollo show`/`replay` and for whoever wonders why no
-    /// mail came.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct HookFinished {
-        /// Which hook: `on_failure`, `on_success` or `on_finish`.
-        pub hook: String,
-        /// The run status the hook was told (`APOLLO_RUN_STATUS`).
-        pub run_status: String,
-        /// How the hook's command ended (`succeeded`, `failed`, `timed_out`, `interrupted`).
-        pub status: AttemptStatus,
-        /// How its process ended.
-        pub exit: Option<ExitStatus>,
-        /// Wall time in milliseconds.
-        pub duration_ms: u64,
-        /// What went wrong, when something did.
-        pub error: Option<String>,
-    }
-}
-
 mod deadline;
+mod hook;
 mod run_kind;
-pub use deadline::{RunDeadlines, UnitDeadline};
+pub use deadline::{RunDeadlines, RunLate, UnitDeadline};
+pub use hook::HookFinished;
 pub use run_kind::RunKind;
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ pub struct Pipeline {
     /// The units, in config order. Config order is the tie-breaker for every ordering decision.
     pub units: Vec<Unit>,
     /// Commands run once when a run ends (`on_failure`, `on_success`, `on_finish`), in that
-    /// order. Absent from definition snapshots older than hooks.
+    /// order, and `on_late`, run once while the run goes on when it is late. Absent from definition snapshots older than hooks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<Hook>,
     /// The local executor's capacity (`max_cpus`, `max_memory`); `None` fields mean the
@@ -127,6 +127,9 @@ pub enum HookWhen {
     OnSuccess,
     /// Whenever the run ended: succeeded, failed, interrupted or stopped for a verdict.
     OnFinish,
+    /// While the run goes on, once per run: when its predicted finish passes its `deadline:`,
+    /// or the deadline comes with units not done.
+    OnLate,
 }
 
 impl HookWhen {
@@ -136,6 +139,7 @@ impl HookWhen {
             HookWhen::OnFailure => "on_failure",
             HookWhen::OnSuccess => "on_success",
             HookWhen::OnFinish => "on_finish",
+            HookWhen::OnLate => "on_late",
         }
     }
 }

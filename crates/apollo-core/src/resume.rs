@@ -90,6 +90,10 @@ pub struct PriorState {
     /// Units reused from an earlier run (`unit_reused`, format 1.3): the run and attempt that
     /// did their work. Such a unit is `Done` with attempt 0 (no attempt of this run did it).
     reused_from: HashMap<String, (String, u32)>,
+    /// The run's `deadline:` as its `run_started` resolved it (RFC 3339, UTC).
+    run_deadline: Option<String>,
+    /// A `run_late` is recorded: the run's `on_late` hook has fired (format 1.10).
+    late_recorded: bool,
 }
 
 /// What a `unit_started` recorded about its inputs.
@@ -278,12 +282,15 @@ impl PriorState {
             Event::RunStarted(run_started) => {
                 self.units.reserve(run_started.units.len());
                 self.started.reserve(run_started.units.len());
+                self.run_deadline =
+                    (run_started.deadlines.as_ref()).and_then(|deadlines| deadlines.run.clone());
             }
             Event::RunResumed(_)
             | Event::RunFinished(_)
             | Event::UnitFiles(_)
             | Event::RunReproduces(_)
             | Event::HookFinished(_) => {}
+            Event::RunLate(_) => self.late_recorded = true,
         }
         // Any other record about the unit ends what a reuse said about it.
         if let Some(unit) = event.unit()
@@ -291,6 +298,17 @@ impl PriorState {
         {
             self.reused_from.remove(unit);
         }
+    }
+
+    /// The run's deadline as its `run_started` resolved it (RFC 3339, UTC; read it with
+    /// [`crate::deadline::from_journal`]), when it set one.
+    pub fn run_deadline(&self) -> Option<&str> {
+        self.run_deadline.as_deref()
+    }
+
+    /// Whether the run recorded `run_late` (its `on_late` hook fired; it fires once per run).
+    pub fn late_recorded(&self) -> bool {
+        self.late_recorded
     }
 
     /// Whether `unit`'s attempt `attempt` was handed to an external scheduler (a

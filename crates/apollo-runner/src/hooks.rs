@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use apollo_core::engine::{RunReport, UnitResult};
-use apollo_core::event::{AttemptStatus, HookFinished};
+use apollo_core::event::{AttemptStatus, HookFinished, RunLate};
 use apollo_core::model::{Hook, HookWhen};
 use apollo_core::{
     AttemptContext, AttemptOutcome, AttemptRequest, CancelRegistration, CancelToken, Event,
@@ -47,15 +47,19 @@ impl HookOutcome {
     }
 }
 
-/// The hooks that fire for a run that ended `run_status`, in config order.
-fn firing(pipeline: &Pipeline, run_status: &str) -> Vec<Hook> {
+/// The hooks that fire for a run that ended `run_status`, in config order (`on_late` alone
+/// for a run found late, [`RunEnd::late`]).
+fn firing(pipeline: &Pipeline, run_status: &str, late: bool) -> Vec<Hook> {
     pipeline
         .hooks
         .iter()
+        .filter(|hook| late == (hook.when == HookWhen::OnLate))
         .filter(|hook| match hook.when {
             HookWhen::OnFinish => true,
             HookWhen::OnSuccess => run_status == "succeeded",
             HookWhen::OnFailure => matches!(run_status, "failed" | "needs_human"),
+            // Fired while the run goes on (`late.rs`), never at its end.
+            HookWhen::OnLate => late,
         })
         .cloned()
         .collect()
@@ -72,6 +76,8 @@ pub(crate) struct RunEnd<'a> {
     pub(crate) report: Option<&'a RunReport>,
     /// The unit that stopped the run for a human's verdict.
     pub(crate) needs_verdict: Option<&'a str>,
+    /// For `on_late`, fired while the run goes on (`status` `running`): its `run_late`.
+    pub(crate) late: Option<&'a RunLate>,
 }
 
 /// Whether the engine stopped because a human must decide (hooks then run with
@@ -129,7 +135,7 @@ pub(crate) fn run_hooks(
     run_cancel: &CancelToken,
 ) -> Vec<HookOutcome> {
     let level_at_start = run_cancel.level();
-    let hooks = firing(pipeline, end.status);
+    let hooks = firing(pipeline, end.status, end.late.is_some());
     if hooks.is_empty() {
         return Vec::new();
     }
@@ -165,7 +171,7 @@ pub(crate) fn run_hooks(
         let (log_dir, outcome) = match checked_log_dir {
             Ok(log_dir) => {
                 let log_dir = std::path::absolute(&log_dir).unwrap_or(log_dir);
-                let unit = hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
+                let unit = hook_unit(pipeline, &hook, end, &failed_units, &summary_path);
                 // A hook runs even after Ctrl-C (it is how a stopped run tells anyone); its
                 // own time limit bounds it, and a stop asked while it runs ends it.
                 let request = AttemptRequest::new(end.run_id.as_str(), &unit, 1, &log_dir);
@@ -184,8 +190,7 @@ pub(crate) fn run_hooks(
                     .tempdir()
                 {
                     Ok(private) => {
-                        let unit =
-                            hook_unit(pipeline, &hook, end.status, &failed_units, &summary_path);
+                        let unit = hook_unit(pipeline, &hook, end, &failed_units, &summary_path);
                         let request =
                             AttemptRequest::new(end.run_id.as_str(), &unit, 1, private.path());
                         let mut outcome =
@@ -269,12 +274,12 @@ fn failed_units(end: &RunEnd<'_>) -> Vec<String> {
 fn hook_unit(
     pipeline: &Pipeline,
     hook: &Hook,
-    status: &str,
+    end: &RunEnd<'_>,
     failed_units: &[String],
     summary_path: &Path,
 ) -> Unit {
-    let env = BTreeMap::from([
-        ("APOLLO_RUN_STATUS".to_owned(), status.to_owned()),
+    let mut env = BTreeMap::from([
+        ("APOLLO_RUN_STATUS".to_owned(), end.status.to_owned()),
         ("APOLLO_FAILED_UNITS".to_owned(), failed_units.join(" ")),
         (
             "APOLLO_SUMMARY_JSON".to_owned(),
@@ -282,6 +287,11 @@ fn hook_unit(
         ),
         ("APOLLO_HOOK".to_owned(), hook.when.as_str().to_owned()),
     ]);
+    if let Some(late) = end.late {
+        env.insert("APOLLO_DEADLINE".to_owned(), late.deadline.clone());
+        let predicted = late.predicted_finish.clone();
+        env.insert("APOLLO_PREDICTED_FINISH".to_owned(), predicted);
+    }
     Unit {
         skip_when: None,
         log_limit: None,
@@ -318,11 +328,17 @@ fn hook_unit(
     }
 }
 
-/// The units of a run the engine stopped without its report (a human must decide): as the run
-/// model has them, so the hook is told what `show` says (a cut-off `idempotent: false` unit
-/// is `needs_verdict`). Empty when the journal cannot be read.
+/// The units of a run the engine stopped without its report (a human must decide), or of one
+/// going on (`on_late`): as the run model has them, so the hook is told what `show` says (a
+/// cut-off `idempotent: false` unit is `needs_verdict`). Empty when the journal cannot be read.
 fn units_from_model(end: &RunEnd<'_>) -> Vec<serde_json::Value> {
-    let Ok(model) = crate::read::stopped_run_model(end.state, end.run_id) else {
+    // At the run's end the engine has stopped: nothing of the run runs now, though this
+    // apollo holds the lock. (`on_late` is told of a run that goes on.)
+    let model = match end.late {
+        None => crate::read::stopped_run_model(end.state, end.run_id),
+        Some(_) => crate::read::run_model(end.state, end.run_id),
+    };
+    let Ok(model) = model else {
         return Vec::new();
     };
     let timeline = &model.timeline;
@@ -374,7 +390,7 @@ fn write_summary(
                 .collect()
         })
         .unwrap_or_else(|| units_from_model(end));
-    let summary = serde_json::json!({
+    let mut summary = serde_json::json!({
         "schema": HOOK_SUMMARY_SCHEMA,
         "run_id": end.run_id.as_str(),
         "pipeline": pipeline.name,
@@ -382,6 +398,9 @@ fn write_summary(
         "failed_units": failed_units,
         "units": units,
     });
+    if let Some(late) = end.late {
+        summary["late"] = crate::late::summary(late);
+    }
     let text = serde_json::to_vec_pretty(&summary).map_err(|error| error.to_string())?;
     end.state
         .run_dir(end.run_id)
@@ -424,7 +443,7 @@ mod tests {
     fn which_hooks_fire_for_which_end() {
         let all = pipeline_with(&[HookWhen::OnFailure, HookWhen::OnSuccess, HookWhen::OnFinish]);
         let fired = |status| -> Vec<&str> {
-            firing(&all, status)
+            firing(&all, status, false)
                 .iter()
                 .map(|hook| hook.when.as_str())
                 .collect()

@@ -11,6 +11,7 @@ mod evict;
 mod hooks;
 mod identity;
 mod journal_options;
+mod late;
 mod logs;
 mod mark;
 mod notice;

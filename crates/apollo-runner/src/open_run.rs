@@ -158,29 +158,34 @@ impl<'a> OpenRun<'a> {
         let logs = RunLogs {
             run: state.run_dir(&run_id)?,
         };
-        // With a reuse index to write back, the records the engine appends are kept for it.
-        let keep = (reuse_index.as_ref())
-            .filter(|_| opening == Opening::Started)
-            .map(crate::reuse::KeptIndex::source);
-        let mut recording = Recording::new(&mut journal, keep);
-        if keep.is_some() {
-            // About a record kept per unit (a reuse, or a start): reserved once, not grown.
-            recording.reserve(loaded.pipeline.units.len());
-        }
-        let mut observer = NoteStarts {
-            inner: observer,
-            started: false,
-        };
-        let result = engine::run(
-            &loaded.pipeline,
-            &prior,
+        let n_units = loaded.pipeline.units.len();
+        let mut recording = recording(&mut journal, reuse_index.as_ref(), opening, n_units);
+        let options = crate::late::watched(options, &state, &loaded.pipeline, &run_id, &identity);
+        // `on_late` runs on a thread of its own while the run goes on (see `late.rs`).
+        let (late_sender, late_hook) = crate::late::hook(
             &options,
-            &mut recording,
+            &loaded.pipeline,
+            &state,
+            &run_id,
             executor,
-            &logs,
             cancel,
-            &mut observer,
         );
+        let mut observer = NoteStarts::new(observer, late_sender);
+        let (result, late_fired) = crate::late::beside(late_hook, || {
+            let result = engine::run(
+                &loaded.pipeline,
+                &prior,
+                &options,
+                &mut recording,
+                executor,
+                &logs,
+                cancel,
+                &mut observer,
+            );
+            // The run is over: a hook thread still waiting for `run_late` stops waiting.
+            observer.late = None;
+            result
+        });
         let appended = recording.into_appended();
         // Every attempt is over: a process of this run still alive left its process group.
         // When this process started no attempt (every unit reused or done before), there is
@@ -190,6 +195,7 @@ impl<'a> OpenRun<'a> {
         if observer.started {
             sweep_and_report(sweep, &run_id, SweepReason::AfterRun, session_observer);
         }
+        crate::late::record(late_fired, &mut journal, session_observer);
         // The run has ended (or stopped for a human): its hooks run, still under the lock.
         if let Some(end_status) = hook_status(&result) {
             let end = RunEnd {
@@ -198,6 +204,7 @@ impl<'a> OpenRun<'a> {
                 status: end_status,
                 report: result.as_ref().ok(),
                 needs_verdict: result.as_ref().err().and_then(crate::hooks::verdict_unit),
+                late: None,
             };
             for outcome in run_hooks(&loaded.pipeline, &end, executor, &mut journal, cancel) {
                 session_observer.notice(&SessionNotice::Hook(&outcome));
@@ -252,6 +259,25 @@ impl<'a> OpenRun<'a> {
     }
 }
 
+/// The journal as the engine appends to it: with a reuse index to write back (a new run), the
+/// records it appends are kept for it.
+fn recording<'j>(
+    journal: &'j mut JournalWriter,
+    reuse_index: Option<&'j crate::reuse::KeptIndex>,
+    opening: Opening,
+    n_units: usize,
+) -> Recording<'j> {
+    let keep = reuse_index
+        .filter(|_| opening == Opening::Started)
+        .map(crate::reuse::KeptIndex::source);
+    let mut recording = Recording::new(journal, keep);
+    if keep.is_some() {
+        // About a record kept per unit (a reuse, or a start): reserved once, not grown.
+        recording.reserve(n_units);
+    }
+    recording
+}
+
 /// Frees `value` on a thread of its own, so that whoever waits for the run does not wait for
 /// its memory to be given back (a process that exits meanwhile just ends the thread).
 fn drop_in_background<T: Send + 'static>(value: T) {
@@ -285,14 +311,33 @@ pub struct FinishedRun {
 
 /// Passes the engine's notices on, noting whether it handed any attempt to the executor (it
 /// says [`Notice::Started`] or [`Notice::Submitted`] before it does).
+/// A `run_late` goes to the `on_late` hook's thread.
 struct NoteStarts<'o> {
     inner: &'o mut dyn Observer,
     started: bool,
+    late: Option<std::sync::mpsc::Sender<apollo_core::event::RunLate>>,
+}
+
+impl<'o> NoteStarts<'o> {
+    fn new(
+        inner: &'o mut dyn Observer,
+        late: Option<std::sync::mpsc::Sender<apollo_core::event::RunLate>>,
+    ) -> Self {
+        Self {
+            inner,
+            started: false,
+            late,
+        }
+    }
 }
 
 impl Observer for NoteStarts<'_> {
     fn notice(&mut self, notice: &Notice<'_>) {
         self.started |= matches!(notice, Notice::Started { .. } | Notice::Submitted { .. });
+        if let (Notice::Late { record }, Some(late)) = (notice, &self.late) {
+            // Best effort: a hook thread that is gone has nothing to run.
+            let _ = late.send((*record).clone());
+        }
         self.inner.notice(notice);
     }
 

@@ -27,8 +27,9 @@ use serde::{Deserialize, Serialize};
 /// The version of an entry's layout; another is a miss. (4: units as lines of JSON.)
 /// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
 /// `durability` and `sync_interval`.) (9: units' `log_limit` and `queue_timeout`.) (10: units'
-/// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.) (11: units' `deadline`.)
-const FORMAT: u32 = 11;
+/// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.) (11: units' `deadline`.) (12: the
+/// `on_late` hook.)
+const FORMAT: u32 = 12;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;

@@ -229,6 +229,7 @@ impl<'a> RunSession<'a> {
             status: "needs_human",
             report: None,
             needs_verdict: crate::hooks::verdict_unit(refusal),
+            late: None,
         };
         // Refused before the engine started: no stop can be asked of this session yet.
         let cancel = CancelToken::new();

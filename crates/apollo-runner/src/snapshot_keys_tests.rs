@@ -69,3 +69,21 @@ fn the_new_keys_are_in_the_snapshot_when_used_and_read_back() {
     let read: apollo_core::Pipeline = serde_json::from_slice(&snapshot).unwrap();
     assert_eq!(read, pipeline);
 }
+
+#[test]
+fn on_late_is_a_hook_in_the_snapshot_when_used_and_read_back() {
+    use apollo_core::model::HookWhen;
+    let yaml = format!(
+        "{GOLDEN}deadline: 2h\non_late: {{execute: ./page.sh, timeout: 30s}}\non_failure: ./mail.sh\n"
+    );
+    let path = Path::new("/tmp/k36-golden/pipeline.yaml");
+    let pipeline = config::load_str(&yaml, path).unwrap().pipeline;
+    let late = (pipeline.hooks.iter())
+        .find(|hook| hook.when == HookWhen::OnLate)
+        .unwrap();
+    assert_eq!(late.timeout, std::time::Duration::from_secs(30));
+    let snapshot = crate::session::definition_snapshot(&pipeline).unwrap();
+    assert!(String::from_utf8_lossy(&snapshot).contains("\"on_late\""));
+    let read: apollo_core::Pipeline = serde_json::from_slice(&snapshot).unwrap();
+    assert_eq!(read.hooks, pipeline.hooks);
+}

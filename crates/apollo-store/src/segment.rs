@@ -30,8 +30,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// the `partition`, `nodes` and `mem_mib` of `unit_submitted` (what a cluster job asked for, the
 /// cost is priced by); 1.8 the run kind `bisect` (`apollo bisect`'s runs); 1.9 the
 /// `deadlines` of `run_started` (the run's and its units' `deadline:`, resolved when the run
-/// started, in UTC).
-pub const FORMAT_MINOR: u32 = 9;
+/// started, in UTC); 1.10 the `run_late` record (the run's predicted finish passed its
+/// deadline, or the deadline came with units not done: written once, before the `on_late`
+/// hook).
+pub const FORMAT_MINOR: u32 = 10;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

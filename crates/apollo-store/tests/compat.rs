@@ -293,3 +293,36 @@ fn a_format_1_7_unit_submitted_records_the_jobs_request_and_older_ones_read_with
         (None, None, None)
     );
 }
+
+/// Format 1.10 adds the `run_late` record (once per run, before the `on_late` hook): written
+/// and read back through the journal in the middle of a run, its empty lists left out.
+#[test]
+fn a_format_1_10_run_late_record_round_trips() {
+    use apollo_core::event::{RunLate, RunStatus};
+    use apollo_store::JournalWriter;
+
+    let late = Event::RunLate(RunLate {
+        deadline: "2026-12-04T06:00:00.000000Z".into(),
+        predicted_finish: "2026-12-04T06:30:00.000000Z".into(),
+        predicted_finish_p95: "2026-12-04T07:00:00.000000Z".into(),
+        critical_path: vec!["extract".into(), "load".into()],
+        no_history: Vec::new(),
+    });
+    let json = serde_json::to_string(&late).unwrap();
+    assert_eq!(
+        json,
+        r#"{"kind":"run_late","deadline":"2026-12-04T06:00:00.000000Z","predicted_finish":"2026-12-04T06:30:00.000000Z","predicted_finish_p95":"2026-12-04T07:00:00.000000Z","critical_path":["extract","load"]}"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = JournalWriter::create(dir.path(), RUN, crate::support::fast()).unwrap();
+    writer
+        .append_batch(&[crate::support::run_started(RUN, "late"), late.clone()])
+        .unwrap();
+    writer
+        .append_batch(&[crate::support::run_finished(RunStatus::Succeeded)])
+        .unwrap();
+    drop(writer);
+    let (records, warnings) = read_all(dir.path(), ReadOptions::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(records.unwrap()[1].event, late);
+}

@@ -81,6 +81,7 @@ pub(crate) fn run(
     if let Some(pipeline) = &pipeline {
         diagnostics.extend(special_files(pipeline, &path));
         diagnostics.extend(folder_inputs(pipeline, &path));
+        diagnostics.extend(late_without_deadline(pipeline, &path));
     }
     let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
     let n_warnings = diagnostics.len() - n_errors;
@@ -179,6 +180,21 @@ fn render_plan(pipeline: &Pipeline, plan: &[Vec<&str>]) -> String {
 
 fn plural(count: usize) -> &'static str {
     if count == 1 { "" } else { "s" }
+}
+
+/// A warning when `on_late` is set but the pipeline has no `deadline:`: the hook never fires.
+fn late_without_deadline(pipeline: &Pipeline, config: &Path) -> Option<Diagnostic> {
+    let has_late =
+        (pipeline.hooks.iter()).any(|hook| hook.when == apollo_core::model::HookWhen::OnLate);
+    (has_late && pipeline.deadline.is_none()).then(|| {
+        Diagnostic::new(
+            apollo_core::Severity::Warning,
+            "late-without-deadline",
+            config,
+            "`on_late` is set but the pipeline has no `deadline:`".to_owned(),
+        )
+        .with_hint("it fires only for a run with a deadline (a unit's own does not count)")
+    })
 }
 
 /// A warning for each declared input or output that exists now and is a FIFO, a device or a

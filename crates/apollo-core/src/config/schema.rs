@@ -53,7 +53,7 @@ pub(crate) struct Spec {
     pub(crate) max_parallel: Option<Sp<usize>>,
     pub(crate) env: BTreeMap<String, Sp<String>>,
     pub(crate) units: Vec<UnitSpec>,
-    /// `on_failure`, `on_success`, `on_finish`: the command and its own timeout, if set.
+    /// `on_failure`, `on_success`, `on_finish`, `on_late`: the command and its own timeout, if set.
     pub(crate) hooks: Vec<(crate::model::HookWhen, Sp<Command>, Option<Duration>)>,
     /// `params:`, in file order.
     pub(crate) params: Vec<super::params::ParamSpec>,
@@ -352,10 +352,11 @@ impl Walker<'_, '_> {
                 "units" => {
                     units_at = map.iter().position(|(_, node)| std::ptr::eq(node, value));
                 }
-                "on_failure" | "on_success" | "on_finish" => {
+                "on_failure" | "on_success" | "on_finish" | "on_late" => {
                     let when = match key {
                         "on_failure" => crate::model::HookWhen::OnFailure,
                         "on_success" => crate::model::HookWhen::OnSuccess,
+                        "on_late" => crate::model::HookWhen::OnLate,
                         _ => crate::model::HookWhen::OnFinish,
                     };
                     if let Some((command, timeout)) = self.hook(value, key) {

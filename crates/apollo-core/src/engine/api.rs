@@ -62,6 +62,31 @@ pub struct EngineOptions {
     /// whose stamp is unchanged are not read again while deciding (see
     /// [`crate::hash_cache`]). `None` (the default): every file is read.
     pub hash_cache: Option<Arc<dyn FileHashCache>>,
+    /// Watching the run's deadline for `on_late`: the predicted finish is evaluated when a unit
+    /// ends and when the deadline comes, and the first time the run is late a `run_late` is
+    /// recorded and [`Notice::Late`](super::Notice::Late) told. `None` (the default): not
+    /// watched. Never when the run recorded `run_late` already (it is once per run).
+    pub late: Option<LateWatch>,
+}
+
+/// What [`EngineOptions::late`] watches with: the run's deadline and each unit's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LateWatch {
+    /// The run's deadline.
+    pub deadline: chrono::DateTime<chrono::Utc>,
+    /// By unit index: the p50 and p95 of its earlier successful attempts, if it has any.
+    pub history: Vec<Option<crate::deadline::UnitHistory>>,
+}
+
+impl LateWatch {
+    /// Watching `deadline` with `history` (by unit index).
+    pub fn new(
+        deadline: chrono::DateTime<chrono::Utc>,
+        history: Vec<Option<crate::deadline::UnitHistory>>,
+    ) -> Self {
+        Self { deadline, history }
+    }
 }
 
 impl EngineOptions {
@@ -77,6 +102,7 @@ impl EngineOptions {
             capture: None,
             reuse: None,
             hash_cache: None,
+            late: None,
         }
     }
 
@@ -120,6 +146,12 @@ impl EngineOptions {
     /// Taking declared files' hashes from `cache` while deciding, when their stamp is unchanged.
     pub fn hash_cache(mut self, cache: Arc<dyn FileHashCache>) -> Self {
         self.hash_cache = Some(cache);
+        self
+    }
+
+    /// Watching the run's deadline through `watch` (see [`EngineOptions::late`]).
+    pub fn late(mut self, watch: LateWatch) -> Self {
+        self.late = Some(watch);
         self
     }
 

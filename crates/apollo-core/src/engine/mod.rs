@@ -119,7 +119,9 @@ mod tests;
 
 use std::sync::atomic::AtomicBool;
 
-pub use api::{AttemptLogs, EngineError, EngineOptions, OnInputChange, RunReport, UnitResult};
+pub use api::{
+    AttemptLogs, EngineError, EngineOptions, LateWatch, OnInputChange, RunReport, UnitResult,
+};
 pub use observer::{NoObserver, Notice, Observer};
 pub use plan::{Planned, dry_run};
 pub use policy::Decision;

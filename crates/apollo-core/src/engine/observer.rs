@@ -66,6 +66,12 @@ pub enum Notice<'a> {
         /// The failed upstream unit.
         upstream: &'a str,
     },
+    /// The run is late (its `run_late` is durable): its predicted finish passed its deadline,
+    /// or the deadline came with units not done. Told once per run, while it goes on.
+    Late {
+        /// The record.
+        record: &'a crate::event::RunLate,
+    },
     /// The unit did not run: its `when:` was false ([`crate::model::Unit::skip_when`]).
     SkippedWhen {
         /// The unit.

@@ -47,6 +47,8 @@ pub(super) struct UnitSlot {
     /// Its latest attempt in this process failed and it waits for a retry: if the run stops
     /// after a failure, this is its result.
     pub(super) last_failure: Option<UnitResult>,
+    /// When its latest attempt in this process began (for the predicted finish).
+    pub(super) attempt_began: Option<std::time::Instant>,
     /// A reuse check found it must run, while no place among the running was free: its input
     /// components, that check and the time hashing took, used when it is started.
     #[allow(clippy::type_complexity)]
@@ -67,6 +69,7 @@ impl UnitSlot {
         self.last_attempt += 1;
         self.attempts_here += 1;
         self.state = State::Running;
+        self.attempt_began = Some(std::time::Instant::now());
         self.last_attempt
     }
 
@@ -104,6 +107,7 @@ impl UnitTable {
                     .map_or(0, |prior_unit| prior_unit.last_attempt),
                 attempts_here: 0,
                 last_failure: None,
+                attempt_began: None,
                 stashed: None,
             })
             .collect();

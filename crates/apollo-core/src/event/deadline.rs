@@ -29,3 +29,24 @@ journal_struct! {
         pub at: String,
     }
 }
+
+journal_struct! {
+    /// Payload of `run_late` (format 1.10): the run's predicted finish passed its deadline, or
+    /// the deadline came with units not done. Written once per run, durable before the
+    /// `on_late` hook starts: a resume that finds it does not fire the hook again.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct RunLate {
+        /// The run's deadline (RFC 3339, UTC).
+        pub deadline: String,
+        /// The predicted finish by each unit's p50 (RFC 3339, UTC).
+        pub predicted_finish: String,
+        /// The pessimistic figure, by each unit's p95.
+        pub predicted_finish_p95: String,
+        /// The units on the critical path, from the first to run to the last.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub critical_path: Vec<String>,
+        /// Units not done that had no history (they weighed nothing).
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub no_history: Vec<String>,
+    }
+}

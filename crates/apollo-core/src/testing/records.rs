@@ -223,6 +223,13 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 duration_ms: n,
                 error: Some("exit 3".into()),
             }),
+            Event::RunLate(crate::event::RunLate {
+                deadline: "2026-12-04T05:00:00.000000Z".into(),
+                predicted_finish: "2026-12-04T05:10:00.000000Z".into(),
+                predicted_finish_p95: "2026-12-04T05:20:00.000000Z".into(),
+                critical_path: vec![format!("u{index:05}"), "join".into()],
+                no_history: vec!["new".into()],
+            }),
         ]);
     }
     // Each kind with every optional field at its default.
@@ -336,6 +343,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             duration_ms: 0,
             error: None,
         }),
+        Event::RunLate(crate::event::RunLate::default()),
     ]);
     events
 }

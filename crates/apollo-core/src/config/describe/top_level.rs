@@ -3,7 +3,7 @@
 use super::{Key, Shape, key};
 
 /// The top level of a pipeline file.
-pub(crate) const TOP_LEVEL: [Key; 21] = [
+pub(crate) const TOP_LEVEL: [Key; 22] = [
     key(
         "name",
         Shape::Text,
@@ -46,6 +46,11 @@ pub(crate) const TOP_LEVEL: [Key; 21] = [
         "on_finish",
         Shape::Hook,
         "Runs once when a run ends, whatever its status.",
+    ),
+    key(
+        "on_late",
+        Shape::Hook,
+        "Runs once per run, while it goes on, when its predicted finish (each unit's p50 in `apollo stats`, over the critical path) passes its `deadline`, or the deadline comes with units not done (APOLLO_DEADLINE, APOLLO_PREDICTED_FINISH, APOLLO_SUMMARY_JSON). Never stops the run.",
     ),
     key(
         "deadline",

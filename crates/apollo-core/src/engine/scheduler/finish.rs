@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Channels, Scheduler, checked};
+use super::{Channels, Scheduler, checked, late};
 use crate::engine::admission::{self, Waiting};
 use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
@@ -43,7 +43,12 @@ impl Scheduler<'_> {
     /// Take a worker's (or a hashing thread's) message in.
     pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
         match message {
-            FromWorker::Done(done) => self.finish_attempt(done),
+            FromWorker::Done(done) => {
+                if let Some(watcher) = &mut self.late {
+                    watcher.unit_ended();
+                }
+                self.finish_attempt(done);
+            }
             FromWorker::Hashed(hashed) => self.take_hashed(hashed, observer),
             FromWorker::Report {
                 unit_idx,
@@ -57,7 +62,8 @@ impl Scheduler<'_> {
     /// batch's deadline, else an hour.
     pub(super) fn wait_timeout(&self) -> Duration {
         let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
-        [self.retries.next_due(), commit_deadline]
+        let late_due = self.late.as_ref().map(late::LateWatcher::next_due);
+        [self.retries.next_due(), commit_deadline, late_due]
             .into_iter()
             .flatten()
             .min()

@@ -8,6 +8,7 @@
 mod commit;
 mod finish;
 mod hashing;
+mod late;
 mod reuse;
 mod start;
 
@@ -98,6 +99,8 @@ pub(super) struct Scheduler<'a> {
     /// inputs (`--on-input-change`), a non-idempotent attempt cut off by a signal apollo did
     /// not send, or an attempt that needs a human ([`crate::NeedsHuman`]). The first wins.
     human_needed: Option<EngineError>,
+    /// Watching the run's deadline for `on_late`, until the run is found late.
+    late: Option<late::LateWatcher<'a>>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -137,6 +140,7 @@ impl<'a> Scheduler<'a> {
             stop_starting: false,
             failed_any: false,
             human_needed: None,
+            late: late::LateWatcher::new(options.late.as_ref(), prior),
         }
     }
 
@@ -208,6 +212,9 @@ impl<'a> Scheduler<'a> {
             }
             // Nothing is left unsynced while the engine waits.
             if let Err(error) = self.sync_unsynced(journal, observer) {
+                return Err(self.abort_on_journal_error(error, channels.from_workers));
+            }
+            if let Err(error) = self.check_late(journal, observer) {
                 return Err(self.abort_on_journal_error(error, channels.from_workers));
             }
             let timeout = self.nap(channels, timeout);

@@ -6,6 +6,7 @@ mod durability;
 mod executors;
 mod failures;
 mod hashing;
+mod late;
 mod needs_human;
 mod records;
 mod rehash;
