@@ -237,6 +237,11 @@ impl<'a> SourceFile<'a> {
         self.file_of(loc).0.path
     }
 
+    /// How many lines the config file itself has (its included files not counted).
+    pub(crate) fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+
     /// The file `loc` is in (the config file itself for an unknown number).
     fn file_of(&self, loc: Loc) -> (&SourceFile<'a>, Option<&str>) {
         match (loc.file as usize)

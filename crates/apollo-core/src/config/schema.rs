@@ -18,6 +18,8 @@ mod included;
 mod limits;
 mod resources;
 mod retry;
+#[cfg(test)]
+mod walked_tests;
 
 pub(crate) use cost::json_schema as cost_json_schema;
 pub(crate) use resources::ResourcesSpec;
@@ -246,11 +248,22 @@ pub(crate) struct WalkedUnits {
     pub(crate) items: usize,
     pub(crate) units: Vec<UnitSpec>,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// The line of the list's first item, for [`Self::reserve_for_the_rest`].
+    first_line: Option<u32>,
 }
+
+/// After how many items the walk estimates the list's length.
+const ESTIMATE_AFTER: usize = 256;
 
 impl WalkedUnits {
     /// Walks `node`, the next item of the list.
     pub(crate) fn walk(&mut self, node: &Node, source: &SourceFile<'_>) {
+        if node.loc.file == 0 {
+            let first_line = *self.first_line.get_or_insert(node.loc.line);
+            if self.items == ESTIMATE_AFTER {
+                self.reserve_for_the_rest(first_line, node.loc.line, source.line_count());
+            }
+        }
         let mut walker = Walker {
             source,
             diagnostics: std::mem::take(&mut self.diagnostics),
@@ -259,6 +272,21 @@ impl WalkedUnits {
         self.units.extend(walker.unit(node, self.items));
         self.items += 1;
         self.diagnostics = walker.diagnostics;
+    }
+
+    /// Reserves room for the items still to come, estimated from the lines the first ones
+    /// took: a `Vec` of 100,000 specs grown by doubling copied each spec about twice and
+    /// touched twice the memory (a tenth of `apollo check`'s time). Only the capacity depends
+    /// on the estimate; an estimate too low grows as before, and it is bounded by the lines
+    /// left (an item takes at least one).
+    fn reserve_for_the_rest(&mut self, first_line: u32, line: u32, lines: usize) {
+        let (first, now) = (first_line as usize, line as usize);
+        if now <= first || lines <= now {
+            return;
+        }
+        let rest = (lines - now).saturating_mul(self.items) / (now - first);
+        let rest = (rest + rest / 16).min(lines - now);
+        self.units.reserve(rest);
     }
 }
 
