@@ -14,7 +14,9 @@
 //!   written, its log removed before each round), when they are installed (`apt-get install
 //!   make ninja-build`; a missing one is said, and its column left out).
 //!
-//! It prints the median of each and the ratio to the floor. Then, on the first shape's graph
+//! It prints the median of each and the ratio to the floor; for the chain, also one sync of this
+//! disk measured in the same rounds (a 200-byte append and its `fdatasync`) against what `fsync`
+//! adds over `none` per link (issue 39's goal 2). Then, on the first shape's graph
 //! and alternating in each round (five per round of the shapes, fifteen at least: each takes
 //! tens of milliseconds, and three of them were too few to tell on a shared machine), it times
 //! the no-op decisions: how long `apollo run` takes to
@@ -88,6 +90,46 @@ fn installed(program: &str) -> bool {
         .is_ok_and(|status| status.success())
 }
 
+/// How many appends [`time_one_sync`] makes.
+const SYNCS: u32 = 500;
+
+/// What one chain link's sync costs on this disk now: the median time of a 200-byte append and
+/// its `fdatasync`, in a file beside the state directories, with a pause between them as a
+/// chain link has (a sync right after another finds nothing queued and is quicker).
+fn time_one_sync(work: &Path) -> Result<Duration, String> {
+    use std::os::unix::fs::FileExt;
+    let path = work.join("sync-probe");
+    let file =
+        std::fs::File::create(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let record = [b'x'; 200];
+    let mut times = Vec::new();
+    for i in 0..SYNCS {
+        std::thread::sleep(Duration::from_micros(500));
+        let started = Instant::now();
+        file.write_all_at(&record, u64::from(i) * 200)
+            .and_then(|()| file.sync_data())
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        times.push(started.elapsed());
+    }
+    let _ = std::fs::remove_file(&path);
+    Ok(median(times))
+}
+
+/// Issue 39's goal 2 for the chain: what `fsync` adds over `none` per link, against one sync
+/// measured in the same rounds (the goal: no more than one sync per link and 5% of `none`).
+fn sync_line(sync: Duration, fsync: Duration, none: Duration, links: usize) -> String {
+    let links = links.max(1) as f64;
+    let added = (fsync.as_secs_f64() - none.as_secs_f64()) / links;
+    let allowed = sync.as_secs_f64() + 0.05 * none.as_secs_f64() / links;
+    format!(
+        "   chain: one sync (200-byte append + fdatasync, median) {:.0} µs | fsync adds {:.0} µs per link over none | goal 2 allows {:.0} µs: {}",
+        sync.as_secs_f64() * 1e6,
+        added * 1e6,
+        allowed * 1e6,
+        if added <= allowed { "met" } else { "not met" }
+    )
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples.get(samples.len() / 2).copied().unwrap_or_default()
@@ -158,7 +200,11 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
         let (mut floor, mut durable, mut volatile) = (Vec::new(), Vec::new(), Vec::new());
         let mut batched = Vec::new();
         let (mut make_times, mut ninja_times) = (Vec::new(), Vec::new());
+        let mut syncs = Vec::new();
         for round in 0..options.rounds {
+            if shape == "chain" {
+                syncs.push(time_one_sync(&work)?);
+            }
             if make {
                 make_times.push(run_checked(
                     Command::new("make")
@@ -234,6 +280,12 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
             }
         }
         println!("{line}");
+        if !syncs.is_empty() {
+            println!(
+                "{}",
+                sync_line(median(syncs), durable, volatile, options.n_units)
+            );
+        }
     }
     if !options.no_op {
         let _ = std::fs::remove_dir_all(&work);
