@@ -26,6 +26,7 @@
 
 mod crate_graph;
 mod file_size;
+mod journal_reads;
 mod long_functions;
 mod unsafe_code;
 
@@ -59,9 +60,10 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 10] = [
+const CHECKS: [(&str, Check); 11] = [
     ("processes", process_creation_outside_exec),
     ("run-paths", attempt_paths_outside_the_store),
+    ("journal-reads", journal_reads::journal_reads_in_views),
     ("unsafe", undocumented_unsafe_blocks),
     ("unwrap", unwrap_in_library_code),
     ("readme", readme_not_crate_docs),
@@ -126,15 +128,18 @@ fn process_creation_outside_exec(root: &Path) -> Result<Vec<String>, String> {
     Ok(found)
 }
 
-/// What only apollo-store spells: a run's `units/` and `journal/` folders. Every other crate
-/// asks `RunDir` (`attempt_log_dir`, `journal_dir`), which encodes a fan-out instance's name
+/// What only apollo-store spells: a run's folder and its `units/`, `journal/` and `hooks/`
+/// folders. Every other crate asks `StateDir` (`run_dir`, `run_path`) and `RunDir`
+/// (`attempt_log_dir`, `journal_dir`, `hook_log_dir`), which encodes a fan-out instance's name
 /// and checks what it finds (issue 35: views that joined `units/<name>` themselves found no
 /// output for `load[eu]`, stored as `units/load__eu/`).
-const RUN_PATH_SPELLINGS: [&str; 4] = [
+const RUN_PATH_SPELLINGS: [&str; 6] = [
     "join(\"units\")",
     "\"units/",
     "join(\"journal\")",
     "\"journal/",
+    "join(\"hooks\")",
+    "runs_dir().join(",
 ];
 
 fn attempt_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {

@@ -144,11 +144,9 @@ pub(crate) fn run_hooks(
     // Best effort, as recording a hook is: a failed sync is in the hook's record below.
     let synced = journal.append_strict(&[]);
     let failed_units = failed_units(end);
-    let run_dir = end.state.runs_dir().join(end.run_id.as_str());
     // Absolute: a hook runs in the pipeline's folder, not where apollo was started.
-    let hooks_dir = std::path::absolute(&run_dir)
-        .unwrap_or(run_dir)
-        .join("hooks");
+    let hooks_dir = end.state.hooks_path(end.run_id);
+    let hooks_dir = std::path::absolute(&hooks_dir).unwrap_or(hooks_dir);
     let (summary_path, summary_error) = match write_summary(pipeline, end, &failed_units) {
         Ok(path) => (std::path::absolute(&path).unwrap_or(path), None),
         // The hooks still run (they tell someone the run ended) and are told where it

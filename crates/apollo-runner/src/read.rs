@@ -171,6 +171,24 @@ pub fn definition(state: &StateDir, run: &RunId) -> Option<apollo_core::Pipeline
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The definition snapshot `run` last used, as stored (the one its latest `run_started` or
+/// `run_resumed` names; `apollo show RUN --definition`); `None` when no record names one.
+pub fn last_definition_snapshot(
+    state: &StateDir,
+    run: &RunId,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let (reader, _) = read_records(state, run, ReadOptions::default())?;
+    let mut hash = None;
+    for record in reader {
+        match record?.event {
+            Event::RunStarted(started) => hash = Some(started.definition_hash),
+            Event::RunResumed(resumed) => hash = Some(resumed.definition_hash),
+            _ => {}
+        }
+    }
+    hash.map(|hash| state.read_blob(&hash)).transpose()
+}
+
 /// The units of `run`'s definition that are `idempotent: false` (none when the definition's
 /// blob is gone: the run model then shows their cut-off attempts as cut off), read without
 /// building the whole pipeline.
@@ -232,7 +250,7 @@ pub fn diff(
     // Input lists too large for a record are in their run's manifest files; a run an apollo
     // is writing now shows its unfinished units running.
     let manifests = DiffReads {
-        run_dirs: [run_a, run_b].map(|run| state.runs_dir().join(run.as_str())),
+        run_dirs: [run_a, run_b].map(|run| state.run_path(run)),
         live: [run_a, run_b].map(|run| live_holder_pid(state, run).is_some()),
     };
     let mut diff =

@@ -85,7 +85,7 @@ pub(crate) fn select(
             if let Some(recorded) = state.recorded_latest_run(pipeline.identity)? {
                 if let Err(StoreError::NotFound { .. }) = state.run_dir(&recorded) {
                     return Err(RunnerError::MissingRun {
-                        folder: state.runs_dir().join(recorded.as_str()),
+                        folder: state.run_path(&recorded),
                         run: recorded,
                         pipeline: pipeline.name.to_owned(),
                     });

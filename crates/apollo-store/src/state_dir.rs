@@ -66,6 +66,15 @@ impl RunDir {
         &self.path
     }
 
+    /// The components of the input manifest `reference` names, read from this run and checked
+    /// (see [`crate::read_input_manifest`]).
+    pub fn read_input_manifest(
+        &self,
+        reference: &apollo_core::event::InputManifestRef,
+    ) -> Result<Vec<apollo_core::event::InputComponent>, StoreError> {
+        crate::read_input_manifest(&self.path, reference)
+    }
+
     /// The folder of the run's journal segments.
     pub fn journal_dir(&self) -> PathBuf {
         self.path.join("journal")
@@ -417,6 +426,18 @@ impl StateDir {
         self.root.join("runs")
     }
 
+    /// Where run `id`'s folder is, whether or not it is there: for messages and for what a
+    /// run's children are told. To open anything in it, [`StateDir::run_dir`] checks it first.
+    pub fn run_path(&self, id: &RunId) -> PathBuf {
+        self.runs_dir().join(id.as_str())
+    }
+
+    /// Where run `id`'s hook folder is (`runs/<id>/hooks`), whether or not it is there (what a
+    /// hook is told when its folder could not be checked; [`RunDir::hook_log_dir`] checks).
+    pub fn hooks_path(&self, id: &RunId) -> PathBuf {
+        self.run_path(id).join(HOOKS_DIR)
+    }
+
     /// The lock file.
     pub fn lock_path(&self) -> PathBuf {
         self.root.join("lock")
@@ -539,7 +560,7 @@ impl StateDir {
 
     /// An existing run's folder. A symbolic link or a file where the folder belongs is refused.
     pub fn run_dir(&self, id: &RunId) -> Result<RunDir, StoreError> {
-        let path = self.runs_dir().join(id.as_str());
+        let path = self.run_path(id);
         match self
             .open_runs_dir()
             .and_then(|runs| runs.subdir(id.as_str()))

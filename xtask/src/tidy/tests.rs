@@ -24,6 +24,24 @@ fn only_apollo_store_spells_a_runs_folders() {
 }
 
 #[test]
+fn no_view_folds_a_journal_itself() {
+    assert_clean(journal_reads::journal_reads_in_views);
+}
+
+#[test]
+fn a_view_that_folds_a_journal_itself_is_found() {
+    let view = "fn stats(state: &StateDir, run: &RunId) {\n    \
+                // Timeline::from_records in a comment is fine\n    \
+                let (mut reader, _) = state::read_records(state, run, ReadOptions::default())?;\n    \
+                let model = Timeline::from_records(&mut reader)?;\n}\n\n\
+                #[cfg(test)]\nmod tests {\n    fn f() { JournalReader::open(dir); }\n}\n";
+    let found = journal_reads::journal_reads("crates/apollo-cli/src/cmd/stats.rs", view);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].starts_with("crates/apollo-cli/src/cmd/stats.rs:3: `read_records(`"));
+    assert!(found[1].starts_with("crates/apollo-cli/src/cmd/stats.rs:4: `Timeline::from_records`"));
+}
+
+#[test]
 fn every_unsafe_block_has_a_safety_comment() {
     assert_clean(undocumented_unsafe_blocks);
 }

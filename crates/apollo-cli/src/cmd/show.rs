@@ -3,11 +3,10 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use apollo_core::Event;
 use apollo_core::capture::{FileEntry, human_size};
 use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
 use apollo_replay::{AttemptState, DeadlineStatus, Timeline, UnitState};
-use apollo_store::{ReadOptions, RunId, StateDir};
+use apollo_store::{RunId, StateDir};
 
 use crate::cmd::StateArgs;
 use crate::cmd::replay::TableFormat;
@@ -251,8 +250,10 @@ pub(crate) fn show(
         let mut inputs = attempt.inputs.as_slice();
         if let Some(reference) = &attempt.inputs_manifest {
             // An input list too large for a record: in the run's manifest file.
-            let run_dir = state.runs_dir().join(run_id.as_str());
-            match apollo_store::read_input_manifest(&run_dir, reference) {
+            match state
+                .run_dir(&run_id)
+                .and_then(|run| run.read_input_manifest(reference))
+            {
                 Ok(components) => {
                     text.push_str(&format!(
                         "  inputs      {} components, from input manifest {}\n",
@@ -418,21 +419,11 @@ fn show_definition(
 ) -> Result<Exit, CliError> {
     let state = state_args.open(state_dir)?;
     let run_id = state::resolve_run(&state, run)?;
-    let (reader, _) = state::read_records(&state, &run_id, ReadOptions::default())?;
-    let mut definition_hash = None;
-    for record in reader {
-        match record?.event {
-            Event::RunStarted(started) => definition_hash = Some(started.definition_hash),
-            Event::RunResumed(resumed) => definition_hash = Some(resumed.definition_hash),
-            _ => {}
-        }
-    }
-    let Some(hash) = definition_hash else {
+    let Some(bytes) = apollo_runner::read::last_definition_snapshot(&state, &run_id)? else {
         return Err(CliError::Usage {
             message: format!("run {run_id} records no definition snapshot"),
         });
     };
-    let bytes = state.read_blob(&hash)?;
     stdout.write_all(&bytes).map_err(output)?;
     if !bytes.ends_with(b"\n") {
         writeln!(stdout).map_err(output)?;

@@ -7,9 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use apollo_replay::Timeline;
 use apollo_runner::read::{self, UnitStats};
-use apollo_store::{ReadOptions, RunId, StateDir};
+use apollo_store::{RunId, StateDir};
 
 use crate::cmd::StateArgs;
 use crate::cmd::replay::TableFormat;
@@ -205,9 +204,9 @@ pub(crate) fn stats(
     };
     let mut models = Vec::with_capacity(runs.len());
     for run in &runs {
-        let (mut reader, _) = state::read_records(&state, run, ReadOptions::default())?;
-        models.push(Timeline::from_records(&mut reader)?);
-        state::print_warnings(&reader.take_warnings(), stderr);
+        let model = read::run_model(&state, run)?;
+        state::print_warnings(&model.warnings, stderr);
+        models.push(model.timeline);
     }
     let mut stats = read::unit_stats(&models, &read::timeouts(&state, latest));
     let mut cost = read::unit_cost_stats(&state, &models, &read::CostReads::new());

@@ -370,7 +370,10 @@ fn inputs_block(body: &mut String, state: &StateDir, run: &RunId, attempt: &Atte
     let from_manifest;
     let mut inputs = attempt.inputs.as_slice();
     if let Some(reference) = &attempt.inputs_manifest {
-        match apollo_store::read_input_manifest(&state.runs_dir().join(run.as_str()), reference) {
+        match state
+            .run_dir(run)
+            .and_then(|run| run.read_input_manifest(reference))
+        {
             Ok(components) => {
                 from_manifest = components;
                 inputs = &from_manifest;
