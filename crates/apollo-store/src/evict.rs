@@ -24,7 +24,7 @@
 //! mid-eviction leaves some of those blobs removed and the rest in place, never a protected
 //! run's blob removed, and the next run's eviction finishes the job.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::blobs::{BlobStore, RunBlobs, run_blobs};
 use crate::error::StoreError;
@@ -97,20 +97,7 @@ pub fn evict_blobs(
 
     // Mark: what every run references, and which runs are protected.
     let summaries = state.list_runs()?;
-    let mut latest: BTreeMap<(bool, &str), &RunId> = BTreeMap::new();
-    for summary in &summaries {
-        // A reproduction is never a pipeline's latest run.
-        if !summary.kind.is_run() {
-            continue;
-        }
-        let key = match &summary.identity {
-            Some(identity) => (true, identity.as_str()),
-            None => (false, summary.pipeline.as_deref().unwrap_or("")),
-        };
-        // Oldest first: the last one written is the latest.
-        latest.insert(key, &summary.id);
-    }
-    let latest: BTreeSet<&RunId> = latest.into_values().collect();
+    let latest = crate::runs::latest_runs(&summaries);
     let runs_dir = state.runs_dir();
     let mut all = Vec::with_capacity(summaries.len());
     for summary in &summaries {

@@ -107,13 +107,13 @@ pub(crate) fn select(
     now: DateTime<Utc>,
 ) -> PruneReport {
     let mut report = PruneReport::default();
+    let latest = crate::runs::latest_runs(summaries);
     let mut by_pipeline: BTreeMap<(bool, &str), Vec<&RunSummary>> = BTreeMap::new();
     for summary in summaries {
-        let key = match &summary.identity {
-            Some(identity) => (true, identity.as_str()),
-            None => (false, summary.pipeline.as_deref().unwrap_or("")),
-        };
-        by_pipeline.entry(key).or_default().push(summary);
+        by_pipeline
+            .entry(summary.pipeline_key())
+            .or_default()
+            .push(summary);
     }
     for runs in by_pipeline.values() {
         let n_runs = runs.len();
@@ -132,7 +132,7 @@ pub(crate) fn select(
             }
             if run.state == RunState::Running {
                 report.kept_running.push(run.id.clone());
-            } else if rank_from_newest == 0 {
+            } else if latest.contains(&run.id) {
                 report.kept_latest.push(run.id.clone());
             } else {
                 report.deleted.push(run.id.clone());

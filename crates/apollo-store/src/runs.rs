@@ -114,6 +114,30 @@ pub struct RunSummary {
     pub deadline: Option<DateTime<Utc>>,
 }
 
+impl RunSummary {
+    /// The pipeline this run is a run of: its identity (the config file's, DESIGN §18), or, for
+    /// a run recorded without one (format 1.0/1.1), its name alone.
+    pub fn pipeline_key(&self) -> (bool, &str) {
+        match &self.identity {
+            Some(identity) => (true, identity.as_str()),
+            None => (false, self.pipeline.as_deref().unwrap_or("")),
+        }
+    }
+}
+
+/// The latest run of each pipeline among `summaries` (oldest first, as
+/// [`StateDir::list_runs`] lists them: the state directory's creation order, never the clock).
+/// The one rule of "latest" for retention and blob eviction: a reproduction is never a
+/// pipeline's latest run (the runner's run selection and `latest~N` agree, see
+/// `apollo_runner::selector`).
+pub(crate) fn latest_runs(summaries: &[RunSummary]) -> std::collections::BTreeSet<&RunId> {
+    let mut latest = std::collections::BTreeMap::new();
+    for summary in summaries.iter().filter(|summary| summary.kind.is_run()) {
+        latest.insert(summary.pipeline_key(), &summary.id);
+    }
+    latest.into_values().collect()
+}
+
 /// The first record of a run (its `run_started`), reading only the first segment's start.
 pub(crate) fn first_record(run_dir: &Path) -> Result<Option<Record>, StoreError> {
     JournalReader::open(run_dir, ReadOptions::default())?
@@ -427,17 +451,10 @@ impl StateDir {
     /// the pipeline `pipeline`, whatever its identity, reading only each run's first record,
     /// newest first.
     pub fn latest_run(&self, pipeline: &str) -> Result<Option<RunId>, StoreError> {
-        for id in self.run_ids()?.into_iter().rev() {
-            let run_dir = self.runs_dir().join(id.as_str());
-            if let Ok(Some(Record {
-                event: Event::RunStarted(started),
-                ..
-            })) = first_record(&run_dir)
-                && started.pipeline == pipeline
-            {
-                return Ok(Some(id));
-            }
-        }
-        Ok(None)
+        let summaries = self.list_runs()?;
+        let named: Vec<RunSummary> = (summaries.into_iter())
+            .filter(|summary| summary.pipeline.as_deref() == Some(pipeline))
+            .collect();
+        Ok(latest_runs(&named).into_iter().next_back().cloned())
     }
 }
