@@ -129,17 +129,19 @@ fn process_creation_outside_exec(root: &Path) -> Result<Vec<String>, String> {
 }
 
 /// What only apollo-store spells: a run's folder and its `units/`, `journal/` and `hooks/`
-/// folders. Every other crate asks `StateDir` (`run_dir`, `run_path`) and `RunDir`
+/// folders, and the blob store's `blobs/`. Every other crate asks `StateDir` (`run_dir`,
+/// `run_path`, `blob_store`) and `RunDir`
 /// (`attempt_log_dir`, `journal_dir`, `hook_log_dir`), which encodes a fan-out instance's name
 /// and checks what it finds (issue 35: views that joined `units/<name>` themselves found no
 /// output for `load[eu]`, stored as `units/load__eu/`).
-const RUN_PATH_SPELLINGS: [&str; 6] = [
+const RUN_PATH_SPELLINGS: [&str; 7] = [
     "join(\"units\")",
     "\"units/",
     "join(\"journal\")",
     "\"journal/",
     "join(\"hooks\")",
     "runs_dir().join(",
+    "join(\"blobs\")",
 ];
 
 fn attempt_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {

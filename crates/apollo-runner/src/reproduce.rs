@@ -306,7 +306,7 @@ pub fn reproduce_isolated(
         .map_err(|error| io("resolve", &scratch, error))?;
 
     let result = (|| -> Result<_, RunnerError> {
-        let blobs = BlobStore::open_existing(state.path().join("blobs"));
+        let blobs = state.existing_blob_store();
         let recorded_inputs = recorded_inputs(&recorded, attempt, &unit, &project);
         let inputs = materialise_inputs(&blobs, &recorded_inputs, &project, &scratch)
             .map_err(|(path, error)| io("write", &path, error))?;

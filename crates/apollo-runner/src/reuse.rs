@@ -56,7 +56,7 @@ pub(crate) fn reuse_for(
             let source = Arc::new(index.take_source(identity, resuming));
             let restorer = BlobRestorer {
                 state: state.clone(),
-                blobs: BlobStore::open_existing(state.path().join("blobs")),
+                blobs: state.existing_blob_store(),
             };
             let reuse = Reuse::new(source.clone()).with_restorer(Arc::new(restorer));
             // A plan writes nothing: it says what a restore would do instead.

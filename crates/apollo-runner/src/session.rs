@@ -8,8 +8,7 @@ use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
 use apollo_core::{CancelToken, Loaded, PriorState, hash};
 use apollo_store::{
-    BlobStore, Durability, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir,
-    WriterOptions,
+    Durability, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir, WriterOptions,
 };
 
 use crate::deadlines::at_start;
@@ -476,7 +475,7 @@ impl<'a> RunSession<'a> {
         }
         // Declared files are kept in the state directory's blob store as they are hashed
         // (each unit's `capture:` says which).
-        let blobs = BlobStore::open(state.path().join("blobs"), self.writer_options.durability)?;
+        let blobs = state.blob_store(self.writer_options.durability)?;
         // What an apollo killed mid-capture or mid-restore left in `blobs/tmp` goes now: this
         // process holds the lock, so no other is writing there (best effort: a failure only
         // leaves the files for `prune`).

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::blobs::{BlobStore, referenced_blobs};
+use crate::blobs::referenced_blobs;
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::retention::{PruneOptions, PruneReport, prune, remove_leftovers, select};
@@ -118,8 +118,8 @@ pub fn backup(
         // it needs it); one whose content no longer matches its name is not copied either. A
         // blob can go while it is copied (the end of a run evicts the oldest runs' captures
         // under `blob_store_max`; backup does not take the lock): then it is missing too.
-        let source_blobs = BlobStore::open_existing(state.path().join("blobs"));
-        let dest_blobs = BlobStore::open(dest.path().join("blobs"), Durability::Fsync)?;
+        let source_blobs = state.existing_blob_store();
+        let dest_blobs = dest.blob_store(Durability::Fsync)?;
         for hash in referenced_blobs(&run_dir)? {
             let source = source_blobs.path(&hash)?;
             if dest_blobs.contains(&hash) || !source_blobs.contains(&hash) {

@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::blobs::{BlobStore, RunBlobs, run_blobs};
+use crate::blobs::{RunBlobs, run_blobs};
 use crate::error::StoreError;
 use crate::lock::StateLock;
 use crate::run_id::RunId;
@@ -86,7 +86,7 @@ pub fn evict_blobs(
     // A `runs/` planted as a link would hide this state directory's runs from the mark, and
     // every blob would look unreferenced: refused before anything is removed.
     state.check_fixed_folders()?;
-    let store = BlobStore::open_existing(state.path().join("blobs"));
+    let store = state.existing_blob_store();
     let stored: HashMap<String, u64> = (store.iter()?.into_iter())
         .map(|blob| (blob.sha256, blob.size))
         .collect();
@@ -199,6 +199,7 @@ pub fn evict_blobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::BlobStore;
     use crate::writer::{JournalWriter, WriterOptions};
     use apollo_core::capture::FileEntry;
     use apollo_core::event::{Event, FileSide, RunFinished, RunStarted, RunStatus, UnitFiles};

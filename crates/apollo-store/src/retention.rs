@@ -7,7 +7,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::blobs::{BlobStore, BlobSweep, run_blobs, sweep_marked};
+use crate::blobs::{BlobSweep, run_blobs, sweep_marked};
 use crate::error::StoreError;
 use crate::fsutil::{fsync_dir, random_hex};
 use crate::run_id::RunId;
@@ -241,7 +241,7 @@ pub fn prune(
         fsync_dir(&runs_dir)?;
     }
     if let Some(marked) = marked {
-        let store = BlobStore::open_existing(state.path().join("blobs"));
+        let store = state.existing_blob_store();
         report.blobs = Some(sweep_marked(&store, &marked)?);
     }
     Ok(report)

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use apollo_core::capture::FileEntry;
-use apollo_store::{BlobStore, RunId, StateDir};
+use apollo_store::{RunId, StateDir};
 
 use super::BisectRequest;
 use super::definition::definition_changes;
@@ -384,7 +384,7 @@ impl Files {
 
 /// Every file a step may restore is captured and its blob is in the store.
 fn check_blobs(plan: &BisectPlan) -> Result<(), RunnerError> {
-    let blobs = BlobStore::open_existing(plan.state.path().join("blobs"));
+    let blobs = plan.state.existing_blob_store();
     let changed: BTreeSet<&str> = (plan.changes.iter())
         .filter_map(|change| match &change.kind {
             ChangeKind::File { path, .. } => Some(path.as_str()),

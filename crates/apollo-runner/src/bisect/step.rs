@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use apollo_core::capture::FileEntry;
 use apollo_core::event::{AttemptStatus, RunKind, RunReproduces};
 use apollo_core::{CancelToken, Executor};
-use apollo_store::{BlobStore, StateLock};
+use apollo_store::StateLock;
 
 use super::changes::{BisectPlan, ChangeKind, PathUnit};
 use super::definition::substitute;
@@ -113,7 +113,7 @@ impl<'p> Steps<'p> {
             ))
         };
         fs::create_dir_all(&scratch).map_err(|error| io("create", &scratch, error))?;
-        let blobs = BlobStore::open_existing(plan.state.path().join("blobs"));
+        let blobs = plan.state.existing_blob_store();
         for file in self.files(applied).values() {
             let dest = scratch.join(&file.path);
             if let Some(parent) = dest.parent() {

@@ -4,7 +4,7 @@
 use apollo_core::engine::{self, EngineOptions, NoObserver, UnitResult};
 use apollo_core::event::{AttemptStatus, Event, RunKind, RunReproduces, RunStarted};
 use apollo_core::{CancelToken, Executor, Pipeline, PriorState};
-use apollo_store::{BlobStore, Durability, JournalWriter, RunId, StateDir, StateLock};
+use apollo_store::{Durability, JournalWriter, RunId, StateDir, StateLock};
 
 use super::Recorded;
 use crate::error::RunnerError;
@@ -76,7 +76,7 @@ impl ScratchRun<'_> {
             Event::RunReproduces(self.reproduces.clone()),
         ])?;
         lock.set_run(&run_id)?;
-        let blobs = BlobStore::open(state.path().join("blobs"), self.durability)?;
+        let blobs = state.blob_store(self.durability)?;
         let options =
             EngineOptions::new(run_id.as_str(), pipeline).capture(std::sync::Arc::new(blobs));
         let logs = RunLogs { run: run_dir };
