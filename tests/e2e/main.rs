@@ -19,6 +19,7 @@ mod hashing;
 mod held_still;
 mod identity;
 mod lifecycle;
+mod live;
 mod log_limit;
 mod needs_human;
 mod operator;
