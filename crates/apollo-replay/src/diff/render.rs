@@ -95,6 +95,14 @@ pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io:
                 terminal_safe(&unit.unit),
                 terminal_safe(&unit.reasons().join("; "))
             )?;
+            // A changed command of several lines, line by line under the reasons.
+            let line_diffs = unit
+                .input_changes
+                .iter()
+                .filter_map(|change| change.command_line_diff());
+            for line in line_diffs.flatten() {
+                writeln!(out, "  {:unit_width$}  {}", "", terminal_safe(&line))?;
+            }
         }
     }
     writeln!(out)?;
