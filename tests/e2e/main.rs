@@ -21,6 +21,7 @@ mod identity;
 mod lifecycle;
 mod live;
 mod log_limit;
+mod machine_output;
 mod needs_human;
 mod operator;
 mod params;
