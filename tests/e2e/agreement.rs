@@ -65,12 +65,16 @@ fn set_codes(apollo: &Apollo, units: &[String], rng: &mut Rng, failures: bool) {
     }
 }
 
-fn json(text: &str, what: &str) -> serde_json::Value {
+pub(crate) fn json(text: &str, what: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|error| panic!("{what}: {error}: {text}"))
 }
 
 /// unit → state, from a JSON array of objects.
-fn states(units: &serde_json::Value, name_key: &str, state_key: &str) -> BTreeMap<String, String> {
+pub(crate) fn states(
+    units: &serde_json::Value,
+    name_key: &str,
+    state_key: &str,
+) -> BTreeMap<String, String> {
     (units.as_array().into_iter().flatten())
         .map(|unit| {
             (
@@ -82,7 +86,7 @@ fn states(units: &serde_json::Value, name_key: &str, state_key: &str) -> BTreeMa
 }
 
 /// unit → `apollo.state` property of its JUnit testcase.
-fn junit_states(xml: &str) -> BTreeMap<String, String> {
+pub(crate) fn junit_states(xml: &str) -> BTreeMap<String, String> {
     let mut states = BTreeMap::new();
     for case in xml.split("<testcase ").skip(1) {
         let name = case
@@ -218,76 +222,6 @@ fn every_view_shows_the_same_states_and_counts() {
         Ok(seed) => one_seed(seed.parse().expect("AGREEMENT_SEED is a number")),
         Err(_) => (1..=12).for_each(one_seed),
     }
-}
-
-/// A run an apollo is writing is running in every view — its counts, its units, the Chrome
-/// trace (the attempt drawn until the reader looked, not cut at the last record), the HTML
-/// report and JUnit — never "incomplete" or "unfinished" like a killed run (issue 35).
-#[test]
-fn a_live_run_is_running_in_every_view() {
-    let mut apollo = Apollo::new();
-    apollo.config(
-        "units:\n  - name: quick\n    execute: 'true'\n  - name: slow\n    deps: [quick]\n    execute: bin/block slow\n",
-    );
-    let running = apollo.args(&["run"]).spawn();
-    apollo.wait_for_marker("slow.started");
-
-    let runs = apollo.args(&["runs", "--format", "json"]).run();
-    runs.code(0);
-    let runs = json(&runs.stdout, "runs");
-    assert_eq!(runs["runs"][0]["status"], "running", "{runs}");
-    assert_eq!(runs["runs"][0]["counts"]["running"], 1, "{runs}");
-    assert_eq!(runs["runs"][0]["counts"]["succeeded"], 1, "{runs}");
-
-    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
-    show.code(0);
-    let show = json(&show.stdout, "show");
-    assert_eq!(
-        states(&show["units"], "unit", "status"),
-        BTreeMap::from([
-            ("quick".to_owned(), "succeeded".to_owned()),
-            ("slow".to_owned(), "running".to_owned())
-        ]),
-        "{show}"
-    );
-
-    let trace = apollo.args(&["replay", "--format", "chrome-trace"]).run();
-    trace.code(0);
-    let trace = json(&trace.stdout, "the Chrome trace");
-    let events = trace["traceEvents"].as_array().unwrap();
-    let slow = events
-        .iter()
-        .find(|event| event["name"] == "slow #1")
-        .unwrap_or_else(|| panic!("no attempt of slow: {trace}"));
-    assert_eq!(slow["args"]["status"], "running", "{slow}");
-    let run = events
-        .iter()
-        .find(|event| event["cat"] == "run")
-        .unwrap_or_else(|| panic!("no run event: {trace}"));
-    assert_eq!(run["args"]["status"], "running", "{run}");
-    assert!(
-        run["dur"].as_u64()
-            >= slow["ts"]
-                .as_u64()
-                .map(|ts| ts + slow["dur"].as_u64().unwrap()),
-        "the run lasts as long as its running attempt: {run} {slow}"
-    );
-
-    let html = apollo.args(&["replay", "--format", "html"]).run();
-    html.code(0);
-    assert!(
-        html.stdout
-            .contains("class=\"badge s-running\">running</span>"),
-        "the HTML report's status"
-    );
-    let junit = apollo.args(&["replay", "--format", "junit"]).run();
-    junit.code(0);
-    assert_eq!(junit_states(&junit.stdout)["slow"], "running");
-
-    apollo.release("slow.release");
-    running.wait().code(0);
-    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
-    assert_eq!(json(&show.stdout, "show")["counts"]["succeeded"], 2);
 }
 
 /// A run SIGKILLed mid-attempt reads the same in every view — the attempt cut off, what came

@@ -1,7 +1,7 @@
 //! One set of counts and states for a run, whichever view shows it (issue 35): a unit that
 //! skipped itself earlier in a resumed run stays skipped; a reused unit is a passing test and
 //! `reused` in the hook summary, never "not started"; a fan-out instance's output is found by
-//! every view that shows it.
+//! every view that shows it (JUnit, HTML), and `stats` gives it its `foreach` unit's timeout.
 
 use crate::support::Apollo;
 
@@ -120,6 +120,44 @@ fn a_fan_out_instance_streams_its_output_and_has_its_stderr_in_junit() {
     let junit = apollo.args(&["replay", "--format", "junit"]).run();
     junit.code(0);
     assert!(junit.stdout.contains("boom-eu"), "{}", junit.stdout);
+    // The HTML report's excerpt row of the instance, read from the folder the store names
+    // (`units/load__eu/`), not one spelled from the instance's name.
+    let html = apollo.args(&["replay", "--format", "html"]).run();
+    html.code(0);
+    let excerpt_row = (html
+        .stdout
+        .split("<tr class=\"excerpt\" data-unit=\"load[eu]\"")
+        .nth(1))
+    .and_then(|row| row.split("</tr>").next())
+    .unwrap_or_else(|| panic!("no stderr excerpt for load[eu] in the HTML report"));
+    assert!(excerpt_row.contains("boom-eu"), "{excerpt_row}");
+}
+
+/// `apollo stats` gives a fan-out instance the `timeout` of its `foreach` unit, read from the
+/// run's resolved definition (which names the instances), not `none` (issue 35).
+#[test]
+fn stats_shows_the_timeout_of_a_fan_out_instance() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        "units:\n  - name: load\n    foreach: [eu, us]\n    timeout: 1h\n    execute: echo ${item}\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    let json = apollo.args(&["stats", "--format", "json"]).run();
+    json.code(0);
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let instance = (json["units"].as_array().into_iter().flatten())
+        .find(|unit| unit["unit"] == "load[eu]")
+        .unwrap_or_else(|| panic!("no load[eu] in stats: {json}"));
+    assert_eq!(instance["timeout_ms"], 3_600_000, "{json}");
+    let text = apollo.args(&["stats"]).run();
+    text.code(0);
+    let row = (text.stdout.lines())
+        .find(|line| line.starts_with("load[eu] "))
+        .unwrap_or_else(|| panic!("no load[eu] row: {}", text.stdout));
+    assert!(
+        row.split_whitespace().any(|column| column == "1h00m") && !row.contains("none"),
+        "the TIMEOUT column: {row}"
+    );
 }
 
 /// `show` and `logs` default to the latest run; `show` without a unit is the run's summary, in

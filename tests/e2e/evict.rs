@@ -383,3 +383,28 @@ fn backup_reports_the_blobs_it_copied_in_its_size() {
         again.stdout
     );
 }
+
+/// A succeeded run whose `on_finish` hook ran is finished, so its captures can be evicted
+/// (issue 35: the hook's records after `run_finished` made such a run read as incomplete,
+/// and eviction protects incomplete runs).
+#[test]
+fn the_captures_of_an_older_run_whose_hook_ran_are_evicted() {
+    let mut apollo = Apollo::new();
+    // One run's captures (16 KiB and a definition) fit in 24 KiB, two do not.
+    apollo.config(&format!("on_finish: bin/count hook\n{}", pipeline("24KiB")));
+    apollo.file("data/in.txt", &content("first"));
+    let (output, first) = run_new(&mut apollo, &["run"]);
+    output.code(0);
+    apollo.file("data/in.txt", &content("second"));
+    let (output, _) = run_new(&mut apollo, &["run"]);
+    output.code(0);
+    assert_eq!(apollo.count("hook"), 2);
+    assert!(
+        output
+            .stderr
+            .contains(&format!("evicted the captures of run {first} (")),
+        "{output:?}"
+    );
+    assert!(!has_blob(&apollo, &content("first")));
+    assert!(has_blob(&apollo, &content("second")));
+}

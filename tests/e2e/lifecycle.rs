@@ -56,6 +56,28 @@ fn a_pipeline_with_a_hook_finishes_and_its_next_run_is_a_new_run() {
     }
 }
 
+/// `prune --keep-runs 1` deletes the older of two succeeded runs whose `on_finish` hook ran:
+/// each is a finished run of its own (issue 35: the hook made a run read as unfinished, the
+/// next `run` resumed it, and prune found one run, the latest, to keep).
+#[test]
+fn prune_deletes_an_older_succeeded_run_whose_hook_ran() {
+    let mut apollo = Apollo::new();
+    apollo.config("on_finish: bin/count hook\nunits:\n  - name: only\n    execute: 'true'\n");
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    assert_eq!(apollo.count("hook"), 2);
+    let ids = apollo.run_ids();
+    assert_eq!(ids.len(), 2, "two runs, not one resumed");
+    let pruned = apollo.args(&["prune", "--keep-runs", "1"]).run();
+    pruned.code(0);
+    assert!(
+        pruned.stdout.contains(&format!("deleted {}", ids[0])),
+        "{}",
+        pruned.stdout
+    );
+    assert_eq!(apollo.run_ids(), ids[1..], "{}", pruned.stdout);
+}
+
 /// A failed run whose `on_failure` hook ran stays failed (not "incomplete"), and the next `run`
 /// resumes it (a failed run is resumable) without firing the hook twice for the same end.
 #[test]

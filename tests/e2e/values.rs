@@ -221,3 +221,53 @@ fn diff_says_quoting_changed_when_only_quoting_changed() {
     );
     assert!(!diff.stdout.contains("quoting changed"), "{}", diff.stdout);
 }
+
+/// `apollo diff` shows a changed command of several lines line by line (`-` for run A's
+/// line, `+` for run B's, a space for a line both have), not as its first line twice; the
+/// JSON document keeps both commands whole (issue 35).
+#[test]
+fn diff_shows_a_changed_multi_line_command_line_by_line() {
+    let mut apollo = Apollo::new();
+    let pipeline = |second: &str| {
+        format!("units:\n  - name: two_lines\n    execute: |\n      echo one\n      {second}\n")
+    };
+    apollo.config(&pipeline("echo two"));
+    apollo.args(&["run"]).run().code(0);
+    apollo.config(&pipeline("echo three"));
+    apollo.args(&["run"]).run().code(0);
+
+    let diff = apollo.args(&["diff", "latest~1", "latest"]).run();
+    diff.code(1);
+    let lines: Vec<&str> = diff.stdout.lines().collect();
+    let at = |text: &str| {
+        (lines.iter())
+            .position(|line| line.trim_start() == text)
+            .unwrap_or_else(|| panic!("no line {text:?}:\n{}", diff.stdout))
+    };
+    let (kept, removed, added) = (at("echo one"), at("- echo two"), at("+ echo three"));
+    assert_eq!((removed, added), (kept + 1, kept + 2), "{}", diff.stdout);
+    // The kept line's text lines up with the changed lines' (its prefix is a space).
+    let column = |idx: usize, text: &str| lines[idx].find(text);
+    assert_eq!(column(kept, "echo one"), column(removed, "echo two"));
+    assert_eq!(column(kept, "echo one"), column(added, "echo three"));
+    assert!(
+        diff.stdout.contains("command execute changed"),
+        "{}",
+        diff.stdout
+    );
+    assert!(
+        !diff.stdout.contains('→'),
+        "not the one-line form: {}",
+        diff.stdout
+    );
+
+    let json = apollo
+        .args(&["diff", "latest~1", "latest", "--format", "json"])
+        .run();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let unit = &json["units"][0];
+    assert_eq!(unit["reasons"][0], "command execute changed", "{json}");
+    let change = &unit["input_changes"][0];
+    assert_eq!(change["before"], "echo one\necho two\n", "{json}");
+    assert_eq!(change["after"], "echo one\necho three\n", "{json}");
+}

@@ -10,6 +10,7 @@ use crate::display::skip_reason_text;
 use crate::{Timeline, UnitStatus, UnitTimeline};
 
 mod fold;
+mod lines;
 mod render;
 use fold::Fold;
 pub use render::{write_diff_json, write_diff_text};
@@ -149,14 +150,12 @@ impl InputChange {
                 "command {} {change} (quoting changed: values are now quoted, see UPGRADING.md)",
                 self.name
             ),
-            (InputKind::Command, _) => match (&self.before, &self.after) {
-                (Some(before), Some(after)) => format!(
-                    "command {} {change}: `{}` → `{}`",
-                    self.name,
-                    one_line(before),
-                    one_line(after)
-                ),
-                _ => format!("command {} {change}", self.name),
+            // Several lines: `command_line_diff` shows them (under the unit, in text).
+            (InputKind::Command, _) => match lines::one_line_change(self) {
+                Some((before, after)) => {
+                    format!("command {} {change}: `{before}` → `{after}`", self.name)
+                }
+                None => format!("command {} {change}", self.name),
             },
             (InputKind::Env, _) => format!("env {} {change}", self.name),
         }
@@ -570,15 +569,6 @@ fn same_state(a: Option<UnitState>, b: Option<UnitState>) -> bool {
 }
 
 /// A command on one line for a reason: its first line, shortened, `…` for what is left out.
-fn one_line(command: &str) -> String {
-    let first = command.lines().next().unwrap_or_default();
-    let mut line: String = first.chars().take(60).collect();
-    if line.len() < command.trim_end().len() {
-        line.push('…');
-    }
-    line
-}
-
 fn signed(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }

@@ -20,6 +20,9 @@ use crate::display::{
 use crate::text::describe_exit;
 use crate::{Attempt, AttemptState, Timeline, UnitState, UnitTimeline};
 
+mod extras;
+pub use extras::HtmlExtras;
+
 const LABEL_WIDTH: f64 = 220.0;
 const CHART_WIDTH: f64 = 960.0;
 const ROW_HEIGHT: f64 = 26.0;
@@ -35,45 +38,6 @@ const MIN_BAR_WIDTH: f64 = 2.0;
 /// Each attempt bar is `<rect class="bar …" data-unit data-attempt data-status data-lane>`.
 pub fn write_html<W: Write>(timeline: &Timeline, out: W) -> io::Result<()> {
     write_html_with(timeline, out, &HtmlExtras::default())
-}
-
-/// What the journal alone does not hold, for a richer page: the caller reads it from the
-/// run's files (apollo-replay reads none).
-#[derive(Default)]
-#[non_exhaustive]
-pub struct HtmlExtras<'a> {
-    /// The end of a failed attempt's stderr: `(unit, attempt)` → text, shown under the unit.
-    pub excerpts: Option<crate::ExcerptSource<'a>>,
-    /// Each unit's `timeout`, in milliseconds: a marker where its last attempt would be cut off.
-    pub timeouts_ms: std::collections::HashMap<String, u64>,
-    /// Each unit's dependencies: the critical path (the chain of units that ended last, each
-    /// waiting for the previous) is highlighted.
-    pub deps: std::collections::HashMap<String, Vec<String>>,
-}
-
-impl<'a> HtmlExtras<'a> {
-    /// Nothing extra.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// With failed attempts' stderr excerpts.
-    pub fn excerpts(mut self, excerpts: crate::ExcerptSource<'a>) -> Self {
-        self.excerpts = Some(excerpts);
-        self
-    }
-
-    /// With the units' timeouts, in milliseconds.
-    pub fn timeouts_ms(mut self, timeouts_ms: std::collections::HashMap<String, u64>) -> Self {
-        self.timeouts_ms = timeouts_ms;
-        self
-    }
-
-    /// With the units' dependencies.
-    pub fn deps(mut self, deps: std::collections::HashMap<String, Vec<String>>) -> Self {
-        self.deps = deps;
-        self
-    }
 }
 
 /// [`write_html`], with what `extras` adds: failed units' stderr, timeout markers, the
@@ -139,7 +103,11 @@ fn write_page(page: &mut String, timeline: &Timeline, extras: &HtmlExtras<'_>) {
         esc(run_id),
         esc(pipeline)
     );
-    write_header(page, timeline, run_id, pipeline, status);
+    let duration_ms = extras.now.map_or_else(
+        || timeline.duration_ms(),
+        |now| timeline.duration_ms_at(now),
+    );
+    write_header(page, timeline, (run_id, pipeline, status), duration_ms);
     write_legend(page);
     let critical = critical_path(timeline, &extras.deps);
     write_chart(page, timeline, extras, &critical);
@@ -150,9 +118,8 @@ fn write_page(page: &mut String, timeline: &Timeline, extras: &HtmlExtras<'_>) {
 fn write_header(
     page: &mut String,
     timeline: &Timeline,
-    run_id: &str,
-    pipeline: &str,
-    status: &str,
+    (run_id, pipeline, status): (&str, &str, &str),
+    duration_ms: u64,
 ) {
     let started = timeline
         .started
@@ -175,7 +142,7 @@ fn write_header(
         esc(run_id),
         esc(pipeline),
         started,
-        format_duration(timeline.duration_ms()),
+        format_duration(duration_ms),
         esc(timeline.host.as_deref().unwrap_or("-")),
         timeline.units.len(),
         timeline.n_lanes,

@@ -127,8 +127,8 @@ pub struct ReplayOptions {
     /// trace and the HTML chart never outnumber them. `None`: unknown.
     pub workers: Option<usize>,
     /// When the reader looked at a live run ([`live`](Self::live)): the Chrome trace draws
-    /// the run and its open attempts until then, as `running` (not cut short at the last
-    /// record, like a killed run's).
+    /// the run and its open attempts until then, as `running`, and the HTML report's duration
+    /// runs until then (not cut short at the last record, like a killed run's).
     pub now: Option<DateTime<Utc>>,
     /// The run model's counts ([`Timeline::counts`]) and the sequence number of the run's
     /// last `run_finished` ([`Timeline::finished`]), when the caller has them: the text
@@ -224,7 +224,10 @@ where
             } else {
                 timeline.filtered(&options.filter)
             };
-            write_html(&timeline, out)?;
+            let extras = options
+                .now
+                .map_or_else(HtmlExtras::new, |now| HtmlExtras::new().now(now));
+            write_html_with(&timeline, out, &extras)?;
             Ok(())
         }
     }

@@ -293,8 +293,11 @@ where
     } else {
         timeline.filtered(&options.filter)
     };
-    apollo_replay::write_html_with(&timeline, &mut out, &extras.extras().excerpts(excerpts))
-        .map_err(ReplayError::Write)
+    let mut html_extras = extras.extras().excerpts(excerpts);
+    if let Some(now) = options.now {
+        html_extras = html_extras.now(now);
+    }
+    apollo_replay::write_html_with(&timeline, &mut out, &html_extras).map_err(ReplayError::Write)
 }
 
 /// What the HTML page takes from the run's definition snapshot: each unit's timeout and deps.

@@ -85,18 +85,7 @@ pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io:
     }
 
     let changed: Vec<&UnitDiff> = diff.changed_units().collect();
-    if !changed.is_empty() {
-        writeln!(out)?;
-        writeln!(out, "why:")?;
-        for unit in &changed {
-            writeln!(
-                out,
-                "  {:<unit_width$}  {}",
-                terminal_safe(&unit.unit),
-                terminal_safe(&unit.reasons().join("; "))
-            )?;
-        }
-    }
+    write_why(&mut out, &changed, unit_width)?;
     writeln!(out)?;
     if changed.is_empty() {
         writeln!(
@@ -113,6 +102,32 @@ pub fn write_diff_text<W: Write>(diff: &RunDiff, mut out: W, color: bool) -> io:
         )?;
     }
     out.flush()
+}
+
+/// The `why:` section: a line of reasons per unit that differs, and under it any changed
+/// command of several lines, line by line.
+fn write_why<W: Write>(out: &mut W, changed: &[&UnitDiff], unit_width: usize) -> io::Result<()> {
+    if !changed.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "why:")?;
+        for unit in changed {
+            writeln!(
+                out,
+                "  {:<unit_width$}  {}",
+                terminal_safe(&unit.unit),
+                terminal_safe(&unit.reasons().join("; "))
+            )?;
+            // A changed command of several lines, line by line under the reasons.
+            let line_diffs = unit
+                .input_changes
+                .iter()
+                .filter_map(|change| change.command_line_diff());
+            for line in line_diffs.flatten() {
+                writeln!(out, "  {:unit_width$}  {}", "", terminal_safe(&line))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Writes the diff as one JSON document: `{"same": bool, "run_a": …, "run_b": …, "units":

@@ -4,6 +4,7 @@
 use apollo_core::UnitState;
 use apollo_core::event::{AttemptStatus, SkipReason, Verdict};
 use apollo_core::unit_state::awaits_verdict;
+use chrono::{DateTime, Utc};
 use serde::{Serialize, Serializer};
 
 use super::{Timeline, UnitTimeline};
@@ -13,6 +14,20 @@ impl Timeline {
     /// [`live`](Self::live) says).
     pub fn state_of(&self, unit: &UnitTimeline) -> UnitState {
         unit.state(self.live && self.finished.is_none())
+    }
+
+    /// How long the run has lasted, looked at `now`, in milliseconds: a [`live`](Self::live)
+    /// run that has not finished has lasted until `now` (issue 35: cut at its last record, a
+    /// run whose unit runs for an hour read 50 ms, like a killed one); any other run, as
+    /// [`duration_ms`](Self::duration_ms) says.
+    pub fn duration_ms_at(&self, now: DateTime<Utc>) -> u64 {
+        let recorded = self.duration_ms();
+        match self.started {
+            Some(start) if self.live && self.finished.is_none() => {
+                crate::display::offset_ms(start, now).max(recorded)
+            }
+            _ => recorded,
+        }
     }
 
     /// Whether a unit's last attempt was cut off without a verdict since: only then does the

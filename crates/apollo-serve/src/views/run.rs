@@ -158,16 +158,7 @@ fn summary_block(
     timeline: &Timeline,
     (good, cost): (Option<&RunId>, Option<&RunCost>),
 ) {
-    let duration = if timeline.live {
-        timeline.started.map(|start| {
-            (chrono::Utc::now() - start)
-                .num_milliseconds()
-                .max(0)
-                .unsigned_abs()
-        })
-    } else {
-        Some(timeline.duration_ms())
-    };
+    let duration_ms = timeline.duration_ms_at(chrono::Utc::now());
     let _ = write!(
         body,
         "<dl class=\"facts\"><dt>Units</dt><dd>{counts} <span class=\"muted\">of {n}</span></dd><dt>Started</dt><dd>{started}</dd><dt>Duration</dt><dd>{duration}{live}</dd><dt>Host</dt><dd>{host}</dd><dt>Durability</dt><dd>{durability}</dd>",
@@ -177,7 +168,7 @@ fn summary_block(
             || "-".to_owned(),
             |ts| ts.format("%Y-%m-%d %H:%M:%S UTC").to_string()
         ),
-        duration = duration.map_or_else(|| "-".to_owned(), html::duration),
+        duration = html::duration(duration_ms),
         live = if timeline.live {
             " so far (running)"
         } else {
@@ -437,7 +428,8 @@ pub(crate) async fn report(
         }
         let extras = apollo_replay::HtmlExtras::new()
             .timeouts_ms(timeouts)
-            .deps(deps);
+            .deps(deps)
+            .now(chrono::Utc::now());
         let mut page = Vec::new();
         apollo_replay::write_html_with(&model.timeline, &mut page, &extras).map_err(|error| {
             AppError::new(
