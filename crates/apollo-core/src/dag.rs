@@ -31,8 +31,60 @@ pub enum DagError {
 /// Dependencies and dependents of every unit, as index lists.
 #[derive(Debug, Clone)]
 pub struct Dag {
-    deps: Vec<Vec<usize>>,
-    dependents: Vec<Vec<usize>>,
+    deps: Adjacency,
+    dependents: Adjacency,
+}
+
+/// One index list per unit, all in one vector (`edges[starts[i]..starts[i + 1]]` is unit
+/// `i`'s): two allocations for the whole graph, where a `Vec` per unit was 200,000 of them
+/// for 100,000 units (each with its 24-byte header), made at load and freed one by one when
+/// the run ended.
+#[derive(Debug, Clone)]
+struct Adjacency {
+    starts: Vec<usize>,
+    edges: Vec<usize>,
+}
+
+impl Adjacency {
+    fn from_lists<'l>(lists: impl IntoIterator<Item = &'l [usize]>) -> Self {
+        let mut adjacency = Self {
+            starts: vec![0],
+            edges: Vec::new(),
+        };
+        for list in lists {
+            adjacency.edges.extend_from_slice(list);
+            adjacency.starts.push(adjacency.edges.len());
+        }
+        adjacency
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn of(&self, unit_idx: usize) -> &[usize] {
+        &self.edges[self.starts[unit_idx]..self.starts[unit_idx + 1]]
+    }
+
+    /// The reverse lists (who lists `i`), each in increasing order of the unit listing it.
+    fn reversed(&self) -> Self {
+        let mut starts = vec![0; self.len() + 1];
+        for &target in &self.edges {
+            starts[target + 1] += 1;
+        }
+        for unit_idx in 0..self.len() {
+            starts[unit_idx + 1] += starts[unit_idx];
+        }
+        let mut next = starts.clone();
+        let mut edges = vec![0; self.edges.len()];
+        for source in 0..self.len() {
+            for &target in self.of(source) {
+                edges[next[target]] = source;
+                next[target] += 1;
+            }
+        }
+        Self { starts, edges }
+    }
 }
 
 impl Dag {
@@ -44,10 +96,12 @@ impl Dag {
             .enumerate()
             .map(|(unit_idx, unit)| (unit.name.as_str(), unit_idx))
             .collect();
-        let n_units = pipeline.units.len();
-        let mut deps = vec![Vec::new(); n_units];
-        let mut dependents = vec![Vec::new(); n_units];
-        for (unit_idx, unit) in pipeline.units.iter().enumerate() {
+        let mut deps = Adjacency {
+            starts: Vec::with_capacity(pipeline.units.len() + 1),
+            edges: Vec::new(),
+        };
+        deps.starts.push(0);
+        for unit in &pipeline.units {
             for dependency in &unit.deps {
                 let Some(&dep_idx) = index.get(dependency.as_str()) else {
                     return Err(DagError::MissingDependency {
@@ -55,10 +109,11 @@ impl Dag {
                         dependency: dependency.clone(),
                     });
                 };
-                deps[unit_idx].push(dep_idx);
-                dependents[dep_idx].push(unit_idx);
+                deps.edges.push(dep_idx);
             }
+            deps.starts.push(deps.edges.len());
         }
+        let dependents = deps.reversed();
         let dag = Self { deps, dependents };
         if let Some(cycle) = dag.find_cycle() {
             return Err(DagError::Cycle {
@@ -74,12 +129,8 @@ impl Dag {
     /// Build a graph from raw edge lists (`deps[i]` = indices unit `i` depends on), without
     /// checking for cycles. For validation, which reports cycles itself.
     pub fn from_deps(deps: Vec<Vec<usize>>) -> Self {
-        let mut dependents = vec![Vec::new(); deps.len()];
-        for (unit_idx, unit_deps) in deps.iter().enumerate() {
-            for &dep_idx in unit_deps {
-                dependents[dep_idx].push(unit_idx);
-            }
-        }
+        let deps = Adjacency::from_lists(deps.iter().map(Vec::as_slice));
+        let dependents = deps.reversed();
         Self { deps, dependents }
     }
 
@@ -90,17 +141,17 @@ impl Dag {
 
     /// Whether the graph has no units.
     pub fn is_empty(&self) -> bool {
-        self.deps.is_empty()
+        self.deps.len() == 0
     }
 
     /// The units `unit_idx` depends on.
     pub fn deps(&self, unit_idx: usize) -> &[usize] {
-        &self.deps[unit_idx]
+        self.deps.of(unit_idx)
     }
 
     /// The units that depend on `unit_idx` directly.
     pub fn dependents(&self, unit_idx: usize) -> &[usize] {
-        &self.dependents[unit_idx]
+        self.dependents.of(unit_idx)
     }
 
     /// A cycle, if there is one, as a path of indices whose first and last are equal
@@ -120,7 +171,7 @@ impl Dag {
             colour[root] = GREY;
             stack.push((root, 0));
             while let Some(&mut (node, ref mut next)) = stack.last_mut() {
-                if let Some(&dep) = self.deps[node].get(*next) {
+                if let Some(&dep) = self.deps.of(node).get(*next) {
                     *next += 1;
                     match colour[dep] {
                         WHITE => {
@@ -163,8 +214,7 @@ impl Dag {
     pub fn layers(&self) -> Vec<Vec<usize>> {
         let mut depth = vec![0usize; self.len()];
         for unit_idx in self.topo_order() {
-            depth[unit_idx] = self.deps[unit_idx]
-                .iter()
+            depth[unit_idx] = (self.deps.of(unit_idx).iter())
                 .map(|&dep| depth[dep] + 1)
                 .max()
                 .unwrap_or(0);
@@ -182,7 +232,7 @@ impl Dag {
         let mut seen = vec![false; self.len()];
         let mut stack = vec![unit_idx];
         while let Some(node) = stack.pop() {
-            for &dependent in &self.dependents[node] {
+            for &dependent in self.dependents.of(node) {
                 if !seen[dependent] {
                     seen[dependent] = true;
                     stack.push(dependent);
@@ -201,7 +251,7 @@ impl Dag {
             seen[unit_idx] = true;
         }
         while let Some(node) = stack.pop() {
-            for &dep in &self.deps[node] {
+            for &dep in self.deps.of(node) {
                 if !seen[dep] {
                     seen[dep] = true;
                     stack.push(dep);
@@ -297,6 +347,17 @@ mod tests {
 
     fn dag(edges: &[&[usize]]) -> Dag {
         Dag::from_deps(edges.iter().map(|deps| deps.to_vec()).collect())
+    }
+
+    #[test]
+    fn each_unit_has_its_deps_as_listed_and_its_dependents_in_config_order() {
+        let graph = dag(&[&[], &[0], &[1, 0], &[], &[2, 0, 3]]);
+        assert_eq!(graph.len(), 5);
+        let deps: Vec<&[usize]> = (0..5).map(|unit_idx| graph.deps(unit_idx)).collect();
+        assert_eq!(deps, [&[][..], &[0], &[1, 0], &[], &[2, 0, 3]]);
+        let dependents: Vec<&[usize]> = (0..5).map(|unit_idx| graph.dependents(unit_idx)).collect();
+        assert_eq!(dependents, [&[1, 2, 4][..], &[2], &[4], &[4], &[]]);
+        assert!(dag(&[]).is_empty());
     }
 
     #[test]
