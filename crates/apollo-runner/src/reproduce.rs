@@ -30,6 +30,7 @@ mod run;
 mod scratch;
 
 pub(crate) use compare::compare_outputs;
+use compare::compared;
 pub use isolation::{Isolation, NoIsolation};
 use prepare::refused;
 pub use prepare::reproduced_unit;
@@ -342,7 +343,8 @@ pub fn reproduce_isolated(
             durability: request.durability,
         };
         let mut lock = state.lock(false)?;
-        let (run_id, statuses) = scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
+        let (run_id, statuses, mut journal) =
+            scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
         let status = statuses.first().copied();
         let status = (run_id, status.unwrap_or(AttemptStatus::Interrupted));
         let outputs = compare_outputs(
@@ -354,6 +356,12 @@ pub fn reproduce_isolated(
                 .map_or(&[][..], Vec::as_slice),
             &scratch,
         );
+        // The verdict in the reproduction's own journal, after its `run_finished`: what
+        // `apollo runs` and `show` say of it (issue 35: one whose outputs differed was listed
+        // as succeeded).
+        let compared = compared(recorded.status_of_attempt.get(&attempt), status.1, &outputs);
+        journal.append_batch(&[Event::ReproductionCompared(compared)])?;
+        drop(journal);
         Ok((status, inputs, outputs, not_isolated))
     })();
     let kept = !temporary || request.keep;
