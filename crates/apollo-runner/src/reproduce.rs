@@ -199,11 +199,10 @@ pub struct Reproduction {
 }
 
 impl Reproduction {
-    /// Whether the attempt was reproduced: the same status, and every output identical.
+    /// Whether the attempt was reproduced: the same status, and every output identical (what
+    /// its `reproduction_compared` record says).
     pub fn reproduced(&self) -> bool {
-        self.recorded_status
-            .is_none_or(|recorded| recorded == self.status)
-            && self.outputs.iter().all(OutputComparison::identical)
+        compared(self.recorded_status.as_ref(), self.status, &self.outputs).reproduced
     }
 }
 

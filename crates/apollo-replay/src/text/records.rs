@@ -315,6 +315,10 @@ impl<W: Write> TextRenderer<W> {
                     format!("{} job {}", submitted.executor, submitted.job_id),
                 ),
             },
+            // A reproduction's verdict, recorded after its `run_finished`.
+            Event::ReproductionCompared(compared) => {
+                (None, "compared", crate::display::verdict_text(compared))
+            }
             _ => (None, event.kind(), String::new()),
         };
         self.write_line(&Line {

@@ -92,8 +92,8 @@ fn text_diff(state: &StateDir, recorded: &FileEntry, now_path: &Path) -> Option<
 }
 
 /// The `reproduction_compared` record of a reproduction that ended `status`, of an attempt
-/// recorded `recorded_status`, whose outputs compared as `outputs` (the same rule as
-/// [`super::Reproduction::reproduced`]).
+/// recorded `recorded_status`, whose outputs compared as `outputs`: the one rule of whether an
+/// attempt was reproduced ([`super::Reproduction::reproduced`] asks it too).
 pub(crate) fn compared(
     recorded_status: Option<&AttemptStatus>,
     status: AttemptStatus,
