@@ -28,8 +28,13 @@ fn an_identical_reproduction_says_so_in_runs_text_and_json() {
     // The verdict survives the runs index (a second listing reads it from there).
     let again = apollo.args(&["runs"]).run().stdout;
     assert_eq!(again, text);
-    // The reproduction's replay ends with its verdict.
+    // The reproduction's replay ends with its verdict; its summary says it.
     let id = runs["runs"][1]["id"].as_str().unwrap();
+    let show = apollo.args(&["show", id]).run();
+    assert!(
+        show.stdout.contains("\n  reproduction: identical\n"),
+        "{show:?}"
+    );
     let replay = apollo.args(&["replay", id]).run();
     replay.code(0);
     let last = replay.stdout.lines().last().unwrap_or_default();

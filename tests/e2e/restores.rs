@@ -63,6 +63,8 @@ fn a_restored_output_is_named_by_the_record_the_run_explain_show_and_replay() {
         document["reused"]["restored"],
         serde_json::json!(["out/clean.csv"])
     );
+    let summary = apollo.args(&["show", "latest"]).run().stdout;
+    assert!(summary.contains("; restored out/clean.csv"), "{summary}");
     let summary = apollo.args(&["show", "latest", "--format", "json"]).run();
     summary.code(0);
     assert!(

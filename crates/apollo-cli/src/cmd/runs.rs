@@ -65,7 +65,7 @@ fn cost_text(line: &apollo_runner::read::RunLine) -> String {
 
 /// A reproduction's verdict in words: `identical`, `outputs differ (out/x.csv)`, `outcome
 /// differs (recorded succeeded, now failed)`, or both of the last.
-fn verdict_text(verdict: &apollo_core::event::ReproductionCompared) -> String {
+pub(crate) fn verdict_text(verdict: &apollo_core::event::ReproductionCompared) -> String {
     if verdict.reproduced {
         return "identical".to_owned();
     }
