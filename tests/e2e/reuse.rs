@@ -40,12 +40,12 @@ fn project() -> Apollo {
 }
 
 /// How many times each unit executed, in `UNITS` order.
-fn counts(apollo: &Apollo) -> Vec<usize> {
+pub(crate) fn counts(apollo: &Apollo) -> Vec<usize> {
     UNITS.iter().map(|unit| apollo.count(unit)).collect()
 }
 
 /// A project whose pipeline ran once, successfully; returns the run's id.
-fn ran_once() -> (Apollo, String) {
+pub(crate) fn ran_once() -> (Apollo, String) {
     let mut apollo = project();
     apollo.args(&["run"]).run().code(0);
     assert_eq!(counts(&apollo), [1, 1, 1, 1]);

@@ -93,6 +93,16 @@ pub(crate) fn clean_line(line: &str) -> String {
     clean_line_to(line, MAX_LINE_CHARS)
 }
 
+/// The files a reuse put back from the blob store, after what the reuse says: `; restored
+/// out/a.csv, out/b.csv` (each made safe for a terminal), or nothing when none was.
+pub(crate) fn restored_text(restored: &[String]) -> String {
+    if restored.is_empty() {
+        return String::new();
+    }
+    let paths: Vec<String> = restored.iter().map(|path| clean_line(path)).collect();
+    format!("; restored {}", paths.join(", "))
+}
+
 /// [`clean_line`] with another length limit.
 pub(crate) fn clean_line_to(line: &str, max_chars: usize) -> String {
     let mut cleaned = String::with_capacity(line.len().min(max_chars + 8));

@@ -417,16 +417,15 @@ impl Observer for Progress<'_> {
                 unit,
                 from_run,
                 from_attempt,
+                restored,
             } => {
                 self.with_counts(|counts| counts.done += 1);
-                // Counted in the summary, said with `--explain` or `-v`: a run with nothing
-                // to do prints two lines, as make and ninja print one, not one per unit.
-                if self.explain || verbosity() > 1 {
-                    let width = self.name_width;
+                // Counted in the summary, said with `--explain` or `-v` (a run with nothing
+                // to do prints two lines, as make and ninja print one), or when it wrote files.
+                if self.explain || verbosity() > 1 || !restored.is_empty() {
+                    let (width, restored) = (self.name_width, excerpt::restored_text(restored));
                     self.line(&format!(
-                        "  {:<8} {unit:<width$}  inputs identical to run {from_run} attempt {from_attempt}",
-                        "reused"
-                    ));
+                        "  {:<8} {unit:<width$}  inputs identical to run {from_run} attempt {from_attempt}{restored}", "reused"));
                 }
             }
             Notice::Decided { unit, decision } => {

@@ -37,9 +37,10 @@ pub(crate) fn event(notice: &Notice<'_>) -> Option<serde_json::Value> {
             unit,
             from_run,
             from_attempt,
+            restored,
         } => Some(serde_json::json!({
             "event": "reused", "unit": unit, "from_run": from_run,
-            "from_attempt": from_attempt,
+            "from_attempt": from_attempt, "restored": restored,
         })),
         // The run is late (`on_late` fires): its `run_late` record.
         Notice::Late { record } => Some(serde_json::json!({"event": "late", "record": record})),

@@ -368,6 +368,7 @@ json_events! {
     HookFinished = "hook_finished",
     UnitReused = "unit_reused",
     RunLate = "run_late",
+    ReproductionCompared = "reproduction_compared",
 }
 
 /// `value` as a JSON string the way serde_json writes one: quoted, `"` and `\` escaped,

@@ -53,6 +53,9 @@ pub enum Event {
     /// (Format 1.10.) The run's predicted finish passed its deadline, or the deadline came
     /// with units not done: written once per run, before the `on_late` hook.
     RunLate(RunLate),
+    /// (Format 1.11.) How a reproduction compared with the attempt it reproduces: written
+    /// after its `run_finished`, once the outputs were compared.
+    ReproductionCompared(ReproductionCompared),
 }
 
 impl Event {
@@ -71,7 +74,8 @@ impl Event {
             | Event::RunFinished(_)
             | Event::RunReproduces(_)
             | Event::HookFinished(_)
-            | Event::RunLate(_) => None,
+            | Event::RunLate(_)
+            | Event::ReproductionCompared(_) => None,
         }
     }
 }
@@ -263,23 +267,6 @@ journal_struct! {
         /// is the number of files.
         #[serde(default, skip_serializing_if = "IsDefault::is_default")]
         pub manifest: Option<InputManifestRef>,
-    }
-}
-
-journal_struct! {
-    /// Payload of `run_reproduces` (format 1.3): the run re-runs one recorded attempt of another
-    /// run in a scratch directory (its identity is `reproduce:` and the original's, so it is
-    /// never resumed, never the latest run of the original pipeline).
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-    pub struct RunReproduces {
-        /// The original run.
-        pub run: String,
-        /// The unit reproduced.
-        pub unit: String,
-        /// The attempt reproduced.
-        pub attempt: u32,
-        /// The scratch directory it ran in.
-        pub scratch: String,
     }
 }
 
@@ -514,7 +501,7 @@ journal_struct! {
     /// earlier run of the same pipeline had a successful attempt with the same input hash, and its
     /// declared outputs were found on disk with that attempt's output hash (DESIGN §12,
     /// `reuse: true`). It satisfies its dependents as a success does, handing them `output_hash`.
-    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
     pub struct UnitReused {
         /// The unit.
         pub unit: String,
@@ -530,6 +517,11 @@ journal_struct! {
         pub inputs: Vec<InputComponent>,
         /// The declared outputs' hash, as recorded by that attempt and found on disk now.
         pub output_hash: String,
+        /// (Format 1.11.) The declared output files that were missing or changed on disk and
+        /// were put back from the blob store to reuse the attempt, relative to the unit's
+        /// workdir, sorted; absent when none was.
+        #[serde(default, skip_serializing_if = "IsDefault::is_default")]
+        pub restored: Vec<String>,
     }
 }
 
@@ -577,9 +569,11 @@ journal_struct! {
 
 mod deadline;
 mod hook;
+mod reproduce;
 mod run_kind;
 pub use deadline::{RunDeadlines, RunLate, UnitDeadline};
 pub use hook::HookFinished;
+pub use reproduce::{ReproductionCompared, RunReproduces};
 pub use run_kind::RunKind;
 
 #[cfg(test)]

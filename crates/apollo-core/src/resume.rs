@@ -289,7 +289,8 @@ impl PriorState {
             | Event::RunFinished(_)
             | Event::UnitFiles(_)
             | Event::RunReproduces(_)
-            | Event::HookFinished(_) => {}
+            | Event::HookFinished(_)
+            | Event::ReproductionCompared(_) => {}
             Event::RunLate(_) => self.late_recorded = true,
         }
         // Any other record about the unit ends what a reuse said about it.

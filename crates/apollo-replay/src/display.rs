@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use apollo_core::event::SkipReason;
+use apollo_core::event::{ReproductionCompared, SkipReason};
 use chrono::{DateTime, Utc};
 
 /// Why a unit was skipped, in words.
@@ -14,6 +14,24 @@ pub(crate) fn skip_reason_text(reason: &SkipReason) -> String {
         SkipReason::Interrupted => "the run was interrupted before it started".to_owned(),
         SkipReason::When { condition } => format!("when: {condition} is false"),
     }
+}
+
+/// A reproduction's verdict in words: `reproduced`, or `not reproduced` and why (`recorded
+/// succeeded, now failed`, `outputs differ (out/x.csv)`), each path made safe for a terminal.
+pub(crate) fn verdict_text(compared: &ReproductionCompared) -> String {
+    if compared.reproduced {
+        return "reproduced".to_owned();
+    }
+    let mut text = "not reproduced".to_owned();
+    if let Some(recorded) = compared.recorded_status.filter(|s| *s != compared.status) {
+        let now = compared.status.as_str();
+        text.push_str(&format!(" · recorded {}, now {now}", recorded.as_str()));
+    }
+    if !compared.outputs_differ.is_empty() {
+        let paths = compared.outputs_differ.join(", ");
+        text.push_str(&format!(" · outputs differ ({})", terminal_safe(&paths)));
+    }
+    text
 }
 
 /// `ts` minus `duration_ms` (a journal value: any size), or `floor` if that is earlier or

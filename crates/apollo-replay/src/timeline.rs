@@ -14,11 +14,13 @@ use crate::Filter;
 
 mod facts;
 mod lanes;
+mod reused;
 mod status;
 mod submitted;
 use crate::display::first_line;
 pub use facts::{AttemptFiles, DeadlineStatus, Deadlines, RunFacts};
 pub(crate) use lanes::Lanes;
+pub use reused::Reused;
 pub use status::UnitStatus;
 
 /// A run's history, built by streaming its records once: per unit its attempts (with their
@@ -86,26 +88,6 @@ pub struct RunEnd {
     pub skipped: u32,
     /// Units reused from an earlier run (format 1.3; 0 before).
     pub reused: u32,
-}
-
-/// A `unit_reused` record: the unit was not run, an earlier run's success stands for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Reused {
-    /// The record's sequence number.
-    pub seq: u64,
-    /// When it was recorded.
-    pub ts: DateTime<Utc>,
-    /// The run whose attempt did the work.
-    pub from_run: String,
-    /// That attempt.
-    pub from_attempt: u32,
-    /// The input hash (equal to that attempt's).
-    pub input_hash: String,
-    /// The input components (empty when too large for the record).
-    pub inputs: Vec<InputComponent>,
-    /// The output hash it hands its dependents.
-    pub output_hash: String,
 }
 
 /// A later apollo process picked the run up again (`run_resumed`).
@@ -611,20 +593,7 @@ impl TimelineBuilder {
                     reused: finished.reused,
                 });
             }
-            Event::UnitReused(reused) => {
-                let unit_idx = self.unit_idx(reused.unit);
-                let unit = &mut self.timeline.units[unit_idx];
-                unit.status = UnitStatus::Reused;
-                unit.reused = Some(Reused {
-                    seq,
-                    ts,
-                    from_run: reused.from_run,
-                    from_attempt: reused.from_attempt,
-                    input_hash: reused.input_hash,
-                    inputs: reused.inputs,
-                    output_hash: reused.output_hash,
-                });
-            }
+            Event::UnitReused(reused) => self.reused(seq, ts, reused),
             Event::UnitSubmitted(submitted) => self.submitted(submitted),
             // A kind this version does not know (a newer minor format): nothing to lay out.
             _ => {}

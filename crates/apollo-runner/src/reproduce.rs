@@ -30,6 +30,7 @@ mod run;
 mod scratch;
 
 pub(crate) use compare::compare_outputs;
+use compare::compared;
 pub use isolation::{Isolation, NoIsolation};
 use prepare::refused;
 pub use prepare::reproduced_unit;
@@ -198,11 +199,10 @@ pub struct Reproduction {
 }
 
 impl Reproduction {
-    /// Whether the attempt was reproduced: the same status, and every output identical.
+    /// Whether the attempt was reproduced: the same status, and every output identical (what
+    /// its `reproduction_compared` record says).
     pub fn reproduced(&self) -> bool {
-        self.recorded_status
-            .is_none_or(|recorded| recorded == self.status)
-            && self.outputs.iter().all(OutputComparison::identical)
+        compared(self.recorded_status.as_ref(), self.status, &self.outputs).reproduced
     }
 }
 
@@ -342,7 +342,8 @@ pub fn reproduce_isolated(
             durability: request.durability,
         };
         let mut lock = state.lock(false)?;
-        let (run_id, statuses) = scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
+        let (run_id, statuses, mut journal) =
+            scratch_run.run(&state, &mut lock, &pipeline, executor, cancel)?;
         let status = statuses.first().copied();
         let status = (run_id, status.unwrap_or(AttemptStatus::Interrupted));
         let outputs = compare_outputs(
@@ -354,6 +355,12 @@ pub fn reproduce_isolated(
                 .map_or(&[][..], Vec::as_slice),
             &scratch,
         );
+        // The verdict in the reproduction's own journal, after its `run_finished`: what
+        // `apollo runs` and `show` say of it (issue 35: one whose outputs differed was listed
+        // as succeeded).
+        let compared = compared(recorded.status_of_attempt.get(&attempt), status.1, &outputs);
+        journal.append_batch(&[Event::ReproductionCompared(compared)])?;
+        drop(journal);
         Ok((status, inputs, outputs, not_isolated))
     })();
     let kept = !temporary || request.keep;

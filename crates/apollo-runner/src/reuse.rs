@@ -192,6 +192,7 @@ impl Recording<'_> {
                             input_hash: reused.input_hash.clone(),
                             inputs: Vec::new(),
                             output_hash: reused.output_hash.clone(),
+                            restored: Vec::new(),
                         })),
                         Event::UnitFinished(finished)
                             if finished.status == AttemptStatus::Succeeded =>
@@ -328,10 +329,15 @@ impl OutputRestorer for BlobRestorer {
         unit: &Unit,
         base_dir: &Path,
         candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<String>, String> {
         let files = self.restorable(unit, base_dir, candidate)?;
+        let mut restored = Vec::new();
         for file in &files {
             let dest = base_dir.join(&file.path);
+            // A file still as recorded is left alone, and not named as restored.
+            if as_recorded(&dest, file) {
+                continue;
+            }
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent)
                     .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
@@ -339,8 +345,10 @@ impl OutputRestorer for BlobRestorer {
             self.blobs
                 .restore(&file.sha256, &dest, file.mode)
                 .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
+            restored.push(file.path.clone());
         }
-        Ok(())
+        restored.sort_unstable();
+        Ok(restored)
     }
 
     fn can_restore(
@@ -351,6 +359,17 @@ impl OutputRestorer for BlobRestorer {
     ) -> Result<(), String> {
         self.restorable(unit, base_dir, candidate).map(drop)
     }
+}
+
+/// Whether `dest` is a regular file with `file`'s bytes and permission bits (what a restore
+/// would write).
+fn as_recorded(dest: &Path, file: &FileEntry) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(dest).is_ok_and(|meta| {
+        meta.is_file()
+            && meta.len() == file.size
+            && meta.permissions().mode() & 0o777 == file.mode & 0o777
+    }) && hash::sha256_file(dest).is_ok_and(|sha256| sha256 == file.sha256)
 }
 
 #[cfg(test)]
@@ -385,6 +404,7 @@ mod tests {
             input_hash: "h".into(),
             inputs: Vec::new(),
             output_hash: "o".into(),
+            restored: Vec::new(),
         })
     }
 

@@ -366,6 +366,7 @@ mod tests {
                 input_hash: String::new(),
                 inputs: Vec::new(),
                 output_hash: String::new(),
+                restored: Vec::new(),
             })],
         );
         let lock = state.lock(false).unwrap();

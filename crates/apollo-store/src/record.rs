@@ -260,10 +260,8 @@ mod tests {
                 pid: 1,
                 units: vec!["u".into()],
                 identity: Some("nightly@apollo.yaml".into()),
-                params: std::collections::BTreeMap::new(),
                 run_kind: RunKind::Reproduction,
-                durability: apollo_core::Durability::Fsync,
-                deadlines: None,
+                ..RunStarted::default()
             });
             let mut json = Vec::new();
             encode_checked(&started, &mut json).unwrap();
@@ -304,6 +302,7 @@ mod tests {
                 })
                 .collect(),
             output_hash: name.to_owned(),
+            restored: vec![format!("out/{name}.csv")],
         })
     }
 

@@ -535,15 +535,13 @@ impl PipelineReuse {
         input: &Digest,
         inputs: Vec<InputComponent>,
     ) -> Option<ReuseCandidate> {
-        if self.excluding == Some(success.run) {
-            return None;
-        }
-        Some(ReuseCandidate {
+        (self.excluding != Some(success.run)).then(|| ReuseCandidate {
             run_id: self.pipeline.runs.name(success.run).to_owned(),
             attempt: success.attempt,
             input_hash: input.text(),
             inputs,
             output_hash: success.output.text(),
+            restored: Vec::new(),
         })
     }
 

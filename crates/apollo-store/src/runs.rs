@@ -112,6 +112,9 @@ pub struct RunSummary {
     pub counts: Option<apollo_core::UnitCounts>,
     /// The run's deadline, from `run_started` (journal format 1.9; `None` without one).
     pub deadline: Option<DateTime<Utc>>,
+    /// A reproduction's verdict, from its `reproduction_compared` (journal format 1.11):
+    /// `None` for other runs, and for a reproduction that did not get as far as comparing.
+    pub reproduction: Option<apollo_core::event::ReproductionCompared>,
 }
 
 impl RunSummary {
@@ -268,6 +271,7 @@ fn summarize_counting(
         durability: apollo_core::Durability::Fsync,
         counts: None,
         deadline: None,
+        reproduction: None,
     };
     let run_dir = state.runs_dir().join(id.as_str());
     let result = (|| -> Result<(), StoreError> {
@@ -300,6 +304,7 @@ fn summarize_counting(
         }
         let tail = tail(&run_dir)?;
         summary.last_record = tail.last_ts;
+        summary.reproduction = tail.compared;
         match tail.finished {
             Some((ts, finished)) => {
                 summary.finished = Some(ts);

@@ -30,8 +30,9 @@ const INDEX_DIR: &str = "index";
 const RUNS_FILE: &str = "runs";
 
 /// The file's format: an index of another format or apollo version is rebuilt, never read.
-/// 2 added each run's kind; 3 its durability mode; 4 the run model's counts; 5 its deadline.
-const FORMAT: u32 = 5;
+/// 2 added each run's kind; 3 its durability mode; 4 the run model's counts; 5 its deadline;
+/// 6 a reproduction's verdict.
+const FORMAT: u32 = 6;
 
 /// When a file's stamp was taken, or what it is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -125,6 +126,8 @@ struct Entry {
     counts: Option<[u32; apollo_core::UnitState::ALL.len()]>,
     #[serde(default)]
     deadline: Option<DateTime<Utc>>,
+    #[serde(default)]
+    reproduction: Option<apollo_core::event::ReproductionCompared>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -207,6 +210,7 @@ impl RunsIndex {
                 durability: entry.durability,
                 counts: entry.counts.map(apollo_core::UnitCounts::from_array),
                 deadline: entry.deadline,
+                reproduction: entry.reproduction.clone(),
             },
         ))
     }
@@ -273,6 +277,7 @@ impl RunsIndex {
                 durability: summary.durability,
                 counts: summary.counts.map(|counts| counts.to_array()),
                 deadline: summary.deadline,
+                reproduction: summary.reproduction.clone(),
             },
         );
         self.changed = true;

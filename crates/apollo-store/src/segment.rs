@@ -32,8 +32,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// `deadlines` of `run_started` (the run's and its units' `deadline:`, resolved when the run
 /// started, in UTC); 1.10 the `run_late` record (the run's predicted finish passed its
 /// deadline, or the deadline came with units not done: written once, before the `on_late`
-/// hook).
-pub const FORMAT_MINOR: u32 = 10;
+/// hook); 1.11 the `restored` files of `unit_reused` (outputs put back from the blob store)
+/// and the `reproduction_compared` record (a reproduction's verdict, after its
+/// `run_finished`).
+pub const FORMAT_MINOR: u32 = 11;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

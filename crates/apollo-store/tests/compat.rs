@@ -179,6 +179,7 @@ fn a_format_1_3_unit_reused_record_round_trips_and_older_run_finished_reads_as_n
             hash: "b".repeat(64),
         }],
         output_hash: "c".repeat(64),
+        restored: Vec::new(),
     });
     let finished = Event::RunFinished(RunFinished {
         status: RunStatus::Succeeded,
@@ -325,4 +326,58 @@ fn a_format_1_10_run_late_record_round_trips() {
     let (records, warnings) = read_all(dir.path(), ReadOptions::default());
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(records.unwrap()[1].event, late);
+}
+
+/// Format 1.11 adds `unit_reused`'s `restored` files and the `reproduction_compared` record,
+/// written after a reproduction's `run_finished`: both read back, a 1.10 `unit_reused` (no
+/// `restored`) reads with none, and the run is finished with its verdict in the run's summary
+/// (from the journal, then from the runs index).
+#[test]
+fn a_format_1_11_reuse_names_restored_files_and_a_reproduction_records_its_verdict() {
+    use apollo_core::event::{AttemptStatus, ReproductionCompared, RunStatus, UnitReused};
+    use apollo_store::JournalWriter;
+
+    let old = r#"{"kind":"unit_reused","unit":"clean","from_run":"r","from_attempt":1,"input_hash":"i","output_hash":"o"}"#;
+    let Event::UnitReused(old) = serde_json::from_str::<Event>(old).unwrap() else {
+        panic!("a unit_reused");
+    };
+    assert!(old.restored.is_empty());
+    let reused = Event::UnitReused(UnitReused {
+        restored: vec!["out/clean.csv".into()],
+        ..old
+    });
+    let verdict = Event::ReproductionCompared(ReproductionCompared {
+        reproduced: false,
+        recorded_status: Some(AttemptStatus::Succeeded),
+        status: AttemptStatus::Succeeded,
+        outputs_differ: vec!["out/x.csv".into()],
+    });
+    assert_eq!(
+        serde_json::to_string(&verdict).unwrap(),
+        r#"{"kind":"reproduction_compared","reproduced":false,"recorded_status":"succeeded","status":"succeeded","outputs_differ":["out/x.csv"]}"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let run: RunId = "20261204T150000Z-0001".parse().unwrap();
+    let run_dir = state.create_run(&run).unwrap();
+    let options = crate::support::fast();
+    let mut writer = JournalWriter::create(run_dir.path(), run.as_str(), options).unwrap();
+    let started = crate::support::run_started(run.as_str(), "etl");
+    writer.append_batch(&[started, reused.clone()]).unwrap();
+    let finished = crate::support::run_finished(RunStatus::Succeeded);
+    writer.append_batch(&[finished]).unwrap();
+    writer.append_batch(std::slice::from_ref(&verdict)).unwrap();
+    drop(writer);
+    let (records, warnings) = read_all(run_dir.path(), ReadOptions::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let records = records.unwrap();
+    assert_eq!((&records[1].event, &records[3].event), (&reused, &verdict));
+    let Event::ReproductionCompared(verdict) = verdict else {
+        unreachable!()
+    };
+    for _listing in 0..2 {
+        let runs = state.list_runs().unwrap();
+        assert_eq!(runs[0].state, RunState::Succeeded, "{runs:?}");
+        assert_eq!(runs[0].reproduction.as_ref(), Some(&verdict));
+    }
 }

@@ -57,8 +57,8 @@ fn fetch_reused(run: &RunId, attempt: u32, input_hash: &str, output_hash: &str) 
         from_run: run.to_string(),
         from_attempt: attempt,
         input_hash: input_hash.into(),
-        inputs: Vec::new(),
         output_hash: output_hash.into(),
+        ..UnitReused::default()
     })
 }
 

@@ -63,6 +63,34 @@ fn cost_text(line: &apollo_runner::read::RunLine) -> String {
     }
 }
 
+/// A reproduction's verdict in words: `identical`, `outputs differ (out/x.csv)`, `outcome
+/// differs (recorded succeeded, now failed)`, or both of the last.
+pub(crate) fn verdict_text(verdict: &apollo_core::event::ReproductionCompared) -> String {
+    if verdict.reproduced {
+        return "identical".to_owned();
+    }
+    let mut parts = Vec::new();
+    if let Some(recorded) = verdict.recorded_status
+        && recorded != verdict.status
+    {
+        parts.push(format!(
+            "outcome differs (recorded {}, now {})",
+            recorded.as_str(),
+            verdict.status.as_str()
+        ));
+    }
+    if !verdict.outputs_differ.is_empty() {
+        let paths: Vec<String> = (verdict.outputs_differ.iter())
+            .map(|path| crate::excerpt::clean_line(path))
+            .collect();
+        parts.push(format!("outputs differ ({})", paths.join(", ")));
+    }
+    if parts.is_empty() {
+        parts.push("not reproduced".to_owned());
+    }
+    parts.join(", ")
+}
+
 /// `apollo runs`.
 #[expect(clippy::too_many_lines, reason = "to be split (issue 37), not grown")]
 pub(crate) fn runs(
@@ -160,11 +188,15 @@ pub(crate) fn runs(
                             ))
                         },
                     );
-                    // Reused units are done too, and counted apart. A reproduction says so first:
-                    // its status is whether the attempt ran again, not a run of the pipeline.
+                    // Reused units are done too, and counted apart. A reproduction says so first,
+                    // with its verdict: its status is whether the attempt ran again, not whether
+                    // it came out the same.
                     let mut units = String::new();
                     if line.kind != "run" {
                         units.push_str(&format!("{}: ", line.kind));
+                    }
+                    if let Some(verdict) = &line.reproduction {
+                        units.push_str(&format!("{}; ", verdict_text(verdict)));
                     }
                     let counts = &line.counts;
                     let reused = counts.get(UnitState::Reused);

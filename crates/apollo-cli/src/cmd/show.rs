@@ -178,12 +178,13 @@ pub(crate) fn show(
     }
     if let Some(reused) = &unit.reused {
         text.push_str(&format!(
-            "  reused at {}: inputs identical to run {} attempt {} (input {}, output {}); `apollo show {} {}` shows that attempt\n",
+            "  reused at {}: inputs identical to run {} attempt {} (input {}, output {}){}; `apollo show {} {}` shows that attempt\n",
             reused.ts.format("%Y-%m-%d %H:%M:%S UTC"),
             reused.from_run,
             reused.from_attempt,
             short(&reused.input_hash),
             short(&reused.output_hash),
+            crate::excerpt::restored_text(&reused.restored),
             reused.from_run,
             unit.name,
         ));

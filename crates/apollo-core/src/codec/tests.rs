@@ -81,6 +81,7 @@ fn every_field_of_every_kind_is_encoded_as_serde_encodes_it_and_walked_back() {
         HookFinished::FIELD_NAMES,
         UnitReused::FIELD_NAMES,
         crate::event::RunLate::FIELD_NAMES,
+        crate::event::ReproductionCompared::FIELD_NAMES,
     ];
     for name in declared.into_iter().flatten() {
         assert!(

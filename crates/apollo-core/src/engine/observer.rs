@@ -58,6 +58,8 @@ pub enum Notice<'a> {
         from_run: &'a str,
         /// That attempt.
         from_attempt: u32,
+        /// The output files put back from the blob store to reuse it (sorted; usually none).
+        restored: &'a [String],
     },
     /// The unit will not run: an upstream failed.
     Skipped {
@@ -124,6 +126,7 @@ pub(super) enum HeldNotice {
         unit_idx: usize,
         from_run: String,
         from_attempt: u32,
+        restored: Vec<String>,
     },
 }
 
@@ -152,10 +155,12 @@ impl HeldNotice {
                 unit_idx,
                 from_run,
                 from_attempt,
+                restored,
             } => observer.notice(&Notice::Reused {
                 unit: &pipeline.units[unit_idx].name,
                 from_run: &from_run,
                 from_attempt,
+                restored: &restored,
             }),
             HeldNotice::Skipped { unit_idx, upstream } => observer.notice(&Notice::Skipped {
                 unit: &pipeline.units[unit_idx].name,

@@ -41,6 +41,9 @@ pub struct ReuseCandidate {
     pub inputs: Vec<InputComponent>,
     /// Its declared outputs' hash.
     pub output_hash: String,
+    /// The output files the reuse check put back from the blob store to reuse it (see
+    /// [`OutputRestorer::restore`]); empty as a [`ReuseSource`] gives it.
+    pub restored: Vec<String>,
 }
 
 /// Where the engine looks up earlier successes of the pipeline's units. Implementations must
@@ -59,14 +62,15 @@ pub trait ReuseSource: Send + Sync {
 /// (from the blob store), so that the unit can be reused instead of run. The engine hashes
 /// the outputs again afterwards: a restorer that writes the wrong bytes costs a rerun.
 pub trait OutputRestorer: Send + Sync {
-    /// Restore `unit`'s declared outputs (under `base_dir`) as `candidate` left them, or say
-    /// why that is not possible.
+    /// Restore `unit`'s declared outputs (under `base_dir`) as `candidate` left them — the
+    /// files it wrote (relative to `base_dir`, sorted): those that were missing or differed —
+    /// or say why that is not possible.
     fn restore(
         &self,
         unit: &Unit,
         base_dir: &Path,
         candidate: &ReuseCandidate,
-    ) -> Result<(), String>;
+    ) -> Result<Vec<String>, String>;
 
     /// Whether [`restore`](Self::restore) could put them back, writing nothing (a plan): as
     /// far as can be told without copying (a damaged blob is found only as it is copied).
@@ -91,7 +95,7 @@ impl OutputRestorer for NoRestore {
         _unit: &Unit,
         _base_dir: &Path,
         _candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<String>, String> {
         Err("not restorable: no blob store yet".to_owned())
     }
 
@@ -101,7 +105,7 @@ impl OutputRestorer for NoRestore {
         base_dir: &Path,
         candidate: &ReuseCandidate,
     ) -> Result<(), String> {
-        self.restore(unit, base_dir, candidate)
+        self.restore(unit, base_dir, candidate).map(drop)
     }
 }
 
@@ -229,8 +233,11 @@ pub(super) fn check(
         prefetch.close();
     }
     Some(match reuse.restorer.restore(unit, base_dir, &candidate) {
-        Ok(()) => match outputs_differ(unit, base_dir, &candidate, limits)? {
-            None => ReuseCheck::Reusable(candidate),
+        Ok(restored) => match outputs_differ(unit, base_dir, &candidate, limits)? {
+            None => ReuseCheck::Reusable(ReuseCandidate {
+                restored,
+                ..candidate
+            }),
             Some(why) => ReuseCheck::NotReused(format!("{first}, and after restoring it {why}")),
         },
         Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),

@@ -207,6 +207,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 input_hash: "e".repeat(64),
                 inputs: inputs(index),
                 output_hash: "0".repeat(64),
+                restored: vec!["out/a.csv".into(), format!("out/u{index:05}.csv")],
             }),
             Event::RunFinished(RunFinished {
                 status: nth(index),
@@ -229,6 +230,12 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
                 predicted_finish_p95: "2026-12-04T05:20:00.000000Z".into(),
                 critical_path: vec![format!("u{index:05}"), "join".into()],
                 no_history: vec!["new".into()],
+            }),
+            Event::ReproductionCompared(crate::event::ReproductionCompared {
+                reproduced: index % 2 == 0,
+                recorded_status: Some(nth(index + 1)),
+                status: nth(index),
+                outputs_differ: vec![format!("out/u{index:05}.csv")],
             }),
         ]);
     }
@@ -327,6 +334,7 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             input_hash: String::new(),
             inputs: Vec::new(),
             output_hash: String::new(),
+            restored: Vec::new(),
         }),
         Event::RunFinished(RunFinished {
             status: RunStatus::Succeeded,
@@ -344,6 +352,12 @@ pub fn every_field_of_every_kind() -> Vec<crate::Event> {
             error: None,
         }),
         Event::RunLate(crate::event::RunLate::default()),
+        Event::ReproductionCompared(crate::event::ReproductionCompared {
+            reproduced: false,
+            recorded_status: None,
+            status: AttemptStatus::Failed,
+            outputs_differ: Vec::new(),
+        }),
     ]);
     events
 }

@@ -48,6 +48,7 @@ fn records() -> Vec<Record> {
             input_hash: fake_hash("c"),
             inputs: Vec::new(),
             output_hash: fake_hash("c out"),
+            restored: Vec::new(),
         }),
     });
     records

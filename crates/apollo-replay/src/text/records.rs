@@ -188,10 +188,15 @@ impl<W: Write> TextRenderer<W> {
             // The input hash fits the column ("out …" is a character wider).
             hash: format!("in {}", short_hash(&reused.input_hash)),
             detail: format!(
-                "inputs identical to run {} attempt {} · out {}",
+                "inputs identical to run {} attempt {} · out {}{}",
                 reused.from_run,
                 reused.from_attempt,
-                short_hash(&reused.output_hash)
+                short_hash(&reused.output_hash),
+                if reused.restored.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · restored {}", reused.restored.join(", "))
+                }
             ),
         })
     }
@@ -310,6 +315,10 @@ impl<W: Write> TextRenderer<W> {
                     format!("{} job {}", submitted.executor, submitted.job_id),
                 ),
             },
+            // A reproduction's verdict, recorded after its `run_finished`.
+            Event::ReproductionCompared(compared) => {
+                (None, "compared", crate::display::verdict_text(compared))
+            }
             _ => (None, event.kind(), String::new()),
         };
         self.write_line(&Line {

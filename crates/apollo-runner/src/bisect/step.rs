@@ -159,7 +159,7 @@ impl<'p> Steps<'p> {
             },
             durability: request.durability,
         };
-        let (run_id, statuses) = scratch_run.run(
+        let (run_id, statuses, _journal) = scratch_run.run(
             &plan.state,
             &mut self.lock,
             &pipeline,

@@ -59,6 +59,11 @@ pub struct RunLine {
     /// time or not ended).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_by_ms: Option<Option<u64>>,
+    /// A reproduction's verdict (its `reproduction_compared` record: `reproduced`, the
+    /// `recorded_status` and `status`, the `outputs_differ`); absent for other runs and for a
+    /// reproduction that never compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reproduction: Option<apollo_core::event::ReproductionCompared>,
 }
 
 impl RunLine {
@@ -118,6 +123,7 @@ pub fn run_lines(state: &StateDir, summaries: &[RunSummary], now: DateTime<Utc>)
                 cost: None,
                 deadline: None,
                 late_by_ms: None,
+                reproduction: summary.reproduction.clone(),
             }
             .with_deadline(summary.deadline, summary.finished)
         })
@@ -213,6 +219,9 @@ pub fn show_run_document(
             if let (Some(reused), Some(object)) = (&unit.reused, value.as_object_mut()) {
                 object.insert("from_run".to_owned(), reused.from_run.as_str().into());
                 object.insert("from_attempt".to_owned(), reused.from_attempt.into());
+                if !reused.restored.is_empty() {
+                    object.insert("restored".to_owned(), reused.restored.clone().into());
+                }
             }
             if let Some(unit_cost) = cost.and_then(|cost| cost.unit(&unit.name)) {
                 value["cost"] = unit_cost_json(unit_cost);
@@ -235,6 +244,9 @@ pub fn show_run_document(
         "counts": timeline.counts().to_json(),
         "units": units,
     });
+    if let Some(verdict) = &summary.reproduction {
+        document["reproduction"] = serde_json::json!(verdict);
+    }
     if let Some(cost) = cost {
         document["cost"] = run_cost_json(cost);
     }
@@ -317,6 +329,14 @@ pub fn show_unit_document(
     }
     if let Some(deadline) = deadline {
         document["deadline"] = deadline_json(deadline);
+    }
+    // Reused from an earlier run: which attempt, and the files put back from the blob store.
+    if let Some(reused) = &unit.reused {
+        document["reused"] = serde_json::json!({
+            "ts": reused.ts, "from_run": reused.from_run, "from_attempt": reused.from_attempt,
+            "input_hash": reused.input_hash, "output_hash": reused.output_hash,
+            "restored": reused.restored,
+        });
     }
     document
 }

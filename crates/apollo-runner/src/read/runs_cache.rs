@@ -36,6 +36,7 @@ pub struct RunEntry {
     /// the lines shown.
     params: Option<Box<str>>,
     deadline: Option<DateTime<Utc>>,
+    reproduction: Option<Box<apollo_core::event::ReproductionCompared>>,
 }
 
 impl RunEntry {
@@ -71,6 +72,7 @@ impl RunEntry {
                 .flatten()
                 .map(String::into_boxed_str),
             deadline: summary.deadline,
+            reproduction: summary.reproduction.clone().map(Box::new),
         }
     }
 
@@ -128,6 +130,7 @@ impl RunEntry {
             cost: None,
             deadline: None,
             late_by_ms: None,
+            reproduction: self.reproduction.as_deref().cloned(),
         }
         .with_deadline(self.deadline, self.finished)
     }

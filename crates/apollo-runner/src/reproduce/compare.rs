@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use apollo_core::capture::FileEntry;
+use apollo_core::event::{AttemptStatus, ReproductionCompared};
 use apollo_core::hash::{self, sha256_file};
 use apollo_store::StateDir;
 
@@ -88,4 +89,27 @@ fn text_diff(state: &StateDir, recorded: &FileEntry, now_path: &Path) -> Option<
             )
             .to_string(),
     )
+}
+
+/// The `reproduction_compared` record of a reproduction that ended `status`, of an attempt
+/// recorded `recorded_status`, whose outputs compared as `outputs`: the one rule of whether an
+/// attempt was reproduced ([`super::Reproduction::reproduced`] asks it too).
+pub(crate) fn compared(
+    recorded_status: Option<&AttemptStatus>,
+    status: AttemptStatus,
+    outputs: &[OutputComparison],
+) -> ReproductionCompared {
+    let mut outputs_differ: Vec<String> = (outputs.iter())
+        .filter(|output| !output.identical())
+        .map(|output| output.path.clone())
+        .collect();
+    outputs_differ.sort_unstable();
+    let recorded_status = recorded_status.copied();
+    ReproductionCompared {
+        reproduced: recorded_status.is_none_or(|recorded| recorded == status)
+            && outputs_differ.is_empty(),
+        recorded_status,
+        status,
+        outputs_differ,
+    }
 }

@@ -26,8 +26,9 @@ impl ScratchRun<'_> {
     /// Writes the run (under the state directory's lock, `lock`: held by the caller across
     /// a bisect's steps, so no helper process of a step's attempt that outlives it for an
     /// instant holds it against the next) and runs the engine on `pipeline`:
-    /// the run's id and each of its units' status, in `pipeline`'s order (`interrupted` for
-    /// one that never ended: cut off, or not run because an upstream unit failed).
+    /// the run's id, each of its units' status, in `pipeline`'s order (`interrupted` for
+    /// one that never ended: cut off, or not run because an upstream unit failed), and its
+    /// journal, still open for what is recorded after the run (a reproduction's verdict).
     pub(crate) fn run(
         &self,
         state: &StateDir,
@@ -35,7 +36,7 @@ impl ScratchRun<'_> {
         pipeline: &Pipeline,
         executor: &dyn Executor,
         cancel: &CancelToken,
-    ) -> Result<(RunId, Vec<AttemptStatus>), RunnerError> {
+    ) -> Result<(RunId, Vec<AttemptStatus>, JournalWriter), RunnerError> {
         let definition_hash = state.put_blob_streamed(lock, None, |out| {
             crate::session::write_definition_snapshot(pipeline, out)
         })?;
@@ -107,6 +108,6 @@ impl ScratchRun<'_> {
                 }
             })
             .collect();
-        Ok((run_id, statuses))
+        Ok((run_id, statuses, journal))
     }
 }

@@ -1,6 +1,8 @@
 //! A run's lifecycle from the end of its journal: the last `run_started`, `run_resumed` or
 //! `run_finished` decides (what may follow `run_finished` changes nothing).
 
+use apollo_core::event::ReproductionCompared;
+
 use super::*;
 
 /// What the end of a run's journal says of its lifecycle.
@@ -11,6 +13,9 @@ pub(crate) struct Tail {
     /// The run's `run_finished` and its timestamp, when the last record that decides the
     /// lifecycle (`run_started`, `run_resumed`, `run_finished`) is a `run_finished`.
     pub(crate) finished: Option<(DateTime<Utc>, RunFinished)>,
+    /// A reproduction's verdict, its last `reproduction_compared` (written after its
+    /// `run_finished`; format 1.11).
+    pub(crate) compared: Option<ReproductionCompared>,
 }
 
 /// Where a run stands after one more record, read in journal order.
@@ -31,7 +36,7 @@ impl Lifecycle {
     fn after(self, record: Record) -> Self {
         match record.event {
             Event::RunFinished(finished) => Lifecycle::Finished(record.ts, finished),
-            Event::HookFinished(_) | Event::UnitMarked(_) => self,
+            Event::HookFinished(_) | Event::UnitMarked(_) | Event::ReproductionCompared(_) => self,
             _ => Lifecycle::Open,
         }
     }
@@ -58,6 +63,7 @@ pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
             // before the window (never acknowledged, cut by recovery) cannot be ruled out.
             let mut earlier_batch = false;
             let mut damaged = false;
+            let mut compared = None;
             let mut payload = Vec::new();
             if frames.resync_after(len - TAIL - 1).map_err(io_error)? {
                 loop {
@@ -66,6 +72,7 @@ pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
                             if let Ok(record) = decode_record(&payload) {
                                 earlier_batch |= last_ts.is_some_and(|ts| ts != record.ts);
                                 last_ts = Some(record.ts);
+                                note_compared(&mut compared, &record);
                                 lifecycle = lifecycle.after(record);
                             }
                         }
@@ -86,12 +93,14 @@ pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
                         return Ok(Tail {
                             last_ts,
                             finished: None,
+                            compared,
                         });
                     }
                     Lifecycle::Finished(ts, finished) => {
                         return Ok(Tail {
                             last_ts,
                             finished: Some((ts, finished)),
+                            compared,
                         });
                     }
                 }
@@ -100,25 +109,34 @@ pub(crate) fn tail(run_dir: &Path) -> Result<Tail, StoreError> {
     }
     // Small segment, header-only segment, huge records, or a window of hooks and marks only:
     // read the whole last segment, and the whole journal if that holds no record.
-    let mut lifecycle = Lifecycle::Unknown;
-    let mut last_ts = None;
+    let (mut lifecycle, mut last_ts, mut compared) = (Lifecycle::Unknown, None, None);
     for record in JournalReader::open_last_segment(run_dir)? {
         let record = record?;
         last_ts = Some(record.ts);
+        note_compared(&mut compared, &record);
         lifecycle = lifecycle.after(record);
     }
     if matches!(lifecycle, Lifecycle::Unknown) {
         for record in JournalReader::open(run_dir, ReadOptions::default())? {
             let record = record?;
             last_ts = Some(record.ts);
+            note_compared(&mut compared, &record);
             lifecycle = lifecycle.after(record);
         }
     }
     Ok(Tail {
         last_ts,
+        compared,
         finished: match lifecycle {
             Lifecycle::Finished(ts, finished) => Some((ts, finished)),
             Lifecycle::Unknown | Lifecycle::Open => None,
         },
     })
+}
+
+/// Keeps `record` in `compared` when it is a reproduction's verdict (the last one stands).
+fn note_compared(compared: &mut Option<ReproductionCompared>, record: &Record) {
+    if let Event::ReproductionCompared(verdict) = &record.event {
+        *compared = Some(verdict.clone());
+    }
 }

@@ -11,6 +11,7 @@ fn reused(unit: &str) -> Event {
         input_hash: "i".to_owned(),
         inputs: Vec::new(),
         output_hash: "o".to_owned(),
+        restored: Vec::new(),
     })
 }
 

@@ -54,6 +54,10 @@ pub(super) fn show_run(
         writeln!(out, "  problem: {problem}").map_err(output)?;
     }
     writeln!(out, "  {}, of {} units", counts.text(0), summary.n_units).map_err(output)?;
+    if let Some(verdict) = &summary.reproduction {
+        let verdict = crate::cmd::runs::verdict_text(verdict);
+        writeln!(out, "  reproduction: {verdict}").map_err(output)?;
+    }
     if let Some(cost) = &cost {
         writeln!(out, "  {}", run_cost_text(cost)).map_err(output)?;
     }
@@ -71,8 +75,10 @@ pub(super) fn show_run(
         );
         match (&unit.reused, unit.last_attempt()) {
             (Some(reused), _) => line.push_str(&format!(
-                "  from run {} attempt {}",
-                reused.from_run, reused.from_attempt
+                "  from run {} attempt {}{}",
+                reused.from_run,
+                reused.from_attempt,
+                crate::excerpt::restored_text(&reused.restored)
             )),
             (None, Some(last)) => line.push_str(&format!(
                 "  {} attempt{}, last {}",

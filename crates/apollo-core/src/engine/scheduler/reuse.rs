@@ -95,6 +95,7 @@ impl Scheduler<'_> {
             input_hash: started.input_hash,
             inputs,
             output_hash: candidate.output_hash.clone(),
+            restored: candidate.restored.clone(),
         };
         self.batch.push_reused(
             record,
@@ -102,6 +103,7 @@ impl Scheduler<'_> {
                 unit_idx,
                 from_run: candidate.run_id.clone(),
                 from_attempt: candidate.attempt,
+                restored: candidate.restored,
             },
         );
         let slot = &mut self.units[unit_idx];

@@ -39,9 +39,15 @@ struct Restorer {
 }
 
 impl OutputRestorer for Restorer {
-    fn restore(&self, unit: &Unit, base_dir: &Path, _: &ReuseCandidate) -> Result<(), String> {
+    fn restore(
+        &self,
+        unit: &Unit,
+        base_dir: &Path,
+        _: &ReuseCandidate,
+    ) -> Result<Vec<String>, String> {
         *self.calls.lock().unwrap() += 1;
-        std::fs::write(base_dir.join(&unit.outputs[0]), self.content).map_err(|e| e.to_string())
+        std::fs::write(base_dir.join(&unit.outputs[0]), self.content).map_err(|e| e.to_string())?;
+        Ok(vec![unit.outputs[0].clone()])
     }
 
     fn can_restore(&self, _: &Unit, _: &Path, _: &ReuseCandidate) -> Result<(), String> {
@@ -69,6 +75,7 @@ fn candidate(dir: &Path, unit: &Unit, content: &str) -> ReuseCandidate {
         input_hash: "h1".into(),
         inputs: Vec::new(),
         output_hash,
+        restored: Vec::new(),
     }
 }
 
@@ -154,9 +161,14 @@ fn a_restored_output_is_hashed_again_before_it_is_reused() {
         "a plan wrote an output"
     );
     let reuse = Reuse::new(source.clone()).with_restorer(good.clone());
+    // The candidate reused names the files the restorer put back (its `unit_reused` does).
+    let restored = ReuseCandidate {
+        restored: vec!["out.txt".into()],
+        ..found.clone()
+    };
     assert_eq!(
         check_now(&reuse, &unit, dir.path(), "h1"),
-        ReuseCheck::Reusable(found.clone())
+        ReuseCheck::Reusable(restored.clone())
     );
     assert_eq!(*good.calls.lock().unwrap(), 1);
     // Restoring writes in the workspace: nothing hashed ahead is used after it.
@@ -172,7 +184,7 @@ fn a_restored_output_is_hashed_again_before_it_is_reused() {
             &hash::Limits::new(&cancel, None, None),
             Some((&prefetch, 0)),
         ),
-        Some(ReuseCheck::Reusable(found))
+        Some(ReuseCheck::Reusable(restored))
     );
     assert!(!prefetch.is_open());
     // A restorer that writes the wrong bytes costs a rerun, never a wrong reuse.

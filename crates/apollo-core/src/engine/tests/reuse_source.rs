@@ -35,6 +35,7 @@ impl EventsSource {
                             input_hash: start.input_hash.clone(),
                             inputs: start.inputs.clone(),
                             output_hash: output_hash.clone(),
+                            restored: Vec::new(),
                         },
                     );
                 }

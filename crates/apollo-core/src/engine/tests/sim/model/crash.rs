@@ -89,6 +89,7 @@ impl Sim {
                     input_hash: format!("h{unit}"),
                     inputs: Vec::new(),
                     output_hash: format!("o{unit}"),
+                    restored: Vec::new(),
                 }),
             })
             .collect()

@@ -1,0 +1,82 @@
+//! Outputs restored from the blob store are named (issue 35): a unit reused across runs whose
+//! recorded output was deleted or changed on disk gets it back from the blob store, and its
+//! `unit_reused` record, the run's progress line, `--explain`, `show` (text and JSON) and
+//! `replay` say which files were put back.
+
+use crate::reuse::{counts, ran_once};
+
+#[test]
+fn a_restored_output_is_named_by_the_record_the_run_explain_show_and_replay() {
+    let (mut apollo, first) = ran_once();
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    apollo.file("out/other.csv", "tampered\n");
+    // Said without `--explain`: a reuse that wrote files is worth a line; one that wrote
+    // nothing is only counted.
+    let output = apollo.args(&["run"]).run();
+    output.code(0);
+    assert_eq!(counts(&apollo), [1, 1, 1, 1], "{}", output.stdout);
+    for (unit, path) in [("clean", "out/clean.csv"), ("other", "out/other.csv")] {
+        let line = format!(
+            "reused   {unit:<6}  inputs identical to run {first} attempt 1; restored {path}"
+        );
+        assert!(output.stdout.contains(&line), "{line}\n{}", output.stdout);
+    }
+    assert!(!output.stdout.contains("fetch"), "{}", output.stdout);
+    assert!(
+        (apollo.journal_text()).contains(r#""restored":["out/clean.csv"]}"#),
+        "the unit_reused record names the file"
+    );
+
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let output = apollo.args(&["run", "--explain"]).run();
+    output.code(0);
+    assert!(
+        output.stdout.contains(&format!(
+            "reused   clean   inputs identical to run {first} attempt 1; restored out/clean.csv"
+        )),
+        "{}",
+        output.stdout
+    );
+    // Untouched outputs are neither rewritten nor named.
+    assert!(
+        output.stdout.contains(&format!(
+            "reused   other   inputs identical to run {first} attempt 1\n"
+        )),
+        "{}",
+        output.stdout
+    );
+
+    let show = apollo.args(&["show", "latest", "clean"]).run();
+    show.code(0);
+    assert!(
+        show.stdout.contains("; restored out/clean.csv;"),
+        "{}",
+        show.stdout
+    );
+    let show = apollo
+        .args(&["show", "latest", "clean", "--format", "json"])
+        .run();
+    show.code(0);
+    let document: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(document["reused"]["from_run"], first.as_str(), "{document}");
+    assert_eq!(
+        document["reused"]["restored"],
+        serde_json::json!(["out/clean.csv"])
+    );
+    let summary = apollo.args(&["show", "latest"]).run().stdout;
+    assert!(summary.contains("; restored out/clean.csv"), "{summary}");
+    let summary = apollo.args(&["show", "latest", "--format", "json"]).run();
+    summary.code(0);
+    assert!(
+        summary.stdout.contains("out/clean.csv"),
+        "the run's summary names it: {}",
+        summary.stdout
+    );
+    let replay = apollo.args(&["replay", "latest"]).run();
+    replay.code(0);
+    assert!(
+        replay.stdout.contains("restored out/clean.csv"),
+        "{}",
+        replay.stdout
+    );
+}
