@@ -360,3 +360,24 @@ fn a_run_in_a_pid_namespace_whose_session_leader_is_outside_it_works() {
     assert_eq!((apollo.count("a"), apollo.count("b")), (1, 1));
     apollo.assert_no_processes_left();
 }
+
+/// A run lets the config's text go once loaded (8 MB held for a whole run of 100,000 units),
+/// and still records the hash of the text it ran, from a fresh parse and from the parse cache.
+#[test]
+fn run_started_records_the_hash_of_the_config_text() {
+    let mut apollo = Apollo::new();
+    let yaml = "units:\n  - name: a\n    execute: 'true'\n";
+    apollo.config(yaml);
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["run"]).run().code(0);
+    let expected = format!(
+        "\"config_hash\":\"{}\"",
+        apollo_core::hash::sha256_hex(yaml.as_bytes())
+    );
+    let journal = apollo.journal_text();
+    assert_eq!(
+        journal.matches(&expected).count(),
+        2,
+        "both runs record {expected}: {journal}"
+    );
+}

@@ -6,6 +6,8 @@
 //!   snapshots (`*.snap.new`), and with `--accept` accept them (no cargo-insta needed).
 //! * `cargo xtask bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]` — the
 //!   scheduling benchmark against the C floor runner of `../shared/bench`, make and ninja.
+//! * `cargo xtask bench-scale [--n N] [--rounds R]` — N (100,000) units: `apollo check`'s
+//!   time and `apollo run`'s peak RSS (issue 39 goal 3).
 //! * `cargo xtask bench-slurm [--n N] [--rounds R]` — a fan-out of N instances on the local
 //!   Slurm cluster: job arrays against one `sbatch` per instance (issue 39).
 //! * `cargo xtask synth-run --from STATE_DIR --into STATE_DIR [--records N]` — a large run
@@ -25,6 +27,7 @@
 //!   (release build): SIGKILL apollo at random moments, resume, check the invariants.
 #![forbid(unsafe_code)]
 
+mod bench_scale;
 mod bench_sched;
 mod bench_slurm;
 mod check_config;
@@ -75,6 +78,8 @@ commands:
   snapshots [--accept]  run the tests, list pending snapshots (.snap.new); --accept accepts them
   bench-sched [--n N] [--rounds R] [--shapes chain,wide,layered] [--no-op no]
                         scheduling benchmark: apollo vs the C floor runner, make and ninja
+  bench-scale [--n N] [--rounds R]
+                        N (100,000) units: apollo check's time and apollo run's peak RSS
   bench-slurm [--n N] [--rounds R]
                         a fan-out of N (1,000) on the local Slurm cluster: job arrays vs one job each
   synth-run --from STATE_DIR --into STATE_DIR [--records N]
@@ -102,6 +107,7 @@ fn main() -> ExitCode {
         ["man"] => man(&root),
         ["bench-sched", rest @ ..] => bench_sched::run(&root, rest),
         ["bench-slurm", rest @ ..] => bench_slurm::run(&root, rest),
+        ["bench-scale", rest @ ..] => bench_scale::run(&root, rest),
         ["synth-run", rest @ ..] => synth_run::run(rest),
         ["sim", rest @ ..] => sim::run(&root, rest),
         ["test", rest @ ..] => test::run(&root, rest),

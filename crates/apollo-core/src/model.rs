@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod resources;
+pub use resources::{Resources, SlurmResources};
+
 /// A whole pipeline, ready to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pipeline {
@@ -300,41 +303,6 @@ impl std::fmt::Display for ExecutorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// What one attempt of a unit asks for. `None` means "not stated": the local executor then
-/// counts 1 CPU and no memory, Slurm uses the cluster's defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct Resources {
-    /// CPUs (`cpus:`).
-    pub cpus: Option<u32>,
-    /// Memory in bytes (`memory: 4G`; binary units, `K`, `M`, `G`, `T`).
-    pub memory: Option<u64>,
-    /// GPUs (`gpus:`; Slurm only: `--gpus`).
-    pub gpus: Option<u32>,
-    /// Settings only Slurm reads (`slurm:`).
-    pub slurm: SlurmResources,
-}
-
-/// A unit's Slurm settings (`resources: {slurm: {...}}`), each turned into an `sbatch` option.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-#[non_exhaustive]
-pub struct SlurmResources {
-    /// `--partition`.
-    pub partition: Option<String>,
-    /// `--account`.
-    pub account: Option<String>,
-    /// `--qos`.
-    pub qos: Option<String>,
-    /// Further `sbatch` arguments, passed as written after apollo's own.
-    pub extra_args: Vec<String>,
-    /// `on_stop: detach`: a graceful stop of apollo (Ctrl-C, SIGTERM) leaves the job running
-    /// for a later resume to reattach to, instead of cancelling it (`on_stop: cancel`, the
-    /// default).
-    pub detach_on_stop: bool,
 }
 
 /// How much the local executor may run at once, beyond `max_parallel`: the sum of the running

@@ -373,6 +373,7 @@ fn lookup(
         warnings: Vec::new(),
         // The config's bytes, moved: copied, they were another megabyte of fresh pages.
         source: String::from_utf8(bytes).ok()?,
+        source_sha256: None,
         params: entry.params,
         reads: entry.reads,
         definition_hash: Some(entry.definition_hash),

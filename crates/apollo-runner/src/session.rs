@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use apollo_core::engine::{self, EngineOptions, OnInputChange};
 use apollo_core::event::{Event, RunResumed, RunStarted};
-use apollo_core::{CancelToken, Loaded, PriorState, hash};
+use apollo_core::{CancelToken, Loaded, PriorState};
 use apollo_store::{
     Durability, JournalReader, JournalWriter, ReadOptions, Record, RunId, StateDir, WriterOptions,
 };
@@ -337,7 +337,7 @@ impl<'a> RunSession<'a> {
             known => state
                 .put_blob_streamed(&lock, known, |out| write_definition_snapshot(pipeline, out))?,
         };
-        let config_hash = hash::sha256_hex(self.loaded.source.as_bytes());
+        let config_hash = self.loaded.config_hash();
         let host = apollo_store::process::host_name();
         let units: Vec<String> = pipeline
             .units

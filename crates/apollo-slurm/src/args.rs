@@ -127,8 +127,9 @@ mod tests {
         unit.resources.cpus = Some(4);
         unit.resources.memory = Some((1 << 30) + 1);
         unit.resources.gpus = Some(1);
-        unit.resources.slurm.partition = Some("long".into());
-        unit.resources.slurm.extra_args = vec!["--exclusive".into()];
+        let slurm = std::sync::Arc::make_mut(&mut unit.resources.slurm);
+        slurm.partition = Some("long".into());
+        slurm.extra_args = vec!["--exclusive".into()];
         let dir = Path::new("/shared/a/1");
         let request = AttemptRequest::new("r", &unit, 1, dir);
         let args = sbatch_args(&request, "apollo:r:align:1:0f", "0f", dir);

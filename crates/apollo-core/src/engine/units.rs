@@ -45,8 +45,9 @@ pub(super) struct UnitSlot {
     /// Attempts made by this process (the retry budget is per process).
     pub(super) attempts_here: u32,
     /// Its latest attempt in this process failed and it waits for a retry: if the run stops
-    /// after a failure, this is its result.
-    pub(super) last_failure: Option<UnitResult>,
+    /// after a failure, this is its result. Boxed: rare, and a result is 56 bytes, held
+    /// for every unit of the run.
+    pub(super) last_failure: Option<Box<UnitResult>>,
     /// When its latest attempt in this process began (for the predicted finish).
     pub(super) attempt_began: Option<std::time::Instant>,
     /// A reuse check found it must run, while no place among the running was free: its input
@@ -152,18 +153,15 @@ impl UnitTable {
         }
     }
 
-    /// Each unit's result, in config order, taken out of the table.
+    /// Each unit's result, in config order; the table is emptied. Each slot's own memory (its
+    /// output hash) is freed as its result is made, not after all of them.
     pub(super) fn take_results(&mut self, pipeline: &Pipeline) -> Vec<(String, UnitResult)> {
+        let slots = std::mem::take(&mut self.slots);
         pipeline
             .units
             .iter()
-            .zip(&mut self.slots)
-            .map(|(unit, slot)| {
-                (
-                    unit.name.clone(),
-                    slot.result.take().unwrap_or(UnitResult::NotRun),
-                )
-            })
+            .zip(slots)
+            .map(|(unit, slot)| (unit.name.clone(), slot.result.unwrap_or(UnitResult::NotRun)))
             .collect()
     }
 }

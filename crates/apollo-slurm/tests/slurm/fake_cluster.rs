@@ -79,7 +79,7 @@ fn a_refused_submission_fails_the_attempt_naming_the_partition() {
     let executor = SlurmExecutor::new(fake_cluster(root));
     let cancel = CancelToken::new();
     let mut unit = unit("u", "true", root);
-    unit.resources.slurm.partition = Some("bogus".into());
+    std::sync::Arc::make_mut(&mut unit.resources.slurm).partition = Some("bogus".into());
     let dir = attempt_dir(root, "u", 1);
     let outcome = executor.run_attempt(
         &AttemptRequest::new("r1", &unit, 1, &dir),

@@ -132,7 +132,9 @@ pub(super) fn execute(
     stderr: &mut dyn Write,
 ) -> Result<Exit, CliError> {
     let state_path = state::state_dir_path(state_dir, Some(config_path));
-    let loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
+    let mut loaded = load_for_run(config_path, &state_path, &target, execution, stderr)?;
+    // The run needs the pipeline, not its YAML (8 MB for 100,000 units, held for hours).
+    loaded.release_source();
     let pipeline = &loaded.pipeline;
     // `-j N` above what the CPUs allow is said once, not left to look like a slow run.
     if let (Some(asked), Some(cap)) = (

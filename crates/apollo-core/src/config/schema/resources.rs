@@ -72,7 +72,8 @@ impl ResourcesSpec {
                 qos: self.qos.clone(),
                 extra_args: self.extra_args.clone().unwrap_or_default(),
                 detach_on_stop: self.detach_on_stop.unwrap_or(false),
-            },
+            }
+            .shared(),
         }
     }
 }

@@ -321,13 +321,16 @@ impl Scheduler<'_> {
                 },
             ),
             Next::LastFailureStands => {
-                let result = slot.last_failure.take().unwrap_or_else(failure);
+                let result = slot
+                    .last_failure
+                    .take()
+                    .map_or_else(failure, |result| *result);
                 (State::Failed, result)
             }
             Next::FailedWaiting => (State::Waiting, failure()),
             Next::Retry { delay } => {
                 self.retries.schedule(unit_idx, Instant::now() + delay);
-                slot.last_failure = Some(failure());
+                slot.last_failure = Some(Box::new(failure()));
                 slot.state = State::RetryWait;
                 return Some(delay);
             }
@@ -389,7 +392,7 @@ impl Scheduler<'_> {
             }
             if let Some(result) = slot.last_failure.take() {
                 slot.state = State::Failed;
-                slot.result = Some(result);
+                slot.result = Some(*result);
                 self.skip_downstream(unit_idx);
             }
         }

@@ -107,7 +107,7 @@ impl<'a> Scheduler<'a> {
                 && let Some(result) = slot.last_failure.take()
             {
                 slot.state = State::Failed;
-                slot.result = Some(result);
+                slot.result = Some(*result);
                 self.skip_downstream(unit_idx);
             }
             return;
