@@ -44,6 +44,7 @@ mod slurm_arrays;
 mod slurm_cluster;
 mod slurm_exactly_once;
 mod slurm_queue_limit;
+mod slurm_reattach_changed;
 mod slurm_secrets;
 mod state_dir;
 mod values;
