@@ -43,6 +43,7 @@ mod slurm;
 mod slurm_arrays;
 mod slurm_cluster;
 mod slurm_exactly_once;
+mod slurm_log_limit;
 mod slurm_queue_limit;
 mod slurm_reattach_changed;
 mod slurm_secrets;
