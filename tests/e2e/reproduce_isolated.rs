@@ -121,6 +121,7 @@ fn an_absolute_path_into_the_project_fails_and_the_journal_still_records_the_rep
 /// sysctl or a container's policy, while the machine's limit is left as it is. Where this
 /// process may not make a user namespace either, apollo's isolation fails there already and
 /// it runs as it is (empty). `None`: `unshare` is missing here.
+#[allow(clippy::disallowed_methods)] // Probes whether unshare may make a user namespace.
 pub(crate) fn without_user_namespaces() -> Option<Vec<&'static str>> {
     let probe = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "true"])

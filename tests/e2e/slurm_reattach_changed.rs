@@ -7,8 +7,6 @@
 //! reuse that output as if made from the new one. Without a cluster: SKIPPED (fails under
 //! `CI=true`).
 
-#![allow(clippy::disallowed_methods)] // The tests read the cluster through squeue.
-
 use crate::slurm_cluster::{cluster, guard};
 use crate::support::{Apollo, Output, SAFETY_TIMEOUT};
 
