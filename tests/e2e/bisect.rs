@@ -256,3 +256,53 @@ fn a_unit_that_must_not_run_twice_is_refused_unless_allowed() {
         output.stdout
     );
 }
+
+/// Where apollo may not make a user namespace (see `reproduce_isolated`), bisect's steps run
+/// with the project writable and one loud line says so, as does its JSON.
+#[test]
+fn a_bisection_that_cannot_be_isolated_says_so_in_one_loud_line_and_in_its_json() {
+    let prefix = crate::reproduce_isolated::without_user_namespaces();
+    if !apollo_core::testing::require(
+        prefix.is_some(),
+        "util-linux's unshare (to refuse apollo a user namespace)",
+        "install util-linux",
+    ) {
+        return;
+    }
+    let prefix = prefix.unwrap_or_default();
+    let mut apollo = two_runs(|apollo| {
+        apollo.file("data/b.txt", "b2\n");
+        Vec::new()
+    });
+    let output = apollo
+        .args(&["bisect", "latest~1", "latest", "report"])
+        .run_under(&prefix);
+    output.code(0);
+    assert!(
+        output.stdout.contains("found: file data/b.txt ("),
+        "{output:?}"
+    );
+    let warnings: Vec<&str> = (output.stderr.lines())
+        .filter(|line| line.contains("not isolated"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{output:?}");
+    assert!(
+        warnings[0].starts_with(
+            "warning: not isolated: the units ran with your project writable (the kernel \
+             refused a user and mount namespace: "
+        ),
+        "{}",
+        warnings[0]
+    );
+    let output = apollo
+        .args(&["bisect", "latest~1", "latest", "report", "--format", "json"])
+        .run_under(&prefix);
+    let value = json(&output.stdout);
+    assert_eq!(value["isolated"], false, "{value}");
+    assert!(
+        value["not_isolated"]
+            .as_str()
+            .is_some_and(|why| why.starts_with("the kernel refused a user and mount namespace")),
+        "{value}"
+    );
+}

@@ -45,9 +45,9 @@
 //!
 //! 11. **Slurm** (`--slurm`, where a cluster answers): about a third of the units run as jobs
 //!     of the local cluster (`executor: slurm`), the non-idempotent one too, and kills come up
-//!     to 2 s in, while jobs run: a job apollo died with is reattached, never run again (checks
-//!     1–5 hold; before a verdict the harness ends the unit's job, as a careful human would),
-//!     and no job of a completed run is left in the queue.
+//!     to 2 s in, while jobs run: a job apollo died with is reattached (by a later attempt, to
+//!     the job whose end is unrecorded: `slurm::count_and_check_jobs`), never run again (checks
+//!     1–5; a verdict after `scancel`, as a human's), and no job of a done run stays queued.
 //!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
@@ -685,7 +685,7 @@ fn iteration(
         (kills, max_kills, phase_invocation) = (0, 1 + rng.below(4), 0);
         deadline = Instant::now() + Duration::from_secs(300);
     }
-    slurm::count_jobs(dir, &mut totals.slurm_jobs);
+    violations.extend(slurm::count_and_check_jobs(dir, &mut totals.slurm_jobs));
     if std::fs::read(&victim).map_err(io!())? != VICTIM.as_bytes() {
         violations.push(format!(
             "{} (a lock file's link target) was written",

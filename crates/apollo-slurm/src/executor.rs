@@ -306,6 +306,10 @@ pub(crate) fn link_logs(dir: &Path, earlier_dir: &Path) {
 /// and in `also`): the job wrote them on the shared filesystem without apollo in the way, so
 /// they are cut when apollo collects the job, not while it runs. The byte counts follow; the
 /// stdout hash stays the one of all the job printed.
+///
+/// Once: a job collected again (apollo died after cutting its logs and before recording its
+/// end, and the resume reattached) keeps the cut it has, noted in `also` too; cutting it again
+/// would replace the marker's count of what was cut with the marker's own length.
 pub(crate) fn cap_logs(
     unit: &apollo_core::Unit,
     dir: &Path,
@@ -317,14 +321,18 @@ pub(crate) fn cap_logs(
     };
     for stream in ["stdout", "stderr"] {
         let path = dir.join(stream);
-        let Ok(cut) = apollo_exec::log_cap::cut_in_place(&path, limit) else {
-            continue;
+        let (cut, capped_at) = match apollo_exec::log_cap::read_capped(dir, stream) {
+            Some(noted) => noted,
+            None => match apollo_exec::log_cap::cut_in_place(&path, limit) {
+                Ok(0) | Err(_) => continue,
+                Ok(cut) => {
+                    let _ = apollo_exec::log_cap::note_capped(dir, stream, cut, limit);
+                    (cut, limit)
+                }
+            },
         };
-        if cut == 0 {
-            continue;
-        }
-        for folder in std::iter::once(dir).chain(also.iter().copied()) {
-            let _ = apollo_exec::log_cap::note_capped(folder, stream, cut, limit);
+        for folder in also {
+            let _ = apollo_exec::log_cap::note_capped(folder, stream, cut, capped_at);
         }
         let len = std::fs::metadata(&path).map_or(0, |meta| meta.len());
         match stream {

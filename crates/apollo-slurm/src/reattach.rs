@@ -6,8 +6,8 @@ use apollo_core::{AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest};
 use apollo_exec::write_attempt_file;
 
 use crate::executor::{
-    CANCELLED, EXECUTOR_NAME, REATTACHED, SlurmExecutor, WaitEnd, cut_off, job_words, link_logs,
-    parse_reattached,
+    CANCELLED, EXECUTOR_NAME, REATTACHED, SlurmExecutor, WaitEnd, cap_logs, cut_off, job_words,
+    link_logs, parse_reattached,
 };
 use crate::poller::Watch;
 use crate::result::{outcome_from_files, read_result, read_small};
@@ -66,10 +66,12 @@ impl SlurmExecutor {
             note(known_id.as_deref().unwrap_or("unknown"));
             self.settle(request.unit, &earlier_dir);
             link_logs(request.log_dir, &earlier_dir);
-            Some(cut_off(
+            let mut outcome = cut_off(
                 &earlier_dir,
                 &format!("{} {why}", job_words(known_id.clone())),
-            ))
+            );
+            cap_logs(request.unit, &earlier_dir, &[request.log_dir], &mut outcome);
+            Some(outcome)
         };
         // apollo cancelled it (a timeout, a stop): never reattached to. Its end is in its
         // files when the wrapper could write it; a job killed before that was cut off.
@@ -86,7 +88,10 @@ impl SlurmExecutor {
             note(known_id.as_deref().unwrap_or("unknown"));
             self.settle(request.unit, &earlier_dir);
             link_logs(request.log_dir, &earlier_dir);
-            return Some(outcome_from_files(&earlier_dir, None, ""));
+            // Its logs were never cut: nothing collected the job until now.
+            let mut outcome = outcome_from_files(&earlier_dir, None, "");
+            cap_logs(request.unit, &earlier_dir, &[request.log_dir], &mut outcome);
+            return Some(outcome);
         }
         let watch = Watch {
             job: submitted_job(request, earlier, &earlier_dir),
@@ -111,8 +116,7 @@ impl SlurmExecutor {
                 link_logs(request.log_dir, &earlier_dir);
                 let mut outcome = self.outcome(&earlier_dir, end);
                 if !detached {
-                    let also = [request.log_dir];
-                    crate::executor::cap_logs(request.unit, &earlier_dir, &also, &mut outcome);
+                    cap_logs(request.unit, &earlier_dir, &[request.log_dir], &mut outcome);
                 }
                 Some(outcome)
             }

@@ -6,6 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apollo_core::Event;
+use apollo_core::event::AttemptStatus;
 use apollo_store::{JournalReader, ReadOptions};
 
 /// How long a job may take to leave the queue once it ended or was cancelled.
@@ -111,22 +112,71 @@ pub(super) fn none_left(dir: &Path) -> Result<Vec<String>, String> {
 }
 
 /// Adds the iteration's recorded cluster jobs (`unit_submitted` in any of its runs) to
-/// `counts`, and those reattached to after apollo died.
-pub(super) fn count_jobs(dir: &Path, counts: &mut (u64, u64)) {
+/// `counts`, and those reattached to after apollo died; returns the violations of check 11's
+/// promise about reattachments: a resume reattaches only to the job an earlier attempt of the
+/// same unit, in the same run, submitted and never saw end — never to another job, never to
+/// one already recorded over (that would be a job run twice, or one's end recorded twice).
+pub(super) fn count_and_check_jobs(dir: &Path, counts: &mut (u64, u64)) -> Vec<String> {
     let Ok(runs) = std::fs::read_dir(dir.join(".apollo/runs")) else {
-        return;
+        return Vec::new();
     };
+    let mut violations = Vec::new();
     for run in runs.filter_map(Result::ok) {
         let Ok(reader) = JournalReader::open(&run.path(), ReadOptions::default()) else {
             continue;
         };
-        for record in reader.filter_map(Result::ok) {
-            if let Event::UnitSubmitted(submitted) = record.event {
+        let events: Vec<Event> = reader.filter_map(Result::ok).map(|r| r.event).collect();
+        for event in &events {
+            if let Event::UnitSubmitted(submitted) = event {
                 counts.0 += 1;
                 counts.1 += u64::from(submitted.reattached_from.is_some());
             }
         }
+        let name = run.file_name().to_string_lossy().into_owned();
+        violations.extend(reattachment_violations(&name, &events));
     }
+    violations
+}
+
+/// The reattachment violations of one run's records, in order ([`count_and_check_jobs`]).
+fn reattachment_violations(run: &str, events: &[Event]) -> Vec<String> {
+    use std::collections::{HashMap, HashSet};
+    // (unit, attempt) → the job it submitted or reattached to; the attempts recorded ended,
+    // but for those interrupted (a job left running by `on_stop: detach` is reattached to).
+    let mut jobs: HashMap<(&str, u32), &str> = HashMap::new();
+    let mut ended: HashSet<(&str, u32)> = HashSet::new();
+    let mut violations = Vec::new();
+    for event in events {
+        match event {
+            Event::UnitSubmitted(submitted) => {
+                let key = (submitted.unit.as_str(), submitted.attempt);
+                if let Some(from) = submitted.reattached_from {
+                    let what = format!(
+                        "run {run}: {} attempt {} reattached to job {} of attempt {from}",
+                        submitted.unit, submitted.attempt, submitted.job_id
+                    );
+                    // None: apollo died before it recorded the submission (the job is then
+                    // found by its name).
+                    let earlier = jobs.get(&(submitted.unit.as_str(), from)).copied();
+                    if from >= submitted.attempt {
+                        violations.push(format!("{what}, not an earlier attempt"));
+                    } else if let Some(earlier) = earlier
+                        && earlier != submitted.job_id
+                    {
+                        violations.push(format!("{what}, which submitted {earlier}"));
+                    } else if ended.contains(&(submitted.unit.as_str(), from)) {
+                        violations.push(format!("{what}, whose end was already recorded"));
+                    }
+                }
+                jobs.insert(key, submitted.job_id.as_str());
+            }
+            Event::UnitFinished(finished) if finished.status != AttemptStatus::Interrupted => {
+                ended.insert((finished.unit.as_str(), finished.attempt));
+            }
+            _ => {}
+        }
+    }
+    violations
 }
 
 /// Whether a Slurm cluster answers here (`sinfo`).
@@ -135,4 +185,75 @@ pub fn available() -> bool {
         .arg("--noheader")
         .output()
         .is_ok_and(|output| output.status.success() && !output.stdout.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(lines: &[&str]) -> Vec<Event> {
+        (lines.iter())
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    const SUBMITTED_1: &str =
+        r#"{"kind":"unit_submitted","unit":"a","attempt":1,"executor":"slurm","job_id":"42"}"#;
+
+    #[test]
+    fn a_reattachment_to_the_job_an_earlier_attempt_left_running_is_fine() {
+        let run = events(&[
+            SUBMITTED_1,
+            r#"{"kind":"unit_submitted","unit":"a","attempt":2,"executor":"slurm","job_id":"42","reattached_from":1}"#,
+            r#"{"kind":"unit_submitted","unit":"a","attempt":3,"executor":"slurm","job_id":"42","reattached_from":1}"#,
+        ]);
+        assert_eq!(reattachment_violations("r", &run), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_reattachment_to_another_job_from_a_later_attempt_or_to_an_ended_one_is_a_violation() {
+        let other_job = events(&[
+            SUBMITTED_1,
+            r#"{"kind":"unit_submitted","unit":"a","attempt":2,"executor":"slurm","job_id":"43","reattached_from":1}"#,
+        ]);
+        let found = reattachment_violations("r", &other_job);
+        assert!(
+            found.len() == 1 && found[0].ends_with("which submitted 42"),
+            "{found:?}"
+        );
+        let no_job = events(&[
+            r#"{"kind":"unit_submitted","unit":"a","attempt":2,"executor":"slurm","job_id":"42","reattached_from":1}"#,
+        ]);
+        // Not recorded: apollo died between sbatch and the record, the job found by its name.
+        assert_eq!(reattachment_violations("r", &no_job), Vec::<String>::new());
+        let not_earlier = events(&[
+            SUBMITTED_1,
+            r#"{"kind":"unit_submitted","unit":"a","attempt":1,"executor":"slurm","job_id":"42","reattached_from":1}"#,
+        ]);
+        let found = reattachment_violations("r", &not_earlier);
+        assert!(found[0].ends_with("not an earlier attempt"), "{found:?}");
+        let ended = events(&[
+            SUBMITTED_1,
+            r#"{"kind":"unit_finished","unit":"a","attempt":1,"status":"succeeded","exit":{"code":0},"failed_phase":null,"timed_out":false,"duration_ms":5,"output_hash":"oh","stdout_bytes":0,"stderr_bytes":0,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":0,"leftovers_killed":0,"phases":[],"error":null}"#,
+            r#"{"kind":"unit_submitted","unit":"a","attempt":2,"executor":"slurm","job_id":"42","reattached_from":1}"#,
+        ]);
+        let found = reattachment_violations("r", &ended);
+        assert!(
+            found[0].ends_with("whose end was already recorded"),
+            "{found:?}"
+        );
+        // Left running on a stop (`on_stop: detach`): recorded interrupted, then reattached.
+        let detached: Vec<Event> = (ended.into_iter())
+            .map(|mut event| {
+                if let Event::UnitFinished(finished) = &mut event {
+                    finished.status = AttemptStatus::Interrupted;
+                }
+                event
+            })
+            .collect();
+        assert_eq!(
+            reattachment_violations("r", &detached),
+            Vec::<String>::new()
+        );
+    }
 }

@@ -91,3 +91,58 @@ fn a_jobs_log_over_its_limit_is_cut_when_the_job_is_collected() {
     assert!(stdout.contains(&format!("[apollo: {cut} bytes cut")));
     assert_eq!(apollo_exec::log_cap::read_capped(&dir, "stderr"), None);
 }
+
+/// A job that ended while apollo was dead is collected by the resume's reattaching attempt:
+/// its logs are cut then, as any collected job's (they were stored whole before).
+#[test]
+fn a_jobs_log_over_its_limit_is_cut_when_a_reattaching_attempt_collects_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let root = temp.path();
+    let executor = SlurmExecutor::new(fake_cluster(root).job_arrays(false));
+    let mut unit = unit("chatty", "seq 1 100000; echo 'last line'", root);
+    // The job ran and ended with nothing collecting it (apollo dead): its log is whole.
+    let first = attempt_dir(root, "chatty", 1);
+    let (outcome, _) = run_one(&executor, &unit, &first, 1, None);
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert!(std::fs::metadata(first.join("stdout")).unwrap().len() > 16 * 1024);
+    // The resume's attempt reattaches to it and finds it ended.
+    unit.log_limit = Some(16 * 1024);
+    let executor = SlurmExecutor::new(fake_cluster(root).job_arrays(false));
+    let second = attempt_dir(root, "chatty", 2);
+    let (outcome, reports) = run_one(&executor, &unit, &second, 2, Some(1));
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(reports.len(), 1, "reattached: {reports:?}");
+    for dir in [&first, &second] {
+        let stdout = std::fs::read_to_string(dir.join("stdout")).unwrap();
+        assert!(stdout.ends_with("100000\nlast line\n"));
+        assert!(stdout.contains(" bytes cut: log_limit 16 KiB]\n"));
+        assert!(stdout.len() < 16 * 1024 + 100, "{}", stdout.len());
+    }
+    assert_eq!(
+        outcome.stdout_bytes,
+        std::fs::metadata(second.join("stdout")).unwrap().len()
+    );
+    let capped = apollo_exec::log_cap::read_capped(&second, "stdout").unwrap();
+    assert_eq!(capped.1, 16 * 1024);
+    assert_eq!(
+        apollo_exec::log_cap::read_capped(&first, "stdout"),
+        Some(capped)
+    );
+    // apollo dies again before recording that end: the next resume collects the job once
+    // more, and its logs keep the cut they have (a second cut would drop the marker's count).
+    let cut_once = std::fs::read_to_string(first.join("stdout")).unwrap();
+    let third = attempt_dir(root, "chatty", 3);
+    let (outcome, _) = run_one(&executor, &unit, &third, 3, Some(2));
+    assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");
+    assert_eq!(
+        std::fs::read_to_string(third.join("stdout")).unwrap(),
+        cut_once
+    );
+    assert_eq!(outcome.stdout_bytes, cut_once.len() as u64);
+    for dir in [&first, &third] {
+        assert_eq!(
+            apollo_exec::log_cap::read_capped(dir, "stdout"),
+            Some(capped)
+        );
+    }
+}
