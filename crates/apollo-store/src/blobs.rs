@@ -244,8 +244,6 @@ impl BlobStore {
     }
 
     /// Every stored blob, in no particular order (for `prune` and `backup`). Entries that are
-    /// not blobs (a stray file, a bad name) are skipped.
-    /// Every stored blob, in no particular order (for `prune` and `backup`). Entries that are
     /// not blobs (a stray file, a bad name, a symbolic link) are skipped; every folder is read
     /// through its own descriptor, opened without following a link.
     pub fn iter(&self) -> Result<Vec<BlobRef>, StoreError> {
