@@ -24,14 +24,13 @@
 //! The engine reaches the store through apollo-core's [`BlobSink`] seam; other programs use
 //! [`BlobStore::put_file`] and [`BlobStore::restore`].
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use std::collections::{BTreeMap, BTreeSet};
 
 use apollo_core::Event;
 use apollo_core::capture::{BlobSink, PendingBlob};
@@ -50,6 +49,7 @@ use crate::writer::Durability;
 
 mod restore_temp;
 use restore_temp::RestoreTemp;
+mod written;
 
 /// A stored blob: its SHA-256 (hex) and size in bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

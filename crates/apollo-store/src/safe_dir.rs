@@ -484,31 +484,13 @@ impl Dir {
         durable: bool,
         fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
-        self.write_atomic(name, durable, false, fill)
-    }
-
-    /// [`write_file_atomic_with`](Self::write_file_atomic_with) of a blob apollo makes (a
-    /// definition snapshot): read-only, the owner's, and the group's in a shared state
-    /// directory (0400, 0440).
-    pub(crate) fn write_blob_atomic_with(
-        &self,
-        name: &str,
-        durable: bool,
-        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
-    ) -> Result<(), StoreError> {
-        self.write_atomic(name, durable, true, fill)
-    }
-
-    /// The mode of a blob apollo makes in this folder (see [`Self::write_blob_atomic_with`]).
-    pub(crate) fn made_blob_mode(&self) -> u32 {
-        self.sharing.blob_mode(self.sharing.file_mode())
+        self.write_atomic(name, durable, fill)
     }
 
     fn write_atomic(
         &self,
         name: &str,
         durable: bool,
-        blob: bool,
         fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
     ) -> Result<(), StoreError> {
         let temp = format!(".{name}.tmp-{}", crate::fsutil::random_hex(4));
@@ -517,11 +499,6 @@ impl Dir {
             let mut file = self.create_new_file(&temp)?;
             fill(&mut file)
                 .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
-            if blob {
-                use std::os::unix::fs::PermissionsExt as _;
-                file.set_permissions(std::fs::Permissions::from_mode(self.made_blob_mode()))
-                    .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
-            }
             if durable {
                 file.sync_all()
                     .map_err(|source| StoreError::io("fsync", &temp_path, source))?;

@@ -10,7 +10,6 @@ use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 use crate::segment::has_records;
-use apollo_core::hash::sha256_of_written;
 use apollo_core::sharing::{MARKER_FILE, Sharing};
 use rustix::fs::FileType;
 use std::fs::File;
@@ -19,7 +18,7 @@ use crate::fsutil::{create_dir_all_durable, random_hex};
 use crate::lock::{LockHolder, StateLock};
 use crate::run_id::RunId;
 use crate::runs_index::RunsIndex;
-use crate::safe_dir::{Access, Dir, describe, explain_efbig};
+use crate::safe_dir::{Access, Dir, describe};
 
 /// An Apollo state directory (by default `.apollo/` beside the config):
 ///
@@ -829,121 +828,29 @@ impl StateDir {
         crate::BlobStore::open_existing(self.root.join(BLOBS_DIR))
     }
 
-    /// The folder blob `hash` goes in, created if need be; `None` when that blob is stored
-    /// already. Anything but a regular file in its place is an error.
-    fn folder_of_new_blob(&self, hash: &str) -> Result<Option<Dir>, StoreError> {
-        let path = self.blob_path(hash)?;
-        let dir = self.open_blob_dir(&hash[..2], true)?;
-        match dir.entry_type(&hash[2..])? {
-            Some(FileType::RegularFile) => Ok(None),
-            Some(found) => Err(StoreError::UnexpectedFileType {
-                path,
-                expected: "a regular file",
-                found: describe(found),
-            }),
-            None => Ok(Some(dir)),
-        }
-    }
-
     /// Stores `bytes` under their SHA-256 (hex), which it returns. Idempotent: storing the
-    /// same bytes again finds them there. Written through a temporary file, fsynced, renamed.
+    /// same bytes again finds them there. Through the blob store's one writer
+    /// ([`BlobStore::put_written`](crate::BlobStore::put_written)): fsynced, renamed.
     pub fn put_blob(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        let hash = apollo_core::hash::to_hex(&Sha256::digest(bytes));
-        let Some(dir) = self.folder_of_new_blob(&hash)? else {
-            return Ok(hash);
-        };
-        dir.write_blob_atomic_with(&hash[2..], true, |file| file.write_all(bytes))?;
-        Ok(hash)
+        self.blob_store(crate::Durability::Fsync)?
+            .put_written(None, |out| out.write_all(bytes))
     }
 
     /// [`put_blob`](Self::put_blob) of content too big to hold in memory at once (the
     /// definition snapshot of 100,000 units is ~40 MB), which `write` produces. When the caller
     /// knows its hash (`known`) and a blob of that hash is stored, nothing is written (the blob
-    /// is trusted to hold the content); when none is, the content is written into the blob's
-    /// temporary file and hashed on the way, and a hash other than `known` (or a `known` that
-    /// is no hash at all) makes it stored under its own, as content of unknown hash is: written
-    /// once into a temporary file in `blobs/tmp/` and hashed on the way, then renamed to its
-    /// blob's name, or removed when that blob is stored already. Under the state directory's
-    /// lock (`blobs/tmp/` is swept under it): `_lock` is the proof.
+    /// is trusted to hold the content); otherwise it is written once and hashed on the way,
+    /// and stored under the hash it has (a wrong `known`, or one that is no hash at all,
+    /// changes nothing). Under the state directory's lock (`blobs/tmp/` is swept under it):
+    /// `_lock` is the proof.
     pub fn put_blob_streamed(
         &self,
         _lock: &StateLock,
         known: Option<&str>,
         write: impl Fn(&mut dyn Write) -> io::Result<()>,
     ) -> Result<String, StoreError> {
-        let Some(hash) = known else {
-            return self.put_new_blob_streamed(&write);
-        };
-        let dir = match self.folder_of_new_blob(hash) {
-            Ok(Some(dir)) => dir,
-            Ok(None) => return Ok(hash.to_owned()),
-            // Not a hash: the caller's knowledge was wrong.
-            Err(StoreError::InvalidInput { .. }) => return self.put_new_blob_streamed(&write),
-            Err(error) => return Err(error),
-        };
-        let mismatched = std::cell::Cell::new(false);
-        let written = dir.write_blob_atomic_with(&hash[2..], true, |file| {
-            if sha256_of_written(file, &write)? == hash {
-                Ok(())
-            } else {
-                mismatched.set(true);
-                Err(io::Error::other(
-                    "the content is not that of the hash it was given",
-                ))
-            }
-        });
-        match written {
-            // The hash the caller knew was not this content's: stored under its own.
-            Err(_) if mismatched.get() => self.put_new_blob_streamed(&write),
-            Err(error) => Err(error),
-            Ok(()) => Ok(hash.to_owned()),
-        }
-    }
-
-    /// [`put_blob_streamed`](Self::put_blob_streamed) of content of unknown hash: one pass of
-    /// `write`, into a temporary file in `blobs/tmp/` (fsynced, renamed, the blob's folder
-    /// fsynced), removed when anything fails or the blob is stored already.
-    fn put_new_blob_streamed(
-        &self,
-        write: &dyn Fn(&mut dyn Write) -> io::Result<()>,
-    ) -> Result<String, StoreError> {
-        let tmp = Dir::open(&self.root)?
-            .create_subdir("blobs", true)?
-            .create_subdir("tmp", true)?;
-        /// The temporary file, removed when dropped before it became a blob (also when
-        /// `write` panics).
-        struct Temporary<'a> {
-            folder: &'a Dir,
-            name: String,
-            renamed: bool,
-        }
-        impl Drop for Temporary<'_> {
-            fn drop(&mut self) {
-                if !self.renamed {
-                    let _ = self.folder.remove_file(&self.name);
-                }
-            }
-        }
-        let mut temp = Temporary {
-            folder: &tmp,
-            name: format!("streamed-{}", random_hex(8)),
-            renamed: false,
-        };
-        let temp_path = tmp.path().join(&temp.name);
-        let file = tmp.create_new_file(&temp.name)?;
-        let hash = sha256_of_written(&file, write)
-            .map_err(|source| StoreError::io("write to", &temp_path, explain_efbig(source)))?;
-        if let Some(dir) = self.folder_of_new_blob(&hash)? {
-            use std::os::unix::fs::PermissionsExt as _;
-            file.set_permissions(fs::Permissions::from_mode(dir.made_blob_mode()))
-                .map_err(|source| StoreError::io("chmod", &temp_path, source))?;
-            file.sync_all()
-                .map_err(|source| StoreError::io("fsync", &temp_path, source))?;
-            tmp.rename_into(&temp.name, &dir, &hash[2..])?;
-            temp.renamed = true;
-            dir.sync()?;
-        }
-        Ok(hash)
+        self.blob_store(crate::Durability::Fsync)?
+            .put_written(known, write)
     }
 
     /// Whether a blob with this SHA-256 is stored: a regular file of that name (its content
