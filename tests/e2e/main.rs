@@ -48,3 +48,4 @@ mod slurm_secrets;
 mod state_dir;
 mod values;
 mod verdict_summary;
+mod when;
