@@ -79,6 +79,28 @@ fn a_false_when_command_is_recorded_as_apollos_skip_not_the_units_exit_77() {
 }
 
 #[test]
+fn a_resume_decides_a_unit_its_when_command_skipped_again() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        r#"units:
+  - name: if_new
+    when: {command: test -e markers/new}
+    execute: bin/count if_new
+  - name: flaky
+    execute: bin/count flaky && test -e markers/go
+"#,
+    );
+    apollo.args(&["run"]).run().code(1);
+    assert_eq!((apollo.count("if_new"), apollo.count("flaky")), (0, 1));
+    apollo.file("markers/new", "");
+    apollo.file("markers/go", "");
+    let resumed = apollo.args(&["run"]).run();
+    resumed.code(0);
+    assert_eq!(apollo.run_ids().len(), 1, "{}", resumed.stdout);
+    assert_eq!((apollo.count("if_new"), apollo.count("flaky")), (1, 2));
+}
+
+#[test]
 fn a_when_command_runs_in_the_units_workdir_with_its_env() {
     let mut apollo = Apollo::new();
     apollo.file("sub/ready", "");
