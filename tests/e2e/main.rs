@@ -50,3 +50,4 @@ mod slurm_secrets;
 mod state_dir;
 mod values;
 mod verdict_summary;
+mod when;

@@ -503,7 +503,7 @@ impl Observer for Progress<'_> {
                     }
                 }
                 let quiet_success = verbosity() == 0 && record.status.satisfies_dependents();
-                if !never_started && !quiet_success {
+                if !never_started && !quiet_success && !record.when_false() {
                     let mut text = finished_line(unit, self.name_width, record, *retry_in);
                     if matches!(
                         record.status,

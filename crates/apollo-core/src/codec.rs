@@ -262,6 +262,7 @@ json_unit_enum!(AttemptStatus {
     Skipped = "skipped",
 });
 json_unit_enum!(Phase {
+    When = "when",
     Prepare = "prepare",
     Execute = "execute",
     Cleanup = "cleanup",

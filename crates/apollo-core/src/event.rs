@@ -345,18 +345,6 @@ pub enum ExitStatus {
     Signal(i32),
 }
 
-/// Whether an attempt that ended `status`, its deciding phase ending `exit`, was **cut off**
-/// by a signal apollo did not send: killed from outside (`kill -9`, the OOM killer), or — on
-/// Slurm — its job ended without the wrapper's result after it started (recorded as signal 9:
-/// the wrapper was killed, or its node lost, before it could write it). apollo's own signals
-/// (its timeout, a stop) end an attempt `timed_out` or `interrupted`, never `failed`.
-///
-/// Such an attempt is as half done as one apollo's death cut off: an `idempotent: false` unit
-/// is not retried and stops the run for a human's verdict (DESIGN §18, "cut off").
-pub fn cut_off_by_signal(status: AttemptStatus, exit: Option<ExitStatus>) -> bool {
-    status == AttemptStatus::Failed && matches!(exit, Some(ExitStatus::Signal(_)))
-}
-
 journal_struct! {
     /// The record of one phase of an attempt.
     #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -431,8 +419,8 @@ pub enum SkipReason {
     },
     /// The run was interrupted before the unit could start.
     Interrupted,
-    /// (Format 1.5.) Its `when:` condition was false when the pipeline was loaded: apollo
-    /// skipped it, nothing of it ran (never recorded as an exit 77 of its own).
+    /// (Format 1.5; 1.12 for a `when: {command}`, after [`UnitFinished::when_false`].) Its
+    /// `when:` was false: apollo skipped it (never recorded as an exit 77 of its own).
     When {
         /// The condition as written, with its values when they differ
         /// (`${params.region} == "eu" (us == "eu")`).
@@ -568,10 +556,12 @@ journal_struct! {
 }
 
 mod deadline;
+mod finished;
 mod hook;
 mod reproduce;
 mod run_kind;
 pub use deadline::{RunDeadlines, RunLate, UnitDeadline};
+pub use finished::cut_off_by_signal;
 pub use hook::HookFinished;
 pub use reproduce::{ReproductionCompared, RunReproduces};
 pub use run_kind::RunKind;

@@ -278,12 +278,26 @@ pub struct PhaseOutcome {
     pub error: Option<String>,
 }
 
+impl PhaseOutcome {
+    /// Whether this is a `when: {command}` ([`Phase::When`]) that was **false**: it exited
+    /// with a code other than 0 — and other than 126 and 127, the shell's "cannot execute"
+    /// and "not found", which say the condition could not start: a failure, as one killed by
+    /// a signal or timed out is. The one rule for every executor.
+    pub fn condition_false(&self) -> bool {
+        self.phase == Phase::When
+            && !self.timed_out
+            && matches!(self.exit, Some(ExitStatus::Code(code)) if !matches!(code, 0 | 126 | 127))
+    }
+}
+
 /// The result of one attempt. More fields may be added, so it is built with
 /// [`AttemptOutcome::nothing_ran`] and filled in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AttemptOutcome {
-    /// How the attempt ended. `Skipped` when `execute` exited 77.
+    /// How the attempt ended. `Skipped` when `execute` exited 77, or when the unit's
+    /// `when: {command}` exited non-zero (then its last phase is [`Phase::When`]:
+    /// [`AttemptOutcome::when_false`]).
     pub status: AttemptStatus,
     /// How the deciding phase ended: `execute`'s, or that of the phase that failed first.
     pub exit: Option<ExitStatus>,
@@ -350,6 +364,13 @@ impl NeedsHuman {
 }
 
 impl AttemptOutcome {
+    /// Whether the attempt skipped because its unit's `when: {command}` was false (see
+    /// [`crate::event::UnitFinished::when_false`]).
+    pub fn when_false(&self) -> bool {
+        self.status == AttemptStatus::Skipped
+            && self.phases.last().map(|phase| phase.phase) == Some(Phase::When)
+    }
+
     /// An outcome with `status` in which nothing ran yet: no phase, no exit, no time, no
     /// output, no error. Executors start from it and fill in what happened.
     pub fn nothing_ran(status: AttemptStatus) -> AttemptOutcome {
@@ -369,6 +390,18 @@ impl AttemptOutcome {
             error: None,
             needs_human: None,
         }
+    }
+}
+
+impl Unit {
+    /// The unit's commands by phase, in the order an attempt runs them (`None`: it has none).
+    pub fn phase_commands(&self) -> [(Phase, Option<&crate::model::Command>); 4] {
+        [
+            (Phase::When, self.when_command.as_ref()),
+            (Phase::Prepare, self.prepare.as_ref()),
+            (Phase::Execute, Some(&self.execute)),
+            (Phase::Cleanup, self.cleanup.as_ref()),
+        ]
     }
 }
 

@@ -26,7 +26,7 @@ use crate::cancel::{CancelLevel, CancelToken};
 use crate::capture::{Capture, FileEntry, PendingBlob};
 use crate::event::{InputComponent, InputKind};
 use crate::hash_cache::{CachedHash, FileHashCache, FileStamp, Timestamps};
-use crate::model::{Command, Phase, Unit};
+use crate::model::{Command, Unit};
 
 /// Lower-case hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
@@ -615,16 +615,10 @@ pub fn env_is_hashed(unit: &Unit, name: &str) -> bool {
             !text[at + name.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
         })
     };
-    [
-        unit.prepare.as_ref(),
-        Some(&unit.execute),
-        unit.cleanup.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .any(|command| match command {
-        Command::Shell(script) => names_it(script),
-        Command::Argv(argv) => argv.iter().any(|argument| names_it(argument)),
+    (unit.phase_commands().into_iter()).any(|(_, command)| match command {
+        None => false,
+        Some(Command::Shell(script)) => names_it(script),
+        Some(Command::Argv(argv)) => argv.iter().any(|argument| names_it(argument)),
     })
 }
 
@@ -696,12 +690,8 @@ pub fn explain_quoting_changes(changes: &mut [String], unit: &Unit, before: &[In
         else {
             continue;
         };
-        let command = match phase {
-            "prepare" => unit.prepare.as_ref(),
-            "execute" => Some(&unit.execute),
-            "cleanup" => unit.cleanup.as_ref(),
-            _ => None,
-        };
+        let command = (unit.phase_commands().into_iter())
+            .find_map(|(named, command)| command.filter(|_| named.as_str() == phase));
         let old = before
             .iter()
             .find(|component| component.kind == InputKind::Command && component.name == phase);
@@ -920,12 +910,7 @@ pub fn input_files_within(
 ) -> Result<(Vec<InputComponent>, HashedFiles), HashError> {
     let mut components = Vec::new();
     let mut files = HashedFiles::default();
-    let phases = [
-        (Phase::Prepare, unit.prepare.as_ref()),
-        (Phase::Execute, Some(&unit.execute)),
-        (Phase::Cleanup, unit.cleanup.as_ref()),
-    ];
-    for (phase, command) in phases {
+    for (phase, command) in unit.phase_commands() {
         if let Some(command) = command {
             components.push(InputComponent {
                 kind: InputKind::Command,

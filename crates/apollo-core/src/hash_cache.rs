@@ -223,6 +223,7 @@ mod tests {
     fn output_hash_with(cache: &MemoryCache, dir: &std::path::Path) -> String {
         let unit = crate::model::Unit {
             skip_when: None,
+            when_command: None,
             log_limit: None,
             queue_timeout: None,
             deadline: None,

@@ -271,6 +271,10 @@ pub struct Unit {
     /// `when`, its commands never run — and its dependents go on. `None`: it runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_when: Option<String>,
+    /// A `when: {command}`, run first in each attempt ([`Phase::When`]): false, apollo skips
+    /// the unit as for [`Unit::skip_when`]. Left out of definition snapshots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_command: Option<Command>,
     /// When this unit should be done (`deadline:`), resolved from the run's start like the
     /// run's. Left out of definition snapshots when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -348,10 +352,12 @@ impl Command {
     }
 }
 
-/// The three phases of an attempt.
+/// The phases of an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// (Journal format 1.12.) A `when: {command}` ([`Unit::when_command`]), first of all.
+    When,
     /// The optional preparation command.
     Prepare,
     /// The main command.
@@ -364,6 +370,7 @@ impl Phase {
     /// The phase's name as it appears in `APOLLO_PHASE`, the journal and messages.
     pub fn as_str(self) -> &'static str {
         match self {
+            Phase::When => "when",
             Phase::Prepare => "prepare",
             Phase::Execute => "execute",
             Phase::Cleanup => "cleanup",

@@ -27,6 +27,7 @@ const PER_ROUND: u32 = 100;
 fn unit(execute: apollo_core::Command, workdir: &std::path::Path) -> Unit {
     Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,

@@ -229,15 +229,24 @@ impl Executor for ProcessExecutor {
         if cancel.is_cancelled() {
             not_started = Some(NotStarted::interrupted("the attempt"));
         } else {
-            let prepare_ok = match &unit.prepare {
-                Some(prepare) => {
-                    let result = run_phase(&context, Phase::Prepare, prepare, main_limit);
-                    let ok = result.is_ok();
-                    results.push(result);
-                    ok
-                }
-                None => true,
-            };
+            // A `when: {command}` first, a phase of its own: false (or broken), nothing else
+            // of the unit runs (`summarise` tells a skip from a failure).
+            let condition_holds = unit.when_command.as_ref().is_none_or(|condition| {
+                let result = run_phase(&context, Phase::When, condition, main_limit);
+                let holds = result.is_ok();
+                results.push(result);
+                holds
+            });
+            let prepare_ok = condition_holds
+                && match &unit.prepare {
+                    Some(prepare) => {
+                        let result = run_phase(&context, Phase::Prepare, prepare, main_limit);
+                        let ok = result.is_ok();
+                        results.push(result);
+                        ok
+                    }
+                    None => true,
+                };
             let deadline_passed = main_limit
                 .deadline
                 .is_some_and(|deadline| Instant::now() >= deadline);
@@ -282,7 +291,10 @@ impl Executor for ProcessExecutor {
             // Cleanup runs whenever prepare or execute was started, whatever happened, with its
             // own limit, and is only cut short by a cancellation stronger than the one (if any)
             // already in force when it started.
-            if let Some(cleanup) = unit.cleanup.as_ref().filter(|_| !results.is_empty()) {
+            let started = results
+                .iter()
+                .any(|result| result.outcome.phase != Phase::When);
+            if let Some(cleanup) = unit.cleanup.as_ref().filter(|_| started) {
                 let cleanup_limit = PhaseLimit {
                     deadline: Instant::now().checked_add(unit.cleanup_timeout),
                     length: Some(unit.cleanup_timeout),
@@ -386,7 +398,11 @@ fn summarise(
         }
     }
     let first_failure = results.iter().find(|result| !result.is_ok());
-    if let Some(failure) = first_failure {
+    if let Some(condition) = results.last().filter(|result| result.condition_false()) {
+        // apollo's skip (the engine records `unit_skipped` with reason `when`), not a failure.
+        outcome.exit = condition.outcome.exit;
+        outcome.status = AttemptStatus::Skipped;
+    } else if let Some(failure) = first_failure {
         outcome.failed_phase = Some(failure.outcome.phase);
         outcome.exit = failure.outcome.exit;
         outcome.status = match failure.end {

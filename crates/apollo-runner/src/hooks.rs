@@ -292,6 +292,7 @@ fn hook_unit(
     }
     Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 /// (6: units carry the names and sources of the secrets they receive.) (8: the pipeline's
 /// `durability` and `sync_interval`.) (9: units' `log_limit` and `queue_timeout`.) (10: units'
 /// `retry_on_exit`, `retry_max_delay` and `cleanup_timeout`.) (11: units' `deadline`.) (12: the
-/// `on_late` hook.)
-const FORMAT: u32 = 12;
+/// `on_late` hook.) (13: units' `when_command`.)
+const FORMAT: u32 = 13;
 
 /// An entry's units are kept in up to this many chunks, decoded in parallel on a hit.
 const MAX_CHUNKS: usize = 4;
@@ -184,6 +184,7 @@ struct CachedUnit {
     /// Names and sources only: a secret's value is read when a run starts, never loaded.
     secrets: std::collections::BTreeMap<String, apollo_core::model::SecretSource>,
     skip_when: Option<String>,
+    when_command: Option<apollo_core::model::Command>,
     log_limit: Option<u64>,
     queue_timeout: Option<std::time::Duration>,
     deadline: Option<apollo_core::deadline::Deadline>,
@@ -197,8 +198,8 @@ macro_rules! every_field {
             $value, $from => $to;
             name, deps, timeout, retries, retry_delay, retry_on_exit, retry_max_delay, kill_grace,
             prepare, execute, cleanup, cleanup_timeout, inputs, outputs, env, workdir, idempotent,
-            capture, reuse, executor, resources, secrets, skip_when, log_limit, queue_timeout,
-            deadline
+            capture, reuse, executor, resources, secrets, skip_when, when_command, log_limit,
+            queue_timeout, deadline
         )
     };
     ($value:expr, $from:ident => $to:ident; $($field:ident),*) => {{

@@ -104,6 +104,7 @@ fn parse_times_duration(word: &str) -> Option<Duration> {
 fn parse_phase_line(line: &str, started_ms: u64) -> Option<PhaseOutcome> {
     let mut words = line.split_whitespace();
     let phase = match words.next()? {
+        "when" => Phase::When,
         "prepare" => Phase::Prepare,
         "execute" => Phase::Execute,
         "cleanup" => Phase::Cleanup,
@@ -173,15 +174,18 @@ pub(crate) fn outcome_from_files(
     });
     outcome.stdout_bytes = file_len(&dir.join("stdout"));
     outcome.stderr_bytes = file_len(&dir.join("stderr"));
-    // The phase that decides: the first that failed, else execute.
-    let failed = phases
-        .iter()
-        .find(|phase| phase.exit != Some(ExitStatus::Code(0)) && !is_skip(phase));
+    // The phase that decides: the first that failed, else a false `when: {command}` (apollo's
+    // skip, told apart from execute's own exit 77 by its phase), else execute.
+    let failed = phases.iter().find(|phase| {
+        phase.exit != Some(ExitStatus::Code(0)) && !is_skip(phase) && !phase.condition_false()
+    });
+    let condition_false = phases.iter().find(|phase| phase.condition_false());
     let execute = phases.iter().find(|phase| phase.phase == Phase::Execute);
-    outcome.exit = failed.or(execute).and_then(|phase| phase.exit);
+    outcome.exit = (failed.or(condition_false).or(execute)).and_then(|phase| phase.exit);
     outcome.failed_phase = failed.map(|phase| phase.phase);
     outcome.status = match (failed, execute) {
         (Some(_), _) => AttemptStatus::Failed,
+        (None, _) if condition_false.is_some() => AttemptStatus::Skipped,
         (None, Some(execute)) if is_skip(execute) => AttemptStatus::Skipped,
         (None, Some(_)) => AttemptStatus::Succeeded,
         (None, None) => AttemptStatus::Failed,
@@ -368,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failing_execute_a_skip_and_a_signal_are_told_apart() {
+    fn a_failing_execute_a_skip_a_false_condition_and_a_signal_are_told_apart() {
         let dir = tempfile::tempdir().unwrap();
         let dir = dir.path();
         write(dir, "started", "42 1000\n");
@@ -380,9 +384,17 @@ mod tests {
         assert_eq!(failed.failed_phase, Some(Phase::Execute));
 
         write(dir, "phases", "execute 77 1000 1100\n");
+        let skipped = outcome_from_files(dir, None, "");
+        assert_eq!(skipped.status, AttemptStatus::Skipped);
+        assert!(!skipped.when_false());
+        // A false `when: {command}` is apollo's skip, told by its phase; 127: it could not start.
+        write(dir, "phases", "when 1 1000 1010\n");
+        assert!(outcome_from_files(dir, None, "").when_false());
+        write(dir, "phases", "when 127 1000 1010\n");
+        let failed = outcome_from_files(dir, None, "");
         assert_eq!(
-            outcome_from_files(dir, None, "").status,
-            AttemptStatus::Skipped
+            (failed.status, failed.failed_phase),
+            (AttemptStatus::Failed, Some(Phase::When))
         );
 
         write(dir, "phases", "execute 143 1000 1100\n");

@@ -1,11 +1,13 @@
 //! The wrapper script: one per attempt, in the attempt's folder (on the shared filesystem),
-//! submitted with `sbatch`. On the compute node it runs prepare → execute → cleanup in the
+//! submitted with `sbatch`. On the compute node it runs the unit's `when: {command}` (if any:
+//! a false or broken one and nothing else runs) → prepare → execute → cleanup in the
 //! unit's workdir with the unit's env, as apollo-exec would, and leaves beside itself what
 //! apollo needs to record the attempt — whether or not apollo is alive to watch:
 //!
 //! * `started` — `<job id> <epoch ms>`, when the job began (timeouts count from here; a job
 //!   array's task writes its id as `<array id>_<task>`);
 //! * `phases` — one line per phase that ran: `<phase> <exit status> <start ms> <end ms>`
+//!   (`when` for the condition: how apollo tells its skip from execute's own exit 77)
 //!   (the status as the shell reports it: 128 + n for signal n);
 //! * `result` — written last (to a temporary name, then renamed: it exists only complete):
 //!   `end <ms>`, `signal <n>` (the signal that stopped the wrapper, 0 for none),
@@ -113,6 +115,11 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
             .replace(['\'', '\n'], "?")
     );
     let _ = writeln!(script, "ran=0\nok=1");
+    if let Some(condition) = &unit.when_command {
+        // The condition first, a phase of its own: its `when` line in `phases` tells apollo
+        // a false one (its skip) from execute's own exit 77. Nothing else runs after it.
+        let _ = writeln!(script, "{} || ok=0", run_line(Phase::When, condition));
+    }
     if let Some(prepare) = &unit.prepare {
         let _ = writeln!(
             script,
@@ -292,11 +299,28 @@ mod tests {
         assert!(script.contains(&format!(
             "run cleanup {env} 'APOLLO_PHASE=cleanup' /bin/sh -c 'rm -f tmp'"
         )));
+        assert!(!script.contains("run when"));
         let (prepare, execute, cleanup) = (
             script.find("run prepare").unwrap(),
             script.find("run execute").unwrap(),
             script.find("run cleanup").unwrap(),
         );
         assert!(prepare < execute && execute < cleanup);
+    }
+
+    #[test]
+    fn a_when_command_runs_first_and_nothing_else_runs_when_it_fails() {
+        let mut unit = unit(Command::Shell("make".into()));
+        unit.when_command = Some(Command::Shell("test -s new.csv".into()));
+        let script = wrapper_script(&WrapperSpec {
+            run_id: "r1",
+            unit: &unit,
+            attempt: 1,
+            dir: Path::new("/d"),
+        });
+        let when = script.find("run when env").unwrap();
+        assert!(script[when..].starts_with("run when env 'APOLLO_RUN_ID=r1'"));
+        assert!(script.contains("'APOLLO_PHASE=when' /bin/sh -c 'test -s new.csv' || ok=0\n"));
+        assert!(when < script.find("run execute").unwrap());
     }
 }

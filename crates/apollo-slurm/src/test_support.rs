@@ -9,6 +9,7 @@ use apollo_core::model::{Command, Unit};
 pub(crate) fn unit(execute: Command) -> Unit {
     Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,

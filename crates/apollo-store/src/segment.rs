@@ -34,8 +34,10 @@ pub const FORMAT_MAJOR: u32 = 1;
 /// deadline, or the deadline came with units not done: written once, before the `on_late`
 /// hook); 1.11 the `restored` files of `unit_reused` (outputs put back from the blob store)
 /// and the `reproduction_compared` record (a reproduction's verdict, after its
-/// `run_finished`).
-pub const FORMAT_MINOR: u32 = 11;
+/// `run_finished`); 1.12 the phase `when` (a unit's `when: {command}`, run as a phase of its
+/// own) and a `unit_skipped` with reason `when` just after the `unit_finished` of an attempt
+/// whose condition was false.
+pub const FORMAT_MINOR: u32 = 12;
 
 /// The name of segment `number`: six digits, zero-padded, `.log`.
 pub(crate) fn segment_file_name(number: u64) -> String {

@@ -381,3 +381,59 @@ fn a_format_1_11_reuse_names_restored_files_and_a_reproduction_records_its_verdi
         assert_eq!(runs[0].reproduction.as_ref(), Some(&verdict));
     }
 }
+
+/// Format 1.12 adds the phase `when` (a unit's `when: {command}`, run first) and, after the
+/// `unit_finished` of an attempt whose condition was false, a `unit_skipped` with reason
+/// `when`: both read back record by record, the attempt says it was skipped by its condition
+/// (not by an exit 77 of execute's), and the run lists as it finished.
+#[test]
+fn a_format_1_12_false_when_command_reads_as_its_phase_then_apollos_skip() {
+    use apollo_core::event::{RunStatus, UnitFinished, UnitStarted};
+    use apollo_store::JournalWriter;
+
+    let finished = r#"{"kind":"unit_finished","unit":"if_new","attempt":1,"status":"skipped","exit":{"code":1},"failed_phase":null,"timed_out":false,"duration_ms":3,"output_hash":"h","stdout_bytes":0,"stderr_bytes":0,"user_cpu_ms":0,"sys_cpu_ms":0,"max_rss_kib":0,"leftovers_killed":0,"phases":[{"phase":"when","offset_ms":0,"duration_ms":3,"exit":{"code":1},"timed_out":false}],"error":null}"#;
+    let finished: Event = serde_json::from_str(finished).unwrap();
+    let Event::UnitFinished(record) = &finished else {
+        panic!("a unit_finished");
+    };
+    assert!(record.when_false());
+    // Execute's own exit 77 is the unit skipping itself, not its condition.
+    let mut by_execute: UnitFinished = record.clone();
+    by_execute.phases[0].phase = apollo_core::Phase::Execute;
+    assert!(!by_execute.when_false());
+    let skipped: Event = serde_json::from_str(
+        r#"{"kind":"unit_skipped","unit":"if_new","reason":"when","condition":"test -e markers/new"}"#,
+    )
+    .unwrap();
+    let started = Event::UnitStarted(UnitStarted {
+        unit: "if_new".into(),
+        attempt: 1,
+        input_hash: "i".into(),
+        inputs: Vec::new(),
+        inputs_manifest: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open_or_create(dir.path()).unwrap();
+    let run: RunId = "20261204T170000Z-0001".parse().unwrap();
+    let run_dir = state.create_run(&run).unwrap();
+    let mut writer =
+        JournalWriter::create(run_dir.path(), run.as_str(), crate::support::fast()).unwrap();
+    let batch = [
+        crate::support::run_started(run.as_str(), "etl"),
+        started,
+        finished.clone(),
+        skipped.clone(),
+        crate::support::run_finished(RunStatus::Succeeded),
+    ];
+    writer.append_batch(&batch).unwrap();
+    drop(writer);
+    let (records, warnings) = read_all(run_dir.path(), ReadOptions::default());
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let records = records.unwrap();
+    assert_eq!(
+        (&records[2].event, &records[3].event),
+        (&finished, &skipped)
+    );
+    let runs = state.list_runs().unwrap();
+    assert_eq!(runs[0].state, RunState::Succeeded, "{runs:?}");
+}

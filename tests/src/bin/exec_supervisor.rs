@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     };
     let unit = Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,

@@ -1,5 +1,6 @@
 //! `apollo check [CONFIG] [--format text|json] [--plan]`: validate a config.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -56,6 +57,39 @@ struct Report<'a> {
     diagnostics: &'a [Diagnostic],
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<Vec<Vec<&'a str>>>,
+    /// With the plan: each unit with a `when:`, by name — `{"skipped": true, "condition"}`
+    /// for an expression found false now, `{"command"}` for a condition decided when it runs.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    when: BTreeMap<&'a str, serde_json::Value>,
+}
+
+/// The units of `pipeline` with a `when:` decided now (false) or when they run (a command),
+/// for the JSON plan.
+fn conditions(pipeline: &Pipeline) -> BTreeMap<&str, serde_json::Value> {
+    let mut conditions = BTreeMap::new();
+    for unit in &pipeline.units {
+        let value = match (&unit.skip_when, &unit.when_command) {
+            (Some(condition), _) => {
+                serde_json::json!({"skipped": true, "condition": condition})
+            }
+            (None, Some(command)) => serde_json::json!({"command": command.display()}),
+            (None, None) => continue,
+        };
+        conditions.insert(unit.name.as_str(), value);
+    }
+    conditions
+}
+
+/// How the plan names a unit: with why it is skipped (a `when:` expression false now) or
+/// what it waits for (a `when: {command}`, decided when it runs).
+fn planned_name(unit: &apollo_core::Unit) -> String {
+    match (&unit.skip_when, &unit.when_command) {
+        (Some(condition), _) => format!("{} (skipped: when: {condition} is false)", unit.name),
+        (None, Some(command)) => {
+            format!("{} (runs if `{}` succeeds)", unit.name, command.display())
+        }
+        (None, None) => unit.name.clone(),
+    }
 }
 
 /// Validates the config; exit 0 when valid (warnings allowed), 2 when not.
@@ -100,6 +134,10 @@ pub(crate) fn run(
                 errors: n_errors,
                 warnings: n_warnings,
                 diagnostics: &diagnostics,
+                when: match (&pipeline, &plan) {
+                    (Some(pipeline), Some(_)) => conditions(pipeline),
+                    _ => BTreeMap::new(),
+                },
                 plan,
             };
             let mut text = serde_json::to_string_pretty(&report)
@@ -168,11 +206,20 @@ fn render_plan(pipeline: &Pipeline, plan: &[Vec<&str>]) -> String {
         plural(pipeline.max_parallel)
     );
     let width = plan.len().to_string().len();
+    let units: std::collections::HashMap<&str, &apollo_core::Unit> = (pipeline.units.iter())
+        .map(|unit| (unit.name.as_str(), unit))
+        .collect();
     for (layer_idx, layer) in plan.iter().enumerate() {
+        let names: Vec<String> = (layer.iter())
+            .map(|name| match units.get(name) {
+                Some(unit) => planned_name(unit),
+                None => (*name).to_owned(),
+            })
+            .collect();
         text.push_str(&format!(
             "  layer {:>width$}: {}\n",
             layer_idx + 1,
-            layer.join(", ")
+            names.join(", ")
         ));
     }
     text

@@ -163,10 +163,17 @@ pub(crate) fn show(
     {
         text.push_str(&definition_text(defined));
     }
+    // A `when: {command}` ran as its attempt's first phase before apollo skipped the unit.
+    let after_condition = (unit.attempts.last())
+        .and_then(|attempt| attempt.outcome.as_ref())
+        .is_some_and(apollo_core::event::UnitFinished::when_false);
     for skip in &unit.skips {
         let why = match &skip.reason {
             SkipReason::UpstreamFailed { upstream } => format!("upstream `{upstream}` failed"),
             SkipReason::Interrupted => "the run was interrupted before it started".to_owned(),
+            SkipReason::When { condition } if after_condition => {
+                format!("when: {condition} is false (apollo skipped it; only the condition ran)")
+            }
             SkipReason::When { condition } => {
                 format!("when: {condition} is false (apollo skipped it; nothing ran)")
             }
@@ -375,6 +382,7 @@ fn recorded_files(
 fn definition_text(unit: &apollo_core::Unit) -> String {
     let mut text = String::from("  as recorded in the run's definition snapshot:\n");
     let commands = [
+        ("when", unit.when_command.as_ref()),
         ("prepare", unit.prepare.as_ref()),
         ("execute", Some(&unit.execute)),
         ("cleanup", unit.cleanup.as_ref()),

@@ -399,6 +399,7 @@ impl<'e> Expander<'e, '_> {
         for command in [&unit.prepare, &unit.execute, &unit.cleanup]
             .into_iter()
             .flatten()
+            .chain(when::command(unit.when.as_deref()))
         {
             referred.extend(params_named_in(&command.value, self.variables));
         }
@@ -428,8 +429,8 @@ impl<'e> Expander<'e, '_> {
         }
     }
 
-    /// Applies a `when:` (see `when.rs`): a false expression makes the unit skip itself, a
-    /// command guards its `execute`.
+    /// Applies a `when:` (see `when.rs`): a false expression makes apollo skip the unit, a
+    /// command becomes the unit's condition, run at the start of each attempt.
     fn condition(
         &mut self,
         unit: &mut UnitSpec,
@@ -493,9 +494,7 @@ impl<'e> Expander<'e, '_> {
                     );
                     return;
                 }
-                if let Some(execute) = &mut unit.execute {
-                    execute.value = when::guarded(&command.value, &execute.value);
-                }
+                unit.when = Some(Box::new(When::Command(command)));
             }
         }
     }

@@ -130,6 +130,7 @@ pub(crate) fn resolve(spec: Spec, config_path: PathBuf, base_dir: PathBuf) -> Pi
                 .filter_map(|name| Some((name.value.clone(), secrets.get(&name.value)?.clone())))
                 .collect(),
             skip_when: unit.skip_when,
+            when_command: super::when::command(unit.when.as_deref()).map(|c| c.value.clone()),
             log_limit: inherit(settings, defaults, |s| {
                 s.log_limit.as_ref().map(|l| l.value)
             })

@@ -271,11 +271,12 @@ fn when_commands_prepare_and_cleanup_are_quoted_too() {
         "params:\n  x: {type: string, default: a}\nunits:\n  - name: u\n    when:\n      command: test ${params.x} != b\n    execute: ./x.sh\n  - name: v\n    prepare: ./p.sh ${params.x}\n    execute: ./x.sh\n    cleanup: ./c.sh ${params.x}\n",
         &[("x", "a;touch PWNED")],
     );
-    assert!(
-        shell(&units[0].execute).starts_with("if ! ( test 'a;touch PWNED' != b\n); then"),
-        "{}",
-        shell(&units[0].execute)
+    // The condition is a command of its own; the unit's `execute` stays as written.
+    assert_eq!(
+        units[0].when_command,
+        Some(Command::Shell("test 'a;touch PWNED' != b".to_owned()))
     );
+    assert_eq!(shell(&units[0].execute), "./x.sh");
     assert_eq!(
         units[1].prepare,
         Some(Command::Shell("./p.sh 'a;touch PWNED'".to_owned()))

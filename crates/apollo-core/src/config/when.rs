@@ -4,15 +4,21 @@
 //!   loaded: `when: ${params.region} == "eu"`, `!=`, or a single value that is `true` or
 //!   `false` (`when: ${params.full}`). Sides are quoted strings or bare words, compared as text
 //!   after interpolation.
-//! * A **command**, `when: {command: test -s data/new.csv}`, run by `/bin/sh` at the start of
-//!   the unit's `execute` (a unit with `prepare` cannot have one: the condition would come
-//!   after the preparation it is meant to spare).
+//! * A **command**, `when: {command: test -s data/new.csv}`, decided when the unit runs: a
+//!   step of its own ([`Phase::When`](crate::model::Phase::When)), run by `/bin/sh` (an
+//!   argument vector as written) in the unit's workdir and env at the start of each attempt,
+//!   by the local executor and inside the Slurm job alike
+//!   ([`Unit::when_command`](crate::model::Unit::when_command)). A unit with `prepare` cannot
+//!   have one: the condition would come after the preparation it is meant to spare.
 //!
 //! A false **expression** skips the unit: apollo records `unit_skipped` with reason `when`
 //! (the condition as written, with its values), runs none of its commands, and its dependents
-//! go on ([`Unit::skip_when`](crate::model::Unit::skip_when)). It is never shown as an exit 77
-//! of the unit's own. A **command** is checked at the start of the unit's `execute`: a false one
-//! prints why and exits 77, so that one is recorded as the unit skipping itself.
+//! go on ([`Unit::skip_when`](crate::model::Unit::skip_when)). A false **command** (a non-zero
+//! exit) is recorded the same way — the attempt's `unit_finished` (skipped, its last phase
+//! `when`), then `unit_skipped` with reason `when` and the condition's text — and its
+//! dependents go on likewise. Neither is ever shown as an exit 77 of the unit's own, and the
+//! unit's commands stay as the user wrote them. A condition that cannot start (or is killed
+//! by a signal, or times out) fails the attempt: it is not a skip.
 
 use super::raw::{Node, Value};
 use super::schema::{Sp, Walker};
@@ -63,6 +69,14 @@ impl Walker<'_, '_> {
                 None
             }
         }
+    }
+}
+
+/// The command of a `when: {command}` (interpolated once `expand.rs` applied it).
+pub(crate) fn command(when: Option<&When>) -> Option<&Sp<Command>> {
+    match when? {
+        When::Command(command) => Some(command),
+        When::Expression(_) => None,
     }
 }
 
@@ -122,41 +136,6 @@ pub(crate) fn evaluate(left: &str, operator: Option<&str>, right: &str) -> Resul
     }
 }
 
-/// `execute` preceded by the check of a `when: {command}`: a false condition prints why and
-/// exits 77; a true one runs `execute` as before.
-pub(crate) fn guarded(condition: &Command, execute: &Command) -> Command {
-    let condition_script = match condition {
-        Command::Shell(script) => script.clone(),
-        Command::Argv(argv) => argv
-            .iter()
-            .map(|arg| shell_quote(arg))
-            .collect::<Vec<_>>()
-            .join(" "),
-    };
-    let check = format!(
-        "if ! ( {condition_script}\n); then printf 'skipped: when: %s is false\\n' {} >&2; exit 77; fi",
-        shell_quote(&condition.display())
-    );
-    match execute {
-        Command::Shell(script) => Command::Shell(format!("{check}\n{script}")),
-        Command::Argv(argv) => {
-            let mut guarded = vec![
-                "/bin/sh".to_owned(),
-                "-c".to_owned(),
-                format!("{check}\nexec \"$@\""),
-                "sh".to_owned(),
-            ];
-            guarded.extend(argv.iter().cloned());
-            Command::Argv(guarded)
-        }
-    }
-}
-
-/// `text` as one single-quoted shell word.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,17 +149,5 @@ mod tests {
         assert_eq!(evaluate("eu", Some("!="), "eu"), Ok(false));
         assert_eq!(evaluate(" false ", None, ""), Ok(false));
         assert!(evaluate("maybe", None, "").is_err());
-    }
-
-    #[test]
-    fn a_guard_keeps_the_command() {
-        let guarded = guarded(
-            &Command::Shell("test -s x".into()),
-            &Command::Argv(vec!["./run.sh".into(), "a b".into()]),
-        );
-        let Command::Argv(argv) = guarded else {
-            panic!("an argv command stays one");
-        };
-        assert_eq!(&argv[4..], ["./run.sh", "a b"]);
     }
 }

@@ -74,7 +74,10 @@ pub enum Notice<'a> {
         /// The record.
         record: &'a crate::event::RunLate,
     },
-    /// The unit did not run: its `when:` was false ([`crate::model::Unit::skip_when`]).
+    /// The unit did not run: its `when:` was false — an expression at load
+    /// ([`crate::model::Unit::skip_when`]), or its `when: {command}` at the start of an
+    /// attempt (then after that attempt's [`Notice::Finished`], whose record says
+    /// [`UnitFinished::when_false`](crate::event::UnitFinished::when_false)).
     SkippedWhen {
         /// The unit.
         unit: &'a str,
@@ -168,9 +171,17 @@ impl HeldNotice {
             }),
             HeldNotice::SkippedWhen { unit_idx } => {
                 let unit = &pipeline.units[unit_idx];
+                let command = unit
+                    .when_command
+                    .as_ref()
+                    .map(crate::model::Command::display);
                 observer.notice(&Notice::SkippedWhen {
                     unit: &unit.name,
-                    condition: unit.skip_when.as_deref().unwrap_or(""),
+                    condition: unit
+                        .skip_when
+                        .as_deref()
+                        .or(command.as_deref())
+                        .unwrap_or(""),
                 });
             }
         }

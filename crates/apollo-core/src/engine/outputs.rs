@@ -12,6 +12,20 @@ use crate::hash;
 use crate::model::Unit;
 use crate::resume::{PriorState, PriorUnitState};
 
+/// The output hash of a unit skipped because its `when:` was false (an expression at load,
+/// or its `when: {command}` when it ran): fixed by the condition's text, so its dependents'
+/// inputs change only when the condition does.
+pub(super) fn when_false_hash(unit: &Unit) -> String {
+    let condition = (unit.skip_when.clone())
+        .or_else(|| {
+            unit.when_command
+                .as_ref()
+                .map(crate::model::Command::display)
+        })
+        .unwrap_or_default();
+    hash::sha256_hex(format!("when false: {condition}").as_bytes())
+}
+
 /// What the output check of a done unit found (see [`check_outputs`]).
 #[derive(Debug, Default)]
 pub(super) struct OutputCheck {

@@ -144,9 +144,7 @@ pub fn dry_run(
         }
         if let Some(condition) = &unit.skip_when {
             // As the run records it: its dependents get the same fixed output hash.
-            output_hashes[unit_idx] = Some(crate::hash::sha256_hex(
-                format!("when false: {condition}").as_bytes(),
-            ));
+            output_hashes[unit_idx] = Some(super::outputs::when_false_hash(unit));
             plan.push((
                 unit.name.clone(),
                 Planned::SkippedWhen {

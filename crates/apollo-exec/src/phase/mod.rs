@@ -132,6 +132,14 @@ impl PhaseResult {
     }
 }
 
+impl PhaseResult {
+    /// Whether this is a `when: {command}` that was false ([`PhaseOutcome::condition_false`];
+    /// one that could not start, timed out or was killed by a signal is a failure).
+    pub(crate) fn condition_false(&self) -> bool {
+        self.end == PhaseEnd::Exited && self.outcome.condition_false()
+    }
+}
+
 /// Where the termination of a running phase stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -276,6 +284,8 @@ pub(crate) fn run_phase(
         PhaseEnd::Exited => match exit {
             Some(ExitStatus::Code(0)) | None => {}
             Some(ExitStatus::Code(77)) if phase == Phase::Execute => {}
+            // A false condition is an answer, not trouble; 126 and 127 say it could not run.
+            Some(ExitStatus::Code(code)) if phase == Phase::When && code != 126 && code != 127 => {}
             Some(ExitStatus::Code(code)) => {
                 messages.push(messages::exit_code_message(phase, code, &plan))
             }

@@ -44,6 +44,7 @@ impl Fixture {
         );
         let unit = Unit {
             skip_when: None,
+            when_command: None,
             log_limit: None,
             queue_timeout: None,
             deadline: None,

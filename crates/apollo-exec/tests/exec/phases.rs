@@ -111,6 +111,35 @@ fn exit_77_from_execute_is_skipped_and_cleanup_still_runs() {
 }
 
 #[test]
+fn a_when_command_runs_first_and_when_false_skips_the_attempt_without_cleanup() {
+    let mut fixture = Fixture::new("echo ran > ran");
+    fixture.unit.cleanup = Some(Command::Shell("echo cleaned > cleaned".to_owned()));
+    fixture.unit.when_command = Some(Command::Shell("echo \"$APOLLO_PHASE\"; test -e go".into()));
+    let skipped = fixture.run();
+    assert_eq!(skipped.status, AttemptStatus::Skipped, "{skipped:?}");
+    assert_eq!(
+        (skipped.exit, skipped.error.as_deref()),
+        (Some(ExitStatus::Code(1)), None)
+    );
+    assert!(skipped.when_false());
+    assert_eq!(phases(&skipped), [Phase::When]);
+    assert!(!fixture.path("ran").exists() && !fixture.path("cleaned").exists());
+    assert_eq!(fixture.read("stdout"), "when\n");
+
+    std::fs::write(fixture.path("go"), "").unwrap();
+    let ran = fixture.run();
+    assert_eq!(ran.status, AttemptStatus::Succeeded, "{ran:?}");
+    assert_eq!(phases(&ran), [Phase::When, Phase::Execute, Phase::Cleanup]);
+    assert!(fixture.path("ran").exists() && fixture.path("cleaned").exists());
+
+    // A condition that cannot start is a failure, not a skip.
+    fixture.unit.when_command = Some(Command::Argv(vec!["./no-such-condition".into()]));
+    let broken = fixture.run();
+    assert_eq!(broken.status, AttemptStatus::Failed, "{broken:?}");
+    assert_eq!(broken.failed_phase, Some(Phase::When));
+}
+
+#[test]
 fn failing_prepare_skips_execute_but_not_cleanup() {
     let mut fixture = Fixture::new("touch executed");
     fixture.unit.prepare = Some(Command::Shell("exit 3".to_owned()));

@@ -452,6 +452,8 @@ impl<W: Write> TextRenderer<W> {
         let status = match phase.exit {
             _ if phase.timed_out => "timed_out",
             Some(ExitStatus::Code(0)) => "ok",
+            // A `when: {command}` that was false: apollo's skip follows.
+            Some(_) if phase.phase == Phase::When && finished.when_false() => "false",
             Some(ExitStatus::Code(77))
                 if phase.phase == Phase::Execute && finished.status == AttemptStatus::Skipped =>
             {

@@ -98,7 +98,9 @@ fn change_variable(kind: &ChangeKind) -> String {
 
 /// Replaces `from` by `to` in `unit`'s commands (a param's value where it was interpolated).
 pub(super) fn substitute(unit: &mut apollo_core::Unit, from: &str, to: &str) {
-    let commands = [&mut unit.prepare, &mut unit.cleanup].into_iter().flatten();
+    let commands = [&mut unit.when_command, &mut unit.prepare, &mut unit.cleanup]
+        .into_iter()
+        .flatten();
     for command in commands.chain(std::iter::once(&mut unit.execute)) {
         match command {
             apollo_core::Command::Shell(text) => *text = text.replace(from, to),
@@ -145,7 +147,12 @@ fn command_change(good: &apollo_core::Unit, bad: &apollo_core::Unit) -> Option<C
         return None;
     }
     let show = |unit: &apollo_core::Unit| {
-        let commands = [&unit.prepare, &Some(unit.execute.clone()), &unit.cleanup];
+        let commands = [
+            &unit.when_command,
+            &unit.prepare,
+            &Some(unit.execute.clone()),
+            &unit.cleanup,
+        ];
         (commands.into_iter().flatten())
             .map(apollo_core::Command::display)
             .collect::<Vec<_>>()

@@ -135,6 +135,7 @@ fn definition_block(body: &mut String, recorded: &RecordedFiles, unit: &str) {
     };
     body.push_str("<h2>As recorded</h2><dl class=\"facts\">");
     let commands = [
+        ("when", defined.when_command.as_ref()),
         ("prepare", defined.prepare.as_ref()),
         ("execute", Some(&defined.execute)),
         ("cleanup", defined.cleanup.as_ref()),

@@ -230,7 +230,8 @@ mod tests {
     }
 
     fn phase() -> impl Strategy<Value = Phase> {
-        (0..3usize).prop_map(|index| [Phase::Prepare, Phase::Execute, Phase::Cleanup][index])
+        (0..4usize)
+            .prop_map(|index| [Phase::When, Phase::Prepare, Phase::Execute, Phase::Cleanup][index])
     }
 
     fn unit_started() -> impl Strategy<Value = Event> {

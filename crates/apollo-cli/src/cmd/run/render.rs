@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use apollo_core::Pipeline;
-use apollo_core::engine::{RunReport, UnitResult};
+use apollo_core::engine::{Planned, RunReport, UnitResult};
 use apollo_core::event::RunStatus;
 use apollo_runner::{OpenRun, Opening, Plan};
 use apollo_store::RunId;
@@ -146,6 +146,7 @@ pub(crate) fn dry_run(
         .map(|(name, _)| name.len())
         .max()
         .unwrap_or(0);
+    let conditions = when_commands(pipeline);
     for (name, planned) in &plan.units {
         let verb = if planned.stops_run() {
             "stop"
@@ -154,7 +155,8 @@ pub(crate) fn dry_run(
         } else {
             "skip"
         };
-        writeln!(stdout, "  {verb:<4}  {name:<width$}  {planned}").map_err(output)?;
+        let reason = planned_reason(planned, conditions.get(name.as_str()));
+        writeln!(stdout, "  {verb:<4}  {name:<width$}  {reason}").map_err(output)?;
     }
     let n_may_be_reused = (plan.units.iter())
         .filter(|(_, planned)| planned.may_be_reused())
@@ -249,12 +251,31 @@ pub(crate) fn summary_json(
     })
 }
 
+/// The units with a `when: {command}`, by name, with the condition's text: it is decided
+/// only when the unit runs, so the plan says what it waits for.
+fn when_commands(pipeline: &Pipeline) -> std::collections::HashMap<&str, String> {
+    (pipeline.units.iter())
+        .filter_map(|unit| Some((unit.name.as_str(), unit.when_command.as_ref()?.display())))
+        .collect()
+}
+
+/// Why `planned`, and for a unit that runs with a `when: {command}`, on what condition.
+fn planned_reason(planned: &Planned, condition: Option<&String>) -> String {
+    match condition {
+        Some(condition) if planned.runs() => {
+            format!("{planned}; runs if `{condition}` succeeds, else skipped")
+        }
+        _ => planned.to_string(),
+    }
+}
+
 /// `--dry-run --format json`: the plan as one document.
 pub(crate) fn dry_run_json(
     plan: &Plan,
     pipeline: &Pipeline,
     stdout: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let conditions = when_commands(pipeline);
     let units: Vec<serde_json::Value> = plan
         .units
         .iter()
@@ -266,7 +287,8 @@ pub(crate) fn dry_run_json(
             } else {
                 "skip"
             };
-            serde_json::json!({"unit": name, "action": action, "reason": planned.to_string()})
+            let reason = planned_reason(planned, conditions.get(name.as_str()));
+            serde_json::json!({"unit": name, "action": action, "reason": reason})
         })
         .collect();
     let document = serde_json::json!({

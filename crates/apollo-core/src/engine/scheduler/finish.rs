@@ -181,7 +181,10 @@ impl Scheduler<'_> {
             self.pacer.attempt_ended(outcome.wall_time);
         }
         let unit = &self.pipeline.units[unit_idx];
-        let settled = record::settle(&outcome, outputs);
+        let mut settled = record::settle(&outcome, outputs);
+        if outcome.when_false() {
+            settled.output_hash = Some(crate::engine::outputs::when_false_hash(unit));
+        }
         let taken = outcome::take(
             &Ended {
                 status: settled.status,
@@ -245,6 +248,9 @@ impl Scheduler<'_> {
                 });
             }
             self.batch.push_finished(record, notice, unit.idempotent);
+            if outcome.when_false() && taken.next == (Next::Done { skipped: true }) {
+                self.skip_by_condition(unit_idx);
+            }
         } else {
             self.settle_unit(unit_idx, attempt, taken.next, (&settled, awaits), &log_dir);
         }

@@ -5,6 +5,7 @@
 use super::Scheduler;
 use crate::engine::api::UnitResult;
 use crate::engine::observer::HeldNotice;
+use crate::engine::outputs::when_false_hash;
 use crate::engine::policy::{Decision, reused_output_hash};
 use crate::engine::reuse::{ReuseCandidate, ReuseCheck};
 use crate::engine::units::State;
@@ -56,12 +57,32 @@ impl Scheduler<'_> {
         self.batch
             .push_skipped(skipped, HeldNotice::SkippedWhen { unit_idx });
         let slot = &mut self.units[unit_idx];
-        slot.output_hash = Some(crate::hash::sha256_hex(
-            format!("when false: {condition}").as_bytes(),
-        ));
+        slot.output_hash = Some(when_false_hash(unit));
         slot.state = State::Done;
         slot.result = Some(UnitResult::SkippedWhen { condition });
         self.queue.complete(self.dag, unit_idx);
+    }
+
+    /// Record `unit_idx`, whose attempt just ended skipped by its `when: {command}` (its
+    /// `unit_finished` is in the batch), as skipped by apollo: `unit_skipped` with reason
+    /// `when` and the condition's text follows that record, and its dependents go on.
+    pub(super) fn skip_by_condition(&mut self, unit_idx: usize) {
+        let unit = &self.pipeline.units[unit_idx];
+        let condition = unit
+            .when_command
+            .as_ref()
+            .map(crate::model::Command::display)
+            .unwrap_or_default();
+        let skipped = UnitSkipped {
+            unit: unit.name.clone(),
+            reason: SkipReason::When {
+                condition: condition.clone(),
+            },
+        };
+        self.batch
+            .push_skipped(skipped, HeldNotice::SkippedWhen { unit_idx });
+        // Its output hash (settled by `finish_attempt`) is the same as after a false expression.
+        self.units[unit_idx].result = Some(UnitResult::SkippedWhen { condition });
     }
 
     /// Record `unit_idx` as reused from an earlier run's `candidate` (its `unit_reused` goes

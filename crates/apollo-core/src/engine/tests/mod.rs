@@ -35,6 +35,7 @@ use crate::model::{Command, Unit};
 pub(super) fn unit(name: &str, deps: &[&str]) -> Unit {
     Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,
@@ -301,9 +302,15 @@ impl Executor for FakeExecutor {
         outcome.status = status;
         outcome.exit = exit;
         outcome.wall_time = self.wall_time;
-        // The attempt's process ran (an attempt with no phase never started anything).
+        // The attempt's process ran (an attempt with no phase never started anything); a
+        // unit with a `when: {command}` that skips was skipped by it.
+        let by_condition = status == AttemptStatus::Skipped && request.unit.when_command.is_some();
         outcome.phases.push(crate::executor::PhaseOutcome {
-            phase: crate::model::Phase::Execute,
+            phase: if by_condition {
+                crate::model::Phase::When
+            } else {
+                crate::model::Phase::Execute
+            },
             offset: Duration::ZERO,
             wall_time: Duration::ZERO,
             exit,

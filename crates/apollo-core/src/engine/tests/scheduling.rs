@@ -178,6 +178,52 @@ fn a_unit_that_skips_itself_satisfies_its_dependents() {
     assert_eq!(report.units[1].1, UnitResult::Succeeded { attempt: 1 });
 }
 
+#[test]
+fn a_false_when_command_is_recorded_as_apollos_skip_after_the_attempt_and_dependents_go_on() {
+    let mut branch = unit("branch", &[]);
+    branch.when_command = Some(crate::model::Command::Shell("test -e new".into()));
+    let pipeline = pipeline(vec![branch, unit("after", &["branch"])], 1);
+    let mut journal = SharedJournal::default();
+    let executor = FakeExecutor::new(&journal, |name, _, _| {
+        if name == "branch" {
+            (AttemptStatus::Skipped, Some(ExitStatus::Code(1)))
+        } else {
+            ok()
+        }
+    });
+    let options = EngineOptions::new("r", &pipeline);
+    let cancel = CancelToken::new();
+    let report = run_with(
+        &pipeline,
+        &PriorState::empty(),
+        &options,
+        &mut journal,
+        &executor,
+        &cancel,
+    )
+    .unwrap();
+    assert_eq!(report.status, Some(RunStatus::Succeeded));
+    let condition = "test -e new".to_owned();
+    assert_eq!(
+        report.units[0].1,
+        UnitResult::SkippedWhen {
+            condition: condition.clone()
+        }
+    );
+    assert_eq!(report.units[1].1, UnitResult::Succeeded { attempt: 1 });
+    let events = journal.events.lock().unwrap().clone();
+    let finished = (events.iter())
+        .position(
+            |event| matches!(event, Event::UnitFinished(f) if f.unit == "branch" && f.when_false()),
+        )
+        .expect("the attempt's end");
+    let skipped = Event::UnitSkipped(crate::event::UnitSkipped {
+        unit: "branch".into(),
+        reason: crate::event::SkipReason::When { condition },
+    });
+    assert_eq!(events[finished + 1], skipped);
+}
+
 /// Runs `n` idempotent units whose attempts take 2 ms and report 1 ms (short attempts, see
 /// `Pacer::nap`) on 2 workers — after, with `careful`, a non-idempotent unit that holds a
 /// worker until all of them are done — and returns the naps the engine took.

@@ -137,6 +137,7 @@ pub(crate) fn fake_cluster(dir: &Path) -> SlurmOptions {
 pub(crate) fn unit(name: &str, execute: &str, workdir: &Path) -> Unit {
     Unit {
         skip_when: None,
+        when_command: None,
         log_limit: None,
         queue_timeout: None,
         deadline: None,
