@@ -154,6 +154,14 @@ impl SlurmExecutor {
             .groups
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        // A full group is its leader's to take (one joining it would make an array of one
+        // beyond it): wait until the leader has, then gather anew.
+        while groups
+            .get(&key)
+            .is_some_and(|group| group.members.len() >= cap)
+        {
+            groups = (gatherer.full.wait(groups)).unwrap_or_else(PoisonError::into_inner);
+        }
         let now = Instant::now();
         if let Some(group) = groups.get_mut(&key) {
             group.members.push(member);
@@ -194,6 +202,7 @@ impl SlurmExecutor {
             .remove(&key)
             .map_or_else(Vec::new, |group| group.members);
         drop(groups);
+        gatherer.full.notify_all();
         if members.len() <= 1 {
             return None;
         }

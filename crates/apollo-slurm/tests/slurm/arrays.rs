@@ -19,9 +19,18 @@ use apollo_core::{Executor, Unit};
 use apollo_slurm::SlurmExecutor;
 use support::*;
 
-/// The gathering window of these tests: long enough that attempts started together on a
-/// loaded machine always meet; a group closes early when it holds a full array.
-const QUIET: Duration = Duration::from_secs(2);
+/// The gathering window of these tests, a safety net only: a group closes as soon as it
+/// holds a full array, and each test's cluster takes arrays exactly as large as what its
+/// attempts fill ([`max_array_size`]), so which attempts meet never depends on how fast a
+/// loaded machine starts their threads (a 2 s quiet time once let one of twenty miss its
+/// array).
+const QUIET: Duration = Duration::from_secs(60);
+
+/// The fake cluster's `MaxArraySize` set to `size`.
+fn max_array_size(root: &Path, size: usize) {
+    let scontrol = FAKE_SCONTROL.replace("= 10", &format!("= {size}"));
+    std::fs::write(root.join("bin/scontrol"), scontrol).unwrap();
+}
 
 /// Run attempt 1 of each of `units` at once, each on a thread of its own (as the engine's
 /// workers do): their outcomes and reports, in `units`' order.
@@ -165,6 +174,7 @@ fn a_lost_array_answer_is_found_under_its_token_and_the_array_adopted() {
     let executor =
         SlurmExecutor::new(fake_cluster(root).gather_window(QUIET, Duration::from_secs(60)));
     plan(root, &["lost-answer"]);
+    max_array_size(root, 3);
     let units: Vec<Unit> = (0..3)
         .map(|i| unit(&format!("u{i}"), "echo once >>ledger", root))
         .collect();
@@ -193,6 +203,7 @@ fn a_lost_array_whose_token_stays_unknown_leaves_every_task_in_doubt_when_one_is
     let executor =
         SlurmExecutor::new(fake_cluster(root).gather_window(QUIET, Duration::from_secs(60)));
     plan(root, &["lost-job"]);
+    max_array_size(root, 2);
     let units = vec![
         unit("u0", "echo ran >>ledger", root),
         careful("pay", "echo ran >>ledger", root),
@@ -219,6 +230,7 @@ fn a_lost_array_of_idempotent_units_is_cancelled_by_name_and_submitted_again_und
     let executor =
         SlurmExecutor::new(fake_cluster(root).gather_window(QUIET, Duration::from_secs(60)));
     plan(root, &["lost-job", "ok"]);
+    max_array_size(root, 3);
     let units: Vec<Unit> = (0..3)
         .map(|i| unit(&format!("u{i}"), "echo once >>ledger", root))
         .collect();
