@@ -266,7 +266,12 @@ pub(crate) fn dry_run_json(
             } else {
                 "skip"
             };
-            serde_json::json!({"unit": name, "action": action, "reason": planned.to_string()})
+            let mut unit =
+                serde_json::json!({"unit": name, "action": action, "reason": planned.to_string()});
+            if !planned.restores().is_empty() {
+                unit["restores"] = serde_json::json!(planned.restores());
+            }
+            unit
         })
         .collect();
     let document = serde_json::json!({
