@@ -24,6 +24,12 @@ fn the_run_page_and_json_name_the_outputs_a_reuse_restored() {
         "{page}"
     );
     assert_eq!(page.matches("class=\"restored\"").count(), 1, "{page}");
+    let unit = served.ok("/runs/latest/units/make");
+    assert!(
+        unit.contains("<span class=\"restored\">Restored out/made.txt</span> from the blob store."),
+        "{unit}"
+    );
+    assert!(!served.ok("/runs/latest/units/keep").contains("Restored"));
     let api = served.get("/api/runs/latest");
     let document: serde_json::Value = serde_json::from_str(&api.body).unwrap();
     assert_eq!(
