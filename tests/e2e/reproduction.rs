@@ -64,3 +64,47 @@ fn reproduce_shows_no_diff_from_a_fifo_planted_as_the_recorded_blob_and_does_not
     );
     assert!(!output.stdout.contains("--- recorded/"), "{output:?}");
 }
+
+/// The HTML report and JUnit of a reproduction say its verdict, from the run model.
+#[test]
+fn a_reproductions_verdict_is_in_its_html_report_and_junit() {
+    let mut apollo = reproducible("b\na\n");
+    apollo
+        .args(&["reproduce", "latest", "sorted"])
+        .run()
+        .code(0);
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    let id = runs["runs"][1]["id"].as_str().unwrap().to_owned();
+    let html = apollo.args(&["replay", &id, "--format", "html"]).run();
+    html.code(0);
+    assert!(
+        html.stdout
+            .contains("<dt>reproduction</dt><dd id=\"reproduction\">reproduced</dd>"),
+        "{}",
+        html.stdout
+    );
+    let junit = apollo.args(&["replay", &id, "--format", "junit"]).run();
+    junit.code(0);
+    assert!(
+        junit
+            .stdout
+            .contains(r#"<property name="apollo.reproduction" value="reproduced"/>"#),
+        "{}",
+        junit.stdout
+    );
+    // An ordinary run has no verdict to say.
+    let html = apollo
+        .args(&[
+            "replay",
+            runs["runs"][0]["id"].as_str().unwrap(),
+            "--format",
+            "html",
+        ])
+        .run();
+    assert!(
+        !html.stdout.contains("id=\"reproduction\""),
+        "{}",
+        html.stdout
+    );
+}

@@ -80,3 +80,81 @@ fn a_restored_output_is_named_by_the_record_the_run_explain_show_and_replay() {
         replay.stdout
     );
 }
+
+/// `--dry-run` names what a reuse would put back (the restorer's own decision, made without
+/// writing), and writes nothing.
+#[test]
+fn dry_run_names_the_outputs_a_reuse_would_restore_and_restores_nothing() {
+    let (mut apollo, first) = ran_once();
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    let plan = apollo.args(&["run", "--dry-run"]).run();
+    plan.code(0);
+    let line =
+        format!("reused: inputs identical to run {first} attempt 1; would restore out/clean.csv\n");
+    assert!(plan.stdout.contains(&line), "{line}\n{}", plan.stdout);
+    assert!(
+        plan.stdout.contains(&format!(
+            "reused: inputs identical to run {first} attempt 1\n"
+        )),
+        "an untouched unit restores nothing: {}",
+        plan.stdout
+    );
+    assert!(
+        !apollo.path("out/clean.csv").exists(),
+        "a plan writes nothing"
+    );
+    let plan = apollo.args(&["run", "--dry-run", "--format", "json"]).run();
+    plan.code(0);
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    let unit = |name: &str| {
+        (plan["units"].as_array().unwrap().iter())
+            .find(|unit| unit["unit"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        unit("clean")["restores"],
+        serde_json::json!(["out/clean.csv"])
+    );
+    assert!(unit("other").get("restores").is_none(), "{plan}");
+}
+
+/// JUnit (`run --junit`, `replay --format junit`) and the HTML report name the restored files
+/// of a reused unit; in JUnit a passing case, the files in its properties and system-out.
+#[test]
+fn junit_and_the_html_report_name_the_restored_outputs() {
+    let (mut apollo, _) = ran_once();
+    std::fs::remove_file(apollo.path("out/clean.csv")).unwrap();
+    apollo.args(&["run", "--junit", "report.xml"]).run().code(0);
+    let xml = std::fs::read_to_string(apollo.path("report.xml")).unwrap();
+    let case = xml
+        .split("<testcase ")
+        .find(|case| case.starts_with("name=\"clean\""))
+        .unwrap_or_else(|| panic!("{xml}"));
+    let case = case.split("</testcase>").next().unwrap();
+    assert!(
+        case.contains(r#"<property name="apollo.restored" value="out/clean.csv"/>"#),
+        "{case}"
+    );
+    assert!(case.contains("restored out/clean.csv"), "{case}");
+    assert!(case.contains("<system-out>"), "{case}");
+    assert!(
+        !case.contains("<failure") && !case.contains("<skipped"),
+        "{case}"
+    );
+    let other = (xml
+        .split("<testcase ")
+        .find(|case| case.starts_with("name=\"other\"")))
+    .unwrap_or_default();
+    assert!(!other.contains("apollo.restored"), "{other}");
+    let replayed = apollo.args(&["replay", "--format", "junit"]).run();
+    replayed.code(0);
+    assert_eq!(replayed.stdout, xml);
+
+    let html = apollo.args(&["replay", "--format", "html"]).run();
+    html.code(0);
+    let row = (html.stdout.lines())
+        .find(|line| line.contains("class=\"reused\" data-unit=\"clean\""))
+        .unwrap_or_else(|| panic!("{}", html.stdout));
+    assert!(row.contains("restored out/clean.csv"), "{row}");
+}

@@ -18,7 +18,7 @@ pub(crate) fn skip_reason_text(reason: &SkipReason) -> String {
 
 /// A reproduction's verdict in words: `reproduced`, or `not reproduced` and why (`recorded
 /// succeeded, now failed`, `outputs differ (out/x.csv)`), each path made safe for a terminal.
-pub(crate) fn verdict_text(compared: &ReproductionCompared) -> String {
+pub fn verdict_text(compared: &ReproductionCompared) -> String {
     if compared.reproduced {
         return "reproduced".to_owned();
     }

@@ -20,6 +20,7 @@ use crate::display::{
 use crate::text::describe_exit;
 use crate::{Attempt, AttemptState, Timeline, UnitState, UnitTimeline};
 
+mod details;
 mod extras;
 pub use extras::HtmlExtras;
 
@@ -137,7 +138,7 @@ fn write_header(
          <div><dt>units</dt><dd>{}</dd></div>\
          <div><dt>attempts</dt><dd>{n_attempts}</dd></div>\
          <div><dt>peak parallelism</dt><dd>{}</dd></div>\
-         <div><dt>resumes</dt><dd>{}</dd></div>\
+         <div><dt>resumes</dt><dd>{}</dd></div>{}\
          </dl>\n</header>\n",
         esc(run_id),
         esc(pipeline),
@@ -147,6 +148,7 @@ fn write_header(
         timeline.units.len(),
         timeline.n_lanes,
         timeline.resumes.len(),
+        details::reproduction_fact(timeline),
     );
 }
 
@@ -572,21 +574,7 @@ fn write_table(
             name = esc(&unit.name),
             status = state,
         );
-        // Why it failed, in the page: the end of the failed attempt's stderr.
-        if state == UnitState::Failed
-            && let Some(last) = last
-            && let Some(excerpt) = excerpts.and_then(|excerpts| excerpts(&unit.name, last.number))
-        {
-            let _ = writeln!(
-                page,
-                "<tr class=\"excerpt\" data-unit=\"{name}\" data-status=\"{status}\" \
-                 data-duration=\"{}\"><td></td><td colspan=\"10\"><pre>{}</pre></td></tr>",
-                last.duration_ms(),
-                esc(&excerpt),
-                name = esc(&unit.name),
-                status = state,
-            );
-        }
+        details::write_details(page, unit, state, excerpts);
     }
     page.push_str("</tbody>\n</table>\n</section>\n");
 }

@@ -4,11 +4,15 @@
 //! * succeeded: a passing case; earlier failed attempts are `<flakyFailure>`s (it passed
 //!   only after a retry);
 //! * reused from an earlier run: a passing case with the property `apollo.reused_from`
-//!   (`run RUN attempt N`), never `<skipped>`;
+//!   (`run RUN attempt N`), never `<skipped>`; the output files put back from the blob store
+//!   to reuse it in the property `apollo.restored` (comma-separated), and both in its
+//!   `<system-out>`, which test reporters show;
 //! * failed or timed out for good: `<failure>` with the error line as message and the end of
 //!   the failed attempt's stderr as text; earlier failed attempts are `<rerunFailure>`s;
 //! * skipped (exit 77), not run because an upstream failed, not started: `<skipped>` with why;
 //! * cut off (apollo stopped mid-attempt) or marked failed by a human: `<error>`.
+//!
+//! A reproduction's suite has its verdict in the property `apollo.reproduction`.
 //!
 //! apollo-replay reads no files: the caller passes the stderr excerpts it wants shown.
 
@@ -49,6 +53,10 @@ fn report(timeline: &Timeline, excerpts: ExcerptSource<'_>) -> Report {
         suite.add_property(("apollo.run_id", run_id.as_str()));
     }
     suite.add_property(("apollo.status", timeline.status_str()));
+    if let Some(compared) = &timeline.facts.compared {
+        let verdict = crate::display::verdict_text(compared);
+        suite.add_property(("apollo.reproduction", verdict.as_str()));
+    }
     for unit in &timeline.units {
         suite.add_test_case(test_case(pipeline, unit, timeline.state_of(unit), excerpts));
     }
@@ -172,14 +180,25 @@ fn test_case(
     case.set_classname(pipeline);
     case.add_property(("apollo.state", state.as_str()));
     if let (UnitStatus::Reused, Some(reused)) = (unit.status, &unit.reused) {
-        case.add_property((
-            "apollo.reused_from",
-            format!("run {} attempt {}", reused.from_run, reused.from_attempt).as_str(),
-        ));
+        add_reused(&mut case, reused);
     }
     if let Some(last) = last {
         case.set_time(Duration::from_millis(last.duration_ms()))
             .set_timestamp(last.start);
     }
     case
+}
+
+/// Where a reused unit's success is from, and the files put back to reuse it.
+fn add_reused(case: &mut TestCase, reused: &crate::Reused) {
+    let from = format!("run {} attempt {}", reused.from_run, reused.from_attempt);
+    case.add_property(("apollo.reused_from", from.as_str()));
+    let mut out = format!("reused: inputs identical to {from}");
+    if !reused.restored.is_empty() {
+        let restored = reused.restored.join(", ");
+        case.add_property(("apollo.restored", restored.as_str()));
+        out.push_str(&format!("; restored {restored} from the blob store"));
+    }
+    out.push('\n');
+    case.set_system_out(out);
 }

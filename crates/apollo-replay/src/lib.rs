@@ -20,6 +20,8 @@ mod browser_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod reuse_view_tests;
+#[cfg(test)]
 mod testkit;
 #[cfg(test)]
 mod tests;
@@ -38,6 +40,7 @@ pub use diff::{
     Change, ComponentChange, InputChange, ManifestLoader, Presence, RunDiff, RunSide, Side,
     UnitDiff, write_diff_json, write_diff_text,
 };
+pub use display::verdict_text;
 pub use error::ReplayError;
 pub use export::{
     CrateFile, DEFINITION_FILE, ExportFormat, RoCrate, UnknownExportFormat, ro_crate,

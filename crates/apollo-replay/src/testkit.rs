@@ -373,6 +373,25 @@ impl RunBuilder {
         self
     }
 
+    /// `unit_reused` of `unit` from run `from` attempt 1, with the files it `restored`.
+    pub(crate) fn reused(&mut self, ms: i64, unit: &str, from: &str, restored: &[&str]) {
+        let event = Event::UnitReused(UnitReused {
+            unit: unit.into(),
+            from_run: from.into(),
+            from_attempt: 1,
+            input_hash: fake_hash(unit),
+            inputs: Vec::new(),
+            output_hash: fake_hash(&format!("{unit} out")),
+            restored: restored.iter().map(|path| (*path).to_owned()).collect(),
+        });
+        self.push(ms, event);
+    }
+
+    /// `reproduction_compared` (after `run_finished`).
+    pub(crate) fn compared(&mut self, ms: i64, compared: ReproductionCompared) {
+        self.push(ms, Event::ReproductionCompared(compared));
+    }
+
     /// `run_finished`.
     pub(crate) fn end(
         &mut self,

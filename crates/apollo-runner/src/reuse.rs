@@ -332,12 +332,8 @@ impl OutputRestorer for BlobRestorer {
     ) -> Result<Vec<String>, String> {
         let files = self.restorable(unit, base_dir, candidate)?;
         let mut restored = Vec::new();
-        for file in &files {
+        for file in to_restore(base_dir, &files) {
             let dest = base_dir.join(&file.path);
-            // A file still as recorded is left alone, and not named as restored.
-            if as_recorded(&dest, file) {
-                continue;
-            }
             if let Some(parent) = dest.parent() {
                 std::fs::create_dir_all(parent)
                     .map_err(|error| format!("cannot restore {}: {error}", file.path))?;
@@ -356,9 +352,21 @@ impl OutputRestorer for BlobRestorer {
         unit: &Unit,
         base_dir: &Path,
         candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
-        self.restorable(unit, base_dir, candidate).map(drop)
+    ) -> Result<Vec<String>, String> {
+        let files = self.restorable(unit, base_dir, candidate)?;
+        let mut restored: Vec<String> = (to_restore(base_dir, &files))
+            .map(|file| file.path.clone())
+            .collect();
+        restored.sort_unstable();
+        Ok(restored)
     }
+}
+
+/// The files of `files` (a candidate's recorded outputs) that a restore writes: those not on
+/// disk under `base_dir` as recorded. A file still as recorded is left alone, and not named
+/// as restored — by a run's restore and by a plan's answer alike.
+fn to_restore<'f>(base_dir: &Path, files: &'f [FileEntry]) -> impl Iterator<Item = &'f FileEntry> {
+    (files.iter()).filter(move |file| !as_recorded(&base_dir.join(&file.path), file))
 }
 
 /// Whether `dest` is a regular file with `file`'s bytes and permission bits (what a restore

@@ -49,6 +49,21 @@ pub enum Planned {
 impl std::fmt::Display for Planned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            // What a plan would restore, it has not restored yet.
+            Planned::Decided(Decision::Reused {
+                run_id,
+                attempt,
+                restored,
+            }) => {
+                write!(
+                    f,
+                    "reused: inputs identical to run {run_id} attempt {attempt}"
+                )?;
+                if !restored.is_empty() {
+                    write!(f, "; would restore {}", restored.join(", "))?;
+                }
+                Ok(())
+            }
             Planned::Decided(decision) => decision.fmt(f),
             Planned::AfterUpstream {
                 upstream,
@@ -103,6 +118,15 @@ impl Planned {
     /// stands for it (see [`Planned::AfterUpstream`]'s `reusable`).
     pub fn may_be_reused(&self) -> bool {
         matches!(self, Planned::AfterUpstream { reusable: true, .. })
+    }
+
+    /// The outputs a reuse would put back from the blob store (missing or changed on disk),
+    /// sorted; empty for a unit not reused, or reused as its outputs are.
+    pub fn restores(&self) -> &[String] {
+        match self {
+            Planned::Decided(Decision::Reused { restored, .. }) => restored,
+            _ => &[],
+        }
     }
 
     /// Whether the unit would (or may) run.
@@ -239,11 +263,8 @@ pub fn dry_run(
                             &limits,
                         ) {
                             ReuseCheck::Reusable(candidate) => {
-                                output_hashes[unit_idx] = Some(candidate.output_hash);
-                                Decision::Reused {
-                                    run_id: candidate.run_id,
-                                    attempt: candidate.attempt,
-                                }
+                                output_hashes[unit_idx] = Some(candidate.output_hash.clone());
+                                reuse::reused(candidate)
                             }
                             ReuseCheck::NotReused(why) => Decision::NotReused(why),
                         }

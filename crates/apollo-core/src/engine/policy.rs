@@ -49,6 +49,10 @@ pub enum Decision {
         run_id: String,
         /// That attempt.
         attempt: u32,
+        /// The declared outputs put back from the blob store to reuse it (relative to the
+        /// project, sorted; empty when none was missing or changed) — in a plan, the ones
+        /// that would be.
+        restored: Vec<String>,
     },
     /// It never ran in this run and says `reuse: true`, but no earlier success can stand for
     /// it: it runs. The phrase says why ("input file data/raw.csv changed since run …
@@ -111,11 +115,19 @@ impl std::fmt::Display for Decision {
                 )
             }
             Decision::FirstRun => f.write_str("has not run yet in this run"),
-            Decision::Reused { run_id, attempt } => {
+            Decision::Reused {
+                run_id,
+                attempt,
+                restored,
+            } => {
                 write!(
                     f,
                     "reused: inputs identical to run {run_id} attempt {attempt}"
-                )
+                )?;
+                if !restored.is_empty() {
+                    write!(f, "; restored {}", restored.join(", "))?;
+                }
+                Ok(())
             }
             Decision::NotReused(why) => write!(f, "runs, not reused: {why}"),
             Decision::InputsChanged(changes) => write!(f, "runs again: {}", changes.join(", ")),

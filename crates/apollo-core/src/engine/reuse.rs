@@ -72,15 +72,17 @@ pub trait OutputRestorer: Send + Sync {
         candidate: &ReuseCandidate,
     ) -> Result<Vec<String>, String>;
 
-    /// Whether [`restore`](Self::restore) could put them back, writing nothing (a plan): as
-    /// far as can be told without copying (a damaged blob is found only as it is copied).
-    /// Without an answer of its own, a plan takes them as not restorable.
+    /// Whether [`restore`](Self::restore) could put them back, writing nothing (a plan): the
+    /// files it would write (relative to `base_dir`, sorted: those missing or differing,
+    /// decided as `restore` decides), as far as can be told without copying (a damaged blob
+    /// is found only as it is copied). Without an answer of its own, a plan takes them as not
+    /// restorable.
     fn can_restore(
         &self,
         _unit: &Unit,
         _base_dir: &Path,
         _candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<String>, String> {
         Err("not restorable: cannot tell without restoring".to_owned())
     }
 }
@@ -104,8 +106,8 @@ impl OutputRestorer for NoRestore {
         unit: &Unit,
         base_dir: &Path,
         candidate: &ReuseCandidate,
-    ) -> Result<(), String> {
-        self.restore(unit, base_dir, candidate).map(drop)
+    ) -> Result<Vec<String>, String> {
+        self.restore(unit, base_dir, candidate)
     }
 }
 
@@ -223,7 +225,10 @@ pub(super) fn check(
     if !reuse.writes {
         return Some(
             match reuse.restorer.can_restore(unit, base_dir, &candidate) {
-                Ok(()) => ReuseCheck::Reusable(candidate),
+                Ok(restored) => ReuseCheck::Reusable(ReuseCandidate {
+                    restored,
+                    ..candidate
+                }),
                 Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),
             },
         );
@@ -242,6 +247,16 @@ pub(super) fn check(
         },
         Err(cause) => ReuseCheck::NotReused(format!("{first} ({cause})")),
     })
+}
+
+/// The decision for a unit `candidate` stands for, with the files restored for it (or, in a
+/// plan, that would be).
+pub(super) fn reused(candidate: ReuseCandidate) -> super::policy::Decision {
+    super::policy::Decision::Reused {
+        run_id: candidate.run_id,
+        attempt: candidate.attempt,
+        restored: candidate.restored,
+    }
 }
 
 /// [`check`] on a thread that may read files: it always decides.

@@ -3,7 +3,9 @@
 //! beyond the timeline's times and outcomes.
 
 use apollo_core::capture::FileEntry;
-use apollo_core::event::{Event, FileSide, InputManifestRef, RunKind, RunReproduces};
+use apollo_core::event::{
+    Event, FileSide, InputManifestRef, ReproductionCompared, RunKind, RunReproduces,
+};
 
 use super::TimelineBuilder;
 
@@ -31,6 +33,9 @@ pub struct RunFacts {
     pub run_kind: RunKind,
     /// The attempt a reproduction re-ran (`run_reproduces`).
     pub reproduces: Option<RunReproduces>,
+    /// A reproduction's verdict (its `reproduction_compared`, journal format 1.11); `None` for
+    /// other runs, older reproductions and one cut off before comparing.
+    pub compared: Option<ReproductionCompared>,
     /// The definition snapshot of each apollo process of the run, in order: `run_started`'s,
     /// then each `run_resumed`'s. An attempt ran under the one of the process that started it
     /// (the resumes before its `unit_started`): its cost is priced by that snapshot's table.
@@ -83,6 +88,7 @@ impl TimelineBuilder {
                 }
                 facts.reproduces = Some(reproduces.clone());
             }
+            Event::ReproductionCompared(compared) => facts.compared = Some(compared.clone()),
             Event::UnitFiles(listed) => {
                 let Some(&unit_idx) = self.unit_index.get(&listed.unit) else {
                     return;

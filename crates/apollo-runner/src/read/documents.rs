@@ -244,7 +244,8 @@ pub fn show_run_document(
         "counts": timeline.counts().to_json(),
         "units": units,
     });
-    if let Some(verdict) = &summary.reproduction {
+    // A reproduction's verdict, as the run model has it.
+    if let Some(verdict) = &timeline.facts.compared {
         document["reproduction"] = serde_json::json!(verdict);
     }
     if let Some(cost) = cost {

@@ -192,9 +192,19 @@ fn notes_block(body: &mut String, unit: &UnitTimeline) {
         );
     }
     if let Some(reused) = &unit.reused {
+        // The outputs put back from the blob store to reuse it.
+        let restored = if reused.restored.is_empty() {
+            String::new()
+        } else {
+            let paths = reused.restored.join(", ");
+            format!(
+                " <span class=\"restored\">Restored {}</span> from the blob store.",
+                escape(&paths)
+            )
+        };
         let _ = write!(
             body,
-            "<p>Reused at {}: inputs identical to <a href=\"{}\">run {} attempt {}</a> (input <code>{}</code>, output <code>{}</code>).</p>",
+            "<p>Reused at {}: inputs identical to <a href=\"{}\">run {} attempt {}</a> (input <code>{}</code>, output <code>{}</code>).{restored}</p>",
             reused.ts.format("%Y-%m-%d %H:%M:%S UTC"),
             escape(&html::unit_href(
                 &reused.from_run,

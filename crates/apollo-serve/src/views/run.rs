@@ -199,6 +199,14 @@ fn summary_block(
         );
     }
     deadline_facts(body, timeline);
+    // A reproduction's verdict, from the run model (its `reproduction_compared`).
+    if let Some(compared) = &timeline.facts.compared {
+        let _ = write!(
+            body,
+            "<dt>Reproduction</dt><dd class=\"reproduction\">{}</dd>",
+            escape(&apollo_replay::verdict_text(compared))
+        );
+    }
     for resume in &timeline.resumes {
         let _ = write!(
             body,
@@ -352,8 +360,17 @@ fn unit_row(
         None => String::new(),
     };
     let reused = unit.reused.as_ref().map_or_else(String::new, |reused| {
+        // The outputs put back from the blob store to reuse it.
+        let restored = if reused.restored.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " · <span class=\"restored\">restored {}</span>",
+                escape(&reused.restored.join(", "))
+            )
+        };
         format!(
-            "<a href=\"{}\">{} #{}</a>",
+            "<a href=\"{}\">{} #{}</a>{restored}",
             escape(&html::unit_href(
                 &reused.from_run,
                 &unit.name,

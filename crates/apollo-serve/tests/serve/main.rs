@@ -11,4 +11,5 @@ mod browser_live;
 mod deadlines;
 mod http;
 mod live;
+mod restores;
 mod secrets;

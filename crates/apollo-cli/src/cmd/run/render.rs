@@ -288,7 +288,11 @@ pub(crate) fn dry_run_json(
                 "skip"
             };
             let reason = planned_reason(planned, conditions.get(name.as_str()));
-            serde_json::json!({"unit": name, "action": action, "reason": reason})
+            let mut unit = serde_json::json!({"unit": name, "action": action, "reason": reason});
+            if !planned.restores().is_empty() {
+                unit["restores"] = serde_json::json!(planned.restores());
+            }
+            unit
         })
         .collect();
     let document = serde_json::json!({

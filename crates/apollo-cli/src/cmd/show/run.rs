@@ -54,7 +54,8 @@ pub(super) fn show_run(
         writeln!(out, "  problem: {problem}").map_err(output)?;
     }
     writeln!(out, "  {}, of {} units", counts.text(0), summary.n_units).map_err(output)?;
-    if let Some(verdict) = &summary.reproduction {
+    // The verdict as the run model has it (the reproduction's `reproduction_compared`).
+    if let Some(verdict) = &timeline.facts.compared {
         let verdict = crate::cmd::runs::verdict_text(verdict);
         writeln!(out, "  reproduction: {verdict}").map_err(output)?;
     }

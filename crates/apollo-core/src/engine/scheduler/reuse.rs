@@ -7,7 +7,7 @@ use crate::engine::api::UnitResult;
 use crate::engine::observer::HeldNotice;
 use crate::engine::outputs::when_false_hash;
 use crate::engine::policy::{Decision, reused_output_hash};
-use crate::engine::reuse::{ReuseCandidate, ReuseCheck};
+use crate::engine::reuse::{ReuseCandidate, ReuseCheck, reused};
 use crate::engine::units::State;
 use crate::event::{
     AttemptStatus, InputComponent, SkipReason, UnitReused, UnitSkipped, UnitStarted,
@@ -145,13 +145,9 @@ pub(super) fn with_reuse(
     reuse_check: Option<ReuseCheck>,
 ) -> (Decision, Option<ReuseCandidate>) {
     match (decision, reuse_check) {
-        (Decision::FirstRun, Some(ReuseCheck::Reusable(candidate))) => (
-            Decision::Reused {
-                run_id: candidate.run_id.clone(),
-                attempt: candidate.attempt,
-            },
-            Some(candidate),
-        ),
+        (Decision::FirstRun, Some(ReuseCheck::Reusable(candidate))) => {
+            (reused(candidate.clone()), Some(candidate))
+        }
         (Decision::FirstRun, Some(ReuseCheck::NotReused(why))) => (Decision::NotReused(why), None),
         (decision, _) => (decision, None),
     }

@@ -50,9 +50,14 @@ impl OutputRestorer for Restorer {
         Ok(vec![unit.outputs[0].clone()])
     }
 
-    fn can_restore(&self, _: &Unit, _: &Path, _: &ReuseCandidate) -> Result<(), String> {
+    fn can_restore(
+        &self,
+        unit: &Unit,
+        _: &Path,
+        _: &ReuseCandidate,
+    ) -> Result<Vec<String>, String> {
         match self.content {
-            "recorded" => Ok(()),
+            "recorded" => Ok(vec![unit.outputs[0].clone()]),
             _ => Err("not restorable: test".to_owned()),
         }
     }
@@ -147,13 +152,18 @@ fn a_restored_output_is_hashed_again_before_it_is_reused() {
         content: "recorded",
         calls: Mutex::new(0),
     });
-    // A plan restores nothing: it counts the unit reused, as a run that restores it would.
+    // A plan restores nothing: it counts the unit reused, as a run that restores it would,
+    // naming what the restorer says it would put back.
     let planning = Reuse::new(source.clone())
         .with_restorer(good.clone())
         .without_writing();
+    let restored = ReuseCandidate {
+        restored: vec!["out.txt".into()],
+        ..found.clone()
+    };
     assert_eq!(
         check_now(&planning, &unit, dir.path(), "h1"),
-        ReuseCheck::Reusable(found.clone())
+        ReuseCheck::Reusable(restored.clone())
     );
     assert_eq!(*good.calls.lock().unwrap(), 0);
     assert!(
@@ -162,10 +172,6 @@ fn a_restored_output_is_hashed_again_before_it_is_reused() {
     );
     let reuse = Reuse::new(source.clone()).with_restorer(good.clone());
     // The candidate reused names the files the restorer put back (its `unit_reused` does).
-    let restored = ReuseCandidate {
-        restored: vec!["out.txt".into()],
-        ..found.clone()
-    };
     assert_eq!(
         check_now(&reuse, &unit, dir.path(), "h1"),
         ReuseCheck::Reusable(restored.clone())
