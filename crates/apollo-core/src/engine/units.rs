@@ -153,15 +153,22 @@ impl UnitTable {
         }
     }
 
-    /// Each unit's result, in config order; the table is emptied. Each slot's own memory (its
-    /// output hash) is freed as its result is made, not after all of them.
+    /// Each unit's result, in config order; the table is emptied. Made in the table's own
+    /// memory (`collect` reuses a `Vec`'s buffer for an `enumerate().map()` of its `into_iter`
+    /// when the new items are no larger): 100,000 results are not 8 MB more at the run's end,
+    /// and each slot's own memory (its output hash) is freed as its result is made.
     pub(super) fn take_results(&mut self, pipeline: &Pipeline) -> Vec<(String, UnitResult)> {
-        let slots = std::mem::take(&mut self.slots);
-        pipeline
-            .units
-            .iter()
-            .zip(slots)
-            .map(|(unit, slot)| (unit.name.clone(), slot.result.unwrap_or(UnitResult::NotRun)))
+        const _: () = assert!(
+            size_of::<(String, UnitResult)>() <= size_of::<UnitSlot>()
+                && align_of::<(String, UnitResult)>() == align_of::<UnitSlot>()
+        );
+        let name = |idx: usize| {
+            (pipeline.units.get(idx)).map_or_else(String::new, |unit| unit.name.clone())
+        };
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .enumerate()
+            .map(|(idx, slot)| (name(idx), slot.result.unwrap_or(UnitResult::NotRun)))
             .collect()
     }
 }
