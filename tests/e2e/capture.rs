@@ -321,7 +321,7 @@ fn a_reproduction_is_marked_in_runs_and_left_out_of_stats() {
     );
     let text = apollo.args(&["runs"]).run().stdout;
     assert!(
-        text.contains("reproduction: outputs differ (stamp.txt); 1/1 ok"),
+        text.contains("reproduction: not reproduced · outputs differ (stamp.txt); 1/1 ok"),
         "{text}"
     );
     let stats = apollo.args(&["stats", "stamp", "--format", "json"]).run();

@@ -24,7 +24,7 @@ fn an_identical_reproduction_says_so_in_runs_text_and_json() {
     );
     assert!(runs["runs"][0].get("reproduction").is_none(), "{runs}");
     let text = apollo.args(&["runs"]).run().stdout;
-    assert!(text.contains("reproduction: identical; 1/1 ok"), "{text}");
+    assert!(text.contains("reproduction: reproduced; 1/1 ok"), "{text}");
     // The verdict survives the runs index (a second listing reads it from there).
     let again = apollo.args(&["runs"]).run().stdout;
     assert_eq!(again, text);
@@ -32,7 +32,7 @@ fn an_identical_reproduction_says_so_in_runs_text_and_json() {
     let id = runs["runs"][1]["id"].as_str().unwrap();
     let show = apollo.args(&["show", id]).run();
     assert!(
-        show.stdout.contains("\n  reproduction: identical\n"),
+        show.stdout.contains("\n  reproduction: reproduced\n"),
         "{show:?}"
     );
     let replay = apollo.args(&["replay", id]).run();

@@ -63,32 +63,10 @@ fn cost_text(line: &apollo_runner::read::RunLine) -> String {
     }
 }
 
-/// A reproduction's verdict in words: `identical`, `outputs differ (out/x.csv)`, `outcome
-/// differs (recorded succeeded, now failed)`, or both of the last.
+/// A reproduction's verdict in words, as every view says it (`apollo_replay::verdict_text`:
+/// `reproduced`, or `not reproduced` and why).
 pub(crate) fn verdict_text(verdict: &apollo_core::event::ReproductionCompared) -> String {
-    if verdict.reproduced {
-        return "identical".to_owned();
-    }
-    let mut parts = Vec::new();
-    if let Some(recorded) = verdict.recorded_status
-        && recorded != verdict.status
-    {
-        parts.push(format!(
-            "outcome differs (recorded {}, now {})",
-            recorded.as_str(),
-            verdict.status.as_str()
-        ));
-    }
-    if !verdict.outputs_differ.is_empty() {
-        let paths: Vec<String> = (verdict.outputs_differ.iter())
-            .map(|path| crate::excerpt::clean_line(path))
-            .collect();
-        parts.push(format!("outputs differ ({})", paths.join(", ")));
-    }
-    if parts.is_empty() {
-        parts.push("not reproduced".to_owned());
-    }
-    parts.join(", ")
+    apollo_replay::verdict_text(verdict)
 }
 
 /// `apollo runs`.
