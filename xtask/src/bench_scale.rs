@@ -11,8 +11,10 @@
 #![allow(clippy::disallowed_methods)] // A benchmark driver runs the programs it measures.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::bench_sched::run_checked;
 
 /// Goal 3's budgets.
 const CHECK_BUDGET: Duration = Duration::from_millis(500);
@@ -25,20 +27,7 @@ code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, code)";
 
 fn parse(args: &[&str]) -> Result<(usize, usize), String> {
-    let (mut n, mut rounds) = (100_000, 3);
-    let mut iter = args.iter();
-    while let Some(flag) = iter.next() {
-        let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        match *flag {
-            "--n" => n = value.parse().map_err(|_| "--n takes a number")?,
-            "--rounds" => rounds = value.parse().map_err(|_| "--rounds takes a number")?,
-            other => return Err(format!("unknown option {other}")),
-        }
-    }
-    if n == 0 || rounds == 0 {
-        return Err("--n and --rounds must be at least 1".into());
-    }
-    Ok((n, rounds))
+    crate::bench_slurm::parse_n_rounds(args, (100_000, 3))
 }
 
 /// Runs the benchmark; see the module docs.
@@ -48,7 +37,7 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     if !generator.exists() {
         return Err(format!("{} is missing", generator.display()));
     }
-    checked(
+    run_checked(
         Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
             .current_dir(root)
             .args(["build", "--release", "--quiet", "-p", "apollo-cli"]),
@@ -56,7 +45,7 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     )?;
     let apollo = root.join("target/release/apollo");
     let work = std::env::temp_dir().join(format!("apollo-bench-scale-{}", std::process::id()));
-    checked(
+    run_checked(
         Command::new("python3")
             .arg(&generator)
             .args(["--shape", "layered", "--n", &n.to_string(), "--out"])
@@ -67,26 +56,20 @@ pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
     println!("{n} units (layered), `apollo run -j 2`, {rounds} round(s)");
     let (mut checks, mut peaks) = (Vec::new(), Vec::new());
     // Untimed: the first check after a build reads the binary and the config from disk.
-    checked(
-        Command::new(&apollo)
-            .arg("check")
-            .arg(&config)
-            .stdout(Stdio::null()),
+    run_checked(
+        Command::new(&apollo).arg("check").arg(&config),
         "apollo check",
     )?;
     for round in 0..rounds {
         let project = work.join(format!("round-{round}"));
         std::fs::create_dir_all(&project).map_err(|error| error.to_string())?;
         std::fs::copy(&config, project.join("units.yaml")).map_err(|error| error.to_string())?;
-        let began = Instant::now();
-        checked(
+        let check = run_checked(
             Command::new(&apollo)
                 .current_dir(&project)
-                .args(["check", "units.yaml"])
-                .stdout(Stdio::null()),
+                .args(["check", "units.yaml"]),
             "apollo check",
         )?;
-        let check = began.elapsed();
         let parsed = peak_rss(&apollo, &project)?;
         let cached = peak_rss(&apollo, &project)?;
         println!(
@@ -135,17 +118,6 @@ fn peak_rss(apollo: &Path, project: &Path) -> Result<u64, String> {
         ));
     };
     rss.parse().map_err(|_| format!("python3 printed {text}"))
-}
-
-fn checked(command: &mut Command, what: &str) -> Result<(), String> {
-    let status = command
-        .status()
-        .map_err(|error| format!("{what}: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{what} failed: {status}"))
-    }
 }
 
 #[cfg(test)]

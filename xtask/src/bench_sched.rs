@@ -66,7 +66,8 @@ fn parse(args: &[&str]) -> Result<Options, String> {
     Ok(options)
 }
 
-fn run_checked(command: &mut Command, what: &str) -> Result<Duration, String> {
+/// Runs `command` (its stdout discarded), which must succeed: how long it took.
+pub(crate) fn run_checked(command: &mut Command, what: &str) -> Result<Duration, String> {
     let started = Instant::now();
     let status = command
         .stdout(Stdio::null())

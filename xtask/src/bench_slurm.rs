@@ -26,8 +26,12 @@ struct Figures {
     scancel: u64,
 }
 
-fn parse(args: &[&str]) -> Result<(usize, usize), String> {
-    let (mut n, mut rounds) = (1000, 1);
+/// `--n N --rounds R`, each at least 1, else `defaults`.
+pub(crate) fn parse_n_rounds(
+    args: &[&str],
+    defaults: (usize, usize),
+) -> Result<(usize, usize), String> {
+    let (mut n, mut rounds) = defaults;
     let mut iter = args.iter();
     while let Some(flag) = iter.next() {
         let value = iter.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -45,7 +49,7 @@ fn parse(args: &[&str]) -> Result<(usize, usize), String> {
 
 /// Runs the benchmark; see the module docs.
 pub(crate) fn run(root: &Path, args: &[&str]) -> Result<(), String> {
-    let (n, rounds) = parse(args)?;
+    let (n, rounds) = parse_n_rounds(args, (1000, 1))?;
     let config = Command::new("scontrol")
         .args(["show", "config"])
         .output()
