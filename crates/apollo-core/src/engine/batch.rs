@@ -8,8 +8,23 @@ use crate::event::{
     Event, FileSide, UnitFiles, UnitFinished, UnitReused, UnitSkipped, UnitStarted, UnitSubmitted,
 };
 use crate::input_manifest;
-use crate::journal::{Journal, MAX_RECORD_BYTES};
+use crate::journal::{Journal, JournalError, MAX_RECORD_BYTES};
 use crate::model::Pipeline;
+
+/// Where a batch's manifests go before the records naming them are appended: the journal's
+/// blob side ([`Journal::store_input_manifest`]), the one piece of I/O the scheduler's
+/// machine does itself — a manifest that cannot be stored changes what the batch holds (its
+/// attempt fails without a process). Rare: only input lists larger than a record.
+pub(super) trait ManifestStore {
+    /// Store `bytes` (SHA-256 `sha256`) durably; see [`Journal::store_input_manifest`].
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError>;
+}
+
+impl<J: Journal + ?Sized> ManifestStore for J {
+    fn store_input_manifest(&mut self, sha256: &str, bytes: &[u8]) -> Result<(), JournalError> {
+        Journal::store_input_manifest(self, sha256, bytes)
+    }
+}
 
 /// The next batch. Only the scheduler fills and commits it.
 #[derive(Default)]
@@ -146,9 +161,9 @@ impl Batch {
     /// naming it is appended). An attempt whose manifest cannot be stored keeps its record,
     /// without the list, loses its job, and is returned: it fails without a process. The
     /// journal's own state is not touched, so other units' records go out as usual.
-    pub(super) fn store_input_manifests(
+    pub(super) fn store_input_manifests<M: ManifestStore + ?Sized>(
         &mut self,
-        journal: &mut dyn Journal,
+        journal: &mut M,
         pipeline: &Pipeline,
     ) -> Vec<Unrecordable> {
         if !std::mem::take(&mut self.oversized) {
@@ -264,7 +279,7 @@ impl Batch {
 /// `journal`. When that fails, the record keeps the files that fit and says nothing of the
 /// rest: a manifest is a record of what was seen, and losing part of it must not fail a unit
 /// whose files were hashed (the hashes that matter are in `unit_started`/`unit_finished`).
-fn store_files_manifest(files: &mut UnitFiles, journal: &mut dyn Journal) {
+fn store_files_manifest<M: ManifestStore + ?Sized>(files: &mut UnitFiles, journal: &mut M) {
     if files.manifest.is_some() || input_manifest::files_fit_in_record(files) {
         return;
     }

@@ -135,7 +135,7 @@ use crate::model::Pipeline;
 use crate::resume::PriorState;
 use hasher::{HashContext, HashJob};
 use prefetch::OutputPrefetch;
-use scheduler::{Channels, HashChannels, Scheduler};
+use scheduler::{Channels, HashChannels, Inputs, Scheduler};
 use workers::{FromWorker, Job, WorkerShared};
 
 /// Run (or resume) `pipeline`. `prior` is what the run's journal already holds (empty for a
@@ -248,28 +248,38 @@ pub fn run(
             });
         }
         drop(to_scheduler);
+        let hashing = (n_with_inputs > 0).then_some(HashChannels {
+            jobs: &hash_tx,
+            take: &hash_rx,
+            deferred: &deferred_tx,
+            context: hash_context,
+        });
         let mut scheduler = Scheduler::new(
-            pipeline,
-            &dag,
-            prior,
-            options,
-            in_scope,
-            cancel,
-            &halt,
-            acks,
-            (n_with_inputs > 0).then_some(HashChannels {
-                jobs: &hash_tx,
-                take: &hash_rx,
-                deferred: &deferred_tx,
-                context: hash_context,
-            }),
+            Inputs {
+                pipeline,
+                dag: &dag,
+                prior,
+                options,
+                in_scope,
+                cancel,
+                halt: &halt,
+                hashing: hashing.is_some(),
+                prefetch: prefetch.as_ref(),
+            },
+            std::time::Instant::now(),
         );
         let channels = Channels {
             job_tx: &job_tx,
             from_workers: &from_workers,
             wake_rx: &wake_rx,
         };
-        let result = scheduler.run(observer, &channels, journal);
+        let result = scheduler::drive(
+            &mut scheduler,
+            observer,
+            &channels,
+            (hashing, acks),
+            journal,
+        );
         if let Some(prefetch) = &prefetch {
             prefetch.close();
         }

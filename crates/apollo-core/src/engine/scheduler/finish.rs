@@ -4,11 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Channels, Scheduler, checked, late};
-use crate::engine::admission::{self, Waiting};
+use super::{Scheduler, checked};
 use crate::engine::api::EngineError;
 use crate::engine::api::UnitResult;
-use crate::engine::hasher;
 use crate::engine::observer::{HeldNotice, Observer};
 use crate::engine::outcome::{self, AskHuman, Ended, Next, Standing};
 use crate::engine::record::{self, first_line};
@@ -19,29 +17,17 @@ use crate::event::{
     AttemptStatus, FileSide, SkipReason, UnitFiles, UnitSkipped, cut_off_by_signal,
 };
 use crate::executor::AttemptEvent;
-use crate::journal::{Journal, JournalError};
 use crate::unit_state::awaits_verdict;
 
 impl Scheduler<'_> {
-    /// Make the records appended unsynced durable (an empty append syncs them), then tell
-    /// their notices.
-    pub(super) fn sync_unsynced(
+    /// Take a worker's (or a hashing thread's) message in, at `now`.
+    pub(in crate::engine) fn take_in(
         &mut self,
-        journal: &mut dyn Journal,
+        message: FromWorker,
+        now: Instant,
         observer: &mut dyn Observer,
-    ) -> Result<(), JournalError> {
-        let Some(notices) = self.batch.take_unsynced() else {
-            return Ok(());
-        };
-        journal.append(&[])?;
-        for notice in notices {
-            notice.deliver(self.pipeline, observer);
-        }
-        Ok(())
-    }
-
-    /// Take a worker's (or a hashing thread's) message in.
-    pub(super) fn take_in(&mut self, message: FromWorker, observer: &mut dyn Observer) {
+    ) {
+        self.now = now;
         match message {
             FromWorker::Done(done) => {
                 if let Some(watcher) = &mut self.late {
@@ -56,89 +42,6 @@ impl Scheduler<'_> {
                 event,
             } => self.take_report(unit_idx, attempt, event),
         }
-    }
-
-    /// How long the engine may wait for a message: until a retry comes due or a held
-    /// batch's deadline, else an hour.
-    pub(super) fn wait_timeout(&self) -> Duration {
-        let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
-        let late_due = self.late.as_ref().map(late::LateWatcher::next_due);
-        [self.retries.next_due(), commit_deadline, late_due]
-            .into_iter()
-            .flatten()
-            .min()
-            .map_or(Duration::from_secs(3600), |due| {
-                due.saturating_duration_since(Instant::now())
-            })
-    }
-
-    /// Sleep, without waiting on the workers' channel, for as long as [`Pacer::nap`] allows
-    /// (at most `timeout`), and return what is left of `timeout`: while the workers have
-    /// committed attempts queued, their outcomes are then taken in a few at a time instead of
-    /// waking this thread for each. Only when [`admission::may_nap`] says so.
-    ///
-    /// [`Pacer::nap`]: super::super::pacer::Pacer::nap
-    pub(super) fn nap(&self, channels: &Channels<'_>, timeout: Duration) -> Duration {
-        let waiting = Waiting {
-            stopped: self.stop_starting,
-            cancelled: self.cancel.is_cancelled(),
-            max_jobs: self.max_jobs,
-            messages_waiting: !channels.from_workers.is_empty(),
-        };
-        if !admission::may_nap(&self.ledger.counts(), &waiting) {
-            return timeout;
-        }
-        let workers = self.options.max_parallel.max(1);
-        let Some(nap) = self.pacer.nap(workers, channels.job_tx.len()) else {
-            return timeout;
-        };
-        #[cfg(test)]
-        super::NAPS.set(super::NAPS.get() + 1);
-        let started = Instant::now();
-        std::thread::sleep(nap.min(timeout));
-        timeout.saturating_sub(started.elapsed())
-    }
-
-    /// Poll the workers' channel for up to `hasher::POLL_BEFORE_SLEEP`, meanwhile doing
-    /// jobs still queued for the hashing threads that need no file read (see
-    /// [`hasher::hash_job`]): whether something was taken in (then the loop goes round again
-    /// without sleeping). On a small machine the hashing threads and this one share the
-    /// cores: checking a unit here costs less than spinning while a hashing thread does.
-    pub(super) fn poll_for_hashed(
-        &mut self,
-        channels: &Channels<'_>,
-        observer: &mut dyn Observer,
-    ) -> bool {
-        let polling_since = Instant::now();
-        while polling_since.elapsed() < super::hasher::POLL_BEFORE_SLEEP {
-            if let Ok(message) = channels.from_workers.try_recv() {
-                self.take_in(message, observer);
-                while let Ok(message) = channels.from_workers.try_recv() {
-                    self.take_in(message, observer);
-                }
-                self.acks.send_due();
-                return true;
-            }
-            // Not while attempts run: a `stat` on a hung mount would hold their commits.
-            if self.ledger.counts().at_workers == 0
-                && let Some(hashing) = self.hashing
-                && let Ok(job) = hashing.take.try_recv()
-            {
-                match hasher::hash_job(&hashing.context, &job, true) {
-                    Some(hashed) => {
-                        self.take_hashed(hashed, observer);
-                        return true;
-                    }
-                    // The hashing threads outlive this loop (the scope joins them).
-                    None => {
-                        let _ = hashing.deferred.send(job);
-                    }
-                }
-                continue;
-            }
-            std::hint::spin_loop();
-        }
-        false
     }
 
     /// Queue what a running attempt reported. It is never held back for company: a remote
@@ -262,7 +165,7 @@ impl Scheduler<'_> {
         }
         // The worker may go on once every outcome at hand is taken in (see `Acks::send_due`).
         if let Some(worker_idx) = worker.filter(|_| awaits_ack) {
-            self.acks.owe(worker_idx);
+            self.out.push(super::Command::Ack(worker_idx));
         }
     }
 
@@ -335,7 +238,7 @@ impl Scheduler<'_> {
             }
             Next::FailedWaiting => (State::Waiting, failure()),
             Next::Retry { delay } => {
-                self.retries.schedule(unit_idx, Instant::now() + delay);
+                self.retries.schedule(unit_idx, self.now + delay);
                 slot.last_failure = Some(Box::new(failure()));
                 slot.state = State::RetryWait;
                 return Some(delay);

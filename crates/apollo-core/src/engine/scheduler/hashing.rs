@@ -5,24 +5,19 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{HashChannels, Scheduler, checked};
-use crate::engine::hasher::{self, HashJob, Hashed};
+use super::{Command, Scheduler, checked};
+use crate::engine::hasher::{HashJob, Hashed};
 use crate::engine::observer::Observer;
 use crate::engine::reuse::ReuseCheck;
 use crate::engine::units::State;
 
 use super::start::Found;
 
-impl<'a> Scheduler<'a> {
-    /// Hash `job`'s unit before it is decided: it holds its place among the running (or, a
-    /// reuse check only, among the reuse checks in flight) until what was found comes back
-    /// ([`take_hashed`](Self::take_hashed)).
-    pub(super) fn hash_first(
-        &mut self,
-        mut job: HashJob,
-        hashing: HashChannels<'a>,
-        observer: &mut dyn Observer,
-    ) {
+impl Scheduler<'_> {
+    /// Hash `job`'s unit before it is decided ([`Command::Hash`]): it holds its place among
+    /// the running (or, a reuse check only, among the reuse checks in flight) until what was
+    /// found comes back ([`take_hashed`](Self::take_hashed)).
+    pub(super) fn hash_first(&mut self, mut job: HashJob) {
         let unit_idx = job.unit_idx;
         job.upstream = self
             .dag
@@ -43,40 +38,38 @@ impl<'a> Scheduler<'a> {
         });
         self.units[unit_idx].state = State::Hashing;
         // Nothing else being hashed, no other unit ready and no attempt running (a chain): the
-        // engine would only wait for this job, so it does it here when that needs no file
-        // read, without the round trip to a hashing thread. (Not while attempts run: a `stat`
-        // on a hung mount would hold their commits.)
+        // engine would only wait for this job, so the driver may do it on its own thread when
+        // that needs no file read, without the round trip to a hashing thread. (Not while
+        // attempts run: a `stat` on a hung mount would hold their commits.)
         //
         // So too when its outputs were hashed ahead (a reuse check that then only compares),
         // however many units are ready: a no-op run of a wide graph is otherwise a round trip
         // to a hashing thread per unit.
-        let hashed_ahead = job.check_reuse
-            && hashing
-                .context
-                .prefetch
-                .is_some_and(|prefetch| prefetch.has(unit_idx));
+        let hashed_ahead =
+            job.check_reuse && (self.prefetch).is_some_and(|prefetch| prefetch.has(unit_idx));
         let counts = self.ledger.counts();
-        if counts.at_workers == 0
-            && ((counts.at_hashers == 0 && self.queue.is_empty()) || hashed_ahead)
-        {
-            match hasher::hash_job(&hashing.context, &job, true) {
-                Some(hashed) => self.take_hashed(hashed, observer),
-                None => {
-                    checked(self.ledger.sent_to_hashers(unit_idx));
-                    // The hashing threads outlive this loop (the scope joins them).
-                    let _ = hashing.deferred.send(job);
-                }
-            }
-            return;
+        let here = counts.at_workers == 0
+            && ((counts.at_hashers == 0 && self.queue.is_empty()) || hashed_ahead);
+        if here {
+            self.hash_here_pending = true;
+        } else {
+            checked(self.ledger.sent_to_hashers(unit_idx));
         }
+        self.out.push(Command::Hash { job, here });
+    }
+
+    /// A job the machine let the driver do on its own thread ([`Command::Hash`] with `here`)
+    /// went to the hashing threads instead (it needs a file read): its result comes later.
+    pub(in crate::engine) fn sent_to_hashers(&mut self, unit_idx: usize) {
+        debug_assert!(self.hash_here_pending);
+        self.hash_here_pending = false;
         checked(self.ledger.sent_to_hashers(unit_idx));
-        let _ = hashing.jobs.send(job);
     }
 
     /// Take a unit's hashed inputs (and output check) in: admit it, unless the run stopped
     /// starting units meanwhile or the hashing was cancelled (then it stays unstarted, as if
     /// never taken from the queue).
-    pub(super) fn take_hashed(&mut self, hashed: Hashed, observer: &mut dyn Observer) {
+    pub(in crate::engine) fn take_hashed(&mut self, hashed: Hashed, observer: &mut dyn Observer) {
         let Hashed {
             unit_idx,
             inputs,
@@ -87,6 +80,11 @@ impl<'a> Scheduler<'a> {
             reuse,
             reuse_only,
         } = hashed;
+        // The `here` job the driver owed, if this is it (the only job not at the hashing
+        // threads).
+        if self.hash_here_pending && self.ledger.entry(unit_idx).is_some_and(|entry| !entry.sent) {
+            self.hash_here_pending = false;
+        }
         checked(self.ledger.hashed(unit_idx));
         let stopped = self.stop_starting
             || self.halt.load(Ordering::SeqCst)

@@ -6,15 +6,15 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
+use super::super::admission::Append;
 use super::super::api::LateWatch;
-use super::super::observer::{Notice, Observer};
 use super::super::units::State;
 use super::Scheduler;
+use super::command::Appending;
 use crate::deadline::{Progress, is_late, predict, to_journal};
 use crate::event::{Event, RunLate};
-use crate::journal::{Journal, JournalError};
 use crate::resume::PriorState;
 
 /// The scheduler's side of [`LateWatch`].
@@ -27,13 +27,17 @@ pub(super) struct LateWatcher<'a> {
 }
 
 impl<'a> LateWatcher<'a> {
-    /// The watcher for `watch`, unless the run recorded `run_late` already.
-    pub(super) fn new(watch: Option<&'a LateWatch>, prior: &PriorState) -> Option<Self> {
+    /// The watcher for `watch`, unless the run recorded `run_late` already. It evaluates at
+    /// its first [`Scheduler::check_late`], which sets its timer from the wall clock.
+    pub(super) fn new(
+        watch: Option<&'a LateWatch>,
+        prior: &PriorState,
+        now: Instant,
+    ) -> Option<Self> {
         let watch = watch.filter(|_| !prior.late_recorded())?;
-        let until = (watch.deadline - Utc::now()).to_std().unwrap_or_default();
         Some(Self {
             watch,
-            due: Instant::now() + until,
+            due: now,
             check_due: true,
         })
     }
@@ -51,28 +55,26 @@ impl<'a> LateWatcher<'a> {
 
 impl Scheduler<'_> {
     /// Evaluates the predicted finish when a unit ended since the last time, or the deadline
-    /// has come; the first time the run is late, records `run_late` (durable at once) and tells
-    /// `observer`, and stops watching. Once the run stops starting units it stops watching
-    /// (the run is ending; its timer must not keep waking the wait).
-    pub(super) fn check_late(
-        &mut self,
-        journal: &mut dyn Journal,
-        observer: &mut dyn Observer,
-    ) -> Result<(), JournalError> {
+    /// has come (`now` on the engine's clock, `wall_now` on the wall clock the deadline is
+    /// on); the first time the run is late, asks for `run_late` to be appended (strict: durable
+    /// at once; the observer is told once it is) and stops watching. Once the run stops
+    /// starting units it stops watching (the run is ending; its timer must not keep waking the
+    /// wait).
+    pub(in crate::engine) fn check_late(&mut self, now: Instant, wall_now: DateTime<Utc>) {
+        debug_assert!(self.appending.is_none());
+        self.now = now;
         let Some(watcher) = &mut self.late else {
-            return Ok(());
+            return;
         };
         if self.stop_starting {
             self.late = None;
-            return Ok(());
+            return;
         }
-        let now = Instant::now();
         if !(watcher.check_due || now >= watcher.due) {
-            return Ok(());
+            return;
         }
         watcher.check_due = false;
         let (watch, deadline) = (watcher.watch, watcher.watch.deadline);
-        let wall_now = Utc::now();
         // The timer again from the wall clock, which the deadline is on: should it lag the
         // engine's clock, the wait wakes once more when the deadline comes, never in a spin.
         let until = (deadline - wall_now).to_std().unwrap_or_default();
@@ -93,7 +95,7 @@ impl Scheduler<'_> {
             .collect();
         let prediction = predict(self.dag, &watch.history, &progress, wall_now);
         if !is_late(&prediction, deadline, wall_now) {
-            return Ok(());
+            return;
         }
         self.late = None;
         let names = |indices: &[usize]| -> Vec<String> {
@@ -108,8 +110,10 @@ impl Scheduler<'_> {
             critical_path: names(&prediction.critical_path),
             no_history: names(&prediction.no_history),
         };
-        journal.append_strict(&[Event::RunLate(record.clone())])?;
-        observer.notice(&Notice::Late { record: &record });
-        Ok(())
+        self.emit_append(
+            vec![Event::RunLate(record.clone())],
+            Append::Strict,
+            Appending::Late(Box::new(record)),
+        );
     }
 }

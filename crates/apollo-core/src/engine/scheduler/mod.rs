@@ -1,11 +1,20 @@
-//! The scheduler loop on the engine thread: the one owner of the run's state, and the one
-//! writer of its journal. It decides which ready units start, commits their `unit_started`
-//! in batches, hands them to the workers once durable, and takes their outcomes in.
+//! The scheduler: the one owner of the run's state, and the one writer of its journal,
+//! written as a machine its driver feeds. It decides which ready units start, batches their
+//! `unit_started` and asks for them to be appended ([`Command::Append`]), hands the attempts
+//! out once the driver reports the append durable ([`Command::Dispatch`]), and takes their
+//! outcomes in. It reads no clock (each entry point is given `now`), waits on no channel and
+//! appends nothing itself: the driver (`driver.rs`: the workers' and hashing threads'
+//! channels, the journal, the clock, the nap) performs its commands and turns what happens into
+//! calls; the simulation test (`engine/tests/sim/`) drives the same machine with none of them.
 //!
-//! This file holds the loop and the commit; `start.rs` decides and queues new attempts,
-//! `finish.rs` takes their outcomes in.
+//! This file holds the machine's state and its turn; `start.rs` decides and queues new
+//! attempts, `hashing.rs` units hashed first, `commit.rs` the batch's append and hand-out,
+//! `finish.rs` takes outcomes in, `late.rs` watches the deadline.
 
+mod command;
 mod commit;
+mod driver;
+mod end;
 mod finish;
 mod hashing;
 mod late;
@@ -15,22 +24,22 @@ mod start;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender};
+use command::Appending;
+pub(super) use command::Command;
+pub(super) use driver::{Channels, HashChannels, drive};
 
 use super::admission::{self, BatchState};
-use super::api::{EngineError, EngineOptions, RunReport};
-use super::batch::Batch;
-use super::hasher::{self, HashContext, HashJob};
-use super::ledger::{IllegalMove, Kind, Ledger};
+use super::api::{EngineError, EngineOptions};
+use super::batch::{Batch, ManifestStore};
+use super::ledger::{Counts, IllegalMove, Kind, Ledger};
 use super::observer::Observer;
 use super::pacer::Pacer;
+use super::prefetch::OutputPrefetch;
 use super::retry::RetryQueue;
 use super::units::{State, UnitTable};
-use super::workers::{Acks, FromWorker, Job};
-use crate::cancel::{CancelLevel, CancelToken};
+use crate::cancel::CancelToken;
 use crate::dag::{Dag, ReadyQueue};
 use crate::event::{Event, RunStatus};
-use crate::journal::{Journal, JournalError};
 use crate::model::Pipeline;
 use crate::resume::PriorState;
 
@@ -40,34 +49,43 @@ thread_local! {
     /// and hand the attempts to the workers all the same — the write-ahead rule broken on
     /// purpose, to prove that the tests' checks notice.
     pub(super) static BREAK_WRITE_AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Test-only: how many naps (`Scheduler::nap`) the engine on this thread took.
+    /// Test-only: how many naps (`driver::nap`) the engine on this thread took.
     pub(super) static NAPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// The channels the scheduler works with.
-pub(super) struct Channels<'c> {
-    pub(super) job_tx: &'c Sender<Job>,
-    /// Attempts' reports and ends.
-    pub(super) from_workers: &'c Receiver<FromWorker>,
-    /// Woken when the run is cancelled.
-    pub(super) wake_rx: &'c Receiver<()>,
+/// What the run is given besides its pipeline: shared, read-only, or raised from outside.
+pub(in crate::engine) struct Inputs<'a> {
+    pub(in crate::engine) pipeline: &'a Pipeline,
+    pub(in crate::engine) dag: &'a Dag,
+    pub(in crate::engine) prior: &'a PriorState,
+    pub(in crate::engine) options: &'a EngineOptions,
+    /// By unit index: whether the unit takes part (`--only`).
+    pub(in crate::engine) in_scope: Vec<bool>,
+    pub(in crate::engine) cancel: &'a CancelToken,
+    /// Shared with the workers: raised when no committed attempt may start any more (by the
+    /// machine, or by a worker whose attempt failed for good).
+    pub(in crate::engine) halt: &'a AtomicBool,
+    /// Whether hashing threads take units hashed first (`false`: no unit needs one; each unit
+    /// is hashed by the machine from what it holds).
+    pub(in crate::engine) hashing: bool,
+    /// Declared outputs hashed ahead for reuse checks, read to decide whether a check is done
+    /// on the driver's thread (`None`: nothing is hashed ahead).
+    pub(in crate::engine) prefetch: Option<&'a OutputPrefetch>,
 }
 
-/// The hashing threads' job channels, and what the engine thread needs to do a job itself.
-#[derive(Clone, Copy)]
-pub(super) struct HashChannels<'a> {
-    /// Jobs for the hashing threads.
-    pub(super) jobs: &'a Sender<HashJob>,
-    /// The same channel's receiving end: the engine thread takes a job back while it waits.
-    pub(super) take: &'a Receiver<HashJob>,
-    /// Jobs the engine thread took on and found to need a file read: the hashing threads
-    /// take these first.
-    pub(super) deferred: &'a Sender<HashJob>,
-    pub(super) context: HashContext<'a>,
+/// What a turn of the machine ends with, for the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Turned {
+    /// Perform the commands and turn again at once: a full batch of reuses went out, or a
+    /// `here` hash job waits (see [`Command::Hash`]).
+    Again,
+    /// Perform the commands; then, unless [`Scheduler::finished`], wait for something to
+    /// happen (until [`Scheduler::wake_at`] at the latest).
+    Wait,
 }
 
-/// The run's state, owned by the engine thread alone.
-pub(super) struct Scheduler<'a> {
+/// The run's state, owned by the engine thread alone: the machine its driver feeds.
+pub(in crate::engine) struct Scheduler<'a> {
     pipeline: &'a Pipeline,
     dag: &'a Dag,
     prior: &'a PriorState,
@@ -77,7 +95,6 @@ pub(super) struct Scheduler<'a> {
     in_scope: Vec<bool>,
     /// Shared with the workers: raised when no committed attempt may start any more.
     halt: &'a AtomicBool,
-    acks: Acks,
     pacer: Pacer,
     units: UnitTable,
     queue: ReadyQueue,
@@ -89,8 +106,10 @@ pub(super) struct Scheduler<'a> {
     ledger: Ledger,
     /// Slurm jobs in flight at most; 0 when no unit runs on Slurm.
     max_jobs: usize,
-    /// Units declaring input files are hashed on these threads (`None`: no unit declares any).
-    hashing: Option<HashChannels<'a>>,
+    /// Units declaring input files are hashed on hashing threads (`false`: no unit declares
+    /// any).
+    hashing: bool,
+    prefetch: Option<&'a OutputPrefetch>,
     /// No new attempt is decided or committed (a stop, fail-fast, a journal error).
     stop_starting: bool,
     /// A unit failed for good.
@@ -101,24 +120,37 @@ pub(super) struct Scheduler<'a> {
     human_needed: Option<EngineError>,
     /// Watching the run's deadline for `on_late`, until the run is found late.
     late: Option<late::LateWatcher<'a>>,
+    /// The time the driver gave with the call being handled.
+    now: Instant,
+    /// Commands emitted and not yet taken by the driver.
+    out: Vec<Command>,
+    /// The append outstanding, and what follows once it is durable.
+    appending: Option<Appending>,
+    /// A `here` hash job was emitted and is not yet reported.
+    hash_here_pending: bool,
+    /// The run's status, once its last append was asked for (`Some(None)`: it has none).
+    ended: Option<Option<RunStatus>>,
 }
 
 impl<'a> Scheduler<'a> {
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one private constructor, each argument distinct"
-    )]
-    pub(super) fn new(
-        pipeline: &'a Pipeline,
-        dag: &'a Dag,
-        prior: &'a PriorState,
-        options: &'a EngineOptions,
-        in_scope: Vec<bool>,
-        cancel: &'a CancelToken,
-        halt: &'a AtomicBool,
-        acks: Acks,
-        hashing: Option<HashChannels<'a>>,
-    ) -> Self {
+    /// The machine for a run, at `now`, with the engine's pacer.
+    pub(in crate::engine) fn new(inputs: Inputs<'a>, now: Instant) -> Self {
+        Self::with_pacer(inputs, Pacer::new(), now)
+    }
+
+    /// The machine with `pacer` (the simulation tunes it).
+    pub(in crate::engine) fn with_pacer(inputs: Inputs<'a>, pacer: Pacer, now: Instant) -> Self {
+        let Inputs {
+            pipeline,
+            dag,
+            prior,
+            options,
+            in_scope,
+            cancel,
+            halt,
+            hashing,
+            prefetch,
+        } = inputs;
         let queue = ReadyQueue::new(dag, |unit_idx| !in_scope[unit_idx]);
         Self {
             pipeline,
@@ -128,8 +160,7 @@ impl<'a> Scheduler<'a> {
             cancel,
             in_scope,
             halt,
-            acks,
-            pacer: Pacer::new(),
+            pacer,
             units: UnitTable::new(pipeline, prior),
             queue,
             retries: RetryQueue::default(),
@@ -137,134 +168,143 @@ impl<'a> Scheduler<'a> {
             ledger: Ledger::new(pipeline.units.len()),
             max_jobs: max_jobs(pipeline),
             hashing,
+            prefetch,
             stop_starting: false,
             failed_any: false,
             human_needed: None,
-            late: late::LateWatcher::new(options.late.as_ref(), prior),
+            late: late::LateWatcher::new(options.late.as_ref(), prior, now),
+            now,
+            out: Vec::new(),
+            appending: None,
+            hash_here_pending: false,
+            ended: None,
         }
     }
 
-    /// Run until nothing is left to start or running, then record `run_finished` (unless
-    /// `--only` left units undone).
-    pub(super) fn run(
+    /// Move the commands emitted since the last call into `into` (which the driver keeps,
+    /// empty, between calls, so no vector is grown afresh).
+    pub(in crate::engine) fn take_commands(&mut self, into: &mut Vec<Command>) {
+        debug_assert!(into.is_empty());
+        std::mem::swap(&mut self.out, into);
+    }
+
+    /// One turn: stop if cancelled, release retries come due, decide and queue the starts of
+    /// ready units, and ask for the batch to be appended when it is due. `manifests`: where
+    /// input lists too large for a record go before the batch naming them is appended.
+    pub(in crate::engine) fn turn<M: ManifestStore + ?Sized>(
         &mut self,
+        now: Instant,
+        manifests: &mut M,
         observer: &mut dyn Observer,
-        channels: &Channels<'_>,
-        journal: &mut dyn Journal,
-    ) -> Result<RunReport, EngineError> {
+    ) -> Turned {
+        debug_assert!(
+            self.appending.is_none() && !self.hash_here_pending,
+            "a turn while the driver owes a report"
+        );
+        self.now = now;
+        if self.cancel.is_cancelled() {
+            self.stop();
+        }
+        self.release_due_retries();
+        self.start_ready(observer);
+        if self.hash_here_pending {
+            return Turned::Again;
+        }
+        if self.batch.is_empty() {
+            self.pacer.release();
+            return Turned::Wait;
+        }
+        self.pacer.hold(now);
+        let batch = BatchState {
+            records: self.batch.len(),
+            only_reuses: self.batch.only_reuses(),
+            urgent: self.batch.is_urgent(),
+        };
         let workers = self.options.max_parallel.max(1);
-        loop {
-            if self.cancel.is_cancelled() {
-                self.stop();
-            }
-            self.release_due_retries();
-            self.start_ready(observer);
-            if self.batch.is_empty() {
-                self.pacer.release();
-            } else {
-                let now = Instant::now();
-                self.pacer.hold(now);
-                let batch = BatchState {
-                    records: self.batch.len(),
-                    only_reuses: self.batch.only_reuses(),
-                    urgent: self.batch.is_urgent(),
-                };
-                let counts = self.ledger.counts();
-                if admission::commit_due(
-                    &batch,
-                    &counts,
-                    self.stop_starting,
-                    &self.pacer,
-                    workers,
-                    now,
-                ) {
-                    let full = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
-                    if let Err(error) = self.commit(journal, observer, channels.job_tx) {
-                        return Err(self.abort_on_journal_error(error, channels.from_workers));
-                    }
-                    self.pacer.release();
-                    // `start_ready` stopped at a full batch of reuses: decide on at once.
-                    if full {
-                        continue;
-                    }
-                }
-            }
-            let counts = self.ledger.counts();
-            if admission::finished(
-                &counts,
+        let counts = self.ledger.counts();
+        if !admission::commit_due(
+            &batch,
+            &counts,
+            self.stop_starting,
+            &self.pacer,
+            workers,
+            now,
+        ) {
+            return Turned::Wait;
+        }
+        let full = self.batch.only_reuses() && self.pacer.reuses_full(self.batch.len());
+        self.commit(manifests, observer);
+        self.pacer.release();
+        // `start_ready` stopped at a full batch of reuses: decide on at once.
+        if full { Turned::Again } else { Turned::Wait }
+    }
+
+    /// Whether the run is over: nothing running, being checked or to commit, and nothing
+    /// left to start (or nothing may start any more).
+    pub(in crate::engine) fn finished(&self) -> bool {
+        self.appending.is_none()
+            && admission::finished(
+                &self.ledger.counts(),
                 self.batch.is_empty(),
                 self.stop_starting,
                 self.queue.is_empty() && self.retries.is_empty(),
-            ) {
-                break;
-            }
-            // Wait for an attempt to end, a retry to come due, a held batch's deadline, or a
-            // cancellation.
-            let timeout = self.wait_timeout();
-            observer.flush();
-            // Reuse checks come back within microseconds: poll briefly before sleeping (see
-            // `hasher::POLL_BEFORE_SLEEP`), doing queued checks meanwhile. So is a
-            // resume's output check when nothing runs.
-            if (counts.checking_reuse > 0 || (counts.at_hashers > 0 && counts.at_workers == 0))
-                && self.poll_for_hashed(channels, observer)
-            {
-                continue;
-            }
-            // Nothing is left unsynced while the engine waits.
-            if let Err(error) = self.sync_unsynced(journal, observer) {
-                return Err(self.abort_on_journal_error(error, channels.from_workers));
-            }
-            if let Err(error) = self.check_late(journal, observer) {
-                return Err(self.abort_on_journal_error(error, channels.from_workers));
-            }
-            let timeout = self.nap(channels, timeout);
-            crossbeam_channel::select! {
-                recv(channels.from_workers) -> message => {
-                    if let Ok(message) = message {
-                        self.take_in(message, observer);
-                        // Take every other attempt that ended meanwhile: one batch for all.
-                        while let Ok(message) = channels.from_workers.try_recv() {
-                            self.take_in(message, observer);
-                        }
-                        self.acks.send_due();
-                    }
-                }
-                recv(channels.wake_rx) -> _ => self.stop(),
-                default(timeout) => {}
-            }
-        }
-        let status = self.final_status().filter(|_| self.human_needed.is_none());
-        // The last append is durable: `run_finished`, else one that syncs what was appended
-        // unsynced (and only then are its notices told).
-        let last = status.map(|status| Event::RunFinished(self.units.run_finished(status)));
-        if let Some(unsynced) = self.batch.take_unsynced() {
-            journal
-                .append(last.as_slice())
-                .map_err(EngineError::Journal)?;
-            unsynced
-                .into_iter()
-                .for_each(|notice| notice.deliver(self.pipeline, observer));
-        } else if let Some(last) = last {
-            journal.append(&[last]).map_err(EngineError::Journal)?;
-        }
-        if let Some(error) = self.human_needed.take() {
-            return Err(error);
-        }
-        Ok(RunReport {
-            status,
-            units: self.units.take_results(self.pipeline),
-        })
+            )
     }
 
-    fn final_status(&self) -> Option<RunStatus> {
-        // Every unit done is a success, even if a signal arrived after the last one ended.
-        if self.units.all_done() {
-            return Some(RunStatus::Succeeded);
+    /// The ledger's counts (what the driver's nap and poll look at).
+    pub(in crate::engine) fn counts(&self) -> Counts {
+        self.ledger.counts()
+    }
+
+    /// When the driver must turn again at the latest if nothing happens: a retry comes due,
+    /// a held batch's deadline, the run's deadline (`on_late`).
+    pub(in crate::engine) fn wake_at(&self) -> Option<Instant> {
+        let commit_deadline = self.pacer.hold_deadline(self.batch.only_reuses());
+        let late_due = self.late.as_ref().map(late::LateWatcher::next_due);
+        [self.retries.next_due(), commit_deadline, late_due]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Before the driver waits: ask for what was appended unsynced to be made durable (an
+    /// empty append) — nothing is left unsynced while the engine waits.
+    pub(in crate::engine) fn sync_unsynced(&mut self) {
+        debug_assert!(self.appending.is_none());
+        if self.batch.unsynced_since().is_some() {
+            self.emit_append(Vec::new(), admission::Append::Durable, Appending::Sync);
         }
-        if self.cancel.is_cancelled() {
-            return Some(RunStatus::Interrupted);
+    }
+
+    /// What [`admission::may_nap`] needs besides the counts, as the machine knows it.
+    pub(in crate::engine) fn waiting(&self, messages_waiting: bool) -> admission::Waiting {
+        admission::Waiting {
+            stopped: self.stop_starting,
+            cancelled: self.cancel.is_cancelled(),
+            max_jobs: self.max_jobs,
+            messages_waiting,
         }
-        self.failed_any.then_some(RunStatus::Failed)
+    }
+
+    /// `max_parallel`, at least 1.
+    pub(in crate::engine) fn max_parallel(&self) -> usize {
+        self.options.max_parallel.max(1)
+    }
+
+    /// The run's cancellation (raised by the driver when the journal fails).
+    pub(in crate::engine) fn cancel(&self) -> &CancelToken {
+        self.cancel
+    }
+
+    /// The pacer (its nap).
+    pub(in crate::engine) fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+
+    fn emit_append(&mut self, events: Vec<Event>, mode: admission::Append, then: Appending) {
+        debug_assert!(self.appending.is_none(), "two appends outstanding");
+        self.appending = Some(then);
+        self.out.push(Command::Append { events, mode });
     }
 
     /// Stop starting units (cancellation, or a check that failed before a start). Units
@@ -277,8 +317,7 @@ impl<'a> Scheduler<'a> {
     }
 
     fn release_due_retries(&mut self) {
-        let now = Instant::now();
-        while let Some(unit_idx) = self.retries.pop_due(now) {
+        while let Some(unit_idx) = self.retries.pop_due(self.now) {
             self.units[unit_idx].state = State::Waiting;
             self.queue.requeue(unit_idx);
         }
@@ -302,33 +341,6 @@ impl<'a> Scheduler<'a> {
             checked(self.ledger.taken_back(job.unit_idx));
             self.units[job.unit_idx].take_back_attempt();
         }
-    }
-
-    /// The journal failed: stop every running attempt, wait for them, report the error.
-    fn abort_on_journal_error(
-        &mut self,
-        error: JournalError,
-        from_workers: &Receiver<FromWorker>,
-    ) -> EngineError {
-        self.stop_starting = true;
-        self.halt.store(true, Ordering::SeqCst);
-        // Without acknowledgements the workers stop after their current attempt.
-        self.acks.abandon();
-        self.cancel.cancel(CancelLevel::Graceful);
-        // Counted here, not read from the ledger: each end is one fewer whatever the ledger
-        // says of it, so this wait always ends.
-        let mut at_workers = self.ledger.counts().at_workers;
-        while at_workers > 0 {
-            match from_workers.recv() {
-                Ok(FromWorker::Done(done)) => {
-                    at_workers -= 1;
-                    checked(self.ledger.ended_at_worker(done.unit_idx));
-                }
-                Ok(FromWorker::Report { .. } | FromWorker::Hashed(_)) => {}
-                Err(_) => break,
-            }
-        }
-        EngineError::Journal(error)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::reuse::with_reuse;
 use super::{Scheduler, checked};
@@ -110,9 +110,7 @@ impl Scheduler<'_> {
             };
             return self.admit(unit_idx, found, observer);
         }
-        if (check_outputs || check_reuse || !unit.inputs.is_empty())
-            && let Some(hashing) = self.hashing
-        {
+        if (check_outputs || check_reuse || !unit.inputs.is_empty()) && self.hashing {
             let job = HashJob {
                 unit_idx,
                 upstream: Vec::new(),
@@ -120,8 +118,9 @@ impl Scheduler<'_> {
                 check_reuse,
                 reuse_only,
             };
-            self.hash_first(job, hashing, observer);
-            return true;
+            self.hash_first(job);
+            // A job the driver may do on its own thread is reported before more is decided.
+            return !self.hash_here_pending;
         }
         let upstream: Vec<(&str, &str)> = self
             .dag
@@ -227,7 +226,7 @@ impl Scheduler<'_> {
         let job = Job {
             unit_idx,
             attempt,
-            committed_at: Instant::now(),
+            committed_at: self.now,
             halt_on_failure,
             spent,
             in_flight,
