@@ -49,6 +49,10 @@ thread_local! {
     /// and hand the attempts to the workers all the same — the write-ahead rule broken on
     /// purpose, to prove that the tests' checks notice.
     pub(super) static BREAK_WRITE_AHEAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Test-only: while set, the machine on this thread takes every unit for idempotent when
+    /// it decides how far ahead to commit — the non-idempotent rule broken on purpose, for the
+    /// simulation to notice.
+    pub(super) static BREAK_NON_IDEMPOTENT_RULE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Test-only: how many naps (`driver::nap`) the engine on this thread took.
     pub(super) static NAPS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
@@ -327,6 +331,13 @@ impl<'a> Scheduler<'a> {
     /// runs on Slurm (counted against `max_jobs`).
     fn kind(&self, unit_idx: usize) -> Kind {
         let unit = &self.pipeline.units[unit_idx];
+        #[cfg(test)]
+        if BREAK_NON_IDEMPOTENT_RULE.get() {
+            return Kind {
+                idempotent: true,
+                slurm: unit.executor == crate::model::ExecutorKind::Slurm,
+            };
+        }
         Kind {
             idempotent: unit.idempotent,
             slurm: unit.executor == crate::model::ExecutorKind::Slurm,

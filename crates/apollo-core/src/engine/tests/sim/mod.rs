@@ -1,32 +1,20 @@
-//! A seeded deterministic simulation of the scheduler's deciding parts (the in-flight ledger,
-//! `admission.rs`, the pacer, `outcome.rs` for every attempt's outcome, and the resume code:
-//! `PriorState`, `check_in_flight`, the resume policy's `decide`) under random DAGs, unit
-//! kinds, outcomes (successes, skips, failures, timeouts, kills from outside, attempts that
-//! need a human), retry delays and backoff caps, `keep_going`, crashes, and orders of the
-//! events the driver may deliver: hashing results, workers taking jobs and ending attempts,
-//! commits becoming durable, the clock (retries come due on it), a cancellation, a crash. The
-//! driver around them is a model (`model.rs`) of the engine thread's loop, the workers' FIFO
-//! queue and the journal — no threads, no clock, no I/O — so every seed replays exactly.
-//!
-//! Checked at every step (`model/`, where the rules could be broken): no attempt runs before
-//! its `unit_started` is durable; a unit's `unit_started` is appended only after the success
-//! (or reuse) of each of its dependencies; a non-idempotent attempt never waits for a worker
-//! behind other attempts (its start means its process is about to exist) and never runs while
-//! an earlier attempt of its unit has no durable end; no unit runs twice at once; nothing whose
-//! success is durable runs again (across crashes); `max_parallel` and `max_jobs` hold; the run
-//! always ends (every state has a next event), with every unit whose dependencies succeeded
-//! done or failed. After every durable commit, and at each crash, a resume from the durable
-//! journal stops for a human exactly when a non-idempotent unit is left half done (a start
-//! without an end, or an end that cut it off) — `model/crash.rs`; after a crash the run
-//! resumes from that journal alone (an idempotent unit left in flight runs again).
+//! A seeded deterministic simulation of the scheduler: the real machine of
+//! `engine/scheduler/` (the one `engine::run` drives with threads) under random DAGs, unit
+//! kinds (idempotent or not, local or Slurm, hashed first, checked for reuse), outcomes
+//! (successes, skips, failures, timeouts, kills from outside, attempts that need a human),
+//! retry delays and backoff caps, `keep_going`, cancellations, crashes at any step, and random
+//! orders of what its driver may deliver — appends reported late, hashing results, workers
+//! taking jobs and ending attempts, the clock. The driver here (`machine.rs`) has no thread,
+//! no clock and no I/O, so every seed replays exactly; what it checks is listed there.
 //!
 //! `APOLLO_SIM_SEEDS=N` runs N seeds (default [`DEFAULT_SEEDS`]) from `APOLLO_SIM_FIRST`
 //! (default 0); `cargo xtask sim --seeds N` does the same. A failing seed is printed with the
 //! command that replays it alone (`APOLLO_SIM_SEED=S`).
 
-mod model;
+mod draw;
+mod machine;
 
-use model::Sim;
+use machine::MachineSim;
 
 /// Seeds run by `cargo test` (a few seconds on a loaded 2-core machine, debug build).
 const DEFAULT_SEEDS: u64 = 10_000;
@@ -39,9 +27,9 @@ fn env_u64(name: &str) -> Option<u64> {
     }
 }
 
-/// Run one seed: its violations, or the panic it ended in.
+/// Run one seed: its steps, or its first violation (or the panic it ended in).
 fn run_seed(seed: u64) -> Result<usize, String> {
-    std::panic::catch_unwind(|| Sim::new(seed).run()).unwrap_or_else(|panic| {
+    std::panic::catch_unwind(|| MachineSim::new(seed).run()).unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<String>()
             .cloned()
@@ -52,7 +40,7 @@ fn run_seed(seed: u64) -> Result<usize, String> {
 }
 
 #[test]
-fn the_scheduler_keeps_its_rules_under_random_dags_outcomes_and_event_orders() {
+fn the_scheduler_keeps_its_rules_under_random_dags_outcomes_event_orders_and_crashes() {
     let seeds: Vec<u64> = match env_u64("APOLLO_SIM_SEED") {
         Some(seed) => vec![seed],
         None => {
@@ -80,37 +68,49 @@ fn the_scheduler_keeps_its_rules_under_random_dags_outcomes_and_event_orders() {
 #[test]
 fn a_seed_replays_exactly() {
     for seed in [1, 42, 4242] {
-        assert_eq!(Sim::new(seed).run(), Sim::new(seed).run());
         let trace = |seed| {
-            let mut sim = Sim::new(seed);
-            sim.run().map(|_| sim.journal_trace())
+            let mut sim = MachineSim::new(seed);
+            sim.run().map(|steps| (steps, sim.journal_trace()))
         };
         assert_eq!(trace(seed), trace(seed));
     }
 }
 
+/// Whether some seed of `seeds`, run with `setup`, ends in a violation that says `what`.
+fn caught(seeds: std::ops::Range<u64>, setup: impl Fn(&mut MachineSim), what: &str) -> bool {
+    seeds.into_iter().any(|seed| {
+        let mut sim = MachineSim::new(seed);
+        setup(&mut sim);
+        matches!(sim.run(), Err(violation) if violation.contains(what))
+    })
+}
+
 #[test]
-fn the_simulation_notices_a_broken_write_ahead_rule() {
-    // Jobs handed to the workers before their batch is durable: the check must see it.
-    let caught = (0..200).any(|seed| {
-        let mut sim = Sim::new(seed);
-        sim.break_write_ahead = true;
-        matches!(sim.run(), Err(violation) if violation.contains("before its unit_started"))
-    });
-    assert!(
-        caught,
-        "no seed caught an attempt run before its start was durable"
+fn the_simulation_notices_a_driver_that_hands_out_before_the_append_is_durable() {
+    let caught = caught(
+        0..200,
+        |sim| sim.break_write_ahead = true,
+        "before its unit_started was durable",
     );
+    assert!(caught, "no seed caught an attempt handed out early");
+}
+
+#[test]
+fn the_simulation_notices_a_machine_that_leaves_starts_out_of_its_append() {
+    // The machine itself breaks the rule (`scheduler::BREAK_WRITE_AHEAD`): its batches lose
+    // their `unit_started` and their attempts go out all the same.
+    crate::engine::scheduler::BREAK_WRITE_AHEAD.set(true);
+    let caught = caught(0..200, |_| {}, "before its unit_started was durable");
+    crate::engine::scheduler::BREAK_WRITE_AHEAD.set(false);
+    assert!(caught, "no seed caught a start left out of its batch");
 }
 
 #[test]
 fn the_simulation_notices_a_non_idempotent_unit_committed_ahead() {
-    // Every unit treated as idempotent by the decision, but not by the checks.
-    let caught = (0..500).any(|seed| {
-        let mut sim = Sim::new(seed);
-        sim.decide_all_idempotent = true;
-        matches!(sim.run(), Err(violation) if violation.contains("waits behind"))
-    });
+    // The machine takes every unit for idempotent when it decides how far ahead to commit.
+    crate::engine::scheduler::BREAK_NON_IDEMPOTENT_RULE.set(true);
+    let caught = caught(0..500, |_| {}, "waits behind");
+    crate::engine::scheduler::BREAK_NON_IDEMPOTENT_RULE.set(false);
     assert!(
         caught,
         "no seed caught a non-idempotent attempt queued behind others"
@@ -119,12 +119,12 @@ fn the_simulation_notices_a_non_idempotent_unit_committed_ahead() {
 
 #[test]
 fn the_simulation_notices_a_resume_that_runs_a_done_unit_again() {
-    // After a crash, the resume policy told to run every unit again: a unit whose success is
-    // durable runs again, and the check must see it.
-    let caught = (0..500).any(|seed| {
-        let mut sim = Sim::new(seed);
-        sim.break_resume = true;
-        matches!(sim.run(), Err(violation) if violation.contains("holds its success"))
-    });
+    // After a crash, the new apollo forgets the journal: a unit whose success is durable runs
+    // again, and the check must see it.
+    let caught = caught(
+        0..500,
+        |sim| sim.break_resume = true,
+        "runs though the journal holds its success",
+    );
     assert!(caught, "no seed caught a done unit run again after a crash");
 }
