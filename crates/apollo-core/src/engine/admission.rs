@@ -1,9 +1,9 @@
 //! The scheduler's deciding part, pure: from the in-flight ledger's counts, the head of the
 //! ready queue and the limits, whether to take the next ready unit, pass over it, or start
 //! nothing more this turn; whether the batch is due for its commit, and how it is appended. No channels, no clock
-//! (the caller passes `now`), no I/O: the scheduler (`scheduler/start.rs`, `scheduler/mod.rs`)
-//! asks, and acts; the simulation test (`tests/sim.rs`) asks the same functions under seeded
-//! random orders of events.
+//! (the caller passes `now`), no I/O: the scheduler's machine (`scheduler/start.rs`,
+//! `scheduler/mod.rs`) asks, and acts; the simulation test (`tests/sim/`) drives that machine
+//! under seeded random orders of events.
 //!
 //! The rules it holds:
 //!

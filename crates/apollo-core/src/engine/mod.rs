@@ -4,7 +4,12 @@
 //! # How a run proceeds
 //!
 //! The engine thread alone owns the run's state, decides, and appends to the journal; worker
-//! threads (`max_parallel` of them) run attempts. Each turn of the engine's loop:
+//! threads (`max_parallel` of them) run attempts. The deciding part is a machine
+//! (`scheduler::Scheduler`) with no thread, clock, channel or journal inside: it is given
+//! `now` and what happened, and answers with commands (append these records, hand out this
+//! attempt, hash this unit, let that worker go on), which its driver on the engine thread
+//! performs (`scheduler/driver.rs`) — and the simulation test performs in random orders.
+//! Each turn of the engine's loop:
 //!
 //! 1. takes ready units from the [`ReadyQueue`](crate::ReadyQueue) (config order), decides
 //!    for each whether it must run (resume rules) and, if so, queues its `unit_started` — up
@@ -20,7 +25,7 @@
 //!    is on disk before any dependent starts;
 //! 3. waits for an attempt to end, a retry to come due, or a cancellation — while short
 //!    attempts keep the workers' queue long, first asleep for a few milliseconds without
-//!    waiting on the channel (`Scheduler::nap`, `Pacer::nap`), so that outcomes are taken in
+//!    waiting on the channel (the driver's nap, `Pacer::nap`), so that outcomes are taken in
 //!    a few at a time rather than waking the engine thread for each. A worker whose
 //!    attempt failed for good (fail-fast, no retry left) raises `halt` itself before it
 //!    reports, and every worker whose attempt failed waits for the engine to take the outcome
@@ -59,11 +64,13 @@
 //!   back until their record is durable.
 //! * `policy.rs` — the resume rules as pure functions ([`Decision`]), shared with the dry-run
 //!   planner in `plan.rs` ([`dry_run`]); `in_flight.rs` — the in-flight rule among them.
-//! * `scheduler/` — the loop above, on the engine thread (`start.rs`: deciding and queuing
-//!   attempts; `hashing.rs`: handing units with input files, done outputs or a reuse check
-//!   to the hashing threads, or hashing them here, and taking them back; `commit.rs`: the
-//!   group commit; `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an
-//!   attempt).
+//! * `scheduler/` — the machine and its driver (`mod.rs`: the run's state and a turn;
+//!   `command.rs`: what the machine asks; `driver.rs`: the loop on the engine thread, which
+//!   performs it with the channels, the journal and the clock; `start.rs`: deciding and
+//!   queuing attempts; `hashing.rs`: handing units with input files, done outputs or a reuse
+//!   check to be hashed, and taking them back; `commit.rs`: the group commit and the hand-out
+//!   once durable; `finish.rs`: taking outcomes in; `reuse.rs`: a unit done without an
+//!   attempt; `end.rs`: the last append and the report).
 //! * `ledger.rs` — the in-flight ledger: where each unit taken from the ready queue is
 //!   (hashing, checking reuse, committed, at a worker), every move checked; the scheduler's
 //!   counts are read from it.
@@ -73,8 +80,8 @@
 //!   pacer, with no channel, clock or I/O.
 //! * `outcome.rs` — taking an attempt's outcome in, the deciding part, pure: done, a retry
 //!   after a backoff, failed for good (downstream skipped, fail-fast), a stop for a human, or
-//!   left waiting. `tests/sim/` runs these and the resume code (after simulated crashes)
-//!   under a seeded simulation of random DAGs, outcomes and event orders.
+//!   left waiting. `tests/sim/` drives the machine itself, and the resume code after simulated
+//!   crashes, under a seeded simulation of random DAGs, outcomes and event orders.
 //! * `batch.rs` — the records of the next commit, the attempts it releases and the notices
 //!   it allows.
 //! * `pacer.rs` — commit pacing: how far ahead to commit, how long a routine batch may wait.
