@@ -208,6 +208,10 @@ pub struct Summary {
     /// With `--slurm`: cluster jobs recorded (`unit_submitted`), and how many of those were
     /// reattached to after apollo died.
     pub slurm_jobs: (u64, u64),
+    /// With `--slurm`: kills aimed at a running job (sent as soon as the journal held a
+    /// `unit_submitted` of an idempotent unit whose attempt had not ended), each of which a
+    /// resume must answer by reattaching to that job.
+    pub aimed_kills: u64,
     /// Kills that came after the run's success was recorded (the iteration is complete).
     pub killed_after_success: u64,
     /// Run folders a kill left before their first segment existed: apollo ignores them
@@ -418,6 +422,10 @@ fn iteration(
     // The state-dir tampering and clock steps draw from their own generator, so the pipeline
     // and the kill delays of a seed stay those of the kill-only harness.
     let mut trng = Rng(rng.next() ^ 0x7A4D_9E11_C10C_5EED);
+    // With `--slurm`, half the iterations aim their first kill at a running job (check 11:
+    // it must be reattached to), drawn without advancing `rng`.
+    let aim_at_job = args.slurm && Rng(rng.0 ^ 0x0A1B_2C3D_4E5F_6071).chance(50);
+    let mut aims: Vec<slurm::Aim> = Vec::new();
     let mut violations = Vec::new();
     let victim = dir.join("victim.txt");
     std::fs::write(&victim, VICTIM).map_err(io!())?;
@@ -470,6 +478,19 @@ fn iteration(
             }
             let mut tampered_mid_run = None;
             let mut moved = None;
+            if aim_at_job
+                && kills == 0
+                && phase.is_none()
+                && let Some(aim) = slurm::await_running_job(dir, not_reused.as_deref(), &mut child)?
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+                kills += 1;
+                totals.kills += 1;
+                totals.aimed_kills += 1;
+                aims.push(aim);
+                continue;
+            }
             if kills < max_kills {
                 // The attack: a random moment, not a synchronisation (on a cluster, where a job
                 // takes a second to start, five times later: the same draw, kills mid-job).
@@ -686,6 +707,7 @@ fn iteration(
         deadline = Instant::now() + Duration::from_secs(300);
     }
     violations.extend(slurm::count_and_check_jobs(dir, &mut totals.slurm_jobs));
+    violations.extend(slurm::aims_reattached(&aims));
     if std::fs::read(&victim).map_err(io!())? != VICTIM.as_bytes() {
         violations.push(format!(
             "{} (a lock file's link target) was written",
@@ -810,7 +832,7 @@ impl std::fmt::Display for Summary {
              stale-lock refusals {}, lock symlinks {}, plants {} ({} commands), lock deletions mid-run {}, \
              run folder moves mid-run {} (recreated by a unit's logs {}, attempts begun meanwhile {}), tampered before the run was opened {}, tampered after finish {}, tampered during a refusal for a verdict {}, clock steps back {}, \
              stepping clocks {}, \
-             run creations cut short (ignored) {}, reuse phases {} ({} units reused), cluster jobs {} ({} reattached), violations {} in {} iterations (seed {}, {:.1}s)",
+             run creations cut short (ignored) {}, reuse phases {} ({} units reused), cluster jobs {} ({} reattached; kills aimed at a running job {}), violations {} in {} iterations (seed {}, {:.1}s)",
             self.iterations,
             self.kills,
             self.resumes,
@@ -834,6 +856,7 @@ impl std::fmt::Display for Summary {
             self.units_reused,
             self.slurm_jobs.0,
             self.slurm_jobs.1,
+            self.aimed_kills,
             self.violations.len(),
             self.failed_iterations,
             self.seed,

@@ -284,7 +284,13 @@ impl Executor for SlurmExecutor {
             .and_then(|earlier| self.reattach(request, context, earlier))
         {
             Some(outcome) => outcome,
-            None => self.submit_and_wait(request, context),
+            None => {
+                // No job to take over after all: this attempt submits its own, and its folder
+                // must stop pointing at the earlier attempt before its script exists (a later
+                // attempt follows this one's job).
+                let _ = std::fs::remove_file(request.log_dir.join(REATTACHED));
+                self.submit_and_wait(request, context)
+            }
         };
         if outcome.wall_time.is_zero() {
             outcome.wall_time = started.elapsed();

@@ -25,9 +25,13 @@ impl SlurmExecutor {
         earlier: u32,
     ) -> Option<AttemptOutcome> {
         let attempts_dir = request.log_dir.parent()?;
-        // An attempt that itself reattached points at the one that submitted the job.
+        // An attempt that itself took the job over points at the one that submitted it (unless
+        // it then submitted a job of its own: that one is followed).
         let mut earlier = earlier;
         for _ in 0..1000 {
+            if attempts_dir.join(earlier.to_string()).join(SCRIPT).exists() {
+                break;
+            }
             // Read without following a link, without blocking, bounded (`read_small`).
             let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
             match pointer
@@ -44,6 +48,20 @@ impl SlurmExecutor {
             return None;
         }
         let known_id = known_job_id(&earlier_dir);
+        // From here on this attempt stands for attempt `earlier`'s job: say so on disk at once.
+        // An apollo killed before the job is seen (the `note` below, which also reports it)
+        // must leave the next attempt pointed at the same job, not at an attempt with nothing
+        // in its folder — which would submit a second job beside it, or, once it ended, run a
+        // non-idempotent unit's job again (issue 36; found by the torture harness's kills
+        // aimed at running jobs).
+        let _ = write_attempt_file(
+            &request.log_dir.join(REATTACHED),
+            format!(
+                "attempt {earlier} job {}\n",
+                known_id.as_deref().unwrap_or("unknown")
+            )
+            .as_bytes(),
+        );
         // Once: the wait may have noted the job alive before it vanished.
         let noted = std::cell::Cell::new(false);
         let note = |job_id: &str| {

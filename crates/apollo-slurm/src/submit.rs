@@ -28,7 +28,7 @@ use apollo_exec::write_attempt_file;
 
 use crate::args::sbatch_args;
 use crate::client::{ClientFailure, SubmitDoubt};
-use crate::executor::{CANCELLED, REATTACHED, SlurmExecutor};
+use crate::executor::{CANCELLED, SlurmExecutor};
 use crate::job_name::{JobRef, job_name, job_name_with_token, new_token};
 use crate::result::{read_small, read_started};
 use crate::script::{JOB_ID, RESULT, SCRIPT};
@@ -242,11 +242,11 @@ impl SlurmExecutor {
         let mut candidates = Vec::new();
         for earlier in (1..request.attempt).rev().take(100) {
             let dir = attempts_dir.join(earlier.to_string());
-            // Never submitted, over, cancelled by apollo, or only pointing at another attempt.
+            // Never submitted (an attempt that only took another's job over has no script), over,
+            // or cancelled by apollo.
             if !dir.join(SCRIPT).exists()
                 || dir.join(RESULT).exists()
                 || dir.join(CANCELLED).exists()
-                || dir.join(REATTACHED).exists()
             {
                 continue;
             }

@@ -1,8 +1,8 @@
 //! The iteration's cluster jobs (with `--slurm`): the Slurm units' jobs run in attempt folders
 //! under the iteration's project folder (`sbatch --chdir`), which is how the harness finds them.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use apollo_core::Event;
@@ -185,6 +185,89 @@ pub fn available() -> bool {
         .arg("--noheader")
         .output()
         .is_ok_and(|output| output.status.success() && !output.stdout.is_empty())
+}
+
+/// A kill aimed at a running job: the run, and the unit and attempt whose job ran then.
+pub(super) struct Aim {
+    run: PathBuf,
+    unit: String,
+    attempt: u32,
+}
+
+/// Wait until the latest run's journal holds a `unit_submitted` of a unit other than
+/// `not_target` (the non-idempotent one, which a resume must not reattach to without a
+/// verdict) whose attempt has not ended: the moment to kill apollo. `None` when apollo exited
+/// first (nothing was submitted, or everything ended in between two looks).
+pub(super) fn await_running_job(
+    dir: &Path,
+    not_target: Option<&str>,
+    child: &mut Child,
+) -> Result<Option<Aim>, String> {
+    let deadline = Instant::now() + LEAVE_QUEUE;
+    while Instant::now() < deadline {
+        if child
+            .try_wait()
+            .map_err(|error| error.to_string())?
+            .is_some()
+        {
+            return Ok(None);
+        }
+        if let Some(run) = super::runs::latest_run_after(dir, None)?
+            && let Some((unit, attempt)) = running_job(&run, not_target)
+        {
+            return Ok(Some(Aim { run, unit, attempt }));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Err("apollo neither submitted a job nor exited within 120 s".into())
+}
+
+/// The first job of `run`'s journal (so far) whose attempt has not ended, of a unit other than
+/// `not_target`.
+fn running_job(run: &Path, not_target: Option<&str>) -> Option<(String, u32)> {
+    let reader = JournalReader::open(run, ReadOptions::default()).ok()?;
+    let events: Vec<Event> = reader.filter_map(Result::ok).map(|r| r.event).collect();
+    let ended = |unit: &str, attempt: u32| {
+        events.iter().any(|event| {
+            matches!(event, Event::UnitFinished(finished)
+                if finished.unit == unit && finished.attempt == attempt)
+        })
+    };
+    events.iter().find_map(|event| match event {
+        Event::UnitSubmitted(submitted)
+            if Some(submitted.unit.as_str()) != not_target
+                && submitted.reattached_from.is_none()
+                && !ended(&submitted.unit, submitted.attempt) =>
+        {
+            Some((submitted.unit.clone(), submitted.attempt))
+        }
+        _ => None,
+    })
+}
+
+/// Check 11's aimed half: every kill aimed at a running job was answered by a resume that
+/// reattached to it (a `unit_submitted` of the unit with `reattached_from` that attempt).
+pub(super) fn aims_reattached(aims: &[Aim]) -> Vec<String> {
+    aims.iter()
+        .filter(|aim| {
+            let Ok(reader) = JournalReader::open(&aim.run, ReadOptions::default()) else {
+                return true;
+            };
+            !reader.filter_map(Result::ok).any(|record| {
+                matches!(record.event, Event::UnitSubmitted(submitted)
+                    if submitted.unit == aim.unit && submitted.reattached_from == Some(aim.attempt))
+            })
+        })
+        .map(|aim| {
+            format!(
+                "apollo was killed while {}'s job (attempt {}) ran in {}, and no resume reattached \
+                 to it",
+                aim.unit,
+                aim.attempt,
+                aim.run.display()
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -280,9 +280,11 @@ fn a_task_a_dead_apollo_left_running_is_found_by_its_arrays_name_and_its_task() 
     let unit = unit("u", "true", root);
     let (outcome, reports) = std::thread::scope(|scope| {
         let waiting = scope.spawn(|| run_one(&executor, &unit, &second, 2, Some(1)));
-        // Once it reattached, the job ends: its wrapper leaves its files.
+        // Once it found its task in the queue (its pointer at attempt 1 then names the task;
+        // it is written bare when the takeover begins), the job ends: its wrapper leaves its
+        // files.
         let marker = second.join("reattached");
-        while !marker.exists() {
+        while !std::fs::read_to_string(&marker).is_ok_and(|text| text.contains("job 77_1")) {
             assert!(
                 !waiting.is_finished(),
                 "the attempt ended before it reattached"

@@ -337,7 +337,13 @@ fn a_job_that_started_and_ended_without_its_result_is_cut_off_not_did_not_start(
 
 /// An earlier attempt `attempt` of `unit` whose job `job_id` was submitted (and, with
 /// `started`, began) and left no result, as a dead apollo leaves it.
-fn earlier_attempt(root: &Path, unit: &str, attempt: u32, job_id: &str, started: bool) -> PathBuf {
+pub(crate) fn earlier_attempt(
+    root: &Path,
+    unit: &str,
+    attempt: u32,
+    job_id: &str,
+    started: bool,
+) -> PathBuf {
     let dir = attempt_dir(root, unit, attempt);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("slurm.sh"), "#!/bin/sh\n").unwrap();

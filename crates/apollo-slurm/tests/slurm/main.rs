@@ -13,4 +13,5 @@ mod arrays;
 mod cleanup;
 mod fake_cluster;
 mod limits;
+mod reattach_chain;
 mod secrets;
