@@ -48,6 +48,9 @@
 //!     to 2 s in, while jobs run: a job apollo died with is reattached (by a later attempt, to
 //!     the job whose end is unrecorded: `slurm::count_and_check_jobs`), never run again (checks
 //!     1–5; a verdict after `scancel`, as a human's), and no job of a done run stays queued.
+//!     In half the iterations the first kill is aimed: sent as soon as the journal shows an
+//!     idempotent unit's job submitted and not ended, and a resume must reattach to exactly
+//!     that job (`slurm::aims_reattached`).
 //!
 //! Only the kill moment is random; everything else waits for apollo to exit. Each iteration's
 //! generator is seeded from (seed, index), so `--seed S --first I --iterations 1` replays
