@@ -615,6 +615,9 @@ fn iteration(
                     // As a careful human would: a cluster job of it that may still run is
                     // ended first (`scancel`), then its files tell whether it finished.
                     if args.slurm {
+                        // A job a kill was aimed at and no resume has reattached to yet is
+                        // ended here by the "human": nothing is left to reattach to.
+                        aims.retain(slurm::reattached);
                         slurm::end_jobs(dir)?;
                         // A job of an earlier attempt was still queued (an `sbatch` in flight
                         // when apollo died submitted it after): ended, the run carries on.

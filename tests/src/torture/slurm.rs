@@ -245,19 +245,23 @@ fn running_job(run: &Path, not_target: Option<&str>) -> Option<(String, u32)> {
     })
 }
 
+/// Whether a resume reattached to the job `aim` was aimed at (a `unit_submitted` of the unit
+/// with `reattached_from` that attempt, in that run).
+pub(super) fn reattached(aim: &Aim) -> bool {
+    JournalReader::open(&aim.run, ReadOptions::default()).is_ok_and(|reader| {
+        reader.filter_map(Result::ok).any(|record| {
+            matches!(record.event, Event::UnitSubmitted(submitted)
+                if submitted.unit == aim.unit && submitted.reattached_from == Some(aim.attempt))
+        })
+    })
+}
+
 /// Check 11's aimed half: every kill aimed at a running job was answered by a resume that
-/// reattached to it (a `unit_submitted` of the unit with `reattached_from` that attempt).
+/// reattached to it (aims whose job the harness cancelled itself, as a human asked for a
+/// verdict would, are dropped before: see `run_iteration`).
 pub(super) fn aims_reattached(aims: &[Aim]) -> Vec<String> {
     aims.iter()
-        .filter(|aim| {
-            let Ok(reader) = JournalReader::open(&aim.run, ReadOptions::default()) else {
-                return true;
-            };
-            !reader.filter_map(Result::ok).any(|record| {
-                matches!(record.event, Event::UnitSubmitted(submitted)
-                    if submitted.unit == aim.unit && submitted.reattached_from == Some(aim.attempt))
-            })
-        })
+        .filter(|aim| !reattached(aim))
         .map(|aim| {
             format!(
                 "apollo was killed while {}'s job (attempt {}) ran in {}, and no resume reattached \
