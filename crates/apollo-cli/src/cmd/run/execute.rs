@@ -339,10 +339,14 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
             let dir = state
                 .run_dir(&run_id)
                 .ok()?
-                .attempt_log_dir(&unit, attempt)
+                .attempt_dir(&unit, attempt)
                 .ok()?;
-            SlurmExecutor::new(SlurmOptions::default())
-                .describe_for_verdict(&run, &unit, attempt, &dir)
+            SlurmExecutor::new(SlurmOptions::default()).describe_for_verdict(
+                &run,
+                &unit,
+                attempt,
+                dir.path(),
+            )
         })
         .flatten();
     CliError::NeedsVerdict {
