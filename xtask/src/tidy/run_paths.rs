@@ -24,13 +24,11 @@ const RUN_PATH_SPELLINGS: [&str; 10] = [
 ];
 
 /// Files outside apollo-store that may use a spelling, and why. Only shrinks.
-const ALLOWED: [(&str, &str, &str); 1] = [
-    (
-        "crates/apollo-core/src/",
-        "unit_folder_name(",
-        "the encoding itself, and the load-time check that two units never share a folder",
-    ),
-];
+const ALLOWED: [(&str, &str, &str); 1] = [(
+    "crates/apollo-core/src/",
+    "unit_folder_name(",
+    "the encoding itself, and the load-time check that two units never share a folder",
+)];
 
 pub(super) fn run_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {
     let mut found = Vec::new();

@@ -14,10 +14,9 @@ use apollo_exec::{ExecOptions, ProcessExecutor, SecretValues};
 use apollo_runner::{Opened, RunSession, RunTarget};
 use apollo_slurm::{SlurmExecutor, SlurmOptions};
 
-use super::executors::RunExecutors;
-
 use super::args::ExecutionArgs;
 use super::errors::runner_error;
+use super::executors::RunExecutors;
 use super::notices::{HeldNotices, StderrNotices};
 use super::otlp_file::{FinalTrace, TraceFile};
 use super::render;
