@@ -95,11 +95,6 @@ impl AttemptDir {
     }
 }
 
-/// The folder of a run's attempts (`units/`) in the run folder `run_dir`.
-pub(crate) fn units_dir(run_dir: &Path) -> PathBuf {
-    run_dir.join(UNITS_DIR)
-}
-
 /// Checks the attempt log folder `dir` before the executor creates or writes it: each of
 /// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` (or a hook's `hooks/`,
 /// `hooks/<hook>/`) below `run_dir` is missing or a real folder, and the attempt's `stdout` and

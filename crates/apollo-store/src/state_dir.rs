@@ -80,12 +80,6 @@ impl RunDir {
         self.path.join("journal")
     }
 
-    /// The folder of the run's captured unit output (`units/`; an attempt's is
-    /// [`RunDir::attempt_dir`]).
-    pub fn units_dir(&self) -> PathBuf {
-        crate::attempt_dir::units_dir(&self.path)
-    }
-
     /// Attempt `attempt` of `unit` (its name as the journal records it): the folder of its
     /// captured output, `unit`'s name encoded for the disk and checked (see [`AttemptDir`]).
     pub fn attempt_dir(&self, unit: &str, attempt: u32) -> Result<AttemptDir, StoreError> {

@@ -160,7 +160,7 @@ fn state_dir_folders_that_are_symlinks_are_refused_and_nothing_is_written_throug
     assert!(empty(&outside));
 
     // A unit's log folder is a link: the attempt's log folder is refused.
-    let units = run.units_dir();
+    let units = run.path().join("units");
     symlink(&outside, units.join("fetch")).unwrap();
     assert!(run.attempt_dir("fetch", 1).is_err());
     fs::create_dir_all(units.join("load/1")).unwrap();
