@@ -110,3 +110,33 @@ fn a_slurm_unit_without_a_slurm_executor_is_refused_before_any_unit_starts() {
         "{events:?}"
     );
 }
+
+/// Fails a unit's first attempt; notes, at each later one, the folder the request names for
+/// the attempt before it.
+#[derive(Default)]
+struct FailsOnce(Mutex<Vec<Option<std::path::PathBuf>>>);
+
+impl Executor for FailsOnce {
+    fn run_attempt(&self, request: &AttemptRequest<'_>, _: &AttemptContext<'_>) -> AttemptOutcome {
+        if request.attempt == 1 {
+            return AttemptOutcome::nothing_ran(AttemptStatus::Failed);
+        }
+        (self.0.lock().unwrap()).push(request.attempt_dir(request.attempt - 1));
+        AttemptOutcome::nothing_ran(AttemptStatus::Succeeded)
+    }
+}
+
+#[test]
+fn an_executor_finds_a_fan_out_instances_earlier_attempt_folder_as_the_store_names_it() {
+    let executor = FailsOnce::default();
+    let (dir, result) = run_with(
+        "params:\n  regions: {type: list, default: [eu]}\nunits:\n  - name: load\n    foreach: ${params.regions}\n    retries: 1\n    retry_delay: 0\n    execute: 'true'\n",
+        &apollo_core::Dispatch::new(&executor),
+    );
+    let finished = result.unwrap();
+    assert_eq!(finished.report.status, Some(RunStatus::Succeeded));
+    let state = StateDir::open_existing(dir.path().join(".apollo")).unwrap();
+    let first = state.attempt_dir(&finished.run_id, "load[eu]", 1).unwrap();
+    assert!(first.path().ends_with("units/load__eu/1"));
+    assert_eq!(*executor.0.lock().unwrap(), [Some(first.into_path())]);
+}

@@ -2,6 +2,8 @@
 //! runs, recorded from its files when it finished, cut off or submitted afresh when Slurm
 //! lost it.
 
+use std::path::PathBuf;
+
 use apollo_core::{AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest};
 use apollo_exec::write_attempt_file;
 
@@ -14,6 +16,15 @@ use crate::result::{outcome_from_files, read_result, read_small};
 use crate::script::SCRIPT;
 use crate::submit::{known_job_id, submitted_job};
 
+/// The folder of attempt `attempt` of `request`'s unit, as the run names it
+/// ([`AttemptRequest::attempt_dir`]), absolute as every path a job is given: the folder is
+/// compared with those a job array's index lists, and holds files the job on another machine
+/// wrote. `None`: the request names no other attempt's folder.
+pub(crate) fn attempt_dir(request: &AttemptRequest<'_>, attempt: u32) -> Option<PathBuf> {
+    let dir = request.attempt_dir(attempt)?;
+    Some(std::path::absolute(&dir).unwrap_or(dir))
+}
+
 impl SlurmExecutor {
     /// Reattach to the job of attempt `earlier` (left in flight by an apollo that died):
     /// `None` when there is none to reattach to (the attempt never reached `sbatch`, apollo
@@ -24,12 +35,14 @@ impl SlurmExecutor {
         context: &AttemptContext<'_>,
         earlier: u32,
     ) -> Option<AttemptOutcome> {
-        let attempts_dir = request.log_dir.parent()?;
         // An attempt that itself reattached points at the one that submitted the job.
         let mut earlier = earlier;
         for _ in 0..1000 {
+            let Some(dir) = attempt_dir(request, earlier) else {
+                break;
+            };
             // Read without following a link, without blocking, bounded (`read_small`).
-            let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
+            let pointer = read_small(&dir.join(REATTACHED));
             match pointer
                 .ok()
                 .flatten()
@@ -39,7 +52,7 @@ impl SlurmExecutor {
                 _ => break,
             }
         }
-        let earlier_dir = attempts_dir.join(earlier.to_string());
+        let earlier_dir = attempt_dir(request, earlier)?;
         if !earlier_dir.join(SCRIPT).exists() {
             return None;
         }
