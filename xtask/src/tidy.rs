@@ -20,7 +20,10 @@
 //! * **unsafe-code** — every crate root forbids `unsafe`, but the few that must keep it, which
 //!   deny it and allow it site by site ([`unsafe_code`]);
 //! * **crate-graph** — the crates depend on one another only as ARCHITECTURE.md allows
-//!   ([`crate_graph`]).
+//!   ([`crate_graph`]);
+//! * **run-paths** — only apollo-store spells a run's folders and encodes a unit's name for
+//!   its attempt folder (`StateDir` → `RunDir` → `AttemptDir`, [`run_paths`]);
+//! * **journal-reads** — no view folds a journal itself ([`journal_reads`]).
 //!
 //! The scan is line-based (no parser: xtask stays small); a comment line is never a violation.
 
@@ -28,6 +31,7 @@ mod crate_graph;
 mod file_size;
 mod journal_reads;
 mod long_functions;
+mod run_paths;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -62,7 +66,7 @@ type Check = fn(&Path) -> Result<Vec<String>, String>;
 
 const CHECKS: [(&str, Check); 11] = [
     ("processes", process_creation_outside_exec),
-    ("run-paths", attempt_paths_outside_the_store),
+    ("run-paths", run_paths::run_paths_outside_the_store),
     ("journal-reads", journal_reads::journal_reads_in_views),
     ("unsafe", undocumented_unsafe_blocks),
     ("unwrap", unwrap_in_library_code),
@@ -121,46 +125,6 @@ fn process_creation_outside_exec(root: &Path) -> Result<Vec<String>, String> {
             if let Some(call) = PROCESS_CALLS.iter().find(|call| code.contains(*call)) {
                 found.push(format!(
                     "{relative}:{line_no}: `{call}` outside apollo-exec (only apollo-exec creates processes)"
-                ));
-            }
-        }
-    }
-    Ok(found)
-}
-
-/// What only apollo-store spells: a run's folder and its `units/`, `journal/` and `hooks/`
-/// folders, and the blob store's `blobs/`. Every other crate asks `StateDir` (`run_dir`,
-/// `run_path`, `blob_store`) and `RunDir`
-/// (`attempt_log_dir`, `journal_dir`, `hook_log_dir`), which encodes a fan-out instance's name
-/// and checks what it finds (issue 35: views that joined `units/<name>` themselves found no
-/// output for `load[eu]`, stored as `units/load__eu/`).
-const RUN_PATH_SPELLINGS: [&str; 7] = [
-    "join(\"units\")",
-    "\"units/",
-    "join(\"journal\")",
-    "\"journal/",
-    "join(\"hooks\")",
-    "runs_dir().join(",
-    "join(\"blobs\")",
-];
-
-fn attempt_paths_outside_the_store(root: &Path) -> Result<Vec<String>, String> {
-    let mut found = Vec::new();
-    for file in rust_files(&root.join("crates"))? {
-        let relative = relative(root, &file);
-        if relative.starts_with("crates/apollo-store/")
-            || !relative.contains("/src/")
-            || is_test_file(&file)
-        {
-            continue;
-        }
-        let text = read(&file)?;
-        let lines: Vec<&str> = text.lines().collect();
-        for (index, code) in library_code(&lines) {
-            if let Some(spelling) = RUN_PATH_SPELLINGS.iter().find(|s| code.contains(*s)) {
-                found.push(format!(
-                    "{relative}:{}: `{spelling}` outside apollo-store (ask `RunDir` for a run's folders)",
-                    index + 1
                 ));
             }
         }

@@ -128,13 +128,13 @@ impl Streamer {
     pub(crate) fn started(&self, unit: &str, attempt: u32) {
         // The attempt's folder as the store names it (a fan-out instance `load[eu]` is
         // `units/load__eu/`): never a path built here (issue 35: instances streamed nothing).
-        let Ok(dir) = self.run.attempt_log_dir(unit, attempt) else {
+        let Ok(dir) = self.run.attempt_dir(unit, attempt) else {
             return;
         };
         let width = self.name_width;
         let running = Running {
-            stdout: Tail::new(dir.join("stdout")),
-            stderr: Tail::new(dir.join("stderr")),
+            stdout: Tail::new(dir.stream("stdout")),
+            stderr: Tail::new(dir.stream("stderr")),
             stdout_prefix: format!("{unit:<width$} | "),
             stderr_prefix: format!("{unit:<width$} ! "),
         };
@@ -211,7 +211,7 @@ mod tests {
                 printed.lock().unwrap().push_str(text);
             })
         };
-        let dir = run.attempt_log_dir("load[eu]", 1).unwrap();
+        let dir = run.attempt_dir("load[eu]", 1).unwrap().into_path();
         assert!(dir.ends_with("units/load__eu/1"), "{}", dir.display());
         std::fs::create_dir_all(&dir).unwrap();
         streamer.started("load[eu]", 1);

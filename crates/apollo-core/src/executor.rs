@@ -41,6 +41,19 @@ pub struct AttemptRequest<'a> {
     /// reattach to it instead of starting anew (reporting [`AttemptEvent::Reattached`]); a
     /// local executor ignores it (its processes died with apollo).
     pub in_flight: Option<u32>,
+    /// Names the folders of the unit's other attempts in the run (see
+    /// [`AttemptRequest::attempt_dir`]).
+    attempt_dirs: Option<AttemptDirs<'a>>,
+}
+
+/// The run's names for attempt folders, as the engine was given them.
+#[derive(Clone, Copy)]
+struct AttemptDirs<'a>(&'a dyn crate::engine::AttemptLogs);
+
+impl std::fmt::Debug for AttemptDirs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AttemptDirs")
+    }
 }
 
 impl<'a> AttemptRequest<'a> {
@@ -52,7 +65,34 @@ impl<'a> AttemptRequest<'a> {
             attempt,
             log_dir,
             in_flight: None,
+            attempt_dirs: None,
         }
+    }
+
+    /// The same request, the folders of the unit's other attempts in the run named by `dirs`
+    /// (the engine passes the run's [`AttemptLogs`](crate::engine::AttemptLogs), the one
+    /// that gave `log_dir`).
+    pub fn with_attempt_dirs(self, dirs: &'a dyn crate::engine::AttemptLogs) -> Self {
+        Self {
+            attempt_dirs: Some(AttemptDirs(dirs)),
+            ..self
+        }
+    }
+
+    /// The same request, its output going to `log_dir` instead (an executor that needs the
+    /// folder as an absolute path, say).
+    pub fn with_log_dir(self, log_dir: &'a Path) -> Self {
+        Self { log_dir, ..self }
+    }
+
+    /// The folder of attempt `attempt` of the same unit in the same run — an earlier attempt
+    /// whose job a remote executor looks for — as the run names it (an executor never builds
+    /// it from `log_dir`: the layout and the encoding of the unit's name are the store's).
+    /// `None` when the request names no folders ([`AttemptRequest::with_attempt_dirs`]) or the
+    /// run cannot name this one.
+    pub fn attempt_dir(&self, attempt: u32) -> Option<std::path::PathBuf> {
+        let AttemptDirs(dirs) = self.attempt_dirs?;
+        dirs.log_dir(&self.unit.name, attempt).ok()
     }
 
     /// The same request, naming the attempt an earlier apollo left in flight (see

@@ -32,6 +32,7 @@ pub use cancel::{CancelLevel, CancelRegistration, CancelToken};
 pub use config::{LoadError, Loaded};
 pub use dag::{Dag, DagError, ReadyQueue};
 pub use diagnostic::{Diagnostic, Severity};
+pub use dispatch::{Dispatch, ExecutorFactory, MissingExecutor};
 pub use engine::{EngineError, EngineOptions, RunReport};
 pub use event::Event;
 pub use executor::{

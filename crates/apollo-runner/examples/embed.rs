@@ -1,6 +1,8 @@
 //! Embedding Apollo-11 in another program, with public API only: load a pipeline, run it with
-//! the real process executor, see it fail, fix the cause, resume it, replay it, and diff it
-//! with a second run. Exits non-zero if anything is not as expected.
+//! the real process executor (a `Dispatch` is the simplest executor factory: a pipeline with
+//! an `executor: slurm` unit would be refused, as this program offers no Slurm executor), see
+//! it fail, fix the cause, resume it, replay it, and diff it with a second run through the
+//! read side. Exits non-zero if anything is not as expected.
 //!
 //! `cargo run -p apollo-runner --example embed`
 #![forbid(unsafe_code)]
@@ -12,11 +14,12 @@ use apollo_core::engine::{Notice, Observer};
 use apollo_core::event::RunStatus;
 use apollo_core::{CancelToken, Loaded, config};
 use apollo_exec::{ExecOptions, ProcessExecutor};
-use apollo_replay::{Format, ReplayOptions, diff_records, replay, write_diff_text};
+use apollo_replay::{Format, ReplayOptions, replay, write_diff_text};
 use apollo_runner::{
-    FinishedRun, Opened, Opening, RunSelector, RunSession, RunTarget, SessionNotice, SweepError,
+    Dispatch, FinishedRun, Opened, Opening, RunSelector, RunSession, RunTarget, SessionNotice,
+    SweepError, read,
 };
-use apollo_store::{JournalReader, ReadOptions, RunId, StateDir};
+use apollo_store::{ReadOptions, RunId};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -100,22 +103,15 @@ fn run_once(
         run.n_done(),
         loaded.pipeline.units.len()
     );
-    let executor = ProcessExecutor::new(ExecOptions::default());
+    let local = ProcessExecutor::new(ExecOptions::default());
     let finished = run.run(
-        &executor,
+        &Dispatch::new(&local),
         &mut Lines,
         &CancelToken::new(),
         &mut session_notice,
     )?;
     println!("run {}: {:?}", finished.run_id, finished.report.status);
     Ok(finished)
-}
-
-fn records(state: &StateDir, run: &RunId) -> Result<JournalReader, Error> {
-    Ok(JournalReader::open(
-        state.run_dir(run)?.path(),
-        ReadOptions::default(),
-    )?)
 }
 
 fn main() -> ExitCode {
@@ -170,10 +166,10 @@ fn embed() -> Result<(), Error> {
     )?;
 
     // 3. Replay it: the text timeline, to stdout.
-    let state = StateDir::open_existing(&state_dir)?;
+    let state = read::open(&state_dir)?.ok_or("no state directory")?;
     println!("\nreplay of run {}:", first.run_id);
     replay(
-        records(&state, &first.run_id)?,
+        read::read_records(&state, &first.run_id, ReadOptions::default())?.0,
         std::io::stdout().lock(),
         &ReplayOptions::new(Format::Text),
     )?;
@@ -186,10 +182,7 @@ fn embed() -> Result<(), Error> {
         second.report.status == Some(RunStatus::Succeeded),
         "the second run succeeds",
     )?;
-    let diff = diff_records(
-        records(&state, &first.run_id)?,
-        records(&state, &second.run_id)?,
-    )?;
+    let (diff, _warnings) = read::diff(&state, &first.run_id, &second.run_id)?;
     println!("\ndiff:");
     write_diff_text(&diff, std::io::stdout().lock(), false)?;
     let changed: Vec<&str> = diff

@@ -15,6 +15,15 @@ pub enum RunnerError {
     /// The state directory or a journal failed: locked, corrupt, I/O.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The pipeline needs an executor the program did not give (a Slurm unit, and no Slurm
+    /// executor): nothing ran, and the run stays incomplete.
+    #[error("run {run} cannot start: {missing}")]
+    NoExecutor {
+        /// The run.
+        run: RunId,
+        /// Which executor, and who needs it.
+        missing: apollo_core::MissingExecutor,
+    },
     /// The run the pipeline last started has no folder any more (moved or deleted), so
     /// whether it must be resumed is unknown.
     #[error(

@@ -140,7 +140,7 @@ fn run_with_small_segments(dir: &std::path::Path) -> (std::path::PathBuf, apollo
     };
     let run_id = run.run_id().clone();
     run.run(
-        &Succeeds,
+        &apollo_core::Dispatch::new(&Succeeds),
         &mut NoObserver,
         &CancelToken::new(),
         &mut NoSessionObserver,

@@ -30,6 +30,8 @@ mod state;
 mod sweep;
 
 #[cfg(test)]
+mod executors_tests;
+#[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
 mod keys_tests;
@@ -40,6 +42,7 @@ mod snapshot_keys_tests;
 #[cfg(test)]
 mod tests;
 
+pub use apollo_core::dispatch::{Dispatch, ExecutorFactory, MissingExecutor};
 pub use bisect::{
     BisectOutcome, BisectPlan, BisectRequest, BisectStep, Bisection, Change, ChangeKind, Check,
     CheckVerdict, bisect, plan_bisect,

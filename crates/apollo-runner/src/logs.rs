@@ -13,7 +13,8 @@ pub(crate) struct RunLogs {
 impl AttemptLogs for RunLogs {
     fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String> {
         self.run
-            .attempt_log_dir(unit, attempt)
+            .attempt_dir(unit, attempt)
+            .map(apollo_store::AttemptDir::into_path)
             .map_err(|error| error.to_string())
     }
 }

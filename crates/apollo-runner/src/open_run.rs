@@ -1,9 +1,10 @@
 //! [`OpenRun`]: a run recorded as started or resumed, holding the lock, ready for the engine;
 //! and [`FinishedRun`], what running it gave.
 
+use apollo_core::dispatch::{Dispatch, ExecutorFactory};
 use apollo_core::engine::{self, EngineOptions, Notice, Observer, Planned, RunReport};
 use apollo_core::event::RunStatus;
-use apollo_core::{CancelToken, Executor, Loaded, PriorState};
+use apollo_core::{CancelToken, Loaded, PriorState};
 use apollo_store::{JournalWriter, RunId, StateDir, StateLock};
 
 use crate::error::RunnerError;
@@ -126,20 +127,42 @@ impl<'a> OpenRun<'a> {
         &self.parts.options
     }
 
-    /// Runs the engine through `executor`, telling `observer` what happens to each unit, until
-    /// every unit in scope is done, a unit fails for good (without `keep_going`), or `cancel`
-    /// is raised; then sweeps what the run's units left running outside their process groups
-    /// (also when the engine failed; not when no attempt was started: every unit was reused
-    /// or done before), and releases the lock.
+    /// The executors of the run's units, asked of `executors` before anything runs: a unit
+    /// whose executor is missing would only fail, attempt after attempt, with its dependents
+    /// not run.
+    fn dispatch<'e>(
+        &self,
+        executors: &'e dyn ExecutorFactory,
+    ) -> Result<Dispatch<'e>, RunnerError> {
+        Dispatch::for_pipeline(executors, &self.parts.loaded.pipeline).map_err(|missing| {
+            RunnerError::NoExecutor {
+                run: self.parts.run_id.clone(),
+                missing,
+            }
+        })
+    }
+
+    /// Runs the engine, each unit's attempts going to the executor `executors` gives for its
+    /// kind (`executor: local | slurm`; the hooks to the local one), telling `observer` what
+    /// happens to each unit, until every unit in scope is done, a unit fails for good (without
+    /// `keep_going`), or `cancel` is raised; then sweeps what the run's units left running
+    /// outside their process groups (also when the engine failed; not when no attempt was
+    /// started: every unit was reused or done before), and releases the lock.
+    ///
+    /// `executors` is asked once for each kind the pipeline's units name, before any unit
+    /// starts, and never for another (see [`ExecutorFactory`]). A kind it has none of is
+    /// [`RunnerError::NoExecutor`]: nothing runs, and the run stays incomplete, to be resumed.
     ///
     /// The engine writes every unit record and `run_finished`; see `apollo_core::engine::run`.
     pub fn run(
         self,
-        executor: &dyn Executor,
+        executors: &dyn ExecutorFactory,
         observer: &mut dyn Observer,
         cancel: &CancelToken,
         session_observer: &mut dyn SessionObserver,
     ) -> Result<FinishedRun, RunnerError> {
+        let dispatch = self.dispatch(executors)?;
+        let executor = &dispatch;
         let OpenRunParts {
             loaded,
             sweep,

@@ -161,7 +161,7 @@ fn attack(segment_max_bytes: u64) -> usize {
     };
     let run_id = run.run_id().clone();
     run.run(
-        &executor,
+        &apollo_core::Dispatch::new(&executor),
         &mut NoObserver,
         &CancelToken::new(),
         &mut NoSessionObserver,
@@ -269,7 +269,7 @@ fn resume_after_cut(
     match session.open(&mut NoSessionObserver) {
         Ok(Opened::Ready(run)) => {
             match run.run(
-                &executor,
+                &apollo_core::Dispatch::new(&executor),
                 &mut NoObserver,
                 &CancelToken::new(),
                 &mut NoSessionObserver,

@@ -36,6 +36,7 @@ use apollo_store::{JournalReader, ReadOptions, RunId, RunSummary, StateDir, Stor
 
 pub use apollo_replay::RunCost;
 pub use apollo_replay::{Attempt, AttemptState, RunDiff, Timeline, UnitTimeline};
+pub use apollo_store::AttemptDir;
 pub use cost::{CostReads, UnitCostStats, run_cost, unit_cost_stats};
 pub use documents::{
     RUNS_SCHEMA, RunLine, SHOW_RUN_SCHEMA, SHOW_UNIT_SCHEMA, add_costs, deadline_json,

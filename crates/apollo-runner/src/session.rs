@@ -100,7 +100,8 @@ impl<'a> RunSession<'a> {
     /// `needs_human`) through `executor` when [`open`](Self::open) refuses to resume because a
     /// human's verdict is needed: that stop happens before the run starts, so without this
     /// nobody would be told of it. Each hook's end is recorded in the run's journal. (Once a run
-    /// is open, [`OpenRun::run`](crate::OpenRun::run) runs the hooks through its executor.)
+    /// is open, [`OpenRun::run`](crate::OpenRun::run) runs them through its factory's local
+    /// executor.)
     pub fn hooks_executor(mut self, executor: &'a dyn apollo_core::Executor) -> Self {
         self.hook_executor = Some(executor);
         self

@@ -172,7 +172,7 @@ fn run_quietly(
     executor: &dyn apollo_core::Executor,
 ) -> Result<crate::FinishedRun, crate::RunnerError> {
     run.run(
-        executor,
+        &apollo_core::Dispatch::new(executor),
         &mut NoObserver,
         &CancelToken::new(),
         &mut NoSessionObserver,
@@ -383,7 +383,7 @@ fn a_verdict_on_a_unit_with_an_outcome_needs_force() {
     let run = project.open_ready(&sweep);
     let run_id = run.run_id().clone();
     run.run(
-        &executor,
+        &apollo_core::Dispatch::new(&executor),
         &mut NoObserver,
         &CancelToken::new(),
         &mut NoSessionObserver,
@@ -444,7 +444,7 @@ fn a_named_run_that_succeeded_has_nothing_to_resume_and_plan_reads_only() {
     let run = project.open_ready(&sweep);
     let run_id = run.run_id().clone();
     run.run(
-        &executor,
+        &apollo_core::Dispatch::new(&executor),
         &mut NoObserver,
         &CancelToken::new(),
         &mut NoSessionObserver,

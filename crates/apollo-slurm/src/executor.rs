@@ -274,9 +274,7 @@ impl Executor for SlurmExecutor {
         } else {
             absolute_dir =
                 std::path::absolute(request.log_dir).unwrap_or_else(|_| request.log_dir.to_owned());
-            absolute_request =
-                AttemptRequest::new(request.run_id, request.unit, request.attempt, &absolute_dir)
-                    .with_in_flight(request.in_flight);
+            absolute_request = request.with_log_dir(&absolute_dir);
             &absolute_request
         };
         let mut outcome = match request

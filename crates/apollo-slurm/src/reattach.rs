@@ -2,6 +2,8 @@
 //! runs, recorded from its files when it finished, cut off or submitted afresh when Slurm
 //! lost it.
 
+use std::path::PathBuf;
+
 use apollo_core::{AttemptContext, AttemptEvent, AttemptOutcome, AttemptRequest};
 use apollo_exec::write_attempt_file;
 
@@ -14,6 +16,20 @@ use crate::result::{outcome_from_files, read_result, read_small};
 use crate::script::SCRIPT;
 use crate::submit::{known_job_id, submitted_job};
 
+/// The folder of attempt `attempt` of `request`'s unit, as the run names it
+/// ([`AttemptRequest::attempt_dir`]), absolute as every path a job is given: the folder is
+/// compared with those a job array's index lists, and holds files the job on another machine
+/// wrote. A request that names no folders (a library caller that did not pass
+/// [`AttemptRequest::with_attempt_dirs`]) gets the store's layout, the attempt's siblings:
+/// finding no earlier attempt would submit a second job beside one that may still run.
+pub(crate) fn attempt_dir(request: &AttemptRequest<'_>, attempt: u32) -> Option<PathBuf> {
+    let dir = match request.attempt_dir(attempt) {
+        Some(dir) => dir,
+        None => request.log_dir.parent()?.join(attempt.to_string()),
+    };
+    Some(std::path::absolute(&dir).unwrap_or(dir))
+}
+
 impl SlurmExecutor {
     /// Reattach to the job of attempt `earlier` (left in flight by an apollo that died):
     /// `None` when there is none to reattach to (the attempt never reached `sbatch`, apollo
@@ -24,16 +40,18 @@ impl SlurmExecutor {
         context: &AttemptContext<'_>,
         earlier: u32,
     ) -> Option<AttemptOutcome> {
-        let attempts_dir = request.log_dir.parent()?;
         // An attempt that itself took the job over points at the one that submitted it (unless
         // it then submitted a job of its own: that one is followed).
         let mut earlier = earlier;
         for _ in 0..1000 {
-            if attempts_dir.join(earlier.to_string()).join(SCRIPT).exists() {
+            let Some(dir) = attempt_dir(request, earlier) else {
+                break;
+            };
+            if dir.join(SCRIPT).exists() {
                 break;
             }
             // Read without following a link, without blocking, bounded (`read_small`).
-            let pointer = read_small(&attempts_dir.join(earlier.to_string()).join(REATTACHED));
+            let pointer = read_small(&dir.join(REATTACHED));
             match pointer
                 .ok()
                 .flatten()
@@ -43,7 +61,7 @@ impl SlurmExecutor {
                 _ => break,
             }
         }
-        let earlier_dir = attempts_dir.join(earlier.to_string());
+        let earlier_dir = attempt_dir(request, earlier)?;
         if !earlier_dir.join(SCRIPT).exists() {
             return None;
         }

@@ -238,10 +238,11 @@ impl SlurmExecutor {
         request: &AttemptRequest<'_>,
         context: &AttemptContext<'_>,
     ) -> Option<String> {
-        let attempts_dir = request.log_dir.parent()?;
         let mut candidates = Vec::new();
         for earlier in (1..request.attempt).rev().take(100) {
-            let dir = attempts_dir.join(earlier.to_string());
+            let Some(dir) = crate::reattach::attempt_dir(request, earlier) else {
+                continue;
+            };
             // Never submitted (an attempt that only took another's job over has no script), over,
             // or cancelled by apollo.
             if !dir.join(SCRIPT).exists()

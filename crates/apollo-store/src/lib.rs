@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attempt_dir;
 mod backup;
 mod blobs;
 mod error;
@@ -34,6 +35,7 @@ mod writer;
 /// One journal record as read back; defined in apollo-core (readers need not depend on this
 /// crate), re-exported here because this crate produces it.
 pub use apollo_core::Record;
+pub use attempt_dir::AttemptDir;
 pub use backup::{BackupReport, backup};
 pub use blobs::{BlobRef, BlobStore, BlobSweep, referenced_blobs, sweep_unreferenced};
 pub use error::{ErrorKind, StoreError, Warning, WarningKind};

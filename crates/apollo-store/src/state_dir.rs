@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
+use crate::attempt_dir::{AttemptDir, check_log_dir};
 use crate::error::StoreError;
 use crate::segment::has_records;
 use apollo_core::sharing::{MARKER_FILE, Sharing};
@@ -25,7 +26,7 @@ use crate::safe_dir::{Access, Dir, describe};
 /// ```text
 /// lock                                   flock()ed by the one apollo writing here; never deleted
 /// runs/<run-id>/journal/000001.log ...   the run's journal segments
-/// runs/<run-id>/units/<unit>/<attempt>/{stdout,stderr}
+/// runs/<run-id>/units/<unit>/<attempt>/{stdout,stderr}  an AttemptDir
 /// runs/<run-id>/hooks/summary.json       the run summary pipeline hooks get
 /// runs/<run-id>/hooks/<hook>/{stdout,stderr}  a hook's captured output
 /// blobs/sha256/ab/cdef...                content-addressed files (definition snapshots, inputs)
@@ -79,41 +80,14 @@ impl RunDir {
         self.path.join("journal")
     }
 
-    /// The folder of the run's captured unit output.
-    pub fn units_dir(&self) -> PathBuf {
-        self.path.join("units")
-    }
-
-    /// The folder for one attempt's captured output (`units/<unit>/<attempt>`). It is not
-    /// created here: the executor creates it when the attempt has output to keep (a quick,
-    /// silent attempt leaves no folder). Captured output is not part of the journal's
-    /// durability promise (the unit writes it, nothing fsyncs it), so the folder is never
-    /// fsynced. `unit` must be a plain name (`[A-Za-z0-9_.-]+`, not `.` or `..`), or an
-    /// instance of one (`load[eu,a]`, stored as `load__eu__a`, see
-    /// [`apollo_core::model::unit_folder_name`]): it becomes a path component.
-    pub fn attempt_log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, StoreError> {
-        // A fan-out instance `load[eu]` is stored as `load__eu` (no brackets on disk).
-        let unit = &*apollo_core::model::unit_folder_name(unit);
-        let valid = !unit.is_empty()
-            && unit != "."
-            && unit != ".."
-            && unit
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || b"_.-".contains(&byte));
-        if !valid {
-            return Err(StoreError::invalid(format!(
-                "unit name `{unit}` cannot be used as a folder name (allowed: A-Z a-z 0-9 _ . -)"
-            )));
-        }
-        let mut dir = self.path.join("units");
-        dir.push(unit);
-        dir.push(attempt.to_string());
-        check_log_dir(&self.path, &dir)?;
-        Ok(dir)
+    /// Attempt `attempt` of `unit` (its name as the journal records it): the folder of its
+    /// captured output, `unit`'s name encoded for the disk and checked (see [`AttemptDir`]).
+    pub fn attempt_dir(&self, unit: &str, attempt: u32) -> Result<AttemptDir, StoreError> {
+        AttemptDir::new(&self.path, unit, attempt)
     }
 
     /// The folder for a pipeline hook's captured output (`hooks/<hook>`), checked like an
-    /// attempt's (see [`RunDir::attempt_log_dir`]): `hooks/` and `hooks/<hook>/` are missing or
+    /// attempt's (see [`RunDir::attempt_dir`]): `hooks/` and `hooks/<hook>/` are missing or
     /// real folders, and their `stdout` and `stderr` missing or regular files. `hook` must be a
     /// plain name (`on_finish`, …).
     pub fn hook_log_dir(&self, hook: &str) -> Result<PathBuf, StoreError> {
@@ -167,44 +141,6 @@ const BLOBS_DIR: &str = "blobs";
 const HOOKS_DIR: &str = "hooks";
 /// The run summary hooks get the path of, in [`HOOKS_DIR`].
 const HOOK_SUMMARY: &str = "summary.json";
-
-/// Checks the attempt log folder `dir` before the executor creates or writes it: each of
-/// `units/`, `units/<unit>/`, `units/<unit>/<attempt>/` (or a hook's `hooks/`,
-/// `hooks/<hook>/`) below `run_dir` is missing or a real folder, and the attempt's `stdout` and `stderr` are missing or regular files. A symbolic
-/// link there would send the unit's output (and apollo's writes) outside the state directory.
-/// A few `lstat` calls per attempt.
-fn check_log_dir(run_dir: &Path, dir: &Path) -> Result<(), StoreError> {
-    let lstat_type = |path: &Path| match rustix::fs::lstat(path) {
-        Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
-        Err(rustix::io::Errno::NOENT) => Ok(None),
-        Err(errno) => Err(StoreError::io("stat", path, errno.into())),
-    };
-    let mut expected = Vec::new();
-    for ancestor in dir.ancestors() {
-        if ancestor == run_dir {
-            break;
-        }
-        expected.push((ancestor.to_path_buf(), FileType::Directory));
-    }
-    expected.reverse();
-    expected.push((dir.join("stdout"), FileType::RegularFile));
-    expected.push((dir.join("stderr"), FileType::RegularFile));
-    for (path, want) in expected {
-        match lstat_type(&path)? {
-            None if want == FileType::Directory => return Ok(()),
-            None => {}
-            Some(found) if found == want => {}
-            Some(found) => {
-                return Err(StoreError::UnexpectedFileType {
-                    path,
-                    expected: describe(want),
-                    found: describe(found),
-                });
-            }
-        }
-    }
-    Ok(())
-}
 
 /// Opens a file of the state directory for reading, such as an attempt's captured `stdout` or
 /// `stderr` (`apollo logs`): only a regular file is opened, never through a symbolic link and
@@ -784,15 +720,15 @@ impl StateDir {
         Ok(runs)
     }
 
-    /// The folder for one attempt's captured output (`runs/<run>/units/<unit>/<attempt>`); see
-    /// [`RunDir::attempt_log_dir`]. Errors if the run does not exist.
-    pub fn attempt_log_dir(
+    /// Attempt `attempt` of `unit` in run `run` (`runs/<run>/units/<unit>/<attempt>`); see
+    /// [`RunDir::attempt_dir`]. Errors if the run does not exist.
+    pub fn attempt_dir(
         &self,
         run: &RunId,
         unit: &str,
         attempt: u32,
-    ) -> Result<PathBuf, StoreError> {
-        self.run_dir(run)?.attempt_log_dir(unit, attempt)
+    ) -> Result<AttemptDir, StoreError> {
+        self.run_dir(run)?.attempt_dir(unit, attempt)
     }
 
     fn blob_path(&self, hash: &str) -> Result<PathBuf, StoreError> {

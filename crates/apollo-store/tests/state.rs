@@ -25,7 +25,7 @@ pub(crate) fn make_run(state: &StateDir, id: &str, name: &str, end: Option<RunSt
     if let Some(status) = end {
         writer.append_batch(&[run_finished(status)]).unwrap();
     }
-    let logs = state.attempt_log_dir(&id, "a", 1).unwrap();
+    let logs = state.attempt_dir(&id, "a", 1).unwrap().into_path();
     fs::create_dir_all(&logs).unwrap();
     fs::write(logs.join("stdout"), "hello\n").unwrap();
     id

@@ -160,13 +160,13 @@ fn state_dir_folders_that_are_symlinks_are_refused_and_nothing_is_written_throug
     assert!(empty(&outside));
 
     // A unit's log folder is a link: the attempt's log folder is refused.
-    let units = run.units_dir();
+    let units = run.path().join("units");
     symlink(&outside, units.join("fetch")).unwrap();
-    assert!(run.attempt_log_dir("fetch", 1).is_err());
+    assert!(run.attempt_dir("fetch", 1).is_err());
     fs::create_dir_all(units.join("load/1")).unwrap();
     symlink(outside.join("x"), units.join("load/1/stdout")).unwrap();
-    assert!(run.attempt_log_dir("load", 1).is_err());
-    assert!(run.attempt_log_dir("load", 2).is_ok());
+    assert!(run.attempt_dir("load", 1).is_err());
+    assert!(run.attempt_dir("load", 2).is_ok());
     assert!(empty(&outside));
 }
 

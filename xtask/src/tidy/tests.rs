@@ -20,7 +20,22 @@ fn only_apollo_exec_creates_processes() {
 
 #[test]
 fn only_apollo_store_spells_a_runs_folders() {
-    assert_clean(attempt_paths_outside_the_store);
+    assert_clean(run_paths::run_paths_outside_the_store);
+}
+
+#[test]
+fn an_attempt_folder_built_outside_the_store_is_found() {
+    let view = "fn logs(run: &Path, unit: &str) -> PathBuf {\n    \
+                // run.join(\"units\") in a comment is fine\n    \
+                let mut dir = PathBuf::from(run);\n    \
+                dir.push(\"units\");\n    \
+                let dir = dir.join(apollo_core::model::unit_folder_name(unit).as_ref());\n    \
+                run.join(format!(\"units/{unit}/1\"))\n}\n";
+    let found = run_paths::run_paths("crates/apollo-cli/src/cmd/logs.rs", view);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found[0].starts_with("crates/apollo-cli/src/cmd/logs.rs:4: `push(\"units\")`"));
+    assert!(found[1].starts_with("crates/apollo-cli/src/cmd/logs.rs:5: `unit_folder_name(`"));
+    assert!(found[2].starts_with("crates/apollo-cli/src/cmd/logs.rs:6: `\"units/`"));
 }
 
 #[test]

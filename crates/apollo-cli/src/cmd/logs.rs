@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use apollo_replay::{AttemptState, Timeline};
 use apollo_store::{RunId, StateDir};
 
-use super::show::{attempt_dir, read_timeline, unit_of_run, unknown_unit};
+use apollo_runner::read::attempt_dir;
+
+use super::show::{read_timeline, unit_of_run, unknown_unit};
 use crate::cmd::StateArgs;
 use crate::error::{CliError, output};
 use crate::exit::Exit;
@@ -93,7 +95,7 @@ pub(crate) fn logs(
             ),
         });
     };
-    let path = attempt_dir(&state, &run_id, &unit.name, attempt)?.join(args.stream());
+    let path = attempt_dir(&state, &run_id, &unit.name, attempt)?.stream(args.stream());
     if args.follow && recorded.state == AttemptState::Unfinished {
         return follow(
             &state,
@@ -114,7 +116,7 @@ pub(crate) fn logs(
         let other = if args.stderr { "stdout" } else { "stderr" };
         let other_len = (attempt_dir(&state, &run_id, &unit.name, attempt).ok())
             .and_then(|dir| {
-                apollo_store::open_regular_file(&dir.join(other))
+                apollo_store::open_regular_file(&dir.stream(other))
                     .ok()
                     .flatten()
             })
@@ -138,7 +140,7 @@ pub(crate) fn logs(
     std::io::copy(&mut file, stdout).map_err(output)?;
     stdout.flush().map_err(output)?;
     let dir = attempt_dir(&state, &run_id, &unit.name, attempt)?;
-    if let Some((cut, limit)) = apollo_exec::log_cap::read_capped(&dir, args.stream()) {
+    if let Some((cut, limit)) = apollo_exec::log_cap::read_capped(dir.path(), args.stream()) {
         let _ = writeln!(
             stderr,
             "apollo: this log was capped (log_limit {}): {cut} bytes were cut where the \
@@ -180,7 +182,7 @@ fn all_units(
         .min(40);
     let mut out = std::io::BufWriter::new(stdout);
     for (unit, attempt) in attempts {
-        let path = attempt_dir(state, &run_id, &unit.name, attempt.number)?.join(args.stream());
+        let path = attempt_dir(state, &run_id, &unit.name, attempt.number)?.stream(args.stream());
         let Some(file) = apollo_store::open_regular_file(&path)? else {
             continue;
         };

@@ -354,8 +354,8 @@ fn html_definition(state: &apollo_store::StateDir, run_id: &apollo_store::RunId)
 fn excerpt_of(run: &apollo_store::RunDir, unit: &str, attempt: u32) -> Option<String> {
     // The attempt's folder as the store names it: a fan-out instance `load[eu]` is
     // `units/load__eu/` (issue 35: instances had no excerpt).
-    let dir = run.attempt_log_dir(unit, attempt).ok()?;
-    crate::excerpt::of_attempt(&dir, JUNIT_EXCERPT_LINES).map(|excerpt| {
+    let dir = run.attempt_dir(unit, attempt).ok()?;
+    crate::excerpt::of_attempt(dir.path(), JUNIT_EXCERPT_LINES).map(|excerpt| {
         let mut text = excerpt.lines.join("\n");
         text.push('\n');
         text

@@ -1,11 +1,12 @@
 //! `apollo show RUN UNIT`: one unit's attempts (and the helpers `apollo logs` shares).
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use apollo_core::capture::{FileEntry, human_size};
 use apollo_core::event::{AttemptStatus, ExitStatus, FileSide, InputKind, SkipReason};
 use apollo_replay::{AttemptState, DeadlineStatus, Timeline, UnitState};
+use apollo_runner::read::attempt_dir;
 use apollo_store::{RunId, StateDir};
 
 use crate::cmd::StateArgs;
@@ -65,20 +66,6 @@ pub(super) fn unit_of_run(
         return Err(unknown_unit(&run_id, unit, &timeline));
     }
     Ok((state, run_id, timeline))
-}
-
-/// The folder of an attempt's captured output, checked as the executor checks it before it
-/// writes there (`StateDir::attempt_log_dir`): the unit's name, read from the journal, must be
-/// a plain folder name, and `units/`, `units/<unit>/` and the attempt's folder missing or
-/// real folders. An error for a damaged or altered journal (a name such as `../../x` would
-/// read files named like logs outside the run folder) or a planted link.
-pub(super) fn attempt_dir(
-    state: &StateDir,
-    run_id: &RunId,
-    unit: &str,
-    attempt: u32,
-) -> Result<PathBuf, apollo_store::StoreError> {
-    state.attempt_log_dir(run_id, unit, attempt)
 }
 
 /// "run … has no unit …", with the closest unit name when there is one.
@@ -329,7 +316,7 @@ pub(crate) fn show(
             attempt.state,
             AttemptState::Finished(AttemptStatus::Failed | AttemptStatus::TimedOut)
         ) && let Ok(dir) = &dir
-            && let Some(excerpt) = excerpt::of_attempt(dir, excerpt::EXCERPT_LINES)
+            && let Some(excerpt) = excerpt::of_attempt(dir.path(), excerpt::EXCERPT_LINES)
         {
             let attempt_arg = (Some(attempt.number) != unit.last_attempt().map(|last| last.number))
                 .then_some(attempt.number);
@@ -347,7 +334,7 @@ pub(crate) fn show(
             AttemptState::Finished(_) | AttemptState::Unfinished
         ) {
             text.push_str(&match &dir {
-                Ok(dir) => format!("  logs        {}/{{stdout,stderr}}\n", dir.display()),
+                Ok(dir) => format!("  logs        {}/{{stdout,stderr}}\n", dir.path().display()),
                 Err(error) => format!("  logs        none: {error}\n"),
             });
         }

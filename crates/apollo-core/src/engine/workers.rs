@@ -269,7 +269,8 @@ pub(super) fn worker(
                         &shortened
                     };
                     let request = AttemptRequest::new(run_id, unit, job.attempt, &log_dir)
-                        .with_in_flight(job.in_flight);
+                        .with_in_flight(job.in_flight)
+                        .with_attempt_dirs(logs);
                     let reporter = WorkerReporter {
                         to_scheduler,
                         unit_idx: job.unit_idx,

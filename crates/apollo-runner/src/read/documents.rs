@@ -291,7 +291,9 @@ pub fn show_unit_document(
                 "input_hash": attempt.input_hash,
                 "inputs": attempt.inputs,
                 "outcome": attempt.outcome,
-                "log_dir": super::attempt_dir(state, run, &unit.name, attempt.number).ok(),
+                "log_dir": super::attempt_dir(state, run, &unit.name, attempt.number)
+                    .ok()
+                    .map(apollo_store::AttemptDir::into_path),
             });
             let priced = (unit_cost.into_iter())
                 .flat_map(|unit_cost| &unit_cost.attempts)

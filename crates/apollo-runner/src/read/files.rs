@@ -4,15 +4,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
 
 use apollo_core::Event;
 use apollo_core::capture::FileEntry;
 use apollo_core::event::FileSide;
-use apollo_store::{ReadOptions, RunId, StateDir, StoreError};
+use apollo_store::{AttemptDir, ReadOptions, RunId, StateDir, StoreError};
 
 /// The folder of an attempt's captured output, checked as the executor checks it before it
-/// writes there (`StateDir::attempt_log_dir`): the unit's name, read from the journal, must be
+/// writes there ([`StateDir::attempt_dir`]): the unit's name, read from the journal, must be
 /// a plain folder name, and `units/`, `units/<unit>/` and the attempt's folder missing or
 /// real folders. An error for a damaged or altered journal (a name such as `../../x` would
 /// read files named like logs outside the run folder) or a planted link.
@@ -21,8 +20,8 @@ pub fn attempt_dir(
     run: &RunId,
     unit: &str,
     attempt: u32,
-) -> Result<PathBuf, StoreError> {
-    state.attempt_log_dir(run, unit, attempt)
+) -> Result<AttemptDir, StoreError> {
+    state.attempt_dir(run, unit, attempt)
 }
 
 /// Which captured stream of an attempt.
@@ -65,7 +64,7 @@ pub fn tail(
     stream: LogStream,
     max_bytes: u64,
 ) -> Result<Option<Tail>, StoreError> {
-    let path = attempt_dir(state, run, unit, attempt)?.join(stream.as_str());
+    let path = attempt_dir(state, run, unit, attempt)?.stream(stream.as_str());
     let Some(mut file) = apollo_store::open_regular_file(&path)? else {
         return Ok(None);
     };

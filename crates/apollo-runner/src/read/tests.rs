@@ -33,7 +33,7 @@ fn one_run() -> (tempfile::TempDir, StateDir, RunId) {
     let executor = ProcessExecutor::new(ExecOptions::default());
     let finished = run
         .run(
-            &executor,
+            &apollo_core::Dispatch::new(&executor),
             &mut NoObserver,
             &CancelToken::new(),
             &mut NoSessionObserver,

@@ -120,7 +120,9 @@ fn a_finished_job_is_reattached_from_its_files_without_a_new_submission() {
     let second = attempt_dir(root, "u", 2);
     let reports = Collect::default();
     let outcome = executor.run_attempt(
-        &AttemptRequest::new("r1", &unit, 2, &second).with_in_flight(Some(1)),
+        &AttemptRequest::new("r1", &unit, 2, &second)
+            .with_in_flight(Some(1))
+            .with_attempt_dirs(&support::Beside(&second)),
         &AttemptContext::new(&cancel).with_reporter(&reports),
     );
     assert_eq!(outcome.status, AttemptStatus::Succeeded);
@@ -158,7 +160,9 @@ fn a_job_slurm_lost_without_a_result_runs_again_as_a_fresh_job() {
     let second = attempt_dir(root, "u", 2);
     let reports = Collect::default();
     let outcome = executor.run_attempt(
-        &AttemptRequest::new("r1", &unit, 2, &second).with_in_flight(Some(1)),
+        &AttemptRequest::new("r1", &unit, 2, &second)
+            .with_in_flight(Some(1))
+            .with_attempt_dirs(&support::Beside(&second)),
         &AttemptContext::new(&cancel).with_reporter(&reports),
     );
     assert_eq!(outcome.status, AttemptStatus::Succeeded, "{outcome:?}");

@@ -372,11 +372,11 @@ fn attempt_log_dirs_refuse_path_tricks() {
     let state = StateDir::open_or_create(dir.path()).unwrap();
     let id = state.new_run_id();
     state.create_run(&id).unwrap();
-    let logs = state.attempt_log_dir(&id, "fetch_data", 2).unwrap();
+    let logs = state.attempt_dir(&id, "fetch_data", 2).unwrap().into_path();
     assert!(logs.ends_with("units/fetch_data/2"));
     assert!(!logs.exists(), "created only when there is output");
     for bad in ["", "..", "a/b", "x y"] {
-        assert!(state.attempt_log_dir(&id, bad, 1).is_err(), "{bad}");
+        assert!(state.attempt_dir(&id, bad, 1).is_err(), "{bad}");
     }
 }
 

@@ -1,7 +1,6 @@
 //! Driving a run session for `apollo run` and `apollo resume`: open it, print the opening
-//! line, run the engine with the process executor (and the Slurm executor for units that ask for
-//! it), live progress and signal handling, print
-//! the summary.
+//! line, run the engine with the run's executors (`executors.rs`), live progress and signal
+//! handling, print the summary.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,7 +8,6 @@ use std::path::Path;
 use apollo_core::CancelToken;
 use apollo_core::config::{LoadOptions, Loaded, ParamInput, ParamOverride};
 use apollo_core::diagnostic::render_all;
-use apollo_core::dispatch::Dispatch;
 use apollo_core::event::RunStatus;
 use apollo_core::model::ExecutorKind;
 use apollo_exec::{ExecOptions, ProcessExecutor, SecretValues};
@@ -18,6 +16,7 @@ use apollo_slurm::{SlurmExecutor, SlurmOptions};
 
 use super::args::ExecutionArgs;
 use super::errors::runner_error;
+use super::executors::RunExecutors;
 use super::notices::{HeldNotices, StderrNotices};
 use super::otlp_file::{FinalTrace, TraceFile};
 use super::render;
@@ -153,16 +152,17 @@ pub(super) fn execute(
         );
     }
     let sweep = ProcessSweep::new(&state_path);
-    let slurm_options = slurm_options(pipeline)?;
-    // Units' attempts (and the hooks, which run on this machine) go through it; created before
-    // the session so that a resume refused for a human's verdict still runs `on_failure`.
-    let secrets = read_secrets(pipeline, execution.dry_run)?;
-    let local = ProcessExecutor::new(ExecOptions::default().state_dir(sweep.state_dir()))
-        .with_secrets(secrets.clone());
+    // Created before the session so that a resume refused for a human's verdict still runs
+    // `on_failure` on this machine; the Slurm executor only when the run asks for it.
+    let executors = RunExecutors::new(
+        ProcessExecutor::new(ExecOptions::default().state_dir(sweep.state_dir())),
+        pipeline,
+        read_secrets(pipeline, execution.dry_run)?,
+    )?;
     let session = execution.configure(
         RunSession::new(&state_path, config_path, &loaded, &sweep)
             .target(target)
-            .hooks_executor(&local),
+            .hooks_executor(&executors.local),
     )?;
 
     if execution.dry_run {
@@ -211,16 +211,6 @@ pub(super) fn execute(
     let signals = SignalWatch::install(&cancel).map_err(|error| CliError::Usage {
         message: format!("cannot install signal handlers: {error}"),
     })?;
-    // A Slurm executor (and its poller thread) only when some unit runs on Slurm.
-    let slurm = pipeline
-        .units
-        .iter()
-        .any(|unit| unit.executor == ExecutorKind::Slurm)
-        .then(|| SlurmExecutor::new(slurm_options).with_secrets(secrets));
-    let executor = match &slurm {
-        Some(slurm) => Dispatch::new(&local).with_slurm(slurm),
-        None => Dispatch::new(&local),
-    };
     let name_width = pipeline
         .units
         .iter()
@@ -253,7 +243,7 @@ pub(super) fn execute(
     }
     let mut held = HeldNotices::default();
     let mut observer = TraceFile::new(&mut progress, execution, &state_path, &run_id);
-    let result = open_run.run(&executor, &mut observer, &cancel, &mut held);
+    let result = open_run.run(&executors, &mut observer, &cancel, &mut held);
     let trace = observer.detach();
     let elapsed = progress.elapsed();
     let notes = progress.notes();
@@ -262,12 +252,12 @@ pub(super) fn execute(
     held.write_to(stderr);
     write_reports(trace, execution, &state_path, &run_id, stderr);
     // What the run cost the cluster's controller (issue 15: O(jobs + polls)).
-    if let Some(slurm) = &slurm
+    if let Some(calls) = executors.slurm_calls()
         && execution.explain
     {
-        let _ = writeln!(stderr, "slurm: {}", slurm.client_calls());
+        let _ = writeln!(stderr, "slurm: {calls}");
     }
-    drop(slurm);
+    drop(executors);
     let finished =
         result.map_err(|error| stop.ended(runner_error(error), &notes, elapsed, stdout))?;
 
@@ -348,10 +338,14 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
             let dir = state
                 .run_dir(&run_id)
                 .ok()?
-                .attempt_log_dir(&unit, attempt)
+                .attempt_dir(&unit, attempt)
                 .ok()?;
-            SlurmExecutor::new(SlurmOptions::default())
-                .describe_for_verdict(&run, &unit, attempt, &dir)
+            SlurmExecutor::new(SlurmOptions::default()).describe_for_verdict(
+                &run,
+                &unit,
+                attempt,
+                dir.path(),
+            )
         })
         .flatten();
     CliError::NeedsVerdict {
@@ -360,32 +354,5 @@ fn with_live_job(error: CliError, pipeline: &apollo_core::Pipeline, state_path: 
         attempt,
         how,
         job,
-    }
-}
-
-/// The Slurm executor's options: the defaults, with job arrays off when `APOLLO_SLURM_ARRAYS`
-/// is `off` (each attempt a job of its own: for comparisons, or a site that wants no arrays),
-/// and the Slurm commands run without the variables the secrets come from (`sbatch` hands its
-/// environment to slurmctld, which keeps it with the job).
-fn slurm_options(pipeline: &apollo_core::Pipeline) -> Result<SlurmOptions, CliError> {
-    let sources = pipeline.units.iter().flat_map(|unit| unit.secrets.values());
-    let hidden = sources.filter_map(|source| match source {
-        apollo_core::model::SecretSource::Env(name) => Some(name.clone()),
-        _ => None,
-    });
-    let options = SlurmOptions::default().hide_env(hidden);
-    match std::env::var("APOLLO_SLURM_ARRAYS") {
-        Err(std::env::VarError::NotPresent) => Ok(options),
-        Ok(value) if value == "on" => Ok(options),
-        Ok(value) if value == "off" => Ok(options.job_arrays(false)),
-        Ok(value) => Err(CliError::Usage {
-            message: format!(
-                "APOLLO_SLURM_ARRAYS is `{value}`: it takes `on` (the default: attempts ready \
-                 together go to Slurm as job arrays) or `off` (each attempt a job of its own)"
-            ),
-        }),
-        Err(std::env::VarError::NotUnicode(_)) => Err(CliError::Usage {
-            message: "APOLLO_SLURM_ARRAYS is not valid UTF-8: it takes `on` or `off`".to_owned(),
-        }),
     }
 }

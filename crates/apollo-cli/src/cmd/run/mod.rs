@@ -9,6 +9,7 @@
 mod args;
 mod errors;
 mod execute;
+mod executors;
 pub(crate) mod notices;
 mod otlp_file;
 mod render;

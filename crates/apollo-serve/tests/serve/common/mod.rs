@@ -79,7 +79,7 @@ pub fn run_pipeline(config_path: &Path) -> FinishedRun {
     let secrets = SecretValues::read_for(&pipeline.units, &pipeline.base_dir).expect("secrets");
     let executor = ProcessExecutor::new(ExecOptions::default()).with_secrets(secrets);
     run.run(
-        &executor,
+        &apollo_runner::Dispatch::new(&executor),
         &mut apollo_core::engine::NoObserver,
         &CancelToken::new(),
         &mut quiet,

@@ -202,9 +202,22 @@ pub(crate) fn run_one(
     let cancel = CancelToken::new();
     let reports = Collect::default();
     let outcome = executor.run_attempt(
-        &AttemptRequest::new("r1", unit, attempt, dir).with_in_flight(in_flight),
+        &AttemptRequest::new("r1", unit, attempt, dir)
+            .with_in_flight(in_flight)
+            .with_attempt_dirs(&Beside(dir)),
         &AttemptContext::new(&cancel).with_reporter(&reports),
     );
     let reports = reports.0.lock().unwrap().clone();
     (outcome, reports)
+}
+
+/// The engine's names for a unit's attempt folders in these tests: the folders beside `.0`,
+/// named by attempt number (as apollo-store lays them out).
+pub(crate) struct Beside<'p>(pub(crate) &'p Path);
+
+impl apollo_core::engine::AttemptLogs for Beside<'_> {
+    fn log_dir(&self, _unit: &str, attempt: u32) -> Result<PathBuf, String> {
+        let parent = self.0.parent().ok_or("an attempt folder with no parent")?;
+        Ok(parent.join(attempt.to_string()))
+    }
 }
