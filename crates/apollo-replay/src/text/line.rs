@@ -168,7 +168,7 @@ fn status_color(status: &str) -> Option<&'static str> {
         "succeeded" | "ok" | "marked_succeeded" => Some("32"),
         "failed" | "timed_out" | "marked_failed" => Some("1;31"),
         "interrupted" | "unfinished" | "not_started" => Some("33"),
-        "skipped" | "upstream_failed" => Some("36"),
+        "skipped" | "skipped_when" | "upstream_failed" => Some("36"),
         "running" => Some("34"),
         _ => None,
     }
