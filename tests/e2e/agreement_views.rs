@@ -395,6 +395,12 @@ pub(crate) fn check_stats(apollo: &mut Apollo, context: &str, models: &[Model]) 
     let mut expected: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
     for model in models {
         for (unit, attempts) in &model.attempts {
+            // An attempt that ended on its `when: {command}` false ran nothing of the unit
+            // (DESIGN §18: skipped_when): the unit did not run then, nor was it retried.
+            let attempts = ran(apollo, model, unit, attempts);
+            if attempts.is_empty() {
+                continue;
+            }
             let entry = expected.entry(unit.clone()).or_default();
             entry.0 += 1;
             entry.1 += u64::from(model.states[unit] == "failed");
@@ -427,4 +433,30 @@ pub(crate) fn check_stats(apollo: &mut Apollo, context: &str, models: &[Model]) 
         said, expected,
         "{context}: stats (runs, failed, retried, successes) per unit\n{stats:#}"
     );
+}
+
+/// The states of `unit`'s attempts in `model` that ran the unit: without those that ended on
+/// its `when: {command}` false (`show RUN UNIT --format json`: skipped, the `when` phase last).
+fn ran(apollo: &mut Apollo, model: &Model, unit: &str, attempts: &[String]) -> Vec<String> {
+    if !attempts.iter().any(|state| state == "skipped") {
+        return attempts.to_vec();
+    }
+    let show = apollo
+        .args(&["show", &model.run, unit, "--format", "json"])
+        .run();
+    show.code(0);
+    let show = json(&show.stdout, "show UNIT");
+    let shown = show["attempts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(shown.len(), attempts.len(), "{unit}: {show:#}");
+    (shown.iter().zip(attempts))
+        .filter(|(attempt, _)| {
+            let outcome = &attempt["outcome"];
+            let last_phase = outcome["phases"]
+                .as_array()
+                .and_then(|phases| phases.last());
+            !(outcome["status"] == "skipped"
+                && last_phase.is_some_and(|phase| phase["phase"] == "when"))
+        })
+        .map(|(_, state)| state.clone())
+        .collect()
 }
