@@ -179,6 +179,12 @@ fn check_text(apollo: &mut Apollo, context: &str, model: &Model) {
     let text = apollo.args(&["replay", &model.run]).run();
     text.code(0);
     let text = text.stdout;
+    for line in text.lines() {
+        // A hash is a word of its own: the detail after it never runs into it.
+        let hash = column(line, &text, "HASH");
+        let glued = hash.starts_with("out ") && hash.as_bytes().get(12).is_some_and(|b| *b != b' ');
+        assert!(!glued, "{context}: the hash runs into the detail: {line}");
+    }
     let said = text_states(&text, model.states.keys());
     assert_eq!(
         said, model.states,

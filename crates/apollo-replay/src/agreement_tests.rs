@@ -7,9 +7,10 @@ use crate::testkit::RunBuilder;
 use crate::*;
 
 /// A `when:` false is the state `skipped_when` on the text replay's `skip` line, as in every
-/// other view — never `skipped`, which is a unit's own exit 77.
+/// other view — never `skipped`, which is a unit's own exit 77; and an attempt's output hash
+/// and its exit are two words.
 #[test]
-fn the_text_replay_names_a_when_skip_skipped_when_and_exit_77_skipped() {
+fn the_text_replay_names_a_when_skip_skipped_when_and_exit_77_skipped_with_its_hash_apart() {
     let mut run = RunBuilder::new("20261130T021507Z-5e1b", &["holiday", "optional"]);
     run.push(
         5,
@@ -22,9 +23,25 @@ fn the_text_replay_names_a_when_skip_skipped_when_and_exit_77_skipped() {
     );
     run.start(10, "optional", 1).skip_self(20, "optional", 1);
     run.end(30, RunStatus::Succeeded, 0, 0, 2);
+    // The exit-77 attempt with an output hash: `out ` and the short hash fill their column.
+    let records = run.reads().map(|record| {
+        record.map(|mut record| {
+            if let Event::UnitFinished(finished) = &mut record.event {
+                finished.output_hash = Some("3b5ca438".repeat(8));
+            }
+            record
+        })
+    });
     let mut out = Vec::new();
-    write_text(run.reads(), &mut out, &TextOptions::default()).unwrap();
+    write_text(records, &mut out, &TextOptions::default()).unwrap();
     let text = String::from_utf8(out).unwrap();
+    let finish = (text.lines())
+        .find(|line| line.contains("optional") && line.contains("finish"))
+        .unwrap_or_default();
+    assert!(
+        finish.contains(" out 3b5ca438 ") && finish.ends_with(" exit 77"),
+        "the hash runs into the detail: {finish}"
+    );
     let status_of = |unit: &str, event: &str| {
         (text.lines())
             .map(|line| line.split_whitespace().collect::<Vec<_>>())
