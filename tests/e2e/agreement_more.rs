@@ -41,17 +41,25 @@ pub(crate) fn kill_mid_unit(apollo: &mut Apollo, seed: u64, blocking: &str) {
 /// view of it, and is not one of the pipeline's runs for `latest`, `latest~1` or `stats`.
 pub(crate) fn reproduce(apollo: &mut Apollo, seed: u64, pipeline: &Pipeline, runs: &[Model]) {
     let latest = &runs[runs.len() - 1];
-    // A unit whose command runs alone in a scratch tree: no `when:`, not the one that blocks
-    // on a marker, and an attempt of its own in the run (not reused).
-    let Some(unit) = (pipeline.unconditional.iter())
+    // A unit with an attempt of its own that succeeded (not reused), not the one that blocks
+    // on a marker. One with a `when: {command}` finds no flag in the scratch tree: its
+    // condition is false there, so it is not reproduced; any other is.
+    let candidates: Vec<&String> = (pipeline.units.iter())
         .filter(|unit| pipeline.blocking.as_ref() != Some(*unit))
-        .find(|unit| latest.states[*unit] == "succeeded")
-    else {
+        .filter(|unit| latest.states[*unit] == "succeeded")
+        .collect();
+    if candidates.is_empty() {
         return;
+    }
+    let when_command = |unit: &String| pipeline.when_commands.contains(unit);
+    let unit = match candidates.iter().find(|unit| when_command(unit)) {
+        Some(unit) if seed % 4 == 2 => unit,
+        _ => candidates[(seed / 2) as usize % candidates.len()],
     };
+    let when_command = when_command(unit);
     let context = format!("seed {seed}, reproduction of {unit}");
     let reproduced = apollo.args(&["reproduce", "latest", unit]).run();
-    reproduced.code(0);
+    reproduced.code(if when_command { 1 } else { 0 });
 
     let listed = apollo.args(&["runs", "--format", "json"]).run();
     let listed = json(&listed.stdout, "runs");
@@ -73,8 +81,22 @@ pub(crate) fn reproduce(apollo: &mut Apollo, seed: u64, pipeline: &Pipeline, run
         "{context}: {:#}",
         model.show
     );
-    assert_eq!(model.show["reproduction"]["reproduced"], true, "{context}");
-    let expected = std::collections::BTreeMap::from([(unit.clone(), "succeeded".to_owned())]);
+    let verdict = &model.show["reproduction"];
+    assert_eq!(verdict["reproduced"], !when_command, "{context}: {verdict}");
+    // The verdict's status is the reproduction's attempt as the model tells it.
+    let attempt = model.attempts.get(unit).and_then(|states| states.last());
+    assert_eq!(
+        verdict["status"].as_str(),
+        attempt.map(String::as_str),
+        "{context}: the verdict and the reproduction's attempt\n{:#}",
+        model.show
+    );
+    let state = if when_command {
+        "skipped_when"
+    } else {
+        "succeeded"
+    };
+    let expected = std::collections::BTreeMap::from([(unit.clone(), state.to_owned())]);
     assert_eq!(model.states, expected, "{context}: {:#}", model.show);
     check_diff(apollo, &context, latest, &model);
 
