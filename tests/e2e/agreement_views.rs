@@ -259,12 +259,17 @@ fn text_states<'a>(
     let mut said: BTreeMap<String, String> = units
         .map(|unit| (unit.clone(), "not_started".to_owned()))
         .collect();
+    // The attempts with a phase line: an interrupted one of them was cut off; one without
+    // was stopped before any process of it started (the model's rule).
+    let mut phased = std::collections::BTreeSet::new();
     for line in text.lines().skip(1) {
         let event = column(line, text, "EVENT");
-        if event.starts_with(' ') {
-            continue; // a phase line, indented under its attempt
-        }
         let unit = column(line, text, "UNIT").split_whitespace().next();
+        let attempt = column(line, text, "ATT").split_whitespace().next();
+        if event.starts_with(' ') {
+            phased.insert((unit, attempt)); // a phase line, indented under its attempt
+            continue;
+        }
         let status = column(line, text, "STATUS").split_whitespace().next();
         let (Some(unit), Some(status)) = (unit, status) else {
             continue;
@@ -273,6 +278,8 @@ fn text_states<'a>(
             (Some("finish"), "succeeded") => "succeeded",
             (Some("finish"), "failed" | "timed_out") => "failed",
             (Some("finish"), "skipped") => "skipped",
+            (Some("finish"), "interrupted") if phased.contains(&(Some(unit), attempt)) => "cut_off",
+            (Some("finish"), "interrupted") => "not_started",
             (Some("skip"), state) => state,
             (Some("reuse"), _) => "reused",
             (Some("unfinished" | "abandoned"), _) => "cut_off",
@@ -338,10 +345,19 @@ fn chrome_states<'a>(
     let mut said: BTreeMap<String, String> = units
         .map(|unit| (unit.clone(), "not_started".to_owned()))
         .collect();
+    // The attempts with a phase: an interrupted one of them was cut off (the model's rule).
+    let key = |args: &Value| (args["unit"].to_string(), args["attempt"].to_string());
+    let phased: std::collections::BTreeSet<(String, String)> = (events.iter())
+        .filter(|event| event["cat"] == "phase")
+        .map(|event| key(&event["args"]))
+        .collect();
     for event in events {
         let args = &event["args"];
         let reason = args["reason"].as_str().unwrap_or_default();
+        let ran = phased.contains(&key(args));
         let state = match (event["cat"].as_str(), args["status"].as_str()) {
+            (Some("attempt"), Some("interrupted")) if ran => "cut_off",
+            (Some("attempt"), Some("interrupted")) => "not_started",
             (Some("attempt"), Some("succeeded")) => "succeeded",
             (Some("attempt"), Some("failed" | "timed_out")) => "failed",
             (Some("attempt"), Some("skipped")) => "skipped",
