@@ -252,7 +252,7 @@ impl<'a> Scheduler<'a> {
         }
         Ok(RunReport {
             status,
-            units: self.units.take_results(self.pipeline),
+            units: self.units.take_results(self.pipeline, self.prior),
         })
     }
 
