@@ -6,6 +6,8 @@
 mod support;
 
 mod agreement;
+mod agreement_more;
+mod agreement_views;
 mod bisect;
 mod capture;
 mod cost;

@@ -108,3 +108,24 @@ fn a_reproductions_verdict_is_in_its_html_report_and_junit() {
         html.stdout
     );
 }
+
+/// A unit whose `when: {command}` is false in the scratch tree (its flag is not an input) is
+/// skipped there: the verdict says `now skipped`, as the reproduction's attempt is in every
+/// view, never `interrupted` (issue 35; tests/e2e/agreement.rs seed 6).
+#[test]
+fn a_reproduction_its_when_command_skipped_says_skipped_not_interrupted() {
+    let mut apollo = crate::support::Apollo::new();
+    apollo.file("flag", "");
+    apollo.config(
+        "units:\n  - name: gated\n    when: {command: test -e flag}\n    outputs: [out.txt]\n    execute: echo hi > out.txt\n",
+    );
+    apollo.args(&["run"]).run().code(0);
+    apollo.args(&["reproduce", "latest", "gated"]).run().code(1);
+    let runs = apollo.args(&["runs", "--format", "json"]).run();
+    let runs: serde_json::Value = serde_json::from_str(&runs.stdout).unwrap();
+    let verdict = &runs["runs"][1]["reproduction"];
+    assert_eq!(verdict["reproduced"], false, "{runs}");
+    assert_eq!(verdict["recorded_status"], "succeeded", "{runs}");
+    assert_eq!(verdict["status"], "skipped", "{runs}");
+    assert_eq!(runs["runs"][1]["counts"]["skipped_when"], 1, "{runs}");
+}

@@ -333,3 +333,71 @@ fn a_failed_fsync_of_run_finished_is_resumed_not_redone() {
     );
     assert_eq!(apollo.run_ids().len(), 1);
 }
+
+/// A unit cut off when apollo was killed, which the resume stops before starting again (a
+/// fail-fast stop), is still cut off in the resume's summary, its hook summary and its counts,
+/// as in `show`: it did start in this run, so it is not "not started" (issue 35; found by
+/// tests/e2e/agreement.rs).
+#[test]
+fn a_unit_cut_off_by_a_kill_and_not_restarted_is_cut_off_in_the_resumes_summary() {
+    let mut apollo = Apollo::new();
+    apollo.file("codes/a", "0").file("codes/c", "1");
+    apollo.config(
+        r#"on_finish: cp "$APOLLO_SUMMARY_JSON" summary.json
+units:
+  - name: a
+    inputs: [codes/a]
+    execute: bin/block "a$(cat codes/a)"; exit "$(cat codes/a)"
+  - name: c
+    inputs: [codes/c]
+    execute: bin/block "c$(cat codes/c)"
+  - name: b
+    deps: [c]
+    execute: bin/block b
+"#,
+    );
+    apollo.release("a0.release");
+    apollo.release("c1.release");
+    let running = apollo.args(&["run"]).spawn();
+    apollo.wait_for_marker("b.started");
+    running.kill9();
+    apollo.assert_no_processes_left();
+
+    // The resume: `a` and `c` (both changed) run; `a` fails while `c` holds `b` back, and `c`
+    // ends only once that failure is recorded: the fail-fast stop comes before `b`'s turn.
+    apollo.file("codes/a", "1").file("codes/c", "2");
+    apollo.release("b.release");
+    let resuming = apollo.args(&["run", "--format", "json"]).spawn();
+    apollo.wait_for_marker("a1.started");
+    apollo.wait_for_marker("c2.started");
+    apollo.release("a1.release");
+    apollo.wait_for_journal(r#""unit":"a","attempt":2,"status":"failed""#);
+    apollo.release("c2.release");
+    let resumed = resuming.wait();
+    resumed.code(1);
+    let summary = resumed.stdout.lines().last().unwrap_or_default();
+    let summary: serde_json::Value = serde_json::from_str(summary).unwrap();
+    let b = |units: &serde_json::Value, name_key: &str| {
+        (units.as_array().unwrap().iter())
+            .find(|unit| unit[name_key] == "b")
+            .map(|unit| unit["status"].clone())
+    };
+    assert_eq!(
+        b(&summary["units"], "unit"),
+        Some("cut_off".into()),
+        "{summary}"
+    );
+    let hook = std::fs::read_to_string(apollo.path("summary.json")).unwrap();
+    let hook: serde_json::Value = serde_json::from_str(&hook).unwrap();
+    assert_eq!(b(&hook["units"], "name"), Some("cut_off".into()), "{hook}");
+    let show = apollo.args(&["show", "latest", "--format", "json"]).run();
+    let show: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(b(&show["units"], "unit"), Some("cut_off".into()), "{show}");
+    assert_eq!(summary["counts"], show["counts"], "{summary}\n{show}");
+    let states = crate::agreement::states;
+    assert_eq!(
+        states(&summary["units"], "unit", "status"),
+        states(&show["units"], "unit", "status"),
+        "{summary}\n{show}"
+    );
+}

@@ -117,6 +117,44 @@ fn a_when_command_runs_in_the_units_workdir_with_its_env() {
     assert!(apollo.path("sub/ran").exists());
 }
 
+/// `stats` counts the runs in which a unit ran: one its `when: {command}` skipped did not (as
+/// one whose `when:` expression was false), and deciding it again on a resume is no retry
+/// (issue 35; tests/e2e/agreement.rs seed 2).
+#[test]
+fn stats_counts_no_run_or_retry_of_a_unit_its_when_command_skipped() {
+    let mut apollo = Apollo::new();
+    apollo.config(
+        r#"units:
+  - name: if_new
+    when: {command: test -e markers/new}
+    execute: bin/count if_new
+  - name: flaky
+    execute: bin/count flaky && test -e markers/go
+"#,
+    );
+    apollo.args(&["run"]).run().code(1);
+    apollo.file("markers/go", "");
+    apollo.args(&["run"]).run().code(0); // the resume decides `if_new` again: false
+    apollo.file("markers/new", "");
+    apollo.args(&["run", "--fresh"]).run().code(0);
+    assert_eq!(apollo.count("if_new"), 1);
+    let stats = apollo.args(&["stats", "--format", "json"]).run();
+    stats.code(0);
+    let stats: serde_json::Value = serde_json::from_str(&stats.stdout).unwrap();
+    let if_new = (stats["units"].as_array().unwrap().iter())
+        .find(|unit| unit["unit"] == "if_new")
+        .unwrap();
+    assert_eq!(
+        (&if_new["runs"], &if_new["retry_rate"], &if_new["samples"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(0.0),
+            &serde_json::json!(1)
+        ),
+        "{stats:#}"
+    );
+}
+
 #[test]
 fn a_when_command_that_cannot_start_fails_the_unit_rather_than_skipping_it() {
     let mut apollo = Apollo::new();

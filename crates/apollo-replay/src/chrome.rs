@@ -29,7 +29,7 @@ const RUN_TRACK: usize = 0;
 ///   line; nested inside it, one per phase; attempts that never finished end at the last
 ///   record their apollo process wrote, with status `unfinished`;
 /// * a complete event spanning the whole run on thread 0, and instant events (`ph: "i"`)
-///   for resumes, skips and marks.
+///   for resumes, skips, reuses (`cat: "reuse"`, with the run and attempt reused) and marks.
 ///
 /// Timestamps are microseconds from the run's start. The filter keeps the attempts of its
 /// units that overlap its time window, and the instants inside it.
@@ -212,6 +212,17 @@ impl<'f, W: Write> TraceWriter<'f, W> {
                     "name": format!("skipped {}", skipped.unit), "cat": "skip",
                     "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK, "ts": at_us,
                     "args": {"unit": skipped.unit, "reason": skip_reason_text(&skipped.reason)},
+                }))?;
+            }
+            Event::UnitReused(reused) if self.filter.keeps(record, origin) => {
+                // A reused unit runs nothing in this run: without an instant of its own it
+                // would read as never started, where every other view says reused (issue 35,
+                // found by tests/e2e/agreement.rs).
+                self.events.event(&json!({
+                    "name": format!("reused {}", reused.unit), "cat": "reuse",
+                    "ph": "i", "s": "t", "pid": 1, "tid": RUN_TRACK, "ts": at_us,
+                    "args": {"unit": reused.unit, "from_run": reused.from_run,
+                             "from_attempt": reused.from_attempt},
                 }))?;
             }
             Event::UnitMarked(marked) if self.filter.keeps(record, origin) => {

@@ -16,6 +16,8 @@ mod text;
 mod timeline;
 
 #[cfg(test)]
+mod agreement_tests;
+#[cfg(test)]
 mod browser_tests;
 #[cfg(test)]
 mod proptests;

@@ -74,7 +74,7 @@ impl RunBuilder {
         builder
     }
 
-    fn push(&mut self, ms: i64, event: Event) {
+    pub(crate) fn push(&mut self, ms: i64, event: Event) {
         let seq = self.records.len() as u64 + 1;
         self.records.push(Record {
             seq,

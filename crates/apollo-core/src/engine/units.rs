@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::api::UnitResult;
 use super::reuse::ReuseCheck;
+use crate::event::AttemptStatus;
 use crate::event::InputComponent;
 use crate::event::{RunFinished, RunStatus};
 use crate::model::Pipeline;
-use crate::resume::PriorState;
+use crate::resume::{PriorState, PriorUnitState};
 
 /// Where a unit is in the scheduler's hands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +158,17 @@ impl UnitTable {
     /// memory (`collect` reuses a `Vec`'s buffer for an `enumerate().map()` of its `into_iter`
     /// when the new items are no larger): 100,000 results are not 8 MB more at the run's end,
     /// and each slot's own memory (its output hash) is freed as its result is made.
-    pub(super) fn take_results(&mut self, pipeline: &Pipeline) -> Vec<(String, UnitResult)> {
+    ///
+    /// A unit this process never started whose last attempt in the run was cut off (apollo
+    /// died or was stopped while it ran) is reported cut off, not "not run": it did start in
+    /// this run, and the run model (`show`, `runs`, JUnit, replay) says `cut_off` of it. Issue
+    /// 35, found by tests/e2e/agreement.rs: a resume after a kill that stopped fail-fast
+    /// before restarting it summed the unit up as `not_started`.
+    pub(super) fn take_results(
+        &mut self,
+        pipeline: &Pipeline,
+        prior: &PriorState,
+    ) -> Vec<(String, UnitResult)> {
         const _: () = assert!(
             size_of::<(String, UnitResult)>() <= size_of::<UnitSlot>()
                 && align_of::<(String, UnitResult)>() == align_of::<UnitSlot>()
@@ -168,7 +179,28 @@ impl UnitTable {
         std::mem::take(&mut self.slots)
             .into_iter()
             .enumerate()
-            .map(|(idx, slot)| (name(idx), slot.result.unwrap_or(UnitResult::NotRun)))
+            .map(|(idx, slot)| {
+                let unit = name(idx);
+                let result = slot.result.unwrap_or_else(|| {
+                    let prior = prior.unit(&unit).map(|prior| &prior.state);
+                    match prior {
+                        Some(
+                            PriorUnitState::InFlight { attempt }
+                            | PriorUnitState::CutOff {
+                                attempt,
+                                status: AttemptStatus::Interrupted,
+                            },
+                        ) if slot.attempts_here == 0 => UnitResult::CutOff {
+                            attempt: *attempt,
+                            // Such a unit of `idempotent: false` stops a resume before any
+                            // unit runs; this one will simply run again.
+                            awaits_verdict: false,
+                        },
+                        _ => UnitResult::NotRun,
+                    }
+                });
+                (unit, result)
+            })
             .collect()
     }
 }

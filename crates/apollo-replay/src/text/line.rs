@@ -88,6 +88,11 @@ impl<W: Write> TextRenderer<W> {
         push_padded(&mut text, line.status, STATUS_WIDTH, status_code);
         let hash_code = (color && !line.hash.is_empty()).then_some("2");
         push_padded(&mut text, &line.hash, HASH_WIDTH, hash_code);
+        // `out ` and a short hash fill the column: a detail after it (`exit 77`) must not run
+        // into the hash (`out 3b5ca438exit 77`; found by tests/e2e/agreement.rs, seed 2).
+        if line.hash.chars().count() >= HASH_WIDTH && !line.detail.is_empty() {
+            text.push(' ');
+        }
         text.push_str(&terminal_safe(&line.detail));
         let trimmed = text.trim_end().len();
         text.truncate(trimmed);
@@ -168,7 +173,7 @@ fn status_color(status: &str) -> Option<&'static str> {
         "succeeded" | "ok" | "marked_succeeded" => Some("32"),
         "failed" | "timed_out" | "marked_failed" => Some("1;31"),
         "interrupted" | "unfinished" | "not_started" => Some("33"),
-        "skipped" | "upstream_failed" => Some("36"),
+        "skipped" | "skipped_when" | "upstream_failed" => Some("36"),
         "running" => Some("34"),
         _ => None,
     }

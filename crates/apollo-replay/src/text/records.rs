@@ -10,8 +10,7 @@ use std::io::{self, Write};
 use apollo_core::Phase;
 use apollo_core::event::{
     AttemptStatus, Event, ExitStatus, HookFinished, PhaseRecord, RunFinished, RunResumed,
-    RunStarted, SkipReason, UnitFinished, UnitMarked, UnitReused, UnitSkipped, UnitStarted,
-    Verdict,
+    RunStarted, UnitFinished, UnitMarked, UnitReused, UnitSkipped, UnitStarted, Verdict,
 };
 use chrono::{DateTime, Utc};
 
@@ -151,11 +150,10 @@ impl<W: Write> TextRenderer<W> {
         if !context.keep {
             return Ok(());
         }
-        let status = match &skipped.reason {
-            SkipReason::UpstreamFailed { .. } => "upstream_failed",
-            SkipReason::Interrupted => "not_started",
-            SkipReason::When { .. } => "skipped",
-        };
+        // The state the skip leaves the unit in, by the run model's one rule: a `when:` false
+        // is `skipped_when`, never `skipped` (which every view means as the unit's own exit
+        // 77; issue 35, found by tests/e2e/agreement.rs).
+        let status = crate::timeline::UnitStatus::after_skip(&skipped.reason).as_str();
         self.write_line(&Line {
             offset_ms: context.offset,
             unit: &skipped.unit,

@@ -136,17 +136,24 @@ pub fn unit_stats<'t>(
     let mut histories: BTreeMap<String, History> = BTreeMap::new();
     for timeline in runs {
         for unit in &timeline.units {
-            if unit.attempts.is_empty() {
+            // An attempt that ended on its `when: {command}` false ran nothing of the unit
+            // (the model's state is skipped_when, as for a false expression, which has no
+            // attempt): it is neither a run of the unit nor a retry (issue 35, found by
+            // tests/e2e/agreement.rs).
+            let ran: Vec<_> = (unit.attempts.iter())
+                .filter(|attempt| !attempt.outcome.as_ref().is_some_and(|o| o.when_false()))
+                .collect();
+            if ran.is_empty() {
                 continue;
             }
             let history = histories.entry(unit.name.clone()).or_default();
             history.runs += 1;
-            history.retried_runs += usize::from(unit.attempts.len() > 1);
+            history.retried_runs += usize::from(ran.len() > 1);
             history.failed_runs += usize::from(matches!(
                 unit.status,
                 UnitStatus::Failed | UnitStatus::TimedOut
             ));
-            for attempt in &unit.attempts {
+            for attempt in ran {
                 match attempt.state {
                     AttemptState::Finished(AttemptStatus::Succeeded) => {
                         history.durations.push(attempt.duration_ms());

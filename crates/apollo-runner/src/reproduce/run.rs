@@ -103,6 +103,10 @@ impl ScratchRun<'_> {
                 match result {
                     Some(UnitResult::Succeeded { .. }) => AttemptStatus::Succeeded,
                     Some(UnitResult::SelfSkipped { .. }) => AttemptStatus::Skipped,
+                    // A `when: {command}` false in the scratch tree ends the attempt `skipped`
+                    // (its `unit_finished`, which every view shows), not interrupted (issue 35,
+                    // found by tests/e2e/agreement.rs seed 6).
+                    Some(UnitResult::SkippedWhen { .. }) => AttemptStatus::Skipped,
                     Some(UnitResult::Failed { .. }) => AttemptStatus::Failed,
                     _ => AttemptStatus::Interrupted,
                 }

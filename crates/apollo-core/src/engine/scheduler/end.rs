@@ -37,7 +37,7 @@ impl Scheduler<'_> {
         let status = self.ended.unwrap_or_else(|| self.final_status());
         Ok(RunReport {
             status,
-            units: self.units.take_results(self.pipeline),
+            units: self.units.take_results(self.pipeline, self.prior),
         })
     }
 
