@@ -182,8 +182,8 @@ impl UnitTable {
             .map(|(idx, slot)| {
                 let unit = name(idx);
                 let result = slot.result.unwrap_or_else(|| {
-                    let prior = prior.unit(&unit).map(|prior| &prior.state);
-                    match prior {
+                    let state = prior.unit(&unit).map(|prior| &prior.state);
+                    match state {
                         Some(
                             PriorUnitState::InFlight { attempt }
                             | PriorUnitState::CutOff {
@@ -196,6 +196,12 @@ impl UnitTable {
                             // unit runs; this one will simply run again.
                             awaits_verdict: false,
                         },
+                        // Done earlier in the run and not run again here (the resume meant to,
+                        // its inputs having changed, but stopped first): what the run holds of
+                        // it is that success, as for a unit reused on resume.
+                        Some(PriorUnitState::Done { .. }) if slot.attempts_here == 0 => {
+                            done_earlier(prior, &unit)
+                        }
                         _ => UnitResult::NotRun,
                     }
                 });
@@ -216,5 +222,26 @@ impl Index<usize> for UnitTable {
 impl IndexMut<usize> for UnitTable {
     fn index_mut(&mut self, unit_idx: usize) -> &mut UnitSlot {
         &mut self.slots[unit_idx]
+    }
+}
+
+/// The result of `unit`, done earlier in the run and not run by this process: reused from
+/// the run it was reused from, skipped by itself, or done earlier. The run's counts are one set
+/// whichever process of the run ends it (issue 35: after a resume, units that had exited 77
+/// were counted succeeded).
+pub(super) fn done_earlier(prior: &PriorState, unit: &str) -> UnitResult {
+    if let Some((run_id, attempt)) = prior.reused_from(unit) {
+        return UnitResult::ReusedFromRun {
+            run_id: run_id.to_owned(),
+            attempt,
+        };
+    }
+    match prior.unit(unit).map(|prior| &prior.state) {
+        Some(PriorUnitState::Done {
+            status: AttemptStatus::Skipped,
+            attempt,
+            ..
+        }) => UnitResult::SelfSkipped { attempt: *attempt },
+        _ => UnitResult::Reused,
     }
 }

@@ -9,11 +9,8 @@ use crate::engine::outputs::when_false_hash;
 use crate::engine::policy::{Decision, reused_output_hash};
 use crate::engine::reuse::{ReuseCandidate, ReuseCheck, reused};
 use crate::engine::units::State;
-use crate::event::{
-    AttemptStatus, InputComponent, SkipReason, UnitReused, UnitSkipped, UnitStarted,
-};
+use crate::event::{InputComponent, SkipReason, UnitReused, UnitSkipped, UnitStarted};
 use crate::input_manifest;
-use crate::resume::PriorUnitState;
 
 impl Scheduler<'_> {
     pub(super) fn reuse(&mut self, unit_idx: usize, marked_hash: Option<String>) {
@@ -21,24 +18,8 @@ impl Scheduler<'_> {
         let slot = &mut self.units[unit_idx];
         slot.output_hash = Some(reused_output_hash(self.prior, unit, marked_hash));
         slot.state = State::Done;
-        // A unit this run reused from an earlier one (in an earlier process) stays counted so,
-        // and one that skipped itself earlier in the run stays skipped: the run's counts are
-        // one set whichever process of the run ends it (issue 35: after a resume, units that
-        // had exited 77 were counted succeeded).
-        slot.result = Some(match self.prior.reused_from(&unit.name) {
-            Some((run_id, attempt)) => UnitResult::ReusedFromRun {
-                run_id: run_id.to_owned(),
-                attempt,
-            },
-            None => match self.prior.unit(&unit.name).map(|prior| &prior.state) {
-                Some(PriorUnitState::Done {
-                    status: AttemptStatus::Skipped,
-                    attempt,
-                    ..
-                }) => UnitResult::SelfSkipped { attempt: *attempt },
-                _ => UnitResult::Reused,
-            },
-        });
+        // As the end's report says of a unit done earlier in the run (`units::done_earlier`).
+        slot.result = Some(crate::engine::units::done_earlier(self.prior, &unit.name));
         self.queue.complete(self.dag, unit_idx);
     }
 

@@ -155,3 +155,34 @@ fn only_runs_the_named_units_and_their_upstream_and_leaves_the_run_open() {
     assert_eq!(executor.ran(), vec![("a".into(), 1), ("b".into(), 1)]);
     assert!(!kinds(&journal).contains(&"run_finished".to_owned()));
 }
+
+#[test]
+fn a_unit_done_earlier_in_the_run_that_this_process_never_reran_is_reported_done_not_unstarted() {
+    // `a` succeeded before apollo died; its command changed since, so the resume means to run
+    // it again — but the run stops before it starts (here: cancelled at once; in the agreement
+    // test: a fail-fast stop). The run holds its success: the report must say so, as the run
+    // model does (issue 35: the summary said `not_started`, the model `succeeded`).
+    let first = pipeline(vec![unit("a", &[]), unit("b", &["a"])], 1);
+    let events = first_run(&first, |name, _, _| if name == "b" { fail() } else { ok() });
+    let prior = PriorState::from_events(&events);
+    let mut changed = unit("a", &[]);
+    changed.execute = Command::Shell("run a, differently".into());
+    let pipeline = pipeline(vec![changed, unit("b", &["a"])], 1);
+    let mut journal = SharedJournal::default();
+    journal.events.lock().unwrap().extend(events);
+    let executor = FakeExecutor::new(&journal, |_, _, _| ok());
+    let cancel = CancelToken::new();
+    cancel.cancel(crate::cancel::CancelLevel::Graceful);
+    let report = run_with(
+        &pipeline,
+        &prior,
+        &EngineOptions::new("r", &pipeline),
+        &mut journal,
+        &executor,
+        &cancel,
+    )
+    .unwrap();
+    assert!(executor.ran().is_empty());
+    assert_eq!(report.units[0].1, UnitResult::Reused, "{:?}", report.units);
+    assert_eq!(report.units[1].1, UnitResult::NotRun);
+}
