@@ -114,11 +114,18 @@ pub fn wrapper_script(spec: &WrapperSpec<'_>) -> String {
             .to_string()
             .replace(['\'', '\n'], "?")
     );
-    let _ = writeln!(script, "ran=0\nok=1");
+    let _ = writeln!(script, "ran=0\nok=1\nskipped=0");
     if let Some(condition) = &unit.when_command {
         // The condition first, a phase of its own: its `when` line in `phases` tells apollo
-        // a false one (its skip) from execute's own exit 77. Nothing else runs after it.
-        let _ = writeln!(script, "{} || ok=0", run_line(Phase::When, condition));
+        // a false one (its skip) from execute's own exit 77. Nothing else runs after it. A
+        // false condition (an exit other than 126 and 127, not a signal or the timeout: the
+        // rule of `PhaseOutcome::condition_false`) ends the job as a success to Slurm too, so
+        // `sacct` says COMPLETED of a unit apollo skipped, not FAILED.
+        let _ = writeln!(
+            script,
+            "{} || {{ c=$?; ok=0; if [ \"$c\" -ne 126 ] && [ \"$c\" -ne 127 ] && [ \"$c\" -lt 128 ]; then skipped=1; fi; }}",
+            run_line(Phase::When, condition)
+        );
     }
     if let Some(prepare) = &unit.prepare {
         let _ = writeln!(
@@ -210,6 +217,7 @@ echo "$job $(now)" >"$dir/started.tmp" && mv -f "$dir/started.tmp" "$dir/started
 
 /// The end: the result file, and the exit status Slurm shows for the job.
 const BODY_END: &str = r#"finish
+if [ "$skipped" = 1 ]; then exit 0; fi
 if [ "$ok" != 1 ]; then exit 1; fi
 if [ -n "${cleanup_failed:-}" ] && [ "$status" = 0 ]; then exit 1; fi
 exit "$status"
@@ -320,7 +328,59 @@ mod tests {
         });
         let when = script.find("run when env").unwrap();
         assert!(script[when..].starts_with("run when env 'APOLLO_RUN_ID=r1'"));
-        assert!(script.contains("'APOLLO_PHASE=when' /bin/sh -c 'test -s new.csv' || ok=0\n"));
+        assert!(
+            script.contains("'APOLLO_PHASE=when' /bin/sh -c 'test -s new.csv' || { c=$?; ok=0;")
+        );
         assert!(when < script.find("run execute").unwrap());
+    }
+
+    /// Runs the wrapper of a unit whose `when:` command exits `code`, in a scratch folder, as
+    /// a node would: the job's exit status Slurm records, and the `phases` file.
+    fn job_with_condition(code: i32) -> (Option<i32>, String) {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut unit = unit(Command::Shell("echo ran > ran".into()));
+        unit.workdir = scratch.path().to_path_buf();
+        unit.when_command = Some(Command::Shell(format!("exit {code}")));
+        let dir = scratch.path().join("attempt");
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = wrapper_script(&WrapperSpec {
+            run_id: "r1",
+            unit: &unit,
+            attempt: 1,
+            dir: &dir,
+        });
+        std::fs::write(dir.join(SCRIPT), script).unwrap();
+        #[allow(clippy::disallowed_methods)] // a test runs the job's shell script as a node would.
+        let status = std::process::Command::new("/bin/sh")
+            .arg(dir.join(SCRIPT))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(
+            !scratch.path().join("ran").exists(),
+            "execute ran after the condition"
+        );
+        let phases = std::fs::read_to_string(dir.join(PHASES)).unwrap();
+        (status.code(), phases)
+    }
+
+    #[test]
+    fn a_false_condition_ends_the_job_as_a_success_to_slurm_and_one_that_cannot_run_as_a_failure() {
+        let (code, phases) = job_with_condition(1);
+        assert_eq!(code, Some(0), "a false condition: COMPLETED to sacct");
+        assert!(phases.starts_with("when 1 "), "{phases}");
+        for cannot_run in [126, 127] {
+            let (code, phases) = job_with_condition(cannot_run);
+            assert_eq!(
+                code,
+                Some(1),
+                "{cannot_run}: the condition could not run: FAILED"
+            );
+            assert!(
+                phases.starts_with(&format!("when {cannot_run} ")),
+                "{phases}"
+            );
+        }
     }
 }
