@@ -14,6 +14,8 @@ mod reattach;
 mod request;
 mod result;
 mod script;
+#[cfg(test)]
+mod script_sh_tests;
 mod secrets;
 mod squeue;
 mod submit;
