@@ -95,6 +95,14 @@ impl<'a> AttemptRequest<'a> {
         dirs.log_dir(&self.unit.name, attempt).ok()
     }
 
+    /// The run's folder for `executor`'s own files, as the run names it
+    /// ([`AttemptLogs::executor_dir`](crate::engine::AttemptLogs::executor_dir)); `None` when
+    /// the request names no folders or the run has none for it.
+    pub fn executor_dir(&self, executor: &str) -> Option<std::path::PathBuf> {
+        let AttemptDirs(dirs) = self.attempt_dirs?;
+        dirs.executor_dir(executor)
+    }
+
     /// The same request, naming the attempt an earlier apollo left in flight (see
     /// [`AttemptRequest::in_flight`]).
     pub fn with_in_flight(self, in_flight: Option<u32>) -> Self {

@@ -17,4 +17,8 @@ impl AttemptLogs for RunLogs {
             .map(apollo_store::AttemptDir::into_path)
             .map_err(|error| error.to_string())
     }
+
+    fn executor_dir(&self, executor: &str) -> Option<PathBuf> {
+        self.run.executor_dir(executor).ok()
+    }
 }

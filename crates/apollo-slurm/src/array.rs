@@ -76,6 +76,8 @@ struct Group {
 #[derive(Debug)]
 pub(crate) struct Member {
     dir: PathBuf,
+    /// Where the array's submission folder goes (see [`submissions_dir`]).
+    submissions: PathBuf,
     idempotent: bool,
     reply: Sender<Submission>,
 }
@@ -111,8 +113,10 @@ fn array_script(run_id: &str, folder: &Path, count: usize) -> String {
     )
 }
 
-/// Where the submission folders of the run holding `attempt_dir` go: `<run>/slurm/`, beside
-/// `units/`; for an attempt folder not in apollo's layout, inside it.
+/// Where the submission folders of the run holding `attempt_dir` go when the request does not
+/// name the run's folder for Slurm ([`AttemptRequest::executor_dir`], which the engine always
+/// sets): `<run>/slurm/`, beside `units/`, for a library caller using apollo's layout; for an
+/// attempt folder not in that layout, inside it.
 fn submissions_dir(attempt_dir: &Path) -> PathBuf {
     let units = attempt_dir.parent().and_then(Path::parent);
     match units.and_then(|units| Some((units.file_name()?, units.parent()?))) {
@@ -142,6 +146,10 @@ impl SlurmExecutor {
         }
         let (reply, replied) = crossbeam_channel::bounded(1);
         let member = Member {
+            // Absolute, as every path a job is given (the job runs on another machine).
+            submissions: (request.executor_dir(crate::executor::EXECUTOR_NAME))
+                .map(|run_dir| std::path::absolute(&run_dir).unwrap_or(run_dir))
+                .unwrap_or_else(|| submissions_dir(dir)),
             dir: dir.to_owned(),
             idempotent: request.unit.idempotent,
             reply,
@@ -387,8 +395,8 @@ impl SlurmExecutor {
         token: &str,
         members: &[Member],
     ) -> Result<(String, PathBuf), String> {
-        let first = &members.first().ok_or("an empty job array")?.dir;
-        let folder = submissions_dir(first).join(token);
+        let first = members.first().ok_or("an empty job array")?;
+        let folder = first.submissions.join(token);
         let name = array_job_name(run_id, members.len(), token);
         let cannot = |what: &Path, error: std::io::Error| {
             format!("cannot write the job array's {}: {error}", what.display())

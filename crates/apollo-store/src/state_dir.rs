@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
-use crate::attempt_dir::{AttemptDir, check_log_dir};
+use crate::attempt_dir::AttemptDir;
 use crate::error::StoreError;
 use crate::segment::has_records;
 use apollo_core::sharing::{MARKER_FILE, Sharing};
@@ -84,25 +84,6 @@ impl RunDir {
     /// captured output, `unit`'s name encoded for the disk and checked (see [`AttemptDir`]).
     pub fn attempt_dir(&self, unit: &str, attempt: u32) -> Result<AttemptDir, StoreError> {
         AttemptDir::new(&self.path, unit, attempt)
-    }
-
-    /// The folder for a pipeline hook's captured output (`hooks/<hook>`), checked like an
-    /// attempt's (see [`RunDir::attempt_dir`]): `hooks/` and `hooks/<hook>/` are missing or
-    /// real folders, and their `stdout` and `stderr` missing or regular files. `hook` must be a
-    /// plain name (`on_finish`, …).
-    pub fn hook_log_dir(&self, hook: &str) -> Result<PathBuf, StoreError> {
-        let valid = !hook.is_empty()
-            && hook
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_');
-        if !valid {
-            return Err(StoreError::invalid(format!(
-                "hook name `{hook}` cannot be used as a folder name (allowed: A-Z a-z 0-9 _)"
-            )));
-        }
-        let dir = self.path.join(HOOKS_DIR).join(hook);
-        check_log_dir(&self.path, &dir)?;
-        Ok(dir)
     }
 
     /// Writes the run summary hooks are given (`hooks/summary.json`) and returns its path.
@@ -857,5 +838,6 @@ impl StateDir {
     }
 }
 
+mod run_folders;
 #[cfg(test)]
 mod tests;

@@ -167,6 +167,14 @@ pub trait AttemptLogs: Sync {
     /// The folder for `unit`'s attempt `attempt`. The executor creates it when there is output
     /// to keep.
     fn log_dir(&self, unit: &str, attempt: u32) -> Result<PathBuf, String>;
+
+    /// The run's folder for `executor`'s own files (a Slurm job array's submission: its
+    /// index and logs), beside the units' folders. `None` (the default): the executor keeps
+    /// them in the attempt's folder.
+    fn executor_dir(&self, executor: &str) -> Option<PathBuf> {
+        let _ = executor;
+        None
+    }
 }
 
 /// Where a unit ended up in this engine run.

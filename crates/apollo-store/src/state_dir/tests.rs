@@ -420,4 +420,9 @@ fn a_hook_summary_replaces_a_planted_link_and_refuses_a_linked_folder() {
     for bad in ["", "..", "a/b"] {
         assert!(run.hook_log_dir(bad).is_err(), "{bad}");
     }
+    // An executor's own folder is beside `units/`, and only under a plain name.
+    assert_eq!(run.executor_dir("slurm").unwrap(), run.path().join("slurm"));
+    for bad in ["", "..", "a/b", "units/x"] {
+        assert!(run.executor_dir(bad).is_err(), "{bad}");
+    }
 }
