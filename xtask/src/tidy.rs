@@ -23,7 +23,9 @@
 //!   ([`crate_graph`]);
 //! * **run-paths** — only apollo-store spells a run's folders and encodes a unit's name for
 //!   its attempt folder (`StateDir` → `RunDir` → `AttemptDir`, [`run_paths`]);
-//! * **journal-reads** — no view folds a journal itself ([`journal_reads`]).
+//! * **journal-reads** — no view folds a journal itself ([`journal_reads`]);
+//! * **safe-open** — an existing file is opened without following a link or blocking only
+//!   through `apollo_core::safe_file`, but for a short list of writers ([`safe_open`]).
 //!
 //! The scan is line-based (no parser: xtask stays small); a comment line is never a violation.
 
@@ -32,6 +34,7 @@ mod file_size;
 mod journal_reads;
 mod long_functions;
 mod run_paths;
+mod safe_open;
 mod unsafe_code;
 
 use std::path::{Path, PathBuf};
@@ -64,9 +67,10 @@ pub(crate) fn run(root: &Path) -> Result<(), String> {
 
 type Check = fn(&Path) -> Result<Vec<String>, String>;
 
-const CHECKS: [(&str, Check); 11] = [
+const CHECKS: [(&str, Check); 12] = [
     ("processes", process_creation_outside_exec),
     ("run-paths", run_paths::run_paths_outside_the_store),
+    ("safe-open", safe_open::nofollow_opens_outside_the_door),
     ("journal-reads", journal_reads::journal_reads_in_views),
     ("unsafe", undocumented_unsafe_blocks),
     ("unwrap", unwrap_in_library_code),

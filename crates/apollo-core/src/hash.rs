@@ -353,24 +353,19 @@ fn stat_regular(path: &Path) -> Result<std::fs::Metadata, Problem> {
 /// Open `path` for hashing, after [`stat_regular`] allowed it: a special file is refused
 /// before it is opened (opening a device can have effects), and the open itself does not
 /// block (`O_NONBLOCK`: a FIFO put in its place meanwhile would otherwise wait for a writer
-/// forever); what was opened is checked again.
+/// forever); what was opened is checked again (the open and the check are [`crate::safe_file`]).
 fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), Problem> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // Non-blocking, so that a file swapped for a FIFO after the check cannot block the open;
-    // no controlling terminal from a tty.
-    fn open_flags() -> i32 {
-        use rustix::fs::OFlags;
-        // The flags are small positive bits; the cast cannot truncate.
-        (OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32
-    }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(open_flags())
-        .open(path)
-        .map_err(Problem::Io)?;
-    let metadata = file.metadata().map_err(Problem::Io)?;
-    refuse_irregular(metadata.file_type())?;
-    Ok((file, metadata))
+    // A declared input may be a symbolic link (followed); see `crate::safe_file`.
+    crate::safe_file::open(path, crate::safe_file::SafeOpen::FOLLOW).map_err(|error| match error {
+        crate::safe_file::SafeOpenError::NotRegular(file_type) => match refuse_irregular(file_type)
+        {
+            Err(problem) => problem,
+            Ok(()) => Problem::NotRegular("not a regular file"),
+        },
+        crate::safe_file::SafeOpenError::Open(error)
+        | crate::safe_file::SafeOpenError::Stat(error) => Problem::Io(error),
+        other => Problem::Io(std::io::Error::other(other)),
+    })
 }
 
 /// What hashing one declared file found: its hash, size and mode, and whether its bytes were

@@ -23,6 +23,7 @@ pub mod record;
 pub mod restore_temp;
 pub mod resume;
 mod reuse_check;
+pub mod safe_file;
 pub mod sharing;
 pub mod testing;
 pub mod unit_state;

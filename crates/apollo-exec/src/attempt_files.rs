@@ -5,65 +5,66 @@
 //! write outside it, nor a FIFO or `/dev/zero` make it wait or read forever.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
-/// Opens the existing file `path` for reading: never through a symbolic link (the last
-/// component; the folders are checked when the attempt folder is made, see
-/// [`create_attempt_dir`]), never blocking, and only a regular file. `Ok(None)`: there is no
-/// such file.
+use apollo_core::safe_file::{SafeOpen, SafeOpenError};
+
+/// Opens the existing file `path` for reading through `apollo_core::safe_file`: never through
+/// a symbolic link (the last component; the folders are checked when the attempt folder is
+/// made, see [`create_attempt_dir`]), never blocking, and only a regular file. `Ok(None)`:
+/// there is no such file.
 pub fn open_attempt_file(path: &Path) -> io::Result<Option<File>> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::other(format!(
-                "refusing to read {}: it is a symbolic link, not a regular file",
-                path.display()
-            )));
-        }
-        Err(error) => return Err(error),
-    };
-    let file_type = file.metadata()?.file_type();
-    if !file_type.is_file() {
-        use std::os::unix::fs::FileTypeExt as _;
-        let what = if file_type.is_fifo() {
-            "a FIFO"
-        } else if file_type.is_dir() {
-            "a folder"
-        } else {
-            "a device or socket"
-        };
-        return Err(io::Error::other(format!(
-            "refusing to read {}: it is {what}, not a regular file",
-            path.display()
-        )));
+    match apollo_core::safe_file::open(path, SafeOpen::NO_FOLLOW) {
+        Ok((file, _)) => Ok(Some(file)),
+        Err(error) if error.is_not_found() => Ok(None),
+        Err(error) => Err(refusal(path, error)),
     }
-    Ok(Some(file))
+}
+
+/// The message of an attempt file that cannot be opened or read, as this module has always
+/// worded it.
+fn refusal(path: &Path, error: SafeOpenError) -> io::Error {
+    match error {
+        SafeOpenError::SymbolicLink => io::Error::other(format!(
+            "refusing to read {}: it is a symbolic link, not a regular file",
+            path.display()
+        )),
+        SafeOpenError::NotRegular(file_type) => {
+            use std::os::unix::fs::FileTypeExt as _;
+            let what = if file_type.is_fifo() {
+                "a FIFO"
+            } else if file_type.is_dir() {
+                "a folder"
+            } else {
+                "a device or socket"
+            };
+            io::Error::other(format!(
+                "refusing to read {}: it is {what}, not a regular file",
+                path.display()
+            ))
+        }
+        SafeOpenError::TooLarge { bound, .. } => io::Error::other(format!(
+            "refusing to read {}: it is larger than the {bound} bytes such a file holds",
+            path.display()
+        )),
+        SafeOpenError::Open(error) | SafeOpenError::Stat(error) | SafeOpenError::Read(error) => {
+            error
+        }
+        other => io::Error::other(other),
+    }
 }
 
 /// Reads the small file `path` whole, as [`open_attempt_file`] opens it; more than `max_len`
 /// bytes is an error naming the file (these files are written by apollo or its job wrapper,
 /// a few KB at most). `Ok(None)`: there is no such file.
 pub fn read_attempt_file(path: &Path, max_len: u64) -> io::Result<Option<Vec<u8>>> {
-    let Some(file) = open_attempt_file(path)? else {
-        return Ok(None);
-    };
-    let mut bytes = Vec::new();
-    file.take(max_len.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > max_len {
-        return Err(io::Error::other(format!(
-            "refusing to read {}: it is larger than the {max_len} bytes such a file holds",
-            path.display()
-        )));
+    match apollo_core::safe_file::read_bounded(path, SafeOpen::NO_FOLLOW, max_len) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if error.is_not_found() => Ok(None),
+        Err(error) => Err(refusal(path, error)),
     }
-    Ok(Some(bytes))
 }
 
 /// Writes `bytes` to `path` through a new temporary file in the same folder, renamed over

@@ -142,6 +142,8 @@ pub fn cut_in_place(path: &Path, limit: u64) -> std::io::Result<u64> {
     Ok(cut)
 }
 
+/// Not `apollo_core::safe_file`: that door opens for reading only, and [`cut_in_place`] must
+/// write the file it opens (the same guards: no symbolic link followed, no blocking).
 trait NoFollow {
     fn custom_flags_nofollow(&mut self) -> &mut Self;
 }

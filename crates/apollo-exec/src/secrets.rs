@@ -8,8 +8,7 @@
 //! Nothing here writes a value anywhere but into a child's environment.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use apollo_core::model::{Command, SecretSource};
@@ -135,32 +134,24 @@ pub fn read_secret(
     Ok(value)
 }
 
-fn read_secret_file(path: &PathBuf) -> Result<String, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // Non-blocking, so that a FIFO put where the file should be does not hang the run's
-    // start; it is then refused as not a regular file.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|error| format!("cannot open {}: {error}", path.display()))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-    if !metadata.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    if metadata.len() > MAX_SECRET_FILE_BYTES {
-        return Err(format!(
-            "{} is {} bytes, more than a secret may be ({MAX_SECRET_FILE_BYTES})",
-            path.display(),
-            metadata.len()
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRET_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+fn read_secret_file(path: &Path) -> Result<String, String> {
+    use apollo_core::safe_file::{SafeOpen, SafeOpenError};
+    // Through the one door: non-blocking, so that a FIFO put where the file should be does
+    // not hang the run's start; it is then refused as not a regular file. A symbolic link is
+    // followed (the user's own file).
+    let bytes = apollo_core::safe_file::read_bounded(path, SafeOpen::FOLLOW, MAX_SECRET_FILE_BYTES)
+        .map_err(|error| match error {
+            SafeOpenError::Open(error) => format!("cannot open {}: {error}", path.display()),
+            SafeOpenError::NotRegular(_) => format!("{} is not a regular file", path.display()),
+            SafeOpenError::TooLarge { len, .. } => format!(
+                "{} is {len} bytes, more than a secret may be ({MAX_SECRET_FILE_BYTES})",
+                path.display()
+            ),
+            SafeOpenError::Stat(error) | SafeOpenError::Read(error) => {
+                format!("cannot read {}: {error}", path.display())
+            }
+            other => format!("cannot read {}: {other}", path.display()),
+        })?;
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
 }
 

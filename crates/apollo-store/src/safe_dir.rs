@@ -352,8 +352,8 @@ impl Dir {
         Ok(file)
     }
 
-    /// Opens the file `name`, which must be a regular file (never a symbolic link, a FIFO or a
-    /// device: it is opened non-blocking and checked before any byte is read or written).
+    /// Opens the regular file `name` (never a symbolic link, FIFO or device: non-blocking and
+    /// checked before any use; unlike `apollo_core::safe_file`, relative to a folder, to write).
     pub(crate) fn open_file(
         &self,
         name: impl AsRef<Path>,

@@ -88,10 +88,11 @@ pub(crate) fn list_segment_files(journal_dir: &Path) -> Result<Vec<SegmentFile>,
 
 /// Opens a segment for reading, with its length: only a regular file is read. A segment that
 /// is a symbolic link, a FIFO, a device or a folder is a corruption naming the file, found
-/// without blocking (the file is opened with `O_NOFOLLOW | O_NONBLOCK` and checked with
-/// `fstat` before any read): a FIFO or `/dev/zero` would otherwise block or never end.
+/// without blocking (the file is opened through `apollo_core::safe_file`, with `O_NOFOLLOW |
+/// O_NONBLOCK`, and checked with `fstat` before any read): a FIFO or `/dev/zero` would
+/// otherwise block or never end.
 pub(crate) fn open_segment_for_read(path: &Path) -> Result<(File, u64), StoreError> {
-    use rustix::fs::{FileType, Mode, OFlags};
+    use apollo_core::safe_file::{SafeOpen, SafeOpenError};
     let not_regular = |found: &str| {
         StoreError::corruption(
             path,
@@ -100,26 +101,19 @@ pub(crate) fn open_segment_for_read(path: &Path) -> Result<(File, u64), StoreErr
             format!("the segment is {found}, not a regular file"),
         )
     };
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|errno| match errno {
-        rustix::io::Errno::LOOP => not_regular("a symbolic link"),
-        rustix::io::Errno::NOENT => StoreError::NotFound {
+    match apollo_core::safe_file::open(path, SafeOpen::NO_FOLLOW) {
+        Ok((file, metadata)) => Ok((file, metadata.len())),
+        Err(error) if error.is_not_found() => Err(StoreError::NotFound {
             what: format!("segment {}", path.display()),
-        },
-        errno => StoreError::io("open", path, errno.into()),
-    })?;
-    let stat =
-        rustix::fs::fstat(&fd).map_err(|errno| StoreError::io("stat", path, errno.into()))?;
-    let file_type = FileType::from_raw_mode(stat.st_mode);
-    if file_type != FileType::RegularFile {
-        return Err(not_regular(crate::safe_dir::describe(file_type)));
+        }),
+        Err(SafeOpenError::SymbolicLink) => Err(not_regular("a symbolic link")),
+        Err(SafeOpenError::NotRegular(file_type)) => {
+            Err(not_regular(apollo_core::safe_file::describe(file_type)))
+        }
+        Err(SafeOpenError::Stat(error)) => Err(StoreError::io("stat", path, error)),
+        Err(SafeOpenError::Open(error)) => Err(StoreError::io("open", path, error)),
+        Err(other) => Err(StoreError::io("open", path, std::io::Error::other(other))),
     }
-    let len = u64::try_from(stat.st_size).unwrap_or(0);
-    Ok((File::from(fd), len))
 }
 
 /// Where a segment's data ends: after its last non-zero byte. The writer allocates space

@@ -123,11 +123,11 @@ const HOOKS_DIR: &str = "hooks";
 /// The run summary hooks get the path of, in [`HOOKS_DIR`].
 const HOOK_SUMMARY: &str = "summary.json";
 
-/// Opens a file of the state directory for reading, such as an attempt's captured `stdout` or
-/// `stderr` (`apollo logs`): only a regular file is opened, never through a symbolic link and
-/// without blocking, so a FIFO or a link to `/dev/zero` planted there is refused
-/// ([`StoreError::UnexpectedFileType`]) instead of blocking or streaming forever. `Ok(None)`:
-/// there is no such file.
+/// Opens a file of the state directory for reading (`apollo logs`): only a regular file,
+/// never through a symbolic link nor blocking, so a planted FIFO or link to `/dev/zero` is
+/// refused ([`StoreError::UnexpectedFileType`]). `Ok(None)`: there is no such file. Through
+/// the store's folder handle, not `apollo_core::safe_file`: relative to the folder's
+/// descriptor and after an `lstat`, so that a device is refused before it is opened at all.
 pub fn open_regular_file(path: &Path) -> Result<Option<fs::File>, StoreError> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(StoreError::invalid(format!(

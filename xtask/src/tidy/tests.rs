@@ -24,6 +24,23 @@ fn only_apollo_store_spells_a_runs_folders() {
 }
 
 #[test]
+fn an_existing_file_is_opened_safely_through_one_door() {
+    assert_clean(safe_open::nofollow_opens_outside_the_door);
+}
+
+#[test]
+fn a_nofollow_open_outside_the_door_is_found() {
+    let text = "fn f(path: &Path) {\n    \
+                // O_NOFOLLOW in a comment is fine\n    \
+                let _ = OpenOptions::new().custom_flags(libc::O_NOFOLLOW).open(path);\n    \
+                let _ = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW);\n}\n";
+    let found = safe_open::nofollow_opens("crates/apollo-slurm/src/result.rs", text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("crates/apollo-slurm/src/result.rs:3: `O_NOFOLLOW`"));
+    assert!(safe_open::nofollow_opens("crates/apollo-core/src/safe_file.rs", text).is_empty());
+}
+
+#[test]
 fn an_attempt_folder_built_outside_the_store_is_found() {
     let view = "fn logs(run: &Path, unit: &str) -> PathBuf {\n    \
                 // run.join(\"units\") in a comment is fine\n    \

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -45,31 +45,28 @@ fn read_bounded_with(
     if !(kind.is_file() || (kind.is_fifo() && pipe_allowed)) {
         return Err(not_accepted(kind, pipe_allowed));
     }
-    // Non-blocking, so that a FIFO (or a file swapped for one meanwhile) cannot block the open
-    // on a writer that never comes; no controlling terminal from a tty.
-    let flags = (rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // The flags are small positive bits; the cast cannot truncate.
-        .custom_flags(flags as i32)
-        .open(path)?;
-    let metadata = file.metadata()?;
-    let kind = metadata.file_type();
-    if kind.is_file() {
-        if metadata.len() > max_bytes {
-            return Err(too_large(metadata.len(), max_bytes));
+    // Opened through the one door (`crate::safe_file`): non-blocking, so that a FIFO (or a
+    // file swapped for one meanwhile) cannot block the open on a writer that never comes; no
+    // controlling terminal from a tty; a symbolic link followed (a user's own file). A pipe
+    // stays here: it is read with a time limit, which the door does not do.
+    use crate::safe_file::{SafeOpen, SafeOpenError};
+    let options = SafeOpen {
+        accept_fifo: pipe_allowed,
+        ..SafeOpen::FOLLOW
+    };
+    let as_io = |error: SafeOpenError| match error {
+        SafeOpenError::Open(error) | SafeOpenError::Stat(error) | SafeOpenError::Read(error) => {
+            error
         }
-        let mut bytes = Vec::new();
-        (&file).take(max_bytes + 1).read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > max_bytes {
-            return Err(too_large(bytes.len() as u64, max_bytes));
-        }
-        return Ok(bytes);
-    }
-    if kind.is_fifo() && pipe_allowed {
+        SafeOpenError::NotRegular(kind) => not_accepted(kind, pipe_allowed),
+        SafeOpenError::TooLarge { len, bound } => too_large(len, bound),
+        other => io::Error::other(other),
+    };
+    let (file, metadata) = crate::safe_file::open(path, options).map_err(as_io)?;
+    if metadata.file_type().is_fifo() {
         return read_pipe(&file, max_bytes, time_limit);
     }
-    Err(not_accepted(kind, pipe_allowed))
+    crate::safe_file::read_to_end(&file, &metadata, max_bytes).map_err(as_io)
 }
 
 /// A pipe to its end (every writer closed it), polling so neither a silent writer nor one

@@ -79,7 +79,9 @@ pub(crate) fn sharing_of(dir: &Path) -> Sharing {
 }
 
 /// Opens (creating) the named output file `path` for appending: never through a symbolic
-/// link, never a FIFO or device (refused, not blocked on).
+/// link, never a FIFO or device (refused, not blocked on). Not `apollo_core::safe_file`, which
+/// opens existing files for reading only: this one creates and appends, with the mode the
+/// state directory's folder asks for.
 fn open_named(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let sharing = sharing_of(path.parent().unwrap_or(Path::new(".")));
